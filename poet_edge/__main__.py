@@ -1,0 +1,5 @@
+import sys
+
+from poet_edge.cli import main
+
+sys.exit(main())

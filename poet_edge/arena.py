@@ -1,0 +1,108 @@
+"""Static arena planning: every value instance of a schedule gets an offset in one buffer.
+
+An instance is born by Compute or PageIn and dies at the Free of its value (or at the end of the step).
+Recomputed and paged-in copies are new instances and may land at a different offset."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from poet_edge.errors import PoetError
+from poet_edge.schedule import Compute, Free, PageIn, Schedule
+
+ALIGN = 16
+
+
+def align(n: int, a: int = ALIGN) -> int:
+    return (n + a - 1) // a * a
+
+
+@dataclass(frozen=True)
+class Instance:
+    value: str  # problem node whose output this is (or "<node>#ws" for kernel workspace)
+    size: int  # aligned bytes
+    start: int  # first schedule step at which it occupies memory
+    end: int  # last schedule step at which it occupies memory (inclusive)
+
+    def overlaps(self, other: Instance) -> bool:
+        return self.start <= other.end and other.start <= self.end
+
+
+@dataclass(frozen=True)
+class ArenaPlan:
+    instances: tuple[Instance, ...]
+    offsets: tuple[int, ...]
+    arena_bytes: int
+    peak_live_bytes: int
+    planner: str
+
+    @property
+    def overhead(self) -> float:
+        return self.arena_bytes / self.peak_live_bytes if self.peak_live_bytes else 1.0
+
+
+def instances(schedule: Schedule, sizes: Mapping[str, int], workspace: Mapping[str, int]) -> list[Instance]:
+    """Value instances (and per-compute workspace) of a schedule, in order of birth."""
+    open_: dict[str, tuple[int, int]] = {}  # value -> (position in out, start)
+    out: list[Instance] = []
+    last = len(schedule.steps) - 1
+    for k, step in enumerate(schedule.steps):
+        if isinstance(step, (Compute, PageIn)):
+            if sizes[step.node] > 0:
+                open_[step.node] = (len(out), k)
+                out.append(Instance(step.node, align(sizes[step.node]), k, last))
+            if isinstance(step, Compute) and workspace.get(step.node, 0) > 0:
+                out.append(Instance(f"{step.node}#ws", align(workspace[step.node]), k, k))
+        elif isinstance(step, Free) and step.node in open_:
+            i, start = open_.pop(step.node)
+            out[i] = Instance(step.node, out[i].size, start, k)
+    return out
+
+
+def peak_live(insts: list[Instance]) -> int:
+    events: dict[int, int] = {}
+    for i in insts:
+        events[i.start] = events.get(i.start, 0) + i.size
+        events[i.end + 1] = events.get(i.end + 1, 0) - i.size
+    live = peak = 0
+    for k in sorted(events):
+        live += events[k]
+        peak = max(peak, live)
+    return peak
+
+
+def _place(order: list[int], insts: list[Instance]) -> list[int]:
+    """Lowest offset that does not collide with an already placed, lifetime-overlapping instance."""
+    offsets = [-1] * len(insts)
+    placed: list[int] = []
+    for i in order:
+        busy = sorted((offsets[j], offsets[j] + insts[j].size) for j in placed if insts[i].overlaps(insts[j]))
+        off = 0
+        for lo, hi in busy:
+            if off + insts[i].size <= lo:
+                break
+            off = max(off, hi)
+        offsets[i] = off
+        placed.append(i)
+    return offsets
+
+
+def plan_greedy_by_size(insts: list[Instance]) -> ArenaPlan:
+    """TensorFlow Lite Micro's greedy planner: largest first, lowest fitting offset."""
+    order = sorted(range(len(insts)), key=lambda i: (-insts[i].size, insts[i].start, i))
+    offsets = _place(order, insts)
+    top = max((o + s.size for o, s in zip(offsets, insts)), default=0)
+    return ArenaPlan(tuple(insts), tuple(offsets), top, peak_live(insts), "greedy-by-size")
+
+
+def verify(plan: ArenaPlan) -> None:
+    """Raises if two lifetime-overlapping instances share bytes or an offset is misaligned."""
+    items = list(zip(plan.instances, plan.offsets))
+    for a, (ia, oa) in enumerate(items):
+        if oa % ALIGN or oa < 0 or oa + ia.size > plan.arena_bytes:
+            raise PoetError(f"arena plan: instance {ia.value} at {oa} is misaligned or outside the arena")
+        for ib, ob in items[a + 1:]:
+            if ia.overlaps(ib) and oa < ob + ib.size and ob < oa + ia.size:
+                raise PoetError(f"arena plan: {ia.value} [{oa},{oa + ia.size}) and {ib.value} "
+                                f"[{ob},{ob + ib.size}) overlap while both alive")

@@ -1,0 +1,192 @@
+"""Emits poet_model.{h,c} from templates; the body is one structured kernel call per schedule step."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+import numpy as np
+
+from poet_edge import __version__, ops
+from poet_edge.arena import ArenaPlan, align
+from poet_edge.errors import PoetError
+from poet_edge.ir import Graph, Node, Role
+from poet_edge.ops.base import CArg, FloatArg, IntArg, IntArrayArg, KernelCall, NullArg, RuntimeArg, TensorArg
+from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def render(name: str, **values: object) -> str:
+    return Template((TEMPLATES / name).read_text()).substitute({k: str(v) for k, v in values.items()})
+
+
+def c_float(v: float) -> str:
+    """Shortest decimal that reads back as the same float32 (C parses 'f' literals correctly rounded)."""
+    if not np.isfinite(v):
+        raise PoetError(f"cannot emit non-finite constant {v}")
+    mant, exp = np.format_float_scientific(np.float32(v), unique=True, trim="-").split("e")
+    mant = mant if "." in mant else mant + ".0"
+    return f"{mant}f" if int(exp) == 0 else f"{mant}e{int(exp)}f"
+
+
+def c_name(name: str, taken: set[str]) -> str:
+    base = "poet_param_" + re.sub(r"[^0-9A-Za-z_]", "_", name)
+    out, k = base, 1
+    while out in taken:
+        k += 1
+        out = f"{base}_{k}"
+    taken.add(out)
+    return out
+
+
+@dataclass(frozen=True)
+class StoragePlan:
+    """Byte offset of every paged value in the paging storage."""
+
+    offsets: dict[str, int]
+    total_bytes: int
+
+
+def plan_storage(schedule: Schedule, sizes: dict[str, int], block: int = 16) -> StoragePlan:
+    offsets: dict[str, int] = {}
+    top = 0
+    for s in schedule.steps:
+        if isinstance(s, PageOut) and s.node not in offsets:
+            offsets[s.node] = top
+            top += align(sizes[s.node], block)
+    return StoragePlan(offsets, top)
+
+
+class _Pointers:
+    """Where each tensor lives at each point of the schedule."""
+
+    def __init__(self, tg: Graph, plan: ArenaPlan, param_vars: dict[str, str]):
+        self.tg, self.param_vars = tg, param_vars
+        self.sub: dict[str, tuple[str, int]] = {}  # tensor -> (producing node, byte offset inside its value)
+        for n in tg.nodes:
+            off = 0
+            for o in n.outputs:
+                self.sub[o] = (n.name, off)
+                off += align(tg.tensor(o).nbytes)
+        self.birth = {(i.start, i.value): k for k, i in enumerate(plan.instances)}
+        self.offsets = plan.offsets
+        self.current: dict[str, int] = {}  # node value -> arena byte offset of its live instance
+
+    def born(self, step: int, value: str) -> None:
+        k = self.birth.get((step, value))
+        if k is not None:
+            self.current[value] = self.offsets[k]
+
+    def value_ptr(self, value: str) -> str:
+        return f"(poet_arena + {self.current[value] // 4})"
+
+    def tensor_ptr(self, name: str) -> str:
+        t = self.tg.tensor(name)
+        if t.role == Role.INPUT:
+            return "x"
+        if t.role == Role.LABEL:
+            return "labels"
+        if t.role == Role.PARAMETER:
+            return self.param_vars[name]
+        node, off = self.sub[name]
+        return f"(poet_arena + {(self.current[node] + off) // 4})"
+
+
+def _arg(a: CArg, ptr: Callable[[str], str]) -> str:
+    if isinstance(a, TensorArg):
+        return ptr(a.name)
+    if isinstance(a, IntArg):
+        return str(a.value)
+    if isinstance(a, FloatArg):
+        return c_float(a.value)
+    if isinstance(a, IntArrayArg):
+        return "(const int32_t[]){" + ", ".join(str(v) for v in a.values) + "}"
+    if isinstance(a, RuntimeArg):
+        return a.name
+    if isinstance(a, NullArg):
+        return "NULL"
+    raise TypeError(a)
+
+
+def call_line(call: KernelCall, ptr: Callable[[str], str]) -> str:
+    return f"    {call.func}({', '.join(_arg(a, ptr) for a in call.args)});"
+
+
+def kernel_call(node: Node, tg: Graph) -> KernelCall:
+    op = ops.get(node.op)
+    if op.kernel is None:
+        raise PoetError(f"node '{node.name}' ({node.op}): no C kernel")
+    return op.kernel(node, tg.shape)
+
+
+def body(tg: Graph, schedule: Schedule, plan: ArenaPlan, storage: StoragePlan, value_bytes: dict[str, int],
+         param_vars: dict[str, str]) -> list[str]:
+    nodes = {n.name: n for n in tg.nodes}
+    ptrs = _Pointers(tg, plan, param_vars)
+    computed: set[str] = set()
+    lines: list[str] = []
+    for k, s in enumerate(schedule.steps):
+        if isinstance(s, Compute):
+            ptrs.born(k, s.node)
+            n = nodes[s.node]
+            again = " (recompute)" if s.node in computed else ""
+            lines.append(f"    /* {k}: {n.name} = {n.op}{again} */")
+            lines.append(call_line(kernel_call(n, tg), ptrs.tensor_ptr))
+            if n.op in ("SoftmaxCrossEntropy", "MeanSquaredError"):
+                lines.append(f"    loss = *{ptrs.tensor_ptr(n.outputs[0])};")
+            computed.add(s.node)
+        elif isinstance(s, PageOut):
+            lines.append(f"    /* {k}: page out {s.node} */")
+            lines.append(f"    poet_storage_write({storage.offsets[s.node]}u, {ptrs.value_ptr(s.node)}, "
+                         f"{value_bytes[s.node]}u);")
+        elif isinstance(s, PageIn):
+            ptrs.born(k, s.node)
+            lines.append(f"    /* {k}: page in {s.node} */")
+            lines.append(f"    poet_storage_read({storage.offsets[s.node]}u, {ptrs.value_ptr(s.node)}, "
+                         f"{value_bytes[s.node]}u);")
+        elif isinstance(s, Free):
+            pass  # the arena plan already reuses the bytes
+    return lines
+
+
+def _param_arrays(tg: Graph) -> tuple[str, str, dict[str, str]]:
+    taken: set[str] = set()
+    names = sorted(tg.params)
+    decls, table, vars_ = [], [], {}
+    for name in names:
+        var = c_name(name, taken)
+        vars_[name] = var
+        arr = np.asarray(tg.params[name], dtype=np.float32).reshape(-1)
+        trainable = name in tg.trainable
+        qual = "static float" if trainable else "static const float"
+        rows = [", ".join(c_float(v) for v in arr[i:i + 8]) for i in range(0, arr.size, 8)]
+        decls.append(f"/* {name} {list(tg.params[name].shape)}, {'trainable' if trainable else 'frozen'} */\n"
+                     f"{qual} {var}[{arr.size}] POET_ALIGNED = {{\n    " + ",\n    ".join(rows) + "\n};")
+        table.append(f'    {{"{name}", {var}, {arr.size}, {int(trainable)}}},')
+    return "\n".join(decls), "\n".join(table), vars_
+
+
+def generate(tg: Graph, schedule: Schedule, plan: ArenaPlan, storage: StoragePlan, value_bytes: dict[str, int],
+             meta: dict[str, object]) -> dict[str, str]:
+    """Returns {relative path: text} for poet_model.h, poet_model.c, Makefile and CMakeLists.txt."""
+    x, labels = tg.tensor(tg.inputs[0]), tg.tensor(tg.inputs[1])
+    arrays, table, vars_ = _param_arrays(tg)
+    common = {"version": __version__, "model": meta["model"], "arena_bytes": plan.arena_bytes}
+    header = render("poet_model.h.in", **common, batch=x.shape[0], input_elems=x.size, label_elems=labels.size,
+                    labels_are_int=int(labels.dtype == "int32"), num_params=len(tg.params),
+                    storage_bytes=storage.total_bytes, predicted_ram=meta["predicted_ram_bytes"])
+    source = render("poet_model.c.in", **common, solver=schedule.solver, num_steps=len(schedule.steps),
+                    param_arrays=arrays, param_table=table, arena_floats=max(1, plan.arena_bytes // 4),
+                    label_type="int32_t" if labels.dtype == "int32" else "float",
+                    body="\n".join(body(tg, schedule, plan, storage, value_bytes, vars_)))
+    return {"poet_model.h": header, "poet_model.c": source, "Makefile": render("Makefile.in", **common),
+            "CMakeLists.txt": render("CMakeLists.txt.in", **common)}
+
+
+def kernel_sources(tg: Graph) -> list[str]:
+    """runtime_c/src/kernels/*.c files the generated code needs (math.c always)."""
+    return sorted({kernel_call(n, tg).source for n in tg.nodes} | {"math"})

@@ -1,0 +1,177 @@
+"""`poet compile`: ONNX -> training graph -> problem -> schedule -> simulation -> arena -> C project."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from poet_edge import __version__, arena, autodiff, frontend, planning
+from poet_edge.codegen import emit
+from poet_edge.errors import PoetError
+from poet_edge.ir import Graph, Phase
+from poet_edge.memory_floor import memory_floor
+from poet_edge.paths import RUNTIME_C, TARGETS
+from poet_edge.problem import SchedulingProblem
+from poet_edge.profiles import Profile, load_profile
+from poet_edge.schedule import Schedule
+from poet_edge.schedulers import get_scheduler
+from poet_edge.simulator import SimResult, simulate
+from poet_edge.units import fmt_bytes
+
+PLAN = "plan.json"
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    model: Path
+    device: str
+    ram_bytes: int
+    out: Path
+    batch: int = 1
+    loss: autodiff.Loss = autodiff.Loss.CROSS_ENTROPY
+    lr: float = 0.01
+    reserve_bytes: int = 8192
+    scheduler: str = "none"
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """Everything a compile produced, before it is written."""
+
+    graph: Graph
+    training: Graph
+    profile: Profile
+    spec: planning.ProblemSpec
+    problem: SchedulingProblem
+    schedule: Schedule
+    sim: SimResult
+    arena: arena.ArenaPlan
+    storage: emit.StoragePlan
+
+    @property
+    def fixed(self) -> planning.FixedRam:
+        return self.spec.fixed
+
+    @property
+    def predicted_ram_bytes(self) -> int:
+        return self.fixed.total + self.arena.arena_bytes
+
+
+def plan_training(opts: CompileOptions, log: Callable[[str], None] = lambda s: None) -> Compiled:
+    g = frontend.load(opts.model, opts.batch)
+    tg = autodiff.training_graph(g, opts.loss)
+    profile = load_profile(opts.device)
+    spec = planning.spec_from_graph(tg, opts.reserve_bytes)
+    problem = planning.price(spec, profile, opts.ram_bytes)
+    log(f"training graph: {len(tg.nodes)} nodes ({sum(n.phase == Phase.FORWARD for n in tg.nodes)} forward)")
+    floor = memory_floor(problem)
+    if opts.ram_bytes < floor.bytes:
+        raise PoetError(f"--ram {fmt_bytes(opts.ram_bytes)} is below the memory floor of this model, "
+                        f"{fmt_bytes(floor.bytes)} ({floor.explanation})")
+    schedule = get_scheduler(opts.scheduler)(problem)
+    sim = simulate(problem, schedule, profile)
+    sizes = planning.value_bytes(tg)
+    ws = {n.name: n.workspace_bytes for n in problem.nodes}
+    plan = arena.plan_greedy_by_size(arena.instances(schedule, sizes, ws))
+    arena.verify(plan)
+    compiled = Compiled(g, tg, profile, spec, problem, schedule, sim, plan, emit.plan_storage(schedule, sizes))
+    if compiled.predicted_ram_bytes > opts.ram_bytes:
+        raise PoetError(f"the schedule needs {fmt_bytes(compiled.predicted_ram_bytes)} of RAM (arena "
+                        f"{fmt_bytes(plan.arena_bytes)} + parameters, inputs and reserve {fmt_bytes(fixed.total)}; "
+                        f"simulated peak {fmt_bytes(sim.peak_ram_bytes)}), more than --ram {fmt_bytes(opts.ram_bytes)}")
+    return compiled
+
+
+def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
+    tg = c.training
+    return {
+        "poet_edge_version": __version__,
+        "model": opts.model.name,
+        "model_sha256": hashlib.sha256(opts.model.read_bytes()).hexdigest(),
+        "device": c.profile.name,
+        "ram_budget_bytes": opts.ram_bytes,
+        "batch": opts.batch,
+        "loss": opts.loss.value,
+        "lr": opts.lr,
+        "peak_ram_bytes": c.predicted_ram_bytes,
+        "simulated_peak_ram_bytes": c.sim.peak_ram_bytes,
+        "fixed_ram_bytes": c.fixed.total,
+        "training_graph": {
+            "inputs": list(tg.inputs),
+            "nodes_by_phase": {p.value: sum(n.phase == p for n in tg.nodes) for p in Phase},
+            "nodes": [{"name": n.name, "op": n.op, "phase": n.phase.value, "inputs": list(n.inputs),
+                       "outputs": list(n.outputs)} for n in tg.nodes],
+            "tensors": {t.name: {"shape": list(t.shape), "dtype": t.dtype, "role": t.role.value}
+                        for t in sorted(tg.tensors.values(), key=lambda t: t.name)},
+        },
+        "parameters": [{"name": p, "shape": list(tg.shape(p)), "trainable": p in tg.trainable,
+                        "bytes": tg.tensor(p).nbytes} for p in sorted(tg.params)],
+        "problem": c.spec.to_json(),
+        "schedule": {"solver": c.schedule.solver, "steps": c.schedule.to_json()},
+        "simulation": c.sim.to_json(),
+        "arena": {"planner": c.arena.planner, "arena_bytes": c.arena.arena_bytes,
+                  "peak_live_bytes": c.arena.peak_live_bytes, "overhead": round(c.arena.overhead, 6),
+                  "instances": [{"value": i.value, "offset": o, "bytes": i.size, "first_step": i.start,
+                                 "last_step": i.end} for i, o in zip(c.arena.instances, c.arena.offsets)]},
+        "storage": {"bytes": c.storage.total_bytes, "offsets": c.storage.offsets},
+    }
+
+
+def project_files(opts: CompileOptions, c: Compiled) -> dict[str, str | Path]:
+    """Relative path -> text, or a Path to copy."""
+    files: dict[str, str | Path] = dict(emit.generate(
+        c.training, c.schedule, c.arena, c.storage, planning.value_bytes(c.training),
+        {"model": opts.model.name, "predicted_ram_bytes": c.predicted_ram_bytes}))
+    files[PLAN] = json.dumps(plan_json(opts, c), indent=1) + "\n"
+    for h in sorted((RUNTIME_C / "include" / "poet").glob("*.h")):
+        files[f"runtime/include/poet/{h.name}"] = h
+    for k in emit.kernel_sources(c.training):
+        files[f"runtime/src/kernels/{k}.c"] = RUNTIME_C / "src" / "kernels" / f"{k}.c"
+    files["harness/main.c"] = RUNTIME_C / "harness" / "main.c"
+    files["target/poet_target.h"] = TARGETS / "common" / "poet_target.h"
+    files["target/platform_host.c"] = TARGETS / "host" / "platform_host.c"
+    return files
+
+
+@contextmanager
+def atomic_dir(out: Path) -> Iterator[Path]:
+    """Yields a temporary directory next to ``out``; on success it replaces ``out``, on error it vanishes."""
+    out = out.resolve()
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / PLAN).exists())):
+        raise PoetError(f"{out} exists and is not a poet-edge output folder; refusing to overwrite it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        yield tmp
+        old = out.with_name(f".{out.name}.old-{tmp.name[-8:]}")
+        if out.exists():
+            out.rename(old)
+        tmp.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def write_project(out: Path, files: dict[str, str | Path]) -> None:
+    with atomic_dir(out) as tmp:
+        for rel, content in sorted(files.items()):
+            dest = tmp / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, Path):
+                shutil.copyfile(content, dest)
+            else:
+                dest.write_text(content)
+
+
+def compile_model(opts: CompileOptions, log: Callable[[str], None] = lambda s: None) -> Compiled:
+    c = plan_training(opts, log)
+    write_project(opts.out, project_files(opts, c))
+    return c

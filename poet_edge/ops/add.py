@@ -1,0 +1,38 @@
+"""Add with numpy broadcasting (bias addition is the common case)."""
+
+from __future__ import annotations
+
+from poet_edge.ops.base import KernelCall, OpDef, TensorArg, elements, f32_bytes
+from poet_edge.ops.broadcast import bcast_args, broadcast_shape
+from poet_edge.work import OpClass, Work
+
+
+def infer(shapes, attrs):
+    return [broadcast_shape(shapes[0], shapes[1])]
+
+
+def forward(xs, attrs):
+    return [(xs[0] + xs[1]).astype(xs[0].dtype)]
+
+
+def backward(gb, node, gys, needs):
+    return [gb.sum_to(gys[0], gb.shape(x)) if need else None for x, need in zip(node.inputs, needs)]
+
+
+def work(ins, outs, attrs):
+    return Work(OpClass.ELEMENTWISE, elements=elements(outs[0]), bytes_read=f32_bytes(*ins),
+                bytes_written=f32_bytes(*outs))
+
+
+def kernel(node, shape):
+    out = shape(node.outputs[0])
+    a, b = node.inputs
+    return KernelCall(
+        "poet_add_f32",
+        (TensorArg(a), TensorArg(b), TensorArg(node.outputs[0], const=False),
+         *bcast_args(out, shape(a), shape(b))),
+        "add",
+    )
+
+
+OP = OpDef("Add", infer, forward, work, backward, kernel)

@@ -1,0 +1,156 @@
+"""`poet run`: build a compiled project for a target, feed it batches, collect losses and parameters."""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from poet_edge import targets
+from poet_edge.compiler import PLAN
+from poet_edge.errors import PoetError
+
+_STEP = re.compile(r"step (\d+) loss (\S+) bits ([0-9a-f]{8}) ticks (\d+) written (\d+) read (\d+)")
+
+
+@dataclass(frozen=True)
+class StepLog:
+    step: int
+    loss: float
+    ticks: int
+    bytes_written: int
+    bytes_read: int
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    steps: tuple[StepLog, ...]
+    params: dict[str, np.ndarray]
+    build: targets.BuildResult
+    stdout: str
+
+
+def load_plan(out: Path) -> dict[str, Any]:
+    path = Path(out) / PLAN
+    if not path.is_file():
+        raise PoetError(f"{out}: no {PLAN} here; run 'poet compile' first")
+    return json.loads(path.read_text())
+
+
+def batches(plan: dict[str, Any], steps: int, data: Path | None = None, seed: int = 0
+            ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Step i uses the i-th batch of `batch` samples (cycling), or deterministic synthetic data."""
+    tensors = plan["training_graph"]["tensors"]
+    xin, lab = plan["training_graph"]["inputs"]
+    xshape, yshape = tuple(tensors[xin]["shape"]), tuple(tensors[lab]["shape"])
+    is_int = tensors[lab]["dtype"] == "int32"
+    b = xshape[0]
+    if data is None:
+        x, y = synthetic(xshape, yshape, is_int, _num_classes(plan) if is_int else 0, seed)
+    else:
+        x, y = _load_npz(Path(data), xshape, yshape, is_int)
+    return [(np.take(x, range(i * b, i * b + b), axis=0, mode="wrap"),
+             np.take(y, range(i * b, i * b + b), axis=0, mode="wrap")) for i in range(steps)]
+
+
+def synthetic(xshape: tuple[int, ...], yshape: tuple[int, ...], is_int: bool, classes: int, seed: int,
+              samples: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """A small learnable data set: random inputs, labels (or targets) from a fixed random linear teacher."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((samples, *xshape[1:])).astype(np.float32)
+    flat = x.reshape(samples, -1)
+    if is_int:
+        teacher = rng.standard_normal((flat.shape[1], classes))
+        return x, np.argmax(flat @ teacher, axis=1).astype(np.int32)
+    teacher = rng.standard_normal((flat.shape[1], int(np.prod(yshape[1:], dtype=np.int64)))) / np.sqrt(flat.shape[1])
+    return x, np.tanh(flat @ teacher).reshape(samples, *yshape[1:]).astype(np.float32)
+
+
+def _num_classes(plan: dict[str, Any]) -> int:
+    loss_node = next(n for n in plan["training_graph"]["nodes"] if n["phase"] == "loss")
+    return int(plan["training_graph"]["tensors"][loss_node["inputs"][0]]["shape"][1])
+
+
+def _load_npz(path: Path, xshape: tuple[int, ...], yshape: tuple[int, ...], is_int: bool
+              ) -> tuple[np.ndarray, np.ndarray]:
+    if not path.is_file():
+        raise PoetError(f"--data {path}: no such file")
+    try:
+        with np.load(path) as z:
+            x, y = z["x"], z["y"]
+    except (KeyError, ValueError, OSError) as e:
+        raise PoetError(f"--data {path}: needs arrays 'x' and 'y' ({e})") from None
+    if tuple(x.shape[1:]) != xshape[1:] or tuple(y.shape[1:]) != yshape[1:] or len(x) != len(y) or not len(x):
+        raise PoetError(f"--data {path}: x{tuple(x.shape)} / y{tuple(y.shape)} do not match the model's "
+                        f"x(N, {', '.join(map(str, xshape[1:]))}) / y(N{''.join(', ' + str(d) for d in yshape[1:])})")
+    return x.astype(np.float32), (y.astype(np.int32) if is_int else y.astype(np.float32))
+
+
+def write_data(path: Path, data: list[tuple[np.ndarray, np.ndarray]], lr: float) -> None:
+    x0, y0 = data[0]
+    is_int = y0.dtype == np.int32
+    with open(path, "wb") as f:
+        f.write(b"POETDAT1" + struct.pack("<IIIIf", len(data), x0.size, y0.size, int(is_int), lr))
+        for x, y in data:
+            f.write(np.ascontiguousarray(x, dtype="<f4").tobytes())
+            f.write(np.ascontiguousarray(y, dtype="<i4" if is_int else "<f4").tobytes())
+
+
+def read_params(path: Path) -> dict[str, np.ndarray]:
+    raw = path.read_bytes()
+    if raw[:8] != b"POETPAR1":
+        raise PoetError(f"{path}: not a poet parameter dump")
+    (count,), pos, out = struct.unpack_from("<I", raw, 8), 12, {}
+    for _ in range(count):
+        (ln,) = struct.unpack_from("<I", raw, pos)
+        name = raw[pos + 4:pos + 4 + ln].decode()
+        (n,) = struct.unpack_from("<I", raw, pos + 4 + ln)
+        start = pos + 8 + ln
+        out[name] = np.frombuffer(raw, "<f4", n, start).copy()
+        pos = start + 4 * n
+    return out
+
+
+def sources(out: Path) -> tuple[list[Path], list[Path]]:
+    out = Path(out).resolve()
+    srcs = [out / "poet_model.c", *sorted((out / "runtime" / "src" / "kernels").glob("*.c")), out / "harness" / "main.c"]
+    return srcs, [out, out / "runtime" / "include", out / "target"]
+
+
+def run_project(out: Path, target_name: str = "host", steps: int = 5, data: Path | None = None,
+                lr: float | None = None, sanitize: bool = False, timeout_s: float = 600.0,
+                on_step: Callable[[StepLog], None] | None = None) -> RunOutcome:
+    out = Path(out).resolve()
+    plan = load_plan(out)
+    if steps < 1:
+        raise PoetError(f"--steps must be at least 1, got {steps}")
+    target = targets.load_target(target_name)
+    work = out / f"run-{target.name}{'-sanitize' if sanitize else ''}"
+    work.mkdir(exist_ok=True)
+    write_data(work / "poet_data.bin", batches(plan, steps, data), plan["lr"] if lr is None else lr)
+    srcs, incs = sources(out)
+    built = targets.build(target, srcs, incs, work / "build", plan["ram_budget_bytes"],
+                          sanitize=sanitize, stack_reserve_bytes=plan["problem"]["fixed_ram"]["reserve"])
+    logs: list[StepLog] = []
+
+    def on_line(line: str) -> None:
+        m = _STEP.match(line)
+        if m:
+            bits = int(m.group(3), 16)
+            s = StepLog(int(m.group(1)), struct.unpack("<f", struct.pack("<I", bits))[0], int(m.group(4)),
+                        int(m.group(5)), int(m.group(6)))
+            logs.append(s)
+            if on_step:
+                on_step(s)
+
+    res = targets.run(target, built, work, timeout_s, on_line)
+    if res.exit_code != 0:
+        tail = (res.stdout + res.stderr).strip().splitlines()[-5:]
+        raise PoetError(f"the training program exited with code {res.exit_code}: " + " | ".join(tail))
+    return RunOutcome(tuple(logs), read_params(work / "poet_params.bin"), built, res.stdout)

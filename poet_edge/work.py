@@ -1,0 +1,31 @@
+"""How much work one node does: the single input of the cost model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class OpClass(str, Enum):
+    """Kinds of kernels that a device profile prices differently."""
+
+    DENSE = "dense"  # Gemm / MatMul and their gradients: priced per MAC
+    CONV = "conv"  # 2-D convolution (groups == 1 or grouped): priced per MAC
+    DEPTHWISE = "depthwise"  # depthwise convolution: priced per MAC
+    ELEMENTWISE = "elementwise"  # relu, add, mul, ...: priced per element
+    REDUCE = "reduce"  # sums, means, pooling: priced per element read
+    COPY = "copy"  # reshape, flatten, transpose, concat: priced per byte moved
+    LOSS = "loss"  # softmax cross-entropy, mse: priced per element
+    UPDATE = "update"  # optimizer step: priced per element
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one execution of a node costs, independent of any device."""
+
+    op_class: OpClass
+    macs: int = 0  # multiply-accumulates (DENSE, CONV, DEPTHWISE)
+    elements: int = 0  # elements processed (all other classes)
+    bytes_read: int = 0
+    bytes_written: int = 0
+    workspace_bytes: int = 0  # scratch RAM the kernel needs while it runs

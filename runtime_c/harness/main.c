@@ -1,0 +1,76 @@
+/* poet-edge training harness: feeds batches from poet_data.bin to poet_train_step() and writes the
+ * parameters to poet_params.bin. Same file on every target (stdio: the host's, or semihosting).
+ *
+ * poet_data.bin: "POETDAT1", u32 steps, u32 x_elems, u32 label_elems, u32 labels_are_int, f32 lr,
+ *                then per step: x (f32 × x_elems), labels (i32 or f32 × label_elems).
+ * poet_params.bin: "POETPAR1", u32 count, then per parameter: u32 name_len, name, u32 n, f32 × n. */
+#include <stdio.h>
+#include <string.h>
+
+#include "poet/platform.h"
+#include "poet_model.h"
+#include "poet_target.h"
+
+static float poet_x[POET_INPUT_ELEMS];
+static int32_t poet_y[POET_LABEL_ELEMS]; /* int32 labels or float targets, both 4 bytes */
+
+static int read_u32(FILE *f, uint32_t *v) { return fread(v, sizeof *v, 1, f) == 1 ? 0 : -1; }
+
+static int write_params(const char *path)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    uint32_t count = POET_NUM_PARAMS;
+    fwrite("POETPAR1", 1, 8, f);
+    fwrite(&count, sizeof count, 1, f);
+    for (uint32_t i = 0; i < count; ++i) {
+        const poet_param_info *p = &poet_params[i];
+        uint32_t len = (uint32_t)strlen(p->name), n = (uint32_t)p->count;
+        fwrite(&len, sizeof len, 1, f);
+        fwrite(p->name, 1, len, f);
+        fwrite(&n, sizeof n, 1, f);
+        fwrite(p->data, sizeof(float), n, f);
+    }
+    return fclose(f);
+}
+
+int main(void)
+{
+    char magic[8];
+    uint32_t steps, xe, le, is_int;
+    float lr;
+    FILE *f = fopen("poet_data.bin", "rb");
+    if (!f) { puts("poet: cannot open poet_data.bin"); return 10; }
+    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, "POETDAT1", 8) != 0 || read_u32(f, &steps) ||
+        read_u32(f, &xe) || read_u32(f, &le) || read_u32(f, &is_int) || fread(&lr, sizeof lr, 1, f) != 1) {
+        puts("poet: poet_data.bin has a bad header");
+        return 11;
+    }
+    if (xe != POET_INPUT_ELEMS || le != POET_LABEL_ELEMS || is_int != POET_LABELS_ARE_INT) {
+        puts("poet: poet_data.bin does not match the model's input/label sizes");
+        return 12;
+    }
+    poet_init();
+    for (uint32_t s = 0; s < steps; ++s) {
+        if (fread(poet_x, sizeof(float), xe, f) != xe || fread(poet_y, 4, le, f) != le) {
+            puts("poet: poet_data.bin is truncated");
+            return 13;
+        }
+        poet_storage_stats_t st0, st1;
+        poet_target_storage_stats(&st0);
+        uint64_t t0 = poet_ticks();
+        float loss = poet_train_step(poet_x, poet_y, lr);
+        uint64_t t1 = poet_ticks();
+        poet_target_storage_stats(&st1);
+        uint32_t bits;
+        memcpy(&bits, &loss, sizeof bits);
+        printf("step %lu loss %.9g bits %08lx ticks %lu written %lu read %lu\n", (unsigned long)s, (double)loss,
+               (unsigned long)bits, (unsigned long)(t1 - t0), (unsigned long)(st1.bytes_written - st0.bytes_written),
+               (unsigned long)(st1.bytes_read - st0.bytes_read));
+    }
+    fclose(f);
+    if (write_params("poet_params.bin") != 0) { puts("poet: cannot write poet_params.bin"); return 14; }
+    printf("done stack_used %lu heap_used %lu\n", (unsigned long)poet_target_stack_used(),
+           (unsigned long)poet_target_heap_used());
+    return 0;
+}
