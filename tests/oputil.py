@@ -1,0 +1,120 @@
+"""Test helpers: single-op ONNX models, finite-difference gradient checks, onnxruntime comparisons."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+from poet_edge import autodiff, frontend, reference
+from poet_edge.ir import Graph
+
+
+def single_op_model(op: str, shapes: Sequence[tuple[int, ...]], attrs: Mapping[str, object] | None = None,
+                    consts: Mapping[int, np.ndarray] | None = None, seed: int = 0, opset: int = 17,
+                    n_outputs: int = 1, scale: float = 1.0) -> onnx.ModelProto:
+    """y = op(x + p0, p1, p2, ...): input i is a parameter of shapes[i], so every input's gradient is
+    checked as a parameter gradient. ``consts`` gives inputs that are constants (e.g. a Reshape shape)."""
+    rng = np.random.default_rng(seed)
+    consts = dict(consts or {})
+    inits, names = [], []
+    nodes = []
+    for i, shape in enumerate(shapes):
+        if i in consts:
+            inits.append(numpy_helper.from_array(np.asarray(consts[i]), f"c{i}"))
+            names.append(f"c{i}")
+            continue
+        p = (scale * rng.standard_normal(shape)).astype(np.float32)
+        inits.append(numpy_helper.from_array(p, f"p{i}"))
+        names.append(f"p{i}")
+    nodes.append(helper.make_node("Add", ["x", names[0]], ["t0"], name="input_add"))
+    names[0] = "t0"
+    outs = [f"y{k}" for k in range(n_outputs)]
+    nodes.append(helper.make_node(op, names, outs, name="op", **dict(attrs or {})))
+    final = outs[0]  # the loss is taken on the first output only
+    graph = helper.make_graph(nodes, f"single_{op}",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shapes[0]))],
+                              [helper.make_tensor_value_info(final, TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    info = {vi.name: vi for vi in inferred.graph.value_info} | {vi.name: vi for vi in inferred.graph.output}
+    model.graph.output[0].CopyFrom(info[final])
+    return model
+
+
+def load_model(model: onnx.ModelProto, batch: int = 1) -> Graph:
+    onnx.checker.check_model(model)
+    return frontend.to_ir(model, batch)
+
+
+def mse_training(g: Graph, trainable: frozenset[str] | None = None) -> Graph:
+    return autodiff.training_graph(g, autodiff.Loss.MSE, trainable)
+
+
+def loss64(tg: Graph, x: np.ndarray, y: np.ndarray, params: Mapping[str, np.ndarray]) -> float:
+    env = reference.run(tg, {tg.inputs[0]: x, tg.inputs[1]: y}, params, np.float64)
+    return float(env["loss"])
+
+
+def fd_check(tg: Graph, x: np.ndarray, y: np.ndarray, samples: int = 12, eps: float = 1e-6, seed: int = 0
+             ) -> float:
+    """Max relative error between autodiff gradients and central finite differences (float64),
+    over up to ``samples`` elements of every trainable parameter."""
+    params = {k: np.asarray(v, np.float64) for k, v in tg.params.items()}
+    grads = reference.train_step(tg, x, y, params, 0.0, np.float64).grads
+    rng = np.random.default_rng(seed)
+    worst = 0.0
+    for p in sorted(tg.trainable):
+        flat = params[p].reshape(-1)
+        idx = rng.choice(flat.size, min(samples, flat.size), replace=False)
+        for i in idx:
+            orig = flat[i]
+            flat[i] = orig + eps
+            up = loss64(tg, x, y, params)
+            flat[i] = orig - eps
+            down = loss64(tg, x, y, params)
+            flat[i] = orig
+            fd = (up - down) / (2 * eps)
+            an = grads[p].reshape(-1)[i]
+            err = abs(fd - an) / max(abs(fd), abs(an), 1e-6)
+            worst = max(worst, err)
+    return worst
+
+
+def ort_outputs(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, dict(feeds))
+
+
+def max_rel_err(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.max(np.abs(a - b) / (np.abs(b) + 1e-6 * (np.max(np.abs(b)) + 1e-30)))) if a.size else 0.0
+
+
+def c_vs_reference(model_path, out_dir, steps: int = 5, batch: int = 1, loss: str = "mse", ram: str = "64MB",
+                   scheduler: str = "none", target: str = "host", sanitize: bool = False, lr: float = 0.01,
+                   device: str = "host"):
+    """Compiles ``model_path``, trains ``steps`` steps in C on ``target`` and in the numpy reference (float32)
+    on the same data. Returns (c_losses, ref_losses, c_params, ref_params, outcome)."""
+    from pathlib import Path
+
+    from poet_edge import runner
+    from poet_edge.compiler import CompileOptions, compile_model
+    from poet_edge.units import parse_size
+
+    opts = CompileOptions(Path(model_path), device, parse_size(ram), Path(out_dir), batch, autodiff.Loss(loss), lr,
+                          8192, scheduler)
+    c = compile_model(opts)
+    plan = runner.load_plan(Path(out_dir))
+    data = runner.batches(plan, steps)
+    ref_losses, ref_params = reference.train(c.training, data, lr)
+    outcome = runner.run_project(Path(out_dir), target, steps, sanitize=sanitize)
+    return [s.loss for s in outcome.steps], ref_losses, outcome.params, ref_params, outcome
+
+
+def rel_close(a, b, rtol: float) -> bool:
+    return max_rel_err(np.asarray(a), np.asarray(b)) <= rtol
