@@ -1,0 +1,400 @@
+"""Board ports: load a target description, check its toolchain, build C sources for it, run the result.
+
+A target is a folder ``targets/<name>/`` with a ``target.toml`` (compiler, CPU flags, memory map, how
+to run, tick source), its platform code, and for QEMU boards a linker-script template whose RAM region
+is exactly the budget, so a program that does not fit fails at link time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from string import Template
+from typing import IO, Any
+
+from poet_edge.errors import PoetError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+TARGETS_DIR = Path(__file__).resolve().parent.parent / "targets"
+RUNTIME_INCLUDE_DIR = Path(__file__).resolve().parent.parent / "runtime_c" / "include"
+COMMON_CFLAGS: tuple[str, ...] = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off")
+ARM_INSTALL_HINT = "apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm"
+HOST_INSTALL_HINT = "apt-get install gcc binutils"
+DEFAULT_STACK_RESERVE_BYTES = 8192
+_LD_PATH = re.compile(r"^\S*/ld: ")
+_LINK_ERROR_PATTERN = re.compile(r"overflowed|poet:|undefined reference|multiple definition|error:", re.I)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Memory map of a QEMU board (bytes and addresses)."""
+
+    flash_origin: int
+    flash_bytes: int
+    ram_origin: int
+    ram_max_bytes: int
+    storage_origin: int
+    storage_bytes: int
+    heap_bytes: int
+
+
+@dataclass(frozen=True)
+class Target:
+    """One board port, as described by ``targets/<name>/target.toml``."""
+
+    name: str
+    description: str
+    kind: str  # "host" or "qemu"
+    directory: Path
+    cc: str
+    size_tool: str
+    nm_tool: str
+    cpu_flags: tuple[str, ...]
+    ldflags: tuple[str, ...]
+    libs: tuple[str, ...]
+    sanitize_flags: tuple[str, ...]
+    sources: tuple[Path, ...]
+    include_dirs: tuple[Path, ...]
+    linker_template: Path | None
+    linker_include_dirs: tuple[Path, ...]
+    memory: Memory | None
+    qemu: str | None
+    machine: str | None
+    qemu_args: tuple[str, ...]
+    fpu: str
+    tick_source: str
+    ticks_deterministic: bool
+    cpu_clock_hz: int | None
+    instructions_per_tick: int | None
+
+    @property
+    def is_qemu(self) -> bool:
+        return self.kind == "qemu"
+
+    @property
+    def cflags(self) -> tuple[str, ...]:
+        """CPU flags followed by the flags every target compiles with."""
+        return self.cpu_flags + COMMON_CFLAGS
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """A linked program. ``sections`` has text/data/bss/heap bytes (and on QEMU targets ``stack``: the
+    RAM left for the stack); ``ram_static_bytes`` is all RAM except the stack (data + bss + heap)."""
+
+    elf: Path
+    sections: dict[str, int]
+    ram_static_bytes: int
+    target: str = ""
+    ram_bytes: int = 0
+    stack_reserve_bytes: int = 0
+    command: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+    wall_s: float = 0.0
+
+
+# ---- loading ------------------------------------------------------------------------------------
+
+
+def available_targets() -> list[str]:
+    """Names of all folders under ``targets/`` that have a ``target.toml``."""
+    return sorted(p.parent.name for p in TARGETS_DIR.glob("*/target.toml"))
+
+
+def load_target(name: str) -> Target:
+    """Load ``targets/<name>/target.toml``; an unknown name lists the available targets."""
+    path = TARGETS_DIR / name / "target.toml"
+    if not name or "/" in name or not path.is_file():
+        raise PoetError(f"unknown target '{name}'; available targets: {', '.join(available_targets())}")
+    with path.open("rb") as f:
+        raw = tomllib.load(f)
+    try:
+        return _target_from_toml(path.parent, raw)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PoetError(f"{path}: invalid target description ({exc!r})") from exc
+
+
+def _target_from_toml(directory: Path, raw: Mapping[str, Any]) -> Target:
+    tool, run, ticks = raw["toolchain"], raw["run"], raw["ticks"]
+
+    def paths(key: str, table: Mapping[str, Any] = tool) -> tuple[Path, ...]:
+        return tuple((directory / p).resolve() for p in table.get(key, []))
+
+    template = tool.get("linker_template")
+    mem = raw.get("memory")
+    return Target(
+        name=str(raw["name"]),
+        description=str(raw.get("description", "")),
+        kind=str(raw["kind"]),
+        directory=directory,
+        cc=str(tool["cc"]),
+        size_tool=str(tool["size"]),
+        nm_tool=str(tool["nm"]),
+        cpu_flags=tuple(tool.get("cpu_flags", [])),
+        ldflags=tuple(tool.get("ldflags", [])),
+        libs=tuple(tool.get("libs", [])),
+        sanitize_flags=tuple(tool.get("sanitize_flags", [])),
+        sources=paths("sources"),
+        include_dirs=paths("include_dirs"),
+        linker_template=(directory / template).resolve() if template else None,
+        linker_include_dirs=paths("linker_include_dirs"),
+        memory=Memory(**{k: int(v) for k, v in mem.items()}) if mem else None,
+        qemu=run.get("qemu"),
+        machine=run.get("machine"),
+        qemu_args=tuple(run.get("args", [])),
+        fpu=str(tool.get("fpu", "")),
+        tick_source=str(ticks["source"]),
+        ticks_deterministic=bool(ticks.get("deterministic", False)),
+        cpu_clock_hz=ticks.get("cpu_clock_hz"),
+        instructions_per_tick=ticks.get("instructions_per_tick"),
+    )
+
+
+# ---- toolchain ----------------------------------------------------------------------------------
+
+
+def check_toolchain(target: Target) -> None:
+    """Raise PoetError, saying how to install them, if the compiler, binutils, newlib or QEMU are missing."""
+    problem = _toolchain_problem(target)
+    if problem:
+        hint = ARM_INSTALL_HINT if target.is_qemu else HOST_INSTALL_HINT
+        raise PoetError(f"target {target.name}: {problem}. Install with: sudo {hint}")
+
+
+@cache
+def _toolchain_problem(target: Target) -> str:
+    tools = [target.cc, target.size_tool, target.nm_tool] + ([target.qemu] if target.qemu else [])
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        return f"{', '.join(missing)} not found on PATH"
+    if target.is_qemu and not _has_rdimon(target):
+        return f"newlib's semihosting library (rdimon.specs, librdimon.a) not found for {target.cc}"
+    return ""
+
+
+def _has_rdimon(target: Target) -> bool:
+    for name in ("rdimon.specs", "librdimon.a"):
+        out = subprocess.run(
+            [target.cc, *target.cpu_flags, f"-print-file-name={name}"], capture_output=True, text=True
+        )
+        if not Path(out.stdout.strip()).is_absolute():
+            return False
+    return True
+
+
+# ---- build --------------------------------------------------------------------------------------
+
+
+def build(
+    target: Target,
+    sources: list[Path],
+    include_dirs: list[Path],
+    out_dir: Path,
+    ram_bytes: int,
+    defines: Mapping[str, str] | None = None,
+    sanitize: bool = False,
+    stack_reserve_bytes: int = DEFAULT_STACK_RESERVE_BYTES,
+    heap_bytes: int | None = None,
+) -> BuildResult:
+    """Compile and link ``sources`` with the target's platform code into ``out_dir``.
+
+    On QEMU targets the RAM region is exactly ``ram_bytes`` and must hold .data, .bss, the heap
+    (``heap_bytes``, default from target.toml) and at least ``stack_reserve_bytes`` of stack; if not,
+    the linker's error is raised as PoetError. On the host, ``ram_bytes`` is recorded only.
+    A define with an empty value is passed as ``-DNAME``.
+    """
+    check_toolchain(target)
+    _check_build_args(target, ram_bytes, sanitize, stack_reserve_bytes)
+    out_dir = Path(out_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    elf = out_dir / ("program" if not target.is_qemu else "program.elf")
+    link_args = _link_args(target, out_dir, ram_bytes, stack_reserve_bytes, heap_bytes)
+    cmd = [
+        target.cc,
+        *target.cflags,
+        *(target.sanitize_flags if sanitize else ()),
+        f'-DPOET_TARGET_NAME="{target.name}"',
+        *_define_args(defines or {}),
+        *(f"-I{d}" for d in [*include_dirs, RUNTIME_INCLUDE_DIR, *target.include_dirs]),
+        *(str(s) for s in [*sources, *target.sources]),
+        *target.ldflags,
+        *link_args,
+        "-o",
+        str(elf),
+        *target.libs,
+    ]
+    _run_compiler(target, cmd)
+    sections = _section_sizes(target, elf)
+    ram_static = sections["data"] + sections["bss"] + sections["heap"]
+    return BuildResult(elf, sections, ram_static, target.name, ram_bytes, stack_reserve_bytes, tuple(cmd))
+
+
+def _check_build_args(target: Target, ram_bytes: int, sanitize: bool, stack_reserve_bytes: int) -> None:
+    if stack_reserve_bytes < 0:
+        raise PoetError(f"stack reserve must be >= 0 bytes, got {stack_reserve_bytes}")
+    if sanitize and target.is_qemu:
+        raise PoetError(f"sanitizers are only available on the host target, not {target.name}")
+    if target.memory and not 0 < ram_bytes <= target.memory.ram_max_bytes:
+        raise PoetError(
+            f"RAM budget {ram_bytes} bytes is outside what {target.name} has "
+            f"(1 .. {target.memory.ram_max_bytes} bytes)"
+        )
+
+
+def _define_args(defines: Mapping[str, str]) -> list[str]:
+    return [f"-D{k}={v}" if v != "" else f"-D{k}" for k, v in defines.items()]
+
+
+def _link_args(
+    target: Target, out_dir: Path, ram_bytes: int, stack_reserve: int, heap_bytes: int | None
+) -> list[str]:
+    if target.linker_template is None or target.memory is None:
+        return []
+    heap = target.memory.heap_bytes if heap_bytes is None else heap_bytes
+    if heap < 0 or heap % 8:
+        raise PoetError(f"heap size must be a non-negative multiple of 8 bytes, got {heap}")
+    script = out_dir / "link.ld"
+    text = Template(target.linker_template.read_text()).substitute(
+        ram_bytes=ram_bytes, heap_bytes=heap, stack_reserve_bytes=stack_reserve
+    )
+    script.write_text(text)
+    dirs = [f"-L{d}" for d in target.linker_include_dirs]
+    return ["-T", str(script), *dirs, f"-Wl,-Map={out_dir / 'program.map'}"]
+
+
+def _run_compiler(target: Target, cmd: list[str]) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode == 0:
+        return
+    output = (proc.stderr + proc.stdout).strip()
+    lines = output.splitlines()
+    key = [_LD_PATH.sub("ld: ", line.strip()) for line in lines if _LINK_ERROR_PATTERN.search(line)]
+    summary = "; ".join(dict.fromkeys(key[:6])) or "compiler failed"
+    tail = "\n".join(lines[-40:])
+    raise PoetError(f"build for target {target.name} failed: {summary}\n{tail}")
+
+
+def _section_sizes(target: Target, elf: Path) -> dict[str, int]:
+    """Bytes of text (code + constants in flash), data, bss, heap, and (QEMU) the stack area.
+
+    On QEMU targets the RAM numbers come from the linker script's symbols, so they include
+    alignment padding and sum exactly to the RAM below the stack; text/data/bss on the host come
+    from Berkeley ``size``.
+    """
+    out = subprocess.run([target.size_tool, "-B", str(elf)], capture_output=True, text=True, check=True)
+    text, data, bss = (int(v) for v in out.stdout.splitlines()[1].split()[:3])
+    if target.memory is None:
+        return {"text": text, "data": data, "bss": bss, "heap": 0}
+    sym = _symbols(target, elf)
+    ram = {
+        "data": sym["__poet_bss_start"] - target.memory.ram_origin,
+        "bss": sym["__poet_heap_start"] - sym["__poet_bss_start"],
+        "heap": sym["__poet_stack_limit"] - sym["__poet_heap_start"],
+        "stack": sym["__poet_stack_top"] - sym["__poet_stack_limit"],
+    }
+    return {"text": text + data - (sym["__poet_data_end"] - sym["__poet_data_start"]), **ram}
+
+
+def _symbols(target: Target, elf: Path) -> dict[str, int]:
+    out = subprocess.run([target.nm_tool, str(elf)], capture_output=True, text=True, check=True)
+    symbols: dict[str, int] = {}
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[2].startswith("__poet_"):
+            symbols[parts[2]] = int(parts[0], 16)
+    return symbols
+
+
+# ---- run ----------------------------------------------------------------------------------------
+
+
+def run_command(target: Target, elf: Path) -> list[str]:
+    """The command line that runs ``elf`` on ``target`` (QEMU with semihosting, or the program itself)."""
+    if not target.is_qemu:
+        return [str(Path(elf).resolve())]
+    assert target.qemu and target.machine
+    return [target.qemu, "-M", target.machine, *target.qemu_args, "-kernel", str(Path(elf).resolve())]
+
+
+def run(
+    target: Target,
+    build: BuildResult,
+    cwd: Path,
+    timeout_s: float,
+    on_line: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Run a built program with ``cwd`` as its working directory (semihosting files are relative to it).
+
+    ``on_line`` receives each stdout line (without newline) as it arrives. A run longer than
+    ``timeout_s`` seconds of wall-clock time is killed and raised as PoetError.
+    """
+    check_toolchain(target)
+    cmd = run_command(target, build.elf)
+    start = time.monotonic()
+    # stdin is not inherited: QEMU -nographic would switch a terminal to raw mode.
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_run_env()
+    )
+    out_lines: list[str] = []
+    err_chunks: list[str] = []
+    readers = [
+        threading.Thread(target=_pump_lines, args=(proc.stdout, out_lines, on_line), daemon=True),
+        threading.Thread(target=_pump_lines, args=(proc.stderr, err_chunks, None), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    try:
+        exit_code = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        _join(readers)
+        tail = "".join(out_lines[-5:]).strip()
+        raise PoetError(
+            f"{target.name}: program did not finish within {timeout_s:g} s and was killed; "
+            f"last output: {tail or '(none)'}"
+        ) from None
+    _join(readers)
+    return RunResult(exit_code, "".join(out_lines), "".join(err_chunks), time.monotonic() - start)
+
+
+def _run_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+    env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
+    return env
+
+
+def _pump_lines(stream: IO[bytes] | None, sink: list[str], on_line: Callable[[str], None] | None) -> None:
+    if stream is None:
+        return
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", errors="replace")
+        sink.append(line)
+        if on_line is not None:
+            on_line(line.rstrip("\r\n"))
+    stream.close()
+
+
+def _join(threads: list[threading.Thread]) -> None:
+    for t in threads:
+        t.join(timeout=5.0)
