@@ -143,7 +143,16 @@ def to_ir(model: onnx.ModelProto, batch: int = 1) -> Graph:
     used = {t for n in b.nodes for t in n.inputs}
     params = {k: v for k, v in b.params.items() if k in used}
     tensors = {k: v for k, v in b.tensors.items() if v.role != Role.PARAMETER or k in used}
-    return Graph(tensors, tuple(b.nodes), (b.inputs[0].name,), outputs, params, frozenset(params))
+    return Graph(tensors, tuple(b.nodes), (b.inputs[0].name,), outputs, params, trainable_candidates(b.nodes, params))
+
+
+def trainable_candidates(nodes: list[Node], params: dict[str, np.ndarray]) -> frozenset[str]:
+    """Parameters that may be trained: those read by at least one op input that is not frozen."""
+    out = set()
+    for n in nodes:
+        frozen = ops.get(n.op).frozen_inputs
+        out.update(t for i, t in enumerate(n.inputs) if t in params and i not in frozen)
+    return frozenset(out)
 
 
 def load(path: str | Path, batch: int = 1) -> Graph:

@@ -16,7 +16,7 @@ from poet_edge import targets
 from poet_edge.compiler import PLAN
 from poet_edge.errors import PoetError
 
-_STEP = re.compile(r"step (\d+) loss (\S+) bits ([0-9a-f]{8}) ticks (\d+) written (\d+) read (\d+)")
+_STEP = re.compile(r"step (\d+) loss_bits ([0-9a-f]{8}) ticks (\d+) written (\d+) read (\d+)")
 
 
 @dataclass(frozen=True)
@@ -142,9 +142,9 @@ def run_project(out: Path, target_name: str = "host", steps: int = 5, data: Path
     def on_line(line: str) -> None:
         m = _STEP.match(line)
         if m:
-            bits = int(m.group(3), 16)
-            s = StepLog(int(m.group(1)), struct.unpack("<f", struct.pack("<I", bits))[0], int(m.group(4)),
-                        int(m.group(5)), int(m.group(6)))
+            bits = int(m.group(2), 16)
+            s = StepLog(int(m.group(1)), struct.unpack("<f", struct.pack("<I", bits))[0], int(m.group(3)),
+                        int(m.group(4)), int(m.group(5)))
             logs.append(s)
             if on_step:
                 on_step(s)

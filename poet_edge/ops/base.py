@@ -85,7 +85,8 @@ class OpDef:
     returns one gradient tensor name (or None) per input; ``needs[i]`` says whether input i wants one.
 
     ``const_inputs`` maps an input index to the attribute name it becomes when the frontend folds a
-    constant input (e.g. Reshape's ``shape``). ``internal`` ops appear only in training graphs."""
+    constant input (e.g. Reshape's ``shape``). A parameter fed only into ``frozen_inputs`` is never
+    trainable. ``internal`` ops appear only in training graphs."""
 
     name: str
     infer: InferFn
@@ -95,6 +96,7 @@ class OpDef:
     kernel: KernelFn | None = None
     check: CheckFn | None = None
     const_inputs: Mapping[int, str] = field(default_factory=dict)
+    frozen_inputs: frozenset[int] = frozenset()  # parameter inputs that are never trained (e.g. BN statistics)
     internal: bool = False
 
 

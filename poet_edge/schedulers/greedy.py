@@ -1,0 +1,63 @@
+"""Baseline "greedy": DTR-style eviction (Kirisame et al., ICLR 2021) with recomputation and paging.
+
+Nodes run in the problem's order. When the next step would exceed the budget, the resident value
+minimising  cost / (bytes x staleness)  is evicted, where staleness counts the steps since the value
+was last used and cost is the cheaper (in energy, ``compute_j`` / ``page_*_j``) of
+
+* dropping it: recomputing it later, including its currently missing ancestors, or
+* paging it: page-out (unless storage holds a copy) plus page-in.
+
+Dropped values are recomputed on demand, paged values paged in before their next use. Only values
+that stay recomputable until their last possible use may be dropped; only pageable values paged.
+
+Recomputing a dropped value needs its missing ancestors in RAM at once, which can fail near the
+memory floor. If that happens, the run is repeated with paging preferred (values are dropped only
+when they cannot be paged), then with paging only; the first error is reported if all three fail.
+"""
+
+from __future__ import annotations
+
+from poet_edge.errors import PoetError
+from poet_edge.problem import SchedulingProblem
+from poet_edge.schedule import Schedule
+from poet_edge.schedulers.engine import DROP, PAGE, Engine
+
+
+def _option(engine: Engine, u: int, prefer_paging: bool) -> tuple[float, str]:
+    node = engine.problem.nodes[u]
+    options: list[tuple[float, str]] = []
+    if engine.can_page(u):
+        out = 0.0 if u in engine.in_storage else node.page_out_j
+        options.append((out + node.page_in_j, PAGE))
+    if engine.an.droppable[u] and not (prefer_paging and options):
+        options.append((engine.recompute_cost(u), DROP))
+    return min(options)
+
+
+def _dtr(engine: Engine, candidates: list[int], prefer_paging: bool = False) -> tuple[int, str]:
+    best: tuple[float, int, int, str] | None = None
+    for u in candidates:
+        cost, mode = _option(engine, u, prefer_paging)
+        size = engine.problem.nodes[u].out_bytes
+        score = cost / (size * engine.staleness(u))
+        key = (score, -size, u, mode)
+        if best is None or key < best:
+            best = key
+    assert best is not None
+    return best[2], best[3]
+
+
+def _dtr_paging_first(engine: Engine, candidates: list[int]) -> tuple[int, str]:
+    return _dtr(engine, candidates, prefer_paging=True)
+
+
+def schedule_greedy(problem: SchedulingProblem) -> Schedule:
+    attempts = ((_dtr, True), (_dtr_paging_first, True), (_dtr, False))
+    first: PoetError | None = None
+    for policy, recompute in attempts:
+        try:
+            return Engine(problem, "greedy", policy=policy, allow_recompute=recompute, allow_paging=True).run()
+        except PoetError as err:
+            first = first or err
+    assert first is not None
+    raise first

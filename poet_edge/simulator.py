@@ -1,0 +1,265 @@
+"""Replay a schedule step by step: validate it and measure RAM, latency, energy and storage traffic.
+
+The simulator is the only source of the reported numbers. Rules it enforces (each violation raises
+:class:`InvalidSchedule` with the step index, the step and the reason):
+
+* ``Compute(v)``: v is a known node; all of v's inputs are in RAM; v is not already in RAM; v is
+  recomputable if it ran before; no node b with (v, b) in ``invalidated_by`` has run yet; and
+  ``fixed_bytes + live + out_bytes(v) + workspace_bytes(v) <= budget_bytes``.
+* ``PageOut(v)``: v is in RAM and pageable; storage stays within ``storage_bytes`` (a value occupies
+  storage once, from its first page-out to the end of the step; storage is never freed).
+* ``PageIn(v)``: v is in storage and not in RAM; ``fixed_bytes + live + out_bytes(v) <= budget``.
+* ``Free(v)``: v is in RAM.
+* At the end every node has been computed at least once.
+
+RAM in use during a step (one entry of ``ram_curve``): ``fixed + live`` before the step, plus the
+value being created (and, for Compute, its transient workspace). Peak RAM is the maximum of the curve.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from poet_edge.cost import erase_blocks, steps_until_endurance
+from poet_edge.errors import PoetError
+from poet_edge.problem import SchedulingProblem
+from poet_edge.profiles import Profile
+from poet_edge.schedule import STEP_NAMES, Compute, Free, PageIn, PageOut, Schedule, Step
+
+
+class InvalidSchedule(PoetError):
+    """A schedule broke a rule at step ``index`` (``index`` is -1 for end-of-schedule checks)."""
+
+    def __init__(self, index: int, step: Step | None, reason: str) -> None:
+        where = "at end of schedule" if step is None else f"at step {index} ({_step_text(step)})"
+        super().__init__(f"invalid schedule {where}: {reason}")
+        self.index = index
+        self.step = step
+        self.reason = reason
+
+
+def _step_text(step: Step) -> str:
+    return f"{STEP_NAMES[type(step)]} {step.node}"
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """What one training step costs under a schedule. Times in seconds and energies in joules when
+    the problem's ``cost_unit`` is "J"; otherwise both are in the problem's own ``cost_unit``."""
+
+    solver: str
+    n_steps: int
+    budget_bytes: int
+    fixed_bytes: int
+    peak_ram_bytes: int
+    peak_step: int
+    peak_node: str
+    latency_compute_s: float
+    latency_recompute_s: float
+    latency_page_in_s: float
+    latency_page_out_s: float
+    energy_compute_j: float
+    energy_recompute_j: float
+    energy_page_in_j: float
+    energy_page_out_j: float
+    cost_unit: str
+    n_computes: int
+    n_recomputations: int
+    n_page_outs: int
+    n_page_ins: int
+    n_frees: int
+    storage_bytes_written: int
+    storage_bytes_read: int
+    storage_peak_bytes: int
+    erase_blocks_per_step: float | None
+    steps_until_endurance: float | None
+    ram_curve: tuple[int, ...]
+
+    @property
+    def latency_s(self) -> float:
+        return self.latency_compute_s + self.latency_recompute_s + self.latency_page_in_s + self.latency_page_out_s
+
+    @property
+    def energy_j(self) -> float:
+        return self.energy_compute_j + self.energy_recompute_j + self.energy_page_in_j + self.energy_page_out_j
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["ram_curve"] = list(self.ram_curve)
+        out["latency_s"] = self.latency_s
+        out["energy_j"] = self.energy_j
+        return out
+
+
+@dataclass
+class _Replay:
+    """Mutable replay state (local to one :func:`simulate` call)."""
+
+    problem: SchedulingProblem
+    in_ram: set[int]
+    in_storage: set[int]
+    runs: list[int]
+    live: int = 0
+    stored: int = 0
+
+    def ram_with(self, extra: int) -> int:
+        return self.problem.fixed_bytes + self.live + extra
+
+
+def _check_compute(st: _Replay, v: int, preds: list[int], inval: dict[int, list[int]]) -> str | None:
+    p = st.problem
+    node = p.nodes[v]
+    missing = [p.nodes[u].name for u in preds if u not in st.in_ram]
+    if missing:
+        return f"input(s) not resident in RAM: {', '.join(missing)}"
+    if v in st.in_ram:
+        return f"value {node.name} is already resident in RAM"
+    if st.runs[v] and not node.recomputable:
+        return f"node {node.name} is not recomputable and already ran"
+    ran = [p.nodes[b].name for b in inval.get(v, []) if st.runs[b]]
+    if ran:
+        return f"node {node.name} may not run after its invalidator(s) {', '.join(ran)} ran"
+    return None
+
+
+def _over_budget(st: _Replay, extra: int) -> str | None:
+    need = st.ram_with(extra)
+    if need > st.problem.budget_bytes:
+        return (f"budget exceeded by {need - st.problem.budget_bytes} bytes "
+                f"({need} bytes in use > budget {st.problem.budget_bytes})")
+    return None
+
+
+def _index_of(index: dict[str, int], i: int, step: Step) -> int:
+    if not isinstance(step, (Compute, Free, PageIn, PageOut)):
+        raise InvalidSchedule(i, None, f"unknown step type {type(step).__name__}")
+    if step.node not in index:
+        raise InvalidSchedule(i, step, f"unknown node {step.node!r}")
+    return index[step.node]
+
+
+def simulate(problem: SchedulingProblem, schedule: Schedule, profile: Profile | None = None) -> SimResult:
+    """Replay ``schedule`` on ``problem``; raise :class:`InvalidSchedule` on the first broken rule.
+
+    With a ``profile``, storage wear (erase blocks per training step, steps until endurance) is
+    reported too; all times and energies come from the problem itself."""
+    index = problem.index()
+    preds = [sorted(set(ps)) for ps in problem.preds()]
+    inval: dict[int, list[int]] = {}
+    for a, b in problem.invalidated_by:
+        inval.setdefault(a, []).append(b)
+    st = _Replay(problem, set(), set(), [0] * len(problem.nodes))
+    acc = dict.fromkeys(("cs", "rs", "is", "os", "cj", "rj", "ij", "oj"), 0.0)
+    counts = dict.fromkeys(("compute", "recompute", "page_out", "page_in", "free"), 0)
+    written: list[int] = []
+    read = 0
+    curve: list[int] = []
+    for i, step in enumerate(schedule.steps):
+        v = _index_of(index, i, step)
+        node = problem.nodes[v]
+        if isinstance(step, Compute):
+            reason = _check_compute(st, v, preds[v], inval)
+            reason = reason or _over_budget(st, node.out_bytes + node.workspace_bytes)
+            if reason:
+                raise InvalidSchedule(i, step, reason)
+            curve.append(st.ram_with(node.out_bytes + node.workspace_bytes))
+            kind = "r" if st.runs[v] else "c"
+            counts["recompute" if st.runs[v] else "compute"] += 1
+            acc[kind + "s"] += node.compute_s
+            acc[kind + "j"] += node.compute_j
+            st.runs[v] += 1
+            st.in_ram.add(v)
+            st.live += node.out_bytes
+        elif isinstance(step, Free):
+            if v not in st.in_ram:
+                raise InvalidSchedule(i, step, f"free of {node.name}, which is not resident in RAM")
+            curve.append(st.ram_with(0))
+            counts["free"] += 1
+            st.in_ram.discard(v)
+            st.live -= node.out_bytes
+        elif isinstance(step, PageOut):
+            if v not in st.in_ram:
+                raise InvalidSchedule(i, step, f"page-out of {node.name}, which is not in RAM")
+            if not node.pageable:
+                raise InvalidSchedule(i, step, f"node {node.name} is not pageable")
+            if v not in st.in_storage:
+                cap = problem.storage_bytes
+                if cap is not None and st.stored + node.out_bytes > cap:
+                    raise InvalidSchedule(i, step, f"storage capacity exceeded by "
+                                          f"{st.stored + node.out_bytes - cap} bytes (capacity {cap})")
+                st.stored += node.out_bytes
+                st.in_storage.add(v)
+            curve.append(st.ram_with(0))
+            counts["page_out"] += 1
+            acc["os"] += node.page_out_s
+            acc["oj"] += node.page_out_j
+            written.append(node.out_bytes)
+        else:  # PageIn
+            if v not in st.in_storage:
+                raise InvalidSchedule(i, step, f"page-in of {node.name}, which is not in storage")
+            if v in st.in_ram:
+                raise InvalidSchedule(i, step, f"value {node.name} is already resident in RAM")
+            reason = _over_budget(st, node.out_bytes)
+            if reason:
+                raise InvalidSchedule(i, step, reason)
+            curve.append(st.ram_with(node.out_bytes))
+            counts["page_in"] += 1
+            acc["is"] += node.page_in_s
+            acc["ij"] += node.page_in_j
+            read += node.out_bytes
+            st.in_ram.add(v)
+            st.live += node.out_bytes
+    never = [n.name for n, r in zip(problem.nodes, st.runs) if not r]
+    if never:
+        shown = ", ".join(never[:10]) + (" ..." if len(never) > 10 else "")
+        raise InvalidSchedule(-1, None, f"{len(never)} node(s) never computed: {shown}")
+    peak = max(curve, default=problem.fixed_bytes)
+    peak_step = curve.index(peak) if curve else -1
+    blocks = erase_blocks(profile, written) if profile is not None else None
+    return SimResult(
+        solver=schedule.solver, n_steps=len(schedule.steps), budget_bytes=problem.budget_bytes,
+        fixed_bytes=problem.fixed_bytes, peak_ram_bytes=peak, peak_step=peak_step,
+        peak_node=schedule.steps[peak_step].node if peak_step >= 0 else "",
+        latency_compute_s=acc["cs"], latency_recompute_s=acc["rs"], latency_page_in_s=acc["is"],
+        latency_page_out_s=acc["os"], energy_compute_j=acc["cj"], energy_recompute_j=acc["rj"],
+        energy_page_in_j=acc["ij"], energy_page_out_j=acc["oj"], cost_unit=problem.cost_unit,
+        n_computes=counts["compute"], n_recomputations=counts["recompute"], n_page_outs=counts["page_out"],
+        n_page_ins=counts["page_in"], n_frees=counts["free"], storage_bytes_written=sum(written),
+        storage_bytes_read=read, storage_peak_bytes=st.stored, erase_blocks_per_step=blocks,
+        steps_until_endurance=steps_until_endurance(profile, blocks) if profile and blocks is not None else None,
+        ram_curve=tuple(curve),
+    )
+
+
+def _units(sim: SimResult) -> tuple[str, str]:
+    return ("s", "J") if sim.cost_unit == "J" else (sim.cost_unit, sim.cost_unit)
+
+
+def format_report(sim: SimResult) -> str:
+    """A plain-text table of a :class:`SimResult`."""
+    tu, eu = _units(sim)
+    rows = [
+        ("solver", sim.solver, ""),
+        ("steps", f"{sim.n_steps}", ""),
+        ("peak RAM", f"{sim.peak_ram_bytes}", f"bytes (budget {sim.budget_bytes}, fixed {sim.fixed_bytes})"),
+        ("peak at step", f"{sim.peak_step}", sim.peak_node),
+        ("computes", f"{sim.n_computes}", f"+ {sim.n_recomputations} recomputations"),
+        ("page-outs / page-ins", f"{sim.n_page_outs} / {sim.n_page_ins}", ""),
+        ("storage written / read", f"{sim.storage_bytes_written} / {sim.storage_bytes_read}", "bytes"),
+    ]
+    if sim.erase_blocks_per_step is not None:
+        rows.append(("erase blocks per step", f"{sim.erase_blocks_per_step:.4g}", "erase-block cycles"))
+        left = sim.steps_until_endurance
+        rows.append(("steps until endurance", "unlimited" if left is None else f"{left:.4g}", "training steps"))
+    parts = (("compute", sim.latency_compute_s, sim.energy_compute_j),
+             ("recompute", sim.latency_recompute_s, sim.energy_recompute_j),
+             ("page-in", sim.latency_page_in_s, sim.energy_page_in_j),
+             ("page-out", sim.latency_page_out_s, sim.energy_page_out_j),
+             ("total", sim.latency_s, sim.energy_j))
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{name:{width}s}  {value:>14s}  {note}".rstrip() for name, value, note in rows]
+    lines.append("")
+    lines.append(f"{'':{width}s}  {'latency (' + tu + ')':>14s}  {'energy (' + eu + ')':>14s}")
+    lines += [f"{name:{width}s}  {t:14.6g}  {e:14.6g}" for name, t, e in parts]
+    return "\n".join(lines)
