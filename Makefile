@@ -1,0 +1,48 @@
+# poet-edge developer commands. Run `make help`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+POET := $(VENV)/bin/poet
+ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm
+DEMO_OUT ?= build/demo
+
+.PHONY: help venv toolchain demo test lint bench clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { echo "installing python3-venv (apt)"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv python3-pip; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,plot]'
+	@touch $@
+
+venv: $(VENV)/.installed  ## create .venv and install poet-edge with test dependencies
+
+toolchain:  ## install gcc, the Arm toolchain and QEMU through apt when missing
+	@if command -v gcc >/dev/null && command -v arm-none-eabi-gcc >/dev/null && command -v qemu-system-arm >/dev/null \
+	    && arm-none-eabi-gcc -print-file-name=librdimon.a | grep -q /; then echo "toolchain present"; \
+	 elif [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	    gcc make $(ARM_PACKAGES); \
+	 else echo "missing toolchain: run as root or: sudo apt-get install gcc make $(ARM_PACKAGES)"; exit 1; fi
+
+demo: venv toolchain  ## compile examples/mlp.onnx for a Cortex-M4 at 256KB, simulate it, train it under QEMU
+	$(POET) compile examples/mlp.onnx --device cortex-m4 --ram 256KB --batch 8 --lr 0.05 -o $(DEMO_OUT)
+	$(POET) simulate $(DEMO_OUT)
+	$(POET) run $(DEMO_OUT) --target qemu-cortex-m4 --steps 40
+
+test: venv toolchain  ## run every test (pytest)
+	$(PY) -m pytest -q
+
+lint:  venv ## ruff (lint + format check) and mypy on the package
+	$(VENV)/bin/ruff check poet_edge tests bench examples
+	$(VENV)/bin/ruff format --check poet_edge
+	$(VENV)/bin/mypy poet_edge
+
+bench: venv toolchain  ## run the benchmark scripts in bench/ (each prints a table)
+	@set -e; for b in bench/*.py; do echo "== $$b"; $(PY) $$b; done
+
+clean:  ## remove build outputs (keeps .venv)
+	rm -rf build .pytest_cache .ruff_cache .mypy_cache
