@@ -1,0 +1,108 @@
+"""The command line: exit codes, one-line errors, nothing half-written."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from conftest import need_tools, poet
+from onnx import TensorProto, helper, save
+
+
+def test_compile_run_and_simulate(mlp_path, tmp_path):
+    need_tools("gcc")
+    out = tmp_path / "out"
+    r = poet("compile", mlp_path, "--device", "host", "--ram", "64KB", "-o", out, "--batch", "2")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["peak_ram_bytes"] <= 64 * 1024
+    assert plan["training_graph"]["nodes_by_phase"]["update"] == 6
+    assert plan["schedule"]["steps"][0] == ["compute", "flatten"]
+    r = poet("run", out, "--steps", "3", "--dump-params", tmp_path / "p.npz")
+    assert r.returncode == 0, r.stderr
+    assert [line.split()[1] for line in r.stdout.splitlines() if line.startswith("step")] == ["0", "1", "2"]
+    with np.load(tmp_path / "p.npz") as z:
+        assert set(z.files) == set(plan_names(plan))
+    r = poet("simulate", out, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["peak_ram_bytes"] == plan["simulated_peak_ram_bytes"]
+
+
+def plan_names(plan):
+    return [p["name"] for p in plan["parameters"]]
+
+
+def test_run_with_data_file(mlp_path, tmp_path):
+    need_tools("gcc")
+    out = tmp_path / "out"
+    assert poet("compile", mlp_path, "--ram", "64KB", "-o", out).returncode == 0
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "d.npz", x=rng.standard_normal((3, 1, 8, 8)).astype(np.float32), y=np.array([1, 2, 3]))
+    r = poet("run", out, "--steps", "4", "--data", tmp_path / "d.npz")
+    assert r.returncode == 0, r.stderr
+    np.savez(tmp_path / "bad.npz", x=np.zeros((3, 5)), y=np.zeros(3))
+    r = poet("run", out, "--data", tmp_path / "bad.npz")
+    assert r.returncode != 0 and "do not match" in r.stderr
+
+
+def _assert_clean_failure(r, out, *needles):
+    assert r.returncode != 0
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("poet: error:"), r.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+    assert not out.exists()
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}")]
+
+
+def test_not_onnx(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_text("hello")
+    out = tmp_path / "out"
+    _assert_clean_failure(poet("compile", bad, "--ram", "64KB", "-o", out), out, "not a valid ONNX model")
+
+
+def test_unsupported_op(tmp_path):
+    g = helper.make_graph([helper.make_node("Celu", ["x"], ["y"], name="act1")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    save(m, str(tmp_path / "celu.onnx"))
+    out = tmp_path / "out"
+    _assert_clean_failure(poet("compile", tmp_path / "celu.onnx", "--ram", "64KB", "-o", out), out,
+                          "Celu", "act1", "supported:", "Gemm")
+
+
+def test_ram_below_peak(mlp_path, tmp_path):
+    out = tmp_path / "out"
+    r = poet("compile", mlp_path, "--ram", "20KB", "-o", out, "--reserve", "1KB")
+    _assert_clean_failure(r, out, "B (")
+    assert "floor" in r.stderr or "needs" in r.stderr
+
+
+def test_unknown_device(mlp_path, tmp_path):
+    out = tmp_path / "out"
+    _assert_clean_failure(poet("compile", mlp_path, "--ram", "64KB", "--device", "z80", "-o", out), out, "z80")
+
+
+def test_bad_size(mlp_path, tmp_path):
+    out = tmp_path / "out"
+    _assert_clean_failure(poet("compile", mlp_path, "--ram", "lots", "-o", out), out, "cannot read size")
+
+
+def test_recompile_replaces_output_atomically(mlp_path, tmp_path):
+    out = tmp_path / "out"
+    assert poet("compile", mlp_path, "--ram", "64KB", "-o", out).returncode == 0
+    (out / "stale.txt").write_text("old")
+    assert poet("compile", mlp_path, "--ram", "64KB", "-o", out).returncode == 0
+    assert not (out / "stale.txt").exists()
+    r = poet("compile", mlp_path, "--ram", "1KB", "-o", out)
+    assert r.returncode != 0 and (out / "plan.json").exists()  # a failed compile leaves the old output intact
+
+
+def test_refuses_to_overwrite_foreign_folder(mlp_path, tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "thesis.tex").write_text("precious")
+    r = poet("compile", mlp_path, "--ram", "64KB", "-o", out)
+    assert r.returncode != 0 and "refusing" in r.stderr and (out / "thesis.tex").exists()
