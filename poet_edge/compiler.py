@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from poet_edge import __version__, arena, autodiff, frontend, planning
+from poet_edge import __version__, arena, autodiff, frontend, planning, trainable
 from poet_edge.codegen import emit
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Phase
@@ -39,6 +39,7 @@ class CompileOptions:
     lr: float = 0.01
     reserve_bytes: int = 8192
     scheduler: str = "none"
+    train: str = "all"
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class Compiled:
 
 def plan_training(opts: CompileOptions, log: Callable[[str], None] = lambda s: None) -> Compiled:
     g = frontend.load(opts.model, opts.batch)
-    tg = autodiff.training_graph(g, opts.loss)
+    tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train))
     profile = load_profile(opts.device)
     spec = planning.spec_from_graph(tg, opts.reserve_bytes)
     problem = planning.price(spec, profile, opts.ram_bytes)
@@ -100,6 +101,7 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
         "batch": opts.batch,
         "loss": opts.loss.value,
         "lr": opts.lr,
+        "train": opts.train,
         "peak_ram_bytes": c.predicted_ram_bytes,
         "simulated_peak_ram_bytes": c.sim.peak_ram_bytes,
         "fixed_ram_bytes": c.fixed.total,

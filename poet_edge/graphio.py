@@ -125,7 +125,8 @@ def _graph_attrs(data: dict[str, Any]) -> dict[str, Any]:
     return attrs
 
 
-def problem_from_node_link(data: Any, budget_bytes: int | None = None, where: str = "graph") -> SchedulingProblem:
+def problem_from_node_link(data: Any, budget_bytes: int | None = None,
+                           where: str = "graph") -> SchedulingProblem:
     """Build a problem from parsed node-link JSON (see the module docstring)."""
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
         raise PoetError(f"{where}: not a node-link graph (no 'nodes' list)")
@@ -137,7 +138,10 @@ def problem_from_node_link(data: Any, budget_bytes: int | None = None, where: st
         raise PoetError(f"{where}: duplicate node keys")
     edges: list[tuple[int, int]] = []
     seen: set[tuple[int, int]] = set()
-    for raw in data.get("links", data.get("edges", [])):
+    links: Any = data.get("links", data.get("edges")) or []
+    if not isinstance(links, list):
+        raise PoetError(f"{where}: 'links' must be a list")
+    for raw in links:
         a, b = _link(raw, where)
         if a not in pos or b not in pos:
             raise PoetError(f"{where}: link {a} -> {b} names an unknown node")
@@ -147,14 +151,18 @@ def problem_from_node_link(data: Any, budget_bytes: int | None = None, where: st
     order = _topological(len(keys), edges, keys)
     new = {old: i for i, old in enumerate(order)}
     nodes = tuple(ProblemNode(**parsed[old][1]) for old in order)
-    inval = tuple((new[pos[str(a)]], new[pos[str(b)]]) for a, b in attrs.get("invalidated_by", []))
+    pairs = attrs.get("invalidated_by") or []
+    if any(str(a) not in pos or str(b) not in pos for a, b in pairs):
+        raise PoetError(f"{where}: invalidated_by names an unknown node")
+    inval = tuple((new[pos[str(a)]], new[pos[str(b)]]) for a, b in pairs)
     budget = budget_bytes if budget_bytes is not None else attrs.get("budget_bytes")
     if budget is None:
         raise PoetError(f"{where}: no RAM budget given and none in the file")
     storage = attrs.get("storage_bytes")
     latency = attrs.get("max_latency_s")
     return SchedulingProblem(
-        nodes=nodes, edges=tuple((new[u], new[v]) for u, v in edges), budget_bytes=_as_bytes(budget, "budget"),
+        nodes=nodes, edges=tuple((new[u], new[v]) for u, v in edges),
+        budget_bytes=_as_bytes(budget, "budget"),
         fixed_bytes=_as_bytes(attrs.get("fixed_bytes", 0), "fixed_bytes") + sum(p for _, _, p in parsed),
         storage_bytes=None if storage is None else _as_bytes(storage, "storage_bytes"),
         max_latency_s=None if latency is None else float(latency), invalidated_by=inval,
@@ -179,9 +187,11 @@ def problem_to_node_link(problem: SchedulingProblem) -> dict[str, Any]:
     graph = {
         "format": FORMAT, "budget_bytes": problem.budget_bytes, "fixed_bytes": problem.fixed_bytes,
         "storage_bytes": problem.storage_bytes, "max_latency_s": problem.max_latency_s,
-        "cost_unit": problem.cost_unit, "invalidated_by": [[names[a], names[b]] for a, b in problem.invalidated_by],
+        "cost_unit": problem.cost_unit,
+        "invalidated_by": [[names[a], names[b]] for a, b in problem.invalidated_by],
     }
-    nodes = [{"id": n.name, **{k: v for k, v in dataclasses.asdict(n).items() if k != "name"}} for n in problem.nodes]
+    nodes = [{"id": n.name, **{k: v for k, v in dataclasses.asdict(n).items() if k != "name"}}
+             for n in problem.nodes]
     links = [{"source": names[u], "target": names[v]} for u, v in problem.edges]
     return {"directed": True, "multigraph": False, "graph": graph, "nodes": nodes, "links": links}
 

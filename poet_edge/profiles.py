@@ -17,7 +17,7 @@ from poet_edge.errors import PoetError
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib  # type: ignore[no-redef,unused-ignore]
 
 PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
 
@@ -172,7 +172,8 @@ def load_profile(name_or_path: str | Path) -> Profile:
 
 
 def _si(value: float, unit: str) -> str:
-    for factor, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n")):
+    prefixes = ((1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n"))
+    for factor, prefix in prefixes:
         if abs(value) >= factor:
             return f"{value / factor:.4g} {prefix}{unit}"
     return f"{value:.4g} {unit}"

@@ -78,11 +78,13 @@ class SimResult:
 
     @property
     def latency_s(self) -> float:
-        return self.latency_compute_s + self.latency_recompute_s + self.latency_page_in_s + self.latency_page_out_s
+        return (self.latency_compute_s + self.latency_recompute_s
+                + self.latency_page_in_s + self.latency_page_out_s)
 
     @property
     def energy_j(self) -> float:
-        return self.energy_compute_j + self.energy_recompute_j + self.energy_page_in_j + self.energy_page_out_j
+        return (self.energy_compute_j + self.energy_recompute_j
+                + self.energy_page_in_j + self.energy_page_out_j)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -210,13 +212,14 @@ def simulate(problem: SchedulingProblem, schedule: Schedule, profile: Profile | 
             read += node.out_bytes
             st.in_ram.add(v)
             st.live += node.out_bytes
-    never = [n.name for n, r in zip(problem.nodes, st.runs) if not r]
+    never = [n.name for n, r in zip(problem.nodes, st.runs, strict=True) if not r]
     if never:
         shown = ", ".join(never[:10]) + (" ..." if len(never) > 10 else "")
         raise InvalidSchedule(-1, None, f"{len(never)} node(s) never computed: {shown}")
     peak = max(curve, default=problem.fixed_bytes)
     peak_step = curve.index(peak) if curve else -1
     blocks = erase_blocks(profile, written) if profile is not None else None
+    endurance = steps_until_endurance(profile, blocks) if profile is not None and blocks is not None else None
     return SimResult(
         solver=schedule.solver, n_steps=len(schedule.steps), budget_bytes=problem.budget_bytes,
         fixed_bytes=problem.fixed_bytes, peak_ram_bytes=peak, peak_step=peak_step,
@@ -227,7 +230,7 @@ def simulate(problem: SchedulingProblem, schedule: Schedule, profile: Profile | 
         n_computes=counts["compute"], n_recomputations=counts["recompute"], n_page_outs=counts["page_out"],
         n_page_ins=counts["page_in"], n_frees=counts["free"], storage_bytes_written=sum(written),
         storage_bytes_read=read, storage_peak_bytes=st.stored, erase_blocks_per_step=blocks,
-        steps_until_endurance=steps_until_endurance(profile, blocks) if profile and blocks is not None else None,
+        steps_until_endurance=endurance,
         ram_curve=tuple(curve),
     )
 
@@ -251,7 +254,8 @@ def format_report(sim: SimResult) -> str:
     if sim.erase_blocks_per_step is not None:
         rows.append(("erase blocks per step", f"{sim.erase_blocks_per_step:.4g}", "erase-block cycles"))
         left = sim.steps_until_endurance
-        rows.append(("steps until endurance", "unlimited" if left is None else f"{left:.4g}", "training steps"))
+        shown = "unlimited" if left is None else f"{left:.4g}"
+        rows.append(("steps until endurance", shown, "training steps"))
     parts = (("compute", sim.latency_compute_s, sim.energy_compute_j),
              ("recompute", sim.latency_recompute_s, sim.energy_recompute_j),
              ("page-in", sim.latency_page_in_s, sim.energy_page_in_j),

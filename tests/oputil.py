@@ -100,7 +100,7 @@ def max_rel_err(a: np.ndarray, b: np.ndarray) -> float:
 
 def c_vs_reference(model_path, out_dir, steps: int = 5, batch: int = 1, loss: str = "mse", ram: str = "64MB",
                    scheduler: str = "none", target: str = "host", sanitize: bool = False, lr: float = 0.01,
-                   device: str = "host"):
+                   device: str = "host", train: str = "all"):
     """Compiles ``model_path``, trains ``steps`` steps in C on ``target`` and in the numpy reference (float32)
     on the same data. Returns (c_losses, ref_losses, c_params, ref_params, outcome)."""
     from pathlib import Path
@@ -110,7 +110,7 @@ def c_vs_reference(model_path, out_dir, steps: int = 5, batch: int = 1, loss: st
     from poet_edge.units import parse_size
 
     opts = CompileOptions(Path(model_path), device, parse_size(ram), Path(out_dir), batch, autodiff.Loss(loss), lr,
-                          8192, scheduler)
+                          8192, scheduler, train)
     c = compile_model(opts)
     plan = runner.load_plan(Path(out_dir))
     data = runner.batches(plan, steps)

@@ -1,0 +1,91 @@
+"""What `poet inspect` reports about a model's forward and training graphs."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from poet_edge import autodiff, frontend, ops, planning, trainable
+from poet_edge.ir import Graph, Phase
+from poet_edge.memory_floor import memory_floor
+from poet_edge.profiles import load_profile
+from poet_edge.schedulers import get_scheduler
+from poet_edge.simulator import simulate
+
+
+@dataclass(frozen=True)
+class Inspection:
+    model: str
+    batch: int
+    train: str
+    forward_nodes: int
+    training_nodes: dict[str, int]
+    forward_ops: dict[str, int]
+    backward_ops: dict[str, int]
+    params_trainable: tuple[int, int]  # count, bytes
+    params_frozen: tuple[int, int]
+    activation_bytes: int
+    forward_macs: int
+    backward_macs: int
+    floor_bytes: int
+    floor_node: str
+    floor_explanation: str
+    no_remat_peak_bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _macs(g: Graph, phases: set[Phase]) -> int:
+    total = 0
+    for n in g.nodes:
+        if n.phase in phases:
+            w = ops.get(n.op).work([g.shape(t) for t in n.inputs], [g.shape(t) for t in n.outputs], n.attrs)
+            total += w.macs
+    return total
+
+
+def inspect(path: Path, batch: int = 1, loss: autodiff.Loss = autodiff.Loss.CROSS_ENTROPY, train: str = "all",
+            reserve: int = 8192) -> Inspection:
+    g = frontend.load(path, batch)
+    chosen = trainable.select(g, train)
+    tg = autodiff.training_graph(g, loss, chosen)
+    spec = planning.spec_from_graph(tg, reserve)
+    problem = planning.price(spec, load_profile("host"), 1 << 62)
+    floor = memory_floor(problem)
+    peak = simulate(problem, get_scheduler("none")(problem)).peak_ram_bytes
+    frozen = [p for p in g.params if p not in chosen]
+    return Inspection(
+        path.name, batch, train, len(g.nodes),
+        {p.value: sum(n.phase == p for n in tg.nodes) for p in Phase},
+        dict(sorted(Counter(n.op for n in g.nodes).items())),
+        dict(sorted(Counter(n.op for n in tg.nodes if n.phase == Phase.BACKWARD).items())),
+        (len(chosen), sum(tg.tensor(p).nbytes for p in chosen)),
+        (len(frozen), sum(tg.tensor(p).nbytes for p in frozen)),
+        sum(tg.tensor(o).nbytes for n in g.nodes for o in n.outputs),
+        _macs(tg, {Phase.FORWARD}), _macs(tg, {Phase.BACKWARD}),
+        floor.bytes, floor.node, floor.explanation, peak)
+
+
+def format_inspection(r: Inspection) -> str:
+    def kb(n: int) -> str:
+        return f"{n:,} B ({n / 1024:.1f} KiB)"
+
+    tn = r.training_nodes
+    lines = [
+        f"model            {r.model} (batch {r.batch}, --train {r.train})",
+        f"forward graph    {r.forward_nodes} nodes: " + ", ".join(f"{k} {v}" for k, v in r.forward_ops.items()),
+        f"training graph   {sum(tn.values())} nodes: forward {tn['forward']}, loss {tn['loss']}, "
+        f"backward {tn['backward']}, update {tn['update']}",
+        "backward ops     " + (", ".join(f"{k} {v}" for k, v in r.backward_ops.items()) or "none"),
+        f"parameters       trainable {r.params_trainable[0]} = {kb(r.params_trainable[1])} (RAM, with gradients); "
+        f"frozen {r.params_frozen[0]} = {kb(r.params_frozen[1])} (flash)",
+        f"activations      {kb(r.activation_bytes)} (all forward outputs)",
+        f"MACs per step    forward {r.forward_macs:,}, backward {r.backward_macs:,}",
+        f"memory floor     {kb(r.floor_bytes)} at node {r.floor_node}",
+        f"                 {r.floor_explanation}",
+        f"no-remat peak    {kb(r.no_remat_peak_bytes)} (every node once, freed after last use)",
+    ]
+    return "\n".join(lines)
