@@ -72,28 +72,71 @@ def peak_live(insts: list[Instance]) -> int:
     return peak
 
 
-def _place(order: list[int], insts: list[Instance]) -> list[int]:
-    """Lowest offset that does not collide with an already placed, lifetime-overlapping instance."""
+def _gaps(busy: list[tuple[int, int]], size: int) -> list[tuple[int, int]]:
+    """(offset, gap length) of every hole that fits ``size`` between sorted busy ranges; the last is unbounded."""
+    out, off = [], 0
+    for lo, hi in busy:
+        if off + size <= lo:
+            out.append((off, lo - off))
+        off = max(off, hi)
+    out.append((off, 1 << 62))
+    return out
+
+
+def _place(order: list[int], insts: list[Instance], best_fit: bool = False) -> list[int]:
+    """Place in ``order`` at the lowest (or the tightest, ``best_fit``) hole that no placed,
+    lifetime-overlapping instance occupies."""
     offsets = [-1] * len(insts)
     placed: list[int] = []
     for i in order:
         busy = sorted((offsets[j], offsets[j] + insts[j].size) for j in placed if insts[i].overlaps(insts[j]))
-        off = 0
-        for lo, hi in busy:
-            if off + insts[i].size <= lo:
-                break
-            off = max(off, hi)
-        offsets[i] = off
+        gaps = _gaps(busy, insts[i].size)
+        offsets[i] = min(gaps, key=lambda g: (g[1], g[0]))[0] if best_fit else gaps[0][0]
         placed.append(i)
     return offsets
 
 
-def plan_greedy_by_size(insts: list[Instance]) -> ArenaPlan:
-    """TensorFlow Lite Micro's greedy planner: largest first, lowest fitting offset."""
-    order = sorted(range(len(insts)), key=lambda i: (-insts[i].size, insts[i].start, i))
-    offsets = _place(order, insts)
+def _plan(insts: list[Instance], order: list[int], best_fit: bool, name: str) -> ArenaPlan:
+    offsets = _place(order, insts, best_fit)
     top = max((o + s.size for o, s in zip(offsets, insts)), default=0)
-    return ArenaPlan(tuple(insts), tuple(offsets), top, peak_live(insts), "greedy-by-size")
+    return ArenaPlan(tuple(insts), tuple(offsets), top, peak_live(insts), name)
+
+
+def plan_greedy_by_size(insts: list[Instance]) -> ArenaPlan:
+    """TensorFlow Lite Micro's greedy planner: largest first, lowest fitting offset (the baseline)."""
+    order = sorted(range(len(insts)), key=lambda i: (-insts[i].size, insts[i].start, i))
+    return _plan(insts, order, False, "greedy-by-size")
+
+
+def _breadth(insts: list[Instance]) -> list[int]:
+    """For each instance, the most bytes live at any step of its lifetime (the pressure it sits in)."""
+    steps = sorted({i.start for i in insts} | {i.end for i in insts})
+    live = {k: sum(i.size for i in insts if i.start <= k <= i.end) for k in steps}
+    return [max(v for k, v in live.items() if i.start <= k <= i.end) for i in insts]
+
+
+def plan_best(insts: list[Instance]) -> ArenaPlan:
+    """Several orderings (size, breadth, size × lifetime, birth) with first-fit and best-fit placement;
+    returns the smallest arena (ties: the first listed). Stops early when it reaches the live peak."""
+    n = range(len(insts))
+    breadth = _breadth(insts)
+    orders = {
+        "size": sorted(n, key=lambda i: (-insts[i].size, insts[i].start, i)),
+        "breadth": sorted(n, key=lambda i: (-breadth[i], -insts[i].size, insts[i].start, i)),
+        "area": sorted(n, key=lambda i: (-insts[i].size * (insts[i].end - insts[i].start + 1), i)),
+        "birth": sorted(n, key=lambda i: (insts[i].start, -insts[i].size, i)),
+    }
+    best: ArenaPlan | None = None
+    floor = peak_live(insts)
+    for name, order in orders.items():
+        for best_fit in (False, True):
+            plan = _plan(insts, order, best_fit, f"{name}/{'best' if best_fit else 'first'}-fit")
+            if best is None or plan.arena_bytes < best.arena_bytes:
+                best = plan
+            if best.arena_bytes <= floor:
+                return best
+    assert best is not None
+    return best
 
 
 def verify(plan: ArenaPlan) -> None:

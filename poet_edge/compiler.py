@@ -80,7 +80,7 @@ def plan_training(opts: CompileOptions, log: Callable[[str], None] = lambda s: N
     sim = simulate(problem, schedule, profile)
     sizes = planning.value_bytes(tg)
     ws = {n.name: n.workspace_bytes for n in problem.nodes}
-    plan = arena.plan_greedy_by_size(arena.instances(schedule, sizes, ws))
+    plan = arena.plan_best(arena.instances(schedule, sizes, ws))
     arena.verify(plan)
     compiled = Compiled(g, tg, profile, spec, problem, schedule, sim, plan, emit.plan_storage(schedule, sizes))
     if compiled.predicted_ram_bytes > opts.ram_bytes:
