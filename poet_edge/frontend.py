@@ -100,9 +100,12 @@ class _Builder:
         attrs, inputs = _attrs(pn), []
         for i, t in enumerate(pn.input):
             if i in op.const_inputs:
-                if t not in self.consts:
+                if t == "":
+                    continue  # an omitted optional input
+                value = self.consts.get(t, self.params.get(t))  # float initializers may be constants here
+                if value is None:
                     raise PoetError(f"node '{name}' ({pn.op_type}): input {i} '{t}' must be a constant")
-                attrs[op.const_inputs[i]] = tuple(int(v) for v in self.consts[t].reshape(-1))
+                attrs[op.const_inputs[i]] = tuple(np.asarray(value).reshape(-1).tolist())
             elif t in self.consts:
                 raise PoetError(f"node '{name}' ({pn.op_type}): constant non-float input '{t}' is not supported")
             elif t not in self.tensors:
@@ -147,11 +150,12 @@ def to_ir(model: onnx.ModelProto, batch: int = 1) -> Graph:
 
 
 def trainable_candidates(nodes: list[Node], params: dict[str, np.ndarray]) -> frozenset[str]:
-    """Parameters that may be trained: those read by at least one op input that is not frozen."""
+    """Parameters that may be trained: those read by at least one op input that is not frozen.
+    Scalar initializers (an attention scale, a clip bound) are constants of the exported graph, not weights."""
     out = set()
     for n in nodes:
         frozen = ops.get(n.op).frozen_inputs
-        out.update(t for i, t in enumerate(n.inputs) if t in params and i not in frozen)
+        out.update(t for i, t in enumerate(n.inputs) if t in params and i not in frozen and params[t].size > 1)
     return frozenset(out)
 
 
