@@ -37,7 +37,7 @@ class CompileOptions:
     batch: int = 1
     loss: autodiff.Loss = autodiff.Loss.CROSS_ENTROPY
     lr: float = 0.01
-    reserve_bytes: int = 8192
+    reserve_bytes: int | None = None  # None: the profile's ram_reserve_bytes
     scheduler: str = "none"
     train: str = "all"
 
@@ -69,7 +69,8 @@ def plan_training(opts: CompileOptions, log: Callable[[str], None] = lambda s: N
     g = frontend.load(opts.model, opts.batch)
     tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train))
     profile = load_profile(opts.device)
-    spec = planning.spec_from_graph(tg, opts.reserve_bytes)
+    reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
+    spec = planning.spec_from_graph(tg, reserve)
     problem = planning.price(spec, profile, opts.ram_bytes)
     log(f"training graph: {len(tg.nodes)} nodes ({sum(n.phase == Phase.FORWARD for n in tg.nodes)} forward)")
     floor = memory_floor(problem)

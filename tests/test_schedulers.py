@@ -54,7 +54,7 @@ def test_every_scheduler_valid_on_random_dags(n: int, seed: int, frac: float,
     problem = replace(base, budget_bytes=int(floor + frac * (peak - floor)))
     results = {name: _run(name, problem) for name in NAMES}
     if problem.budget_bytes >= peak:  # no pressure: none, page_all and greedy all succeed
-        for name in ("none", "page_all", "greedy"):
+        for name in ("none", "page-all", "greedy"):
             result = results[name]
             assert result is not None
             assert result.n_recomputations == 0 and result.n_page_outs == 0
@@ -68,7 +68,7 @@ def test_every_scheduler_valid_on_random_dags(n: int, seed: int, frac: float,
 def test_storage_capacity_respected(n: int, seed: int, storage: int) -> None:
     base = random_layered_dag(n, seed)
     problem = replace(base, budget_bytes=memory_floor(base).bytes, storage_bytes=storage)
-    for name in ("page_all", "greedy"):
+    for name in ("page-all", "greedy"):
         sim = _run(name, problem)
         assert sim is None or sim.storage_peak_bytes <= storage
 
@@ -117,7 +117,7 @@ def test_none_fails_with_reason_when_over_budget() -> None:
 def test_page_all_pages_when_tight() -> None:
     problem = training_chain(16, seed=1)
     tight = replace(problem, budget_bytes=int(0.5 * _unbounded_peak(problem)))
-    sim = _run("page_all", tight)
+    sim = _run("page-all", tight)
     assert sim is not None
     assert sim.n_page_outs > 0 and sim.n_page_ins > 0 and sim.n_recomputations == 0
 
@@ -137,7 +137,7 @@ def test_greedy_recomputes_without_storage_and_pages_with_it() -> None:
 
 def test_recompute_all_checkpoints_training_chain() -> None:
     problem = training_chain(16, seed=2)
-    sim = _run("recompute_all", problem)
+    sim = _run("recompute-all", problem)
     assert sim is not None and sim.n_recomputations > 0 and sim.n_page_outs == 0
     assert sim.peak_ram_bytes < _unbounded_peak(problem)
 
@@ -147,7 +147,7 @@ def test_recompute_all_checkpoints_training_chain() -> None:
 def test_recompute_all_peak_not_above_none_on_chains(maker, n: int, seed: int) -> None:  # type: ignore[no-untyped-def]
     problem = maker(n, seed=seed)
     none_peak = simulate(problem, SCHEDULERS["none"](problem)).peak_ram_bytes
-    rec = simulate(problem, SCHEDULERS["recompute_all"](problem))
+    rec = simulate(problem, SCHEDULERS["recompute-all"](problem))
     assert rec.peak_ram_bytes <= none_peak
 
 

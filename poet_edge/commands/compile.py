@@ -24,7 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--loss", choices=[x.value for x in Loss], default=Loss.CROSS_ENTROPY.value,
                    help="loss poet adds after the model output (default cross-entropy with integer labels)")
     p.add_argument("--lr", type=float, default=0.01, help="SGD learning rate used by 'poet run' (default 0.01)")
-    p.add_argument("--reserve", default="8KB", help=f"RAM kept for stack and runtime, {SIZE_HELP} (default 8KB)")
+    p.add_argument("--reserve", help=f"RAM kept for stack and runtime, {SIZE_HELP} (default: the device "
+                                     "profile's ram_reserve_bytes, 8KB on the Cortex-M profiles)")
     p.add_argument("--train", default="all", help=f"trainable parameters: {TRAIN_HELP}")
     p.add_argument("--scheduler", choices=sorted(SCHEDULERS), default="none",
                    help="how to fit the budget (default none: every node once, freed after last use)")
@@ -33,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     out = args.out or args.model.with_suffix(".poet")
     opts = CompileOptions(args.model, args.device, parse_size(args.ram), out, args.batch, Loss(args.loss), args.lr,
-                          parse_size(args.reserve), args.scheduler, args.train)
+                          parse_size(args.reserve) if args.reserve else None, args.scheduler, args.train)
     c = compile_model(opts, print)
     print(f"schedule: {c.schedule.solver}, {len(c.schedule.steps)} steps")
     print(f"RAM: {fmt_bytes(c.predicted_ram_bytes)} of {fmt_bytes(opts.ram_bytes)} "

@@ -14,8 +14,8 @@ from poet_edge.schedulers.recompute_all import schedule_recompute_all
 
 SCHEDULERS: dict[str, Callable[[SchedulingProblem], Schedule]] = {
     "none": schedule_none,
-    "recompute_all": schedule_recompute_all,
-    "page_all": schedule_page_all,
+    "recompute-all": schedule_recompute_all,
+    "page-all": schedule_page_all,
     "greedy": schedule_greedy,
 }
 

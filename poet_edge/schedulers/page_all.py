@@ -20,4 +20,4 @@ def _belady(engine: Engine, candidates: list[int]) -> tuple[int, str]:
 
 
 def schedule_page_all(problem: SchedulingProblem) -> Schedule:
-    return Engine(problem, "page_all", policy=_belady, allow_paging=True).run()
+    return Engine(problem, "page-all", policy=_belady, allow_paging=True).run()
