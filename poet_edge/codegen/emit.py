@@ -96,7 +96,22 @@ class _Pointers:
         return f"(poet_arena + {(self.current[node] + off) // 4})"
 
 
-def _arg(a: CArg, ptr: Callable[[str], str]) -> str:
+class IntArrays:
+    """Constant int32 arrays of kernel calls (shapes, strides), emitted once each as static const data
+    (flash), never as compound literals, which would take stack space for every call."""
+
+    def __init__(self) -> None:
+        self.names: dict[tuple[int, ...], str] = {}
+
+    def ref(self, values: tuple[int, ...]) -> str:
+        return self.names.setdefault(tuple(values), f"poet_ints_{len(self.names)}")
+
+    def declarations(self) -> str:
+        return "\n".join(f"static const int32_t {name}[{max(1, len(v))}] = {{{', '.join(map(str, v)) or '0'}}};"
+                         for v, name in self.names.items())
+
+
+def _arg(a: CArg, ptr: Callable[[str], str], arrays: IntArrays) -> str:
     if isinstance(a, TensorArg):
         return ptr(a.name)
     if isinstance(a, IntArg):
@@ -104,7 +119,7 @@ def _arg(a: CArg, ptr: Callable[[str], str]) -> str:
     if isinstance(a, FloatArg):
         return c_float(a.value)
     if isinstance(a, IntArrayArg):
-        return "(const int32_t[]){" + ", ".join(str(v) for v in a.values) + "}"
+        return arrays.ref(a.values)
     if isinstance(a, RuntimeArg):
         return a.name
     if isinstance(a, NullArg):
@@ -112,8 +127,8 @@ def _arg(a: CArg, ptr: Callable[[str], str]) -> str:
     raise TypeError(a)
 
 
-def call_line(call: KernelCall, ptr: Callable[[str], str]) -> str:
-    return f"    {call.func}({', '.join(_arg(a, ptr) for a in call.args)});"
+def call_line(call: KernelCall, ptr: Callable[[str], str], arrays: IntArrays) -> str:
+    return f"    {call.func}({', '.join(_arg(a, ptr, arrays) for a in call.args)});"
 
 
 def kernel_call(node: Node, tg: Graph) -> KernelCall:
@@ -124,7 +139,7 @@ def kernel_call(node: Node, tg: Graph) -> KernelCall:
 
 
 def body(tg: Graph, schedule: Schedule, plan: ArenaPlan, storage: StoragePlan, value_bytes: dict[str, int],
-         param_vars: dict[str, str]) -> list[str]:
+         param_vars: dict[str, str], arrays: IntArrays) -> list[str]:
     nodes = {n.name: n for n in tg.nodes}
     ptrs = _Pointers(tg, plan, param_vars)
     computed: set[str] = set()
@@ -135,8 +150,8 @@ def body(tg: Graph, schedule: Schedule, plan: ArenaPlan, storage: StoragePlan, v
             n = nodes[s.node]
             again = " (recompute)" if s.node in computed else ""
             lines.append(f"    /* {k}: {n.name} = {n.op}{again} */")
-            lines.append(call_line(kernel_call(n, tg), ptrs.tensor_ptr))
-            if n.op in ("SoftmaxCrossEntropy", "MeanSquaredError"):
+            lines.append(call_line(kernel_call(n, tg), ptrs.tensor_ptr, arrays))
+            if n.outputs and tg.tensor(n.outputs[0]).role == Role.LOSS:
                 lines.append(f"    loss = *{ptrs.tensor_ptr(n.outputs[0])};")
             computed.add(s.node)
         elif isinstance(s, PageOut):
@@ -174,15 +189,18 @@ def generate(tg: Graph, schedule: Schedule, plan: ArenaPlan, storage: StoragePla
              meta: dict[str, object]) -> dict[str, str]:
     """Returns {relative path: text} for poet_model.h, poet_model.c, Makefile and CMakeLists.txt."""
     x, labels = tg.tensor(tg.inputs[0]), tg.tensor(tg.inputs[1])
-    arrays, table, vars_ = _param_arrays(tg)
+    param_decls, table, vars_ = _param_arrays(tg)
+    arrays = IntArrays()
+    step_lines = body(tg, schedule, plan, storage, value_bytes, vars_, arrays)  # fills ``arrays``
     common = {"version": __version__, "model": meta["model"], "arena_bytes": plan.arena_bytes}
     header = render("poet_model.h.in", **common, batch=x.shape[0], input_elems=x.size, label_elems=labels.size,
                     labels_are_int=int(labels.dtype == "int32"), num_params=len(tg.params),
                     storage_bytes=storage.total_bytes, predicted_ram=meta["predicted_ram_bytes"])
     source = render("poet_model.c.in", **common, solver=schedule.solver, num_steps=len(schedule.steps),
-                    param_arrays=arrays, param_table=table, arena_floats=max(1, plan.arena_bytes // 4),
+                    param_arrays=param_decls, param_table=table, arena_floats=max(1, plan.arena_bytes // 4),
                     label_type="int32_t" if labels.dtype == "int32" else "float",
-                    body="\n".join(body(tg, schedule, plan, storage, value_bytes, vars_)))
+                    body="\n".join(step_lines),
+                    int_arrays=arrays.declarations())
     return {"poet_model.h": header, "poet_model.c": source, "Makefile": render("Makefile.in", **common),
             "CMakeLists.txt": render("CMakeLists.txt.in", **common)}
 
