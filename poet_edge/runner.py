@@ -16,6 +16,8 @@ from poet_edge import targets
 from poet_edge.compiler import PLAN
 from poet_edge.errors import PoetError
 
+_KIND = re.compile(r"kind (\S+) calls (\d+) ticks (\d+)")
+_DONE = re.compile(r"done stack_used (\d+) heap_used (\d+)")
 _STEP = re.compile(r"step (\d+) loss_bits ([0-9a-f]{8}) ticks (\d+) written (\d+) read (\d+)")
 
 
@@ -33,7 +35,19 @@ class RunOutcome:
     steps: tuple[StepLog, ...]
     params: dict[str, np.ndarray]
     build: targets.BuildResult
+    target: targets.Target
     stdout: str
+    kinds: dict[str, tuple[int, int]]  # op -> (calls, ticks) over all steps, with --profile
+    stack_used: int  # painted-stack high-water mark (0 where unmeasured)
+
+    @property
+    def measured_ram_bytes(self) -> int:
+        """Static RAM (data + bss + heap, from the ELF) plus the stack high-water mark."""
+        return self.build.ram_static_bytes + self.stack_used
+
+    def instructions(self, ticks: int) -> int | None:
+        per = self.target.instructions_per_tick
+        return ticks * per if per else None
 
 
 def load_plan(out: Path) -> dict[str, Any]:
@@ -125,19 +139,21 @@ def sources(out: Path) -> tuple[list[Path], list[Path]]:
 
 def run_project(out: Path, target_name: str = "host", steps: int = 5, data: Path | None = None,
                 lr: float | None = None, sanitize: bool = False, timeout_s: float = 600.0,
-                on_step: Callable[[StepLog], None] | None = None) -> RunOutcome:
+                on_step: Callable[[StepLog], None] | None = None, profile: bool = False) -> RunOutcome:
     out = Path(out).resolve()
     plan = load_plan(out)
     if steps < 1:
         raise PoetError(f"--steps must be at least 1, got {steps}")
     target = targets.load_target(target_name)
-    work = out / f"run-{target.name}{'-sanitize' if sanitize else ''}"
+    work = out / f"run-{target.name}{'-sanitize' if sanitize else ''}{'-profile' if profile else ''}"
     work.mkdir(exist_ok=True)
     write_data(work / "poet_data.bin", batches(plan, steps, data), plan["lr"] if lr is None else lr)
     srcs, incs = sources(out)
     built = targets.build(target, srcs, incs, work / "build", plan["ram_budget_bytes"],
-                          sanitize=sanitize, stack_reserve_bytes=plan["problem"]["fixed_ram"]["reserve"])
+                          defines={"POET_PROFILE": ""} if profile else None, sanitize=sanitize, stack_reserve_bytes=plan["problem"]["fixed_ram"]["reserve"])
     logs: list[StepLog] = []
+    kinds: dict[str, tuple[int, int]] = {}
+    done: list[int] = []
 
     def on_line(line: str) -> None:
         m = _STEP.match(line)
@@ -148,9 +164,16 @@ def run_project(out: Path, target_name: str = "host", steps: int = 5, data: Path
             logs.append(s)
             if on_step:
                 on_step(s)
+        elif m := _KIND.match(line):
+            kinds[m.group(1)] = (int(m.group(2)), int(m.group(3)))
+        elif m := _DONE.match(line):
+            done.append(int(m.group(1)))
 
     res = targets.run(target, built, work, timeout_s, on_line)
     if res.exit_code != 0:
         tail = (res.stdout + res.stderr).strip().splitlines()[-5:]
         raise PoetError(f"the training program exited with code {res.exit_code}: " + " | ".join(tail))
-    return RunOutcome(tuple(logs), read_params(work / "poet_params.bin"), built, res.stdout)
+    if len(logs) != steps or not done:
+        raise PoetError(f"the training program printed {len(logs)} of {steps} steps; output ends: "
+                        + " | ".join(res.stdout.strip().splitlines()[-3:]))
+    return RunOutcome(tuple(logs), read_params(work / "poet_params.bin"), built, target, res.stdout, kinds, done[0])

@@ -127,8 +127,13 @@ def _arg(a: CArg, ptr: Callable[[str], str], arrays: IntArrays) -> str:
     raise TypeError(a)
 
 
-def call_line(call: KernelCall, ptr: Callable[[str], str], arrays: IntArrays) -> str:
-    return f"    {call.func}({', '.join(_arg(a, ptr, arrays) for a in call.args)});"
+def call_line(call: KernelCall, ptr: Callable[[str], str], arrays: IntArrays, kind: int) -> str:
+    return f"    POET_TIMED({kind}, {call.func}({', '.join(_arg(a, ptr, arrays) for a in call.args)}));"
+
+
+def op_kinds(tg: Graph) -> list[str]:
+    """Op names in the training graph, sorted: the index of each is its profiling slot."""
+    return sorted({n.op for n in tg.nodes})
 
 
 def kernel_call(node: Node, tg: Graph) -> KernelCall:
@@ -141,6 +146,7 @@ def kernel_call(node: Node, tg: Graph) -> KernelCall:
 def body(tg: Graph, schedule: Schedule, plan: ArenaPlan, storage: StoragePlan, value_bytes: dict[str, int],
          param_vars: dict[str, str], arrays: IntArrays) -> list[str]:
     nodes = {n.name: n for n in tg.nodes}
+    kinds = {op: k for k, op in enumerate(op_kinds(tg))}
     ptrs = _Pointers(tg, plan, param_vars)
     computed: set[str] = set()
     lines: list[str] = []
@@ -150,7 +156,7 @@ def body(tg: Graph, schedule: Schedule, plan: ArenaPlan, storage: StoragePlan, v
             n = nodes[s.node]
             again = " (recompute)" if s.node in computed else ""
             lines.append(f"    /* {k}: {n.name} = {n.op}{again} */")
-            lines.append(call_line(kernel_call(n, tg), ptrs.tensor_ptr, arrays))
+            lines.append(call_line(kernel_call(n, tg), ptrs.tensor_ptr, arrays, kinds[n.op]))
             if n.outputs and tg.tensor(n.outputs[0]).role == Role.LOSS:
                 lines.append(f"    loss = *{ptrs.tensor_ptr(n.outputs[0])};")
             computed.add(s.node)
@@ -200,7 +206,8 @@ def generate(tg: Graph, schedule: Schedule, plan: ArenaPlan, storage: StoragePla
                     param_arrays=param_decls, param_table=table, arena_floats=max(1, plan.arena_bytes // 4),
                     label_type="int32_t" if labels.dtype == "int32" else "float",
                     body="\n".join(step_lines),
-                    int_arrays=arrays.declarations())
+                    int_arrays=arrays.declarations(), num_kinds=len(op_kinds(tg)),
+                    kind_names=", ".join(f'"{k}"' for k in op_kinds(tg)))
     return {"poet_model.h": header, "poet_model.c": source, "Makefile": render("Makefile.in", **common),
             "CMakeLists.txt": render("CMakeLists.txt.in", **common)}
 

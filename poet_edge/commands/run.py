@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import numpy as np
 
-from poet_edge.runner import StepLog, run_project
+from poet_edge.runner import RunOutcome, StepLog, load_plan, run_project
 from poet_edge.targets import available_targets
 
 
@@ -22,6 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lr", type=float, help="learning rate (default: the one given to compile)")
     p.add_argument("--dump-params", type=Path, help="write the parameters after training to this npz")
     p.add_argument("--sanitize", action="store_true", help="host only: build with ASan + UBSan")
+    p.add_argument("--profile", action="store_true",
+                   help="time every kernel call and report ticks (instructions on QEMU) per op kind")
+    p.add_argument("--json", type=Path, help="also write the run's numbers (losses, ticks, RAM) to this JSON file")
     p.add_argument("--timeout", type=float, default=600.0, help="wall-clock limit in seconds (default 600)")
 
 
@@ -30,8 +34,57 @@ def run(args: argparse.Namespace) -> int:
         print(f"step {s.step:4d}  loss {s.loss:.6f}  ticks {s.ticks}  storage written {s.bytes_written} B "
               f"read {s.bytes_read} B", flush=True)
 
-    r = run_project(args.out, args.target, args.steps, args.data, args.lr, args.sanitize, args.timeout, show)
+    r = run_project(args.out, args.target, args.steps, args.data, args.lr, args.sanitize, args.timeout, show,
+                    args.profile)
+    summary = summarize(r, load_plan(args.out))
+    print(format_summary(summary))
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=1) + "\n")
     if args.dump_params:
         np.savez(args.dump_params, **r.params)
         print(f"wrote {args.dump_params}")
     return 0
+
+
+def summarize(r: RunOutcome, plan: dict) -> dict:
+    steps = len(r.steps)
+    ticks = [s.ticks for s in r.steps]
+    out = {
+        "target": r.target.name,
+        "steps": steps,
+        "losses": [s.loss for s in r.steps],
+        "ticks_per_step": ticks,
+        "instructions_per_step": [r.instructions(t) for t in ticks] if r.target.instructions_per_tick else None,
+        "storage_bytes_written_per_step": [s.bytes_written for s in r.steps],
+        "storage_bytes_read_per_step": [s.bytes_read for s in r.steps],
+        "ram_budget_bytes": plan["ram_budget_bytes"],
+        "predicted_ram_bytes": plan["peak_ram_bytes"],
+        "static_ram_bytes": r.build.ram_static_bytes if r.target.is_qemu else None,
+        "stack_used_bytes": r.stack_used if r.target.is_qemu else None,
+        "measured_ram_bytes": r.measured_ram_bytes if r.target.is_qemu else None,
+        "sections": r.build.sections,
+    }
+    if r.kinds:
+        out["per_kind"] = {k: {"calls_per_step": c / steps, "ticks_per_step": t / steps,
+                               "instructions_per_step": r.instructions(t) / steps if r.instructions(t) else None}
+                           for k, (c, t) in sorted(r.kinds.items())}
+    return out
+
+
+def format_summary(s: dict) -> str:
+    lines = [f"target {s['target']}: {s['steps']} steps"]
+    if s["instructions_per_step"]:
+        lines.append(f"instructions per step: {s['instructions_per_step'][-1]:,} (deterministic; QEMU counts "
+                     f"instructions, not cycles)")
+    else:
+        lines.append(f"ticks per step (last): {s['ticks_per_step'][-1]:,}")
+    if s["measured_ram_bytes"] is not None:
+        lines.append(f"RAM: measured {s['measured_ram_bytes']:,} B (static {s['static_ram_bytes']:,} + stack "
+                     f"high-water {s['stack_used_bytes']:,}) vs predicted {s['predicted_ram_bytes']:,} B, budget "
+                     f"{s['ram_budget_bytes']:,} B")
+    lines.append(f"storage per step: written {s['storage_bytes_written_per_step'][-1]:,} B, read "
+                 f"{s['storage_bytes_read_per_step'][-1]:,} B")
+    for k, v in s.get("per_kind", {}).items():
+        amount = f"{v['instructions_per_step']:,.0f} instr" if v["instructions_per_step"] else f"{v['ticks_per_step']:,.0f} ticks"
+        lines.append(f"  {k:<28} {v['calls_per_step']:5.0f} calls/step  {amount}/step")
+    return "\n".join(lines)

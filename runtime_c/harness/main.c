@@ -70,6 +70,11 @@ int main(void)
     }
     fclose(f);
     if (write_params("poet_params.bin") != 0) { puts("poet: cannot write poet_params.bin"); return 14; }
+#ifdef POET_PROFILE
+    for (int32_t k = 0; k < poet_profile_kinds(); ++k)
+        printf("kind %s calls %lu ticks %lu\n", poet_profile_name(k), (unsigned long)poet_profile_calls(k),
+               (unsigned long)poet_profile_ticks(k));
+#endif
     printf("done stack_used %lu heap_used %lu\n", (unsigned long)poet_target_stack_used(),
            (unsigned long)poet_target_heap_used());
     return 0;
