@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,7 @@ def plan_training(opts: CompileOptions, log: Callable[[str], None] = lambda s: N
     if opts.ram_bytes < floor.bytes:
         raise PoetError(f"--ram {fmt_bytes(opts.ram_bytes)} is below the memory floor of this model, "
                         f"{fmt_bytes(floor.bytes)} ({floor.explanation})")
-    schedule = get_scheduler(opts.scheduler)(problem)
+    schedule = _schedule(problem, opts.scheduler)
     sim = simulate(problem, schedule, profile)
     sizes = planning.value_bytes(tg)
     ws = {n.name: n.workspace_bytes for n in problem.nodes}
@@ -89,6 +89,20 @@ def plan_training(opts: CompileOptions, log: Callable[[str], None] = lambda s: N
                         f"{fmt_bytes(plan.arena_bytes)} + parameters, inputs and reserve {fmt_bytes(fixed.total)}; "
                         f"simulated peak {fmt_bytes(sim.peak_ram_bytes)}), more than --ram {fmt_bytes(opts.ram_bytes)}")
     return compiled
+
+
+def _schedule(problem: SchedulingProblem, name: str) -> Schedule:
+    """Runs the scheduler; for `none`, which cannot trade anything for memory, an over-budget result is
+    reported with its simulated peak."""
+    if name != "none":
+        return get_scheduler(name)(problem)
+    unlimited = replace(problem, budget_bytes=1 << 62)
+    schedule = get_scheduler(name)(unlimited)
+    peak = simulate(unlimited, schedule).peak_ram_bytes
+    if peak > problem.budget_bytes:
+        raise PoetError(f"without recomputation or paging the training step peaks at {fmt_bytes(peak)}, above "
+                        f"--ram {fmt_bytes(problem.budget_bytes)}; try --scheduler greedy or page-all")
+    return schedule
 
 
 def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:

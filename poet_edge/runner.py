@@ -16,6 +16,10 @@ from poet_edge import targets
 from poet_edge.compiler import PLAN
 from poet_edge.errors import PoetError
 
+# The linker guarantees at least this much stack. The plan's reserve (8 KB by default) covers the stack plus
+# the C library's own RAM (newlib with semihosting: ~3.3 KB data+bss and a 2 KB heap on the QEMU targets).
+MIN_STACK_BYTES = 2048
+
 _KIND = re.compile(r"kind (\S+) calls (\d+) ticks (\d+)")
 _DONE = re.compile(r"done stack_used (\d+) heap_used (\d+)")
 _STEP = re.compile(r"step (\d+) loss_bits ([0-9a-f]{8}) ticks (\d+) written (\d+) read (\d+)")
@@ -150,7 +154,8 @@ def run_project(out: Path, target_name: str = "host", steps: int = 5, data: Path
     write_data(work / "poet_data.bin", batches(plan, steps, data), plan["lr"] if lr is None else lr)
     srcs, incs = sources(out)
     built = targets.build(target, srcs, incs, work / "build", plan["ram_budget_bytes"],
-                          defines={"POET_PROFILE": ""} if profile else None, sanitize=sanitize, stack_reserve_bytes=plan["problem"]["fixed_ram"]["reserve"])
+                          defines={"POET_PROFILE": ""} if profile else None, sanitize=sanitize,
+                          stack_reserve_bytes=min(MIN_STACK_BYTES, plan["problem"]["fixed_ram"]["reserve"]))
     logs: list[StepLog] = []
     kinds: dict[str, tuple[int, int]] = {}
     done: list[int] = []
