@@ -1,0 +1,64 @@
+"""Arena planner overhead (arena / peak live bytes) vs TensorFlow Lite Micro's greedy-by-size planner,
+on the same schedules: every zoo model, every baseline scheduler, budgets = device RAM, half of it, and
+1.1x the memory floor. Run: .venv/bin/python bench/arena.py"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from zoo import MODELS, table  # noqa: E402
+
+from poet_edge import arena, autodiff, frontend, planning, trainable  # noqa: E402
+from poet_edge.errors import PoetError  # noqa: E402
+from poet_edge.memory_floor import memory_floor  # noqa: E402
+from poet_edge.profiles import load_profile  # noqa: E402
+from poet_edge.schedulers import SCHEDULERS  # noqa: E402
+
+DEVICE = "cortex-m4"
+
+
+def main() -> int:
+    profile = load_profile(DEVICE)
+    rows = []
+    worst = 1.0
+    for m in MODELS:
+        try:
+            g = frontend.load(m.path, m.batch)
+        except PoetError as e:
+            rows.append({"model": m.name, "scheduler": f"skipped: {str(e)[:60]}"})
+            continue
+        tg = autodiff.training_graph(g, autodiff.Loss(m.loss), trainable.select(g, m.train))
+        spec = planning.spec_from_graph(tg, profile.mcu.ram_reserve_bytes)
+        floor = memory_floor(planning.price(spec, profile, 1 << 62)).bytes
+        sizes = planning.value_bytes(tg)
+        ram = profile.mcu.ram_bytes
+        for label, budget in (("RAM", ram), ("RAM/2", ram // 2), ("1.1x floor", int(1.1 * floor))):
+            problem = planning.price(spec, profile, budget)
+            for name, fn in SCHEDULERS.items():
+                row: dict[str, object] = {"model": m.name, "budget": f"{label} {budget // 1024}K", "scheduler": name}
+                try:
+                    sched = fn(problem)
+                except PoetError:
+                    rows.append({**row, "instances": "no schedule"})
+                    continue
+                ws = {n.name: n.workspace_bytes for n in problem.nodes}
+                insts = arena.instances(sched, sizes, ws)
+                ours, tflm = arena.plan_best(insts), arena.plan_greedy_by_size(insts)
+                arena.verify(ours)
+                arena.verify(tflm)
+                worst = max(worst, ours.overhead)
+                rows.append({**row, "instances": len(insts), "peak live": ours.peak_live_bytes,
+                             "tflm arena": tflm.arena_bytes, "tflm %": f"{100 * (tflm.overhead - 1):.2f}",
+                             "ours arena": ours.arena_bytes, "ours %": f"{100 * (ours.overhead - 1):.2f}",
+                             "planner": ours.planner})
+    print(table(rows, ["model", "budget", "scheduler", "instances", "peak live", "tflm arena", "tflm %",
+                       "ours arena", "ours %", "planner"]))
+    print(f"\nworst overhead of our planner: {100 * (worst - 1):.2f}% over peak live bytes (target <= 2%)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

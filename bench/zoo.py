@@ -1,0 +1,40 @@
+"""The models the benchmarks run on, with the loss and trainable set each one is trained with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ZOO = ROOT / "examples" / "zoo"
+
+
+@dataclass(frozen=True)
+class ZooModel:
+    name: str
+    path: Path
+    loss: str = "cross-entropy"
+    train: str = "all"
+    batch: int = 1
+
+
+MODELS = (
+    ZooModel("mlp", ROOT / "examples" / "mlp.onnx", batch=8),
+    ZooModel("autoencoder", ZOO / "autoencoder.onnx", loss="mse", train="bias", batch=4),
+    ZooModel("lenet5", ZOO / "lenet5.onnx", train="all"),
+    ZooModel("resnet8", ZOO / "resnet8.onnx", train="bias"),
+    ZooModel("dscnn", ZOO / "dscnn.onnx", train="bias"),
+    ZooModel("mobilenetv1_025", ZOO / "mobilenetv1_025.onnx", train="bias"),
+    ZooModel("mobilenetv2_035", ZOO / "mobilenetv2_035.onnx", train="bias"),
+    ZooModel("bert_tiny", ZOO / "bert_tiny.onnx", train="bias"),
+)
+
+
+def table(rows: list[dict[str, object]], columns: list[str]) -> str:
+    """A plain fixed-width text table."""
+    cells = [[str(r.get(c, "")) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
+    line = "  ".join(c.rjust(w) for c, w in zip(columns, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
+    return "\n".join(out)
