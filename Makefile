@@ -21,12 +21,13 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed  ## create .venv and install poet-edge with test dependencies
 
-toolchain:  ## install gcc, the Arm toolchain and QEMU through apt when missing
+toolchain:  ## install gcc, the Arm toolchain, QEMU and chromium (report tests) through apt when missing
 	@if command -v gcc >/dev/null && command -v arm-none-eabi-gcc >/dev/null && command -v qemu-system-arm >/dev/null \
+	    && command -v chromium >/dev/null \
 	    && arm-none-eabi-gcc -print-file-name=librdimon.a | grep -q /; then echo "toolchain present"; \
 	 elif [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-	    gcc make $(ARM_PACKAGES); \
-	 else echo "missing toolchain: run as root or: sudo apt-get install gcc make $(ARM_PACKAGES)"; exit 1; fi
+	    gcc make chromium $(ARM_PACKAGES); \
+	 else echo "missing toolchain: run as root or: sudo apt-get install gcc make chromium $(ARM_PACKAGES)"; exit 1; fi
 
 demo: venv toolchain  ## compile examples/mlp.onnx for a Cortex-M4 at 256KB, simulate it, train it under QEMU
 	$(POET) compile examples/mlp.onnx --device cortex-m4 --ram 256KB --batch 8 --lr 0.05 -o $(DEMO_OUT)

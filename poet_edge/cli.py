@@ -9,7 +9,7 @@ import sys
 from poet_edge import __version__
 from poet_edge.errors import PoetError
 
-COMMANDS = ("compile", "simulate", "run", "inspect", "profiles")
+COMMANDS = ("compile", "simulate", "run", "inspect", "profiles", "calibrate", "sweep", "solve")
 
 DESCRIPTION = """poet-edge compiles the training of an ONNX model for a microcontroller: it builds the training
 graph, schedules recomputation and paging so one training step fits the RAM budget, plans a static arena

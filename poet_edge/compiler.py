@@ -6,7 +6,7 @@ import hashlib
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,10 +22,14 @@ from poet_edge.problem import SchedulingProblem
 from poet_edge.profiles import Profile, load_profile
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers import get_scheduler
+from poet_edge.schedulers.milp import MilpOptions, schedule_milp
 from poet_edge.simulator import SimResult, simulate
 from poet_edge.units import fmt_bytes
 
 PLAN = "plan.json"
+
+# Extra output files made from plan.json data alone (e.g. poet_edge.report.render): {relative path: content}.
+Renderer = Callable[[dict[str, Any]], dict[str, bytes | str]]
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,9 @@ class CompileOptions:
     reserve_bytes: int | None = None  # None: the profile's ram_reserve_bytes
     scheduler: str = "none"
     train: str = "all"
+    kernels: str = "fast"  # "fast": runtime_c/src/optimized/<k>.c where it exists; "reference": src/kernels
+    milp: MilpOptions = MilpOptions()
+    max_latency: str | None = None  # "1.5x" (of the no-remat step time) or seconds, e.g. "0.2" / "0.2s"
 
 
 @dataclass(frozen=True)
@@ -65,44 +72,86 @@ class Compiled:
         return self.fixed.total + self.arena.arena_bytes
 
 
-def plan_training(opts: CompileOptions, log: Callable[[str], None] = lambda s: None) -> Compiled:
+def plan_training(opts: CompileOptions, log: Callable[[str], None] = lambda s: None,
+                  phase: Callable[[str], None] = lambda s: None) -> Compiled:
+    phase("load")
     g = frontend.load(opts.model, opts.batch)
+    phase("training graph")
     tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train))
     profile = load_profile(opts.device)
     reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
     spec = planning.spec_from_graph(tg, reserve)
     problem = planning.price(spec, profile, opts.ram_bytes)
+    problem = replace(problem, max_latency_s=max_latency_s(opts.max_latency, problem))
     log(f"training graph: {len(tg.nodes)} nodes ({sum(n.phase == Phase.FORWARD for n in tg.nodes)} forward)")
     floor = memory_floor(problem)
     if opts.ram_bytes < floor.bytes:
         raise PoetError(f"--ram {fmt_bytes(opts.ram_bytes)} is below the memory floor of this model, "
                         f"{fmt_bytes(floor.bytes)} ({floor.explanation})")
-    schedule = _schedule(problem, opts.scheduler)
-    sim = simulate(problem, schedule, profile)
     sizes = planning.value_bytes(tg)
     ws = {n.name: n.workspace_bytes for n in problem.nodes}
-    plan = arena.plan_best(arena.instances(schedule, sizes, ws))
+    target = problem
+    for _ in range(4):  # the arena, not only the live bytes, must fit: tighten the budget by any excess
+        phase("schedule")
+        schedule = _schedule(target, opts)
+        phase("arena")
+        plan = arena.plan_best(arena.instances(schedule, sizes, ws))
+        excess = problem.fixed_bytes + plan.arena_bytes - opts.ram_bytes
+        if excess <= 0 or opts.scheduler == "none" or target.budget_bytes - excess < floor.bytes:
+            break
+        log(f"arena exceeds the budget by {excess} B after fragmentation; rescheduling with a tighter budget")
+        target = replace(target, budget_bytes=target.budget_bytes - excess)
     arena.verify(plan)
+    phase("simulate")
+    sim = simulate(problem, schedule, profile)
     compiled = Compiled(g, tg, profile, spec, problem, schedule, sim, plan, emit.plan_storage(schedule, sizes))
     if compiled.predicted_ram_bytes > opts.ram_bytes:
         raise PoetError(f"the schedule needs {fmt_bytes(compiled.predicted_ram_bytes)} of RAM (arena "
-                        f"{fmt_bytes(plan.arena_bytes)} + parameters, inputs and reserve {fmt_bytes(fixed.total)}; "
+                        f"{fmt_bytes(plan.arena_bytes)} + parameters, inputs and reserve {fmt_bytes(compiled.fixed.total)}; "
                         f"simulated peak {fmt_bytes(sim.peak_ram_bytes)}), more than --ram {fmt_bytes(opts.ram_bytes)}")
     return compiled
 
 
-def _schedule(problem: SchedulingProblem, name: str) -> Schedule:
-    """Runs the scheduler; for `none`, which cannot trade anything for memory, an over-budget result is
-    reported with its simulated peak."""
-    if name != "none":
-        return get_scheduler(name)(problem)
+def _no_remat(problem: SchedulingProblem) -> tuple[Schedule, int]:
     unlimited = replace(problem, budget_bytes=1 << 62)
-    schedule = get_scheduler(name)(unlimited)
-    peak = simulate(unlimited, schedule).peak_ram_bytes
+    schedule = get_scheduler("none")(unlimited)
+    return schedule, simulate(unlimited, schedule).peak_ram_bytes
+
+
+def max_latency_s(text: str | None, problem: SchedulingProblem) -> float | None:
+    """--max-latency: a factor of the no-remat step time ("1.5x") or seconds ("0.2", "0.2s")."""
+    if text is None:
+        return None
+    t = text.strip().lower()
+    try:
+        if t.endswith("x"):
+            return float(t[:-1]) * sum(n.compute_s for n in problem.nodes)
+        return float(t[:-1] if t.endswith("s") else t)
+    except ValueError:
+        raise PoetError(f"--max-latency {text!r}: use a factor like 1.5x or seconds like 0.2s") from None
+
+
+def _schedule(problem: SchedulingProblem, opts: CompileOptions) -> Schedule:
+    """Runs the scheduler. `none` cannot trade anything for memory: over budget, its simulated peak is the error.
+    `milp`: when the no-remat schedule fits (and no latency bound binds it), it is optimal — every node once,
+    nothing paged is the least energy and time possible — so the solver is not needed."""
+    if opts.scheduler == "milp":
+        schedule, peak = _no_remat(problem)
+        if peak <= problem.budget_bytes and problem.max_latency_s is None:
+            return Schedule(schedule.steps, "milp", (("status", "Optimal (the no-remat schedule fits)"),
+                                                     ("gap", 0.0)))
+        return schedule_milp(problem, opts.milp)
+    if opts.scheduler != "none":
+        return get_scheduler(opts.scheduler)(problem)
+    schedule, peak = _no_remat(problem)
     if peak > problem.budget_bytes:
         raise PoetError(f"without recomputation or paging the training step peaks at {fmt_bytes(peak)}, above "
-                        f"--ram {fmt_bytes(problem.budget_bytes)}; try --scheduler greedy or page-all")
+                        f"--ram {fmt_bytes(problem.budget_bytes)}; try --scheduler milp, greedy or page-all")
     return schedule
+
+
+DETERMINISTIC_INFO = ("status", "objective", "bound", "gap", "binaries", "rows", "solver", "warm_start",
+                      "fallback", "objective_kind")
 
 
 def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
@@ -117,6 +166,7 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
         "loss": opts.loss.value,
         "lr": opts.lr,
         "train": opts.train,
+        "kernels": opts.kernels,
         "peak_ram_bytes": c.predicted_ram_bytes,
         "simulated_peak_ram_bytes": c.sim.peak_ram_bytes,
         "fixed_ram_bytes": c.fixed.total,
@@ -131,7 +181,9 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
         "parameters": [{"name": p, "shape": list(tg.shape(p)), "trainable": p in tg.trainable,
                         "bytes": tg.tensor(p).nbytes} for p in sorted(tg.params)],
         "problem": c.spec.to_json(),
-        "schedule": {"solver": c.schedule.solver, "steps": c.schedule.to_json()},
+        "schedule": {"solver": c.schedule.solver, "steps": c.schedule.to_json(),
+                     # solver details without timings (plan.json must not depend on the wall clock)
+                     "info": {k: v for k, v in c.schedule.info if k in DETERMINISTIC_INFO}},
         "simulation": c.sim.to_json(),
         "arena": {"planner": c.arena.planner, "arena_bytes": c.arena.arena_bytes,
                   "peak_live_bytes": c.arena.peak_live_bytes, "overhead": round(c.arena.overhead, 6),
@@ -141,16 +193,21 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
     }
 
 
-def project_files(opts: CompileOptions, c: Compiled) -> dict[str, str | Path]:
-    """Relative path -> text, or a Path to copy."""
-    files: dict[str, str | Path] = dict(emit.generate(
+def project_files(opts: CompileOptions, c: Compiled,
+                  renderers: Sequence[Renderer] = ()) -> dict[str, str | bytes | Path]:
+    """Relative path -> text, bytes, or a Path to copy."""
+    files: dict[str, str | bytes | Path] = dict(emit.generate(
         c.training, c.schedule, c.arena, c.storage, planning.value_bytes(c.training),
-        {"model": opts.model.name, "predicted_ram_bytes": c.predicted_ram_bytes}))
-    files[PLAN] = json.dumps(plan_json(opts, c), indent=1) + "\n"
+        {"model": opts.model.name, "predicted_ram_bytes": c.predicted_ram_bytes, "device": c.profile.name,
+         "budget_bytes": opts.ram_bytes, "fixed": c.fixed, "sim": c.sim,
+         "storage_kind": c.profile.storage.kind}))
+    files[PLAN] = text = json.dumps(plan_json(opts, c), indent=1) + "\n"
+    for render in renderers:
+        files.update(render(json.loads(text)))
     for h in sorted((RUNTIME_C / "include" / "poet").glob("*.h")):
         files[f"runtime/include/poet/{h.name}"] = h
     for k in emit.kernel_sources(c.training):
-        files[f"runtime/src/kernels/{k}.c"] = RUNTIME_C / "src" / "kernels" / f"{k}.c"
+        files[f"runtime/src/kernels/{k}.c"] = emit.kernel_file(k, opts.kernels)
     files["harness/main.c"] = RUNTIME_C / "harness" / "main.c"
     files["target/poet_target.h"] = TARGETS / "common" / "poet_target.h"
     files["target/platform_host.c"] = TARGETS / "host" / "platform_host.c"
@@ -177,18 +234,23 @@ def atomic_dir(out: Path) -> Iterator[Path]:
         raise
 
 
-def write_project(out: Path, files: dict[str, str | Path]) -> None:
+def write_project(out: Path, files: dict[str, str | bytes | Path]) -> None:
     with atomic_dir(out) as tmp:
         for rel, content in sorted(files.items()):
             dest = tmp / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             if isinstance(content, Path):
                 shutil.copyfile(content, dest)
+            elif isinstance(content, bytes):
+                dest.write_bytes(content)
             else:
                 dest.write_text(content)
 
 
-def compile_model(opts: CompileOptions, log: Callable[[str], None] = lambda s: None) -> Compiled:
-    c = plan_training(opts, log)
-    write_project(opts.out, project_files(opts, c))
+def compile_model(opts: CompileOptions, log: Callable[[str], None] = lambda s: None,
+                  renderers: Sequence[Renderer] = (),
+                  phase: Callable[[str], None] = lambda s: None) -> Compiled:
+    c = plan_training(opts, log, phase)
+    phase("codegen")
+    write_project(opts.out, project_files(opts, c, renderers))
     return c

@@ -14,6 +14,13 @@ from poet_edge.ir import Graph, Node, Role, Tensor
 
 _DTYPES = {onnx.TensorProto.FLOAT: "float32"}
 
+# Shape computations that exporters emit around Reshape (``x.view(x.size(0), -1)``: Shape, Gather, Unsqueeze,
+# Concat, ...) are evaluated with numpy when every input is a known constant: an int initializer, a Constant,
+# an earlier folded result, or the Shape of any tensor (all shapes are static). Float initializers are never
+# folded (they are parameters). The fold-only ops exist in a poet graph only this way.
+FOLD_ONLY = ("Shape", "Gather", "Unsqueeze", "Squeeze", "ConstantOfShape", "Cast")
+FOLDABLE = FOLD_ONLY + ("Concat", "Add", "Sub", "Mul", "Div", "Identity", "Slice", "Reshape")
+
 
 def load_onnx(path: str | Path) -> onnx.ModelProto:
     path = Path(path)
@@ -71,6 +78,7 @@ class _Builder:
         self.nodes: list[Node] = []
         self.params: dict[str, np.ndarray] = {}
         self.consts: dict[str, np.ndarray] = {}
+        self.frozen: set[str] = set()  # float constants used as data: parameters that are never trained
         for init in g.initializer:
             arr = numpy_helper.to_array(init)
             if arr.dtype == np.float32:
@@ -93,12 +101,22 @@ class _Builder:
         if pn.op_type == "Constant":
             self.consts[pn.output[0]] = self._constant(pn, name)
             return
+        pin, pout = _trim(pn.input), _trim(pn.output)  # trailing omitted optional inputs / outputs
+        if pn.op_type in FOLDABLE and self._known(pn.op_type, pin):
+            self._fold(pn, name, pin)
+            return
+        if pn.op_type in FOLD_ONLY:
+            self._refuse_fold_only(pn, name, pin)
         op = ops.REGISTRY.get(pn.op_type)
         if op is None or op.internal:
-            raise PoetError(f"node '{name}': unsupported op {pn.op_type}; supported: "
+            why = ""
+            if pin and all(t == "" or t in self.consts for t in pin):
+                why = (f" (its inputs are compile-time constants, but {pn.op_type} is not evaluated at "
+                       f"compile time; foldable: {', '.join(FOLDABLE)})")
+            raise PoetError(f"node '{name}': unsupported op {pn.op_type}{why}; supported: "
                             f"{', '.join(ops.supported_onnx_ops())}")
         attrs, inputs = _attrs(pn), []
-        for i, t in enumerate(pn.input):
+        for i, t in enumerate(pin):
             if i in op.const_inputs:
                 if t == "":
                     continue  # an omitted optional input
@@ -107,21 +125,62 @@ class _Builder:
                     raise PoetError(f"node '{name}' ({pn.op_type}): input {i} '{t}' must be a constant")
                 attrs[op.const_inputs[i]] = tuple(np.asarray(value).reshape(-1).tolist())
             elif t in self.consts:
-                raise PoetError(f"node '{name}' ({pn.op_type}): constant non-float input '{t}' is not supported")
+                inputs.append(self._frozen_param(t, name, pn.op_type))
             elif t not in self.tensors:
-                raise PoetError(f"node '{name}' ({pn.op_type}): input '{t}' is not produced by any earlier node")
+                raise PoetError(f"node '{name}' ({pn.op_type}): input '{t}' is not produced by any "
+                                f"earlier node")
             else:
                 inputs.append(t)
-        node = Node(name, pn.op_type, tuple(inputs), tuple(pn.output), attrs)
+        node = Node(name, pn.op_type, tuple(inputs), tuple(pout), attrs)
         if op.check:
             op.check(node)
         try:
             shapes = op.infer([self.tensors[t].shape for t in inputs], attrs)
         except (ValueError, KeyError) as e:
             raise PoetError(f"node '{name}' ({pn.op_type}): {e}") from None
-        for out, shape in zip(node.outputs, shapes):
+        for out, shape in zip(node.outputs, shapes, strict=False):
             self.tensors[out] = Tensor(out, tuple(int(d) for d in shape), "float32", Role.ACTIVATION)
         self.nodes.append(node)
+
+    def _known(self, op: str, pin: list[str]) -> bool:
+        if op == "Shape":
+            return bool(pin) and (pin[0] in self.tensors or pin[0] in self.consts)
+        return bool(pin) and all(t == "" or t in self.consts for t in pin)
+
+    def _fold(self, pn: onnx.NodeProto, name: str, pin: list[str]) -> None:
+        attrs = _attrs(pn)
+        xs = [self.consts.get(t) if t else None for t in pin]  # Shape's input may be any tensor
+        try:
+            if pn.op_type == "Shape":
+                shape = self.tensors[pin[0]].shape if pin[0] in self.tensors else self.consts[pin[0]].shape
+                start, end = attrs.get("start", 0), attrs.get("end")
+                value = np.array(shape[start:end], np.int64)
+            else:
+                value = _fold_value(pn.op_type, xs, attrs)
+        except (ValueError, IndexError, KeyError, TypeError) as e:
+            raise PoetError(f"node '{name}' ({pn.op_type}): cannot evaluate at compile time: {e}") from None
+        self.consts[pn.output[0]] = np.asarray(value)
+
+    def _refuse_fold_only(self, pn: onnx.NodeProto, name: str, pin: list[str]) -> None:
+        if pn.op_type == "Gather" and pin and self.tensors.get(pin[0]) is not None:
+            raise PoetError(f"node '{name}' (Gather): Gather on float data (e.g. an embedding lookup) is not "
+                            f"supported; Gather is only evaluated at compile time on shape values")
+        runtime = [t for t in pin if t and t not in self.consts]
+        where = runtime[0] if runtime else "?"
+        raise PoetError(f"node '{name}' ({pn.op_type}): supported only inside a shape computation evaluated "
+                        f"at compile time, but input '{where}' is computed at run time")
+
+    def _frozen_param(self, t: str, name: str, op: str) -> str:
+        """A float constant (Constant node or folded value) read as data becomes a frozen parameter."""
+        value = self.consts[t]
+        if value.dtype.kind != "f":
+            raise PoetError(f"node '{name}' ({op}): input '{t}' is a compile-time {value.dtype} constant "
+                            f"(e.g. a shape value) used as run-time data; only float32 data is supported")
+        if t not in self.params:
+            self.params[t] = value.astype(np.float32)
+            self.tensors[t] = Tensor(t, tuple(int(d) for d in value.shape), "float32", Role.PARAMETER)
+            self.frozen.add(t)
+        return t
 
     def _constant(self, pn: onnx.NodeProto, name: str) -> np.ndarray:
         attrs = _attrs(pn)
@@ -146,16 +205,71 @@ def to_ir(model: onnx.ModelProto, batch: int = 1) -> Graph:
     used = {t for n in b.nodes for t in n.inputs}
     params = {k: v for k, v in b.params.items() if k in used}
     tensors = {k: v for k, v in b.tensors.items() if v.role != Role.PARAMETER or k in used}
-    return Graph(tensors, tuple(b.nodes), (b.inputs[0].name,), outputs, params, trainable_candidates(b.nodes, params))
+    trainable = trainable_candidates(b.nodes, params) - b.frozen
+    return Graph(tensors, tuple(b.nodes), (b.inputs[0].name,), outputs, params, trainable)
+
+
+def _trim(names) -> list[str]:
+    out = list(names)
+    while out and out[-1] == "":
+        out.pop()
+    return out
+
+
+def _axes_input(xs: list, attrs: dict[str, object]) -> tuple[int, ...]:
+    """axes of Squeeze / Unsqueeze: an attribute before opset 13, the second input from 13."""
+    if len(xs) > 1 and xs[1] is not None:
+        return tuple(int(a) for a in np.asarray(xs[1]).reshape(-1))
+    return tuple(int(a) for a in attrs.get("axes", ()))  # type: ignore[union-attr]
+
+
+def _fold_value(op: str, xs: list, attrs: dict[str, object]) -> np.ndarray:
+    """numpy evaluation of a foldable node whose inputs are all constants (``None`` for an omitted input)."""
+    x = np.asarray(xs[0])
+    if op == "Gather":
+        axis = int(attrs.get("axis", 0))  # type: ignore[call-overload]
+        return np.take(x, np.asarray(xs[1]).astype(np.int64), axis=axis)
+    if op == "Unsqueeze":
+        axes = _axes_input(xs, attrs)
+        rank = x.ndim + len(axes)
+        return np.expand_dims(x, tuple(a % rank for a in axes)) if axes else x.copy()
+    if op == "Squeeze":
+        axes = _axes_input(xs, attrs)
+        return np.squeeze(x, axis=tuple(a % x.ndim for a in axes) if axes else None)
+    if op == "Concat":
+        axis = int(attrs["axis"])  # type: ignore[call-overload]
+        return np.concatenate([np.asarray(v) for v in xs if v is not None], axis=axis)
+    if op == "ConstantOfShape":
+        fill = np.asarray(attrs.get("value", np.zeros(1, np.float32)))
+        return np.full(tuple(int(d) for d in x.reshape(-1)), fill.reshape(-1)[0], dtype=fill.dtype)
+    if op == "Cast":
+        return x.astype(onnx.helper.tensor_dtype_to_np_dtype(int(attrs["to"])))  # type: ignore[arg-type]
+    if op in ("Add", "Sub", "Mul", "Div"):
+        y = np.asarray(xs[1])
+        if op == "Div" and x.dtype.kind in "iu":
+            return (np.trunc(x / y)).astype(x.dtype)  # ONNX integer division truncates
+        fn = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}[op]
+        return fn(x, y).astype(x.dtype)
+    if op == "Identity":
+        return x.copy()
+    # Slice, Reshape: the registered op's numpy forward, constant inputs as attributes
+    opdef = ops.get(op)
+    attrs = dict(attrs)
+    for i, key in opdef.const_inputs.items():
+        if i < len(xs) and xs[i] is not None:
+            attrs[key] = tuple(int(v) for v in np.asarray(xs[i]).reshape(-1))
+    return opdef.forward([x], attrs)[0]
 
 
 def trainable_candidates(nodes: list[Node], params: dict[str, np.ndarray]) -> frozenset[str]:
     """Parameters that may be trained: those read by at least one op input that is not frozen.
-    Scalar initializers (an attention scale, a clip bound) are constants of the exported graph, not weights."""
+    Scalar initializers (an attention scale, a clip bound) are constants of the exported graph, not
+    weights."""
     out = set()
     for n in nodes:
         frozen = ops.get(n.op).frozen_inputs
-        out.update(t for i, t in enumerate(n.inputs) if t in params and i not in frozen and params[t].size > 1)
+        out.update(t for i, t in enumerate(n.inputs)
+                   if t in params and i not in frozen and params[t].size > 1)
     return frozenset(out)
 
 

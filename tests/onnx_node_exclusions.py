@@ -8,5 +8,14 @@ their single-node originals), and cases whose attributes our op's `check` refuse
 EXCLUDED: dict[str, str] = {
     # --- skeleton ops ---
     # --- CNN ops ---
+    # none: every Conv/BatchNormalization/Clip/MaxPool/AveragePool/GlobalAveragePool case passes or is
+    # refused by the op (ceil_mode=1, dilations, 3-D, training_mode, Indices output, non-float32)
     # --- elementwise / transformer ops ---
+    "test_identity_opt": "the input is an ONNX optional(tensor) value, not a tensor",
+    "test_identity_sequence": "the input is an ONNX sequence of tensors, not a tensor",
+    "test_training_dropout": "training_mode=True, ratio=0.75: the expected output applies a random mask; "
+                             "poet-edge's Dropout is the identity in training too (docs/ops.md)",
+    "test_training_dropout_default": "training_mode=True, ratio=0.5: the expected output applies a "
+                                     "random mask; poet-edge's Dropout is the identity in training too "
+                                     "(docs/ops.md)",
 }

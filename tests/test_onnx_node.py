@@ -38,7 +38,7 @@ def run_case(case) -> str:
     for i, name in enumerate(pn.input):
         if i in op.const_inputs:
             if name:
-                attrs[op.const_inputs[i]] = tuple(int(v) for v in np.asarray(values[name]).reshape(-1))
+                attrs[op.const_inputs[i]] = tuple(np.asarray(values[name]).reshape(-1).tolist())
             continue
         if name == "":
             raise PoetError("optional input left empty")

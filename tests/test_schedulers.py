@@ -16,7 +16,7 @@ from poet_edge.problem import ProblemNode, SchedulingProblem
 from poet_edge.schedulers import SCHEDULERS, get_scheduler
 from poet_edge.simulator import InvalidSchedule, SimResult, simulate
 
-NAMES = sorted(SCHEDULERS)
+NAMES = sorted(n for n in SCHEDULERS if n != "milp")  # the MILP has its own tests (tests/test_milp.py)
 
 
 def _unbounded_peak(problem: SchedulingProblem) -> int:

@@ -12,9 +12,11 @@ import numpy as np
 
 from poet_edge import __version__, ops
 from poet_edge.arena import ArenaPlan, align
+from poet_edge.codegen.readme import render_readme
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Node, Role
 from poet_edge.ops.base import CArg, FloatArg, IntArg, IntArrayArg, KernelCall, NullArg, RuntimeArg, TensorArg
+from poet_edge.paths import RUNTIME_C
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -193,7 +195,7 @@ def _param_arrays(tg: Graph) -> tuple[str, str, dict[str, str]]:
 
 def generate(tg: Graph, schedule: Schedule, plan: ArenaPlan, storage: StoragePlan, value_bytes: dict[str, int],
              meta: dict[str, object]) -> dict[str, str]:
-    """Returns {relative path: text} for poet_model.h, poet_model.c, Makefile and CMakeLists.txt."""
+    """Returns {relative path: text} for poet_model.{h,c}, Makefile, CMakeLists.txt and README.md."""
     x, labels = tg.tensor(tg.inputs[0]), tg.tensor(tg.inputs[1])
     param_decls, table, vars_ = _param_arrays(tg)
     arrays = IntArrays()
@@ -209,9 +211,22 @@ def generate(tg: Graph, schedule: Schedule, plan: ArenaPlan, storage: StoragePla
                     int_arrays=arrays.declarations(), num_kinds=len(op_kinds(tg)),
                     kind_names=", ".join(f'"{k}"' for k in op_kinds(tg)))
     return {"poet_model.h": header, "poet_model.c": source, "Makefile": render("Makefile.in", **common),
-            "CMakeLists.txt": render("CMakeLists.txt.in", **common)}
+            "CMakeLists.txt": render("CMakeLists.txt.in", **common),
+            "README.md": render_readme(tg, schedule, plan, storage.total_bytes, meta)}
 
 
 def kernel_sources(tg: Graph) -> list[str]:
     """runtime_c/src/kernels/*.c files the generated code needs (math.c always)."""
     return sorted({kernel_call(n, tg).source for n in tg.nodes} | {"math"})
+
+
+KERNEL_VARIANTS = ("fast", "reference")
+
+
+def kernel_file(name: str, variant: str = "fast") -> Path:
+    """The C file a project gets for kernel source ``name``: runtime_c/src/optimized/<name>.c for
+    ``fast`` when it exists (same symbols, bit-identical results), else runtime_c/src/kernels/<name>.c."""
+    if variant not in KERNEL_VARIANTS:
+        raise PoetError(f"unknown kernel set '{variant}'; choose {' or '.join(KERNEL_VARIANTS)}")
+    fast = RUNTIME_C / "src" / "optimized" / f"{name}.c"
+    return fast if variant == "fast" and fast.is_file() else RUNTIME_C / "src" / "kernels" / f"{name}.c"

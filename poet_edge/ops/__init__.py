@@ -4,6 +4,30 @@ from __future__ import annotations
 
 from poet_edge.errors import PoetError
 from poet_edge.ops import add, flatten, gemm, matmul, mse, reduce_sum_to, relu, reshape, sgd, softmax_xent
+
+# isort: split
+from poet_edge.ops import averagepool, batchnorm, channel_sum, clip, conv, globalaveragepool, maxpool  # CNN
+
+# isort: split
+from poet_edge.ops import (  # elementwise / transformer
+    concat,
+    div,
+    dropout,
+    erf,
+    gelu,
+    identity,
+    layer_norm,
+    mul,
+    reduce_mean,
+    sigmoid,
+    slice,
+    softmax,
+    split,
+    sub,
+    tanh,
+    transpose,
+    zeros,
+)
 from poet_edge.ops.base import OpDef
 
 REGISTRY: dict[str, OpDef] = {
@@ -23,6 +47,49 @@ REGISTRY: dict[str, OpDef] = {
         mse.OP,
         mse.GRAD,
         sgd.OP,
+        # CNN
+        conv.OP,
+        batchnorm.OP,
+        clip.OP,
+        maxpool.OP,
+        averagepool.OP,
+        globalaveragepool.OP,
+        conv.GRAD_INPUT,
+        conv.GRAD_WEIGHT,
+        channel_sum.OP,
+        batchnorm.GRAD_INPUT,
+        batchnorm.GRAD_SCALE,
+        clip.GRAD,
+        maxpool.GRAD,
+        averagepool.GRAD,
+        globalaveragepool.GRAD,
+        # elementwise / transformer
+        sub.OP,
+        mul.OP,
+        div.OP,
+        sigmoid.OP,
+        tanh.OP,
+        erf.OP,
+        gelu.OP,
+        softmax.OP,
+        layer_norm.OP,
+        transpose.OP,
+        split.OP,
+        slice.OP,
+        concat.OP,
+        reduce_mean.OP,
+        identity.OP,
+        dropout.OP,
+        sigmoid.GRAD,
+        tanh.GRAD,
+        erf.GRAD,
+        gelu.GRAD,
+        softmax.GRAD,
+        layer_norm.GRAD,
+        layer_norm.SCALE_GRAD,
+        slice.GRAD,
+        reduce_mean.BROADCAST_TO,
+        zeros.OP,
     )
 }
 

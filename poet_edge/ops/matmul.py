@@ -1,34 +1,102 @@
-"""MatMul of two 2-D matrices (batched MatMul arrives with the transformer op set)."""
+"""MatMul with numpy semantics: N-D operands are stacks of matrices whose batch dims broadcast; a 1-D
+operand is promoted to a matrix (and the added dim removed from the result).
+
+Internal attributes ``transA`` / ``transB`` (never in ONNX files; the checker rejects them) transpose the
+last two dims of an operand; the backward rule uses them. 2-D products without them run on poet_gemm_f32,
+batched ones on poet_matmul_f32; gradients of broadcast batch dims are reduced with ReduceSumTo."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from poet_edge.ops import gemm
-from poet_edge.ops.base import OpDef, unsupported
+from poet_edge.ops.base import (
+    IntArg,
+    IntArrayArg,
+    KernelCall,
+    OpDef,
+    TensorArg,
+    elements,
+    f32_bytes,
+    unsupported,
+)
+from poet_edge.ops.broadcast import broadcast_shape, check_rank, strides_for
+from poet_edge.work import OpClass, Work
+
+
+def _dims(shapes, attrs):
+    """(batch shape, m, n, k, a batch shape, b batch shape, output shape)."""
+    a, b = tuple(shapes[0]), tuple(shapes[1])
+    if not a or not b:
+        raise ValueError(f"MatMul operands must have at least one dim, got {a} x {b}")
+    a2 = (1,) + a if len(a) == 1 else a
+    b2 = b + (1,) if len(b) == 1 else b
+    m, k = (a2[-1], a2[-2]) if attrs.get("transA", 0) else (a2[-2], a2[-1])
+    k2, n = (b2[-1], b2[-2]) if attrs.get("transB", 0) else (b2[-2], b2[-1])
+    if k != k2:
+        raise ValueError(f"MatMul inner dimensions differ: {a} x {b}")
+    batch = broadcast_shape(a2[:-2], b2[:-2])
+    out = batch + ((m,) if len(a) > 1 else ()) + ((n,) if len(b) > 1 else ())
+    return batch, m, n, k, a2[:-2], b2[:-2], out
 
 
 def infer(shapes, attrs):
-    if len(shapes[0]) != 2 or len(shapes[1]) != 2:
-        raise ValueError(f"MatMul supports 2-D operands only, got {shapes[0]} x {shapes[1]}")
-    return gemm.infer(shapes, {})
+    return [_dims(shapes, attrs)[-1]]
+
+
+def _t(x, flag):
+    return np.swapaxes(x, -1, -2) if flag and x.ndim >= 2 else x
 
 
 def forward(xs, attrs):
-    return [(xs[0] @ xs[1]).astype(xs[0].dtype)]
+    a, b = _t(xs[0], attrs.get("transA", 0)), _t(xs[1], attrs.get("transB", 0))
+    return [np.asarray(np.matmul(a, b)).astype(xs[0].dtype)]
 
 
 def backward(gb, node, gys, needs):
+    """dA = dY Bᵀ, dB = Aᵀ dY on the matrix-promoted operands, summed over broadcast batch dims."""
+    if node.attr("transA", 0) or node.attr("transB", 0):
+        raise NotImplementedError("MatMul backward of the internal transposed form")
     a, b, dy = node.inputs[0], node.inputs[1], gys[0]
-    da = gb.emit("Gemm", (dy, b), {"transB": 1}) if needs[0] else None
-    db = gb.emit("Gemm", (a, dy), {"transA": 1}) if needs[1] else None
-    return [da, db]
+    sa, sb = gb.shape(a), gb.shape(b)
+    batch, m, n, k, _, _, _ = _dims([sa, sb], {})
+
+    def reshape(t, shape):
+        return t if gb.shape(t) == tuple(shape) else gb.emit("Reshape", (t,), {"shape": tuple(shape)})
+
+    a2 = reshape(a, (1, k)) if len(sa) == 1 else a
+    b2 = reshape(b, (k, 1)) if len(sb) == 1 else b
+    dy2 = reshape(dy, batch + (m, n))
+    grads: list[str | None] = [None, None]
+    if needs[0]:
+        da = gb.emit("MatMul", (dy2, b2), {"transB": 1})
+        grads[0] = reshape(gb.sum_to(da, gb.shape(a2)), sa)
+    if needs[1]:
+        db = gb.emit("MatMul", (a2, dy2), {"transA": 1})
+        grads[1] = reshape(gb.sum_to(db, gb.shape(b2)), sb)
+    return grads
 
 
 def work(ins, outs, attrs):
-    return gemm.work(ins, outs, {})
+    batch, m, n, k, *_ = _dims(ins, attrs)
+    return Work(OpClass.DENSE, macs=elements(batch) * m * n * k, bytes_read=f32_bytes(*ins),
+                bytes_written=f32_bytes(*outs))
 
 
 def kernel(node, shape):
-    return gemm.kernel(node, shape)
+    a, b, y = node.inputs[0], node.inputs[1], node.outputs[0]
+    ta, tb = int(node.attr("transA", 0)), int(node.attr("transB", 0))
+    batch, m, n, k, ba, bb, _ = _dims([shape(a), shape(b)], node.attrs)
+    if not batch:
+        stored = {a: (k, m) if ta else (m, k), b: (n, k) if tb else (k, n)}  # 1-D operands as matrices
+        return gemm.kernel(node, lambda t: stored.get(t, shape(t)))
+    dims = batch
+    check_rank(dims)
+    sa = tuple(s * m * k for s in strides_for(ba, dims))
+    sb = tuple(s * k * n for s in strides_for(bb, dims))
+    args = (TensorArg(a), TensorArg(b), TensorArg(y, False), IntArg(m), IntArg(n), IntArg(k), IntArg(ta),
+            IntArg(tb), IntArg(len(dims)), IntArrayArg(dims), IntArrayArg(sa), IntArrayArg(sb))
+    return KernelCall("poet_matmul_f32", args, "matmul")
 
 
 def check(node):

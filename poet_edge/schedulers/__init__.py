@@ -8,6 +8,7 @@ from poet_edge.errors import PoetError
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers.greedy import schedule_greedy
+from poet_edge.schedulers.milp import schedule_milp
 from poet_edge.schedulers.none import schedule_none
 from poet_edge.schedulers.page_all import schedule_page_all
 from poet_edge.schedulers.recompute_all import schedule_recompute_all
@@ -17,6 +18,7 @@ SCHEDULERS: dict[str, Callable[[SchedulingProblem], Schedule]] = {
     "recompute-all": schedule_recompute_all,
     "page-all": schedule_page_all,
     "greedy": schedule_greedy,
+    "milp": schedule_milp,
 }
 
 

@@ -1,0 +1,109 @@
+"""Fast (runtime_c/src/optimized) vs reference (runtime_c/src/kernels) kernels: instructions per MAC (dense)
+or per element (elementwise) on the QEMU Cortex-M4/M7/M33 targets, both measured in the same program and
+run. Dense shapes are every Gemm of the zoo's dense layers at batch 8 as a training step calls it: forward
+(A·Bᵀ + bias), input gradient (A·B; not for a model's first layer) and weight gradient (Aᵀ·B).
+QEMU -icount counts instructions, not cycles. Run: .venv/bin/python bench/kernels.py [TARGET...]"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from zoo import table  # noqa: E402
+
+from poet_edge import microbench as mb  # noqa: E402
+
+TARGETS = ["qemu-cortex-m4", "qemu-cortex-m7", "qemu-cortex-m33"]
+# (fan_in, fan_out, first layer?) of the dense layers of examples/mlp.onnx and examples/zoo/*.onnx
+LAYERS = {
+    "autoencoder": [(640, 128, True), (128, 128, False), (128, 8, False), (8, 128, False), (128, 640, False)],
+    "mlp": [(64, 32, True), (32, 32, False), (32, 10, False)],
+    "lenet5": [(400, 120, False), (120, 84, False), (84, 10, False)],
+    "resnet8 head": [(64, 10, False)],
+    "dscnn head": [(64, 12, False)],
+    "mobilenetv1 head": [(256, 2, False)],
+    "mobilenetv2 head": [(1280, 2, False)],
+}
+BATCH = 8
+
+
+def dense_cases() -> list[tuple[str, str, mb.KernelCase]]:
+    out, seen = [], set()
+    for model, layers in LAYERS.items():
+        for fan_in, fan_out, first in layers:
+            calls = [("forward", mb.gemm_case(BATCH, fan_out, fan_in, 0, 1, bias="row"))]
+            if not first:
+                calls.append(("input grad", mb.gemm_case(BATCH, fan_in, fan_out, 0, 0)))
+            calls.append(("weight grad", mb.gemm_case(fan_out, fan_in, BATCH, 1, 0)))
+            for kind, case in calls:
+                if case.name not in seen:
+                    seen.add(case.name)
+                    out.append((f"{model} {fan_in}->{fan_out}", kind, case))
+    return out
+
+
+def elementwise_cases() -> list[tuple[str, str, mb.KernelCase]]:
+    n = BATCH * 128
+    return [("relu", "8x128", mb.op_case("Relu", [(BATCH, 128)])),
+            ("relu grad", "8x128", mb.op_case("ReluGrad", [(BATCH, 128), (BATCH, 128)])),
+            ("add bias", "8x128 + 128", mb.op_case("Add", [(BATCH, 128), (128,)])),
+            ("reduce to bias", "8x128 -> 128", mb.op_case("ReduceSumTo", [(BATCH, 128)], {"shape": (128,)})),
+            ("sgd", f"{n}", mb.op_case("SGDUpdate", [(n,), (n,)]))]
+
+
+def geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def main(argv: list[str]) -> int:
+    targets = argv or TARGETS
+    if not shutil.which("arm-none-eabi-gcc") or not shutil.which("qemu-system-arm"):
+        print("needs arm-none-eabi-gcc and qemu-system-arm (make toolchain)")
+        return 1
+    dense, elem = dense_cases(), elementwise_cases()
+    cases = [c for _, _, c in dense + elem]
+    summary = []
+    with tempfile.TemporaryDirectory(prefix="poet-bench-kernels-") as tmp:
+        for target in targets:
+            m = mb.measure(target, cases, Path(tmp) / target, ("reference", "fast"))
+            rows, fast_all, ref_all = [], [], []
+            per_kind: dict[str, list[float]] = {}
+            for layer, kind, c in dense:
+                f, r = (m.instructions[(c.name, v)] / c.quantity for v in ("fast", "reference"))
+                fast_all.append(f)
+                ref_all.append(r)
+                per_kind.setdefault(kind, []).append(f)
+                rows.append({"layer": layer, "kernel": kind, "M x N x K": c.name.split()[1],
+                             "MACs": c.quantity, "fast instr/MAC": f"{f:.2f}", "ref instr/MAC": f"{r:.2f}",
+                             "speed-up": f"{r / f:.2f}x"})
+            rows.append({"layer": "geometric mean", "fast instr/MAC": f"{geomean(fast_all):.3f}",
+                         "ref instr/MAC": f"{geomean(ref_all):.3f}",
+                         "speed-up": f"{geomean(ref_all) / geomean(fast_all):.2f}x"})
+            print(f"== {target}: dense kernels (poet_gemm_f32), instructions per MAC "
+                  "(QEMU -icount; not cycles)")
+            print(table(rows, ["layer", "kernel", "M x N x K", "MACs", "fast instr/MAC", "ref instr/MAC",
+                               "speed-up"]))
+            erows = []
+            for name, shape, c in elem:
+                f, r = (m.instructions[(c.name, v)] / c.quantity for v in ("fast", "reference"))
+                erows.append({"kernel": name, "shape": shape, "fast instr/elem": f"{f:.2f}",
+                              "ref instr/elem": f"{r:.2f}", "speed-up": f"{r / f:.2f}x"})
+            print(f"\n== {target}: elementwise kernels, instructions per element")
+            print(table(erows, ["kernel", "shape", "fast instr/elem", "ref instr/elem", "speed-up"]))
+            print()
+            summary.append({"target": target, "fast instr/MAC": f"{geomean(fast_all):.3f}",
+                            "ref instr/MAC": f"{geomean(ref_all):.3f}",
+                            **{f"fast {k}": f"{geomean(v):.3f}" for k, v in per_kind.items()},
+                            "speed-up": f"{geomean(ref_all) / geomean(fast_all):.2f}x"})
+    print("== geometric means over the dense shapes (target for the M4: <= 2.6 instr/MAC)")
+    print(table(summary, list(summary[0])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

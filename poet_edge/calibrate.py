@@ -1,0 +1,254 @@
+"""`poet calibrate`: measure the kernels on a target and fit a device profile's compute model.
+
+Every kernel class of the cost model (:class:`poet_edge.work.OpClass`) that has kernels in this checkout is
+run over a range of sizes (through :mod:`poet_edge.microbench`: the same C calls codegen emits, built by the
+target's toolchain). The model of :mod:`poet_edge.cost` is then fitted by least squares::
+
+    measured(call) ~ rate[class] * quantity(call) + per_call
+
+with one shared ``per_call`` (the profile has a single ``cycles_per_call``). Rows are weighted by
+1 / measured, so the fit minimises relative error and a large GEMM does not drown a small ReLU.
+
+On the QEMU targets the measurement is an exact instruction count (``-icount shift=0``), not cycles: the
+written profile's ``cycles_per_*`` numbers are instructions per unit, i.e. they assume one instruction per
+cycle. Real Cortex-M cores take more (loads 2 cycles on the M4, VFMA 3, taken branches ~3); calibrate on a
+board with DWT->CYCCNT for cycles. The profile's ``source`` says which.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from poet_edge import microbench as mb
+from poet_edge.cost import node_cycles
+from poet_edge.errors import PoetError
+from poet_edge.planning import ProblemSpec
+from poet_edge.profiles import Profile
+from poet_edge.schedule import Compute, Schedule
+from poet_edge.work import OpClass
+
+RATE_KEYS: dict[OpClass, str] = {
+    OpClass.DENSE: "cycles_per_mac_dense",
+    OpClass.CONV: "cycles_per_mac_conv",
+    OpClass.DEPTHWISE: "cycles_per_mac_depthwise",
+    OpClass.ELEMENTWISE: "cycles_per_element_elementwise",
+    OpClass.REDUCE: "cycles_per_element_reduce",
+    OpClass.COPY: "cycles_per_byte_copy",
+    OpClass.LOSS: "cycles_per_element_loss",
+    OpClass.UPDATE: "cycles_per_element_update",
+}
+UNITS = {OpClass.DENSE: "MAC", OpClass.CONV: "MAC", OpClass.DEPTHWISE: "MAC", OpClass.COPY: "byte"}
+
+
+def _dense(scale: int) -> list[mb.KernelCase]:
+    """Forward (A·Bᵀ + bias), input-gradient (A·B) and weight-gradient (Aᵀ·B) GEMMs, batch 8, as training
+    graphs call them, over layer widths from a classifier head to the autoencoder's 640."""
+    layers = [(16, 4), (32, 10), (64, 32), (128, 128), (256, 64), (640, 128)][: 3 + scale]
+    cases = []
+    for fan_in, fan_out in layers:
+        cases += [mb.gemm_case(8, fan_out, fan_in, 0, 1, bias="row"), mb.gemm_case(8, fan_in, fan_out, 0, 0),
+                  mb.gemm_case(fan_out, fan_in, 8, 1, 0)]
+    return cases
+
+
+def _sizes(scale: int) -> list[int]:
+    return [16, 64, 256, 1024, 4096, 16384][: 3 + scale]
+
+
+def _elementwise(scale: int) -> list[mb.KernelCase]:
+    out = []
+    for n in _sizes(scale):
+        out += [mb.op_case("Relu", [(8, n // 8)]), mb.op_case("ReluGrad", [(8, n // 8), (8, n // 8)]),
+                mb.op_case("Add", [(8, n // 8), (n // 8,)])]
+    return out
+
+
+def _reduce(scale: int) -> list[mb.KernelCase]:
+    return [mb.op_case("ReduceSumTo", [(8, n // 8)], {"shape": (n // 8,), "scale": 1.0})
+            for n in _sizes(scale)]
+
+
+def _copy(scale: int) -> list[mb.KernelCase]:
+    return [mb.op_case("Flatten", [(8, n // 8, 1, 1)], {"axis": 1}) for n in _sizes(scale)]
+
+
+LOSS_OPS = {"cross-entropy": ("SoftmaxCrossEntropy", "SoftmaxCrossEntropyGrad"),
+            "mse": ("MeanSquaredError", "MeanSquaredErrorGrad")}
+
+
+def _loss(scale: int, loss: str = "cross-entropy") -> list[mb.KernelCase]:
+    """The loss and its gradient (each called once per training step, so one rate prices the pair). The
+    cost model has one rate for the loss class, and softmax cross-entropy costs ~10x what MSE does per
+    element: the profile is calibrated for one of them."""
+    out = []
+    for n, c in [(8, 2), (8, 10), (32, 10), (8, 100), (64, 100), (64, 640)][: 3 + scale]:
+        for op in LOSS_OPS[loss]:
+            if loss == "mse":
+                out.append(mb.op_case(op, [(n, c), (n, c)]))
+            else:
+                out.append(mb.op_case(op, [(n, c), (n,)], int_inputs=(1,), label_classes=c))
+    return out
+
+
+def _update(scale: int) -> list[mb.KernelCase]:
+    return [mb.op_case("SGDUpdate", [(n,), (n,)]) for n in _sizes(scale)]
+
+
+def _conv(scale: int, depthwise: bool) -> list[mb.KernelCase]:
+    out = []
+    for c, hw in [(4, 8), (8, 8), (8, 16), (16, 16), (16, 32), (32, 32)][: 3 + scale]:
+        w = (c, 1, 3, 3) if depthwise else (c, c, 3, 3)
+        attrs: dict[str, object] = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [1, 1],
+                                    "group": c if depthwise else 1}
+        out.append(mb.op_case("Conv", [(1, c, hw, hw), w, (c,)], attrs))
+    return out
+
+
+CASES: dict[OpClass, Callable[[int], list[mb.KernelCase]]] = {
+    OpClass.DENSE: _dense,
+    OpClass.CONV: lambda s: _conv(s, False),
+    OpClass.DEPTHWISE: lambda s: _conv(s, True),
+    OpClass.ELEMENTWISE: _elementwise,
+    OpClass.REDUCE: _reduce,
+    OpClass.COPY: _copy,
+    OpClass.LOSS: _loss,
+    OpClass.UPDATE: _update,
+}
+
+
+def calibration_cases(scale: int = 2, log: Callable[[str], None] = lambda s: None,
+                      loss: str = "cross-entropy") -> list[mb.KernelCase]:
+    """Cases of every class whose kernels exist here (conv and depthwise only when their op and C kernel
+    do); ``scale`` 0..3 sets how many (and how large) sizes each class gets; ``loss`` which loss kernels."""
+    cases: list[mb.KernelCase] = []
+    for cls, make in CASES.items():
+        try:
+            made = _loss(scale, loss) if cls == OpClass.LOSS else make(scale)
+        except (PoetError, KeyError, ValueError, TypeError) as e:  # op or kernel not in this checkout
+            log(f"skipping {cls.value}: {e}")
+            continue
+        made = [c for c in made if c.op_class == cls]
+        missing = [c.source for c in made if not (mb.KERNELS_DIR / f"{c.source}.c").is_file()]
+        if missing or not made:
+            log(f"skipping {cls.value}: no kernel {missing[0] if missing else ''}")
+            continue
+        cases += made
+    return cases
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Fitted rates (instructions per unit of each class), the shared per-call cost, and per-case errors."""
+
+    rates: dict[OpClass, float]
+    per_call: float
+    rows: tuple[tuple[mb.KernelCase, float, float], ...]  # case, measured, predicted
+
+    def errors(self) -> dict[OpClass, tuple[float, float, int]]:
+        """Per class: RMS and max relative error of the fit, and the number of cases."""
+        out: dict[OpClass, tuple[float, float, int]] = {}
+        for cls in self.rates:
+            rel = [(p - m) / m for c, m, p in self.rows if c.op_class == cls and m > 0]
+            if rel:
+                out[cls] = (math.sqrt(sum(r * r for r in rel) / len(rel)), max(abs(r) for r in rel), len(rel))
+        return out
+
+
+def _weighted_lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    w = 1.0 / np.maximum(np.abs(y), 1.0)
+    coef, *_ = np.linalg.lstsq(x * w[:, None], y * w, rcond=None)
+    return np.asarray(coef)
+
+
+def fit(cases: Sequence[mb.KernelCase], measured: Sequence[float]) -> Fit:
+    """Fits ``measured ~ rate[class] * quantity + per_call`` by least squares on relative error (rows
+    weighted by 1 / measured). The profile has one per-call cost for all classes: it is the median of
+    the intercepts of separate per-class fits (clipped at 0); the rates are then refitted with it fixed."""
+    if len(cases) != len(measured) or not cases:
+        raise PoetError("fit needs one measurement per case")
+    y_all = np.asarray(measured, dtype=np.float64)
+    q_all = np.asarray([c.quantity for c in cases], dtype=np.float64)
+    classes = sorted({c.op_class for c in cases}, key=lambda c: list(OpClass).index(c))
+    members = {cls: np.asarray([c.op_class == cls for c in cases]) for cls in classes}
+    intercepts = []
+    for cls in classes:
+        q, y = q_all[members[cls]], y_all[members[cls]]
+        if len(set(q.tolist())) >= 2:
+            intercepts.append(float(_weighted_lstsq(np.stack([q, np.ones_like(q)], axis=1), y)[1]))
+    per_call = max(0.0, float(np.median(intercepts))) if intercepts else 0.0
+    rates: dict[OpClass, float] = {}
+    for cls in classes:
+        q, y = q_all[members[cls]], y_all[members[cls]] - per_call
+        w = 1.0 / np.maximum(np.abs(y_all[members[cls]]), 1.0)
+        denom = float(np.sum((q * w) ** 2))
+        rates[cls] = max(0.0, float(np.sum(q * w * y * w)) / denom) if denom > 0 else 0.0
+    pred = [rates[c.op_class] * c.quantity + per_call for c in cases]
+    rows = tuple((c, float(m), float(p)) for c, m, p in zip(cases, measured, pred, strict=True))
+    return Fit(rates, per_call, rows)
+
+
+def calibrate(target: str, work: Path, scale: int = 2, kernels: str = "fast",
+              log: Callable[[str], None] = lambda s: None, loss: str = "cross-entropy"
+              ) -> tuple[Fit, mb.Measurement]:
+    """Measures the calibration cases on ``target`` with the ``kernels`` set and fits the compute model."""
+    cases = calibration_cases(scale, log, loss)
+    log(f"measuring {len(cases)} kernel calls on {target} ({kernels} kernels)")
+    m = mb.measure(target, cases, work, (kernels,))
+    return fit(cases, [m.instructions[(c.name, kernels)] for c in cases]), m
+
+
+def profile_from_fit(base: Profile, f: Fit, target: str, exact: bool, kernels: str, name: str,
+                     date: datetime.date | None = None, loss: str = "cross-entropy") -> Profile:
+    """``base`` with the measured compute rates (classes not measured keep the base's numbers)."""
+    day = (date or datetime.date.today()).isoformat()
+    what = "instruction counts, not cycles" if exact else "timer ticks of a non-deterministic clock"
+    unmeasured = [RATE_KEYS[c] for c in RATE_KEYS if c not in f.rates]
+    kept = f"Not measured, kept from {base.name}: {', '.join(unmeasured)}. " if unmeasured else ""
+    source = (f"measured with poet calibrate on {target} ({what}) on {day}, {kernels} kernels; "
+              f"least-squares fit of rate x work + cycles_per_call over {len(f.rows)} kernel calls. QEMU "
+              f"counts instructions: these 'cycles' assume one instruction per cycle (real Cortex-M loads, "
+              f"VFMA and taken branches take more). The loss rate is for {loss}. {kept}"
+              f"Base profile {base.name}: {' '.join(base.compute.source.split())}")
+    values: dict[str, Any] = {RATE_KEYS[c]: round(r, 4) for c, r in f.rates.items()}
+    compute = dataclasses.replace(base.compute, **values, cycles_per_call=round(f.per_call, 2), source=source)
+    return dataclasses.replace(base, name=name, compute=compute, path="",
+                               description=f"{base.description}; compute model calibrated on {target}")
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, str):
+        text = v.replace("\\", "\\\\").replace('"', '\\"')
+        return f'"{text}"'
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    return repr(float(v))
+
+
+def profile_toml(p: Profile, header: str = "") -> str:
+    """The profile in the schema of profiles/*.toml (loadable by poet_edge.profiles.load_profile)."""
+    lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+    lines += [f"name = {_toml_value(p.name)}", f"description = {_toml_value(p.description)}"]
+    for key, section in (("mcu", p.mcu), ("compute", p.compute), ("storage", p.storage)):
+        lines += ["", f"[{key}]"]
+        lines += [f"{fl.name} = {_toml_value(getattr(section, fl.name))}"
+                  for fl in dataclasses.fields(section)]
+    return "\n".join(lines) + "\n"
+
+
+def predicted_step_instructions(plan: dict[str, Any], profile: Profile) -> float:
+    """What the profile's compute model predicts for one training step of a compiled plan (every Compute
+    step of its schedule, recomputations included; paging is not compute)."""
+    spec = ProblemSpec.from_json(plan["problem"])
+    works = {n.name: n.work for n in spec.nodes}
+    schedule = Schedule.from_json(plan["schedule"]["steps"])
+    return sum(node_cycles(profile, works[s.node]) for s in schedule.steps if isinstance(s, Compute))

@@ -1,0 +1,97 @@
+"""`poet solve GRAPH.json --ram BYTES`: the scheduler alone, on a plain graph file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from poet_edge.graphio import read_graph
+from poet_edge.problem import SchedulingProblem
+from poet_edge.schedule import Schedule
+from poet_edge.schedulers import SCHEDULERS, get_scheduler
+from poet_edge.schedulers.milp import MilpOptions, schedule_milp
+from poet_edge.simulator import InvalidSchedule, SimResult, format_report, simulate
+from poet_edge.units import SIZE_HELP, parse_size
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "solve", help="schedule a plain graph file (MILP or a baseline) and simulate the schedule",
+        description="Read a networkx node-link JSON graph (poet-edge's own node fields, or Checkmate-style "
+                    "cost_ram/cost_cpu), schedule one step within --ram with the POET MILP (recomputation "
+                    "+ paging, HiGHS or CBC) or a baseline, replay the schedule in the simulator and report "
+                    "it. "
+                    "compute_cost is the simulated total of the objective (energy, or latency with "
+                    "--objective latency) in the graph's cost unit.")
+    p.add_argument("graph", help="node-link JSON graph file")
+    p.add_argument("--ram", required=True, type=parse_size, metavar="BYTES", help=f"RAM budget; {SIZE_HELP}")
+    p.add_argument("--objective", choices=("energy", "latency"), default="energy", help="what to minimise")
+    p.add_argument("--time-limit", type=float, default=60.0, metavar="S", help="MILP time limit in seconds")
+    p.add_argument("--threads", type=int, default=None, metavar="N", help="MILP solver threads")
+    p.add_argument("--milp-solver", choices=("highs", "cbc"), default="highs", help="MILP solver")
+    p.add_argument("--scheduler", default="milp", choices=sorted(SCHEDULERS), help="scheduler (default milp)")
+    p.add_argument("--no-paging", action="store_true", help="MILP: recomputation only")
+    p.add_argument("--no-remat", action="store_true", help="MILP: paging only")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
+    p.set_defaults(run=run)
+    return p
+
+
+def _schedule(problem: SchedulingProblem, args: argparse.Namespace) -> tuple[Schedule, float]:
+    began = time.perf_counter()
+    if args.scheduler == "milp":
+        options = MilpOptions(objective=args.objective, time_limit_s=args.time_limit, threads=args.threads,
+                              solver=args.milp_solver, paging=not args.no_paging, remat=not args.no_remat)
+        schedule = schedule_milp(problem, options)
+    else:
+        schedule = get_scheduler(args.scheduler)(problem)
+    return schedule, time.perf_counter() - began
+
+
+def _summary(schedule: Schedule, sim: SimResult | None, error: str | None, seconds: float,
+             objective: str) -> dict[str, Any]:
+    info = dict(schedule.info)
+    out: dict[str, Any] = {
+        "scheduler": schedule.solver,
+        "status": info.get("status", "heuristic"),
+        "valid": sim is not None,
+        "compute_cost": None if sim is None else (sim.latency_s if objective == "latency" else sim.energy_j),
+        "energy": None if sim is None else sim.energy_j,
+        "latency": None if sim is None else sim.latency_s,
+        "cost_unit": None if sim is None else sim.cost_unit,
+        "peak_ram_bytes": None if sim is None else sim.peak_ram_bytes,
+        "budget_bytes": None if sim is None else sim.budget_bytes,
+        "objective": info.get("objective"),
+        "bound": info.get("bound"),
+        "gap": info.get("gap"),
+        "seconds": round(seconds, 3),
+    }
+    out.update({k: v for k, v in info.items() if k not in out and k != "seconds"})
+    if error:
+        out["error"] = error
+    out["schedule"] = schedule.to_json()
+    return out
+
+
+def _text(summary: dict[str, Any], sim: SimResult | None) -> str:
+    keys = [k for k in summary if k != "schedule" and summary[k] is not None]
+    width = max(len(k) for k in keys)
+    lines = [f"{k:{width}s}  {summary[k]}" for k in keys]
+    if sim is not None:
+        lines += ["", format_report(sim)]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    problem = read_graph(args.graph, args.ram)
+    schedule, seconds = _schedule(problem, args)
+    sim, error = None, None
+    try:
+        sim = simulate(problem, schedule)
+    except InvalidSchedule as err:
+        error = str(err)
+    summary = _summary(schedule, sim, error, seconds, args.objective)
+    print(json.dumps(summary, indent=1) if args.json else _text(summary, sim))
+    return 0 if sim is not None else 1

@@ -1,0 +1,98 @@
+"""AveragePool (1-D/2-D; kernel_shape, strides, pads / auto_pad, count_include_pad 0 or 1; ceil_mode 0,
+dilation 1) and AveragePoolGrad(dY) -> dX: each output's gradient divided by its window's count, added to
+the window's inputs (overlapping windows accumulate)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from poet_edge.ops.base import IntArg, KernelCall, OpDef, TensorArg, f32_bytes
+from poet_edge.ops.pool_common import Window, check_window_attrs, pool_window, with_shape
+from poet_edge.work import OpClass, Work
+
+
+def _include_pad(attrs) -> int:
+    return int(attrs.get("count_include_pad", 0))
+
+
+def counts(win: Window, attrs) -> np.ndarray:
+    """Divisor of each output position [OH, OW]: the window size, or its inputs inside the image."""
+    if _include_pad(attrs):
+        return np.full((win.oh, win.ow), win.kh * win.kw, dtype=np.int64)
+    rows = sum(win.rows(i)[1].astype(np.int64) for i in range(win.kh))
+    cols = sum(win.cols(j)[1].astype(np.int64) for j in range(win.kw))
+    return rows[:, None] * cols[None, :]
+
+
+def _taps(win: Window):
+    for i in range(win.kh):
+        r, rv = win.rows(i)
+        for j in range(win.kw):
+            c, cv = win.cols(j)
+            yield r, c, rv[:, None] & cv[None, :]
+
+
+def infer(shapes, attrs):
+    return [pool_window(shapes[0], attrs).y_shape]
+
+
+def forward(xs, attrs):
+    x = xs[0]
+    win = pool_window(x.shape, attrs)
+    x4 = x.reshape(win.x4)
+    acc = np.zeros(win.y4, dtype=x.dtype)
+    for r, c, valid in _taps(win):
+        acc += np.where(valid, x4[:, :, r][:, :, :, c], 0)
+    return [(acc / counts(win, attrs).astype(x.dtype)).astype(x.dtype).reshape(win.y_shape)]
+
+
+def backward(gb, node, gys, needs):
+    if not needs[0]:
+        return [None]
+    attrs = with_shape(node.attrs, "x_shape", gb.shape(node.inputs[0]))
+    return [gb.emit("AveragePoolGrad", (gys[0],), attrs)]
+
+
+def work(ins, outs, attrs):
+    win = pool_window(ins[0], attrs)
+    return Work(OpClass.REDUCE, elements=win.n * win.c * win.oh * win.ow * win.kh * win.kw,
+                bytes_read=f32_bytes(*ins), bytes_written=f32_bytes(*outs))
+
+
+def kernel(node, shape):
+    win = pool_window(shape(node.inputs[0]), node.attrs)
+    return KernelCall("poet_avgpool2d_f32", (TensorArg(node.inputs[0]), TensorArg(node.outputs[0], False),
+                                             win.ints(), IntArg(_include_pad(node.attrs))), "pool")
+
+
+def check(node):
+    check_window_attrs(node)
+
+
+def grad_infer(shapes, attrs):
+    return [tuple(attrs["x_shape"])]
+
+
+def grad_forward(xs, attrs):
+    dy = xs[0]
+    win = pool_window(tuple(attrs["x_shape"]), attrs)
+    g = dy.reshape(win.y4) / counts(win, attrs).astype(dy.dtype)
+    dx = np.zeros(win.x4, dtype=dy.dtype)
+    for r, c, valid in _taps(win):
+        np.add.at(dx, (slice(None), slice(None), r[:, None], c[None, :]), np.where(valid, g, 0))
+    return [dx.reshape(win.x_shape)]
+
+
+def grad_work(ins, outs, attrs):
+    return work([tuple(attrs["x_shape"])], outs, attrs)
+
+
+def grad_kernel(node, shape):
+    win = pool_window(tuple(node.attrs["x_shape"]), node.attrs)
+    dy, dx = TensorArg(node.inputs[0]), TensorArg(node.outputs[0], False)
+    include = IntArg(_include_pad(node.attrs))
+    return KernelCall("poet_avgpool2d_grad_f32", (dy, dx, win.ints(), include), "pool")
+
+
+OP = OpDef("AveragePool", infer, forward, work, backward, kernel, check)
+GRAD = OpDef("AveragePoolGrad", grad_infer, grad_forward, grad_work, None, grad_kernel, internal=True)

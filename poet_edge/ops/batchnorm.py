@@ -1,0 +1,145 @@
+"""BatchNormalization in inference form (frozen running statistics, the on-device fine-tuning convention;
+equal to PyTorch eval mode with gradients on): Y = (X - mean) * (scale / sqrt(var + eps)) + bias per channel
+of X[N, C, *spatial]. scale and bias are trainable; mean and var are parameters that are never trained.
+
+Gradients: dX = BatchNormGradInput(dY, scale, var) = dY * scale / sqrt(var + eps),
+dscale = BatchNormGradScale(X, dY, mean, var) = sum(dY * (X - mean)) / sqrt(var + eps),
+dbias = ChannelSum(dY).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from poet_edge.errors import PoetError
+from poet_edge.ops.base import FloatArg, IntArg, KernelCall, OpDef, TensorArg, elements, f32_bytes
+from poet_edge.ops.base import unsupported as refuse
+from poet_edge.ops.channel_sum import dims
+from poet_edge.work import OpClass, Work
+
+SCALE, BIAS, MEAN, VAR = 1, 2, 3, 4
+
+
+def _eps(attrs) -> float:
+    return float(attrs.get("epsilon", 1e-5))
+
+
+def _per_channel(x: np.ndarray, v: np.ndarray) -> np.ndarray:
+    return v.reshape((1, -1) + (1,) * (x.ndim - 2))
+
+
+def _gain(x, scale, var, attrs) -> np.ndarray:
+    """scale / sqrt(var + eps), shaped to broadcast over x (C: same expression per channel)."""
+    eps = np.asarray(_eps(attrs), dtype=x.dtype)
+    return _per_channel(x, scale / np.sqrt(var + eps))
+
+
+def _std(x, var, attrs) -> np.ndarray:
+    eps = np.asarray(_eps(attrs), dtype=x.dtype)
+    return np.sqrt(var + eps)
+
+
+def infer(shapes, attrs):
+    _, c, _ = dims(shapes[0])
+    for i, s in enumerate(shapes[1:5], 1):
+        if tuple(s) != (c,):
+            raise ValueError(f"input {i} has shape {tuple(s)}, expected ({c},)")
+    return [tuple(shapes[0])]
+
+
+def forward(xs, attrs):
+    x, scale, bias, mean, var = xs
+    y = (x - _per_channel(x, mean)) * _gain(x, scale, var, attrs) + _per_channel(x, bias)
+    return [y.astype(x.dtype)]
+
+
+def backward(gb, node, gys, needs):
+    x, scale, _, mean, var = node.inputs
+    dy = gys[0]
+    if needs[MEAN] or needs[VAR]:
+        raise PoetError(f"node '{node.name}' (BatchNormalization): the running mean and variance are frozen "
+                        f"statistics; they cannot be trained or computed from trainable tensors")
+    eps = {"epsilon": _eps(node.attrs)}
+    grads: list[str | None] = [None] * 5
+    if needs[0]:
+        grads[0] = gb.emit("BatchNormGradInput", (dy, scale, var), eps)
+    if needs[SCALE]:
+        grads[SCALE] = gb.emit("BatchNormGradScale", (x, dy, mean, var), eps)
+    if needs[BIAS]:
+        grads[BIAS] = gb.emit("ChannelSum", (dy,))
+    return grads
+
+
+def work(ins, outs, attrs):
+    return Work(OpClass.ELEMENTWISE, elements=elements(outs[0]), bytes_read=f32_bytes(*ins),
+                bytes_written=f32_bytes(*outs))
+
+
+def _ncs(node, shape) -> tuple[IntArg, IntArg, IntArg]:
+    n, c, s = dims(shape(node.inputs[0]))
+    return IntArg(n), IntArg(c), IntArg(s)
+
+
+def kernel(node, shape):
+    ins = (TensorArg(t) for t in node.inputs)
+    return KernelCall("poet_batchnorm_f32", (*ins, TensorArg(node.outputs[0], False), *_ncs(node, shape),
+                                             FloatArg(_eps(node.attrs))), "batchnorm")
+
+
+def check(node):
+    if int(node.attr("training_mode", 0)) != 0:
+        raise refuse(node, "attribute training_mode=1 (batch statistics); only the inference form with "
+                           "frozen running mean/var is implemented (export the model in eval mode)")
+    if any(o for o in node.outputs[1:]):
+        extra = [o for o in node.outputs[1:] if o]
+        raise refuse(node, f"training-mode outputs {extra} (running mean/var updates); only Y is supported")
+    if int(node.attr("spatial", 1)) != 1:
+        raise refuse(node, "attribute spatial=0 (per-activation statistics)")
+    if len(node.inputs) != 5 or "" in node.inputs:
+        raise refuse(node, "missing inputs (X, scale, B, input_mean, input_var are all required)")
+
+
+# ---- BatchNormGradInput(dY, scale, var) -> dX ------------------------------------------------------
+def grad_input_infer(shapes, attrs):
+    return [tuple(shapes[0])]
+
+
+def grad_input_forward(xs, attrs):
+    dy, scale, var = xs
+    return [(dy * _gain(dy, scale, var, attrs)).astype(dy.dtype)]
+
+
+def grad_input_kernel(node, shape):
+    return KernelCall("poet_batchnorm_grad_input_f32", (*(TensorArg(t) for t in node.inputs),
+                                                        TensorArg(node.outputs[0], False), *_ncs(node, shape),
+                                                        FloatArg(_eps(node.attrs))), "batchnorm")
+
+
+# ---- BatchNormGradScale(X, dY, mean, var) -> dscale -------------------------------------------------
+def grad_scale_infer(shapes, attrs):
+    return [(dims(shapes[0])[1],)]
+
+
+def grad_scale_forward(xs, attrs):
+    x, dy, mean, var = xs
+    acc = (dy * (x - _per_channel(x, mean))).sum(axis=(0, *range(2, x.ndim)))
+    return [(acc / _std(x, var, attrs)).astype(x.dtype)]
+
+
+def grad_scale_work(ins, outs, attrs):
+    return Work(OpClass.REDUCE, elements=elements(ins[0]), bytes_read=f32_bytes(*ins),
+                bytes_written=f32_bytes(*outs))
+
+
+def grad_scale_kernel(node, shape):
+    return KernelCall("poet_batchnorm_grad_scale_f32", (*(TensorArg(t) for t in node.inputs),
+                                                        TensorArg(node.outputs[0], False), *_ncs(node, shape),
+                                                        FloatArg(_eps(node.attrs))), "batchnorm")
+
+
+OP = OpDef("BatchNormalization", infer, forward, work, backward, kernel, check,
+           frozen_inputs=frozenset({MEAN, VAR}))
+GRAD_INPUT = OpDef("BatchNormGradInput", grad_input_infer, grad_input_forward, work, None, grad_input_kernel,
+                   internal=True)
+GRAD_SCALE = OpDef("BatchNormGradScale", grad_scale_infer, grad_scale_forward, grad_scale_work, None,
+                   grad_scale_kernel, internal=True)

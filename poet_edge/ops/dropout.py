@@ -1,0 +1,16 @@
+"""Dropout is the identity, in training too: the device never drops activations (docs/ops.md). Constant
+``ratio`` / ``training_mode`` inputs are accepted and ignored; the optional mask output is refused."""
+
+from __future__ import annotations
+
+from poet_edge.ops import identity
+from poet_edge.ops.base import OpDef, unsupported
+
+
+def check(node):
+    if len(node.outputs) > 1:
+        raise unsupported(node, "mask output (Dropout is the identity on the device)")
+
+
+OP = OpDef("Dropout", identity.infer, identity.forward, identity.copy_work, identity.backward,
+           identity.kernel, check, const_inputs={1: "ratio", 2: "training_mode"})

@@ -1,0 +1,151 @@
+"""Window geometry shared by Conv, MaxPool, AveragePool and their gradients.
+
+ONNX tensors are NCHW (2-D) or NCL (1-D); a 1-D window is computed as a 2-D one with H = KH = 1, so every
+numpy function and C kernel works on 4-D data. The resolved geometry reaches C as one int32 array whose
+layout is ``Window.ints`` = the ``POET_WIN_*`` enum in runtime_c/include/poet/kernels.h.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from poet_edge.ops.base import Attrs, IntArrayArg, Shape, unsupported
+
+AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
+
+
+@dataclass(frozen=True)
+class Window:
+    n: int
+    c: int  # input channels
+    h: int
+    w: int
+    m: int  # output channels (= c for pools)
+    kh: int
+    kw: int
+    oh: int
+    ow: int
+    sh: int
+    sw: int
+    pt: int  # top / left / bottom / right padding
+    pl: int
+    pb: int
+    pr: int
+    groups: int
+    spatial_rank: int  # of the ONNX tensors: 1 or 2
+
+    def ints(self) -> IntArrayArg:
+        """The C geometry array (order = enum POET_WIN_* in kernels.h)."""
+        return IntArrayArg((self.n, self.c, self.h, self.w, self.m, self.kh, self.kw, self.oh, self.ow,
+                            self.sh, self.sw, self.pt, self.pl, self.groups))
+
+    @property
+    def x4(self) -> Shape:
+        return (self.n, self.c, self.h, self.w)
+
+    @property
+    def y4(self) -> Shape:
+        return (self.n, self.m, self.oh, self.ow)
+
+    @property
+    def x_shape(self) -> Shape:
+        return self.x4 if self.spatial_rank == 2 else (self.n, self.c, self.w)
+
+    @property
+    def y_shape(self) -> Shape:
+        return self.y4 if self.spatial_rank == 2 else (self.n, self.m, self.ow)
+
+    def rows(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """Input row read by kernel row ``i`` for every output row (clamped), and whether it is inside."""
+        r = np.arange(self.oh) * self.sh - self.pt + i
+        return np.clip(r, 0, self.h - 1), (r >= 0) & (r < self.h)
+
+    def cols(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        c = np.arange(self.ow) * self.sw - self.pl + j
+        return np.clip(c, 0, self.w - 1), (c >= 0) & (c < self.w)
+
+
+def _ints(attrs: Attrs, key: str, default: Sequence[int], n: int) -> tuple[int, ...]:
+    v = tuple(int(d) for d in attrs.get(key, default))  # type: ignore[union-attr]
+    if len(v) != n:
+        raise ValueError(f"attribute {key}={list(v)} needs {n} values")
+    return v
+
+
+def auto_pad(attrs: Attrs) -> str:
+    v = attrs.get("auto_pad", "NOTSET")
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def check_window_attrs(node, allow_ceil: bool = False) -> None:
+    """Refusals every window op shares: dilations != 1, ceil_mode, unknown auto_pad."""
+    dil = node.attr("dilations")
+    if dil is not None and any(int(d) != 1 for d in dil):
+        raise unsupported(node, f"attribute dilations={list(dil)} (only dilation 1 is implemented)")
+    if not allow_ceil and int(node.attr("ceil_mode", 0)) != 0:
+        raise unsupported(node, "attribute ceil_mode=1 (only floor output sizes, ceil_mode=0)")
+    if auto_pad(node.attrs) not in AUTO_PADS:
+        raise unsupported(node, f"attribute auto_pad={auto_pad(node.attrs)!r}")
+
+
+def window(x: Shape, kernel: Sequence[int], attrs: Attrs, m: int | None = None, groups: int = 1) -> Window:
+    """Resolves strides, pads and auto_pad for input shape ``x`` and spatial ``kernel``; ValueError if
+    invalid."""
+    rank = len(x) - 2
+    if rank not in (1, 2):
+        raise ValueError(f"only 1-D and 2-D windows are supported (input rank {len(x)}, shape {tuple(x)})")
+    kernel = tuple(int(k) for k in kernel)
+    if len(kernel) != rank or min(kernel) < 1:
+        raise ValueError(f"kernel_shape {list(kernel)} does not fit input {tuple(x)}")
+    if "kernel_shape" in attrs and _ints(attrs, "kernel_shape", (), rank) != kernel:
+        raise ValueError(f"kernel_shape {list(attrs['kernel_shape'])} != weight kernel {list(kernel)}")  # type: ignore
+    dil = _ints(attrs, "dilations", (1,) * rank, rank)
+    if any(d != 1 for d in dil):
+        raise ValueError(f"dilations={list(dil)} are not supported")
+    strides = _ints(attrs, "strides", (1,) * rank, rank)
+    if min(strides) < 1:
+        raise ValueError(f"strides {list(strides)} must be positive")
+    size = tuple(int(d) for d in x[2:])
+    mode = auto_pad(attrs)
+    if mode == "NOTSET":
+        pads = _ints(attrs, "pads", (0,) * 2 * rank, 2 * rank)
+        begin, end = pads[:rank], pads[rank:]
+    elif mode == "VALID":
+        begin = end = (0,) * rank
+    elif mode in ("SAME_UPPER", "SAME_LOWER"):
+        total = [max(0, (-(-i // s) - 1) * s + k - i) for i, s, k in zip(size, strides, kernel, strict=True)]
+        begin = tuple(t // 2 if mode == "SAME_UPPER" else t - t // 2 for t in total)
+        end = tuple(t - b for t, b in zip(total, begin, strict=True))
+    else:
+        raise ValueError(f"auto_pad {mode!r} is not supported")
+    if min(begin + end) < 0:
+        raise ValueError(f"negative pads {list(begin + end)}")
+    geo = zip(size, begin, end, kernel, strides, strict=True)
+    out = tuple((i + b + e - k) // s + 1 for i, b, e, k, s in geo)
+    if min(out) < 1:
+        raise ValueError(f"kernel {list(kernel)} is larger than the padded input {tuple(x)}")
+    if rank == 1:
+        size, kernel, strides, out = ((1,) + t for t in (size, kernel, strides, out))
+        begin, end = (0,) + begin, (0,) + end
+    return Window(int(x[0]), int(x[1]), size[0], size[1], int(x[1]) if m is None else m, kernel[0], kernel[1],
+                  out[0], out[1], strides[0], strides[1], begin[0], begin[1], end[0], end[1], groups, rank)
+
+
+def pool_window(x: Shape, attrs: Attrs) -> Window:
+    """Window of a pooling op: kernel from ``kernel_shape``; every pad smaller than the kernel (so every
+    window holds at least one input element)."""
+    if "kernel_shape" not in attrs:
+        raise ValueError("kernel_shape is required")
+    k = tuple(int(v) for v in attrs["kernel_shape"])  # type: ignore[union-attr]
+    win = window(x, k, attrs)
+    if max(win.pt, win.pb) >= win.kh or max(win.pl, win.pr) >= win.kw:
+        raise ValueError(f"pads {[win.pt, win.pl, win.pb, win.pr]} must be smaller than the kernel {list(k)}")
+    return win
+
+
+def with_shape(attrs: Attrs, key: str, shape: Shape) -> dict[str, object]:
+    """Forward attributes plus a shape the gradient op needs (the input's, which strides make ambiguous)."""
+    return {**attrs, key: tuple(int(d) for d in shape)}

@@ -1,0 +1,118 @@
+/* Direct 2-D convolution (NCHW, groups incl. depthwise, strides, zero padding, dilation 1) and its
+ * gradients; no im2col, no scratch. g[] is the window geometry (enum POET_WIN_* in kernels.h).
+ * Summation orders (documented, fixed): forward over (c, kh, kw) then + bias; grad_input over
+ * (m, kh, kw); grad_weight over (n, oh, ow); channel_sum over (n, s). Padded taps are skipped. */
+#include "poet/kernels.h"
+
+void poet_conv2d_f32(const float *X, const float *W, const float *B, float *Y, const int32_t *g)
+{
+    const int32_t N = g[POET_WIN_N], C = g[POET_WIN_C], IH = g[POET_WIN_H], IW = g[POET_WIN_W];
+    const int32_t M = g[POET_WIN_M], KH = g[POET_WIN_KH], KW = g[POET_WIN_KW];
+    const int32_t OH = g[POET_WIN_OH], OW = g[POET_WIN_OW], SH = g[POET_WIN_SH], SW = g[POET_WIN_SW];
+    const int32_t PT = g[POET_WIN_PT], PL = g[POET_WIN_PL], G = g[POET_WIN_G];
+    const int32_t Cg = C / G, Mg = M / G;
+    for (int32_t n = 0; n < N; ++n) {
+        for (int32_t m = 0; m < M; ++m) {
+            const float *xg = X + (n * C + (m / Mg) * Cg) * IH * IW;
+            const float *wm = W + m * Cg * KH * KW;
+            float *y = Y + (n * M + m) * OH * OW;
+            for (int32_t oh = 0; oh < OH; ++oh) {
+                for (int32_t ow = 0; ow < OW; ++ow) {
+                    float acc = 0.0f;
+                    for (int32_t c = 0; c < Cg; ++c) {
+                        const float *x = xg + c * IH * IW, *w = wm + c * KH * KW;
+                        for (int32_t kh = 0; kh < KH; ++kh) {
+                            const int32_t ih = oh * SH - PT + kh;
+                            if (ih < 0 || ih >= IH) continue;
+                            for (int32_t kw = 0; kw < KW; ++kw) {
+                                const int32_t iw = ow * SW - PL + kw;
+                                if (iw < 0 || iw >= IW) continue;
+                                acc += x[ih * IW + iw] * w[kh * KW + kw];
+                            }
+                        }
+                    }
+                    y[oh * OW + ow] = B ? acc + B[m] : acc;
+                }
+            }
+        }
+    }
+}
+
+void poet_conv2d_grad_input_f32(const float *dY, const float *W, float *dX, const int32_t *g)
+{
+    const int32_t N = g[POET_WIN_N], C = g[POET_WIN_C], IH = g[POET_WIN_H], IW = g[POET_WIN_W];
+    const int32_t M = g[POET_WIN_M], KH = g[POET_WIN_KH], KW = g[POET_WIN_KW];
+    const int32_t OH = g[POET_WIN_OH], OW = g[POET_WIN_OW], SH = g[POET_WIN_SH], SW = g[POET_WIN_SW];
+    const int32_t PT = g[POET_WIN_PT], PL = g[POET_WIN_PL], G = g[POET_WIN_G];
+    const int32_t Cg = C / G, Mg = M / G;
+    for (int32_t n = 0; n < N; ++n) {
+        for (int32_t c = 0; c < C; ++c) {
+            const int32_t m0 = (c / Cg) * Mg, cl = c % Cg;
+            float *dx = dX + (n * C + c) * IH * IW;
+            for (int32_t ih = 0; ih < IH; ++ih) {
+                for (int32_t iw = 0; iw < IW; ++iw) {
+                    float acc = 0.0f;
+                    for (int32_t m = m0; m < m0 + Mg; ++m) {
+                        const float *dy = dY + (n * M + m) * OH * OW, *w = W + (m * Cg + cl) * KH * KW;
+                        for (int32_t kh = 0; kh < KH; ++kh) {
+                            const int32_t th = ih + PT - kh; /* = oh * SH */
+                            if (th < 0) break;
+                            if (th % SH != 0 || th / SH >= OH) continue;
+                            for (int32_t kw = 0; kw < KW; ++kw) {
+                                const int32_t tw = iw + PL - kw; /* = ow * SW */
+                                if (tw < 0) break;
+                                if (tw % SW != 0 || tw / SW >= OW) continue;
+                                acc += dy[(th / SH) * OW + tw / SW] * w[kh * KW + kw];
+                            }
+                        }
+                    }
+                    dx[ih * IW + iw] = acc;
+                }
+            }
+        }
+    }
+}
+
+void poet_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW, const int32_t *g)
+{
+    const int32_t N = g[POET_WIN_N], C = g[POET_WIN_C], IH = g[POET_WIN_H], IW = g[POET_WIN_W];
+    const int32_t M = g[POET_WIN_M], KH = g[POET_WIN_KH], KW = g[POET_WIN_KW];
+    const int32_t OH = g[POET_WIN_OH], OW = g[POET_WIN_OW], SH = g[POET_WIN_SH], SW = g[POET_WIN_SW];
+    const int32_t PT = g[POET_WIN_PT], PL = g[POET_WIN_PL], G = g[POET_WIN_G];
+    const int32_t Cg = C / G, Mg = M / G;
+    for (int32_t m = 0; m < M; ++m) {
+        const int32_t c0 = (m / Mg) * Cg;
+        for (int32_t c = 0; c < Cg; ++c) {
+            for (int32_t kh = 0; kh < KH; ++kh) {
+                for (int32_t kw = 0; kw < KW; ++kw) {
+                    float acc = 0.0f;
+                    for (int32_t n = 0; n < N; ++n) {
+                        const float *x = X + (n * C + c0 + c) * IH * IW, *dy = dY + (n * M + m) * OH * OW;
+                        for (int32_t oh = 0; oh < OH; ++oh) {
+                            const int32_t ih = oh * SH - PT + kh;
+                            if (ih < 0 || ih >= IH) continue;
+                            for (int32_t ow = 0; ow < OW; ++ow) {
+                                const int32_t iw = ow * SW - PL + kw;
+                                if (iw < 0 || iw >= IW) continue;
+                                acc += dy[oh * OW + ow] * x[ih * IW + iw];
+                            }
+                        }
+                    }
+                    dW[((m * Cg + c) * KH + kh) * KW + kw] = acc;
+                }
+            }
+        }
+    }
+}
+
+void poet_channel_sum_f32(const float *X, float *Y, int32_t N, int32_t C, int32_t S)
+{
+    for (int32_t c = 0; c < C; ++c) {
+        float acc = 0.0f;
+        for (int32_t n = 0; n < N; ++n) {
+            const float *x = X + (n * C + c) * S;
+            for (int32_t s = 0; s < S; ++s) acc += x[s];
+        }
+        Y[c] = acc;
+    }
+}

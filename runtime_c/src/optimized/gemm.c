@@ -1,0 +1,166 @@
+/* Register-blocked poet_gemm_f32 (same symbol, signature and results as src/kernels/gemm.c).
+ *
+ * Y is computed in blocks of up to 4 rows x 6 columns held in 24 float registers; each value loaded
+ * from A is reused for 6 outputs and each value loaded from B for 4. Tails use 4/2/1-row and
+ * 6/4/2/1-column blocks of the same code. Every layout (transA, transB) gets its own instantiation,
+ * so the loads are pointer walks the compiler turns into post-incremented or immediate-offset loads:
+ * forward A·Bᵀ walks 10 pointers along k; input-gradient A·B reads a row of B at fixed offsets;
+ * weight-gradient Aᵀ·B reads one row of A and one row of B per k. Aᵀ·Bᵀ, which no training graph
+ * uses, runs the reference loop.
+ *
+ * Bit-identical to the reference: every output has one accumulator that starts at +0.0f and adds the
+ * products a[k]*b[k] for k ascending (the first addition 0.0f + p is kept: it turns -0.0 into +0.0
+ * exactly as the reference does), then y = alpha * acc and, with C, y += beta * C. The multiplication
+ * by alpha is skipped only when alpha == 1.0f, where it is an identity for every value a product sum
+ * can take. Needs -ffp-contract=off (as every poet build uses) so no multiply-add is fused. */
+#include <stddef.h>
+
+#include "poet/kernels.h"
+
+/* GCC's first (pre-register-allocation) scheduling pass hoists all loads of a k step to the top and then
+ * spills accumulators to the stack; without it the allocator keeps every accumulator in a register. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-schedule-insns")
+#endif
+
+#if defined(__GNUC__)
+#define POET_ALWAYS_INLINE static inline __attribute__((always_inline))
+#define POET_NOINLINE static __attribute__((noinline))
+#else
+#define POET_ALWAYS_INLINE static inline
+#define POET_NOINLINE static
+#endif
+
+typedef struct {
+    const float *A, *B, *C;
+    float *Y;
+    int32_t M, N, K, c_rs, c_cs;
+    float alpha, beta;
+    int32_t plain, bias_row; /* epilogue shortcuts (exact: they skip multiplications by 1.0f only) */
+} poet_gemm_args;
+
+/* One k step. x_r = op(A)[i + r, k] are loaded first; then column by column, y_c = op(B)[k, j + c] is
+ * loaded and used for the block's rows (live: 24 accumulators, 4 x, 1 y, 1 product: no spills). The
+ * first step is acc = +0.0f + product (the reference's first addition, without a zeroing move). */
+#define POET_MAC(r, c, op) if (R > r && NC > c) acc##r##c op x##r * y##c;
+#define POET_LOAD_X(r) if (R > r) x##r = TA ? a[ao + r] : *a##r++;
+#define POET_COLUMN(c, op) \
+    if (NC > c) { \
+        const float y##c = TB ? *b##c++ : b[bo + c]; \
+        POET_MAC(0, c, op) POET_MAC(1, c, op) POET_MAC(2, c, op) POET_MAC(3, c, op) \
+    }
+#define POET_STEP(op) \
+    do { \
+        POET_LOAD_X(0) POET_LOAD_X(1) POET_LOAD_X(2) POET_LOAD_X(3) \
+        POET_COLUMN(0, op) POET_COLUMN(1, op) POET_COLUMN(2, op) \
+        POET_COLUMN(3, op) POET_COLUMN(4, op) POET_COLUMN(5, op) \
+        if (TA) ao += g->M; \
+        if (!TB) bo += g->N; \
+    } while (0)
+#define POET_SET_FIRST = zero +
+
+/* Y[i + r, j + c] from acc_rc, exactly as the reference finishes an output. */
+#define POET_STORE_PLAIN(r, c) if (R > r && NC > c) y_row##r[c] = acc##r##c;
+#define POET_STORE_FULL(r, c) \
+    if (R > r && NC > c) { \
+        float v_ = g->alpha * acc##r##c; \
+        if (g->C) v_ += g->beta * g->C[(i + r) * g->c_rs + (j + c) * g->c_cs]; \
+        y_row##r[c] = v_; \
+    }
+#define POET_STORE_BIAS(r, c) if (R > r && NC > c) y_row##r[c] = acc##r##c + bias[c];
+#define POET_STORE_ROW(r, how) how(r, 0) how(r, 1) how(r, 2) how(r, 3) how(r, 4) how(r, 5)
+
+/* Y[i : i+R, j : j+NC] for layout (TA, TB); R <= 4, NC <= 6 and K >= 1. */
+POET_ALWAYS_INLINE void poet_gemm_block(const poet_gemm_args *g, int32_t i, int32_t j, const int R, const int NC,
+                                        const int TA, const int TB)
+{
+    const int32_t K = g->K;
+    const float zero = 0.0f;
+    float x0 = 0.0f, x1 = 0.0f, x2 = 0.0f, x3 = 0.0f;
+    float acc00 = 0.0f, acc01 = 0.0f, acc02 = 0.0f, acc03 = 0.0f, acc04 = 0.0f, acc05 = 0.0f;
+    float acc10 = 0.0f, acc11 = 0.0f, acc12 = 0.0f, acc13 = 0.0f, acc14 = 0.0f, acc15 = 0.0f;
+    float acc20 = 0.0f, acc21 = 0.0f, acc22 = 0.0f, acc23 = 0.0f, acc24 = 0.0f, acc25 = 0.0f;
+    float acc30 = 0.0f, acc31 = 0.0f, acc32 = 0.0f, acc33 = 0.0f, acc34 = 0.0f, acc35 = 0.0f;
+    /* op(A)[i, k]: A[k * M + i] if TA else A[i * K + k]; op(B)[k, j]: B[j * K + k] if TB else B[k * N + j] */
+    /* row pointers of the rows a block does not have stay on its first row (never read) */
+    const float *a = g->A + (TA ? i : i * K), *b = g->B + (TB ? j * K : j);
+    int32_t ao = 0, bo = 0; /* strided walks by index: no pointer past the arrays is ever formed */
+    const int32_t ka = TA ? 0 : K, kb = TB ? K : 0;
+    const float *a0 = a, *a1 = a + (R > 1 ? ka : 0), *a2 = a + (R > 2 ? 2 * ka : 0), *a3 = a + (R > 3 ? 3 * ka : 0);
+    const float *b0 = b, *b1 = b + (NC > 1 ? kb : 0), *b2 = b + (NC > 2 ? 2 * kb : 0);
+    const float *b3 = b + (NC > 3 ? 3 * kb : 0), *b4 = b + (NC > 4 ? 4 * kb : 0), *b5 = b + (NC > 5 ? 5 * kb : 0);
+    POET_STEP(POET_SET_FIRST);
+    for (int32_t k = K - 1; k > 0; --k) POET_STEP(+=);
+    const int32_t N = g->N;
+    float *y_row0 = g->Y + i * N + j, *y_row1 = y_row0 + (R > 1 ? N : 0);
+    float *y_row2 = y_row0 + (R > 2 ? 2 * N : 0), *y_row3 = y_row0 + (R > 3 ? 3 * N : 0);
+    if (g->plain) { /* alpha == 1, no C: y = 1 * acc = acc */
+        POET_STORE_ROW(0, POET_STORE_PLAIN) POET_STORE_ROW(1, POET_STORE_PLAIN)
+        POET_STORE_ROW(2, POET_STORE_PLAIN) POET_STORE_ROW(3, POET_STORE_PLAIN)
+    } else if (g->bias_row) { /* alpha == beta == 1, C a row vector: y = acc + C[j] */
+        const float *bias = g->C + j;
+        POET_STORE_ROW(0, POET_STORE_BIAS) POET_STORE_ROW(1, POET_STORE_BIAS)
+        POET_STORE_ROW(2, POET_STORE_BIAS) POET_STORE_ROW(3, POET_STORE_BIAS)
+    } else {
+        POET_STORE_ROW(0, POET_STORE_FULL) POET_STORE_ROW(1, POET_STORE_FULL)
+        POET_STORE_ROW(2, POET_STORE_FULL) POET_STORE_ROW(3, POET_STORE_FULL)
+    }
+    (void)a0; (void)a1; (void)a2; (void)a3; (void)ao; (void)bo;
+    (void)b0; (void)b1; (void)b2; (void)b3; (void)b4; (void)b5;
+    (void)y_row1; (void)y_row2; (void)y_row3;
+    (void)x0; (void)x1; (void)x2; (void)x3;
+}
+
+/* Rows i .. i+R-1, all columns: 6-wide blocks, then a 4-, 2- and 1-wide tail. */
+POET_ALWAYS_INLINE void poet_gemm_rows(const poet_gemm_args *g, int32_t i, const int R, const int TA, const int TB)
+{
+    const int32_t N = g->N;
+    int32_t j = 0;
+    for (; j + 6 <= N; j += 6) poet_gemm_block(g, i, j, R, 6, TA, TB);
+    if (N - j >= 4) { poet_gemm_block(g, i, j, R, 4, TA, TB); j += 4; }
+    if (N - j >= 2) { poet_gemm_block(g, i, j, R, 2, TA, TB); j += 2; }
+    if (N - j >= 1) poet_gemm_block(g, i, j, R, 1, TA, TB);
+}
+
+/* All of Y for one layout: 4-row strips, then a 2- and a 1-row tail. */
+POET_ALWAYS_INLINE void poet_gemm_layout(const poet_gemm_args *g, const int TA, const int TB)
+{
+    const int32_t M = g->M;
+    int32_t i = 0;
+    for (; i + 4 <= M; i += 4) poet_gemm_rows(g, i, 4, TA, TB);
+    if (M - i >= 2) { poet_gemm_rows(g, i, 2, TA, TB); i += 2; }
+    if (M - i >= 1) poet_gemm_rows(g, i, 1, TA, TB);
+}
+
+/* one function per layout, kept out of line so each gets the whole register file to itself */
+POET_NOINLINE void poet_gemm_nt(const poet_gemm_args *g) { poet_gemm_layout(g, 0, 1); }
+POET_NOINLINE void poet_gemm_nn(const poet_gemm_args *g) { poet_gemm_layout(g, 0, 0); }
+POET_NOINLINE void poet_gemm_tn(const poet_gemm_args *g) { poet_gemm_layout(g, 1, 0); }
+
+void poet_gemm_f32(const float *A, const float *B, const float *C, float *Y, int32_t M, int32_t N, int32_t K,
+                   int32_t transA, int32_t transB, float alpha, float beta, int32_t c_rs, int32_t c_cs)
+{
+    if (K <= 0 || (transA && transB)) { /* no products, or Aᵀ·Bᵀ (no training graph uses it): reference loop */
+        const int32_t a_i = transA ? 1 : K, a_k = transA ? M : 1, b_k = transB ? 1 : N, b_j = transB ? K : 1;
+        for (int32_t i = 0; i < M; ++i) {
+            for (int32_t j = 0; j < N; ++j) {
+                float acc = 0.0f;
+                const float *a = A + i * a_i, *b = B + j * b_j;
+                for (int32_t k = 0; k < K; ++k) acc += a[k * a_k] * b[k * b_k];
+                float y = alpha * acc;
+                if (C) y += beta * C[i * c_rs + j * c_cs];
+                Y[i * N + j] = y;
+            }
+        }
+        return;
+    }
+    const int32_t plain = alpha == 1.0f && C == NULL;
+    const int32_t bias_row = alpha == 1.0f && beta == 1.0f && C != NULL && c_rs == 0 && c_cs == 1;
+    const poet_gemm_args g = {A, B, C, Y, M, N, K, c_rs, c_cs, alpha, beta, plain, bias_row};
+    if (transA) {
+        poet_gemm_tn(&g);
+    } else {
+        if (transB) poet_gemm_nt(&g);
+        else poet_gemm_nn(&g);
+    }
+}

@@ -1,0 +1,78 @@
+"""`poet sweep`: rows agree exactly with individual `poet compile` runs; infeasible budgets are rows."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, poet
+
+from poet_edge import sweep
+from poet_edge.errors import PoetError
+
+MLP = EXAMPLES / "mlp.onnx"
+
+
+def test_spaced_budgets() -> None:
+    assert sweep.spaced(32768, 262144, 4, "log") == (32768, 65536, 131072, 262144)
+    assert sweep.spaced(32768, 73728, 4, "linear") == (32768, 46421, 60075, 73728)
+    assert sweep.spaced(1000, 1000, 1, "log") == (1000,)
+    assert sweep.parse_budgets("32KB..256KB", 4, "log") == (32768, 65536, 131072, 262144)
+    assert sweep.parse_budgets("64KB,32KB,64KB", 8, "log") == (32768, 65536)
+    for bad in (lambda: sweep.spaced(2, 1, 3, "log"), lambda: sweep.spaced(1, 2, 1, "log"),
+                lambda: sweep.spaced(1, 2, 3, "cubic")):
+        with pytest.raises(PoetError):
+            bad()
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("sweep") / "mlp"
+    r = poet("sweep", MLP, "--device", "cortex-m4", "--ram", "32KB..72KB", "--points", "4", "--scale",
+             "linear", "--schedulers", "none,greedy", "--batch", "8", "--jobs", "2", "--no-report", "-o", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "linear spacing: 32768, 46421, 60075, 73728 bytes" in r.stdout
+    return out
+
+
+def test_sweep_outputs(swept: Path) -> None:
+    rows = sweep.read_csv(swept / sweep.CSV_NAME)
+    assert [(int(r["budget_bytes"]), r["scheduler"]) for r in rows] == [
+        (b, s) for s in ("none", "greedy") for b in (32768, 46421, 60075, 73728)]
+    assert list(rows[0]) == list(sweep.COLUMNS)
+    below = [r for r in rows if r["budget_bytes"] == "32768"]
+    assert all("below the memory floor" in r["status"] and r["peak_ram_bytes"] == "" for r in below)
+    assert not (swept / "none-32768").exists()
+    png = (swept / sweep.PARETO_NAME).read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24])[0] >= 600
+
+
+def compile_like(row: dict[str, str], out: Path) -> subprocess.CompletedProcess[str]:
+    return poet("compile", MLP, "--device", "cortex-m4", "--ram", row["budget_bytes"], "--batch", "8",
+                "--scheduler", row["scheduler"], "--no-report", "-q", "-o", out)
+
+
+def test_sweep_rows_equal_individual_compiles(swept: Path, tmp_path: Path) -> None:
+    rows = sweep.read_csv(swept / sweep.CSV_NAME)
+    outs = [tmp_path / f"{row['scheduler']}-{row['budget_bytes']}" for row in rows]
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(compile_like, rows, outs))
+    for row, out, r in zip(rows, outs, runs, strict=True):
+        if row["status"] != "ok":
+            assert r.returncode != 0 and r.stderr.strip() == f"poet: error: {row['status']}"
+            continue
+        assert r.returncode == 0, r.stderr
+        plan_text = (out / "plan.json").read_text()
+        assert (swept / row["dir"] / "plan.json").read_text() == plan_text
+        plan = json.loads(plan_text)
+        sim = plan["simulation"]
+        assert int(row["peak_ram_bytes"]) == plan["peak_ram_bytes"]
+        assert float(row["energy_j"]) == sim["energy_j"]
+        assert float(row["latency_s"]) == sim["latency_s"]
+        assert int(row["recomputations"]) == sim["n_recomputations"]
+        assert int(row["page_outs"]) == sim["n_page_outs"]
+        assert int(row["arena_bytes"]) == plan["arena"]["arena_bytes"]
