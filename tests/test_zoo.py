@@ -42,11 +42,17 @@ def test_gradients_match_finite_differences(path):
     x = rng.standard_normal(g.shape(g.inputs[0]))
     y = rng.integers(0, tg.shape(g.outputs[0])[1], 1) if loss == autodiff.Loss.CROSS_ENTROPY \
         else rng.standard_normal(tg.shape("labels"))
-    # a sample of parameters: the first, a middle and the last trainable one, 3 elements each
-    names = sorted(tg.trainable, key=lambda p: [n.name for n in tg.nodes if p in n.inputs][0])
+    # a sample of parameters: the first, a middle and the last one (in graph order) whose gradient is large
+    # enough for float64 central differences to resolve (random-init MobileNets have vanishing gradients
+    # upstream, ~1e-11, far below the ~1e-10 round-off of a difference quotient)
+    grads = reference.train_step(tg, x, y, {k: np.asarray(v, np.float64) for k, v in tg.params.items()}, 0.0,
+                                 np.float64).grads
+    first_use = {p: min(i for i, n in enumerate(tg.nodes) if p in n.inputs) for p in tg.trainable}
+    names = [p for p in sorted(tg.trainable, key=lambda p: (first_use[p], p)) if np.abs(grads[p]).max() > 1e-4]
+    assert len(names) >= 3
     pick = frozenset({names[0], names[len(names) // 2], names[-1]})
     sub = autodiff.training_graph(g, loss, pick)
-    assert fd_check(sub, x, y, samples=3) <= 1e-5  # float64 FD through deep nets: ReLU kinks cost a digit
+    assert fd_check(sub, x, y, samples=4, eps=(1e-5, 1e-6, 1e-7)) <= 1e-5  # deep nets: round-off costs a digit
 
 
 @pytest.mark.parametrize("train", ["all", "bias"])
