@@ -38,7 +38,11 @@ def main() -> int:
         for label, budget in (("RAM", ram), ("RAM/2", ram // 2), ("1.1x floor", int(1.1 * floor))):
             problem = planning.price(spec, profile, budget)
             for name, fn in SCHEDULERS.items():
-                row: dict[str, object] = {"model": m.name, "budget": f"{label} {budget // 1024}K", "scheduler": name}
+                row: dict[str, object] = {
+                    "model": m.name,
+                    "budget": f"{label} {budget // 1024}K",
+                    "scheduler": name,
+                }
                 try:
                     sched = fn(problem)
                 except PoetError:
@@ -50,12 +54,35 @@ def main() -> int:
                 arena.verify(ours)
                 arena.verify(tflm)
                 worst = max(worst, ours.overhead)
-                rows.append({**row, "instances": len(insts), "peak live": ours.peak_live_bytes,
-                             "tflm arena": tflm.arena_bytes, "tflm %": f"{100 * (tflm.overhead - 1):.2f}",
-                             "ours arena": ours.arena_bytes, "ours %": f"{100 * (ours.overhead - 1):.2f}",
-                             "planner": ours.planner})
-    print(table(rows, ["model", "budget", "scheduler", "instances", "peak live", "tflm arena", "tflm %",
-                       "ours arena", "ours %", "planner"]))
+                rows.append(
+                    {
+                        **row,
+                        "instances": len(insts),
+                        "peak live": ours.peak_live_bytes,
+                        "tflm arena": tflm.arena_bytes,
+                        "tflm %": f"{100 * (tflm.overhead - 1):.2f}",
+                        "ours arena": ours.arena_bytes,
+                        "ours %": f"{100 * (ours.overhead - 1):.2f}",
+                        "planner": ours.planner,
+                    }
+                )
+    print(
+        table(
+            rows,
+            [
+                "model",
+                "budget",
+                "scheduler",
+                "instances",
+                "peak live",
+                "tflm arena",
+                "tflm %",
+                "ours arena",
+                "ours %",
+                "planner",
+            ],
+        )
+    )
     print(f"\nworst overhead of our planner: {100 * (worst - 1):.2f}% over peak live bytes (target <= 2%)")
     return 0
 

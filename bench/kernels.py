@@ -49,11 +49,13 @@ def dense_cases() -> list[tuple[str, str, mb.KernelCase]]:
 
 def elementwise_cases() -> list[tuple[str, str, mb.KernelCase]]:
     n = BATCH * 128
-    return [("relu", "8x128", mb.op_case("Relu", [(BATCH, 128)])),
-            ("relu grad", "8x128", mb.op_case("ReluGrad", [(BATCH, 128), (BATCH, 128)])),
-            ("add bias", "8x128 + 128", mb.op_case("Add", [(BATCH, 128), (128,)])),
-            ("reduce to bias", "8x128 -> 128", mb.op_case("ReduceSumTo", [(BATCH, 128)], {"shape": (128,)})),
-            ("sgd", f"{n}", mb.op_case("SGDUpdate", [(n,), (n,)]))]
+    return [
+        ("relu", "8x128", mb.op_case("Relu", [(BATCH, 128)])),
+        ("relu grad", "8x128", mb.op_case("ReluGrad", [(BATCH, 128), (BATCH, 128)])),
+        ("add bias", "8x128 + 128", mb.op_case("Add", [(BATCH, 128), (128,)])),
+        ("reduce to bias", "8x128 -> 128", mb.op_case("ReduceSumTo", [(BATCH, 128)], {"shape": (128,)})),
+        ("sgd", f"{n}", mb.op_case("SGDUpdate", [(n,), (n,)])),
+    ]
 
 
 def geomean(xs: list[float]) -> float:
@@ -78,28 +80,58 @@ def main(argv: list[str]) -> int:
                 fast_all.append(f)
                 ref_all.append(r)
                 per_kind.setdefault(kind, []).append(f)
-                rows.append({"layer": layer, "kernel": kind, "M x N x K": c.name.split()[1],
-                             "MACs": c.quantity, "fast instr/MAC": f"{f:.2f}", "ref instr/MAC": f"{r:.2f}",
-                             "speed-up": f"{r / f:.2f}x"})
-            rows.append({"layer": "geometric mean", "fast instr/MAC": f"{geomean(fast_all):.3f}",
-                         "ref instr/MAC": f"{geomean(ref_all):.3f}",
-                         "speed-up": f"{geomean(ref_all) / geomean(fast_all):.2f}x"})
-            print(f"== {target}: dense kernels (poet_gemm_f32), instructions per MAC "
-                  "(QEMU -icount; not cycles)")
-            print(table(rows, ["layer", "kernel", "M x N x K", "MACs", "fast instr/MAC", "ref instr/MAC",
-                               "speed-up"]))
+                rows.append(
+                    {
+                        "layer": layer,
+                        "kernel": kind,
+                        "M x N x K": c.name.split()[1],
+                        "MACs": c.quantity,
+                        "fast instr/MAC": f"{f:.2f}",
+                        "ref instr/MAC": f"{r:.2f}",
+                        "speed-up": f"{r / f:.2f}x",
+                    }
+                )
+            rows.append(
+                {
+                    "layer": "geometric mean",
+                    "fast instr/MAC": f"{geomean(fast_all):.3f}",
+                    "ref instr/MAC": f"{geomean(ref_all):.3f}",
+                    "speed-up": f"{geomean(ref_all) / geomean(fast_all):.2f}x",
+                }
+            )
+            print(
+                f"== {target}: dense kernels (poet_gemm_f32), instructions per MAC (QEMU -icount; not cycles)"
+            )
+            print(
+                table(
+                    rows,
+                    ["layer", "kernel", "M x N x K", "MACs", "fast instr/MAC", "ref instr/MAC", "speed-up"],
+                )
+            )
             erows = []
             for name, shape, c in elem:
                 f, r = (m.instructions[(c.name, v)] / c.quantity for v in ("fast", "reference"))
-                erows.append({"kernel": name, "shape": shape, "fast instr/elem": f"{f:.2f}",
-                              "ref instr/elem": f"{r:.2f}", "speed-up": f"{r / f:.2f}x"})
+                erows.append(
+                    {
+                        "kernel": name,
+                        "shape": shape,
+                        "fast instr/elem": f"{f:.2f}",
+                        "ref instr/elem": f"{r:.2f}",
+                        "speed-up": f"{r / f:.2f}x",
+                    }
+                )
             print(f"\n== {target}: elementwise kernels, instructions per element")
             print(table(erows, ["kernel", "shape", "fast instr/elem", "ref instr/elem", "speed-up"]))
             print()
-            summary.append({"target": target, "fast instr/MAC": f"{geomean(fast_all):.3f}",
-                            "ref instr/MAC": f"{geomean(ref_all):.3f}",
-                            **{f"fast {k}": f"{geomean(v):.3f}" for k, v in per_kind.items()},
-                            "speed-up": f"{geomean(ref_all) / geomean(fast_all):.2f}x"})
+            summary.append(
+                {
+                    "target": target,
+                    "fast instr/MAC": f"{geomean(fast_all):.3f}",
+                    "ref instr/MAC": f"{geomean(ref_all):.3f}",
+                    **{f"fast {k}": f"{geomean(v):.3f}" for k, v in per_kind.items()},
+                    "speed-up": f"{geomean(ref_all) / geomean(fast_all):.2f}x",
+                }
+            )
     print("== geometric means over the dense shapes (target for the M4: <= 2.6 instr/MAC)")
     print(table(summary, list(summary[0])))
     return 0

@@ -49,8 +49,12 @@ def _row(family: str, n: int, frac: float, options: MilpOptions) -> dict[str, ob
     roomy = replace(base, budget_bytes=10**12)
     peak = simulate(roomy, SCHEDULERS["none"](roomy)).peak_ram_bytes
     problem = replace(base, budget_bytes=int(frac * peak))
-    head = {"graph": family, "nodes": len(problem.nodes), "edges": len(problem.edges),
-            "budget": f"{frac:.0%}"}
+    head = {
+        "graph": family,
+        "nodes": len(problem.nodes),
+        "edges": len(problem.edges),
+        "budget": f"{frac:.0%}",
+    }
     floor = memory_floor(problem).bytes
     if problem.budget_bytes < floor:
         return {**head, "status": f"below floor ({floor / peak:.0%} of peak)"}
@@ -65,11 +69,16 @@ def _row(family: str, n: int, frac: float, options: MilpOptions) -> dict[str, ob
     sim = simulate(problem, schedule)
     base_c = best_baseline(problem, options)
     return {
-        **head, "binaries": info["binaries"],
-        "rows": info["rows"], "status": info["status"], "solve_s": info["seconds"],
+        **head,
+        "binaries": info["binaries"],
+        "rows": info["rows"],
+        "status": info["status"],
+        "solve_s": info["seconds"],
         "total_s": round(total, 1),
-        "energy": round(sim.energy_j, 3), "bound": round(float(info["bound"]), 3),
-        "gap": f"{float(info['gap']):.3%}", "solver_gap": f"{float(info['solver_gap']):.2%}",
+        "energy": round(sim.energy_j, 3),
+        "bound": round(float(info["bound"]), 3),
+        "gap": f"{float(info['gap']):.3%}",
+        "solver_gap": f"{float(info['solver_gap']):.2%}",
         "over_plain": f"{sim.energy_j / plain - 1:.2%}",
         "best_baseline": "-" if base_c is None else f"{base_c.name} {base_c.cost:.3f}",
         "fallback": info["fallback"] or "-",

@@ -33,8 +33,10 @@ MODELS = (
 def table(rows: list[dict[str, object]], columns: list[str]) -> str:
     """A plain fixed-width text table."""
     cells = [[str(r.get(c, "")) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
-    line = "  ".join(c.rjust(w) for c, w in zip(columns, widths))
+    widths = [
+        max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)
+    ]
+    line = "  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=False))
     out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
+    out += ["  ".join(v.rjust(w) for v, w in zip(row, widths, strict=False)) for row in cells]
     return "\n".join(out)

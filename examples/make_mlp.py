@@ -15,18 +15,20 @@ def make_mlp(sizes: tuple[int, ...] = (64, 32, 32, 10), seed: int = 0) -> onnx.M
     rng = np.random.default_rng(seed)
     inits, nodes, prev = [], [], "x"
     nodes.append(helper.make_node("Flatten", ["input"], ["x"], name="flatten", axis=1))
-    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=False)):
         w = (rng.standard_normal((fan_out, fan_in)) / np.sqrt(fan_in)).astype(np.float32)
         b = (0.1 * rng.standard_normal(fan_out)).astype(np.float32)
         inits += [numpy_helper.from_array(w, f"fc{i}.weight"), numpy_helper.from_array(b, f"fc{i}.bias")]
         out = f"fc{i}" if i < len(sizes) - 2 else "logits"
-        nodes.append(helper.make_node("Gemm", [prev, f"fc{i}.weight", f"fc{i}.bias"], [out], name=f"fc{i}",
-                                      transB=1))
+        nodes.append(
+            helper.make_node("Gemm", [prev, f"fc{i}.weight", f"fc{i}.bias"], [out], name=f"fc{i}", transB=1)
+        )
         if i < len(sizes) - 2:
             nodes.append(helper.make_node("Relu", [out], [f"relu{i}"], name=f"relu{i}"))
             prev = f"relu{i}"
     graph = helper.make_graph(
-        nodes, "mlp",
+        nodes,
+        "mlp",
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, 8, 8])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", sizes[-1]])],
         inits,

@@ -73,7 +73,8 @@ def peak_live(insts: list[Instance]) -> int:
 
 
 def _gaps(busy: list[tuple[int, int]], size: int) -> list[tuple[int, int]]:
-    """(offset, gap length) of every hole that fits ``size`` between sorted busy ranges; the last is unbounded."""
+    """(offset, gap length) of every hole that fits ``size`` between sorted busy ranges;
+    the last one is unbounded."""
     out, off = [], 0
     for lo, hi in busy:
         if off + size <= lo:
@@ -98,7 +99,7 @@ def _place(order: list[int], insts: list[Instance], best_fit: bool = False) -> l
 
 def _plan(insts: list[Instance], order: list[int], best_fit: bool, name: str) -> ArenaPlan:
     offsets = _place(order, insts, best_fit)
-    top = max((o + s.size for o, s in zip(offsets, insts)), default=0)
+    top = max((o + s.size for o, s in zip(offsets, insts, strict=False)), default=0)
     return ArenaPlan(tuple(insts), tuple(offsets), top, peak_live(insts), name)
 
 
@@ -141,11 +142,13 @@ def plan_best(insts: list[Instance]) -> ArenaPlan:
 
 def verify(plan: ArenaPlan) -> None:
     """Raises if two lifetime-overlapping instances share bytes or an offset is misaligned."""
-    items = list(zip(plan.instances, plan.offsets))
+    items = list(zip(plan.instances, plan.offsets, strict=False))
     for a, (ia, oa) in enumerate(items):
         if oa % ALIGN or oa < 0 or oa + ia.size > plan.arena_bytes:
             raise PoetError(f"arena plan: instance {ia.value} at {oa} is misaligned or outside the arena")
-        for ib, ob in items[a + 1:]:
+        for ib, ob in items[a + 1 :]:
             if ia.overlaps(ib) and oa < ob + ib.size and ob < oa + ia.size:
-                raise PoetError(f"arena plan: {ia.value} [{oa},{oa + ia.size}) and {ib.value} "
-                                f"[{ob},{ob + ib.size}) overlap while both alive")
+                raise PoetError(
+                    f"arena plan: {ia.value} [{oa},{oa + ia.size}) and {ib.value} "
+                    f"[{ob},{ob + ib.size}) overlap while both alive"
+                )

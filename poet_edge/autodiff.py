@@ -41,8 +41,13 @@ class GradBuilder:
         self._used.add(name)
         return name
 
-    def emit(self, op: str, inputs: tuple[str, ...], attrs: Mapping[str, object] | None = None,
-             role: Role = Role.GRADIENT) -> str:
+    def emit(
+        self,
+        op: str,
+        inputs: tuple[str, ...],
+        attrs: Mapping[str, object] | None = None,
+        role: Role = Role.GRADIENT,
+    ) -> str:
         attrs = dict(attrs or {})
         shapes = ops.get(op).infer([self.shape(t) for t in inputs], attrs)
         out = self._fresh(f"{self.prefix}{op}")
@@ -68,7 +73,9 @@ def _add_loss(gb: GradBuilder, output: str, loss: Loss) -> tuple[str, str]:
     out_shape = gb.shape(output)
     if loss == Loss.CROSS_ENTROPY:
         if len(out_shape) != 2:
-            raise PoetError(f"cross-entropy needs 2-D logits [batch, classes]; output '{output}' is {out_shape}")
+            raise PoetError(
+                f"cross-entropy needs 2-D logits [batch, classes]; output '{output}' is {out_shape}"
+            )
         gb.tensors[LABELS] = Tensor(LABELS, (out_shape[0],), "int32", Role.LABEL)
         op = "SoftmaxCrossEntropy"
     else:
@@ -108,7 +115,7 @@ def _backward(g: Graph, gb: GradBuilder, seed: tuple[str, str], req: set[str]) -
             raise PoetError(f"node '{n.name}' ({n.op}): no backward rule")
         gb.prefix = f"grad/{n.name}/"
         grads = op.backward(gb, n, gys, needs)
-        for t, gt, need in zip(n.inputs, grads, needs):
+        for t, gt, need in zip(n.inputs, grads, needs, strict=False):
             if need and gt is not None:
                 pending.setdefault(t, []).append(gt)
     return {t: acc for t in pending if (acc := total(t)) is not None}
@@ -131,7 +138,9 @@ def _place_updates(nodes: list[Node], grads: dict[str, str], trainable: frozense
     return out
 
 
-def training_graph(g: Graph, loss: Loss = Loss.CROSS_ENTROPY, trainable: frozenset[str] | None = None) -> Graph:
+def training_graph(
+    g: Graph, loss: Loss = Loss.CROSS_ENTROPY, trainable: frozenset[str] | None = None
+) -> Graph:
     """Builds the training graph; its output is the scalar ``loss`` and its inputs are (x, labels)."""
     trainable = g.trainable if trainable is None else trainable
     if not trainable:

@@ -54,8 +54,11 @@ def _dense(scale: int) -> list[mb.KernelCase]:
     layers = [(16, 4), (32, 10), (64, 32), (128, 128), (256, 64), (640, 128)][: 3 + scale]
     cases = []
     for fan_in, fan_out in layers:
-        cases += [mb.gemm_case(8, fan_out, fan_in, 0, 1, bias="row"), mb.gemm_case(8, fan_in, fan_out, 0, 0),
-                  mb.gemm_case(fan_out, fan_in, 8, 1, 0)]
+        cases += [
+            mb.gemm_case(8, fan_out, fan_in, 0, 1, bias="row"),
+            mb.gemm_case(8, fan_in, fan_out, 0, 0),
+            mb.gemm_case(fan_out, fan_in, 8, 1, 0),
+        ]
     return cases
 
 
@@ -66,22 +69,28 @@ def _sizes(scale: int) -> list[int]:
 def _elementwise(scale: int) -> list[mb.KernelCase]:
     out = []
     for n in _sizes(scale):
-        out += [mb.op_case("Relu", [(8, n // 8)]), mb.op_case("ReluGrad", [(8, n // 8), (8, n // 8)]),
-                mb.op_case("Add", [(8, n // 8), (n // 8,)])]
+        out += [
+            mb.op_case("Relu", [(8, n // 8)]),
+            mb.op_case("ReluGrad", [(8, n // 8), (8, n // 8)]),
+            mb.op_case("Add", [(8, n // 8), (n // 8,)]),
+        ]
     return out
 
 
 def _reduce(scale: int) -> list[mb.KernelCase]:
-    return [mb.op_case("ReduceSumTo", [(8, n // 8)], {"shape": (n // 8,), "scale": 1.0})
-            for n in _sizes(scale)]
+    return [
+        mb.op_case("ReduceSumTo", [(8, n // 8)], {"shape": (n // 8,), "scale": 1.0}) for n in _sizes(scale)
+    ]
 
 
 def _copy(scale: int) -> list[mb.KernelCase]:
     return [mb.op_case("Flatten", [(8, n // 8, 1, 1)], {"axis": 1}) for n in _sizes(scale)]
 
 
-LOSS_OPS = {"cross-entropy": ("SoftmaxCrossEntropy", "SoftmaxCrossEntropyGrad"),
-            "mse": ("MeanSquaredError", "MeanSquaredErrorGrad")}
+LOSS_OPS = {
+    "cross-entropy": ("SoftmaxCrossEntropy", "SoftmaxCrossEntropyGrad"),
+    "mse": ("MeanSquaredError", "MeanSquaredErrorGrad"),
+}
 
 
 def _loss(scale: int, loss: str = "cross-entropy") -> list[mb.KernelCase]:
@@ -106,8 +115,12 @@ def _conv(scale: int, depthwise: bool) -> list[mb.KernelCase]:
     out = []
     for c, hw in [(4, 8), (8, 8), (8, 16), (16, 16), (16, 32), (32, 32)][: 3 + scale]:
         w = (c, 1, 3, 3) if depthwise else (c, c, 3, 3)
-        attrs: dict[str, object] = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [1, 1],
-                                    "group": c if depthwise else 1}
+        attrs: dict[str, object] = {
+            "kernel_shape": [3, 3],
+            "pads": [1, 1, 1, 1],
+            "strides": [1, 1],
+            "group": c if depthwise else 1,
+        }
         out.append(mb.op_case("Conv", [(1, c, hw, hw), w, (c,)], attrs))
     return out
 
@@ -124,8 +137,9 @@ CASES: dict[OpClass, Callable[[int], list[mb.KernelCase]]] = {
 }
 
 
-def calibration_cases(scale: int = 2, log: Callable[[str], None] = lambda s: None,
-                      loss: str = "cross-entropy") -> list[mb.KernelCase]:
+def calibration_cases(
+    scale: int = 2, log: Callable[[str], None] = lambda s: None, loss: str = "cross-entropy"
+) -> list[mb.KernelCase]:
     """Cases of every class whose kernels exist here (conv and depthwise only when their op and C kernel
     do); ``scale`` 0..3 sets how many (and how large) sizes each class gets; ``loss`` which loss kernels."""
     cases: list[mb.KernelCase] = []
@@ -195,9 +209,14 @@ def fit(cases: Sequence[mb.KernelCase], measured: Sequence[float]) -> Fit:
     return Fit(rates, per_call, rows)
 
 
-def calibrate(target: str, work: Path, scale: int = 2, kernels: str = "fast",
-              log: Callable[[str], None] = lambda s: None, loss: str = "cross-entropy"
-              ) -> tuple[Fit, mb.Measurement]:
+def calibrate(
+    target: str,
+    work: Path,
+    scale: int = 2,
+    kernels: str = "fast",
+    log: Callable[[str], None] = lambda s: None,
+    loss: str = "cross-entropy",
+) -> tuple[Fit, mb.Measurement]:
     """Measures the calibration cases on ``target`` with the ``kernels`` set and fits the compute model."""
     cases = calibration_cases(scale, log, loss)
     log(f"measuring {len(cases)} kernel calls on {target} ({kernels} kernels)")
@@ -205,22 +224,37 @@ def calibrate(target: str, work: Path, scale: int = 2, kernels: str = "fast",
     return fit(cases, [m.instructions[(c.name, kernels)] for c in cases]), m
 
 
-def profile_from_fit(base: Profile, f: Fit, target: str, exact: bool, kernels: str, name: str,
-                     date: datetime.date | None = None, loss: str = "cross-entropy") -> Profile:
+def profile_from_fit(
+    base: Profile,
+    f: Fit,
+    target: str,
+    exact: bool,
+    kernels: str,
+    name: str,
+    date: datetime.date | None = None,
+    loss: str = "cross-entropy",
+) -> Profile:
     """``base`` with the measured compute rates (classes not measured keep the base's numbers)."""
     day = (date or datetime.date.today()).isoformat()
     what = "instruction counts, not cycles" if exact else "timer ticks of a non-deterministic clock"
     unmeasured = [RATE_KEYS[c] for c in RATE_KEYS if c not in f.rates]
     kept = f"Not measured, kept from {base.name}: {', '.join(unmeasured)}. " if unmeasured else ""
-    source = (f"measured with poet calibrate on {target} ({what}) on {day}, {kernels} kernels; "
-              f"least-squares fit of rate x work + cycles_per_call over {len(f.rows)} kernel calls. QEMU "
-              f"counts instructions: these 'cycles' assume one instruction per cycle (real Cortex-M loads, "
-              f"VFMA and taken branches take more). The loss rate is for {loss}. {kept}"
-              f"Base profile {base.name}: {' '.join(base.compute.source.split())}")
+    source = (
+        f"measured with poet calibrate on {target} ({what}) on {day}, {kernels} kernels; "
+        f"least-squares fit of rate x work + cycles_per_call over {len(f.rows)} kernel calls. QEMU "
+        f"counts instructions: these 'cycles' assume one instruction per cycle (real Cortex-M loads, "
+        f"VFMA and taken branches take more). The loss rate is for {loss}. {kept}"
+        f"Base profile {base.name}: {' '.join(base.compute.source.split())}"
+    )
     values: dict[str, Any] = {RATE_KEYS[c]: round(r, 4) for c, r in f.rates.items()}
     compute = dataclasses.replace(base.compute, **values, cycles_per_call=round(f.per_call, 2), source=source)
-    return dataclasses.replace(base, name=name, compute=compute, path="",
-                               description=f"{base.description}; compute model calibrated on {target}")
+    return dataclasses.replace(
+        base,
+        name=name,
+        compute=compute,
+        path="",
+        description=f"{base.description}; compute model calibrated on {target}",
+    )
 
 
 def _toml_value(v: Any) -> str:
@@ -240,8 +274,9 @@ def profile_toml(p: Profile, header: str = "") -> str:
     lines += [f"name = {_toml_value(p.name)}", f"description = {_toml_value(p.description)}"]
     for key, section in (("mcu", p.mcu), ("compute", p.compute), ("storage", p.storage)):
         lines += ["", f"[{key}]"]
-        lines += [f"{fl.name} = {_toml_value(getattr(section, fl.name))}"
-                  for fl in dataclasses.fields(section)]
+        lines += [
+            f"{fl.name} = {_toml_value(getattr(section, fl.name))}" for fl in dataclasses.fields(section)
+        ]
     return "\n".join(lines) + "\n"
 
 

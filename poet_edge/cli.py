@@ -11,9 +11,9 @@ from poet_edge.errors import PoetError
 
 COMMANDS = ("compile", "simulate", "run", "inspect", "profiles", "calibrate", "sweep", "solve")
 
-DESCRIPTION = """poet-edge compiles the training of an ONNX model for a microcontroller: it builds the training
-graph, schedules recomputation and paging so one training step fits the RAM budget, plans a static arena
-and emits a C99 project. Typical use:
+DESCRIPTION = """poet-edge compiles the training of an ONNX model for a microcontroller: it builds
+the training graph, schedules recomputation and paging so one training step fits the RAM budget,
+plans a static arena and emits a C99 project. Typical use:
 
   poet compile model.onnx --device cortex-m4 --ram 256KB -o out
   poet simulate out
@@ -22,7 +22,9 @@ and emits a C99 project. Typical use:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="poet", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="poet", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--version", action="version", version=f"poet-edge {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

@@ -72,8 +72,11 @@ class Compiled:
         return self.fixed.total + self.arena.arena_bytes
 
 
-def plan_training(opts: CompileOptions, log: Callable[[str], None] = lambda s: None,
-                  phase: Callable[[str], None] = lambda s: None) -> Compiled:
+def plan_training(
+    opts: CompileOptions,
+    log: Callable[[str], None] = lambda s: None,
+    phase: Callable[[str], None] = lambda s: None,
+) -> Compiled:
     phase("load")
     g = frontend.load(opts.model, opts.batch)
     phase("training graph")
@@ -86,8 +89,10 @@ def plan_training(opts: CompileOptions, log: Callable[[str], None] = lambda s: N
     log(f"training graph: {len(tg.nodes)} nodes ({sum(n.phase == Phase.FORWARD for n in tg.nodes)} forward)")
     floor = memory_floor(problem)
     if opts.ram_bytes < floor.bytes:
-        raise PoetError(f"--ram {fmt_bytes(opts.ram_bytes)} is below the memory floor of this model, "
-                        f"{fmt_bytes(floor.bytes)} ({floor.explanation})")
+        raise PoetError(
+            f"--ram {fmt_bytes(opts.ram_bytes)} is below the memory floor of this model, "
+            f"{fmt_bytes(floor.bytes)} ({floor.explanation})"
+        )
     sizes = planning.value_bytes(tg)
     ws = {n.name: n.workspace_bytes for n in problem.nodes}
     target = problem
@@ -104,11 +109,16 @@ def plan_training(opts: CompileOptions, log: Callable[[str], None] = lambda s: N
     arena.verify(plan)
     phase("simulate")
     sim = simulate(problem, schedule, profile)
-    compiled = Compiled(g, tg, profile, spec, problem, schedule, sim, plan, emit.plan_storage(schedule, sizes))
+    compiled = Compiled(
+        g, tg, profile, spec, problem, schedule, sim, plan, emit.plan_storage(schedule, sizes)
+    )
     if compiled.predicted_ram_bytes > opts.ram_bytes:
-        raise PoetError(f"the schedule needs {fmt_bytes(compiled.predicted_ram_bytes)} of RAM (arena "
-                        f"{fmt_bytes(plan.arena_bytes)} + parameters, inputs and reserve {fmt_bytes(compiled.fixed.total)}; "
-                        f"simulated peak {fmt_bytes(sim.peak_ram_bytes)}), more than --ram {fmt_bytes(opts.ram_bytes)}")
+        raise PoetError(
+            f"the schedule needs {fmt_bytes(compiled.predicted_ram_bytes)} of RAM (arena "
+            f"{fmt_bytes(plan.arena_bytes)} + parameters, inputs and reserve "
+            f"{fmt_bytes(compiled.fixed.total)}; "
+            f"simulated peak {fmt_bytes(sim.peak_ram_bytes)}), more than --ram {fmt_bytes(opts.ram_bytes)}"
+        )
     return compiled
 
 
@@ -132,26 +142,40 @@ def max_latency_s(text: str | None, problem: SchedulingProblem) -> float | None:
 
 
 def _schedule(problem: SchedulingProblem, opts: CompileOptions) -> Schedule:
-    """Runs the scheduler. `none` cannot trade anything for memory: over budget, its simulated peak is the error.
+    """Runs the scheduler. `none` cannot trade anything for memory: over budget, its simulated peak is
+    the error.
     `milp`: when the no-remat schedule fits (and no latency bound binds it), it is optimal — every node once,
     nothing paged is the least energy and time possible — so the solver is not needed."""
     if opts.scheduler == "milp":
         schedule, peak = _no_remat(problem)
         if peak <= problem.budget_bytes and problem.max_latency_s is None:
-            return Schedule(schedule.steps, "milp", (("status", "Optimal (the no-remat schedule fits)"),
-                                                     ("gap", 0.0)))
+            return Schedule(
+                schedule.steps, "milp", (("status", "Optimal (the no-remat schedule fits)"), ("gap", 0.0))
+            )
         return schedule_milp(problem, opts.milp)
     if opts.scheduler != "none":
         return get_scheduler(opts.scheduler)(problem)
     schedule, peak = _no_remat(problem)
     if peak > problem.budget_bytes:
-        raise PoetError(f"without recomputation or paging the training step peaks at {fmt_bytes(peak)}, above "
-                        f"--ram {fmt_bytes(problem.budget_bytes)}; try --scheduler milp, greedy or page-all")
+        raise PoetError(
+            f"without recomputation or paging the training step peaks at {fmt_bytes(peak)}, above "
+            f"--ram {fmt_bytes(problem.budget_bytes)}; try --scheduler milp, greedy or page-all"
+        )
     return schedule
 
 
-DETERMINISTIC_INFO = ("status", "objective", "bound", "gap", "binaries", "rows", "solver", "warm_start",
-                      "fallback", "objective_kind")
+DETERMINISTIC_INFO = (
+    "status",
+    "objective",
+    "bound",
+    "gap",
+    "binaries",
+    "rows",
+    "solver",
+    "warm_start",
+    "fallback",
+    "objective_kind",
+)
 
 
 def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
@@ -173,34 +197,74 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
         "training_graph": {
             "inputs": list(tg.inputs),
             "nodes_by_phase": {p.value: sum(n.phase == p for n in tg.nodes) for p in Phase},
-            "nodes": [{"name": n.name, "op": n.op, "phase": n.phase.value, "inputs": list(n.inputs),
-                       "outputs": list(n.outputs)} for n in tg.nodes],
-            "tensors": {t.name: {"shape": list(t.shape), "dtype": t.dtype, "role": t.role.value}
-                        for t in sorted(tg.tensors.values(), key=lambda t: t.name)},
+            "nodes": [
+                {
+                    "name": n.name,
+                    "op": n.op,
+                    "phase": n.phase.value,
+                    "inputs": list(n.inputs),
+                    "outputs": list(n.outputs),
+                }
+                for n in tg.nodes
+            ],
+            "tensors": {
+                t.name: {"shape": list(t.shape), "dtype": t.dtype, "role": t.role.value}
+                for t in sorted(tg.tensors.values(), key=lambda t: t.name)
+            },
         },
-        "parameters": [{"name": p, "shape": list(tg.shape(p)), "trainable": p in tg.trainable,
-                        "bytes": tg.tensor(p).nbytes} for p in sorted(tg.params)],
+        "parameters": [
+            {
+                "name": p,
+                "shape": list(tg.shape(p)),
+                "trainable": p in tg.trainable,
+                "bytes": tg.tensor(p).nbytes,
+            }
+            for p in sorted(tg.params)
+        ],
         "problem": c.spec.to_json(),
-        "schedule": {"solver": c.schedule.solver, "steps": c.schedule.to_json(),
-                     # solver details without timings (plan.json must not depend on the wall clock)
-                     "info": {k: v for k, v in c.schedule.info if k in DETERMINISTIC_INFO}},
+        "schedule": {
+            "solver": c.schedule.solver,
+            "steps": c.schedule.to_json(),
+            # solver details without timings (plan.json must not depend on the wall clock)
+            "info": {k: v for k, v in c.schedule.info if k in DETERMINISTIC_INFO},
+        },
         "simulation": c.sim.to_json(),
-        "arena": {"planner": c.arena.planner, "arena_bytes": c.arena.arena_bytes,
-                  "peak_live_bytes": c.arena.peak_live_bytes, "overhead": round(c.arena.overhead, 6),
-                  "instances": [{"value": i.value, "offset": o, "bytes": i.size, "first_step": i.start,
-                                 "last_step": i.end} for i, o in zip(c.arena.instances, c.arena.offsets)]},
+        "arena": {
+            "planner": c.arena.planner,
+            "arena_bytes": c.arena.arena_bytes,
+            "peak_live_bytes": c.arena.peak_live_bytes,
+            "overhead": round(c.arena.overhead, 6),
+            "instances": [
+                {"value": i.value, "offset": o, "bytes": i.size, "first_step": i.start, "last_step": i.end}
+                for i, o in zip(c.arena.instances, c.arena.offsets, strict=False)
+            ],
+        },
         "storage": {"bytes": c.storage.total_bytes, "offsets": c.storage.offsets},
     }
 
 
-def project_files(opts: CompileOptions, c: Compiled,
-                  renderers: Sequence[Renderer] = ()) -> dict[str, str | bytes | Path]:
+def project_files(
+    opts: CompileOptions, c: Compiled, renderers: Sequence[Renderer] = ()
+) -> dict[str, str | bytes | Path]:
     """Relative path -> text, bytes, or a Path to copy."""
-    files: dict[str, str | bytes | Path] = dict(emit.generate(
-        c.training, c.schedule, c.arena, c.storage, planning.value_bytes(c.training),
-        {"model": opts.model.name, "predicted_ram_bytes": c.predicted_ram_bytes, "device": c.profile.name,
-         "budget_bytes": opts.ram_bytes, "fixed": c.fixed, "sim": c.sim,
-         "storage_kind": c.profile.storage.kind}))
+    files: dict[str, str | bytes | Path] = dict(
+        emit.generate(
+            c.training,
+            c.schedule,
+            c.arena,
+            c.storage,
+            planning.value_bytes(c.training),
+            {
+                "model": opts.model.name,
+                "predicted_ram_bytes": c.predicted_ram_bytes,
+                "device": c.profile.name,
+                "budget_bytes": opts.ram_bytes,
+                "fixed": c.fixed,
+                "sim": c.sim,
+                "storage_kind": c.profile.storage.kind,
+            },
+        )
+    )
     files[PLAN] = text = json.dumps(plan_json(opts, c), indent=1) + "\n"
     for render in renderers:
         files.update(render(json.loads(text)))
@@ -247,9 +311,12 @@ def write_project(out: Path, files: dict[str, str | bytes | Path]) -> None:
                 dest.write_text(content)
 
 
-def compile_model(opts: CompileOptions, log: Callable[[str], None] = lambda s: None,
-                  renderers: Sequence[Renderer] = (),
-                  phase: Callable[[str], None] = lambda s: None) -> Compiled:
+def compile_model(
+    opts: CompileOptions,
+    log: Callable[[str], None] = lambda s: None,
+    renderers: Sequence[Renderer] = (),
+    phase: Callable[[str], None] = lambda s: None,
+) -> Compiled:
     c = plan_training(opts, log, phase)
     phase("codegen")
     write_project(opts.out, project_files(opts, c, renderers))

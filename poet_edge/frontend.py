@@ -54,8 +54,10 @@ def _attrs(node: onnx.NodeProto) -> dict[str, object]:
 def _input_shape(vi: onnx.ValueInfoProto, batch: int) -> tuple[int, ...]:
     tt = vi.type.tensor_type
     if tt.elem_type not in _DTYPES:
-        raise PoetError(f"input '{vi.name}': element type {onnx.TensorProto.DataType.Name(tt.elem_type)} "
-                        f"is not supported (float32 only)")
+        raise PoetError(
+            f"input '{vi.name}': element type {onnx.TensorProto.DataType.Name(tt.elem_type)} "
+            f"is not supported (float32 only)"
+        )
     dims = []
     for axis, d in enumerate(tt.shape.dim):
         if d.HasField("dim_value") and d.dim_value > 0:
@@ -64,8 +66,10 @@ def _input_shape(vi: onnx.ValueInfoProto, batch: int) -> tuple[int, ...]:
             dims.append(batch)
         else:
             name = d.dim_param or "?"
-            raise PoetError(f"input '{vi.name}': dimension {axis} ('{name}') is dynamic; only the batch "
-                            f"dimension (axis 0) may be, and it is set by --batch")
+            raise PoetError(
+                f"input '{vi.name}': dimension {axis} ('{name}') is dynamic; only the batch "
+                f"dimension (axis 0) may be, and it is set by --batch"
+            )
     return tuple(dims)
 
 
@@ -96,8 +100,10 @@ class _Builder:
     def add(self, pn: onnx.NodeProto, index: int) -> None:
         name = pn.name or f"{pn.op_type}_{index}"
         if pn.domain not in ("", "ai.onnx"):
-            raise PoetError(f"node '{name}': op {pn.domain}::{pn.op_type} is not in the ONNX domain; "
-                            f"supported: {', '.join(ops.supported_onnx_ops())}")
+            raise PoetError(
+                f"node '{name}': op {pn.domain}::{pn.op_type} is not in the ONNX domain; "
+                f"supported: {', '.join(ops.supported_onnx_ops())}"
+            )
         if pn.op_type == "Constant":
             self.consts[pn.output[0]] = self._constant(pn, name)
             return
@@ -111,10 +117,14 @@ class _Builder:
         if op is None or op.internal:
             why = ""
             if pin and all(t == "" or t in self.consts for t in pin):
-                why = (f" (its inputs are compile-time constants, but {pn.op_type} is not evaluated at "
-                       f"compile time; foldable: {', '.join(FOLDABLE)})")
-            raise PoetError(f"node '{name}': unsupported op {pn.op_type}{why}; supported: "
-                            f"{', '.join(ops.supported_onnx_ops())}")
+                why = (
+                    f" (its inputs are compile-time constants, but {pn.op_type} is not evaluated at "
+                    f"compile time; foldable: {', '.join(FOLDABLE)})"
+                )
+            raise PoetError(
+                f"node '{name}': unsupported op {pn.op_type}{why}; supported: "
+                f"{', '.join(ops.supported_onnx_ops())}"
+            )
         attrs, inputs = _attrs(pn), []
         for i, t in enumerate(pin):
             if i in op.const_inputs:
@@ -127,8 +137,9 @@ class _Builder:
             elif t in self.consts:
                 inputs.append(self._frozen_param(t, name, pn.op_type))
             elif t not in self.tensors:
-                raise PoetError(f"node '{name}' ({pn.op_type}): input '{t}' is not produced by any "
-                                f"earlier node")
+                raise PoetError(
+                    f"node '{name}' ({pn.op_type}): input '{t}' is not produced by any earlier node"
+                )
             else:
                 inputs.append(t)
         node = Node(name, pn.op_type, tuple(inputs), tuple(pout), attrs)
@@ -163,19 +174,25 @@ class _Builder:
 
     def _refuse_fold_only(self, pn: onnx.NodeProto, name: str, pin: list[str]) -> None:
         if pn.op_type == "Gather" and pin and self.tensors.get(pin[0]) is not None:
-            raise PoetError(f"node '{name}' (Gather): Gather on float data (e.g. an embedding lookup) is not "
-                            f"supported; Gather is only evaluated at compile time on shape values")
+            raise PoetError(
+                f"node '{name}' (Gather): Gather on float data (e.g. an embedding lookup) is not "
+                f"supported; Gather is only evaluated at compile time on shape values"
+            )
         runtime = [t for t in pin if t and t not in self.consts]
         where = runtime[0] if runtime else "?"
-        raise PoetError(f"node '{name}' ({pn.op_type}): supported only inside a shape computation evaluated "
-                        f"at compile time, but input '{where}' is computed at run time")
+        raise PoetError(
+            f"node '{name}' ({pn.op_type}): supported only inside a shape computation evaluated "
+            f"at compile time, but input '{where}' is computed at run time"
+        )
 
     def _frozen_param(self, t: str, name: str, op: str) -> str:
         """A float constant (Constant node or folded value) read as data becomes a frozen parameter."""
         value = self.consts[t]
         if value.dtype.kind != "f":
-            raise PoetError(f"node '{name}' ({op}): input '{t}' is a compile-time {value.dtype} constant "
-                            f"(e.g. a shape value) used as run-time data; only float32 data is supported")
+            raise PoetError(
+                f"node '{name}' ({op}): input '{t}' is a compile-time {value.dtype} constant "
+                f"(e.g. a shape value) used as run-time data; only float32 data is supported"
+            )
         if t not in self.params:
             self.params[t] = value.astype(np.float32)
             self.tensors[t] = Tensor(t, tuple(int(d) for d in value.shape), "float32", Role.PARAMETER)
@@ -268,8 +285,9 @@ def trainable_candidates(nodes: list[Node], params: dict[str, np.ndarray]) -> fr
     out = set()
     for n in nodes:
         frozen = ops.get(n.op).frozen_inputs
-        out.update(t for i, t in enumerate(n.inputs)
-                   if t in params and i not in frozen and params[t].size > 1)
+        out.update(
+            t for i, t in enumerate(n.inputs) if t in params and i not in frozen and params[t].size > 1
+        )
     return frozenset(out)
 
 

@@ -8,23 +8,39 @@ from dataclasses import replace
 from poet_edge.problem import ProblemNode, SchedulingProblem
 
 
-def _node(rng: random.Random, name: str, bytes_range: tuple[int, int], workspace_prob: float,
-          kind: str = "forward") -> ProblemNode:
+def _node(
+    rng: random.Random, name: str, bytes_range: tuple[int, int], workspace_prob: float, kind: str = "forward"
+) -> ProblemNode:
     size = rng.randint(*bytes_range)
     cost = rng.uniform(1.0, 10.0)
     return ProblemNode(
-        name=name, out_bytes=size, compute_s=cost, compute_j=cost,
-        page_out_s=0.5 + size / 100.0, page_out_j=0.5 + size / 100.0,
-        page_in_s=0.4 + size / 120.0, page_in_j=0.4 + size / 120.0,
-        workspace_bytes=rng.randint(0, size) if rng.random() < workspace_prob else 0, kind=kind,
+        name=name,
+        out_bytes=size,
+        compute_s=cost,
+        compute_j=cost,
+        page_out_s=0.5 + size / 100.0,
+        page_out_j=0.5 + size / 100.0,
+        page_in_s=0.4 + size / 120.0,
+        page_in_j=0.4 + size / 120.0,
+        workspace_bytes=rng.randint(0, size) if rng.random() < workspace_prob else 0,
+        kind=kind,
     )
 
 
-def random_layered_dag(n: int, seed: int, width: int = 4, max_in_degree: int = 3,
-                       bytes_range: tuple[int, int] = (1, 100), workspace_prob: float = 0.2,
-                       skip_prob: float = 0.2, budget_bytes: int = 10**9, fixed_bytes: int = 0,
-                       unrecomputable_prob: float = 0.0, unpageable_prob: float = 0.0,
-                       n_invalidations: int = 0) -> SchedulingProblem:
+def random_layered_dag(
+    n: int,
+    seed: int,
+    width: int = 4,
+    max_in_degree: int = 3,
+    bytes_range: tuple[int, int] = (1, 100),
+    workspace_prob: float = 0.2,
+    skip_prob: float = 0.2,
+    budget_bytes: int = 10**9,
+    fixed_bytes: int = 0,
+    unrecomputable_prob: float = 0.0,
+    unpageable_prob: float = 0.0,
+    n_invalidations: int = 0,
+) -> SchedulingProblem:
     """A random layered DAG of ``n`` nodes in topological order.
 
     Nodes are cut into consecutive layers of 1..``width`` nodes. Every node after the first layer
@@ -62,20 +78,26 @@ def random_layered_dag(n: int, seed: int, width: int = 4, max_in_degree: int = 3
     for _ in range(n_invalidations if n >= 2 else 0):
         a = rng.randrange(n - 1)
         inval.add((a, rng.randrange(a + 1, n)))
-    return SchedulingProblem(tuple(nodes), tuple(sorted(edges)), budget_bytes, fixed_bytes,
-                             invalidated_by=tuple(sorted(inval)))
+    return SchedulingProblem(
+        tuple(nodes), tuple(sorted(edges)), budget_bytes, fixed_bytes, invalidated_by=tuple(sorted(inval))
+    )
 
 
-def chain(n: int, seed: int = 0, bytes_range: tuple[int, int] = (1, 100), budget_bytes: int = 10**9,
-          ) -> SchedulingProblem:
+def chain(
+    n: int,
+    seed: int = 0,
+    bytes_range: tuple[int, int] = (1, 100),
+    budget_bytes: int = 10**9,
+) -> SchedulingProblem:
     """A plain chain v0 -> v1 -> ... -> v(n-1) with random sizes in ``bytes_range``."""
     rng = random.Random(seed)
     nodes = tuple(_node(rng, f"v{i}", bytes_range, 0.0) for i in range(n))
     return SchedulingProblem(nodes, tuple((i, i + 1) for i in range(n - 1)), budget_bytes)
 
 
-def training_chain(n: int, seed: int = 0, bytes_range: tuple[int, int] = (1, 100),
-                   budget_bytes: int = 10**9) -> SchedulingProblem:
+def training_chain(
+    n: int, seed: int = 0, bytes_range: tuple[int, int] = (1, 100), budget_bytes: int = 10**9
+) -> SchedulingProblem:
     """The training graph of an ``n``-layer chain: forward f0..f(n-1), a loss, backward g(n-1)..g0.
 
     g_i consumes f_i (its saved activation) and g_(i+1) (or the loss); the loss consumes f(n-1).

@@ -74,8 +74,11 @@ def _node_fields(raw: dict[str, Any], where: str) -> tuple[str, dict[str, Any], 
             params = _as_bytes(raw.get("param_cost", 0), f"{where}: param_cost")
         else:
             raise PoetError(f"{where}: node {key!r} has none of out_bytes, cost_ram, out_cost")
-        fields.update(out_bytes=_as_bytes(out, f"{where}: output size"), pageable=False,
-                      compute_s=_convert("compute_s", cost, f"{where}: compute cost"))
+        fields.update(
+            out_bytes=_as_bytes(out, f"{where}: output size"),
+            pageable=False,
+            compute_s=_convert("compute_s", cost, f"{where}: compute cost"),
+        )
         fields["compute_j"] = fields["compute_s"]
     for k, v in raw.items():
         if k in _FIELDS and k != "name":
@@ -125,8 +128,9 @@ def _graph_attrs(data: dict[str, Any]) -> dict[str, Any]:
     return attrs
 
 
-def problem_from_node_link(data: Any, budget_bytes: int | None = None,
-                           where: str = "graph") -> SchedulingProblem:
+def problem_from_node_link(
+    data: Any, budget_bytes: int | None = None, where: str = "graph"
+) -> SchedulingProblem:
     """Build a problem from parsed node-link JSON (see the module docstring)."""
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
         raise PoetError(f"{where}: not a node-link graph (no 'nodes' list)")
@@ -161,11 +165,13 @@ def problem_from_node_link(data: Any, budget_bytes: int | None = None,
     storage = attrs.get("storage_bytes")
     latency = attrs.get("max_latency_s")
     return SchedulingProblem(
-        nodes=nodes, edges=tuple((new[u], new[v]) for u, v in edges),
+        nodes=nodes,
+        edges=tuple((new[u], new[v]) for u, v in edges),
         budget_bytes=_as_bytes(budget, "budget"),
         fixed_bytes=_as_bytes(attrs.get("fixed_bytes", 0), "fixed_bytes") + sum(p for _, _, p in parsed),
         storage_bytes=None if storage is None else _as_bytes(storage, "storage_bytes"),
-        max_latency_s=None if latency is None else float(latency), invalidated_by=inval,
+        max_latency_s=None if latency is None else float(latency),
+        invalidated_by=inval,
         cost_unit=str(attrs.get("cost_unit", "cost")),
     )
 
@@ -185,13 +191,18 @@ def problem_to_node_link(problem: SchedulingProblem) -> dict[str, Any]:
     """Our own convention: every ProblemNode field on every node, problem fields under ``graph``."""
     names = [n.name for n in problem.nodes]
     graph = {
-        "format": FORMAT, "budget_bytes": problem.budget_bytes, "fixed_bytes": problem.fixed_bytes,
-        "storage_bytes": problem.storage_bytes, "max_latency_s": problem.max_latency_s,
+        "format": FORMAT,
+        "budget_bytes": problem.budget_bytes,
+        "fixed_bytes": problem.fixed_bytes,
+        "storage_bytes": problem.storage_bytes,
+        "max_latency_s": problem.max_latency_s,
         "cost_unit": problem.cost_unit,
         "invalidated_by": [[names[a], names[b]] for a, b in problem.invalidated_by],
     }
-    nodes = [{"id": n.name, **{k: v for k, v in dataclasses.asdict(n).items() if k != "name"}}
-             for n in problem.nodes]
+    nodes = [
+        {"id": n.name, **{k: v for k, v in dataclasses.asdict(n).items() if k != "name"}}
+        for n in problem.nodes
+    ]
     links = [{"source": names[u], "target": names[v]} for u, v in problem.edges]
     return {"directed": True, "multigraph": False, "graph": graph, "nodes": nodes, "links": links}
 

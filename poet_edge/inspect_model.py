@@ -47,8 +47,13 @@ def _macs(g: Graph, phases: set[Phase]) -> int:
     return total
 
 
-def inspect(path: Path, batch: int = 1, loss: autodiff.Loss = autodiff.Loss.CROSS_ENTROPY, train: str = "all",
-            reserve: int = 8192) -> Inspection:
+def inspect(
+    path: Path,
+    batch: int = 1,
+    loss: autodiff.Loss = autodiff.Loss.CROSS_ENTROPY,
+    train: str = "all",
+    reserve: int = 8192,
+) -> Inspection:
     g = frontend.load(path, batch)
     chosen = trainable.select(g, train)
     tg = autodiff.training_graph(g, loss, chosen)
@@ -58,15 +63,23 @@ def inspect(path: Path, batch: int = 1, loss: autodiff.Loss = autodiff.Loss.CROS
     peak = simulate(problem, get_scheduler("none")(problem)).peak_ram_bytes
     frozen = [p for p in g.params if p not in chosen]
     return Inspection(
-        path.name, batch, train, len(g.nodes),
+        path.name,
+        batch,
+        train,
+        len(g.nodes),
         {p.value: sum(n.phase == p for n in tg.nodes) for p in Phase},
         dict(sorted(Counter(n.op for n in g.nodes).items())),
         dict(sorted(Counter(n.op for n in tg.nodes if n.phase == Phase.BACKWARD).items())),
         (len(chosen), sum(tg.tensor(p).nbytes for p in chosen)),
         (len(frozen), sum(tg.tensor(p).nbytes for p in frozen)),
         sum(tg.tensor(o).nbytes for n in g.nodes for o in n.outputs),
-        _macs(tg, {Phase.FORWARD}), _macs(tg, {Phase.BACKWARD}),
-        floor.bytes, floor.node, floor.explanation, peak)
+        _macs(tg, {Phase.FORWARD}),
+        _macs(tg, {Phase.BACKWARD}),
+        floor.bytes,
+        floor.node,
+        floor.explanation,
+        peak,
+    )
 
 
 def format_inspection(r: Inspection) -> str:
@@ -76,11 +89,13 @@ def format_inspection(r: Inspection) -> str:
     tn = r.training_nodes
     lines = [
         f"model            {r.model} (batch {r.batch}, --train {r.train})",
-        f"forward graph    {r.forward_nodes} nodes: " + ", ".join(f"{k} {v}" for k, v in r.forward_ops.items()),
+        f"forward graph    {r.forward_nodes} nodes: "
+        + ", ".join(f"{k} {v}" for k, v in r.forward_ops.items()),
         f"training graph   {sum(tn.values())} nodes: forward {tn['forward']}, loss {tn['loss']}, "
         f"backward {tn['backward']}, update {tn['update']}",
         "backward ops     " + (", ".join(f"{k} {v}" for k, v in r.backward_ops.items()) or "none"),
-        f"parameters       trainable {r.params_trainable[0]} = {kb(r.params_trainable[1])} (RAM, with gradients); "
+        f"parameters       trainable {r.params_trainable[0]} = {kb(r.params_trainable[1])} "
+        "(RAM, with gradients); "
         f"frozen {r.params_frozen[0]} = {kb(r.params_frozen[1])} (flash)",
         f"activations      {kb(r.activation_bytes)} (all forward outputs)",
         f"MACs per step    forward {r.forward_macs:,}, backward {r.backward_macs:,}",

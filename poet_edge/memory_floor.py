@@ -38,9 +38,11 @@ def memory_floor(problem: SchedulingProblem) -> Floor:
     v = max(range(len(needs)), key=lambda i: (needs[i], -i))
     node = problem.nodes[v]
     inputs = needs[v] - problem.fixed_bytes - node.out_bytes - node.workspace_bytes
-    why = (f"node {node.name}: fixed {problem.fixed_bytes} + output {node.out_bytes} + "
-           f"inputs {inputs} ({len(set(preds[v]))} value(s)) + workspace {node.workspace_bytes} "
-           f"= {needs[v]} bytes")
+    why = (
+        f"node {node.name}: fixed {problem.fixed_bytes} + output {node.out_bytes} + "
+        f"inputs {inputs} ({len(set(preds[v]))} value(s)) + workspace {node.workspace_bytes} "
+        f"= {needs[v]} bytes"
+    )
     return Floor(needs[v], node.name, why)
 
 
@@ -48,6 +50,8 @@ def check_budget(problem: SchedulingProblem) -> Floor:
     """Raise :class:`PoetError` when the budget is below the floor; return the floor otherwise."""
     floor = memory_floor(problem)
     if problem.budget_bytes < floor.bytes:
-        raise PoetError(f"RAM budget {problem.budget_bytes} bytes is below the memory floor "
-                        f"{floor.bytes} bytes, set by {floor.explanation}; no schedule exists")
+        raise PoetError(
+            f"RAM budget {problem.budget_bytes} bytes is below the memory floor "
+            f"{floor.bytes} bytes, set by {floor.explanation}; no schedule exists"
+        )
     return floor

@@ -66,8 +66,15 @@ def quantity_of(work: Work) -> int:
     return work.elements
 
 
-def op_case(op: str, shapes: Sequence[Shape], attrs: dict[str, object] | None = None, name: str = "",
-            int_inputs: Sequence[int] = (), label_classes: int = 1, lr: float = 0.01) -> KernelCase:
+def op_case(
+    op: str,
+    shapes: Sequence[Shape],
+    attrs: dict[str, object] | None = None,
+    name: str = "",
+    int_inputs: Sequence[int] = (),
+    label_classes: int = 1,
+    lr: float = 0.01,
+) -> KernelCase:
     """The C call poet's codegen would emit for one node of ``op`` with these input shapes and attributes
     (through the op's own kernel binding), with its work from the op's own work function."""
     attrs = dict(attrs or {})
@@ -76,8 +83,13 @@ def op_case(op: str, shapes: Sequence[Shape], attrs: dict[str, object] | None = 
         raise PoetError(f"op {op} has no C kernel")
     ins = [tuple(int(d) for d in s) for s in shapes]
     outs = [tuple(int(d) for d in s) for s in opdef.infer(ins, attrs)]
-    node = Node("case", op, tuple(f"in{k}" for k in range(len(ins))),
-                tuple(f"out{k}" for k in range(len(outs))), attrs)
+    node = Node(
+        "case",
+        op,
+        tuple(f"in{k}" for k in range(len(ins))),
+        tuple(f"out{k}" for k in range(len(outs))),
+        attrs,
+    )
     shape_of = {**{f"in{k}": s for k, s in enumerate(ins)}, **{f"out{k}": s for k, s in enumerate(outs)}}
     call = opdef.kernel(node, shape_of.__getitem__)
     work = opdef.work(ins, outs, attrs)
@@ -114,24 +126,46 @@ def op_case(op: str, shapes: Sequence[Shape], attrs: dict[str, object] | None = 
         else:  # pragma: no cover
             raise TypeError(a)
     label = name or f"{op} {' '.join('x'.join(map(str, s)) for s in ins)}{_attr_text(attrs)}"
-    return KernelCase(label, work.op_class, call.source, f"{call.func}({', '.join(args)});",
-                      quantity_of(work), top, tuple(written), labels, label_classes, tuple(arrays))
+    return KernelCase(
+        label,
+        work.op_class,
+        call.source,
+        f"{call.func}({', '.join(args)});",
+        quantity_of(work),
+        top,
+        tuple(written),
+        labels,
+        label_classes,
+        tuple(arrays),
+    )
 
 
 def _attr_text(attrs: dict[str, object]) -> str:
     return "".join(f" {k}={v}" for k, v in sorted(attrs.items()) if k not in ("x_shape", "w_shape"))
 
 
-def gemm_case(m: int, n: int, k: int, ta: int = 0, tb: int = 0, alpha: float = 1.0, beta: float = 1.0,
-              bias: str | None = None, name: str = "") -> KernelCase:
+def gemm_case(
+    m: int,
+    n: int,
+    k: int,
+    ta: int = 0,
+    tb: int = 0,
+    alpha: float = 1.0,
+    beta: float = 1.0,
+    bias: str | None = None,
+    name: str = "",
+) -> KernelCase:
     """A Gemm node computing [m, n] from op(A)[m, k] op(B)[k, n]; ``bias`` None (no C), "row" (C[n]),
     "col" (C[m, 1]), "full" (C[m, n]) or "scalar" (C[1])."""
     shapes: list[Shape] = [(k, m) if ta else (m, k), (n, k) if tb else (k, n)]
     if bias:
         shapes.append({"row": (n,), "col": (m, 1), "full": (m, n), "scalar": (1,)}[bias])
     layout = {(0, 1): "A·Bᵀ", (0, 0): "A·B", (1, 0): "Aᵀ·B", (1, 1): "Aᵀ·Bᵀ"}[(ta, tb)]
-    extra = (f" +{bias} C" if bias else "") + (f" alpha={alpha:g}" if alpha != 1.0 else "") + (
-        f" beta={beta:g}" if bias and beta != 1.0 else "")
+    extra = (
+        (f" +{bias} C" if bias else "")
+        + (f" alpha={alpha:g}" if alpha != 1.0 else "")
+        + (f" beta={beta:g}" if bias and beta != 1.0 else "")
+    )
     attrs: dict[str, object] = {"transA": ta, "transB": tb, "alpha": alpha, "beta": beta}
     return op_case("Gemm", shapes, attrs, name or f"gemm {m}x{n}x{k} {layout}{extra}")
 
@@ -161,17 +195,25 @@ def _variant_units(cases: Sequence[KernelCase], variant: str, work: Path) -> lis
     units: list[Path] = []
     for src in sorted({c.source for c in cases}):
         path = work / f"mb_{variant}_{src}.c"
-        path.write_text(f"/* {variant} {src}.c with renamed symbols */\n{_renames(variant)}\n"
-                        f'#include "{kernel_source(src, variant)}"\n')
+        path.write_text(
+            f"/* {variant} {src}.c with renamed symbols */\n{_renames(variant)}\n"
+            f'#include "{kernel_source(src, variant)}"\n'
+        )
         units.append(path)
-    lines = [f"/* benchmark cases calling the {variant} kernels */", "#include <stddef.h>", _renames(variant),
-             '#include "poet/kernels.h"', *_buffer_decls(cases, "extern ")]
+    lines = [
+        f"/* benchmark cases calling the {variant} kernels */",
+        "#include <stddef.h>",
+        _renames(variant),
+        '#include "poet/kernels.h"',
+        *_buffer_decls(cases, "extern "),
+    ]
     for i, c in enumerate(cases):
         call = c.call
         for k, values in enumerate(c.arrays):
             lines.append(f"static const int32_t poet_mb_ints_{i}_{k}[] = {{{values}}};")
             call = call.replace(f"poet_mb_ints_@{k})", f"poet_mb_ints_{i}_{k})").replace(
-                f"poet_mb_ints_@{k},", f"poet_mb_ints_{i}_{k},")
+                f"poet_mb_ints_@{k},", f"poet_mb_ints_{i}_{k},"
+            )
         lines.append(f"void poet_mb_{variant}_{i}(void);\nvoid poet_mb_{variant}_{i}(void) {{ {call} }}")
     path = work / f"mb_{variant}_cases.c"
     path.write_text("\n".join(lines) + "\n")
@@ -190,8 +232,9 @@ def _buffer_decls(cases: Sequence[KernelCase], storage: str) -> list[str]:
 def _main(cases: Sequence[KernelCase], variants: Sequence[str], reps: Sequence[int], compare: bool) -> str:
     mem, nl = _sizes(cases)
     protos = [f"void poet_mb_{v}_{i}(void);" for v in variants for i in range(len(cases))]
-    table = ",\n".join("    {" + ", ".join(f"poet_mb_{v}_{i}" for v in variants) + "}"
-                       for i in range(len(cases)))
+    table = ",\n".join(
+        "    {" + ", ".join(f"poet_mb_{v}_{i}" for v in variants) + "}" for i in range(len(cases))
+    )
     regions = [r for c in cases for r in c.outputs]
     first, k = [], 0
     for c in cases:
@@ -302,8 +345,14 @@ def _reps(case: KernelCase, budget: int) -> int:
     return max(1, min(100_000, math.ceil(budget / per_call)))
 
 
-def _build(target: targets.Target, cases: Sequence[KernelCase], variants: Sequence[str], work: Path,
-           reps: Sequence[int], compare: bool) -> targets.RunResult:
+def _build(
+    target: targets.Target,
+    cases: Sequence[KernelCase],
+    variants: Sequence[str],
+    work: Path,
+    reps: Sequence[int],
+    compare: bool,
+) -> targets.RunResult:
     if not cases:
         raise PoetError("no kernel cases to run")
     dup = sorted({c.name for c in cases if sum(d.name == c.name for d in cases) > 1})
@@ -325,8 +374,13 @@ def _build(target: targets.Target, cases: Sequence[KernelCase], variants: Sequen
     return res
 
 
-def measure(target_name: str, cases: Sequence[KernelCase], work: Path, variants: Sequence[str] = ("fast",),
-            budget_instructions: int = TARGET_INSTRUCTIONS_PER_CASE) -> Measurement:
+def measure(
+    target_name: str,
+    cases: Sequence[KernelCase],
+    work: Path,
+    variants: Sequence[str] = ("fast",),
+    budget_instructions: int = TARGET_INSTRUCTIONS_PER_CASE,
+) -> Measurement:
     """Instructions per call of every case with every variant, on one target."""
     target = targets.load_target(target_name)
     reps = [_reps(c, budget_instructions) for c in cases]
@@ -341,8 +395,9 @@ def measure(target_name: str, cases: Sequence[KernelCase], work: Path, variants:
         i, variant, ticks, n = int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4))
         out[(cases[i].name, variant)] = ticks * per_tick / n - empty
     if len(out) != len(cases) * len(variants):
-        raise PoetError(f"kernel benchmark on {target.name}: {len(out)} of {len(cases) * len(variants)} "
-                        "results")
+        raise PoetError(
+            f"kernel benchmark on {target.name}: {len(out)} of {len(cases) * len(variants)} results"
+        )
     return Measurement(target.name, out, empty, target.ticks_deterministic)
 
 

@@ -48,17 +48,34 @@ class ProblemSpec:
     fixed: FixedRam
 
     def to_json(self) -> dict[str, Any]:
-        return {"fixed_ram": asdict(self.fixed), "edges": [list(e) for e in self.edges],
-                "invalidated_by": [list(e) for e in self.invalidated_by],
-                "nodes": [{**asdict(n), "work": {**asdict(n.work), "op_class": n.work.op_class.value}}
-                          for n in self.nodes]}
+        return {
+            "fixed_ram": asdict(self.fixed),
+            "edges": [list(e) for e in self.edges],
+            "invalidated_by": [list(e) for e in self.invalidated_by],
+            "nodes": [
+                {**asdict(n), "work": {**asdict(n.work), "op_class": n.work.op_class.value}}
+                for n in self.nodes
+            ],
+        }
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> ProblemSpec:
-        nodes = tuple(NodeSpec(n["name"], n["out_bytes"], Work(**{**n["work"], "op_class": OpClass(n["work"]["op_class"])}),
-                               n["recomputable"], n["kind"]) for n in d["nodes"])
-        return ProblemSpec(nodes, tuple(tuple(e) for e in d["edges"]),  # type: ignore[misc]
-                           tuple(tuple(e) for e in d["invalidated_by"]), FixedRam(**d["fixed_ram"]))  # type: ignore[misc]
+        nodes = tuple(
+            NodeSpec(
+                n["name"],
+                n["out_bytes"],
+                Work(**{**n["work"], "op_class": OpClass(n["work"]["op_class"])}),
+                n["recomputable"],
+                n["kind"],
+            )
+            for n in d["nodes"]
+        )
+        return ProblemSpec(
+            nodes,
+            tuple(tuple(e) for e in d["edges"]),  # type: ignore[misc]
+            tuple(tuple(e) for e in d["invalidated_by"]),
+            FixedRam(**d["fixed_ram"]),
+        )  # type: ignore[misc]
 
 
 def value_bytes(tg: Graph) -> dict[str, int]:
@@ -81,8 +98,13 @@ def spec_from_graph(tg: Graph, reserve: int) -> ProblemSpec:
         work = ops.get(n.op).work([tg.shape(t) for t in n.inputs], [tg.shape(t) for t in n.outputs], n.attrs)
         nodes.append(NodeSpec(n.name, sizes[n.name], work, n.phase != Phase.UPDATE, n.phase.value))
         edges.update((index[producer[t]], index[n.name]) for t in n.inputs if t in producer)
-    invalid = [(index[r.name], index[u.name]) for u in tg.nodes if u.op == "SGDUpdate"
-               for r in tg.nodes if u.inputs[0] in r.inputs and r is not u]
+    invalid = [
+        (index[r.name], index[u.name])
+        for u in tg.nodes
+        if u.op == "SGDUpdate"
+        for r in tg.nodes
+        if u.inputs[0] in r.inputs and r is not u
+    ]
     return ProblemSpec(tuple(nodes), tuple(sorted(edges)), tuple(sorted(invalid)), fixed_ram(tg, reserve))
 
 
@@ -91,8 +113,28 @@ def price(spec: ProblemSpec, profile: Profile, budget_bytes: int) -> SchedulingP
     for n in spec.nodes:
         c = node_cost(profile, n.work)
         out, inn = transfer_cost(profile, n.out_bytes, True), transfer_cost(profile, n.out_bytes, False)
-        nodes.append(ProblemNode(n.name, n.out_bytes, c.seconds, c.joules, out.seconds, out.joules, inn.seconds,
-                                 inn.joules, align(n.work.workspace_bytes) if n.work.workspace_bytes else 0,
-                                 recomputable=n.recomputable, pageable=n.out_bytes > 0, kind=n.kind))
-    return SchedulingProblem(tuple(nodes), spec.edges, budget_bytes, spec.fixed.total, profile.storage.capacity_bytes,
-                             None, spec.invalidated_by)
+        nodes.append(
+            ProblemNode(
+                n.name,
+                n.out_bytes,
+                c.seconds,
+                c.joules,
+                out.seconds,
+                out.joules,
+                inn.seconds,
+                inn.joules,
+                align(n.work.workspace_bytes) if n.work.workspace_bytes else 0,
+                recomputable=n.recomputable,
+                pageable=n.out_bytes > 0,
+                kind=n.kind,
+            )
+        )
+    return SchedulingProblem(
+        tuple(nodes),
+        spec.edges,
+        budget_bytes,
+        spec.fixed.total,
+        profile.storage.capacity_bytes,
+        None,
+        spec.invalidated_by,
+    )

@@ -92,8 +92,16 @@ class Profile:
 
 
 _SECTIONS: dict[str, type] = {"mcu": Mcu, "compute": ComputeModel, "storage": Storage}
-_POSITIVE = {"clock_hz", "ram_bytes", "block_bytes", "erase_bytes", "endurance_cycles", "capacity_bytes",
-             "read_throughput_bytes_per_s", "write_throughput_bytes_per_s"}
+_POSITIVE = {
+    "clock_hz",
+    "ram_bytes",
+    "block_bytes",
+    "erase_bytes",
+    "endurance_cycles",
+    "capacity_bytes",
+    "read_throughput_bytes_per_s",
+    "write_throughput_bytes_per_s",
+}
 
 
 def list_profiles(directory: Path | None = None) -> list[str]:

@@ -109,8 +109,13 @@ class Progress:
         if self.live:
             self._draw(f"{name} ...", force=True)
 
-    def update(self, incumbent: float | None = None, bound: float | None = None, gap: float | None = None,
-               note: str = "") -> None:
+    def update(
+        self,
+        incumbent: float | None = None,
+        bound: float | None = None,
+        gap: float | None = None,
+        note: str = "",
+    ) -> None:
         """A solver's progress inside the current phase: best solution so far, best bound, gap."""
         status = SolverStatus(incumbent, bound, relative_gap(incumbent, bound) if gap is None else gap, note)
         now = self.clock()

@@ -61,8 +61,9 @@ def load_plan(out: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def batches(plan: dict[str, Any], steps: int, data: Path | None = None, seed: int = 0
-            ) -> list[tuple[np.ndarray, np.ndarray]]:
+def batches(
+    plan: dict[str, Any], steps: int, data: Path | None = None, seed: int = 0
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """Step i uses the i-th batch of `batch` samples (cycling), or deterministic synthetic data."""
     tensors = plan["training_graph"]["tensors"]
     xin, lab = plan["training_graph"]["inputs"]
@@ -73,12 +74,18 @@ def batches(plan: dict[str, Any], steps: int, data: Path | None = None, seed: in
         x, y = synthetic(xshape, yshape, is_int, _num_classes(plan) if is_int else 0, seed)
     else:
         x, y = _load_npz(Path(data), xshape, yshape, is_int)
-    return [(np.take(x, range(i * b, i * b + b), axis=0, mode="wrap"),
-             np.take(y, range(i * b, i * b + b), axis=0, mode="wrap")) for i in range(steps)]
+    return [
+        (
+            np.take(x, range(i * b, i * b + b), axis=0, mode="wrap"),
+            np.take(y, range(i * b, i * b + b), axis=0, mode="wrap"),
+        )
+        for i in range(steps)
+    ]
 
 
-def synthetic(xshape: tuple[int, ...], yshape: tuple[int, ...], is_int: bool, classes: int, seed: int,
-              samples: int = 32) -> tuple[np.ndarray, np.ndarray]:
+def synthetic(
+    xshape: tuple[int, ...], yshape: tuple[int, ...], is_int: bool, classes: int, seed: int, samples: int = 32
+) -> tuple[np.ndarray, np.ndarray]:
     """A small learnable data set: random inputs, labels (or targets) from a fixed random linear teacher."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((samples, *xshape[1:])).astype(np.float32)
@@ -86,7 +93,9 @@ def synthetic(xshape: tuple[int, ...], yshape: tuple[int, ...], is_int: bool, cl
     if is_int:
         teacher = rng.standard_normal((flat.shape[1], classes))
         return x, np.argmax(flat @ teacher, axis=1).astype(np.int32)
-    teacher = rng.standard_normal((flat.shape[1], int(np.prod(yshape[1:], dtype=np.int64)))) / np.sqrt(flat.shape[1])
+    teacher = rng.standard_normal((flat.shape[1], int(np.prod(yshape[1:], dtype=np.int64)))) / np.sqrt(
+        flat.shape[1]
+    )
     return x, np.tanh(flat @ teacher).reshape(samples, *yshape[1:]).astype(np.float32)
 
 
@@ -95,8 +104,9 @@ def _num_classes(plan: dict[str, Any]) -> int:
     return int(plan["training_graph"]["tensors"][loss_node["inputs"][0]]["shape"][1])
 
 
-def _load_npz(path: Path, xshape: tuple[int, ...], yshape: tuple[int, ...], is_int: bool
-              ) -> tuple[np.ndarray, np.ndarray]:
+def _load_npz(
+    path: Path, xshape: tuple[int, ...], yshape: tuple[int, ...], is_int: bool
+) -> tuple[np.ndarray, np.ndarray]:
     if not path.is_file():
         raise PoetError(f"--data {path}: no such file")
     try:
@@ -105,8 +115,10 @@ def _load_npz(path: Path, xshape: tuple[int, ...], yshape: tuple[int, ...], is_i
     except (KeyError, ValueError, OSError) as e:
         raise PoetError(f"--data {path}: needs arrays 'x' and 'y' ({e})") from None
     if tuple(x.shape[1:]) != xshape[1:] or tuple(y.shape[1:]) != yshape[1:] or len(x) != len(y) or not len(x):
-        raise PoetError(f"--data {path}: x{tuple(x.shape)} / y{tuple(y.shape)} do not match the model's "
-                        f"x(N, {', '.join(map(str, xshape[1:]))}) / y(N{''.join(', ' + str(d) for d in yshape[1:])})")
+        raise PoetError(
+            f"--data {path}: x{tuple(x.shape)} / y{tuple(y.shape)} do not match the model's "
+            f"x(N, {', '.join(map(str, xshape[1:]))}) / y(N{''.join(', ' + str(d) for d in yshape[1:])})"
+        )
     return x.astype(np.float32), (y.astype(np.int32) if is_int else y.astype(np.float32))
 
 
@@ -127,7 +139,7 @@ def read_params(path: Path) -> dict[str, np.ndarray]:
     (count,), pos, out = struct.unpack_from("<I", raw, 8), 12, {}
     for _ in range(count):
         (ln,) = struct.unpack_from("<I", raw, pos)
-        name = raw[pos + 4:pos + 4 + ln].decode()
+        name = raw[pos + 4 : pos + 4 + ln].decode()
         (n,) = struct.unpack_from("<I", raw, pos + 4 + ln)
         start = pos + 8 + ln
         out[name] = np.frombuffer(raw, "<f4", n, start).copy()
@@ -137,13 +149,25 @@ def read_params(path: Path) -> dict[str, np.ndarray]:
 
 def sources(out: Path) -> tuple[list[Path], list[Path]]:
     out = Path(out).resolve()
-    srcs = [out / "poet_model.c", *sorted((out / "runtime" / "src" / "kernels").glob("*.c")), out / "harness" / "main.c"]
+    srcs = [
+        out / "poet_model.c",
+        *sorted((out / "runtime" / "src" / "kernels").glob("*.c")),
+        out / "harness" / "main.c",
+    ]
     return srcs, [out, out / "runtime" / "include", out / "target"]
 
 
-def run_project(out: Path, target_name: str = "host", steps: int = 5, data: Path | None = None,
-                lr: float | None = None, sanitize: bool = False, timeout_s: float = 600.0,
-                on_step: Callable[[StepLog], None] | None = None, profile: bool = False) -> RunOutcome:
+def run_project(
+    out: Path,
+    target_name: str = "host",
+    steps: int = 5,
+    data: Path | None = None,
+    lr: float | None = None,
+    sanitize: bool = False,
+    timeout_s: float = 600.0,
+    on_step: Callable[[StepLog], None] | None = None,
+    profile: bool = False,
+) -> RunOutcome:
     out = Path(out).resolve()
     plan = load_plan(out)
     if steps < 1:
@@ -153,9 +177,16 @@ def run_project(out: Path, target_name: str = "host", steps: int = 5, data: Path
     work.mkdir(exist_ok=True)
     write_data(work / "poet_data.bin", batches(plan, steps, data), plan["lr"] if lr is None else lr)
     srcs, incs = sources(out)
-    built = targets.build(target, srcs, incs, work / "build", plan["ram_budget_bytes"],
-                          defines={"POET_PROFILE": ""} if profile else None, sanitize=sanitize,
-                          stack_reserve_bytes=min(MIN_STACK_BYTES, plan["problem"]["fixed_ram"]["reserve"]))
+    built = targets.build(
+        target,
+        srcs,
+        incs,
+        work / "build",
+        plan["ram_budget_bytes"],
+        defines={"POET_PROFILE": ""} if profile else None,
+        sanitize=sanitize,
+        stack_reserve_bytes=min(MIN_STACK_BYTES, plan["problem"]["fixed_ram"]["reserve"]),
+    )
     logs: list[StepLog] = []
     kinds: dict[str, tuple[int, int]] = {}
     done: list[int] = []
@@ -164,8 +195,13 @@ def run_project(out: Path, target_name: str = "host", steps: int = 5, data: Path
         m = _STEP.match(line)
         if m:
             bits = int(m.group(2), 16)
-            s = StepLog(int(m.group(1)), struct.unpack("<f", struct.pack("<I", bits))[0], int(m.group(3)),
-                        int(m.group(4)), int(m.group(5)))
+            s = StepLog(
+                int(m.group(1)),
+                struct.unpack("<f", struct.pack("<I", bits))[0],
+                int(m.group(3)),
+                int(m.group(4)),
+                int(m.group(5)),
+            )
             logs.append(s)
             if on_step:
                 on_step(s)
@@ -179,6 +215,10 @@ def run_project(out: Path, target_name: str = "host", steps: int = 5, data: Path
         tail = (res.stdout + res.stderr).strip().splitlines()[-5:]
         raise PoetError(f"the training program exited with code {res.exit_code}: " + " | ".join(tail))
     if len(logs) != steps or not done:
-        raise PoetError(f"the training program printed {len(logs)} of {steps} steps; output ends: "
-                        + " | ".join(res.stdout.strip().splitlines()[-3:]))
-    return RunOutcome(tuple(logs), read_params(work / "poet_params.bin"), built, target, res.stdout, kinds, done[0])
+        raise PoetError(
+            f"the training program printed {len(logs)} of {steps} steps; output ends: "
+            + " | ".join(res.stdout.strip().splitlines()[-3:])
+        )
+    return RunOutcome(
+        tuple(logs), read_params(work / "poet_params.bin"), built, target, res.stdout, kinds, done[0]
+    )

@@ -7,7 +7,6 @@ each problem node produces exactly one value (its output), named like the node.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ class PageIn:
     node: str
 
 
-Step = Union[Compute, Free, PageOut, PageIn]
+Step = Compute | Free | PageOut | PageIn
 
 STEP_NAMES: dict[type, str] = {Compute: "compute", Free: "free", PageOut: "page_out", PageIn: "page_in"}
 STEP_TYPES: dict[str, type] = {v: k for k, v in STEP_NAMES.items()}
@@ -58,5 +57,5 @@ class Schedule:
         return [[STEP_NAMES[type(s)], s.node] for s in self.steps]
 
     @staticmethod
-    def from_json(rows: list[list[str]], solver: str = "file") -> "Schedule":
+    def from_json(rows: list[list[str]], solver: str = "file") -> Schedule:
         return Schedule(tuple(STEP_TYPES[kind](node) for kind, node in rows), solver)

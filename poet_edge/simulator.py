@@ -78,13 +78,18 @@ class SimResult:
 
     @property
     def latency_s(self) -> float:
-        return (self.latency_compute_s + self.latency_recompute_s
-                + self.latency_page_in_s + self.latency_page_out_s)
+        return (
+            self.latency_compute_s
+            + self.latency_recompute_s
+            + self.latency_page_in_s
+            + self.latency_page_out_s
+        )
 
     @property
     def energy_j(self) -> float:
-        return (self.energy_compute_j + self.energy_recompute_j
-                + self.energy_page_in_j + self.energy_page_out_j)
+        return (
+            self.energy_compute_j + self.energy_recompute_j + self.energy_page_in_j + self.energy_page_out_j
+        )
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -128,8 +133,10 @@ def _check_compute(st: _Replay, v: int, preds: list[int], inval: dict[int, list[
 def _over_budget(st: _Replay, extra: int) -> str | None:
     need = st.ram_with(extra)
     if need > st.problem.budget_bytes:
-        return (f"budget exceeded by {need - st.problem.budget_bytes} bytes "
-                f"({need} bytes in use > budget {st.problem.budget_bytes})")
+        return (
+            f"budget exceeded by {need - st.problem.budget_bytes} bytes "
+            f"({need} bytes in use > budget {st.problem.budget_bytes})"
+        )
     return None
 
 
@@ -188,8 +195,12 @@ def simulate(problem: SchedulingProblem, schedule: Schedule, profile: Profile | 
             if v not in st.in_storage:
                 cap = problem.storage_bytes
                 if cap is not None and st.stored + node.out_bytes > cap:
-                    raise InvalidSchedule(i, step, f"storage capacity exceeded by "
-                                          f"{st.stored + node.out_bytes - cap} bytes (capacity {cap})")
+                    raise InvalidSchedule(
+                        i,
+                        step,
+                        f"storage capacity exceeded by "
+                        f"{st.stored + node.out_bytes - cap} bytes (capacity {cap})",
+                    )
                 st.stored += node.out_bytes
                 st.in_storage.add(v)
             curve.append(st.ram_with(0))
@@ -221,15 +232,31 @@ def simulate(problem: SchedulingProblem, schedule: Schedule, profile: Profile | 
     blocks = erase_blocks(profile, written) if profile is not None else None
     endurance = steps_until_endurance(profile, blocks) if profile is not None and blocks is not None else None
     return SimResult(
-        solver=schedule.solver, n_steps=len(schedule.steps), budget_bytes=problem.budget_bytes,
-        fixed_bytes=problem.fixed_bytes, peak_ram_bytes=peak, peak_step=peak_step,
+        solver=schedule.solver,
+        n_steps=len(schedule.steps),
+        budget_bytes=problem.budget_bytes,
+        fixed_bytes=problem.fixed_bytes,
+        peak_ram_bytes=peak,
+        peak_step=peak_step,
         peak_node=schedule.steps[peak_step].node if peak_step >= 0 else "",
-        latency_compute_s=acc["cs"], latency_recompute_s=acc["rs"], latency_page_in_s=acc["is"],
-        latency_page_out_s=acc["os"], energy_compute_j=acc["cj"], energy_recompute_j=acc["rj"],
-        energy_page_in_j=acc["ij"], energy_page_out_j=acc["oj"], cost_unit=problem.cost_unit,
-        n_computes=counts["compute"], n_recomputations=counts["recompute"], n_page_outs=counts["page_out"],
-        n_page_ins=counts["page_in"], n_frees=counts["free"], storage_bytes_written=sum(written),
-        storage_bytes_read=read, storage_peak_bytes=st.stored, erase_blocks_per_step=blocks,
+        latency_compute_s=acc["cs"],
+        latency_recompute_s=acc["rs"],
+        latency_page_in_s=acc["is"],
+        latency_page_out_s=acc["os"],
+        energy_compute_j=acc["cj"],
+        energy_recompute_j=acc["rj"],
+        energy_page_in_j=acc["ij"],
+        energy_page_out_j=acc["oj"],
+        cost_unit=problem.cost_unit,
+        n_computes=counts["compute"],
+        n_recomputations=counts["recompute"],
+        n_page_outs=counts["page_out"],
+        n_page_ins=counts["page_in"],
+        n_frees=counts["free"],
+        storage_bytes_written=sum(written),
+        storage_bytes_read=read,
+        storage_peak_bytes=st.stored,
+        erase_blocks_per_step=blocks,
         steps_until_endurance=endurance,
         ram_curve=tuple(curve),
     )
@@ -256,11 +283,13 @@ def format_report(sim: SimResult) -> str:
         left = sim.steps_until_endurance
         shown = "unlimited" if left is None else f"{left:.4g}"
         rows.append(("steps until endurance", shown, "training steps"))
-    parts = (("compute", sim.latency_compute_s, sim.energy_compute_j),
-             ("recompute", sim.latency_recompute_s, sim.energy_recompute_j),
-             ("page-in", sim.latency_page_in_s, sim.energy_page_in_j),
-             ("page-out", sim.latency_page_out_s, sim.energy_page_out_j),
-             ("total", sim.latency_s, sim.energy_j))
+    parts = (
+        ("compute", sim.latency_compute_s, sim.energy_compute_j),
+        ("recompute", sim.latency_recompute_s, sim.energy_recompute_j),
+        ("page-in", sim.latency_page_in_s, sim.energy_page_in_j),
+        ("page-out", sim.latency_page_out_s, sim.energy_page_out_j),
+        ("total", sim.latency_s, sim.energy_j),
+    )
     width = max(len(r[0]) for r in rows)
     lines = [f"{name:{width}s}  {value:>14s}  {note}".rstrip() for name, value, note in rows]
     lines.append("")

@@ -66,8 +66,11 @@ class Sweep:
     report: bool = True
 
     def points(self) -> list[CompileOptions]:
-        return [replace(self.base, ram_bytes=b, scheduler=s, out=self.out / point_dir(s, b))
-                for s in self.schedulers for b in self.budgets]
+        return [
+            replace(self.base, ram_bytes=b, scheduler=s, out=self.out / point_dir(s, b))
+            for s in self.schedulers
+            for b in self.budgets
+        ]
 
 
 def point_dir(scheduler: str, budget: int) -> str:
@@ -116,9 +119,15 @@ def compile_point(opts: CompileOptions, report: bool = True) -> SweepRow:
     except Exception as e:  # noqa: BLE001 - a sweep reports every point; the text says it is a bug
         _drop_stale(opts.out)
         return replace(base, status=f"internal error: {type(e).__name__}: {e}", dir="")
-    return replace(base, peak_ram_bytes=c.predicted_ram_bytes, energy_j=c.sim.energy_j,
-                   latency_s=c.sim.latency_s, recomputations=c.sim.n_recomputations,
-                   page_outs=c.sim.n_page_outs, arena_bytes=c.arena.arena_bytes)
+    return replace(
+        base,
+        peak_ram_bytes=c.predicted_ram_bytes,
+        energy_j=c.sim.energy_j,
+        latency_s=c.sim.latency_s,
+        recomputations=c.sim.n_recomputations,
+        page_outs=c.sim.n_page_outs,
+        arena_bytes=c.arena.arena_bytes,
+    )
 
 
 def _drop_stale(out: Path) -> None:
@@ -127,8 +136,9 @@ def _drop_stale(out: Path) -> None:
         shutil.rmtree(out)
 
 
-def run(sweep: Sweep, jobs: int | None = None, on_row: Callable[[SweepRow], None] = lambda r: None
-        ) -> list[SweepRow]:
+def run(
+    sweep: Sweep, jobs: int | None = None, on_row: Callable[[SweepRow], None] = lambda r: None
+) -> list[SweepRow]:
     """Compiles every point (``jobs`` worker processes; 1 runs in this process) and returns the rows in
     grid order (scheduler, then budget)."""
     points = sweep.points()
@@ -184,11 +194,16 @@ def pareto_png(sweep: Sweep, rows: Sequence[SweepRow], floor: int | None, scale:
     from poet_edge.report.plots import ParetoPoint
     from poet_edge.report.plots import pareto_png as draw
 
-    pts = [ParetoPoint(r.scheduler, r.budget_bytes, r.energy_j, r.latency_s) for r in rows
-           if r.ok and r.energy_j is not None and r.latency_s is not None]
+    pts = [
+        ParetoPoint(r.scheduler, r.budget_bytes, r.energy_j, r.latency_s)
+        for r in rows
+        if r.ok and r.energy_j is not None and r.latency_s is not None
+    ]
     failed = sum(not r.ok for r in rows)
-    title = (f"{sweep.base.model.name} on {sweep.base.device}, batch {sweep.base.batch}: one training step "
-             f"vs RAM budget ({scale} spacing; {failed} of {len(rows)} points infeasible)")
+    title = (
+        f"{sweep.base.model.name} on {sweep.base.device}, batch {sweep.base.batch}: one training step "
+        f"vs RAM budget ({scale} spacing; {failed} of {len(rows)} points infeasible)"
+    )
     failed_points = [(r.scheduler, r.budget_bytes) for r in rows if not r.ok]
     return draw(pts, failed_points, sweep.schedulers, sweep.budgets, floor, scale == "log", title)
 

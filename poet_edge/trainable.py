@@ -7,12 +7,15 @@ import re
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph
 
-TRAIN_HELP = ("all (default) | bias (vectors: biases and BatchNorm/LayerNorm scale and shift) | last:N (parameters "
-              "of the last N layers that have any) | a regular expression searched in initializer names")
+TRAIN_HELP = (
+    "all (default) | bias (vectors: biases and BatchNorm/LayerNorm scale and shift) | last:N (parameters "
+    "of the last N layers that have any) | a regular expression searched in initializer names"
+)
 
 
 def is_bias(g: Graph, name: str) -> bool:
-    """Bias-like: at most one dimension larger than 1 (biases, norm scales and shifts), not a weight matrix."""
+    """Bias-like: at most one dimension larger than 1 (biases, norm scales and shifts),
+    not a weight matrix."""
     return sum(d > 1 for d in g.shape(name)) <= 1
 
 
@@ -36,7 +39,9 @@ def select(g: Graph, spec: str = "all") -> frozenset[str]:
         try:
             rx = re.compile(spec)
         except re.error as e:
-            raise PoetError(f"--train {spec!r} is not all, bias, last:N or a valid regular expression ({e})") from None
+            raise PoetError(
+                f"--train {spec!r} is not all, bias, last:N or a valid regular expression ({e})"
+            ) from None
         chosen = {p for p in candidates if rx.search(p)}
     if not chosen:
         sample = ", ".join(sorted(candidates)[:8])

@@ -27,8 +27,13 @@ def need_tools(*tools: str) -> None:
 
 def poet(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Runs the real command line in a subprocess."""
-    return subprocess.run([sys.executable, "-m", "poet_edge", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd or ROOT, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "poet_edge", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        timeout=900,
+    )
 
 
 @pytest.fixture

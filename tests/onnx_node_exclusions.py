@@ -14,8 +14,8 @@ EXCLUDED: dict[str, str] = {
     "test_identity_opt": "the input is an ONNX optional(tensor) value, not a tensor",
     "test_identity_sequence": "the input is an ONNX sequence of tensors, not a tensor",
     "test_training_dropout": "training_mode=True, ratio=0.75: the expected output applies a random mask; "
-                             "poet-edge's Dropout is the identity in training too (docs/ops.md)",
+    "poet-edge's Dropout is the identity in training too (docs/ops.md)",
     "test_training_dropout_default": "training_mode=True, ratio=0.5: the expected output applies a "
-                                     "random mask; poet-edge's Dropout is the identity in training too "
-                                     "(docs/ops.md)",
+    "random mask; poet-edge's Dropout is the identity in training too "
+    "(docs/ops.md)",
 }

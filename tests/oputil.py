@@ -13,9 +13,16 @@ from poet_edge import autodiff, frontend, reference
 from poet_edge.ir import Graph
 
 
-def single_op_model(op: str, shapes: Sequence[tuple[int, ...]], attrs: Mapping[str, object] | None = None,
-                    consts: Mapping[int, np.ndarray] | None = None, seed: int = 0, opset: int = 17,
-                    n_outputs: int = 1, scale: float = 1.0) -> onnx.ModelProto:
+def single_op_model(
+    op: str,
+    shapes: Sequence[tuple[int, ...]],
+    attrs: Mapping[str, object] | None = None,
+    consts: Mapping[int, np.ndarray] | None = None,
+    seed: int = 0,
+    opset: int = 17,
+    n_outputs: int = 1,
+    scale: float = 1.0,
+) -> onnx.ModelProto:
     """y = op(x + p0, p1, p2, ...): input i is a parameter of shapes[i], so every input's gradient is
     checked as a parameter gradient. ``consts`` gives inputs that are constants (e.g. a Reshape shape)."""
     rng = np.random.default_rng(seed)
@@ -35,9 +42,13 @@ def single_op_model(op: str, shapes: Sequence[tuple[int, ...]], attrs: Mapping[s
     outs = [f"y{k}" for k in range(n_outputs)]
     nodes.append(helper.make_node(op, names, outs, name="op", **dict(attrs or {})))
     final = outs[0]  # the loss is taken on the first output only
-    graph = helper.make_graph(nodes, f"single_{op}",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shapes[0]))],
-                              [helper.make_tensor_value_info(final, TensorProto.FLOAT, None)], inits)
+    graph = helper.make_graph(
+        nodes,
+        f"single_{op}",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shapes[0]))],
+        [helper.make_tensor_value_info(final, TensorProto.FLOAT, None)],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
@@ -60,8 +71,14 @@ def loss64(tg: Graph, x: np.ndarray, y: np.ndarray, params: Mapping[str, np.ndar
     return float(env["loss"])
 
 
-def fd_check(tg: Graph, x: np.ndarray, y: np.ndarray, samples: int = 12, eps: float | tuple[float, ...] = 1e-6,
-             seed: int = 0) -> float:
+def fd_check(
+    tg: Graph,
+    x: np.ndarray,
+    y: np.ndarray,
+    samples: int = 12,
+    eps: float | tuple[float, ...] = 1e-6,
+    seed: int = 0,
+) -> float:
     """Worst relative error, over the trainable parameters, between autodiff gradients and central finite
     differences (float64) on up to ``samples`` elements of each: max|fd - autodiff| / max|autodiff| over the
     sampled elements (elementwise ratios would divide round-off by gradients that are nearly zero).
@@ -105,9 +122,20 @@ def max_rel_err(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30)) if a.size else 0.0
 
 
-def c_vs_reference(model_path, out_dir, steps: int = 5, batch: int = 1, loss: str = "mse", ram: str = "64MB",
-                   scheduler: str = "none", target: str = "host", sanitize: bool = False, lr: float = 0.01,
-                   device: str = "host", train: str = "all"):
+def c_vs_reference(
+    model_path,
+    out_dir,
+    steps: int = 5,
+    batch: int = 1,
+    loss: str = "mse",
+    ram: str = "64MB",
+    scheduler: str = "none",
+    target: str = "host",
+    sanitize: bool = False,
+    lr: float = 0.01,
+    device: str = "host",
+    train: str = "all",
+):
     """Compiles ``model_path``, trains ``steps`` steps in C on ``target`` and in the numpy reference (float32)
     on the same data. Returns (c_losses, ref_losses, c_params, ref_params, outcome)."""
     from pathlib import Path
@@ -116,8 +144,18 @@ def c_vs_reference(model_path, out_dir, steps: int = 5, batch: int = 1, loss: st
     from poet_edge.compiler import CompileOptions, compile_model
     from poet_edge.units import parse_size
 
-    opts = CompileOptions(Path(model_path), device, parse_size(ram), Path(out_dir), batch, autodiff.Loss(loss), lr,
-                          8192, scheduler, train)
+    opts = CompileOptions(
+        Path(model_path),
+        device,
+        parse_size(ram),
+        Path(out_dir),
+        batch,
+        autodiff.Loss(loss),
+        lr,
+        8192,
+        scheduler,
+        train,
+    )
     c = compile_model(opts)
     plan = runner.load_plan(Path(out_dir))
     data = runner.batches(plan, steps)

@@ -13,11 +13,27 @@ from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule
 
 
 def test_instances_follow_compute_free_and_page_in():
-    s = Schedule((Compute("a"), Compute("b"), PageOut("a"), Free("a"), Compute("c"), PageIn("a"), Free("b"),
-                  Compute("d")), "test")
+    s = Schedule(
+        (
+            Compute("a"),
+            Compute("b"),
+            PageOut("a"),
+            Free("a"),
+            Compute("c"),
+            PageIn("a"),
+            Free("b"),
+            Compute("d"),
+        ),
+        "test",
+    )
     insts = arena.instances(s, {"a": 10, "b": 20, "c": 0, "d": 4}, {"c": 100})
     assert [(i.value, i.size, i.start, i.end) for i in insts] == [
-        ("a", 16, 0, 3), ("b", 32, 1, 6), ("c#ws", 112, 4, 4), ("a", 16, 5, 7), ("d", 16, 7, 7)]
+        ("a", 16, 0, 3),
+        ("b", 32, 1, 6),
+        ("c#ws", 112, 4, 4),
+        ("a", 16, 5, 7),
+        ("d", 16, 7, 7),
+    ]
 
 
 def test_verify_rejects_overlap():
@@ -33,7 +49,11 @@ def test_verify_rejects_overlap():
 
 instances = st.lists(
     st.tuples(st.integers(1, 64), st.integers(0, 30), st.integers(0, 10)).map(
-        lambda t: Instance("v", 16 * t[0], t[1], t[1] + t[2])), min_size=1, max_size=40)
+        lambda t: Instance("v", 16 * t[0], t[1], t[1] + t[2])
+    ),
+    min_size=1,
+    max_size=40,
+)
 
 
 @settings(max_examples=150, deadline=None)

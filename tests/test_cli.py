@@ -36,7 +36,9 @@ def test_run_with_data_file(mlp_path, tmp_path):
     out = tmp_path / "out"
     assert poet("compile", mlp_path, "--ram", "64KB", "-o", out).returncode == 0
     rng = np.random.default_rng(0)
-    np.savez(tmp_path / "d.npz", x=rng.standard_normal((3, 1, 8, 8)).astype(np.float32), y=np.array([1, 2, 3]))
+    np.savez(
+        tmp_path / "d.npz", x=rng.standard_normal((3, 1, 8, 8)).astype(np.float32), y=np.array([1, 2, 3])
+    )
     r = poet("run", out, "--steps", "4", "--data", tmp_path / "d.npz")
     assert r.returncode == 0, r.stderr
     np.savez(tmp_path / "bad.npz", x=np.zeros((3, 5)), y=np.zeros(3))
@@ -62,15 +64,24 @@ def test_not_onnx(tmp_path):
 
 
 def test_unsupported_op(tmp_path):
-    g = helper.make_graph([helper.make_node("Celu", ["x"], ["y"], name="act1")], "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    g = helper.make_graph(
+        [helper.make_node("Celu", ["x"], ["y"], name="act1")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+    )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     save(m, str(tmp_path / "celu.onnx"))
     out = tmp_path / "out"
-    _assert_clean_failure(poet("compile", tmp_path / "celu.onnx", "--ram", "64KB", "-o", out), out,
-                          "Celu", "act1", "supported:", "Gemm")
+    _assert_clean_failure(
+        poet("compile", tmp_path / "celu.onnx", "--ram", "64KB", "-o", out),
+        out,
+        "Celu",
+        "act1",
+        "supported:",
+        "Gemm",
+    )
 
 
 def test_ram_below_peak(mlp_path, tmp_path):
@@ -82,7 +93,9 @@ def test_ram_below_peak(mlp_path, tmp_path):
 
 def test_unknown_device(mlp_path, tmp_path):
     out = tmp_path / "out"
-    _assert_clean_failure(poet("compile", mlp_path, "--ram", "64KB", "--device", "z80", "-o", out), out, "z80")
+    _assert_clean_failure(
+        poet("compile", mlp_path, "--ram", "64KB", "--device", "z80", "-o", out), out, "z80"
+    )
 
 
 def test_bad_size(mlp_path, tmp_path):

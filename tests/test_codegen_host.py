@@ -15,7 +15,8 @@ from oputil import c_vs_reference, max_rel_err
 def test_mlp_c_matches_reference_over_20_steps(mlp_path, tmp_path, loss):
     need_tools("gcc")
     c_losses, ref_losses, c_params, ref_params, _ = c_vs_reference(
-        mlp_path, tmp_path / "out", steps=20, batch=4, loss=loss, ram="64KB", lr=0.05)
+        mlp_path, tmp_path / "out", steps=20, batch=4, loss=loss, ram="64KB", lr=0.05
+    )
     assert len(c_losses) == 20
     assert max_rel_err(c_losses, ref_losses) <= 1e-5
     for name, ref in ref_params.items():

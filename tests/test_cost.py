@@ -26,18 +26,35 @@ def _profile() -> Profile:
     """The host profile with round numbers that make hand computation easy."""
     p = load_profile("host")
     mcu = dataclasses.replace(p.mcu, clock_hz=1e6, active_power_w=0.01)
-    compute = dataclasses.replace(p.compute, cycles_per_mac_dense=2.0, cycles_per_element_elementwise=3.0,
-                                  cycles_per_byte_copy=0.5, cycles_per_call=100.0)
-    storage = dataclasses.replace(p.storage, block_bytes=512, read_latency_s=1e-4, write_latency_s=2e-4,
-                                  read_throughput_bytes_per_s=1.024e6, write_throughput_bytes_per_s=0.512e6,
-                                  erase_bytes=4096, erase_time_s=1e-3, endurance_cycles=1000,
-                                  capacity_bytes=4096 * 100, active_power_w=0.33)
+    compute = dataclasses.replace(
+        p.compute,
+        cycles_per_mac_dense=2.0,
+        cycles_per_element_elementwise=3.0,
+        cycles_per_byte_copy=0.5,
+        cycles_per_call=100.0,
+    )
+    storage = dataclasses.replace(
+        p.storage,
+        block_bytes=512,
+        read_latency_s=1e-4,
+        write_latency_s=2e-4,
+        read_throughput_bytes_per_s=1.024e6,
+        write_throughput_bytes_per_s=0.512e6,
+        erase_bytes=4096,
+        erase_time_s=1e-3,
+        endurance_cycles=1000,
+        capacity_bytes=4096 * 100,
+        active_power_w=0.33,
+    )
     return dataclasses.replace(p, mcu=mcu, compute=compute, storage=storage)
 
 
 # A 3-node graph: x = dense(1000 MACs) -> y = relu(500 elements) -> z = reshape(copy of 256 bytes)
-WORKS = (Work(OpClass.DENSE, macs=1000), Work(OpClass.ELEMENTWISE, elements=500),
-         Work(OpClass.COPY, bytes_written=256, bytes_read=256))
+WORKS = (
+    Work(OpClass.DENSE, macs=1000),
+    Work(OpClass.ELEMENTWISE, elements=500),
+    Work(OpClass.COPY, bytes_written=256, bytes_read=256),
+)
 # cycles: 2*1000+100 = 2100, 3*500+100 = 1600, 0.5*256+100 = 228; clock 1 MHz; power 10 mW
 HAND = ((2.1e-3, 2.1e-5), (1.6e-3, 1.6e-5), (2.28e-4, 2.28e-6))
 
@@ -85,11 +102,21 @@ def test_simulated_totals_of_a_3_node_graph_match_hand_computation() -> None:
     nodes = []
     for i, (work, size) in enumerate(zip(WORKS, sizes, strict=True)):
         c, o, n = node_cost(p, work), transfer_cost(p, size, True), transfer_cost(p, size, False)
-        nodes.append(ProblemNode(f"v{i}", size, c.seconds, c.joules, o.seconds, o.joules,
-                                 n.seconds, n.joules))
+        nodes.append(
+            ProblemNode(f"v{i}", size, c.seconds, c.joules, o.seconds, o.joules, n.seconds, n.joules)
+        )
     problem = SchedulingProblem(tuple(nodes), ((0, 1), (1, 2)), budget_bytes=10_000)
-    steps = (Compute("v0"), PageOut("v0"), Free("v0"), PageIn("v0"), Compute("v1"), Free("v0"),
-             Compute("v2"), Free("v1"), Free("v2"))
+    steps = (
+        Compute("v0"),
+        PageOut("v0"),
+        Free("v0"),
+        PageIn("v0"),
+        Compute("v1"),
+        Free("v0"),
+        Compute("v2"),
+        Free("v1"),
+        Free("v2"),
+    )
     sim = simulate(problem, Schedule(steps, "hand"), profile=p)
     assert sim.latency_compute_s == pytest.approx(2.1e-3 + 1.6e-3 + 2.28e-4, rel=1e-12)
     assert sim.energy_compute_j == pytest.approx(2.1e-5 + 1.6e-5 + 2.28e-6, rel=1e-12)

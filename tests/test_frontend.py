@@ -22,13 +22,16 @@ def test_mlp_forward_matches_onnxruntime(mlp_path, batch):
     assert max_rel_err(ours, theirs) <= 1e-5
 
 
-@pytest.mark.parametrize("op,shapes,attrs", [
-    ("Gemm", [(3, 4), (5, 4), (5,)], {"transB": 1, "alpha": 0.7, "beta": 0.3}),
-    ("MatMul", [(3, 4), (4, 2)], {}),
-    ("Add", [(2, 3), (3,)], {}),
-    ("Relu", [(4, 4)], {}),
-    ("Flatten", [(2, 3, 2)], {"axis": 1}),
-])
+@pytest.mark.parametrize(
+    "op,shapes,attrs",
+    [
+        ("Gemm", [(3, 4), (5, 4), (5,)], {"transB": 1, "alpha": 0.7, "beta": 0.3}),
+        ("MatMul", [(3, 4), (4, 2)], {}),
+        ("Add", [(2, 3), (3,)], {}),
+        ("Relu", [(4, 4)], {}),
+        ("Flatten", [(2, 3, 2)], {"axis": 1}),
+    ],
+)
 def test_single_op_forward_matches_onnxruntime(op, shapes, attrs):
     model = single_op_model(op, shapes, attrs)
     g = frontend.to_ir(model)
@@ -51,32 +54,40 @@ def test_initializers_are_parameters(mlp_path):
 
 
 def _model(nodes, inputs, outputs, inits=()):
-    m = helper.make_model(helper.make_graph(nodes, "m", inputs, outputs, list(inits)),
-                          opset_imports=[helper.make_opsetid("", 17)])
+    m = helper.make_model(
+        helper.make_graph(nodes, "m", inputs, outputs, list(inits)),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
     m.ir_version = 8
     return m
 
 
 def test_unsupported_op_names_op_node_and_supported_set():
-    m = _model([helper.make_node("Celu", ["x"], ["y"], name="my_celu")],
-               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    m = _model(
+        [helper.make_node("Celu", ["x"], ["y"], name="my_celu")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+    )
     with pytest.raises(PoetError, match=r"node 'my_celu': unsupported op Celu; supported: .*Gemm.*Relu"):
         frontend.to_ir(m)
 
 
 def test_dynamic_non_batch_dimension_is_an_error():
-    m = _model([helper.make_node("Relu", ["x"], ["y"])],
-               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "features"])],
-               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "features"])])
+    m = _model(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "features"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "features"])],
+    )
     with pytest.raises(PoetError, match=r"input 'x': dimension 1 \('features'\) is dynamic"):
         frontend.to_ir(m)
 
 
 def test_batch_resolves_first_dimension():
-    m = _model([helper.make_node("Relu", ["x"], ["y"])],
-               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 5])],
-               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])])
+    m = _model(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])],
+    )
     assert frontend.to_ir(m, batch=7).shape("y") == (7, 5)
 
 

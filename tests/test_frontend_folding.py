@@ -19,9 +19,13 @@ FOLD_ONLY = {"Shape", "Gather", "Unsqueeze", "Squeeze", "ConstantOfShape", "Cast
 
 
 def make(nodes, inits, in_shape=("N", 2, 3, 4), out_shape=None, opset=13):
-    graph = helper.make_graph(nodes, "m",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(in_shape))],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)], inits)
+    graph = helper.make_graph(
+        nodes,
+        "m",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(in_shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
@@ -31,18 +35,26 @@ def const(name, value):
 
 def weights(seed=0):
     rng = np.random.default_rng(seed)
-    return [numpy_helper.from_array((0.3 * rng.standard_normal((24, 5))).astype(np.float32), "w"),
-            numpy_helper.from_array((0.3 * rng.standard_normal(5)).astype(np.float32), "b")]
+    return [
+        numpy_helper.from_array((0.3 * rng.standard_normal((24, 5))).astype(np.float32), "w"),
+        numpy_helper.from_array((0.3 * rng.standard_normal(5)).astype(np.float32), "b"),
+    ]
 
 
 def view_model():
     """What torch exports for ``x.view(x.size(0), -1)`` followed by a Linear layer (opset 13)."""
     k = helper.make_node
-    nodes = [k("Shape", ["x"], ["s"]), const("zero", np.array(0, I64)),
-             k("Gather", ["s", "zero"], ["n"], axis=0), const("ax0", np.array([0], I64)),
-             k("Unsqueeze", ["n", "ax0"], ["n1"]),
-             const("minus1", np.array([-1], I64)), k("Concat", ["n1", "minus1"], ["shape"], axis=0),
-             k("Reshape", ["x", "shape"], ["flat"]), k("Gemm", ["flat", "w", "b"], ["y"])]
+    nodes = [
+        k("Shape", ["x"], ["s"]),
+        const("zero", np.array(0, I64)),
+        k("Gather", ["s", "zero"], ["n"], axis=0),
+        const("ax0", np.array([0], I64)),
+        k("Unsqueeze", ["n", "ax0"], ["n1"]),
+        const("minus1", np.array([-1], I64)),
+        k("Concat", ["n1", "minus1"], ["shape"], axis=0),
+        k("Reshape", ["x", "shape"], ["flat"]),
+        k("Gemm", ["flat", "w", "b"], ["y"]),
+    ]
     return make(nodes, weights(), out_shape=["N", 5])
 
 
@@ -50,21 +62,30 @@ def arithmetic_model():
     """Opset 11 flavour: Unsqueeze/Squeeze with axes attributes, Cast, Slice of a shape, int Mul and Div,
     ConstantOfShape; the target shape is (N, 2*3*4 // 1)."""
     k = helper.make_node
-    nodes = [k("Shape", ["x"], ["s"]),
-             const("starts", np.array([1], I64)), const("ends", np.array([4], I64)),
-             k("Slice", ["s", "starts", "ends"], ["tail"]),  # (2, 3, 4)
-             const("i0", np.array([0], I64)), const("i1", np.array([1], I64)),
-             const("i2", np.array([2], I64)),
-             k("Gather", ["tail", "i0"], ["d1"]), k("Gather", ["tail", "i1"], ["d2"]),
-             k("Gather", ["tail", "i2"], ["d3"]),
-             k("Mul", ["d1", "d2"], ["d12"]), k("Mul", ["d12", "d3"], ["d123"]),
-             k("ConstantOfShape", ["i1"], ["one"], value=numpy_helper.from_array(np.array([1], I64))),
-             k("Div", ["d123", "one"], ["feat"]),
-             k("Cast", ["feat"], ["feat64"], to=TensorProto.INT64),
-             k("Shape", ["x"], ["s2"]), k("Gather", ["s2", "i0"], ["n"]),
-             k("Squeeze", ["n"], ["n0"], axes=[0]), k("Unsqueeze", ["n0"], ["n1"], axes=[0]),
-             k("Concat", ["n1", "feat64"], ["shape"], axis=0),
-             k("Reshape", ["x", "shape"], ["flat"]), k("Gemm", ["flat", "w", "b"], ["y"])]
+    nodes = [
+        k("Shape", ["x"], ["s"]),
+        const("starts", np.array([1], I64)),
+        const("ends", np.array([4], I64)),
+        k("Slice", ["s", "starts", "ends"], ["tail"]),  # (2, 3, 4)
+        const("i0", np.array([0], I64)),
+        const("i1", np.array([1], I64)),
+        const("i2", np.array([2], I64)),
+        k("Gather", ["tail", "i0"], ["d1"]),
+        k("Gather", ["tail", "i1"], ["d2"]),
+        k("Gather", ["tail", "i2"], ["d3"]),
+        k("Mul", ["d1", "d2"], ["d12"]),
+        k("Mul", ["d12", "d3"], ["d123"]),
+        k("ConstantOfShape", ["i1"], ["one"], value=numpy_helper.from_array(np.array([1], I64))),
+        k("Div", ["d123", "one"], ["feat"]),
+        k("Cast", ["feat"], ["feat64"], to=TensorProto.INT64),
+        k("Shape", ["x"], ["s2"]),
+        k("Gather", ["s2", "i0"], ["n"]),
+        k("Squeeze", ["n"], ["n0"], axes=[0]),
+        k("Unsqueeze", ["n0"], ["n1"], axes=[0]),
+        k("Concat", ["n1", "feat64"], ["shape"], axis=0),
+        k("Reshape", ["x", "shape"], ["flat"]),
+        k("Gemm", ["flat", "w", "b"], ["y"]),
+    ]
     return make(nodes, weights(1), out_shape=["N", 5], opset=11)
 
 
@@ -88,8 +109,9 @@ def test_folded_view_model_runs_in_c(tmp_path):
 
 
 def check_c(tmp_path):
-    c_losses, ref_losses, c_params, ref_params, _ = c_vs_reference(tmp_path / "m.onnx", tmp_path / "out",
-                                                                   steps=3, batch=2, lr=0.2)
+    c_losses, ref_losses, c_params, ref_params, _ = c_vs_reference(
+        tmp_path / "m.onnx", tmp_path / "out", steps=3, batch=2, lr=0.2
+    )
     assert rel_close(c_losses, ref_losses, 1e-5)
     for k, v in ref_params.items():
         assert rel_close(c_params[k], v, 1e-5), k
@@ -101,12 +123,20 @@ def gelu_model():
     k = helper.make_node
     rng = np.random.default_rng(2)
     pos = (0.1 * rng.standard_normal((3, 4))).astype(np.float32)
-    nodes = [const("pos", pos), k("Add", ["x", "pos"], ["xp"]),
-             const("sqrt2", np.array(math.sqrt(2.0), np.float32)), k("Div", ["xp", "sqrt2"], ["xs"]),
-             k("Erf", ["xs"], ["e"]), const("one", np.array(1.0, np.float32)), k("Add", ["e", "one"], ["e1"]),
-             k("Mul", ["xp", "e1"], ["m"]), const("half", np.array(0.5, np.float32)),
-             k("Mul", ["m", "half"], ["g"]),
-             k("Add", ["ga", "gb"], ["gab"]), k("Mul", ["g", "gab"], ["y"])]
+    nodes = [
+        const("pos", pos),
+        k("Add", ["x", "pos"], ["xp"]),
+        const("sqrt2", np.array(math.sqrt(2.0), np.float32)),
+        k("Div", ["xp", "sqrt2"], ["xs"]),
+        k("Erf", ["xs"], ["e"]),
+        const("one", np.array(1.0, np.float32)),
+        k("Add", ["e", "one"], ["e1"]),
+        k("Mul", ["xp", "e1"], ["m"]),
+        const("half", np.array(0.5, np.float32)),
+        k("Mul", ["m", "half"], ["g"]),
+        k("Add", ["ga", "gb"], ["gab"]),
+        k("Mul", ["g", "gab"], ["y"]),
+    ]
     inits = [numpy_helper.from_array(rng.standard_normal((3, 4)).astype(np.float32), n) for n in ("ga", "gb")]
     return make(nodes, inits, in_shape=["N", 3, 4], out_shape=["N", 3, 4])
 
@@ -131,13 +161,22 @@ def test_float_constants_become_frozen_parameters(tmp_path):
 # ---- refusals ----
 def test_shape_value_into_unfoldable_op_is_refused():
     k = helper.make_node
-    nodes = [k("Shape", ["x"], ["s"]), const("zero", np.array(0, I64)), k("Gather", ["s", "zero"], ["n"]),
-             const("start", np.array(0, I64)), const("step", np.array(1, I64)),
-             k("Range", ["start", "n", "step"], ["r"]), k("Cast", ["r"], ["rf"], to=TensorProto.FLOAT),
-             k("Add", ["x", "rf"], ["y"])]
+    nodes = [
+        k("Shape", ["x"], ["s"]),
+        const("zero", np.array(0, I64)),
+        k("Gather", ["s", "zero"], ["n"]),
+        const("start", np.array(0, I64)),
+        const("step", np.array(1, I64)),
+        k("Range", ["start", "n", "step"], ["r"]),
+        k("Cast", ["r"], ["rf"], to=TensorProto.FLOAT),
+        k("Add", ["x", "rf"], ["y"]),
+    ]
     model = make(nodes, [], in_shape=["N"], out_shape=["N"])
-    with pytest.raises(PoetError, match=r"node 'Range_5': unsupported op Range \(its inputs are compile-time "
-                                        r"constants, but Range is not evaluated at compile time"):
+    with pytest.raises(
+        PoetError,
+        match=r"node 'Range_5': unsupported op Range \(its inputs are compile-time "
+        r"constants, but Range is not evaluated at compile time",
+    ):
         load_model(model, batch=4)
 
 
@@ -145,9 +184,12 @@ def test_fold_only_op_on_runtime_data_is_refused():
     k = helper.make_node
     nodes = [k("Relu", ["x"], ["r"]), k("Unsqueeze", ["r"], ["y"], axes=[1])]
     model = make(nodes, [], in_shape=["N", 3], out_shape=["N", 1, 3], opset=11)
-    with pytest.raises(PoetError, match=r"node 'Unsqueeze_1' \(Unsqueeze\): supported only inside a shape "
-                                        r"computation evaluated at compile time, but input 'r' is computed "
-                                        r"at run time"):
+    with pytest.raises(
+        PoetError,
+        match=r"node 'Unsqueeze_1' \(Unsqueeze\): supported only inside a shape "
+        r"computation evaluated at compile time, but input 'r' is computed "
+        r"at run time",
+    ):
         load_model(model)
 
 
@@ -163,8 +205,11 @@ def test_float_gather_is_refused(table_is_initializer):
         nodes, inits = [k("Relu", ["x"], ["r"]), k("Gather", ["r", "idx"], ["y"])], [idx]
         in_shape = [10, 4]
     model = make(nodes, inits, in_shape=in_shape, out_shape=[3, 4])
-    with pytest.raises(PoetError, match=r"\(Gather\): Gather on float data \(e.g. an embedding lookup\) is "
-                                        r"not supported"):
+    with pytest.raises(
+        PoetError,
+        match=r"\(Gather\): Gather on float data \(e.g. an embedding lookup\) is "
+        r"not supported",
+    ):
         load_model(model)
 
 

@@ -72,6 +72,8 @@ def test_sgd_update_is_p_minus_lr_g(mlp_path):
     tg = autodiff.training_graph(frontend.load(mlp_path, batch=2))
     rng = np.random.default_rng(5)
     params = {k: np.asarray(v, np.float64) for k, v in tg.params.items()}
-    r = reference.train_step(tg, rng.standard_normal((2, 1, 8, 8)), np.array([1, 2]), params, 0.25, np.float64)
+    r = reference.train_step(
+        tg, rng.standard_normal((2, 1, 8, 8)), np.array([1, 2]), params, 0.25, np.float64
+    )
     for p in params:
         np.testing.assert_array_equal(r.params[p], params[p] - 0.25 * r.grads[p])

@@ -19,9 +19,27 @@ from poet_edge.errors import PoetError
 from poet_edge.paths import RUNTIME_C
 
 # M, N, K: 1x1x1, every tail of the 4-row / 6-column blocks, K = 1 and 2 (first step only), zoo shapes
-GEMM_SHAPES = [(1, 1, 1), (1, 7, 3), (3, 1, 5), (2, 2, 2), (4, 6, 1), (4, 6, 2), (5, 7, 3), (7, 11, 9),
-               (8, 13, 17), (9, 5, 4), (6, 4, 6), (3, 12, 1), (13, 23, 7), (8, 10, 32), (8, 2, 64),
-               (10, 32, 8), (12, 19, 33), (17, 3, 8), (2, 30, 8)]
+GEMM_SHAPES = [
+    (1, 1, 1),
+    (1, 7, 3),
+    (3, 1, 5),
+    (2, 2, 2),
+    (4, 6, 1),
+    (4, 6, 2),
+    (5, 7, 3),
+    (7, 11, 9),
+    (8, 13, 17),
+    (9, 5, 4),
+    (6, 4, 6),
+    (3, 12, 1),
+    (13, 23, 7),
+    (8, 10, 32),
+    (8, 2, 64),
+    (10, 32, 8),
+    (12, 19, 33),
+    (17, 3, 8),
+    (2, 30, 8),
+]
 
 
 def gemm_cases() -> list[mb.KernelCase]:
@@ -39,10 +57,20 @@ def gemm_cases() -> list[mb.KernelCase]:
 def elementwise_cases() -> list[mb.KernelCase]:
     cases = []
     for n in (1, 3, 4, 5, 8, 67, 256):
-        cases += [mb.op_case("Relu", [(n,)]), mb.op_case("ReluGrad", [(n,), (n,)]),
-                  mb.op_case("SGDUpdate", [(n,), (n,)])]
-    for a, b in [((8, 32), (32,)), ((8, 32), (8, 32)), ((3, 5), (3, 1)), ((1,), (7,)), ((2, 3, 4), (3, 1)),
-                 ((4, 1, 3), (1, 5, 1)), ((5,), (1,))]:
+        cases += [
+            mb.op_case("Relu", [(n,)]),
+            mb.op_case("ReluGrad", [(n,), (n,)]),
+            mb.op_case("SGDUpdate", [(n,), (n,)]),
+        ]
+    for a, b in [
+        ((8, 32), (32,)),
+        ((8, 32), (8, 32)),
+        ((3, 5), (3, 1)),
+        ((1,), (7,)),
+        ((2, 3, 4), (3, 1)),
+        ((4, 1, 3), (1, 5, 1)),
+        ((5,), (1,)),
+    ]:
         cases.append(mb.op_case("Add", [a, b]))
     for x, y in [((8, 32), (32,)), ((8, 32), (8, 1)), ((2, 3, 4), (3, 1)), ((6,), (1,)), ((4, 5), (4, 5))]:
         cases.append(mb.op_case("ReduceSumTo", [x], {"shape": y, "scale": 1.0}))
@@ -84,8 +112,11 @@ def test_bit_identical_qemu_m4(tmp_path):
 def test_fast_gemm_instruction_counts_deterministic(tmp_path):
     """Instruction counts on QEMU are exact: two runs agree, and the fast kernel beats the reference."""
     need_tools("arm-none-eabi-gcc", "qemu-system-arm")
-    cases = [mb.gemm_case(8, 128, 128, 0, 1, bias="row"), mb.gemm_case(8, 128, 128, 0, 0),
-             mb.gemm_case(128, 128, 8, 1, 0)]
+    cases = [
+        mb.gemm_case(8, 128, 128, 0, 1, bias="row"),
+        mb.gemm_case(8, 128, 128, 0, 0),
+        mb.gemm_case(128, 128, 8, 1, 0),
+    ]
     a = mb.measure("qemu-cortex-m4", cases, tmp_path / "a", ("reference", "fast"))
     b = mb.measure("qemu-cortex-m4", cases, tmp_path / "b", ("reference", "fast"))
     assert a.instructions == b.instructions
@@ -94,8 +125,9 @@ def test_fast_gemm_instruction_counts_deterministic(tmp_path):
         assert fast / c.quantity < 3.0 and ref / fast > 3.0, (c.name, fast / c.quantity, ref / c.quantity)
 
 
-def _run(tmp_path, name, kernels, target="host", model=EXAMPLES / "mlp.onnx", ram=256 * 1024, **kw
-         ) -> runner.RunOutcome:
+def _run(
+    tmp_path, name, kernels, target="host", model=EXAMPLES / "mlp.onnx", ram=256 * 1024, **kw
+) -> runner.RunOutcome:
     opts = CompileOptions(model, "cortex-m4", ram, tmp_path / name, batch=4, kernels=kernels, **kw)
     compile_model(opts)
     assert json.loads((tmp_path / name / "plan.json").read_text())["kernels"] == kernels
@@ -112,16 +144,19 @@ def _same(a: runner.RunOutcome, b: runner.RunOutcome) -> None:
 AE_KW = {"loss": Loss.MSE, "ram": 2 << 20}  # all of the autoencoder trains: > 256 KB
 
 
-@pytest.mark.parametrize("model,kw", [(EXAMPLES / "mlp.onnx", {}),
-                                      (EXAMPLES / "zoo" / "autoencoder.onnx", AE_KW)],
-                         ids=["mlp", "autoencoder"])
+@pytest.mark.parametrize(
+    "model,kw",
+    [(EXAMPLES / "mlp.onnx", {}), (EXAMPLES / "zoo" / "autoencoder.onnx", AE_KW)],
+    ids=["mlp", "autoencoder"],
+)
 def test_whole_model_fast_equals_reference_host(tmp_path, model, kw):
     need_tools("gcc")
     fast = _run(tmp_path, "fast", "fast", model=model, **kw)
     ref = _run(tmp_path, "ref", "reference", model=model, **kw)
     _same(fast, ref)
-    assert (tmp_path / "fast" / "runtime" / "src" / "kernels" / "gemm.c").read_text() == \
-        (RUNTIME_C / "src" / "optimized" / "gemm.c").read_text()
+    assert (tmp_path / "fast" / "runtime" / "src" / "kernels" / "gemm.c").read_text() == (
+        RUNTIME_C / "src" / "optimized" / "gemm.c"
+    ).read_text()
 
 
 def test_whole_model_fast_equals_reference_qemu(tmp_path):

@@ -53,6 +53,7 @@ def _solve(problem: SchedulingProblem, **kw: object) -> tuple[Schedule, SimResul
 
 # -- exhaustive search over per-stage decisions -----------------------------------------------------
 
+
 @dataclass(frozen=True)
 class _Stage:
     """Decisions of one stage: recomputed nodes, page-ins, page-outs, values kept for the next stage."""
@@ -105,8 +106,10 @@ class StageSearch:
                 return False
             present.add(i)
         for k in comps:
-            if p.fixed_bytes + sum(b[j] for j in present) + b[k] + p.nodes[k].workspace_bytes \
-                    > p.budget_bytes:
+            if (
+                p.fixed_bytes + sum(b[j] for j in present) + b[k] + p.nodes[k].workspace_bytes
+                > p.budget_bytes
+            ):
                 return False
             present.add(k)
             present -= {u for u in present if last.get(u, k) == k and u not in st.kept}
@@ -126,8 +129,9 @@ class StageSearch:
                 out += self.keep_options(t, re, ins, avail, stored)
         return out
 
-    def keep_options(self, t: int, re: tuple[int, ...], ins: tuple[int, ...], avail: list[int],
-                     stored: frozenset[int]) -> list[tuple[float, _Stage]]:
+    def keep_options(
+        self, t: int, re: tuple[int, ...], ins: tuple[int, ...], avail: list[int], stored: frozenset[int]
+    ) -> list[tuple[float, _Stage]]:
         choices = []
         for i in avail:
             opts = ["drop"]
@@ -150,8 +154,9 @@ class StageSearch:
         cap = self.p.storage_bytes
         return cap is None or sum(self.p.nodes[i].out_bytes for i in stored | set(outs)) <= cap
 
-    def best(self, t: int = 0, ram: frozenset[int] = frozenset(), stored: frozenset[int] = frozenset()
-             ) -> tuple[float, tuple[_Stage, ...]]:
+    def best(
+        self, t: int = 0, ram: frozenset[int] = frozenset(), stored: frozenset[int] = frozenset()
+    ) -> tuple[float, tuple[_Stage, ...]]:
         if t == self.n:
             return 0.0, ()
         key = (t, ram, stored)
@@ -194,12 +199,20 @@ def _tiny(seed: int) -> SchedulingProblem:
     if seed % 4 == 0:
         base = training_chain(rng.randint(2, 3), seed=seed)
     else:
-        base = random_layered_dag(rng.randint(3, 7), seed, width=rng.randint(1, 3), skip_prob=0.6,
-                                  fixed_bytes=rng.choice([0, 11]), unrecomputable_prob=flags[0],
-                                  unpageable_prob=flags[1], n_invalidations=flags[2])
+        base = random_layered_dag(
+            rng.randint(3, 7),
+            seed,
+            width=rng.randint(1, 3),
+            skip_prob=0.6,
+            fixed_bytes=rng.choice([0, 11]),
+            unrecomputable_prob=flags[0],
+            unpageable_prob=flags[1],
+            n_invalidations=flags[2],
+        )
     cheap = rng.choice([1.0, 0.1])  # cheap compute makes recomputation beat paging
-    nodes = tuple(replace(n, compute_j=n.compute_j * cheap, compute_s=n.compute_s * cheap)
-                  for n in base.nodes)
+    nodes = tuple(
+        replace(n, compute_j=n.compute_j * cheap, compute_s=n.compute_s * cheap) for n in base.nodes
+    )
     base = replace(base, nodes=nodes)
     floor, peak = memory_floor(base).bytes, _peak(base)
     storage = rng.choice([None, None, 60, 150])
@@ -234,6 +247,7 @@ def test_milp_matches_exhaustive_stage_search(seed: int) -> None:
 
 # -- chains without paging: shortest path over all schedules -----------------------------------------
 
+
 def _all_schedules_optimum(problem: SchedulingProblem) -> float:
     """Cheapest energy over every schedule of Compute/Free steps (Dijkstra over (RAM set, done set))."""
     n = len(problem.nodes)
@@ -253,8 +267,11 @@ def _all_schedules_optimum(problem: SchedulingProblem) -> float:
             bit = 1 << v
             if ram & bit:
                 nxt, cost = (ram & ~bit, done), 0.0
-            elif preds[v] & ram == preds[v] and live + size[v] + problem.nodes[v].workspace_bytes \
-                    <= problem.budget_bytes and (problem.nodes[v].recomputable or not done & bit):
+            elif (
+                preds[v] & ram == preds[v]
+                and live + size[v] + problem.nodes[v].workspace_bytes <= problem.budget_bytes
+                and (problem.nodes[v].recomputable or not done & bit)
+            ):
                 nxt, cost = (ram | bit, done | bit), problem.nodes[v].compute_j
             else:
                 continue
@@ -267,8 +284,10 @@ def _all_schedules_optimum(problem: SchedulingProblem) -> float:
 def _unit_chain(layers: int, seed: int | None) -> SchedulingProblem:
     base = training_chain(layers, seed=seed or 0)
     rng = random.Random(seed)
-    nodes = tuple(replace(node, out_bytes=1 if seed is None else rng.randint(1, 4), compute_j=1.0,
-                          compute_s=1.0) for node in base.nodes)
+    nodes = tuple(
+        replace(node, out_bytes=1 if seed is None else rng.randint(1, 4), compute_j=1.0, compute_s=1.0)
+        for node in base.nodes
+    )
     return replace(base, nodes=nodes)
 
 
@@ -287,11 +306,13 @@ def test_chain_without_paging_matches_shortest_path(layers: int, seed: int | Non
 
 # -- validity, options, bounds ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("seed", range(8))
 def test_schedules_replay_with_matching_terms(seed: int) -> None:
     rng = random.Random(seed)
-    base = random_layered_dag(14, seed, fixed_bytes=7, unrecomputable_prob=0.2, unpageable_prob=0.2,
-                              n_invalidations=2)
+    base = random_layered_dag(
+        14, seed, fixed_bytes=7, unrecomputable_prob=0.2, unpageable_prob=0.2, n_invalidations=2
+    )
     floor, peak = memory_floor(base).bytes, _peak(base)
     problem = replace(base, budget_bytes=floor + (peak - floor) * rng.choice([1, 2]) // 3)
     for kw in ({}, {"objective": "latency"}, {"remat": False}, {"paging": False}, {"solver": "cbc"}):
@@ -304,8 +325,18 @@ def test_schedules_replay_with_matching_terms(seed: int) -> None:
             assert sim.n_recomputations == 0
         if kw.get("paging") is False:
             assert sim.n_page_ins == sim.n_page_outs == 0
-        assert {"status", "objective", "bound", "gap", "seconds", "binaries", "rows", "solver", "warm_start",
-                "fallback"} <= info.keys()
+        assert {
+            "status",
+            "objective",
+            "bound",
+            "gap",
+            "seconds",
+            "binaries",
+            "rows",
+            "solver",
+            "warm_start",
+            "fallback",
+        } <= info.keys()
 
 
 def test_highs_and_cbc_agree() -> None:
@@ -340,8 +371,10 @@ def test_invalidation_forbids_late_recomputation() -> None:
     # back for ga: recomputed after u (allowed only without the invalidation) or paged in.
     names = ("a", "x", "y", "loss", "u", "ga")
     sizes = (10, 10, 10, 1, 1, 1)
-    nodes = tuple(ProblemNode(n, b, 1.0, 1.0, 0.5, 0.5, 0.5, 0.5, workspace_bytes=10 * (n == "u"))
-                  for n, b in zip(names, sizes, strict=True))
+    nodes = tuple(
+        ProblemNode(n, b, 1.0, 1.0, 0.5, 0.5, 0.5, 0.5, workspace_bytes=10 * (n == "u"))
+        for n, b in zip(names, sizes, strict=True)
+    )
     edges = ((0, 1), (1, 2), (2, 3), (3, 4), (0, 5), (3, 5))
     free = SchedulingProblem(nodes, edges, budget_bytes=21)
     schedule, _, _ = _solve(free, paging=False)
@@ -381,6 +414,7 @@ def test_infeasible_bounds_are_named() -> None:
 
 # -- poet solve ----------------------------------------------------------------------------------------
 
+
 def test_solve_command_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = random_layered_dag(10, 4)
     path = tmp_path / "g.json"
@@ -393,8 +427,9 @@ def test_solve_command_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         assert key in out
     assert out["valid"] is True and out["peak_ram_bytes"] <= budget
     names = {n.name for n in base.nodes}
-    assert all(kind in ("compute", "free", "page_in", "page_out") and node in names
-               for kind, node in out["schedule"])
+    assert all(
+        kind in ("compute", "free", "page_in", "page_out") and node in names for kind, node in out["schedule"]
+    )
     assert main(["solve", str(path), "--ram", str(budget), "--scheduler", "greedy", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["valid"] is True
     assert main(["solve", str(path), "--ram", "1", "--json"]) == 2

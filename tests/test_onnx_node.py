@@ -33,7 +33,7 @@ def run_case(case) -> str:
     op = ops.get(pn.op_type)
     feeds, expected = case.data_sets[0]
     names = [i.name for i in case.model.graph.input]
-    values = dict(zip(names, feeds))
+    values = dict(zip(names, feeds, strict=False))
     attrs, xs, ins = _attrs(pn), [], []
     for i, name in enumerate(pn.input):
         if i in op.const_inputs:
@@ -54,9 +54,11 @@ def run_case(case) -> str:
     except (PoetError, ValueError) as e:  # the frontend turns ValueError from infer into a PoetError
         return f"refused: {e}"
     got = op.forward(xs, attrs)
-    for g, e, s in zip(got, expected, shapes):
+    for g, e, s in zip(got, expected, shapes, strict=False):
         assert tuple(s) == tuple(e.shape), f"inferred shape {s} != expected {e.shape}"
-        np.testing.assert_allclose(np.asarray(g, np.float32), e, rtol=max(case.rtol, 1e-5), atol=max(case.atol, 1e-6))
+        np.testing.assert_allclose(
+            np.asarray(g, np.float32), e, rtol=max(case.rtol, 1e-5), atol=max(case.atol, 1e-6)
+        )
     return "pass"
 
 

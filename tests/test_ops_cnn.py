@@ -54,20 +54,44 @@ CASES = [
     ("MaxPool", [(1, 2, 6, 6)], {"kernel_shape": [2, 2], "strides": [2, 2]}, None, 17),
     ("MaxPool", [(2, 2, 7, 6)], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, None, 17),
     ("MaxPool", [(1, 3, 5, 5)], {"kernel_shape": [3, 2]}, None, 17),  # stride 1: overlapping windows
-    ("MaxPool", [(1, 2, 5, 6)], {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"}, None,
-     17),
+    (
+        "MaxPool",
+        [(1, 2, 5, 6)],
+        {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"},
+        None,
+        17,
+    ),
     ("MaxPool", [(1, 2, 9)], {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}, None, 17),
     ("AveragePool", [(1, 2, 6, 6)], {"kernel_shape": [2, 2], "strides": [2, 2]}, None, 17),
     ("AveragePool", [(2, 2, 5, 5)], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, None, 17),
-    ("AveragePool", [(2, 2, 5, 5)], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1},
-     None, 17),
-    ("AveragePool", [(1, 3, 7, 6)], {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [2, 0, 1, 1]}, None,
-     17),
-    ("AveragePool", [(1, 2, 5, 6)], {"kernel_shape": [2, 3], "strides": [2, 2], "auto_pad": "SAME_LOWER"},
-     None, 17),
-    ("AveragePool", [(1, 2, 9)], {"kernel_shape": [4], "strides": [3], "pads": [1, 2],
-                                  "count_include_pad": 1},
-     None, 17),
+    (
+        "AveragePool",
+        [(2, 2, 5, 5)],
+        {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1},
+        None,
+        17,
+    ),
+    (
+        "AveragePool",
+        [(1, 3, 7, 6)],
+        {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [2, 0, 1, 1]},
+        None,
+        17,
+    ),
+    (
+        "AveragePool",
+        [(1, 2, 5, 6)],
+        {"kernel_shape": [2, 3], "strides": [2, 2], "auto_pad": "SAME_LOWER"},
+        None,
+        17,
+    ),
+    (
+        "AveragePool",
+        [(1, 2, 9)],
+        {"kernel_shape": [4], "strides": [3], "pads": [1, 2], "count_include_pad": 1},
+        None,
+        17,
+    ),
     ("GlobalAveragePool", [(2, 3, 4, 5)], {}, None, 17),
     ("GlobalAveragePool", [(1, 4, 6)], {}, None, 17),
 ]
@@ -173,9 +197,17 @@ def _small_cnn() -> onnx.ModelProto:
         v = rng.uniform(0.5, 1.5, shape) if positive else rng.standard_normal(shape) * 0.5
         return numpy_helper.from_array(v.astype(np.float32), name)
 
-    inits = [init("w1", (4, 2, 3, 3)), init("b1", (4,)), init("s", (4,), True), init("t", (4,)),
-             init("mu", (4,)), init("var", (4,), True), init("w2", (4, 1, 3, 3)),
-             numpy_helper.from_array(_scalar(0.0), "lo"), numpy_helper.from_array(_scalar(6.0), "hi")]
+    inits = [
+        init("w1", (4, 2, 3, 3)),
+        init("b1", (4,)),
+        init("s", (4,), True),
+        init("t", (4,)),
+        init("mu", (4,)),
+        init("var", (4,), True),
+        init("w2", (4, 1, 3, 3)),
+        numpy_helper.from_array(_scalar(0.0), "lo"),
+        numpy_helper.from_array(_scalar(6.0), "hi"),
+    ]
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
         helper.make_node("BatchNormalization", ["c1", "s", "t", "mu", "var"], ["bn"], name="bn"),
@@ -202,7 +234,9 @@ def test_small_cnn_gradients_and_c(tmp_path):
     assert fd_check(tg, x.astype(np.float64), labels, samples=6) <= 1e-6
     path = tmp_path / "cnn.onnx"
     onnx.save(model, str(path))
-    c_losses, ref_losses, c_params, ref_params, _ = c_vs_reference(path, tmp_path / "out", steps=3, sanitize=True)
+    c_losses, ref_losses, c_params, ref_params, _ = c_vs_reference(
+        path, tmp_path / "out", steps=3, sanitize=True
+    )
     assert max_rel_err(c_losses, ref_losses) <= 1e-5
     for name, value in ref_params.items():
         assert max_rel_err(c_params[name], value) <= 1e-5, name
@@ -230,8 +264,13 @@ def test_small_cnn_bit_identical_on_cortex_m4(tmp_path):
 # ---- refusals --------------------------------------------------------------------------------------
 def _one_node(op, inputs, outputs, inits, **attrs) -> onnx.ModelProto:
     node = helper.make_node(op, ["x", *inputs], outputs, name="the_node", **attrs)
-    graph = helper.make_graph([node], "m", [_vi("x", [1, 2, 6, 6])], [_vi(o, None) for o in outputs],
-                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    graph = helper.make_graph(
+        [node],
+        "m",
+        [_vi("x", [1, 2, 6, 6])],
+        [_vi(o, None) for o in outputs],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -262,16 +301,22 @@ def test_batchnorm_training_mode_refused():
 
 def test_maxpool_indices_refused():
     node = helper.make_node("MaxPool", ["x"], ["y", "idx"], name="the_node", kernel_shape=[2, 2])
-    graph = helper.make_graph([node], "m", [_vi("x", [1, 2, 6, 6])],
-                              [_vi("y", None), _vi("idx", None, TensorProto.INT64)])
+    graph = helper.make_graph(
+        [node], "m", [_vi("x", [1, 2, 6, 6])], [_vi("y", None), _vi("idx", None, TensorProto.INT64)]
+    )
     msg = _refused(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     assert "the_node" in msg and "Indices" in msg
 
 
 def test_conv_3d_and_bad_shapes_refused():
     node = helper.make_node("Conv", ["x", "w"], ["y"], name="the_node")
-    graph = helper.make_graph([node], "m", [_vi("x", [1, 2, 4, 4, 4])], [_vi("y", None)],
-                              [numpy_helper.from_array(np.ones((2, 2, 3, 3, 3), np.float32), "w")])
+    graph = helper.make_graph(
+        [node],
+        "m",
+        [_vi("x", [1, 2, 4, 4, 4])],
+        [_vi("y", None)],
+        [numpy_helper.from_array(np.ones((2, 2, 3, 3, 3), np.float32), "w")],
+    )
     msg = _refused(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     assert "the_node" in msg and "2-D" in msg
     msg = _refused(_one_node("Conv", ["w"], ["y"], {"w": np.ones((2, 3, 3, 3), np.float32)}))

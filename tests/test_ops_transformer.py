@@ -27,16 +27,40 @@ LR = 0.2  # large enough that a 0.1% error in a C gradient shows in the paramete
 _COUNT: dict[str, int] = {}
 
 
-def case(op, shapes, attrs=None, consts=None, opset=17, n_outputs=1, ort=True, scale=1.0, seed=0,
-         fd_scale=1.0, data_seed=1):
+def case(
+    op,
+    shapes,
+    attrs=None,
+    consts=None,
+    opset=17,
+    n_outputs=1,
+    ort=True,
+    scale=1.0,
+    seed=0,
+    fd_scale=1.0,
+    data_seed=1,
+):
     """One single-op model; ``ort=False`` skips the onnxruntime check.
     ``scale`` scales the parameters (wide ranges reach every branch of a kernel); finite differences use
     ``fd_scale`` for parameters and data instead: saturated activations have gradients so small that
     float64 rounding noise of the loss dominates their relative error."""
     _COUNT[op] = _COUNT.get(op, 0) + 1
-    return pytest.param(dict(op=op, shapes=shapes, attrs=attrs or {}, consts=consts or {}, opset=opset,
-                             n_outputs=n_outputs, scale=scale, seed=seed, fd_scale=fd_scale,
-                             data_seed=data_seed), ort, id=f"{op}-{_COUNT[op]}")
+    return pytest.param(
+        dict(
+            op=op,
+            shapes=shapes,
+            attrs=attrs or {},
+            consts=consts or {},
+            opset=opset,
+            n_outputs=n_outputs,
+            scale=scale,
+            seed=seed,
+            fd_scale=fd_scale,
+            data_seed=data_seed,
+        ),
+        ort,
+        id=f"{op}-{_COUNT[op]}",
+    )
 
 
 CASES = [
@@ -75,15 +99,32 @@ CASES = [
     case("Transpose", [(2, 3, 4)]),
     case("Transpose", [(2, 3, 4)], {"perm": [1, 0, 2]}),
     case("Transpose", [(2, 3, 4, 5)], {"perm": [0, 2, 3, 1]}),
-    case("Slice", [(5, 6), (2,), (2,), (2,), (2,)],
-         consts={1: np.array([1, -4], I64), 2: np.array([4, 100], I64), 3: np.array([0, 1], I64),
-                 4: np.array([1, 2], I64)}),
-    case("Slice", [(5, 6), (1,), (1,), (1,), (1,)],
-         consts={1: np.array([-1], I64), 2: np.array([-100], I64), 3: np.array([1], I64),
-                 4: np.array([-2], I64)}),
+    case(
+        "Slice",
+        [(5, 6), (2,), (2,), (2,), (2,)],
+        consts={
+            1: np.array([1, -4], I64),
+            2: np.array([4, 100], I64),
+            3: np.array([0, 1], I64),
+            4: np.array([1, 2], I64),
+        },
+    ),
+    case(
+        "Slice",
+        [(5, 6), (1,), (1,), (1,), (1,)],
+        consts={
+            1: np.array([-1], I64),
+            2: np.array([-100], I64),
+            3: np.array([1], I64),
+            4: np.array([-2], I64),
+        },
+    ),
     case("Slice", [(4, 6, 3), (2,), (2,)], consts={1: np.array([1, 2], I64), 2: np.array([3, 5], I64)}),
-    case("Slice", [(4, 6), (1,), (1,), (1,)],
-         consts={1: np.array([-3], I64), 2: np.array([2**62], I64), 3: np.array([-1], I64)}),
+    case(
+        "Slice",
+        [(4, 6), (1,), (1,), (1,)],
+        consts={1: np.array([-3], I64), 2: np.array([2**62], I64), 3: np.array([-1], I64)},
+    ),
     case("Concat", [(2, 3), (2, 4), (2, 1)], {"axis": 1}),
     case("Concat", [(2, 3), (1, 3)], {"axis": 0}),
     case("Concat", [(2, 3, 2), (2, 3, 1)], {"axis": -1}),
@@ -96,8 +137,9 @@ CASES = [
     case("ReduceMean", [(2, 3, 4), (1,)], {"keepdims": 1}, consts={1: np.array([-1], I64)}, opset=18),
     case("Identity", [(2, 3)]),
     case("Dropout", [(2, 3), (1,)], consts={1: np.array(0.25, np.float32)}),
-    case("Dropout", [(2, 3), (1,), (1,)], consts={1: np.array(0.5, np.float32), 2: np.array(True)},
-         ort=False),
+    case(
+        "Dropout", [(2, 3), (1,), (1,)], consts={1: np.array(0.5, np.float32), 2: np.array(True)}, ort=False
+    ),
 ]
 
 
@@ -107,9 +149,16 @@ def _data(tg, shape, seed=1):
 
 
 def _model(p, scale=None):
-    return single_op_model(p["op"], p["shapes"], p["attrs"], p["consts"], opset=p["opset"],
-                           n_outputs=p["n_outputs"], scale=p["scale"] if scale is None else scale,
-                           seed=p["seed"])
+    return single_op_model(
+        p["op"],
+        p["shapes"],
+        p["attrs"],
+        p["consts"],
+        opset=p["opset"],
+        n_outputs=p["n_outputs"],
+        scale=p["scale"] if scale is None else scale,
+        seed=p["seed"],
+    )
 
 
 @pytest.mark.parametrize("p,ort", CASES)
@@ -152,9 +201,13 @@ def chain_model(steps, in_shape, opset=17, seed=0):
             names.append(name)
         cur = f"t{i}"
         nodes.append(helper.make_node(op, names, [cur], name=f"{op.lower()}{i}", **attrs))
-    graph = helper.make_graph(nodes, "chain",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(in_shape))],
-                              [helper.make_tensor_value_info(cur, TensorProto.FLOAT, None)], inits)
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(in_shape))],
+        [helper.make_tensor_value_info(cur, TensorProto.FLOAT, None)],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     model.graph.output[0].CopyFrom(inferred.graph.output[0])
@@ -162,31 +215,76 @@ def chain_model(steps, in_shape, opset=17, seed=0):
 
 
 CHAINS = {
-    "elementwise": (chain_model([("Sub", [(4,)], {}), ("Mul", [(3, 1)], {}),
-                                 ("Div", [("pos", (2, 3, 4))], {}), ("Sigmoid", [], {}),
-                                 ("Sub", [(3, 4)], {}),
-                                 ("Tanh", [], {}), ("Mul", [(4,)], {}), ("Erf", [], {}), ("Gelu", [], {}),
-                                 ("Mul", [(2, 1, 4)], {}), ("Gelu", [], {"approximate": "tanh"}),
-                                 ("Div", [("pos", (4,))], {})],
-                                (2, 3, 4), opset=20), (2, 3, 4)),
-    "normalize": (chain_model([("Softmax", [], {"axis": 1}),
-                               ("LayerNormalization", [(3, 4), (3, 4)], {"axis": 1}),
-                               ("Softmax", [], {}), ("LayerNormalization", [(4,)], {"epsilon": 1e-3}),
-                               ("Softmax", [], {"axis": 0}),
-                               ("ReduceMean", [], {"axes": [1], "keepdims": 0})],
-                              (2, 3, 4)), (2, 3, 4)),
-    "layout": (chain_model([("MatMul", [(1, 2, 4, 3)], {}), ("Transpose", [], {"perm": [0, 2, 3, 1]}),
-                            ("Slice", [np.array([-1], I64), np.array([-100], I64), np.array([2], I64),
-                                       np.array([-2], I64)], {}),
-                            ("Concat", [(2, 3, 3, 2)], {"axis": 2}),
-                            ("Slice", [np.array([0, 1], I64), np.array([2, 5], I64), np.array([0, 2], I64),
-                                       np.array([1, 2], I64)], {}),
-                            ("MatMul", [(2,)], {}), ("Identity", [], {}),
-                            ("ReduceMean", [], {"axes": [2], "keepdims": 1}),
-                            ("Dropout", [np.array(0.5, np.float32), np.array(True)], {}),
-                            ("Transpose", [], {"perm": [0, 2, 1]})], (2, 1, 3, 4)), (2, 1, 3, 4)),
-    "split": (single_op_model("Split", [(4, 6), (2,)], {"axis": 1}, consts={1: np.array([2, 4], I64)},
-                              n_outputs=2), (4, 6)),
+    "elementwise": (
+        chain_model(
+            [
+                ("Sub", [(4,)], {}),
+                ("Mul", [(3, 1)], {}),
+                ("Div", [("pos", (2, 3, 4))], {}),
+                ("Sigmoid", [], {}),
+                ("Sub", [(3, 4)], {}),
+                ("Tanh", [], {}),
+                ("Mul", [(4,)], {}),
+                ("Erf", [], {}),
+                ("Gelu", [], {}),
+                ("Mul", [(2, 1, 4)], {}),
+                ("Gelu", [], {"approximate": "tanh"}),
+                ("Div", [("pos", (4,))], {}),
+            ],
+            (2, 3, 4),
+            opset=20,
+        ),
+        (2, 3, 4),
+    ),
+    "normalize": (
+        chain_model(
+            [
+                ("Softmax", [], {"axis": 1}),
+                ("LayerNormalization", [(3, 4), (3, 4)], {"axis": 1}),
+                ("Softmax", [], {}),
+                ("LayerNormalization", [(4,)], {"epsilon": 1e-3}),
+                ("Softmax", [], {"axis": 0}),
+                ("ReduceMean", [], {"axes": [1], "keepdims": 0}),
+            ],
+            (2, 3, 4),
+        ),
+        (2, 3, 4),
+    ),
+    "layout": (
+        chain_model(
+            [
+                ("MatMul", [(1, 2, 4, 3)], {}),
+                ("Transpose", [], {"perm": [0, 2, 3, 1]}),
+                (
+                    "Slice",
+                    [np.array([-1], I64), np.array([-100], I64), np.array([2], I64), np.array([-2], I64)],
+                    {},
+                ),
+                ("Concat", [(2, 3, 3, 2)], {"axis": 2}),
+                (
+                    "Slice",
+                    [
+                        np.array([0, 1], I64),
+                        np.array([2, 5], I64),
+                        np.array([0, 2], I64),
+                        np.array([1, 2], I64),
+                    ],
+                    {},
+                ),
+                ("MatMul", [(2,)], {}),
+                ("Identity", [], {}),
+                ("ReduceMean", [], {"axes": [2], "keepdims": 1}),
+                ("Dropout", [np.array(0.5, np.float32), np.array(True)], {}),
+                ("Transpose", [], {"perm": [0, 2, 1]}),
+            ],
+            (2, 1, 3, 4),
+        ),
+        (2, 1, 3, 4),
+    ),
+    "split": (
+        single_op_model("Split", [(4, 6), (2,)], {"axis": 1}, consts={1: np.array([2, 4], I64)}, n_outputs=2),
+        (4, 6),
+    ),
 }
 
 
@@ -209,8 +307,9 @@ def test_chain(name, tmp_path):
 def check_c(model, tmp_path, batch=1):
     """Generated C trains 3 steps like the numpy reference (losses and parameters within 1e-5)."""
     onnx.save(model, tmp_path / "m.onnx")
-    c_losses, ref_losses, c_params, ref_params, _ = c_vs_reference(tmp_path / "m.onnx", tmp_path / "out",
-                                                                   steps=3, batch=batch, lr=LR, sanitize=True)
+    c_losses, ref_losses, c_params, ref_params, _ = c_vs_reference(
+        tmp_path / "m.onnx", tmp_path / "out", steps=3, batch=batch, lr=LR, sanitize=True
+    )
     assert rel_close(c_losses, ref_losses, 1e-5), (c_losses, ref_losses)
     for k, v in ref_params.items():
         assert rel_close(c_params[k], v, 1e-5), k
@@ -220,13 +319,19 @@ def check_c(model, tmp_path, batch=1):
 def split_model(opset=18):
     rng = np.random.default_rng(0)
     p = numpy_helper.from_array(rng.standard_normal((3, 8)).astype(np.float32), "p")
-    nodes = [helper.make_node("Add", ["x", "p"], ["t"]),
-             helper.make_node("Split", ["t"], ["s0", "s1", "s2"], axis=1, num_outputs=3),
-             helper.make_node("Mul", ["s1", "s0"], ["m"]),
-             helper.make_node("Concat", ["s2", "m"], ["y"], axis=1)]
-    graph = helper.make_graph(nodes, "split_all",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5])], [p])
+    nodes = [
+        helper.make_node("Add", ["x", "p"], ["t"]),
+        helper.make_node("Split", ["t"], ["s0", "s1", "s2"], axis=1, num_outputs=3),
+        helper.make_node("Mul", ["s1", "s0"], ["m"]),
+        helper.make_node("Concat", ["s2", "m"], ["y"], axis=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "split_all",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5])],
+        [p],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
@@ -256,25 +361,34 @@ def attention_model(batch=2, seq=4, dim=8):
     def w(name, *shape, s=0.3):
         return numpy_helper.from_array((s * rng.standard_normal(shape)).astype(np.float32), name)
 
-    inits = [w("ln_s", dim, s=1.0), w("ln_b", dim), w("wqkv", dim, 3 * dim), w("wo", dim, dim),
-             w("w1", dim, dim),
-             numpy_helper.from_array(np.array([batch, seq, 2, dim // 2], I64), "heads"),
-             numpy_helper.from_array(np.array([batch, seq, dim], I64), "merged"),
-             numpy_helper.from_array(np.array([dim, dim, dim], I64), "thirds"),
-             numpy_helper.from_array(np.array([1], I64), "rm_axes")]
+    inits = [
+        w("ln_s", dim, s=1.0),
+        w("ln_b", dim),
+        w("wqkv", dim, 3 * dim),
+        w("wo", dim, dim),
+        w("w1", dim, dim),
+        numpy_helper.from_array(np.array([batch, seq, 2, dim // 2], I64), "heads"),
+        numpy_helper.from_array(np.array([batch, seq, dim], I64), "merged"),
+        numpy_helper.from_array(np.array([dim, dim, dim], I64), "thirds"),
+        numpy_helper.from_array(np.array([1], I64), "rm_axes"),
+    ]
     k = helper.make_node
     nodes = [
         k("LayerNormalization", ["x", "ln_s", "ln_b"], ["h"], axis=-1),
         k("MatMul", ["h", "wqkv"], ["qkv"]),
         k("Split", ["qkv", "thirds"], ["q", "kk", "v"], axis=-1),
-        k("Reshape", ["q", "heads"], ["q4"]), k("Transpose", ["q4"], ["qh"], perm=[0, 2, 1, 3]),
-        k("Reshape", ["kk", "heads"], ["k4"]), k("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1]),
-        k("Reshape", ["v", "heads"], ["v4"]), k("Transpose", ["v4"], ["vh"], perm=[0, 2, 1, 3]),
+        k("Reshape", ["q", "heads"], ["q4"]),
+        k("Transpose", ["q4"], ["qh"], perm=[0, 2, 1, 3]),
+        k("Reshape", ["kk", "heads"], ["k4"]),
+        k("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1]),
+        k("Reshape", ["v", "heads"], ["v4"]),
+        k("Transpose", ["v4"], ["vh"], perm=[0, 2, 1, 3]),
         k("MatMul", ["qh", "kt"], ["sc"]),
         k("Constant", [], ["inv_sqrt_d"], value=numpy_helper.from_array(np.array(0.5, np.float32))),
         k("Mul", ["sc", "inv_sqrt_d"], ["scs"]),
         k("Softmax", ["scs"], ["att"], axis=-1),
-        k("MatMul", ["att", "vh"], ["o4"]), k("Transpose", ["o4"], ["o3"], perm=[0, 2, 1, 3]),
+        k("MatMul", ["att", "vh"], ["o4"]),
+        k("Transpose", ["o4"], ["o3"], perm=[0, 2, 1, 3]),
         k("Reshape", ["o3", "merged"], ["o"]),
         k("MatMul", ["o", "wo"], ["proj"]),
         k("Add", ["x", "proj"], ["r"]),
@@ -288,13 +402,19 @@ def attention_model(batch=2, seq=4, dim=8):
         k("Tanh", ["hv"], ["th"]),
         k("ReduceMean", ["th", "rm_axes"], ["y"], keepdims=0),
     ]
-    inits += [numpy_helper.from_array(np.array([0], I64), "st"),
-              numpy_helper.from_array(np.array([6], I64), "en"),
-              numpy_helper.from_array(np.array([2], I64), "ax"),
-              numpy_helper.from_array(np.full(6, 2.0, np.float32), "two")]
-    graph = helper.make_graph(nodes, "attention",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, dim])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 6])], inits)
+    inits += [
+        numpy_helper.from_array(np.array([0], I64), "st"),
+        numpy_helper.from_array(np.array([6], I64), "en"),
+        numpy_helper.from_array(np.array([2], I64), "ax"),
+        numpy_helper.from_array(np.full(6, 2.0, np.float32), "two"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "attention",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, dim])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 6])],
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=8)
 
 
@@ -334,8 +454,11 @@ def test_bit_identical_on_cortex_m4(name, tmp_path):
     need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
     model, batch = (attention_model(), 2) if name == "attention" else (CHAINS[name][0], 2)
     onnx.save(model, tmp_path / "m.onnx")
-    compile_model(CompileOptions(tmp_path / "m.onnx", "cortex-m4", 256 * 1024, tmp_path / "out", batch,
-                                 autodiff.Loss.MSE, LR))
+    compile_model(
+        CompileOptions(
+            tmp_path / "m.onnx", "cortex-m4", 256 * 1024, tmp_path / "out", batch, autodiff.Loss.MSE, LR
+        )
+    )
     host = runner.run_project(tmp_path / "out", "host", 3)
     qemu = runner.run_project(tmp_path / "out", "qemu-cortex-m4", 3)
     assert [s.loss for s in host.steps] == [s.loss for s in qemu.steps]

@@ -53,15 +53,18 @@ def _write_variant(tmp_path: Path, old: str, new: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("old,new,message", [
-    ("clock_hz = 3_000_000_000", "clock_hz = -3", "clock_hz must be positive"),
-    ("clock_hz = 3_000_000_000", "clock_mhz = 3000", "unknown key"),
-    ("block_bytes = 4_096", "", "missing key(s) block_bytes"),
-    ("block_bytes = 4_096", "block_bytes = 4096.5", "must be an integer"),
-    ('kind = "ram-disk"', "kind = 3", "must be a string"),
-    ("[compute]", "[computer]", "unknown key"),
-    ("name = ", "name = = ", "invalid TOML"),
-])
+@pytest.mark.parametrize(
+    "old,new,message",
+    [
+        ("clock_hz = 3_000_000_000", "clock_hz = -3", "clock_hz must be positive"),
+        ("clock_hz = 3_000_000_000", "clock_mhz = 3000", "unknown key"),
+        ("block_bytes = 4_096", "", "missing key(s) block_bytes"),
+        ("block_bytes = 4_096", "block_bytes = 4096.5", "must be an integer"),
+        ('kind = "ram-disk"', "kind = 3", "must be a string"),
+        ("[compute]", "[computer]", "unknown key"),
+        ("name = ", "name = = ", "invalid TOML"),
+    ],
+)
 def test_bad_profiles_rejected(tmp_path: Path, old: str, new: str, message: str) -> None:
     with pytest.raises(PoetError) as err:
         load_profile(_write_variant(tmp_path, old, new))

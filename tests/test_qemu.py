@@ -1,4 +1,5 @@
-"""Generated programs on emulated Cortex-M boards: fit --ram at link time, run, and match the host bit for bit."""
+"""Generated programs on emulated Cortex-M boards: fit --ram at link time, run, and match the host
+bit for bit."""
 
 from __future__ import annotations
 

@@ -28,15 +28,27 @@ CASES = [  # model, loss, train, batch, RAM, scheduler, expects (recompute, pagi
 
 def _same(a: runner.RunOutcome, b: runner.RunOutcome) -> bool:
     return [s.loss for s in a.steps] == [s.loss for s in b.steps] and all(
-        np.array_equal(a.params[k], b.params[k]) for k in a.params)
+        np.array_equal(a.params[k], b.params[k]) for k in a.params
+    )
 
 
-@pytest.mark.parametrize("model,loss,train,batch,ram,scheduler,expects", CASES,
-                         ids=[f"{c[0]}-{c[2]}-{c[4] // KB}KB-{c[5]}" for c in CASES])
+@pytest.mark.parametrize(
+    "model,loss,train,batch,ram,scheduler,expects",
+    CASES,
+    ids=[f"{c[0]}-{c[2]}-{c[4] // KB}KB-{c[5]}" for c in CASES],
+)
 def test_zoo_on_cortex_m4(tmp_path, model, loss, train, batch, ram, scheduler, expects):
     need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
-    opts = CompileOptions(ZOO / f"{model}.onnx", "cortex-m4", ram, tmp_path / "plan", batch, Loss(loss),
-                          scheduler=scheduler, train=train)
+    opts = CompileOptions(
+        ZOO / f"{model}.onnx",
+        "cortex-m4",
+        ram,
+        tmp_path / "plan",
+        batch,
+        Loss(loss),
+        scheduler=scheduler,
+        train=train,
+    )
     c = compile_model(opts)
     assert (c.sim.n_recomputations > 0, c.sim.n_page_outs > 0) == expects
     qemu = runner.run_project(tmp_path / "plan", "qemu-cortex-m4", 3)
@@ -46,7 +58,10 @@ def test_zoo_on_cortex_m4(tmp_path, model, loss, train, batch, ram, scheduler, e
     assert measured <= ram and abs(measured - c.predicted_ram_bytes) <= 0.05 * c.predicted_ram_bytes
     assert qemu.steps[-1].bytes_written == c.sim.storage_bytes_written
     if expects != (False, False):  # the same training as the unconstrained schedule
-        free = compile_model(CompileOptions(opts.model, "host", 64 * KB * KB, tmp_path / "free", batch, Loss(loss),
-                                            train=train))
+        free = compile_model(
+            CompileOptions(
+                opts.model, "host", 64 * KB * KB, tmp_path / "free", batch, Loss(loss), train=train
+            )
+        )
         assert free.sim.n_page_outs == 0
         assert _same(runner.run_project(tmp_path / "free", "host", 3), host)

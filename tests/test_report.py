@@ -78,14 +78,19 @@ def mlp_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def ae_paging() -> dict[str, Any]:
-    return plan_of(CompileOptions(AE, "cortex-m4", 56 * 1024, Path("unused"), 4, Loss.MSE, scheduler="greedy",
-                                  train="bias"))
+    return plan_of(
+        CompileOptions(
+            AE, "cortex-m4", 56 * 1024, Path("unused"), 4, Loss.MSE, scheduler="greedy", train="bias"
+        )
+    )
 
 
 def test_compile_writes_report(mlp_out: Path) -> None:
     plan = json.loads((mlp_out / "plan.json").read_text())
-    files = {report.MEMORY_PNG: (mlp_out / report.MEMORY_PNG).read_bytes(),
-             report.REPORT: (mlp_out / report.REPORT).read_text()}
+    files = {
+        report.MEMORY_PNG: (mlp_out / report.MEMORY_PNG).read_bytes(),
+        report.REPORT: (mlp_out / report.REPORT).read_text(),
+    }
     check_report(plan, files)
     assert 'id="remat-none"' in files[report.REPORT]
 
@@ -105,9 +110,11 @@ def test_paging_report_explains_each_paged_value(ae_paging: dict[str, Any]) -> N
     assert len(stories) == ae_paging["simulation"]["n_page_outs"] > 0
     for s in stories:
         assert s.page_outs == s.page_ins == 1 and len(s.reasons) == 1
-        assert re.match(r"paged in at step \d+ \(paged out at step \d+\): freed at step \d+ \(keeping it "
-                        r"would have needed [\d,]+ B > budget [\d,]+ B\), needed by \S+ at step \d+",
-                        s.reasons[0])
+        assert re.match(
+            r"paged in at step \d+ \(paged out at step \d+\): freed at step \d+ \(keeping it "
+            r"would have needed [\d,]+ B > budget [\d,]+ B\), needed by \S+ at step \d+",
+            s.reasons[0],
+        )
     html = str(files[report.REPORT])
     assert 'id="remat"' in html and html.count("paged in at step") == len(stories)
     tl = report.replay(ae_paging)
@@ -115,8 +122,11 @@ def test_paging_report_explains_each_paged_value(ae_paging: dict[str, Any]) -> N
 
 
 def test_recompute_report() -> None:
-    plan = plan_of(CompileOptions(AE, "cortex-m4", 80 * 1024, Path("unused"), 4, Loss.MSE,
-                                  scheduler="recompute-all", train="bias"))
+    plan = plan_of(
+        CompileOptions(
+            AE, "cortex-m4", 80 * 1024, Path("unused"), 4, Loss.MSE, scheduler="recompute-all", train="bias"
+        )
+    )
     check_report(plan, report.render(plan))
     stories = report.stories(plan, report.replay(plan))
     assert sum(s.recomputes for s in stories) == plan["simulation"]["n_recomputations"] > 0
@@ -152,9 +162,11 @@ def test_no_report_and_quiet(tmp_path: Path) -> None:
 
 
 def test_core_modules_do_not_import_matplotlib() -> None:
-    code = ("import sys, poet_edge.cli, poet_edge.compiler, poet_edge.report, poet_edge.sweep, "
-            "poet_edge.progress; poet_edge.cli.parser(); "
-            "print(sorted(m for m in sys.modules if m.startswith('matplotlib')))")
+    code = (
+        "import sys, poet_edge.cli, poet_edge.compiler, poet_edge.report, poet_edge.sweep, "
+        "poet_edge.progress; poet_edge.cli.parser(); "
+        "print(sorted(m for m in sys.modules if m.startswith('matplotlib')))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
@@ -180,11 +192,25 @@ window.addEventListener('load', () => {
 
 
 def dump_dom(page: Path, profile: Path) -> tuple[str, str]:
-    r = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu",
-                        "--disable-background-networking", "--disable-component-update", "--no-first-run",
-                        f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", "--dump-dom",
-                        page.as_uri()],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     console = [ln for ln in r.stderr.splitlines() if ":CONSOLE" in ln]
     return r.stdout, "\n".join(console)
@@ -221,6 +247,7 @@ def fake_clock(step: float = 1.0) -> Callable[[], float]:
     def now() -> float:
         t[0] += step
         return t[0]
+
     return now
 
 
@@ -251,8 +278,10 @@ def test_progress_levels() -> None:
     p.detail("shown")
     p.phase("arena")
     p.done()
-    assert re.findall(r"^  (\w+) +(\d+\.\d+) s$", verbose.getvalue(), re.M) == [("load", "1.000"),
-                                                                                ("arena", "1.000")]
+    assert re.findall(r"^  (\w+) +(\d+\.\d+) s$", verbose.getvalue(), re.M) == [
+        ("load", "1.000"),
+        ("arena", "1.000"),
+    ]
     assert "shown" in verbose.getvalue()
 
 
@@ -287,6 +316,9 @@ def plan_keys(node: Any, parent: str = "") -> set[str]:
 def test_plan_format_doc_covers_every_key(mlp_out: Path, ae_paging: dict[str, Any]) -> None:
     doc = (ROOT / "docs" / "plan-format.md").read_text()
     plan = json.loads((mlp_out / "plan.json").read_text())
-    missing = sorted(k for k in plan_keys(plan) | plan_keys(ae_paging)
-                     if not re.search(rf"`[^`\n]*\b{re.escape(k)}\b[^`\n]*`", doc))
+    missing = sorted(
+        k
+        for k in plan_keys(plan) | plan_keys(ae_paging)
+        if not re.search(rf"`[^`\n]*\b{re.escape(k)}\b[^`\n]*`", doc)
+    )
     assert not missing, f"docs/plan-format.md does not explain: {', '.join(missing)}"

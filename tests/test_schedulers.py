@@ -40,14 +40,25 @@ def _run(name: str, problem: SchedulingProblem) -> SimResult | None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(n=st.integers(1, 30), seed=st.integers(0, 10**6), frac=st.floats(0.0, 1.1),
-       flags=st.sampled_from([(0.0, 0.0, 0), (0.3, 0.0, 0), (0.0, 0.5, 0), (0.2, 0.2, 3)]),
-       fixed=st.sampled_from([0, 17]))
-def test_every_scheduler_valid_on_random_dags(n: int, seed: int, frac: float,
-                                              flags: tuple[float, float, int], fixed: int) -> None:
+@given(
+    n=st.integers(1, 30),
+    seed=st.integers(0, 10**6),
+    frac=st.floats(0.0, 1.1),
+    flags=st.sampled_from([(0.0, 0.0, 0), (0.3, 0.0, 0), (0.0, 0.5, 0), (0.2, 0.2, 3)]),
+    fixed=st.sampled_from([0, 17]),
+)
+def test_every_scheduler_valid_on_random_dags(
+    n: int, seed: int, frac: float, flags: tuple[float, float, int], fixed: int
+) -> None:
     unrecomputable, unpageable, invalidations = flags
-    base = random_layered_dag(n, seed, fixed_bytes=fixed, unrecomputable_prob=unrecomputable,
-                              unpageable_prob=unpageable, n_invalidations=invalidations)
+    base = random_layered_dag(
+        n,
+        seed,
+        fixed_bytes=fixed,
+        unrecomputable_prob=unrecomputable,
+        unpageable_prob=unpageable,
+        n_invalidations=invalidations,
+    )
     floor = memory_floor(base).bytes
     peak = _unbounded_peak(base)
     assert floor <= peak
@@ -103,8 +114,16 @@ def test_none_frees_after_last_use_and_unused_values_at_once() -> None:
     nodes = (ProblemNode("x", 4), ProblemNode("y", 4), ProblemNode("upd", 0), ProblemNode("z", 4))
     problem = SchedulingProblem(nodes, ((0, 1), (0, 3), (1, 2)), budget_bytes=100)
     steps = [[kind, node] for kind, node in SCHEDULERS["none"](problem).to_json()]
-    assert steps == [["compute", "x"], ["compute", "y"], ["compute", "upd"], ["free", "y"], ["free", "upd"],
-                     ["compute", "z"], ["free", "x"], ["free", "z"]]
+    assert steps == [
+        ["compute", "x"],
+        ["compute", "y"],
+        ["compute", "upd"],
+        ["free", "y"],
+        ["free", "upd"],
+        ["compute", "z"],
+        ["free", "x"],
+        ["free", "z"],
+    ]
 
 
 def test_none_fails_with_reason_when_over_budget() -> None:
@@ -125,12 +144,14 @@ def test_page_all_pages_when_tight() -> None:
 def test_greedy_recomputes_without_storage_and_pages_with_it() -> None:
     problem = training_chain(16, seed=1)
     budget = int(0.5 * _unbounded_peak(problem))
-    no_paging = replace(problem, budget_bytes=budget,
-                        nodes=tuple(replace(n, pageable=False) for n in problem.nodes))
+    no_paging = replace(
+        problem, budget_bytes=budget, nodes=tuple(replace(n, pageable=False) for n in problem.nodes)
+    )
     sim = _run("greedy", no_paging)
     assert sim is not None and sim.n_recomputations > 0 and sim.n_page_outs == 0
-    no_recompute = replace(problem, budget_bytes=budget,
-                           nodes=tuple(replace(n, recomputable=False) for n in problem.nodes))
+    no_recompute = replace(
+        problem, budget_bytes=budget, nodes=tuple(replace(n, recomputable=False) for n in problem.nodes)
+    )
     sim = _run("greedy", no_recompute)
     assert sim is not None and sim.n_page_outs > 0 and sim.n_recomputations == 0
 

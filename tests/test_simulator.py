@@ -14,8 +14,9 @@ from poet_edge.simulator import InvalidSchedule, SimResult, format_report, simul
 
 # a -> b -> c and a -> c; b has 7 bytes of workspace; 3 fixed bytes.
 NODES = (
-    ProblemNode("a", 10, compute_s=1.0, compute_j=2.0, page_out_s=0.5, page_out_j=0.25, page_in_s=0.4,
-                page_in_j=0.2),
+    ProblemNode(
+        "a", 10, compute_s=1.0, compute_j=2.0, page_out_s=0.5, page_out_j=0.25, page_in_s=0.4, page_in_j=0.2
+    ),
     ProblemNode("b", 20, compute_s=3.0, compute_j=4.0, workspace_bytes=7),
     ProblemNode("c", 5, compute_s=5.0, compute_j=6.0),
 )
@@ -54,7 +55,11 @@ def test_recompute_and_paging_accounting() -> None:
     assert (sim.latency_compute_s, sim.latency_recompute_s) == (9.0, 1.0)
     assert (sim.energy_compute_j, sim.energy_recompute_j) == (12.0, 2.0)
     assert (sim.latency_page_out_s, sim.latency_page_in_s, sim.energy_page_out_j, sim.energy_page_in_j) == (
-        0.5, 0.4, 0.25, 0.2)
+        0.5,
+        0.4,
+        0.25,
+        0.2,
+    )
     assert (sim.storage_bytes_written, sim.storage_bytes_read, sim.storage_peak_bytes) == (10, 10, 10)
     assert len(sim.ram_curve) == len(steps)
     assert sim.ram_curve[3] == 13  # page-in of a: 3 + 10
@@ -82,27 +87,53 @@ INVALID: list[tuple[str, list[Step], SchedulingProblem, int, str]] = [
     ("compute resident", [C("a"), C("a")], PROBLEM, 1, "already resident"),
     ("page-in resident", [C("a"), PageOut("a"), PageIn("a")], PROBLEM, 2, "already resident"),
     ("budget", [C("a"), C("b")], replace(PROBLEM, budget_bytes=39), 1, "budget exceeded by 1 bytes"),
-    ("budget page-in", [C("x"), PageOut("x"), F("x"), C("y"), PageIn("x")], TWO, 4,
-     "budget exceeded by 1 bytes"),
+    (
+        "budget page-in",
+        [C("x"), PageOut("x"), F("x"), C("y"), PageIn("x")],
+        TWO,
+        4,
+        "budget exceeded by 1 bytes",
+    ),
     ("page-out absent", [PageOut("a")], PROBLEM, 0, "not in RAM"),
     ("page-in absent", [C("a"), PageIn("a")], PROBLEM, 1, "not in storage"),
-    ("storage", [C("a"), PageOut("a")], replace(PROBLEM, storage_bytes=9), 1,
-     "storage capacity exceeded by 1"),
+    (
+        "storage",
+        [C("a"), PageOut("a")],
+        replace(PROBLEM, storage_bytes=9),
+        1,
+        "storage capacity exceeded by 1",
+    ),
     ("free absent", [C("a"), F("a"), F("a")], PROBLEM, 2, "not resident"),
     ("unknown", [C("a"), C("zz")], PROBLEM, 1, "unknown node 'zz'"),
-    ("invalidated", [C("a"), C("b"), F("a"), C("a")], replace(PROBLEM, invalidated_by=((0, 1),)), 3,
-     "invalidator(s) b ran"),
-    ("not recomputable", [C("a"), F("a"), C("a")],
-     replace(PROBLEM, nodes=(replace(NODES[0], recomputable=False),) + NODES[1:]), 2, "not recomputable"),
-    ("not pageable", [C("a"), PageOut("a")],
-     replace(PROBLEM, nodes=(replace(NODES[0], pageable=False),) + NODES[1:]), 1, "not pageable"),
+    (
+        "invalidated",
+        [C("a"), C("b"), F("a"), C("a")],
+        replace(PROBLEM, invalidated_by=((0, 1),)),
+        3,
+        "invalidator(s) b ran",
+    ),
+    (
+        "not recomputable",
+        [C("a"), F("a"), C("a")],
+        replace(PROBLEM, nodes=(replace(NODES[0], recomputable=False),) + NODES[1:]),
+        2,
+        "not recomputable",
+    ),
+    (
+        "not pageable",
+        [C("a"), PageOut("a")],
+        replace(PROBLEM, nodes=(replace(NODES[0], pageable=False),) + NODES[1:]),
+        1,
+        "not pageable",
+    ),
     ("never computed", [C("a"), C("b")], PROBLEM, -1, "1 node(s) never computed: c"),
 ]
 
 
 @pytest.mark.parametrize("label,steps,problem,index,reason", INVALID, ids=[c[0] for c in INVALID])
-def test_rejects_invalid_schedules(label: str, steps: list[Step], problem: SchedulingProblem, index: int,
-                                   reason: str) -> None:
+def test_rejects_invalid_schedules(
+    label: str, steps: list[Step], problem: SchedulingProblem, index: int, reason: str
+) -> None:
     with pytest.raises(InvalidSchedule) as err:
         run(steps, problem)
     assert err.value.index == index

@@ -23,8 +23,11 @@ def test_spaced_budgets() -> None:
     assert sweep.spaced(1000, 1000, 1, "log") == (1000,)
     assert sweep.parse_budgets("32KB..256KB", 4, "log") == (32768, 65536, 131072, 262144)
     assert sweep.parse_budgets("64KB,32KB,64KB", 8, "log") == (32768, 65536)
-    for bad in (lambda: sweep.spaced(2, 1, 3, "log"), lambda: sweep.spaced(1, 2, 1, "log"),
-                lambda: sweep.spaced(1, 2, 3, "cubic")):
+    for bad in (
+        lambda: sweep.spaced(2, 1, 3, "log"),
+        lambda: sweep.spaced(1, 2, 1, "log"),
+        lambda: sweep.spaced(1, 2, 3, "cubic"),
+    ):
         with pytest.raises(PoetError):
             bad()
 
@@ -32,8 +35,27 @@ def test_spaced_budgets() -> None:
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("sweep") / "mlp"
-    r = poet("sweep", MLP, "--device", "cortex-m4", "--ram", "32KB..72KB", "--points", "4", "--scale",
-             "linear", "--schedulers", "none,greedy", "--batch", "8", "--jobs", "2", "--no-report", "-o", out)
+    r = poet(
+        "sweep",
+        MLP,
+        "--device",
+        "cortex-m4",
+        "--ram",
+        "32KB..72KB",
+        "--points",
+        "4",
+        "--scale",
+        "linear",
+        "--schedulers",
+        "none,greedy",
+        "--batch",
+        "8",
+        "--jobs",
+        "2",
+        "--no-report",
+        "-o",
+        out,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "linear spacing: 32768, 46421, 60075, 73728 bytes" in r.stdout
     return out
@@ -42,7 +64,8 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_sweep_outputs(swept: Path) -> None:
     rows = sweep.read_csv(swept / sweep.CSV_NAME)
     assert [(int(r["budget_bytes"]), r["scheduler"]) for r in rows] == [
-        (b, s) for s in ("none", "greedy") for b in (32768, 46421, 60075, 73728)]
+        (b, s) for s in ("none", "greedy") for b in (32768, 46421, 60075, 73728)
+    ]
     assert list(rows[0]) == list(sweep.COLUMNS)
     below = [r for r in rows if r["budget_bytes"] == "32768"]
     assert all("below the memory floor" in r["status"] and r["peak_ram_bytes"] == "" for r in below)
@@ -52,8 +75,22 @@ def test_sweep_outputs(swept: Path) -> None:
 
 
 def compile_like(row: dict[str, str], out: Path) -> subprocess.CompletedProcess[str]:
-    return poet("compile", MLP, "--device", "cortex-m4", "--ram", row["budget_bytes"], "--batch", "8",
-                "--scheduler", row["scheduler"], "--no-report", "-q", "-o", out)
+    return poet(
+        "compile",
+        MLP,
+        "--device",
+        "cortex-m4",
+        "--ram",
+        row["budget_bytes"],
+        "--batch",
+        "8",
+        "--scheduler",
+        row["scheduler"],
+        "--no-report",
+        "-q",
+        "-o",
+        out,
+    )
 
 
 def test_sweep_rows_equal_individual_compiles(swept: Path, tmp_path: Path) -> None:

@@ -48,7 +48,8 @@ def test_pruning_bias_has_no_weight_gradients(mlp_path):
 def test_partial_training_in_c(mlp_path, tmp_path, train):
     need_tools("gcc")
     c_losses, ref_losses, c_params, ref_params, _ = c_vs_reference(
-        mlp_path, tmp_path / "out", steps=5, batch=2, loss="cross-entropy", train=train, lr=0.1)
+        mlp_path, tmp_path / "out", steps=5, batch=2, loss="cross-entropy", train=train, lr=0.1
+    )
     assert max_rel_err(c_losses, ref_losses) <= 1e-5
     g = frontend.load(mlp_path)
     chosen = trainable.select(g, train)

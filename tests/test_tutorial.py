@@ -67,10 +67,17 @@ def test_tutorial_command(ex: Example, workdir: Path) -> None:
     if "qemu" in ex.command:
         need_tools("arm-none-eabi-gcc", "qemu-system-arm")
     argv = shlex.split(ex.command)
-    r = subprocess.run([sys.executable, "-m", "poet_edge", *argv[1:]], capture_output=True, text=True,
-                       cwd=workdir, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "poet_edge", *argv[1:]],
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        timeout=600,
+    )
     assert r.returncode == 0, f"{ex.command}\n{r.stdout}\n{r.stderr}"
     got = {ln.rstrip() for ln in r.stdout.splitlines()}
     missing = [ln for ln in expected_lines(ex) if ln not in got]
-    assert not missing, (f"docs/tutorial.md is out of date for `{ex.command}`; these lines no longer come "
-                         f"out:\n" + "\n".join(missing) + "\n--- actual output:\n" + r.stdout)
+    assert not missing, (
+        f"docs/tutorial.md is out of date for `{ex.command}`; these lines no longer come "
+        f"out:\n" + "\n".join(missing) + "\n--- actual output:\n" + r.stdout
+    )

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 HERE = Path(__file__).resolve().parent
 OPSET = 20  # >= 17 for LayerNormalization; 20 so that GELU is one Gelu op (18 gives Div/Erf/Add/Mul/Mul)
@@ -110,13 +109,28 @@ def export(name: str, out_dir: Path, opset: int = OPSET) -> Path:
         raw = Path(tmp) / out.name
         common = dict(input_names=["input"], output_names=["output"], opset_version=opset)
         if exporter == "dynamo":
-            torch.onnx.export(model, (x,), str(raw), dynamo=True, external_data=False, verbose=False,
-                              dynamic_shapes=({0: torch.export.Dim("batch")},), **common)
+            torch.onnx.export(
+                model,
+                (x,),
+                str(raw),
+                dynamo=True,
+                external_data=False,
+                verbose=False,
+                dynamic_shapes=({0: torch.export.Dim("batch")},),
+                **common,
+            )
         else:
             with warnings.catch_warnings():  # "legacy TorchScript-based ONNX export" notice
                 warnings.simplefilter("ignore", DeprecationWarning)
-                torch.onnx.export(model, (x,), str(raw), dynamo=False, do_constant_folding=True,
-                                  dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, **common)
+                torch.onnx.export(
+                    model,
+                    (x,),
+                    str(raw),
+                    dynamo=False,
+                    do_constant_folding=True,
+                    dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
+                    **common,
+                )
         proto = onnx.load(str(raw))  # loads external data too, if an exporter ever wrote any
     proto = _strip(proto)
     onnx.checker.check_model(proto, full_check=True)
@@ -134,11 +148,15 @@ def export(name: str, out_dir: Path, opset: int = OPSET) -> Path:
         got = sess.run(None, {"input": xb.numpy()})[0]
         err = float(np.max(np.abs(ref - got)))
         if got.shape != ref.shape or err > 1e-4 * max(1.0, float(np.max(np.abs(ref)))):
-            raise SystemExit(f"{name}: onnxruntime differs from torch at batch {batch}: "
-                             f"shape {got.shape} vs {ref.shape}, max abs err {err:.3g}")
+            raise SystemExit(
+                f"{name}: onnxruntime differs from torch at batch {batch}: "
+                f"shape {got.shape} vs {ref.shape}, max abs err {err:.3g}"
+            )
         worst = max(worst, err)
-    print(f"{name:16s} {exporter:11s} opset {opset}  {out.stat().st_size:>9,d} bytes  "
-          f"{torch_param_count(model):>8,d} torch params  torch-vs-ort max err {worst:.2e}")
+    print(
+        f"{name:16s} {exporter:11s} opset {opset}  {out.stat().st_size:>9,d} bytes  "
+        f"{torch_param_count(model):>8,d} torch params  torch-vs-ort max err {worst:.2e}"
+    )
     return out
 
 
@@ -175,7 +193,7 @@ def check(paths: list[Path]) -> None:
         onnx.checker.check_model(model, full_check=True)
         onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
         assert not any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
-        (inp,), (outp,) = model.graph.input, model.graph.output
+        (inp,), (_outp,) = model.graph.input, model.graph.output
         dims = [d.dim_param or d.dim_value for d in inp.type.tensor_type.shape.dim]
         assert dims[0] == "batch" and all(isinstance(d, int) for d in dims[1:]), dims
         sess = ort.InferenceSession(str(p), providers=["CPUExecutionProvider"])
@@ -188,8 +206,10 @@ def check(paths: list[Path]) -> None:
             shapes.append(y.shape)
         total += p.stat().st_size
         opset = max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
-        print(f"ok  {p.name:22s} opset {opset}  input {tuple(dims)}  output at batch 1/3: "
-              f"{shapes[0]} / {shapes[1]}  {p.stat().st_size:,d} bytes")
+        print(
+            f"ok  {p.name:22s} opset {opset}  input {tuple(dims)}  output at batch 1/3: "
+            f"{shapes[0]} / {shapes[1]}  {p.stat().st_size:,d} bytes"
+        )
     print(f"{len(paths)} models, {total:,d} bytes in total")
 
 
@@ -201,7 +221,9 @@ def ops_table(paths: list[Path]) -> str:
         lines.append(f"| {op} | " + " | ".join(str(h.get(op, "")) for h in hists.values()) + " |")
     lines.append("| **nodes** | " + " | ".join(f"**{sum(h.values())}**" for h in hists.values()) + " |")
     stats = {p.stem: initializer_stats(p) for p in paths}
-    lines.append("| *float32 initializer elements* | " + " | ".join(f"{s[0]:,d}" for s in stats.values()) + " |")
+    lines.append(
+        "| *float32 initializer elements* | " + " | ".join(f"{s[0]:,d}" for s in stats.values()) + " |"
+    )
     lines.append("| *of which float32 scalars* | " + " | ".join(str(s[1]) for s in stats.values()) + " |")
     lines.append("| *file bytes* | " + " | ".join(f"{s[2]:,d}" for s in stats.values()) + " |")
     return "\n".join(lines)

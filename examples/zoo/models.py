@@ -90,8 +90,21 @@ class DSCNN(nn.Module):
 # ---------------------------------------------------------------------------------------------
 class MobileNetV1(nn.Module):
     # (pointwise output channels at alpha=1, depthwise stride)
-    CFG = [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2),
-           (512, 1), (512, 1), (512, 1), (512, 1), (512, 1), (1024, 2), (1024, 1)]
+    CFG = [
+        (64, 1),
+        (128, 2),
+        (128, 1),
+        (256, 2),
+        (256, 1),
+        (512, 2),
+        (512, 1),
+        (512, 1),
+        (512, 1),
+        (512, 1),
+        (512, 1),
+        (1024, 2),
+        (1024, 1),
+    ]
 
     def __init__(self, alpha=0.25, num_classes=2):
         super().__init__()
@@ -120,7 +133,7 @@ class AutoEncoder(nn.Module):
     def __init__(self):
         super().__init__()
         layers = []
-        for a, b in zip(self.DIMS[:-1], self.DIMS[1:]):
+        for a, b in zip(self.DIMS[:-1], self.DIMS[1:], strict=False):
             layers += [nn.Linear(a, b), nn.BatchNorm1d(b), nn.ReLU()]
         layers.append(nn.Linear(self.DIMS[-1], self.DIMS[0]))  # linear output layer
         self.net = nn.Sequential(*layers)
@@ -158,8 +171,15 @@ class InvertedResidual(nn.Module):
 
 class MobileNetV2(nn.Module):
     # (expansion t, channels c, repeats n, first stride s), as in the paper / Keras / torchvision
-    CFG = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
-           (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
+    CFG = [
+        (1, 16, 1, 1),
+        (6, 24, 2, 2),
+        (6, 32, 3, 2),
+        (6, 64, 4, 2),
+        (6, 96, 3, 1),
+        (6, 160, 3, 2),
+        (6, 320, 1, 1),
+    ]
 
     def __init__(self, alpha=0.35, num_classes=2, last_channel=1280):
         super().__init__()

@@ -109,8 +109,10 @@ class IntArrays:
         return self.names.setdefault(tuple(values), f"poet_ints_{len(self.names)}")
 
     def declarations(self) -> str:
-        return "\n".join(f"static const int32_t {name}[{max(1, len(v))}] = {{{', '.join(map(str, v)) or '0'}}};"
-                         for v, name in self.names.items())
+        return "\n".join(
+            f"static const int32_t {name}[{max(1, len(v))}] = {{{', '.join(map(str, v)) or '0'}}};"
+            for v, name in self.names.items()
+        )
 
 
 def _arg(a: CArg, ptr: Callable[[str], str], arrays: IntArrays) -> str:
@@ -145,8 +147,15 @@ def kernel_call(node: Node, tg: Graph) -> KernelCall:
     return op.kernel(node, tg.shape)
 
 
-def body(tg: Graph, schedule: Schedule, plan: ArenaPlan, storage: StoragePlan, value_bytes: dict[str, int],
-         param_vars: dict[str, str], arrays: IntArrays) -> list[str]:
+def body(
+    tg: Graph,
+    schedule: Schedule,
+    plan: ArenaPlan,
+    storage: StoragePlan,
+    value_bytes: dict[str, int],
+    param_vars: dict[str, str],
+    arrays: IntArrays,
+) -> list[str]:
     nodes = {n.name: n for n in tg.nodes}
     kinds = {op: k for k, op in enumerate(op_kinds(tg))}
     ptrs = _Pointers(tg, plan, param_vars)
@@ -164,13 +173,17 @@ def body(tg: Graph, schedule: Schedule, plan: ArenaPlan, storage: StoragePlan, v
             computed.add(s.node)
         elif isinstance(s, PageOut):
             lines.append(f"    /* {k}: page out {s.node} */")
-            lines.append(f"    poet_storage_write({storage.offsets[s.node]}u, {ptrs.value_ptr(s.node)}, "
-                         f"{value_bytes[s.node]}u);")
+            lines.append(
+                f"    poet_storage_write({storage.offsets[s.node]}u, {ptrs.value_ptr(s.node)}, "
+                f"{value_bytes[s.node]}u);"
+            )
         elif isinstance(s, PageIn):
             ptrs.born(k, s.node)
             lines.append(f"    /* {k}: page in {s.node} */")
-            lines.append(f"    poet_storage_read({storage.offsets[s.node]}u, {ptrs.value_ptr(s.node)}, "
-                         f"{value_bytes[s.node]}u);")
+            lines.append(
+                f"    poet_storage_read({storage.offsets[s.node]}u, {ptrs.value_ptr(s.node)}, "
+                f"{value_bytes[s.node]}u);"
+            )
         elif isinstance(s, Free):
             pass  # the arena plan already reuses the bytes
     return lines
@@ -186,33 +199,61 @@ def _param_arrays(tg: Graph) -> tuple[str, str, dict[str, str]]:
         arr = np.asarray(tg.params[name], dtype=np.float32).reshape(-1)
         trainable = name in tg.trainable
         qual = "static float" if trainable else "static const float"
-        rows = [", ".join(c_float(v) for v in arr[i:i + 8]) for i in range(0, arr.size, 8)]
-        decls.append(f"/* {name} {list(tg.params[name].shape)}, {'trainable' if trainable else 'frozen'} */\n"
-                     f"{qual} {var}[{arr.size}] POET_ALIGNED = {{\n    " + ",\n    ".join(rows) + "\n};")
+        rows = [", ".join(c_float(v) for v in arr[i : i + 8]) for i in range(0, arr.size, 8)]
+        decls.append(
+            f"/* {name} {list(tg.params[name].shape)}, {'trainable' if trainable else 'frozen'} */\n"
+            f"{qual} {var}[{arr.size}] POET_ALIGNED = {{\n    " + ",\n    ".join(rows) + "\n};"
+        )
         table.append(f'    {{"{name}", {var}, {arr.size}, {int(trainable)}}},')
     return "\n".join(decls), "\n".join(table), vars_
 
 
-def generate(tg: Graph, schedule: Schedule, plan: ArenaPlan, storage: StoragePlan, value_bytes: dict[str, int],
-             meta: dict[str, object]) -> dict[str, str]:
+def generate(
+    tg: Graph,
+    schedule: Schedule,
+    plan: ArenaPlan,
+    storage: StoragePlan,
+    value_bytes: dict[str, int],
+    meta: dict[str, object],
+) -> dict[str, str]:
     """Returns {relative path: text} for poet_model.{h,c}, Makefile, CMakeLists.txt and README.md."""
     x, labels = tg.tensor(tg.inputs[0]), tg.tensor(tg.inputs[1])
     param_decls, table, vars_ = _param_arrays(tg)
     arrays = IntArrays()
     step_lines = body(tg, schedule, plan, storage, value_bytes, vars_, arrays)  # fills ``arrays``
     common = {"version": __version__, "model": meta["model"], "arena_bytes": plan.arena_bytes}
-    header = render("poet_model.h.in", **common, batch=x.shape[0], input_elems=x.size, label_elems=labels.size,
-                    labels_are_int=int(labels.dtype == "int32"), num_params=len(tg.params),
-                    storage_bytes=storage.total_bytes, predicted_ram=meta["predicted_ram_bytes"])
-    source = render("poet_model.c.in", **common, solver=schedule.solver, num_steps=len(schedule.steps),
-                    param_arrays=param_decls, param_table=table, arena_floats=max(1, plan.arena_bytes // 4),
-                    label_type="int32_t" if labels.dtype == "int32" else "float",
-                    body="\n".join(step_lines),
-                    int_arrays=arrays.declarations(), num_kinds=len(op_kinds(tg)),
-                    kind_names=", ".join(f'"{k}"' for k in op_kinds(tg)))
-    return {"poet_model.h": header, "poet_model.c": source, "Makefile": render("Makefile.in", **common),
-            "CMakeLists.txt": render("CMakeLists.txt.in", **common),
-            "README.md": render_readme(tg, schedule, plan, storage.total_bytes, meta)}
+    header = render(
+        "poet_model.h.in",
+        **common,
+        batch=x.shape[0],
+        input_elems=x.size,
+        label_elems=labels.size,
+        labels_are_int=int(labels.dtype == "int32"),
+        num_params=len(tg.params),
+        storage_bytes=storage.total_bytes,
+        predicted_ram=meta["predicted_ram_bytes"],
+    )
+    source = render(
+        "poet_model.c.in",
+        **common,
+        solver=schedule.solver,
+        num_steps=len(schedule.steps),
+        param_arrays=param_decls,
+        param_table=table,
+        arena_floats=max(1, plan.arena_bytes // 4),
+        label_type="int32_t" if labels.dtype == "int32" else "float",
+        body="\n".join(step_lines),
+        int_arrays=arrays.declarations(),
+        num_kinds=len(op_kinds(tg)),
+        kind_names=", ".join(f'"{k}"' for k in op_kinds(tg)),
+    )
+    return {
+        "poet_model.h": header,
+        "poet_model.c": source,
+        "Makefile": render("Makefile.in", **common),
+        "CMakeLists.txt": render("CMakeLists.txt.in", **common),
+        "README.md": render_readme(tg, schedule, plan, storage.total_bytes, meta),
+    }
 
 
 def kernel_sources(tg: Graph) -> list[str]:

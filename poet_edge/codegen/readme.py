@@ -15,8 +15,19 @@ from poet_edge.ir import Graph
 from poet_edge.schedule import Schedule
 
 TEMPLATE = Path(__file__).parent / "templates" / "README.md.in"
-SIM_KEYS = ("sim_peak", "peak_step", "latency_ms", "energy_mj", "n_computes", "n_recomputations",
-            "n_page_outs", "n_page_ins", "storage_written", "storage_read", "erase_blocks")
+SIM_KEYS = (
+    "sim_peak",
+    "peak_step",
+    "latency_ms",
+    "energy_mj",
+    "n_computes",
+    "n_recomputations",
+    "n_page_outs",
+    "n_page_ins",
+    "storage_written",
+    "storage_read",
+    "erase_blocks",
+)
 FIXED_KEYS = ("fixed_bytes", "trainable_bytes", "inputs_bytes", "reserve_bytes")
 
 
@@ -32,20 +43,34 @@ def _param_rows(tg: Graph) -> tuple[str, int]:
 
 def _paging_note(storage_bytes: int) -> str:
     if storage_bytes == 0:
-        return ("This schedule never pages: `poet_storage_write` and `poet_storage_read` are not called, "
-                "and stubs that return 0 are enough. Compile with a smaller `--ram` and a paging scheduler "
-                "to use them.")
-    return (f"This schedule pages: it writes values out with `poet_storage_write` and reads them back with "
-            f"`poet_storage_read`, using {storage_bytes} bytes of storage.")
+        return (
+            "This schedule never pages: `poet_storage_write` and `poet_storage_read` are not called, "
+            "and stubs that return 0 are enough. Compile with a smaller `--ram` and a paging scheduler "
+            "to use them."
+        )
+    return (
+        f"This schedule pages: it writes values out with `poet_storage_write` and reads them back with "
+        f"`poet_storage_read`, using {storage_bytes} bytes of storage."
+    )
 
 
 def _sim_values(sim: Any) -> dict[str, object]:
     if sim is None:
         return dict.fromkeys(SIM_KEYS, "?")
     blocks = sim.erase_blocks_per_step
-    values = (sim.peak_ram_bytes, sim.peak_step, f"{sim.latency_s * 1e3:.3f}", f"{sim.energy_j * 1e3:.4f}",
-              sim.n_computes, sim.n_recomputations, sim.n_page_outs, sim.n_page_ins,
-              sim.storage_bytes_written, sim.storage_bytes_read, "0" if blocks is None else f"{blocks:.4g}")
+    values = (
+        sim.peak_ram_bytes,
+        sim.peak_step,
+        f"{sim.latency_s * 1e3:.3f}",
+        f"{sim.energy_j * 1e3:.4f}",
+        sim.n_computes,
+        sim.n_recomputations,
+        sim.n_page_outs,
+        sim.n_page_ins,
+        sim.storage_bytes_written,
+        sim.storage_bytes_read,
+        "0" if blocks is None else f"{blocks:.4g}",
+    )
     return dict(zip(SIM_KEYS, values, strict=True))
 
 
@@ -56,8 +81,9 @@ def _fixed_values(fixed: Any) -> dict[str, object]:
     return dict(zip(FIXED_KEYS, values, strict=True))
 
 
-def render_readme(tg: Graph, schedule: Schedule, plan: ArenaPlan, storage_bytes: int,
-                  meta: dict[str, Any]) -> str:
+def render_readme(
+    tg: Graph, schedule: Schedule, plan: ArenaPlan, storage_bytes: int, meta: dict[str, Any]
+) -> str:
     """``meta``: model, predicted_ram_bytes, and (from the compiler) device, budget_bytes, fixed (FixedRam),
     sim (SimResult), storage_kind; missing ones show as "?"."""
     x, labels = tg.tensor(tg.inputs[0]), tg.tensor(tg.inputs[1])
@@ -65,16 +91,30 @@ def render_readme(tg: Graph, schedule: Schedule, plan: ArenaPlan, storage_bytes:
     rows, frozen = _param_rows(tg)
     budget, ram = meta.get("budget_bytes"), meta["predicted_ram_bytes"]
     values: dict[str, object] = {
-        "version": __version__, "model": meta["model"], "device": meta.get("device", "?"),
+        "version": __version__,
+        "model": meta["model"],
+        "device": meta.get("device", "?"),
         "budget_bytes": "?" if budget is None else budget,
         "budget_kib": "?" if budget is None else f"{budget / 1024:.1f}",
-        "loss_name": "cross-entropy" if is_int else "mean-squared-error", "solver": schedule.solver,
-        "num_steps": len(schedule.steps), "label_kind": "int32 class labels" if is_int else "float targets",
-        "label_c_type": "int32_t" if is_int else "float", "batch": x.shape[0], "input_elems": x.size,
-        "label_elems": labels.size, "labels_are_int": int(is_int), "num_params": len(tg.params),
-        "arena_bytes": plan.arena_bytes, "storage_bytes": storage_bytes, "predicted_ram": ram,
-        "predicted_kib": f"{ram / 1024:.1f}", "param_rows": rows, "frozen_bytes": frozen,
-        "paging_note": _paging_note(storage_bytes), "storage_kind": meta.get("storage_kind", "?"),
-        **_fixed_values(meta.get("fixed")), **_sim_values(meta.get("sim")),
+        "loss_name": "cross-entropy" if is_int else "mean-squared-error",
+        "solver": schedule.solver,
+        "num_steps": len(schedule.steps),
+        "label_kind": "int32 class labels" if is_int else "float targets",
+        "label_c_type": "int32_t" if is_int else "float",
+        "batch": x.shape[0],
+        "input_elems": x.size,
+        "label_elems": labels.size,
+        "labels_are_int": int(is_int),
+        "num_params": len(tg.params),
+        "arena_bytes": plan.arena_bytes,
+        "storage_bytes": storage_bytes,
+        "predicted_ram": ram,
+        "predicted_kib": f"{ram / 1024:.1f}",
+        "param_rows": rows,
+        "frozen_bytes": frozen,
+        "paging_note": _paging_note(storage_bytes),
+        "storage_kind": meta.get("storage_kind", "?"),
+        **_fixed_values(meta.get("fixed")),
+        **_sim_values(meta.get("sim")),
     }
     return Template(TEMPLATE.read_text()).substitute({k: str(v) for k, v in values.items()})

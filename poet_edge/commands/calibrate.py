@@ -12,33 +12,56 @@ from poet_edge.profiles import load_profile
 from poet_edge.targets import available_targets
 from poet_edge.work import OpClass
 
-QEMU_NOTE = ("On the QEMU targets the measurements are exact instruction counts (QEMU -icount), not cycles: "
-             "the profile's cycles_per_* numbers then assume one instruction per cycle, which real Cortex-M "
-             "cores do not achieve (loads, VFMA and taken branches take 2-3 cycles on an M4).")
+QEMU_NOTE = (
+    "On the QEMU targets the measurements are exact instruction counts (QEMU -icount), not cycles: "
+    "the profile's cycles_per_* numbers then assume one instruction per cycle, which real Cortex-M "
+    "cores do not achieve (loads, VFMA and taken branches take 2-3 cycles on an M4)."
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "calibrate", help="measure the kernels on a target and fit a device profile's compute model",
+        "calibrate",
+        help="measure the kernels on a target and fit a device profile's compute model",
         description="Run micro-benchmarks of every kernel class (dense, conv/depthwise when their "
-                    "kernels exist, elementwise, reduce, copy, loss, update) over a range of sizes on "
-                    "--target, fit the profile's compute model (units of work per class + a fixed cost per "
-                    "call, least squares on relative error), print the fit's error per class, and write a "
-                    f"profile TOML: --base with the measured [compute] numbers. {QEMU_NOTE}")
-    p.add_argument("--target", default="qemu-cortex-m4",
-                   help=f"where to measure: {', '.join(available_targets())} (default qemu-cortex-m4)")
+        "kernels exist, elementwise, reduce, copy, loss, update) over a range of sizes on "
+        "--target, fit the profile's compute model (units of work per class + a fixed cost per "
+        "call, least squares on relative error), print the fit's error per class, and write a "
+        f"profile TOML: --base with the measured [compute] numbers. {QEMU_NOTE}",
+    )
+    p.add_argument(
+        "--target",
+        default="qemu-cortex-m4",
+        help=f"where to measure: {', '.join(available_targets())} (default qemu-cortex-m4)",
+    )
     p.add_argument("-o", "--out", type=Path, help="profile TOML to write (default: print a summary only)")
-    p.add_argument("--base", default="cortex-m4",
-                   help="profile whose MCU, storage and unmeasured numbers the result keeps "
-                        "(default cortex-m4)")
+    p.add_argument(
+        "--base",
+        default="cortex-m4",
+        help="profile whose MCU, storage and unmeasured numbers the result keeps (default cortex-m4)",
+    )
     p.add_argument("--name", help="name of the written profile (default: the output file's stem)")
-    p.add_argument("--kernels", choices=("fast", "reference"), default="fast",
-                   help="kernel set to measure, as 'poet compile --kernels' selects it (default fast)")
-    p.add_argument("--loss", choices=("cross-entropy", "mse"), default="cross-entropy",
-                   help="loss kernels the loss rate is fitted to (one rate per class; softmax cross-entropy "
-                        "costs ~10x MSE per element; default cross-entropy)")
-    p.add_argument("--sizes", type=int, choices=range(0, 4), default=2, metavar="0..3",
-                   help="how many sizes per kernel class (3 + N, largest last; default 2)")
+    p.add_argument(
+        "--kernels",
+        choices=("fast", "reference"),
+        default="fast",
+        help="kernel set to measure, as 'poet compile --kernels' selects it (default fast)",
+    )
+    p.add_argument(
+        "--loss",
+        choices=("cross-entropy", "mse"),
+        default="cross-entropy",
+        help="loss kernels the loss rate is fitted to (one rate per class; softmax cross-entropy "
+        "costs ~10x MSE per element; default cross-entropy)",
+    )
+    p.add_argument(
+        "--sizes",
+        type=int,
+        choices=range(0, 4),
+        default=2,
+        metavar="0..3",
+        help="how many sizes per kernel class (3 + N, largest last; default 2)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,8 +76,10 @@ def run(args: argparse.Namespace) -> int:
         rms, worst, n = errors[cls]
         unit = f"instr/{calibrate.UNITS.get(cls, 'element')}"
         print(f"{cls.value:12s} {rate:10.3f} {unit:12s} {n:5d} {100 * rms:7.2f}% {100 * worst:7.2f}%")
-    print(f"{'per call':12s} {f.per_call:10.1f} instr        (empty-call loop overhead {m.empty_call:.1f} "
-          "instr already subtracted)")
+    print(
+        f"{'per call':12s} {f.per_call:10.1f} instr        (empty-call loop overhead {m.empty_call:.1f} "
+        "instr already subtracted)"
+    )
     missing = [c.value for c in OpClass if c not in f.rates]
     if missing:
         print(f"not measured (kept from {base.name}): {', '.join(missing)}")
@@ -64,8 +89,10 @@ def run(args: argparse.Namespace) -> int:
             raise PoetError(f"-o {out}: the profile file must end in .toml")
         name = args.name or out.stem
         prof = calibrate.profile_from_fit(base, f, args.target, m.exact, args.kernels, name, loss=args.loss)
-        header = (f"Device profile written by 'poet calibrate --target {args.target} --base {base.name}'.\n"
-                  "Schema: profiles/cortex-m4.toml. " + QEMU_NOTE)
+        header = (
+            f"Device profile written by 'poet calibrate --target {args.target} --base {base.name}'.\n"
+            "Schema: profiles/cortex-m4.toml. " + QEMU_NOTE
+        )
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(calibrate.profile_toml(prof, header))
         load_profile(out)  # the written file must load

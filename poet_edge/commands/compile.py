@@ -16,23 +16,41 @@ from poet_edge.units import SIZE_HELP, fmt_bytes, parse_size
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compile", help="build the training program for a device and RAM budget",
-                       description="Build the training graph of MODEL, schedule it into --ram on --device, plan "
-                                   "the arena and write plan.json plus a C99 project into -o OUT (atomically).")
+    p = sub.add_parser(
+        "compile",
+        help="build the training program for a device and RAM budget",
+        description="Build the training graph of MODEL, schedule it into --ram on --device, plan "
+        "the arena and write plan.json plus a C99 project into -o OUT (atomically).",
+    )
     p.add_argument("model", type=Path, help="ONNX model (float32, static shapes except the batch dimension)")
     p.add_argument("--device", default="host", help="device profile name or TOML path (see 'poet profiles')")
     p.add_argument("--ram", required=True, help=f"RAM budget for one training step, {SIZE_HELP}")
     p.add_argument("-o", "--out", type=Path, help="output folder (default: <model name>.poet)")
-    p.add_argument("--batch", type=int, default=1, help="batch size; resolves a dynamic first dimension (default 1)")
-    p.add_argument("--loss", choices=[x.value for x in Loss], default=Loss.CROSS_ENTROPY.value,
-                   help="loss poet adds after the model output (default cross-entropy with integer labels)")
-    p.add_argument("--lr", type=float, default=0.01, help="SGD learning rate used by 'poet run' (default 0.01)")
-    p.add_argument("--reserve", help=f"RAM kept for stack and runtime, {SIZE_HELP} (default: the device "
-                                     "profile's ram_reserve_bytes, 8KB on the Cortex-M profiles)")
+    p.add_argument(
+        "--batch", type=int, default=1, help="batch size; resolves a dynamic first dimension (default 1)"
+    )
+    p.add_argument(
+        "--loss",
+        choices=[x.value for x in Loss],
+        default=Loss.CROSS_ENTROPY.value,
+        help="loss poet adds after the model output (default cross-entropy with integer labels)",
+    )
+    p.add_argument(
+        "--lr", type=float, default=0.01, help="SGD learning rate used by 'poet run' (default 0.01)"
+    )
+    p.add_argument(
+        "--reserve",
+        help=f"RAM kept for stack and runtime, {SIZE_HELP} (default: the device "
+        "profile's ram_reserve_bytes, 8KB on the Cortex-M profiles)",
+    )
     p.add_argument("--train", default="all", help=f"trainable parameters: {TRAIN_HELP}")
-    p.add_argument("--scheduler", choices=sorted(SCHEDULERS), default="milp",
-                   help="how to fit the budget: milp (default; joint recomputation + paging, optimal within the "
-                        "time limit, gap reported), none (every node once), recompute-all, page-all, greedy")
+    p.add_argument(
+        "--scheduler",
+        choices=sorted(SCHEDULERS),
+        default="milp",
+        help="how to fit the budget: milp (default; joint recomputation + paging, optimal within the "
+        "time limit, gap reported), none (every node once), recompute-all, page-all, greedy",
+    )
     m = p.add_argument_group("MILP scheduler")
     m.add_argument("--objective", choices=("energy", "latency"), default="energy", help="what to minimise")
     m.add_argument("--time-limit", type=float, default=60.0, help="solver time limit in seconds (default 60)")
@@ -40,11 +58,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--milp-solver", choices=("highs", "cbc"), default="highs", help="HiGHS (default) or CBC")
     m.add_argument("--no-paging", action="store_true", help="recomputation only")
     m.add_argument("--no-remat", action="store_true", help="paging only")
-    m.add_argument("--max-latency", help="runtime budget: a factor of the no-remat step time (1.5x) or seconds "
-                                         "(0.2s); paging time counts")
-    p.add_argument("--kernels", choices=("fast", "reference"), default="fast",
-                   help="C kernels copied into the project: fast (register-blocked runtime_c/src/optimized/, "
-                        "default) or reference (runtime_c/src/kernels/); both give bit-identical results")
+    m.add_argument(
+        "--max-latency",
+        help="runtime budget: a factor of the no-remat step time (1.5x) or seconds "
+        "(0.2s); paging time counts",
+    )
+    p.add_argument(
+        "--kernels",
+        choices=("fast", "reference"),
+        default="fast",
+        help="C kernels copied into the project: fast (register-blocked runtime_c/src/optimized/, "
+        "default) or reference (runtime_c/src/kernels/); both give bit-identical results",
+    )
     p.add_argument("--no-report", action="store_true", help="skip report.html and memory.png (faster)")
     talk = p.add_mutually_exclusive_group()
     talk.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
@@ -53,12 +78,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = args.out or args.model.with_suffix(".poet")
-    opts = CompileOptions(args.model, args.device, parse_size(args.ram), out, args.batch, Loss(args.loss), args.lr,
-                          parse_size(args.reserve) if args.reserve else None, args.scheduler, args.train,
-                          kernels=args.kernels,
-                          milp=MilpOptions(args.objective, args.time_limit, args.threads, args.milp_solver,
-                                           not args.no_paging, not args.no_remat),
-                          max_latency=args.max_latency)
+    opts = CompileOptions(
+        args.model,
+        args.device,
+        parse_size(args.ram),
+        out,
+        args.batch,
+        Loss(args.loss),
+        args.lr,
+        parse_size(args.reserve) if args.reserve else None,
+        args.scheduler,
+        args.train,
+        kernels=args.kernels,
+        milp=MilpOptions(
+            args.objective,
+            args.time_limit,
+            args.threads,
+            args.milp_solver,
+            not args.no_paging,
+            not args.no_remat,
+        ),
+        max_latency=args.max_latency,
+    )
     progress = Progress.from_flags(args.quiet, args.verbose)
     try:
         c = compile_model(opts, progress.info, () if args.no_report else (report.render,), progress.phase)
@@ -66,20 +107,33 @@ def run(args: argparse.Namespace) -> int:
         progress.done()
     say = progress.info  # the summary obeys --quiet
     say(f"schedule: {c.schedule.solver}, {len(c.schedule.steps)} steps")
-    say(f"RAM: {fmt_bytes(c.predicted_ram_bytes)} of {fmt_bytes(opts.ram_bytes)} "
-        f"(arena {fmt_bytes(c.arena.arena_bytes)}, overhead {100 * (c.arena.overhead - 1):.1f}% over live peak; "
-        f"fixed {fmt_bytes(c.fixed.total)})")
+    say(
+        f"RAM: {fmt_bytes(c.predicted_ram_bytes)} of {fmt_bytes(opts.ram_bytes)} "
+        f"(arena {fmt_bytes(c.arena.arena_bytes)}, "
+        f"overhead {100 * (c.arena.overhead - 1):.1f}% over live peak; "
+        f"fixed {fmt_bytes(c.fixed.total)})"
+    )
     base = sum(n.compute_j for n in c.problem.nodes), sum(n.compute_s for n in c.problem.nodes)
-    say(f"predicted step: {c.sim.latency_s * 1e3:.3f} ms, {c.sim.energy_j * 1e3:.4f} mJ on {c.profile.name} "
-        f"({100 * (c.sim.energy_j / base[0] - 1):+.2f}% energy, {100 * (c.sim.latency_s / base[1] - 1):+.2f}% latency "
-        f"vs. no recomputation or paging)")
-    say(f"recomputations {c.sim.n_recomputations}, page-outs {c.sim.n_page_outs}, page-ins {c.sim.n_page_ins}")
+    say(
+        f"predicted step: {c.sim.latency_s * 1e3:.3f} ms, {c.sim.energy_j * 1e3:.4f} mJ on {c.profile.name} "
+        f"({100 * (c.sim.energy_j / base[0] - 1):+.2f}% energy, "
+        f"{100 * (c.sim.latency_s / base[1] - 1):+.2f}% latency "
+        f"vs. no recomputation or paging)"
+    )
+    say(
+        f"recomputations {c.sim.n_recomputations}, page-outs {c.sim.n_page_outs}, page-ins {c.sim.n_page_ins}"
+    )
     info = dict(c.schedule.info)
     if "status" in info:
         gap = info.get("gap")
-        say(f"solver: {info['status']}" + (f", gap {100 * float(gap):.3f}%" if gap is not None else "")
+        say(
+            f"solver: {info['status']}"
+            + (f", gap {100 * float(gap):.3f}%" if gap is not None else "")
             + (f", {float(info['seconds']):.1f} s" if "seconds" in info else "")
-            + (f"; fell back: {info['fallback']}" if info.get("fallback") else ""))
-    say(f"wrote {out}/ (plan.json, {'' if args.no_report else 'report.html, memory.png, '}"
-        "poet_model.c, poet_model.h, Makefile, README.md)")
+            + (f"; fell back: {info['fallback']}" if info.get("fallback") else "")
+        )
+    say(
+        f"wrote {out}/ (plan.json, {'' if args.no_report else 'report.html, memory.png, '}"
+        "poet_model.c, poet_model.h, Makefile, README.md)"
+    )
     return 0

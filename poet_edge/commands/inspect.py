@@ -13,14 +13,19 @@ from poet_edge.units import SIZE_HELP, parse_size
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("inspect", help="summarise a model's forward and training graphs and its memory floor",
-                       description="Print node counts, parameters (trainable / frozen), activation bytes, forward "
-                                   "and backward MACs and the memory floor of the training graph.")
+    p = sub.add_parser(
+        "inspect",
+        help="summarise a model's forward and training graphs and its memory floor",
+        description="Print node counts, parameters (trainable / frozen), activation bytes, forward "
+        "and backward MACs and the memory floor of the training graph.",
+    )
     p.add_argument("model", type=Path, help="ONNX model")
     p.add_argument("--train", default="all", help=TRAIN_HELP)
     p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
     p.add_argument("--loss", choices=[x.value for x in Loss], default=Loss.CROSS_ENTROPY.value)
-    p.add_argument("--reserve", default="8KB", help=f"stack/runtime reserve counted in the floor, {SIZE_HELP}")
+    p.add_argument(
+        "--reserve", default="8KB", help=f"stack/runtime reserve counted in the floor, {SIZE_HELP}"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 

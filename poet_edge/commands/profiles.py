@@ -10,9 +10,11 @@ from poet_edge.profiles import format_profile, list_profiles, load_profile
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "profiles", help="list device profiles, or show one",
+        "profiles",
+        help="list device profiles, or show one",
         description="Without NAME, list the device profiles in profiles/. With NAME (a profile name "
-                    "or a path to a .toml file), show its numbers with units and their sources.")
+        "or a path to a .toml file), show its numbers with units and their sources.",
+    )
     parser.add_argument("name", nargs="?", metavar="NAME", help="profile name or path to a .toml file")
     parser.set_defaults(run=run)
     return parser

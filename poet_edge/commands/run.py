@@ -13,29 +13,45 @@ from poet_edge.targets import available_targets
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="build a compiled project and train it on the host or an emulated board",
-                       description="Build OUT for --target, run --steps training steps on deterministic synthetic "
-                                   "data (or --data), print the loss of each step.")
+    p = sub.add_parser(
+        "run",
+        help="build a compiled project and train it on the host or an emulated board",
+        description="Build OUT for --target, run --steps training steps on deterministic synthetic "
+        "data (or --data), print the loss of each step.",
+    )
     p.add_argument("out", type=Path, help="folder written by 'poet compile'")
-    p.add_argument("--target", default="host", help=f"one of: {', '.join(available_targets())} (default host)")
+    p.add_argument(
+        "--target", default="host", help=f"one of: {', '.join(available_targets())} (default host)"
+    )
     p.add_argument("--steps", type=int, default=5, help="training steps (default 5)")
-    p.add_argument("--data", type=Path, help="npz with arrays x (N, ...) and y (N, ...); step i uses batch i, cycling")
+    p.add_argument(
+        "--data", type=Path, help="npz with arrays x (N, ...) and y (N, ...); step i uses batch i, cycling"
+    )
     p.add_argument("--lr", type=float, help="learning rate (default: the one given to compile)")
     p.add_argument("--dump-params", type=Path, help="write the parameters after training to this npz")
     p.add_argument("--sanitize", action="store_true", help="host only: build with ASan + UBSan")
-    p.add_argument("--profile", action="store_true",
-                   help="time every kernel call and report ticks (instructions on QEMU) per op kind")
-    p.add_argument("--json", type=Path, help="also write the run's numbers (losses, ticks, RAM) to this JSON file")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="time every kernel call and report ticks (instructions on QEMU) per op kind",
+    )
+    p.add_argument(
+        "--json", type=Path, help="also write the run's numbers (losses, ticks, RAM) to this JSON file"
+    )
     p.add_argument("--timeout", type=float, default=600.0, help="wall-clock limit in seconds (default 600)")
 
 
 def run(args: argparse.Namespace) -> int:
     def show(s: StepLog) -> None:
-        print(f"step {s.step:4d}  loss {s.loss:.6f}  ticks {s.ticks}  storage written {s.bytes_written} B "
-              f"read {s.bytes_read} B", flush=True)
+        print(
+            f"step {s.step:4d}  loss {s.loss:.6f}  ticks {s.ticks}  storage written {s.bytes_written} B "
+            f"read {s.bytes_read} B",
+            flush=True,
+        )
 
-    r = run_project(args.out, args.target, args.steps, args.data, args.lr, args.sanitize, args.timeout, show,
-                    args.profile)
+    r = run_project(
+        args.out, args.target, args.steps, args.data, args.lr, args.sanitize, args.timeout, show, args.profile
+    )
     summary = summarize(r, load_plan(args.out))
     print(format_summary(summary))
     if args.json:
@@ -54,7 +70,9 @@ def summarize(r: RunOutcome, plan: dict) -> dict:
         "steps": steps,
         "losses": [s.loss for s in r.steps],
         "ticks_per_step": ticks,
-        "instructions_per_step": [r.instructions(t) for t in ticks] if r.target.instructions_per_tick else None,
+        "instructions_per_step": [r.instructions(t) for t in ticks]
+        if r.target.instructions_per_tick
+        else None,
         "storage_bytes_written_per_step": [s.bytes_written for s in r.steps],
         "storage_bytes_read_per_step": [s.bytes_read for s in r.steps],
         "ram_budget_bytes": plan["ram_budget_bytes"],
@@ -65,26 +83,41 @@ def summarize(r: RunOutcome, plan: dict) -> dict:
         "sections": r.build.sections,
     }
     if r.kinds:
-        out["per_kind"] = {k: {"calls_per_step": c / steps, "ticks_per_step": t / steps,
-                               "instructions_per_step": r.instructions(t) / steps if r.instructions(t) else None}
-                           for k, (c, t) in sorted(r.kinds.items())}
+        out["per_kind"] = {
+            k: {
+                "calls_per_step": c / steps,
+                "ticks_per_step": t / steps,
+                "instructions_per_step": r.instructions(t) / steps if r.instructions(t) else None,
+            }
+            for k, (c, t) in sorted(r.kinds.items())
+        }
     return out
 
 
 def format_summary(s: dict) -> str:
     lines = [f"target {s['target']}: {s['steps']} steps"]
     if s["instructions_per_step"]:
-        lines.append(f"instructions per step: {s['instructions_per_step'][-1]:,} (deterministic; QEMU counts "
-                     f"instructions, not cycles)")
+        lines.append(
+            f"instructions per step: {s['instructions_per_step'][-1]:,} (deterministic; QEMU counts "
+            f"instructions, not cycles)"
+        )
     else:
         lines.append(f"ticks per step (last): {s['ticks_per_step'][-1]:,}")
     if s["measured_ram_bytes"] is not None:
-        lines.append(f"RAM: measured {s['measured_ram_bytes']:,} B (static {s['static_ram_bytes']:,} + stack "
-                     f"high-water {s['stack_used_bytes']:,}) vs predicted {s['predicted_ram_bytes']:,} B, budget "
-                     f"{s['ram_budget_bytes']:,} B")
-    lines.append(f"storage per step: written {s['storage_bytes_written_per_step'][-1]:,} B, read "
-                 f"{s['storage_bytes_read_per_step'][-1]:,} B")
+        lines.append(
+            f"RAM: measured {s['measured_ram_bytes']:,} B (static {s['static_ram_bytes']:,} + stack "
+            f"high-water {s['stack_used_bytes']:,}) vs predicted {s['predicted_ram_bytes']:,} B, budget "
+            f"{s['ram_budget_bytes']:,} B"
+        )
+    lines.append(
+        f"storage per step: written {s['storage_bytes_written_per_step'][-1]:,} B, read "
+        f"{s['storage_bytes_read_per_step'][-1]:,} B"
+    )
     for k, v in s.get("per_kind", {}).items():
-        amount = f"{v['instructions_per_step']:,.0f} instr" if v["instructions_per_step"] else f"{v['ticks_per_step']:,.0f} ticks"
+        amount = (
+            f"{v['instructions_per_step']:,.0f} instr"
+            if v["instructions_per_step"]
+            else f"{v['ticks_per_step']:,.0f} ticks"
+        )
         lines.append(f"  {k:<28} {v['calls_per_step']:5.0f} calls/step  {amount}/step")
     return "\n".join(lines)

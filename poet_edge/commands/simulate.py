@@ -14,10 +14,12 @@ from poet_edge.simulator import SimResult, format_report, simulate
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    sub.add_parser("simulate", help="predict energy, latency and memory of a compiled plan, offline",
-                   description="Replay the schedule in OUT/plan.json step by step and print RAM, latency, energy "
-                               "and storage traffic, priced for the plan's device or for --device."
-                   ).add_argument("out", type=Path, help="folder written by 'poet compile'")
+    sub.add_parser(
+        "simulate",
+        help="predict energy, latency and memory of a compiled plan, offline",
+        description="Replay the schedule in OUT/plan.json step by step and print RAM, latency, energy "
+        "and storage traffic, priced for the plan's device or for --device.",
+    ).add_argument("out", type=Path, help="folder written by 'poet compile'")
     p = sub.choices["simulate"]
     p.add_argument("--device", help="price the same schedule on another device profile")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
@@ -26,8 +28,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def simulate_plan(out: Path, device: str | None = None) -> SimResult:
     plan = load_plan(out)
     profile = load_profile(device or plan["device"])
-    problem = planning.price(planning.ProblemSpec.from_json(plan["problem"]), profile, plan["ram_budget_bytes"])
-    return simulate(problem, Schedule.from_json(plan["schedule"]["steps"], plan["schedule"]["solver"]), profile)
+    problem = planning.price(
+        planning.ProblemSpec.from_json(plan["problem"]), profile, plan["ram_budget_bytes"]
+    )
+    return simulate(
+        problem, Schedule.from_json(plan["schedule"]["steps"], plan["schedule"]["solver"]), profile
+    )
 
 
 def run(args: argparse.Namespace) -> int:

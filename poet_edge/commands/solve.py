@@ -18,13 +18,15 @@ from poet_edge.units import SIZE_HELP, parse_size
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(
-        "solve", help="schedule a plain graph file (MILP or a baseline) and simulate the schedule",
+        "solve",
+        help="schedule a plain graph file (MILP or a baseline) and simulate the schedule",
         description="Read a networkx node-link JSON graph (poet-edge's own node fields, or Checkmate-style "
-                    "cost_ram/cost_cpu), schedule one step within --ram with the POET MILP (recomputation "
-                    "+ paging, HiGHS or CBC) or a baseline, replay the schedule in the simulator and report "
-                    "it. "
-                    "compute_cost is the simulated total of the objective (energy, or latency with "
-                    "--objective latency) in the graph's cost unit.")
+        "cost_ram/cost_cpu), schedule one step within --ram with the POET MILP (recomputation "
+        "+ paging, HiGHS or CBC) or a baseline, replay the schedule in the simulator and report "
+        "it. "
+        "compute_cost is the simulated total of the objective (energy, or latency with "
+        "--objective latency) in the graph's cost unit.",
+    )
     p.add_argument("graph", help="node-link JSON graph file")
     p.add_argument("--ram", required=True, type=parse_size, metavar="BYTES", help=f"RAM budget; {SIZE_HELP}")
     p.add_argument("--objective", choices=("energy", "latency"), default="energy", help="what to minimise")
@@ -42,16 +44,23 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _schedule(problem: SchedulingProblem, args: argparse.Namespace) -> tuple[Schedule, float]:
     began = time.perf_counter()
     if args.scheduler == "milp":
-        options = MilpOptions(objective=args.objective, time_limit_s=args.time_limit, threads=args.threads,
-                              solver=args.milp_solver, paging=not args.no_paging, remat=not args.no_remat)
+        options = MilpOptions(
+            objective=args.objective,
+            time_limit_s=args.time_limit,
+            threads=args.threads,
+            solver=args.milp_solver,
+            paging=not args.no_paging,
+            remat=not args.no_remat,
+        )
         schedule = schedule_milp(problem, options)
     else:
         schedule = get_scheduler(args.scheduler)(problem)
     return schedule, time.perf_counter() - began
 
 
-def _summary(schedule: Schedule, sim: SimResult | None, error: str | None, seconds: float,
-             objective: str) -> dict[str, Any]:
+def _summary(
+    schedule: Schedule, sim: SimResult | None, error: str | None, seconds: float, objective: str
+) -> dict[str, Any]:
     info = dict(schedule.info)
     out: dict[str, Any] = {
         "scheduler": schedule.solver,

@@ -16,12 +16,17 @@ def forward(xs, attrs):
 
 
 def backward(gb, node, gys, needs):
-    return [gb.sum_to(gys[0], gb.shape(x)) if need else None for x, need in zip(node.inputs, needs)]
+    pairs = zip(node.inputs, needs, strict=False)
+    return [gb.sum_to(gys[0], gb.shape(x)) if need else None for x, need in pairs]
 
 
 def work(ins, outs, attrs):
-    return Work(OpClass.ELEMENTWISE, elements=elements(outs[0]), bytes_read=f32_bytes(*ins),
-                bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.ELEMENTWISE,
+        elements=elements(outs[0]),
+        bytes_read=f32_bytes(*ins),
+        bytes_written=f32_bytes(*outs),
+    )
 
 
 def kernel(node, shape):
@@ -29,8 +34,12 @@ def kernel(node, shape):
     a, b = node.inputs
     return KernelCall(
         "poet_add_f32",
-        (TensorArg(a), TensorArg(b), TensorArg(node.outputs[0], const=False),
-         *bcast_args(out, shape(a), shape(b))),
+        (
+            TensorArg(a),
+            TensorArg(b),
+            TensorArg(node.outputs[0], const=False),
+            *bcast_args(out, shape(a), shape(b)),
+        ),
         "add",
     )
 

@@ -55,14 +55,26 @@ def backward(gb, node, gys, needs):
 
 def work(ins, outs, attrs):
     win = pool_window(ins[0], attrs)
-    return Work(OpClass.REDUCE, elements=win.n * win.c * win.oh * win.ow * win.kh * win.kw,
-                bytes_read=f32_bytes(*ins), bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.REDUCE,
+        elements=win.n * win.c * win.oh * win.ow * win.kh * win.kw,
+        bytes_read=f32_bytes(*ins),
+        bytes_written=f32_bytes(*outs),
+    )
 
 
 def kernel(node, shape):
     win = pool_window(shape(node.inputs[0]), node.attrs)
-    return KernelCall("poet_avgpool2d_f32", (TensorArg(node.inputs[0]), TensorArg(node.outputs[0], False),
-                                             win.ints(), IntArg(_include_pad(node.attrs))), "pool")
+    return KernelCall(
+        "poet_avgpool2d_f32",
+        (
+            TensorArg(node.inputs[0]),
+            TensorArg(node.outputs[0], False),
+            win.ints(),
+            IntArg(_include_pad(node.attrs)),
+        ),
+        "pool",
+    )
 
 
 def check(node):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -60,7 +60,7 @@ class NullArg:
     """A NULL pointer (an optional tensor that is absent)."""
 
 
-CArg = Union[TensorArg, IntArg, FloatArg, IntArrayArg, RuntimeArg, NullArg]
+CArg = TensorArg | IntArg | FloatArg | IntArrayArg | RuntimeArg | NullArg
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class KernelCall:
 # ---- the op definition ---------------------------------------------------------------------
 InferFn = Callable[[Sequence[Shape], Attrs], list[Shape]]
 ForwardFn = Callable[[Sequence[np.ndarray], Attrs], list[np.ndarray]]
-BackwardFn = Callable[["GradBuilder", "Node", Sequence[Union[str, None]], Sequence[bool]], list[Union[str, None]]]
+BackwardFn = Callable[["GradBuilder", "Node", Sequence[str | None], Sequence[bool]], list[str | None]]
 WorkFn = Callable[[Sequence[Shape], Sequence[Shape], Attrs], Work]
 KernelFn = Callable[["Node", Callable[[str], Shape]], KernelCall]
 CheckFn = Callable[["Node"], None]
@@ -96,7 +96,9 @@ class OpDef:
     kernel: KernelFn | None = None
     check: CheckFn | None = None
     const_inputs: Mapping[int, str] = field(default_factory=dict)
-    frozen_inputs: frozenset[int] = frozenset()  # parameter inputs that are never trained (e.g. BN statistics)
+    frozen_inputs: frozenset[int] = (
+        frozenset()
+    )  # parameter inputs that are never trained (e.g. BN statistics)
     internal: bool = False
 
 

@@ -57,8 +57,10 @@ def backward(gb, node, gys, needs):
     x, scale, _, mean, var = node.inputs
     dy = gys[0]
     if needs[MEAN] or needs[VAR]:
-        raise PoetError(f"node '{node.name}' (BatchNormalization): the running mean and variance are frozen "
-                        f"statistics; they cannot be trained or computed from trainable tensors")
+        raise PoetError(
+            f"node '{node.name}' (BatchNormalization): the running mean and variance are frozen "
+            f"statistics; they cannot be trained or computed from trainable tensors"
+        )
     eps = {"epsilon": _eps(node.attrs)}
     grads: list[str | None] = [None] * 5
     if needs[0]:
@@ -71,8 +73,12 @@ def backward(gb, node, gys, needs):
 
 
 def work(ins, outs, attrs):
-    return Work(OpClass.ELEMENTWISE, elements=elements(outs[0]), bytes_read=f32_bytes(*ins),
-                bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.ELEMENTWISE,
+        elements=elements(outs[0]),
+        bytes_read=f32_bytes(*ins),
+        bytes_written=f32_bytes(*outs),
+    )
 
 
 def _ncs(node, shape) -> tuple[IntArg, IntArg, IntArg]:
@@ -82,14 +88,20 @@ def _ncs(node, shape) -> tuple[IntArg, IntArg, IntArg]:
 
 def kernel(node, shape):
     ins = (TensorArg(t) for t in node.inputs)
-    return KernelCall("poet_batchnorm_f32", (*ins, TensorArg(node.outputs[0], False), *_ncs(node, shape),
-                                             FloatArg(_eps(node.attrs))), "batchnorm")
+    return KernelCall(
+        "poet_batchnorm_f32",
+        (*ins, TensorArg(node.outputs[0], False), *_ncs(node, shape), FloatArg(_eps(node.attrs))),
+        "batchnorm",
+    )
 
 
 def check(node):
     if int(node.attr("training_mode", 0)) != 0:
-        raise refuse(node, "attribute training_mode=1 (batch statistics); only the inference form with "
-                           "frozen running mean/var is implemented (export the model in eval mode)")
+        raise refuse(
+            node,
+            "attribute training_mode=1 (batch statistics); only the inference form with "
+            "frozen running mean/var is implemented (export the model in eval mode)",
+        )
     if any(o for o in node.outputs[1:]):
         extra = [o for o in node.outputs[1:] if o]
         raise refuse(node, f"training-mode outputs {extra} (running mean/var updates); only Y is supported")
@@ -110,9 +122,16 @@ def grad_input_forward(xs, attrs):
 
 
 def grad_input_kernel(node, shape):
-    return KernelCall("poet_batchnorm_grad_input_f32", (*(TensorArg(t) for t in node.inputs),
-                                                        TensorArg(node.outputs[0], False), *_ncs(node, shape),
-                                                        FloatArg(_eps(node.attrs))), "batchnorm")
+    return KernelCall(
+        "poet_batchnorm_grad_input_f32",
+        (
+            *(TensorArg(t) for t in node.inputs),
+            TensorArg(node.outputs[0], False),
+            *_ncs(node, shape),
+            FloatArg(_eps(node.attrs)),
+        ),
+        "batchnorm",
+    )
 
 
 # ---- BatchNormGradScale(X, dY, mean, var) -> dscale -------------------------------------------------
@@ -127,19 +146,36 @@ def grad_scale_forward(xs, attrs):
 
 
 def grad_scale_work(ins, outs, attrs):
-    return Work(OpClass.REDUCE, elements=elements(ins[0]), bytes_read=f32_bytes(*ins),
-                bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.REDUCE, elements=elements(ins[0]), bytes_read=f32_bytes(*ins), bytes_written=f32_bytes(*outs)
+    )
 
 
 def grad_scale_kernel(node, shape):
-    return KernelCall("poet_batchnorm_grad_scale_f32", (*(TensorArg(t) for t in node.inputs),
-                                                        TensorArg(node.outputs[0], False), *_ncs(node, shape),
-                                                        FloatArg(_eps(node.attrs))), "batchnorm")
+    return KernelCall(
+        "poet_batchnorm_grad_scale_f32",
+        (
+            *(TensorArg(t) for t in node.inputs),
+            TensorArg(node.outputs[0], False),
+            *_ncs(node, shape),
+            FloatArg(_eps(node.attrs)),
+        ),
+        "batchnorm",
+    )
 
 
-OP = OpDef("BatchNormalization", infer, forward, work, backward, kernel, check,
-           frozen_inputs=frozenset({MEAN, VAR}))
-GRAD_INPUT = OpDef("BatchNormGradInput", grad_input_infer, grad_input_forward, work, None, grad_input_kernel,
-                   internal=True)
-GRAD_SCALE = OpDef("BatchNormGradScale", grad_scale_infer, grad_scale_forward, grad_scale_work, None,
-                   grad_scale_kernel, internal=True)
+OP = OpDef(
+    "BatchNormalization", infer, forward, work, backward, kernel, check, frozen_inputs=frozenset({MEAN, VAR})
+)
+GRAD_INPUT = OpDef(
+    "BatchNormGradInput", grad_input_infer, grad_input_forward, work, None, grad_input_kernel, internal=True
+)
+GRAD_SCALE = OpDef(
+    "BatchNormGradScale",
+    grad_scale_infer,
+    grad_scale_forward,
+    grad_scale_work,
+    None,
+    grad_scale_kernel,
+    internal=True,
+)

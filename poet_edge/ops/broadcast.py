@@ -57,8 +57,16 @@ def binary_kernel(code: int):
     def kernel(node, shape):
         a, b = node.inputs
         out = shape(node.outputs[0])
-        return KernelCall("poet_binary_f32", (IntArg(code), TensorArg(a), TensorArg(b),
-                                              TensorArg(node.outputs[0], const=False),
-                                              *bcast_args(out, shape(a), shape(b))), "binary")
+        return KernelCall(
+            "poet_binary_f32",
+            (
+                IntArg(code),
+                TensorArg(a),
+                TensorArg(b),
+                TensorArg(node.outputs[0], const=False),
+                *bcast_args(out, shape(a), shape(b)),
+            ),
+            "binary",
+        )
 
     return kernel

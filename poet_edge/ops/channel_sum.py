@@ -25,14 +25,18 @@ def forward(xs, attrs):
 
 
 def work(ins, outs, attrs):
-    return Work(OpClass.REDUCE, elements=elements(ins[0]), bytes_read=f32_bytes(*ins),
-                bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.REDUCE, elements=elements(ins[0]), bytes_read=f32_bytes(*ins), bytes_written=f32_bytes(*outs)
+    )
 
 
 def kernel(node, shape):
     n, c, s = dims(shape(node.inputs[0]))
-    return KernelCall("poet_channel_sum_f32", (TensorArg(node.inputs[0]), TensorArg(node.outputs[0], False),
-                                               IntArg(n), IntArg(c), IntArg(s)), "conv")
+    return KernelCall(
+        "poet_channel_sum_f32",
+        (TensorArg(node.inputs[0]), TensorArg(node.outputs[0], False), IntArg(n), IntArg(c), IntArg(s)),
+        "conv",
+    )
 
 
 OP = OpDef("ChannelSum", infer, forward, work, None, kernel, internal=True)

@@ -35,8 +35,12 @@ def _same(shapes, attrs):
 
 
 def _work(ins, outs, attrs):
-    return Work(OpClass.ELEMENTWISE, elements=elements(outs[0]), bytes_read=f32_bytes(*ins),
-                bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.ELEMENTWISE,
+        elements=elements(outs[0]),
+        bytes_read=f32_bytes(*ins),
+        bytes_written=f32_bytes(*outs),
+    )
 
 
 def _bound_args(attrs) -> tuple[IntArg, FloatArg, IntArg, FloatArg]:
@@ -90,8 +94,11 @@ def grad_forward(xs, attrs):
 def grad_kernel(node, shape):
     n = elements(shape(node.outputs[0]))
     x, dy = node.inputs
-    return KernelCall("poet_clip_grad_f32", (TensorArg(x), TensorArg(dy), TensorArg(node.outputs[0], False),
-                                             IntArg(n), *_bound_args(node.attrs)), "clip")
+    return KernelCall(
+        "poet_clip_grad_f32",
+        (TensorArg(x), TensorArg(dy), TensorArg(node.outputs[0], False), IntArg(n), *_bound_args(node.attrs)),
+        "clip",
+    )
 
 
 OP = OpDef("Clip", _same, forward, _work, backward, kernel, check, const_inputs={1: "min", 2: "max"})

@@ -27,7 +27,7 @@ def infer(shapes, attrs):
     for s in shapes[1:]:
         if len(s) != len(first) or any(s[i] != first[i] for i in range(len(s)) if i != a):
             raise ValueError(f"Concat inputs {list(shapes)} differ outside axis {a}")
-    return [first[:a] + (sum(int(s[a]) for s in shapes),) + first[a + 1:]]
+    return [first[:a] + (sum(int(s[a]) for s in shapes),) + first[a + 1 :]]
 
 
 def forward(xs, attrs):
@@ -39,8 +39,11 @@ def backward(gb, node, gys, needs):
     grads, start = [], 0
     for x, need in zip(node.inputs, needs, strict=True):
         end = start + gb.shape(x)[axis]
-        grads.append(gb.emit("Slice", (gys[0],), {"starts": (start,), "ends": (end,), "axes": (axis,)})
-                     if need else None)
+        grads.append(
+            gb.emit("Slice", (gys[0],), {"starts": (start,), "ends": (end,), "axes": (axis,)})
+            if need
+            else None
+        )
         start = end
     return grads
 
@@ -52,15 +55,19 @@ def pieces(shapes, axis: int) -> tuple[int, tuple[int, ...]]:
 
 
 def work(ins, outs, attrs):
-    return Work(OpClass.COPY, elements=elements(outs[0]), bytes_read=f32_bytes(*ins),
-                bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.COPY, elements=elements(outs[0]), bytes_read=f32_bytes(*ins), bytes_written=f32_bytes(*outs)
+    )
 
 
 def kernel(node, shape):
     outer, lens = pieces([shape(t) for t in node.inputs], int(node.attrs["axis"]))
     xs = [TensorArg(t) for t in node.inputs] + [NullArg()] * (MAX_PIECES - len(node.inputs))
-    return KernelCall("poet_concat_f32", (*xs, TensorArg(node.outputs[0], False), IntArg(outer),
-                                          IntArg(len(node.inputs)), IntArrayArg(lens)), "concat")
+    return KernelCall(
+        "poet_concat_f32",
+        (*xs, TensorArg(node.outputs[0], False), IntArg(outer), IntArg(len(node.inputs)), IntArrayArg(lens)),
+        "concat",
+    )
 
 
 def check(node):

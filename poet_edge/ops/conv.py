@@ -17,8 +17,9 @@ def conv_window(x, w, attrs) -> Window:
     if len(w) != len(x):
         raise ValueError(f"weight {tuple(w)} and input {tuple(x)} differ in rank")
     if g < 1 or x[1] % g or w[0] % g or w[1] * g != x[1]:
-        raise ValueError(f"group={g}: input channels {x[1]} and weight {tuple(w)} do not match "
-                         f"(W is [M, C/group, ...])")
+        raise ValueError(
+            f"group={g}: input channels {x[1]} and weight {tuple(w)} do not match (W is [M, C/group, ...])"
+        )
     return window(x, w[2:], attrs, m=int(w[0]), groups=g)
 
 
@@ -97,8 +98,17 @@ def work(ins, outs, attrs):
 def kernel(node, shape):
     win = conv_window(shape(node.inputs[0]), shape(node.inputs[1]), node.attrs)
     b = TensorArg(node.inputs[2]) if len(node.inputs) > 2 else NullArg()
-    return KernelCall("poet_conv2d_f32", (TensorArg(node.inputs[0]), TensorArg(node.inputs[1]), b,
-                                          TensorArg(node.outputs[0], False), win.ints()), "conv")
+    return KernelCall(
+        "poet_conv2d_f32",
+        (
+            TensorArg(node.inputs[0]),
+            TensorArg(node.inputs[1]),
+            b,
+            TensorArg(node.outputs[0], False),
+            win.ints(),
+        ),
+        "conv",
+    )
 
 
 def check(node):
@@ -124,7 +134,7 @@ def grad_input_forward(xs, attrs):
     dxp = np.zeros((win.n, g, win.c // g, win.h + win.pt + win.pb, win.w + win.pl + win.pr), dtype=dy.dtype)
     for i, j, rs, cs in _taps(win):
         dxp[..., rs, cs] += np.einsum("ngmhw,gmc->ngchw", dyg, wg[..., i, j])
-    dx = dxp.reshape(win.n, win.c, *dxp.shape[3:])[:, :, win.pt:win.pt + win.h, win.pl:win.pl + win.w]
+    dx = dxp.reshape(win.n, win.c, *dxp.shape[3:])[:, :, win.pt : win.pt + win.h, win.pl : win.pl + win.w]
     return [np.ascontiguousarray(dx).reshape(win.x_shape)]
 
 
@@ -134,8 +144,11 @@ def grad_input_work(ins, outs, attrs):
 
 def grad_input_kernel(node, shape):
     win = _gi_window([shape(t) for t in node.inputs], node.attrs)
-    return KernelCall("poet_conv2d_grad_input_f32", (TensorArg(node.inputs[0]), TensorArg(node.inputs[1]),
-                                                     TensorArg(node.outputs[0], False), win.ints()), "conv")
+    return KernelCall(
+        "poet_conv2d_grad_input_f32",
+        (TensorArg(node.inputs[0]), TensorArg(node.inputs[1]), TensorArg(node.outputs[0], False), win.ints()),
+        "conv",
+    )
 
 
 # ---- ConvGradWeight(X, dY) -> dW -----------------------------------------------------------------
@@ -166,12 +179,29 @@ def grad_weight_work(ins, outs, attrs):
 
 def grad_weight_kernel(node, shape):
     win = _gw_window([shape(t) for t in node.inputs], node.attrs)
-    return KernelCall("poet_conv2d_grad_weight_f32", (TensorArg(node.inputs[0]), TensorArg(node.inputs[1]),
-                                                      TensorArg(node.outputs[0], False), win.ints()), "conv")
+    return KernelCall(
+        "poet_conv2d_grad_weight_f32",
+        (TensorArg(node.inputs[0]), TensorArg(node.inputs[1]), TensorArg(node.outputs[0], False), win.ints()),
+        "conv",
+    )
 
 
 OP = OpDef("Conv", infer, forward, work, backward, kernel, check)
-GRAD_INPUT = OpDef("ConvGradInput", grad_input_infer, grad_input_forward, grad_input_work, None,
-                   grad_input_kernel, internal=True)
-GRAD_WEIGHT = OpDef("ConvGradWeight", grad_weight_infer, grad_weight_forward, grad_weight_work, None,
-                    grad_weight_kernel, internal=True)
+GRAD_INPUT = OpDef(
+    "ConvGradInput",
+    grad_input_infer,
+    grad_input_forward,
+    grad_input_work,
+    None,
+    grad_input_kernel,
+    internal=True,
+)
+GRAD_WEIGHT = OpDef(
+    "ConvGradWeight",
+    grad_weight_infer,
+    grad_weight_forward,
+    grad_weight_work,
+    None,
+    grad_weight_kernel,
+    internal=True,
+)

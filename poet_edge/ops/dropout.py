@@ -12,5 +12,13 @@ def check(node):
         raise unsupported(node, "mask output (Dropout is the identity on the device)")
 
 
-OP = OpDef("Dropout", identity.infer, identity.forward, identity.copy_work, identity.backward,
-           identity.kernel, check, const_inputs={1: "ratio", 2: "training_mode"})
+OP = OpDef(
+    "Dropout",
+    identity.infer,
+    identity.forward,
+    identity.copy_work,
+    identity.backward,
+    identity.kernel,
+    check,
+    const_inputs={1: "ratio", 2: "training_mode"},
+)

@@ -24,7 +24,20 @@ def _grad(x, dy, attrs):
     return dy * (2.0 / math.sqrt(math.pi)) * np.exp(-x * x)
 
 
-OP = OpDef("Erf", ew.same_shape, ew.in64(lambda x, attrs: erf64(x)), ew.work, backward,
-           ew.kernel("poet_erf_f32", "erf"))
-GRAD = OpDef("ErfGrad", ew.grad_shape, ew.in64(_grad), ew.work, None, ew.kernel("poet_erf_grad_f32", "erf"),
-             internal=True)
+OP = OpDef(
+    "Erf",
+    ew.same_shape,
+    ew.in64(lambda x, attrs: erf64(x)),
+    ew.work,
+    backward,
+    ew.kernel("poet_erf_f32", "erf"),
+)
+GRAD = OpDef(
+    "ErfGrad",
+    ew.grad_shape,
+    ew.in64(_grad),
+    ew.work,
+    None,
+    ew.kernel("poet_erf_grad_f32", "erf"),
+    internal=True,
+)

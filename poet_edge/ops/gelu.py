@@ -20,21 +20,24 @@ def _tanh_mode(attrs) -> int:
 
 def _gelu(x, attrs):
     if _tanh_mode(attrs):
-        return 0.5 * x * (1.0 + np.tanh(_K * (x + 0.044715 * x ** 3)))
+        return 0.5 * x * (1.0 + np.tanh(_K * (x + 0.044715 * x**3)))
     return 0.5 * x * (1.0 + erf64(x / math.sqrt(2.0)))
 
 
 def _grad(x, dy, attrs):
     if _tanh_mode(attrs):
-        t = np.tanh(_K * (x + 0.044715 * x ** 3))
+        t = np.tanh(_K * (x + 0.044715 * x**3))
         return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _K * (1.0 + 3 * 0.044715 * x * x))
     cdf = 0.5 * (1.0 + erf64(x / math.sqrt(2.0)))
     return dy * (cdf + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi))
 
 
 def backward(gb, node, gys, needs):
-    return [gb.emit("GeluGrad", (node.inputs[0], gys[0]), {"approximate": node.attr("approximate", "none")})
-            if needs[0] else None]
+    return [
+        gb.emit("GeluGrad", (node.inputs[0], gys[0]), {"approximate": node.attr("approximate", "none")})
+        if needs[0]
+        else None
+    ]
 
 
 def check(node):
@@ -46,7 +49,15 @@ def _mode(node):
     return IntArg(_tanh_mode(node.attrs))
 
 
-OP = OpDef("Gelu", ew.same_shape, ew.in64(_gelu), ew.work, backward,
-           ew.kernel("poet_gelu_f32", "gelu", _mode), check)
-GRAD = OpDef("GeluGrad", ew.grad_shape, ew.in64(_grad), ew.work, None,
-             ew.kernel("poet_gelu_grad_f32", "gelu", _mode), internal=True)
+OP = OpDef(
+    "Gelu", ew.same_shape, ew.in64(_gelu), ew.work, backward, ew.kernel("poet_gelu_f32", "gelu", _mode), check
+)
+GRAD = OpDef(
+    "GeluGrad",
+    ew.grad_shape,
+    ew.in64(_grad),
+    ew.work,
+    None,
+    ew.kernel("poet_gelu_grad_f32", "gelu", _mode),
+    internal=True,
+)

@@ -36,8 +36,9 @@ def backward(gb, node, gys, needs):
 
 
 def work(ins, outs, attrs):
-    return Work(OpClass.REDUCE, elements=elements(ins[0]), bytes_read=f32_bytes(*ins),
-                bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.REDUCE, elements=elements(ins[0]), bytes_read=f32_bytes(*ins), bytes_written=f32_bytes(*outs)
+    )
 
 
 def kernel(node, shape):
@@ -58,8 +59,12 @@ def grad_forward(xs, attrs):
 
 
 def grad_work(ins, outs, attrs):
-    return Work(OpClass.ELEMENTWISE, elements=elements(outs[0]), bytes_read=f32_bytes(*ins),
-                bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.ELEMENTWISE,
+        elements=elements(outs[0]),
+        bytes_read=f32_bytes(*ins),
+        bytes_written=f32_bytes(*outs),
+    )
 
 
 def grad_kernel(node, shape):

@@ -40,11 +40,13 @@ def _strip(shape) -> tuple[int, ...]:
 
 def infer(shapes, attrs):
     x = tuple(shapes[0])
-    norm = x[_axis(x, attrs):]
+    norm = x[_axis(x, attrs) :]
     for name, s in zip(("Scale", "B"), shapes[1:], strict=False):
         if _strip(s) != _strip(norm):
-            raise ValueError(f"{name} shape {tuple(s)} must be the normalized shape {norm} (X.shape[axis:]); "
-                             f"other broadcasts are not supported")
+            raise ValueError(
+                f"{name} shape {tuple(s)} must be the normalized shape {norm} (X.shape[axis:]); "
+                f"other broadcasts are not supported"
+            )
     return [x]
 
 
@@ -56,7 +58,7 @@ def _normalize(x, attrs):
 
 
 def _norm_view(t, x, attrs):
-    return t.reshape(x.shape[_axis(x.shape, attrs):])
+    return t.reshape(x.shape[_axis(x.shape, attrs) :])
 
 
 def forward(xs, attrs):
@@ -71,7 +73,7 @@ def forward(xs, attrs):
 def backward(gb, node, gys, needs):
     x, s, dy = node.inputs[0], node.inputs[1], gys[0]
     attrs = {"axis": int(node.attr("axis", -1)), "epsilon": _eps(node.attrs)}
-    norm = gb.shape(x)[_axis(gb.shape(x), attrs):]
+    norm = gb.shape(x)[_axis(gb.shape(x), attrs) :]
 
     def as_param(g, p):
         return g if gb.shape(g) == gb.shape(p) else gb.emit("Reshape", (g,), {"shape": gb.shape(p)})
@@ -96,7 +98,7 @@ def grad_forward(xs, attrs):
 
 def scale_grad_infer(shapes, attrs):
     x = tuple(shapes[0])
-    return [x[_axis(x, attrs):]]
+    return [x[_axis(x, attrs) :]]
 
 
 def scale_grad_forward(xs, attrs):
@@ -106,8 +108,12 @@ def scale_grad_forward(xs, attrs):
 
 
 def work(ins, outs, attrs):
-    return Work(OpClass.ELEMENTWISE, elements=4 * elements(ins[0]), bytes_read=f32_bytes(*ins),
-                bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.ELEMENTWISE,
+        elements=4 * elements(ins[0]),
+        bytes_read=f32_bytes(*ins),
+        bytes_written=f32_bytes(*outs),
+    )
 
 
 def _kernel(func, n_tensors):
@@ -115,8 +121,17 @@ def _kernel(func, n_tensors):
         xs = shape(node.inputs[0])
         a = _axis(xs, node.attrs)
         ins = [TensorArg(t) for t in node.inputs] + [NullArg()] * (n_tensors - len(node.inputs))
-        return KernelCall(func, (*ins, TensorArg(node.outputs[0], False), IntArg(elements(tuple(xs[:a]))),
-                                 IntArg(elements(tuple(xs[a:]))), FloatArg(_eps(node.attrs))), "layer_norm")
+        return KernelCall(
+            func,
+            (
+                *ins,
+                TensorArg(node.outputs[0], False),
+                IntArg(elements(tuple(xs[:a]))),
+                IntArg(elements(tuple(xs[a:]))),
+                FloatArg(_eps(node.attrs)),
+            ),
+            "layer_norm",
+        )
 
     return kernel
 
@@ -129,7 +144,21 @@ def check(node):
 
 
 OP = OpDef("LayerNormalization", infer, forward, work, backward, _kernel("poet_layer_norm_f32", 3), check)
-GRAD = OpDef("LayerNormalizationGrad", lambda shapes, attrs: [tuple(shapes[0])], grad_forward, work, None,
-             _kernel("poet_layer_norm_grad_f32", 3), internal=True)
-SCALE_GRAD = OpDef("LayerNormalizationScaleGrad", scale_grad_infer, scale_grad_forward, work, None,
-                   _kernel("poet_layer_norm_scale_grad_f32", 2), internal=True)
+GRAD = OpDef(
+    "LayerNormalizationGrad",
+    lambda shapes, attrs: [tuple(shapes[0])],
+    grad_forward,
+    work,
+    None,
+    _kernel("poet_layer_norm_grad_f32", 3),
+    internal=True,
+)
+SCALE_GRAD = OpDef(
+    "LayerNormalizationScaleGrad",
+    scale_grad_infer,
+    scale_grad_forward,
+    work,
+    None,
+    _kernel("poet_layer_norm_scale_grad_f32", 2),
+    internal=True,
+)

@@ -79,8 +79,12 @@ def backward(gb, node, gys, needs):
 
 def work(ins, outs, attrs):
     batch, m, n, k, *_ = _dims(ins, attrs)
-    return Work(OpClass.DENSE, macs=elements(batch) * m * n * k, bytes_read=f32_bytes(*ins),
-                bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.DENSE,
+        macs=elements(batch) * m * n * k,
+        bytes_read=f32_bytes(*ins),
+        bytes_written=f32_bytes(*outs),
+    )
 
 
 def kernel(node, shape):
@@ -94,8 +98,20 @@ def kernel(node, shape):
     check_rank(dims)
     sa = tuple(s * m * k for s in strides_for(ba, dims))
     sb = tuple(s * k * n for s in strides_for(bb, dims))
-    args = (TensorArg(a), TensorArg(b), TensorArg(y, False), IntArg(m), IntArg(n), IntArg(k), IntArg(ta),
-            IntArg(tb), IntArg(len(dims)), IntArrayArg(dims), IntArrayArg(sa), IntArrayArg(sb))
+    args = (
+        TensorArg(a),
+        TensorArg(b),
+        TensorArg(y, False),
+        IntArg(m),
+        IntArg(n),
+        IntArg(k),
+        IntArg(ta),
+        IntArg(tb),
+        IntArg(len(dims)),
+        IntArrayArg(dims),
+        IntArrayArg(sa),
+        IntArrayArg(sb),
+    )
     return KernelCall("poet_matmul_f32", args, "matmul")
 
 

@@ -29,17 +29,28 @@ def grad_infer(shapes, attrs):
 
 
 def work(ins, outs, attrs):
-    return Work(OpClass.LOSS, elements=elements(ins[0]), bytes_read=f32_bytes(*ins), bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.LOSS, elements=elements(ins[0]), bytes_read=f32_bytes(*ins), bytes_written=f32_bytes(*outs)
+    )
 
 
 def _kernel(func):
     def kernel(node, shape):
-        return KernelCall(func, (TensorArg(node.inputs[0]), TensorArg(node.inputs[1]),
-                                 TensorArg(node.outputs[0], False), IntArg(elements(shape(node.inputs[0])))), "mse")
+        return KernelCall(
+            func,
+            (
+                TensorArg(node.inputs[0]),
+                TensorArg(node.inputs[1]),
+                TensorArg(node.outputs[0], False),
+                IntArg(elements(shape(node.inputs[0]))),
+            ),
+            "mse",
+        )
 
     return kernel
 
 
 OP = OpDef("MeanSquaredError", infer, forward, work, None, _kernel("poet_mse_f32"), internal=True)
-GRAD = OpDef("MeanSquaredErrorGrad", grad_infer, grad_forward, work, None, _kernel("poet_mse_grad_f32"),
-             internal=True)
+GRAD = OpDef(
+    "MeanSquaredErrorGrad", grad_infer, grad_forward, work, None, _kernel("poet_mse_grad_f32"), internal=True
+)

@@ -13,8 +13,10 @@ def forward(xs, attrs):
 
 def backward(gb, node, gys, needs):
     a, b = node.inputs
-    return [gb.sum_to(gb.emit("Mul", (gys[0], b)), gb.shape(a)) if needs[0] else None,
-            gb.sum_to(gb.emit("Mul", (gys[0], a)), gb.shape(b)) if needs[1] else None]
+    return [
+        gb.sum_to(gb.emit("Mul", (gys[0], b)), gb.shape(a)) if needs[0] else None,
+        gb.sum_to(gb.emit("Mul", (gys[0], a)), gb.shape(b)) if needs[1] else None,
+    ]
 
 
 OP = OpDef("Mul", binary_infer, forward, elementwise.work, backward, binary_kernel(BIN_MUL))

@@ -39,8 +39,24 @@ class Window:
 
     def ints(self) -> IntArrayArg:
         """The C geometry array (order = enum POET_WIN_* in kernels.h)."""
-        return IntArrayArg((self.n, self.c, self.h, self.w, self.m, self.kh, self.kw, self.oh, self.ow,
-                            self.sh, self.sw, self.pt, self.pl, self.groups))
+        return IntArrayArg(
+            (
+                self.n,
+                self.c,
+                self.h,
+                self.w,
+                self.m,
+                self.kh,
+                self.kw,
+                self.oh,
+                self.ow,
+                self.sh,
+                self.sw,
+                self.pt,
+                self.pl,
+                self.groups,
+            )
+        )
 
     @property
     def x4(self) -> Shape:
@@ -130,8 +146,25 @@ def window(x: Shape, kernel: Sequence[int], attrs: Attrs, m: int | None = None, 
     if rank == 1:
         size, kernel, strides, out = ((1,) + t for t in (size, kernel, strides, out))
         begin, end = (0,) + begin, (0,) + end
-    return Window(int(x[0]), int(x[1]), size[0], size[1], int(x[1]) if m is None else m, kernel[0], kernel[1],
-                  out[0], out[1], strides[0], strides[1], begin[0], begin[1], end[0], end[1], groups, rank)
+    return Window(
+        int(x[0]),
+        int(x[1]),
+        size[0],
+        size[1],
+        int(x[1]) if m is None else m,
+        kernel[0],
+        kernel[1],
+        out[0],
+        out[1],
+        strides[0],
+        strides[1],
+        begin[0],
+        begin[1],
+        end[0],
+        end[1],
+        groups,
+        rank,
+    )
 
 
 def pool_window(x: Shape, attrs: Attrs) -> Window:

@@ -49,20 +49,31 @@ def backward(gb, node, gys, needs):
     if not needs[0]:
         return [None]
     s = gb.shape(node.inputs[0])
-    return [gb.emit("BroadcastTo", (gys[0],), {"shape": s, "view": kept(s, node.attrs),
-                                                "scale": _scale(s, node.attrs)})]
+    return [
+        gb.emit(
+            "BroadcastTo",
+            (gys[0],),
+            {"shape": s, "view": kept(s, node.attrs), "scale": _scale(s, node.attrs)},
+        )
+    ]
 
 
 def work(ins, outs, attrs):
-    return Work(OpClass.REDUCE, elements=elements(ins[0]), bytes_read=f32_bytes(*ins),
-                bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.REDUCE, elements=elements(ins[0]), bytes_read=f32_bytes(*ins), bytes_written=f32_bytes(*outs)
+    )
 
 
 def kernel(node, shape):
     x, y = node.inputs[0], node.outputs[0]
     xs = shape(x)
-    args = (TensorArg(x), TensorArg(y, False), FloatArg(_scale(xs, node.attrs)), IntArg(elements(shape(y))),
-            *bcast_args(xs, kept(xs, node.attrs)))
+    args = (
+        TensorArg(x),
+        TensorArg(y, False),
+        FloatArg(_scale(xs, node.attrs)),
+        IntArg(elements(shape(y))),
+        *bcast_args(xs, kept(xs, node.attrs)),
+    )
     return KernelCall("poet_reduce_sum_to_f32", args, "reduce_sum_to")
 
 
@@ -82,15 +93,24 @@ def bt_forward(xs, attrs):
 
 
 def bt_work(ins, outs, attrs):
-    return Work(OpClass.ELEMENTWISE, elements=elements(outs[0]), bytes_read=f32_bytes(*ins),
-                bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.ELEMENTWISE,
+        elements=elements(outs[0]),
+        bytes_read=f32_bytes(*ins),
+        bytes_written=f32_bytes(*outs),
+    )
 
 
 def bt_kernel(node, shape):
     out = tuple(node.attrs["shape"])
     view = tuple(node.attrs.get("view", shape(node.inputs[0])))
-    return strided_copy(node.inputs[0], node.outputs[0], out, strides_for(view, out),
-                        scale=float(node.attrs.get("scale", 1.0)))
+    return strided_copy(
+        node.inputs[0],
+        node.outputs[0],
+        out,
+        strides_for(view, out),
+        scale=float(node.attrs.get("scale", 1.0)),
+    )
 
 
 OP = OpDef("ReduceMean", infer, forward, work, backward, kernel, const_inputs={1: "axes"})

@@ -16,14 +16,17 @@ def infer(shapes, attrs):
 def forward(xs, attrs):
     x, target = xs[0], tuple(attrs["shape"])
     lead = x.ndim - len(target)
-    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(target) if d == 1 and x.shape[lead + i] != 1)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, d in enumerate(target) if d == 1 and x.shape[lead + i] != 1
+    )
     y = x.sum(axis=axes, keepdims=True).reshape(target) if axes else x.reshape(target)
     return [(y * x.dtype.type(attrs.get("scale", 1.0))).astype(x.dtype)]
 
 
 def work(ins, outs, attrs):
-    return Work(OpClass.REDUCE, elements=elements(ins[0]), bytes_read=f32_bytes(*ins),
-                bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.REDUCE, elements=elements(ins[0]), bytes_read=f32_bytes(*ins), bytes_written=f32_bytes(*outs)
+    )
 
 
 def kernel(node, shape):
@@ -31,8 +34,13 @@ def kernel(node, shape):
     # walk X's dims; Y is addressed with broadcast strides (0 on the summed axes)
     return KernelCall(
         "poet_reduce_sum_to_f32",
-        (TensorArg(x), TensorArg(y, False), FloatArg(float(node.attr("scale", 1.0))), IntArg(elements(shape(y))),
-         *bcast_args(shape(x), shape(y))),
+        (
+            TensorArg(x),
+            TensorArg(y, False),
+            FloatArg(float(node.attr("scale", 1.0))),
+            IntArg(elements(shape(y))),
+            *bcast_args(shape(x), shape(y)),
+        ),
         "reduce_sum_to",
     )
 

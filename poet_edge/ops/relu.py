@@ -13,8 +13,12 @@ def _same(shapes, attrs):
 
 
 def _work(ins, outs, attrs):
-    return Work(OpClass.ELEMENTWISE, elements=elements(outs[0]), bytes_read=f32_bytes(*ins),
-                bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.ELEMENTWISE,
+        elements=elements(outs[0]),
+        bytes_read=f32_bytes(*ins),
+        bytes_written=f32_bytes(*outs),
+    )
 
 
 def forward(xs, attrs):
@@ -27,8 +31,9 @@ def backward(gb, node, gys, needs):
 
 def kernel(node, shape):
     n = elements(shape(node.outputs[0]))
-    return KernelCall("poet_relu_f32", (TensorArg(node.inputs[0]), TensorArg(node.outputs[0], False), IntArg(n)),
-                      "relu")
+    return KernelCall(
+        "poet_relu_f32", (TensorArg(node.inputs[0]), TensorArg(node.outputs[0], False), IntArg(n)), "relu"
+    )
 
 
 def grad_forward(xs, attrs):
@@ -38,8 +43,11 @@ def grad_forward(xs, attrs):
 def grad_kernel(node, shape):
     n = elements(shape(node.outputs[0]))
     y, dy = node.inputs
-    return KernelCall("poet_relu_grad_f32", (TensorArg(y), TensorArg(dy), TensorArg(node.outputs[0], False),
-                                             IntArg(n)), "relu")
+    return KernelCall(
+        "poet_relu_grad_f32",
+        (TensorArg(y), TensorArg(dy), TensorArg(node.outputs[0], False), IntArg(n)),
+        "relu",
+    )
 
 
 OP = OpDef("Relu", _same, forward, _work, backward, kernel)

@@ -35,14 +35,16 @@ def backward(gb, node, gys, needs):
 
 
 def work(ins, outs, attrs):
-    return Work(OpClass.COPY, elements=elements(outs[0]), bytes_read=f32_bytes(ins[0]),
-                bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.COPY, elements=elements(outs[0]), bytes_read=f32_bytes(ins[0]), bytes_written=f32_bytes(*outs)
+    )
 
 
 def kernel(node, shape):
     n = elements(shape(node.outputs[0]))
-    return KernelCall("poet_copy_f32", (TensorArg(node.inputs[0]), TensorArg(node.outputs[0], False), IntArg(n)),
-                      "copy")
+    return KernelCall(
+        "poet_copy_f32", (TensorArg(node.inputs[0]), TensorArg(node.outputs[0], False), IntArg(n)), "copy"
+    )
 
 
 def check(node):

@@ -18,13 +18,18 @@ def forward(xs, attrs):
 
 
 def work(ins, outs, attrs):
-    return Work(OpClass.UPDATE, elements=elements(ins[0]), bytes_read=f32_bytes(*ins), bytes_written=f32_bytes(ins[0]))
+    return Work(
+        OpClass.UPDATE, elements=elements(ins[0]), bytes_read=f32_bytes(*ins), bytes_written=f32_bytes(ins[0])
+    )
 
 
 def kernel(node, shape):
     p, g = node.inputs
-    return KernelCall("poet_sgd_f32", (TensorArg(p, const=False), TensorArg(g), RuntimeArg("lr"),
-                                       IntArg(elements(shape(p)))), "sgd")
+    return KernelCall(
+        "poet_sgd_f32",
+        (TensorArg(p, const=False), TensorArg(g), RuntimeArg("lr"), IntArg(elements(shape(p)))),
+        "sgd",
+    )
 
 
 OP = OpDef("SGDUpdate", infer, forward, work, None, kernel, internal=True)

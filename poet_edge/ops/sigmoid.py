@@ -22,7 +22,15 @@ def grad_forward(xs, attrs):
     return [(dy * y * (1 - y)).astype(dy.dtype)]
 
 
-OP = OpDef("Sigmoid", ew.same_shape, ew.in64(_sigmoid), ew.work, backward,
-           ew.kernel("poet_sigmoid_f32", "sigmoid"))
-GRAD = OpDef("SigmoidGrad", ew.grad_shape, grad_forward, ew.work, None,
-             ew.kernel("poet_sigmoid_grad_f32", "sigmoid"), internal=True)
+OP = OpDef(
+    "Sigmoid", ew.same_shape, ew.in64(_sigmoid), ew.work, backward, ew.kernel("poet_sigmoid_f32", "sigmoid")
+)
+GRAD = OpDef(
+    "SigmoidGrad",
+    ew.grad_shape,
+    grad_forward,
+    ew.work,
+    None,
+    ew.kernel("poet_sigmoid_grad_f32", "sigmoid"),
+    internal=True,
+)

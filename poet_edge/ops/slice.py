@@ -53,8 +53,13 @@ def backward(gb, node, gys, needs):
     if not needs[0]:
         return [None]
     keys = ("starts", "ends", "axes", "steps")
-    return [gb.emit("SliceGrad", (gys[0],), {"shape": gb.shape(node.inputs[0]),
-                                              **{k: node.attrs[k] for k in keys if k in node.attrs}})]
+    return [
+        gb.emit(
+            "SliceGrad",
+            (gys[0],),
+            {"shape": gb.shape(node.inputs[0]), **{k: node.attrs[k] for k in keys if k in node.attrs}},
+        )
+    ]
 
 
 def _placement(shape, attrs):
@@ -92,16 +97,32 @@ def grad_kernel(node, shape):
     full = tuple(node.attrs["shape"])
     off, strides, dims = _placement(full, node.attrs)
     check_rank(tuple(dims))
-    args = (TensorArg(node.inputs[0]), TensorArg(node.outputs[0], False), IntArg(elements(full)), IntArg(off),
-            IntArg(len(dims) or 1), IntArrayArg(tuple(dims) or (1,)), IntArrayArg(tuple(strides) or (0,)))
+    args = (
+        TensorArg(node.inputs[0]),
+        TensorArg(node.outputs[0], False),
+        IntArg(elements(full)),
+        IntArg(off),
+        IntArg(len(dims) or 1),
+        IntArrayArg(tuple(dims) or (1,)),
+        IntArrayArg(tuple(strides) or (0,)),
+    )
     return KernelCall("poet_strided_scatter_f32", args, "strided")
 
 
 def grad_work(ins, outs, attrs):
-    return Work(OpClass.COPY, elements=elements(outs[0]), bytes_read=f32_bytes(*ins),
-                bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.COPY, elements=elements(outs[0]), bytes_read=f32_bytes(*ins), bytes_written=f32_bytes(*outs)
+    )
 
 
-OP = OpDef("Slice", infer, forward, copy_work, backward, kernel, check,
-           const_inputs={1: "starts", 2: "ends", 3: "axes", 4: "steps"})
+OP = OpDef(
+    "Slice",
+    infer,
+    forward,
+    copy_work,
+    backward,
+    kernel,
+    check,
+    const_inputs={1: "starts", 2: "ends", 3: "axes", 4: "steps"},
+)
 GRAD = OpDef("SliceGrad", grad_infer, grad_forward, grad_work, None, grad_kernel, internal=True)

@@ -18,7 +18,7 @@ def norm_axis(axis: int, rank: int) -> int:
 def split3(shape, axis: int) -> tuple[int, int, int]:
     """(outer, n, inner): the shape seen as [outer, n, inner] around ``axis``."""
     a = norm_axis(axis, len(shape))
-    return elements(tuple(shape[:a])), int(shape[a]), elements(tuple(shape[a + 1:]))
+    return elements(tuple(shape[:a])), int(shape[a]), elements(tuple(shape[a + 1 :]))
 
 
 def forward(xs, attrs):
@@ -29,8 +29,11 @@ def forward(xs, attrs):
 
 
 def backward(gb, node, gys, needs):
-    return [gb.emit("SoftmaxGrad", (node.outputs[0], gys[0]), {"axis": int(node.attr("axis", -1))})
-            if needs[0] else None]
+    return [
+        gb.emit("SoftmaxGrad", (node.outputs[0], gys[0]), {"axis": int(node.attr("axis", -1))})
+        if needs[0]
+        else None
+    ]
 
 
 def grad_forward(xs, attrs):
@@ -59,5 +62,6 @@ def grad_infer(shapes, attrs):
 
 
 OP = OpDef("Softmax", infer, forward, ew.work, backward, _kernel("poet_softmax_f32"))
-GRAD = OpDef("SoftmaxGrad", grad_infer, grad_forward, ew.work, None, _kernel("poet_softmax_grad_f32"),
-             internal=True)
+GRAD = OpDef(
+    "SoftmaxGrad", grad_infer, grad_forward, ew.work, None, _kernel("poet_softmax_grad_f32"), internal=True
+)

@@ -1,6 +1,7 @@
 """Softmax cross-entropy with integer labels, mean over the batch (torch's cross_entropy, reduction="mean").
 
-SoftmaxCrossEntropy(logits[N,C], labels[N]) -> loss[] ; SoftmaxCrossEntropyGrad -> dlogits = (softmax - onehot) / N.
+SoftmaxCrossEntropy(logits[N,C], labels[N]) -> loss[];
+SoftmaxCrossEntropyGrad -> dlogits = (softmax - onehot) / N.
 """
 
 from __future__ import annotations
@@ -40,15 +41,28 @@ def grad_forward(xs, attrs):
 
 
 def work(ins, outs, attrs):
-    return Work(OpClass.LOSS, elements=elements(ins[0]), bytes_read=f32_bytes(ins[0]) + 4 * ins[0][0],
-                bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.LOSS,
+        elements=elements(ins[0]),
+        bytes_read=f32_bytes(ins[0]) + 4 * ins[0][0],
+        bytes_written=f32_bytes(*outs),
+    )
 
 
 def _kernel(func):
     def kernel(node, shape):
         n, c = shape(node.inputs[0])
-        return KernelCall(func, (TensorArg(node.inputs[0]), TensorArg(node.inputs[1]),
-                                 TensorArg(node.outputs[0], False), IntArg(n), IntArg(c)), "softmax_xent")
+        return KernelCall(
+            func,
+            (
+                TensorArg(node.inputs[0]),
+                TensorArg(node.inputs[1]),
+                TensorArg(node.outputs[0], False),
+                IntArg(n),
+                IntArg(c),
+            ),
+            "softmax_xent",
+        )
 
     return kernel
 
@@ -59,5 +73,12 @@ def grad_infer(shapes, attrs):
 
 
 OP = OpDef("SoftmaxCrossEntropy", infer, forward, work, None, _kernel("poet_softmax_xent_f32"), internal=True)
-GRAD = OpDef("SoftmaxCrossEntropyGrad", grad_infer, grad_forward, work, None,
-             _kernel("poet_softmax_xent_grad_f32"), internal=True)
+GRAD = OpDef(
+    "SoftmaxCrossEntropyGrad",
+    grad_infer,
+    grad_forward,
+    work,
+    None,
+    _kernel("poet_softmax_xent_grad_f32"),
+    internal=True,
+)

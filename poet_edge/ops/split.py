@@ -29,7 +29,7 @@ def sizes(shape, attrs) -> tuple[int, ...]:
 def infer(shapes, attrs):
     s = tuple(shapes[0])
     a = norm_axis(int(attrs.get("axis", 0)), len(s))
-    return [s[:a] + (k,) + s[a + 1:] for k in sizes(s, attrs)]
+    return [s[:a] + (k,) + s[a + 1 :] for k in sizes(s, attrs)]
 
 
 def forward(xs, attrs):
@@ -41,8 +41,10 @@ def forward(xs, attrs):
 def backward(gb, node, gys, needs):
     if not needs[0]:
         return [None]
-    parts = [gy if gy is not None else gb.emit("Zeros", (), {"shape": gb.shape(out)})
-             for out, gy in zip(node.outputs, gys, strict=True)]
+    parts = [
+        gy if gy is not None else gb.emit("Zeros", (), {"shape": gb.shape(out)})
+        for out, gy in zip(node.outputs, gys, strict=True)
+    ]
     if len(parts) == 1:
         return [parts[0]]
     return [gb.emit("Concat", tuple(parts), {"axis": int(node.attr("axis", 0))})]

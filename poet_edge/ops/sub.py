@@ -13,8 +13,10 @@ def forward(xs, attrs):
 
 def backward(gb, node, gys, needs):
     a, b = node.inputs
-    return [gb.sum_to(gys[0], gb.shape(a)) if needs[0] else None,
-            gb.sum_to(gys[0], gb.shape(b), scale=-1.0) if needs[1] else None]
+    return [
+        gb.sum_to(gys[0], gb.shape(a)) if needs[0] else None,
+        gb.sum_to(gys[0], gb.shape(b), scale=-1.0) if needs[1] else None,
+    ]
 
 
 OP = OpDef("Sub", binary_infer, forward, elementwise.work, backward, binary_kernel(BIN_SUB))

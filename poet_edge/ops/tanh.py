@@ -17,7 +17,20 @@ def grad_forward(xs, attrs):
     return [(dy * (1 - y * y)).astype(dy.dtype)]
 
 
-OP = OpDef("Tanh", ew.same_shape, ew.in64(lambda x, attrs: np.tanh(x)), ew.work, backward,
-           ew.kernel("poet_tanh_f32", "tanh"))
-GRAD = OpDef("TanhGrad", ew.grad_shape, grad_forward, ew.work, None, ew.kernel("poet_tanh_grad_f32", "tanh"),
-             internal=True)
+OP = OpDef(
+    "Tanh",
+    ew.same_shape,
+    ew.in64(lambda x, attrs: np.tanh(x)),
+    ew.work,
+    backward,
+    ew.kernel("poet_tanh_f32", "tanh"),
+)
+GRAD = OpDef(
+    "TanhGrad",
+    ew.grad_shape,
+    grad_forward,
+    ew.work,
+    None,
+    ew.kernel("poet_tanh_grad_f32", "tanh"),
+    internal=True,
+)

@@ -49,8 +49,12 @@ def contiguous_strides(shape) -> tuple[int, ...]:
 
 
 def copy_work(ins, outs, attrs):
-    return Work(OpClass.COPY, elements=elements(outs[0]), bytes_read=f32_bytes(outs[0]),
-                bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.COPY,
+        elements=elements(outs[0]),
+        bytes_read=f32_bytes(outs[0]),
+        bytes_written=f32_bytes(*outs),
+    )
 
 
 def strided_copy(x: str, y: str, dims, x_strides, x_off: int = 0, scale: float = 1.0) -> KernelCall:
@@ -58,8 +62,15 @@ def strided_copy(x: str, y: str, dims, x_strides, x_off: int = 0, scale: float =
     dims = tuple(dims) or (1,)
     x_strides = tuple(x_strides) or (0,)
     check_rank(dims)
-    args = (TensorArg(x), TensorArg(y, False), FloatArg(scale), IntArg(x_off), IntArg(len(dims)),
-            IntArrayArg(dims), IntArrayArg(x_strides))
+    args = (
+        TensorArg(x),
+        TensorArg(y, False),
+        FloatArg(scale),
+        IntArg(x_off),
+        IntArg(len(dims)),
+        IntArrayArg(dims),
+        IntArrayArg(x_strides),
+    )
     return KernelCall("poet_strided_copy_f32", args, "strided")
 
 

@@ -69,32 +69,49 @@ def _units(sim: dict[str, Any]) -> tuple[str, float, str, float]:
 
 def _costs(sim: dict[str, Any]) -> str:
     tu, ts, eu, es = _units(sim)
-    parts = (("compute", "compute"), ("recompute", "recompute"), ("page-in", "page_in"),
-             ("page-out", "page_out"))
+    parts = (
+        ("compute", "compute"),
+        ("recompute", "recompute"),
+        ("page-in", "page_in"),
+        ("page-out", "page_out"),
+    )
     total_e = sim["energy_j"] or 1.0
     rows = []
     for label, key in parts:
         t, e = sim[f"latency_{key}_s"], sim[f"energy_{key}_j"]
         share = 100 * e / total_e
-        rows.append([label, _num(f"{t * ts:.4f}", f"latency-{key}", repr(t)),
-                     _num(f"{e * es:.5f}", f"energy-{key}", repr(e)), _num(f"{share:.1f}%"),
-                     f'<td><span class="bar" style="width:{share * 2:.1f}px"></span></td>'])
-    rows.append(["<b>total</b>",
-                 _num(f"<b>{sim['latency_s'] * ts:.4f}</b>", "latency-total", repr(sim["latency_s"])),
-                 _num(f"<b>{sim['energy_j'] * es:.5f}</b>", "energy-total", repr(sim["energy_j"])),
-                 _num("100.0%"), ""])
+        rows.append(
+            [
+                label,
+                _num(f"{t * ts:.4f}", f"latency-{key}", repr(t)),
+                _num(f"{e * es:.5f}", f"energy-{key}", repr(e)),
+                _num(f"{share:.1f}%"),
+                f'<td><span class="bar" style="width:{share * 2:.1f}px"></span></td>',
+            ]
+        )
+    rows.append(
+        [
+            "<b>total</b>",
+            _num(f"<b>{sim['latency_s'] * ts:.4f}</b>", "latency-total", repr(sim["latency_s"])),
+            _num(f"<b>{sim['energy_j'] * es:.5f}</b>", "energy-total", repr(sim["energy_j"])),
+            _num("100.0%"),
+            "",
+        ]
+    )
     return _table("costs", ["", f"#latency ({tu})", f"#energy ({eu})", "#energy share", ""], rows)
 
 
 def _storage(sim: dict[str, Any]) -> str:
     endurance = sim["steps_until_endurance"]
     blocks = sim["erase_blocks_per_step"]
-    rows = [["page-outs / page-ins", _num(f"{sim['n_page_outs']} / {sim['n_page_ins']}")],
-            ["written per step", _num(fmt_bytes(sim["storage_bytes_written"]), "storage-written")],
-            ["read per step", _num(fmt_bytes(sim["storage_bytes_read"]), "storage-read")],
-            ["storage used", _num(fmt_bytes(sim["storage_peak_bytes"]))],
-            ["erase blocks per step", _num("n/a" if blocks is None else f"{blocks:.4g}")],
-            ["steps until flash endurance", _num("unlimited" if endurance is None else f"{endurance:.4g}")]]
+    rows = [
+        ["page-outs / page-ins", _num(f"{sim['n_page_outs']} / {sim['n_page_ins']}")],
+        ["written per step", _num(fmt_bytes(sim["storage_bytes_written"]), "storage-written")],
+        ["read per step", _num(fmt_bytes(sim["storage_bytes_read"]), "storage-read")],
+        ["storage used", _num(fmt_bytes(sim["storage_peak_bytes"]))],
+        ["erase blocks per step", _num("n/a" if blocks is None else f"{blocks:.4g}")],
+        ["steps until flash endurance", _num("unlimited" if endurance is None else f"{endurance:.4g}")],
+    ]
     return _table("storage", ["", ""], rows)
 
 
@@ -109,27 +126,48 @@ def _at_peak(tl: Timeline, step: int) -> str:
 
 def _stories(stories: tuple[Story, ...]) -> str:
     if not stories:
-        return ('<p id="remat-none">Nothing is recomputed or paged: every value is computed once and stays '
-                "in RAM until its last use.</p>")
-    rows = [[f"<code>{escape(s.node)}</code>", escape(s.kind), _num(f"{s.bytes:,}"), _num(str(s.recomputes)),
-             _num(str(s.page_outs)), _num(str(s.page_ins)),
-             "<br>".join(escape(r) for r in s.reasons) or "paged out, never read back"]
-            for s in stories]
+        return (
+            '<p id="remat-none">Nothing is recomputed or paged: every value is computed once and stays '
+            "in RAM until its last use.</p>"
+        )
+    rows = [
+        [
+            f"<code>{escape(s.node)}</code>",
+            escape(s.kind),
+            _num(f"{s.bytes:,}"),
+            _num(str(s.recomputes)),
+            _num(str(s.page_outs)),
+            _num(str(s.page_ins)),
+            "<br>".join(escape(r) for r in s.reasons) or "paged out, never read back",
+        ]
+        for s in stories
+    ]
     return _table("remat", ["value", "kind", "#bytes", "#recomputed", "#paged out", "#paged in", "why"], rows)
 
 
 def _params(plan: dict[str, Any]) -> str:
-    rows = [[f"<code>{escape(p['name'])}</code>", "×".join(map(str, p["shape"])),
-             "RAM (trainable)" if p["trainable"] else "flash (frozen, const)", _num(f"{p['bytes']:,}")]
-            for p in plan["parameters"]]
+    rows = [
+        [
+            f"<code>{escape(p['name'])}</code>",
+            "×".join(map(str, p["shape"])),
+            "RAM (trainable)" if p["trainable"] else "flash (frozen, const)",
+            _num(f"{p['bytes']:,}"),
+        ]
+        for p in plan["parameters"]
+    ]
     return _table("params", ["parameter", "shape", "lives in", "#bytes"], rows)
 
 
 def _schedule(plan: dict[str, Any], tl: Timeline) -> str:
-    lines = [f"{i:5d}  {tl.totals[i]:>9,} B  {action:<9s} {name}"
-             for i, (action, name) in enumerate(plan["schedule"]["steps"])]
-    return "<details><summary>all schedule steps (RAM in use during each)</summary><pre>" + escape(
-        "\n".join(lines)) + "</pre></details>"
+    lines = [
+        f"{i:5d}  {tl.totals[i]:>9,} B  {action:<9s} {name}"
+        for i, (action, name) in enumerate(plan["schedule"]["steps"])
+    ]
+    return (
+        "<details><summary>all schedule steps (RAM in use during each)</summary><pre>"
+        + escape("\n".join(lines))
+        + "</pre></details>"
+    )
 
 
 def page(plan: dict[str, Any], tl: Timeline, stories: tuple[Story, ...], memory_png: bytes) -> str:
@@ -161,7 +199,10 @@ def page(plan: dict[str, Any], tl: Timeline, stories: tuple[Story, ...], memory_
         f'<p class="note">poet-edge {escape(plan["poet_edge_version"])}; every number on this page comes '
         "from <code>plan.json</code> next to it (see docs/plan-format.md).</p>",
     ]
-    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
-            f"<title>{escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
-            + "\n".join(body) + "\n</body>\n</html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
+        f"<title>{escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body>\n</html>\n"
+    )

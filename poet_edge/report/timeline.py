@@ -17,8 +17,12 @@ FIXED_KINDS = ("trainable parameters", "inputs", "optimizer state", "reserve")
 VALUE_KINDS = ("activations", "gradients", "recomputed values", "paged-in copies", "workspace")
 KINDS = FIXED_KINDS + VALUE_KINDS
 
-_FIXED_KEYS = {"trainable parameters": "trainable_params", "inputs": "inputs",
-               "optimizer state": "optimizer_state", "reserve": "reserve"}
+_FIXED_KEYS = {
+    "trainable parameters": "trainable_params",
+    "inputs": "inputs",
+    "optimizer state": "optimizer_state",
+    "reserve": "reserve",
+}
 _NODE_KIND = {"forward": "activations", "loss": "activations", "backward": "gradients", "update": "gradients"}
 
 
@@ -109,14 +113,14 @@ def _consumers(plan: dict[str, Any]) -> dict[str, set[str]]:
 
 
 def _needed_by(events: tuple[Event, ...], start: int, consumers: set[str]) -> str:
-    for e in events[start + 1:]:
+    for e in events[start + 1 :]:
         if e.action in ("compute", "recompute") and e.node in consumers:
             return f"needed by {e.node} at step {e.step}"
     return "needed later"
 
 
 def _why_freed(tl: Timeline, free_step: int, back: int, size: int) -> str:
-    between = tl.totals[free_step + 1:back]
+    between = tl.totals[free_step + 1 : back]
     keep = max(between) + size if between else tl.totals[free_step]
     if keep > tl.budget:
         return f"keeping it would have needed {keep:,} B > budget {tl.budget:,} B"
@@ -129,8 +133,10 @@ def _reason(tl: Timeline, ev: Event, history: list[Event], size: int, consumers:
     freed = frees[-1] if frees else ev.step
     verb = "recomputed" if ev.action == "recompute" else "paged in"
     where = f" (paged out at step {outs[-1]})" if ev.action == "page_in" and outs else ""
-    return (f"{verb} at step {ev.step}{where}: freed at step {freed} "
-            f"({_why_freed(tl, freed, ev.step, size)}), {_needed_by(tl.events, ev.step, consumers)}")
+    return (
+        f"{verb} at step {ev.step}{where}: freed at step {freed} "
+        f"({_why_freed(tl, freed, ev.step, size)}), {_needed_by(tl.events, ev.step, consumers)}"
+    )
 
 
 def stories(plan: dict[str, Any], tl: Timeline) -> tuple[Story, ...]:
@@ -150,6 +156,15 @@ def stories(plan: dict[str, Any], tl: Timeline) -> tuple[Story, ...]:
     out = []
     for name, why in reasons.items():
         acts = [e.action for e in history[name]]
-        out.append(Story(name, nodes[name]["kind"], int(nodes[name]["out_bytes"]), acts.count("recompute"),
-                         acts.count("page_out"), acts.count("page_in"), tuple(why)))
+        out.append(
+            Story(
+                name,
+                nodes[name]["kind"],
+                int(nodes[name]["out_bytes"]),
+                acts.count("recompute"),
+                acts.count("page_out"),
+                acts.count("page_in"),
+                tuple(why),
+            )
+        )
     return tuple(out)

@@ -49,8 +49,10 @@ def analyse(problem: SchedulingProblem, allow_recompute: bool) -> Analysis:
     until = [n] * n
     for a, b in problem.invalidated_by:
         if b <= a:
-            raise PoetError(f"node {problem.nodes[a].name} is invalidated by {problem.nodes[b].name}, which "
-                            f"comes before it in the problem's order; no schedule exists in this order")
+            raise PoetError(
+                f"node {problem.nodes[a].name} is invalidated by {problem.nodes[b].name}, which "
+                f"comes before it in the problem's order; no schedule exists in this order"
+            )
         until[a] = min(until[a], b)
     can = [allow_recompute and node.recomputable for node in problem.nodes]
     req = [-1] * n
@@ -169,7 +171,8 @@ class Engine:
             f"scheduler '{self.name}' found no schedule: {what} node {p.nodes[v].name} needs {need} bytes "
             f"(fixed {p.fixed_bytes} + resident {self.live} + {extra}) > budget {p.budget_bytes} by "
             f"{need - p.budget_bytes} bytes, and no resident value can be evicted"
-            + (f" (largest resident: {shown})" if shown else ""))
+            + (f" (largest resident: {shown})" if shown else "")
+        )
 
     def make_room(self, v: int, extra: int, what: str) -> None:
         p = self.problem
@@ -200,8 +203,10 @@ class Engine:
     def _check_recomputable(self, u: int, t: int) -> None:
         node = self.problem.nodes[u]
         if not (self.allow_recompute and node.recomputable and t <= self.an.recomp_until[u]):
-            raise PoetError(f"scheduler '{self.name}' internal error: value {node.name} is needed by "
-                            f"{self.problem.nodes[t].name} but is neither resident nor recomputable")
+            raise PoetError(
+                f"scheduler '{self.name}' internal error: value {node.name} is needed by "
+                f"{self.problem.nodes[t].name} but is neither resident nor recomputable"
+            )
 
     def _materialize(self, v: int) -> None:
         """Page v in if storage has it, otherwise recompute it (its inputs are resident by now)."""

@@ -57,8 +57,11 @@ def _dtr_paging_first(engine: Engine, candidates: list[int]) -> tuple[int, str]:
 
 
 def schedule_greedy(problem: SchedulingProblem) -> Schedule:
-    variants = (("dtr", _dtr, True), ("dtr-paging-first", _dtr_paging_first, True),
-                ("dtr-paging-only", _dtr, False))
+    variants = (
+        ("dtr", _dtr, True),
+        ("dtr-paging-first", _dtr_paging_first, True),
+        ("dtr-paging-only", _dtr, False),
+    )
     errors: list[PoetError] = []
     best: tuple[float, float, int, Schedule] | None = None
     for i, (label, policy, recompute) in enumerate(variants):

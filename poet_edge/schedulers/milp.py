@@ -104,6 +104,7 @@ class _Outcome:
 
 # -- building ------------------------------------------------------------------------------------------
 
+
 def _costs(problem: SchedulingProblem, latency: bool) -> tuple[list[float], list[float], list[float]]:
     nodes = problem.nodes
     if latency:
@@ -116,8 +117,13 @@ def _norm(values: list[float]) -> float:
     return total if total > 0 else 1.0
 
 
-def _var(lp: pulp.LpProblem, name: str, low: float | None = 0, up: float | None = None,
-         cat: str = pulp.LpContinuous) -> pulp.LpVariable:
+def _var(
+    lp: pulp.LpProblem,
+    name: str,
+    low: float | None = 0,
+    up: float | None = None,
+    cat: str = pulp.LpContinuous,
+) -> pulp.LpVariable:
     if hasattr(lp, "add_variable"):  # PuLP >= 3.3: variables belong to the model
         return lp.add_variable(name, low, up, cat=cat)
     return pulp.LpVariable(name, low, up, cat=cat)
@@ -196,8 +202,11 @@ def _add_storage(m: _Model, problem: SchedulingProblem) -> None:
         total = sum(problem.nodes[i].out_bytes for i in once)
         if total > cap:
             scale = float(cap) if cap > 0 else 1.0
-            lp += pulp.lpSum(problem.nodes[i].out_bytes / scale * v for (_, i), v in m.MO.items()) \
-                <= cap / scale, "storage"
+            lp += (
+                pulp.lpSum(problem.nodes[i].out_bytes / scale * v for (_, i), v in m.MO.items())
+                <= cap / scale,
+                "storage",
+            )
 
 
 def _add_memory(m: _Model, problem: SchedulingProblem, st: Stages) -> None:
@@ -211,8 +220,9 @@ def _add_memory(m: _Model, problem: SchedulingProblem, st: Stages) -> None:
                 start = [(v, size[i]) for (s, i), v in list(m.S.items()) + list(m.MI.items()) if s == t]
                 rhs = pulp.LpAffineExpression(start) + size[k] * _rt(m, t, k)
             else:
-                freed = [(m.FREE[(t, i, prev)], size[i]) for i in (*st.preds[prev], prev)
-                         if (t, i, prev) in m.FREE]
+                freed = [
+                    (m.FREE[(t, i, prev)], size[i]) for i in (*st.preds[prev], prev) if (t, i, prev) in m.FREE
+                ]
                 rhs = m.U[(t, prev)] - pulp.LpAffineExpression(freed) + size[k] * _rt(m, t, k)
             lp += u == rhs, f"mem_{t}_{k}"
             ws = problem.nodes[k].workspace_bytes / m.mem
@@ -236,8 +246,9 @@ def _add_free(m: _Model, problem: SchedulingProblem, st: Stages, t: int, k: int)
                 m.lp += f + m.R[(t, j)] <= 1, f"fu_{t}_{i}_{k}_{j}"
 
 
-def _cost_expr(m: _Model, costs: tuple[list[float], list[float], list[float]], norm: float
-               ) -> pulp.LpAffineExpression:
+def _cost_expr(
+    m: _Model, costs: tuple[list[float], list[float], list[float]], norm: float
+) -> pulp.LpAffineExpression:
     comp, pin, pout = costs
     terms = [(v, comp[i] / norm) for (_, i), v in m.R.items()]
     terms += [(v, pin[i] / norm) for (_, i), v in m.MI.items()]
@@ -266,6 +277,7 @@ def build(problem: SchedulingProblem, st: Stages, options: MilpOptions) -> _Mode
 
 # -- solving -------------------------------------------------------------------------------------------
 
+
 class _HighsWithStart(pulp.HiGHS):  # type: ignore[misc, valid-type]
     """PuLP's highspy interface, plus a MIP start handed to highspy before ``run``."""
 
@@ -289,9 +301,16 @@ class _HighsWithStart(pulp.HiGHS):  # type: ignore[misc, valid-type]
 def _solve_highs(m: _Model, options: MilpOptions, start: dict[str, float] | None) -> tuple[_Outcome, str]:
     import highspy
 
-    solver = _HighsWithStart(start, msg=options.msg, timeLimit=options.time_limit_s, threads=options.threads,
-                             gapRel=options.gap_rel, gapAbs=1e-9, mip_feasibility_tolerance=1e-9,
-                             primal_feasibility_tolerance=1e-9)
+    solver = _HighsWithStart(
+        start,
+        msg=options.msg,
+        timeLimit=options.time_limit_s,
+        threads=options.threads,
+        gapRel=options.gap_rel,
+        gapAbs=1e-9,
+        mip_feasibility_tolerance=1e-9,
+        primal_feasibility_tolerance=1e-9,
+    )
     began = time.perf_counter()
     m.lp.solve(solver)
     seconds = time.perf_counter() - began
@@ -327,8 +346,14 @@ def _solve_cbc(m: _Model, options: MilpOptions, start: dict[str, float] | None) 
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         log = Path(tmp) / "cbc.log"
-        solver = pulp.PULP_CBC_CMD(msg=options.msg, timeLimit=options.time_limit_s, threads=options.threads,
-                                   gapRel=options.gap_rel, warmStart=bool(start), logPath=str(log))
+        solver = pulp.PULP_CBC_CMD(
+            msg=options.msg,
+            timeLimit=options.time_limit_s,
+            threads=options.threads,
+            gapRel=options.gap_rel,
+            warmStart=bool(start),
+            logPath=str(log),
+        )
         began = time.perf_counter()
         m.lp.solve(solver)
         seconds = time.perf_counter() - began
@@ -355,6 +380,7 @@ def _solve(m: _Model, options: MilpOptions, start: dict[str, float] | None) -> t
 
 # -- solutions -----------------------------------------------------------------------------------------
 
+
 def _rounded(m: _Model, st: Stages) -> StageSolution:
     def on(d: dict[Pair, pulp.LpVariable]) -> frozenset[Pair]:
         return frozenset(k for k, v in d.items() if round(v.varValue or 0.0) == 1)
@@ -366,8 +392,12 @@ def _rounded(m: _Model, st: Stages) -> StageSolution:
 def _assign(m: _Model, problem: SchedulingProblem, st: Stages, sol: StageSolution) -> dict[str, float] | None:
     """Column values of ``sol`` (FREE at its largest allowed value, U by its recurrence); None when
     ``sol`` uses a pair the model does not have."""
-    groups = ((sol.compute - {(t, t) for t in range(st.n)}, m.R), (sol.resident, m.S), (sol.page_in, m.MI),
-              (sol.page_out, m.MO))
+    groups = (
+        (sol.compute - {(t, t) for t in range(st.n)}, m.R),
+        (sol.resident, m.S),
+        (sol.page_in, m.MI),
+        (sol.page_out, m.MO),
+    )
     if any(not pairs <= d.keys() for pairs, d in groups):
         return None
     values = {v.name: float(k in pairs) for pairs, d in groups for k, v in d.items()}
@@ -383,8 +413,10 @@ def _assign(m: _Model, problem: SchedulingProblem, st: Stages, sol: StageSolutio
             if prev is None:
                 level = sum(problem.nodes[i].out_bytes for (s, i) in sol.resident | sol.page_in if s == t)
             else:
-                level -= sum(problem.nodes[i].out_bytes * values.get(f"F_{t}_{i}_{prev}", 0.0)
-                             for i in {*st.preds[prev], prev})
+                level -= sum(
+                    problem.nodes[i].out_bytes * values.get(f"F_{t}_{i}_{prev}", 0.0)
+                    for i in {*st.preds[prev], prev}
+                )
             level += problem.nodes[k].out_bytes * float((t, k) in sol.compute)
             values[m.U[(t, k)].name] = level / m.mem
             prev = k
@@ -396,13 +428,17 @@ def _violations(m: _Model, values: dict[str, float], tol: float = 1e-9) -> list[
     for c in _rows(m.lp):
         name = c.name
         lhs = sum(values.get(v.name, 0.0) * a for v, a in c.items()) + c.constant
-        if (c.sense == pulp.LpConstraintLE and lhs > tol) or (c.sense == pulp.LpConstraintGE and lhs < -tol) \
-                or (c.sense == pulp.LpConstraintEQ and abs(lhs) > tol):
+        if (
+            (c.sense == pulp.LpConstraintLE and lhs > tol)
+            or (c.sense == pulp.LpConstraintGE and lhs < -tol)
+            or (c.sense == pulp.LpConstraintEQ and abs(lhs) > tol)
+        ):
             bad.append(name)
     return bad
 
 
 # -- baselines and the entry point ---------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class _Candidate:
@@ -460,10 +496,21 @@ def pinned_check(problem: SchedulingProblem, st: Stages, options: MilpOptions) -
     resident across a stage whose own compute then exceeds the budget (a cheap, exact-cause test)."""
     nodes = problem.nodes
     for t in range(st.n):
-        pinned = [i for i in range(t) if not st.pageable[i] and st.last_run[i] < t
-                  and any(j > t for j in st.users[i]) and i not in st.preds[t]]
-        need = (problem.fixed_bytes + nodes[t].out_bytes + nodes[t].workspace_bytes
-                + sum(nodes[u].out_bytes for u in st.preds[t]) + sum(nodes[i].out_bytes for i in pinned))
+        pinned = [
+            i
+            for i in range(t)
+            if not st.pageable[i]
+            and st.last_run[i] < t
+            and any(j > t for j in st.users[i])
+            and i not in st.preds[t]
+        ]
+        need = (
+            problem.fixed_bytes
+            + nodes[t].out_bytes
+            + nodes[t].workspace_bytes
+            + sum(nodes[u].out_bytes for u in st.preds[t])
+            + sum(nodes[i].out_bytes for i in pinned)
+        )
         if need > problem.budget_bytes:
             shown = ", ".join(nodes[i].name for i in pinned[:8]) + (" ..." if len(pinned) > 8 else "")
             why = "; ".join(sorted({_why_unpageable(problem, options, i) for i in pinned}))
@@ -471,7 +518,8 @@ def pinned_check(problem: SchedulingProblem, st: Stages, options: MilpOptions) -
                 f"no schedule exists within the RAM budget {problem.budget_bytes} bytes: computing "
                 f"{nodes[t].name} needs {need} bytes, because {len(pinned)} value(s) that can be neither "
                 f"paged out ({why}) nor recomputed later must stay resident until a later consumer runs "
-                f"({shown})")
+                f"({shown})"
+            )
 
 
 def _infeasible(problem: SchedulingProblem, st: Stages, options: MilpOptions) -> PoetError:
@@ -479,8 +527,10 @@ def _infeasible(problem: SchedulingProblem, st: Stages, options: MilpOptions) ->
     plain = sum(n.compute_s for n in problem.nodes)
     limit = problem.max_latency_s
     if limit is not None and plain > limit:
-        return PoetError(f"runtime budget {limit:g} is below the latency of one plain pass ({plain:g}, "
-                         f"every node computed once); no schedule exists")
+        return PoetError(
+            f"runtime budget {limit:g} is below the latency of one plain pass ({plain:g}, "
+            f"every node computed once); no schedule exists"
+        )
     quick = replace(options, time_limit_s=min(options.time_limit_s or 30.0, 30.0), warm_start=False)
     tries = []
     if limit is not None:
@@ -491,16 +541,21 @@ def _infeasible(problem: SchedulingProblem, st: Stages, options: MilpOptions) ->
     for relaxed, what in tries:
         out, _ = _solve(build(relaxed, stages(relaxed, options.paging, options.remat), quick), quick, None)
         if out.solution:
-            return PoetError(f"no schedule fits {what}: it becomes feasible without that bound "
-                             f"(RAM budget {problem.budget_bytes} bytes)")
+            return PoetError(
+                f"no schedule fits {what}: it becomes feasible without that bound "
+                f"(RAM budget {problem.budget_bytes} bytes)"
+            )
     modes = [w for w, on in (("paging", options.paging), ("recomputation", options.remat)) if not on]
     off = f" with {' and '.join(modes)} disabled" if modes else ""
-    return PoetError(f"no schedule exists in the stage model within the RAM budget {problem.budget_bytes} "
-                     f"bytes{off}: values that can be neither recomputed nor paged out must stay resident")
+    return PoetError(
+        f"no schedule exists in the stage model within the RAM budget {problem.budget_bytes} "
+        f"bytes{off}: values that can be neither recomputed nor paged out must stay resident"
+    )
 
 
-def _info(out: _Outcome, m: _Model, options: MilpOptions, warm: str, fallback: str | None,
-          objective: float | None) -> tuple[tuple[str, object], ...]:
+def _info(
+    out: _Outcome, m: _Model, options: MilpOptions, warm: str, fallback: str | None, objective: float | None
+) -> tuple[tuple[str, object], ...]:
     """Solver details; ``bound`` is never below the plain pass (every node once), ``gap`` is relative
     to the whole objective, ``solver_gap`` is the solver's own (on the part above the plain pass)."""
     plain = m.offset * m.norm
@@ -512,14 +567,26 @@ def _info(out: _Outcome, m: _Model, options: MilpOptions, warm: str, fallback: s
         gap = max(0.0, objective - bound) / max(abs(objective), 1e-300)
         extra = objective - plain
         solver_gap = max(0.0, objective - bound) / extra if extra > 1e-12 * max(abs(objective), 1.0) else 0.0
-    return (("status", out.status), ("objective", objective), ("bound", bound), ("gap", gap),
-            ("solver_gap", solver_gap), ("seconds", round(out.seconds, 3)), ("binaries", m.binaries),
-            ("columns", len(m.lp.variables())), ("rows", len(_rows(m.lp))), ("solver", options.solver),
-            ("objective_kind", options.objective), ("warm_start", warm), ("fallback", fallback))
+    return (
+        ("status", out.status),
+        ("objective", objective),
+        ("bound", bound),
+        ("gap", gap),
+        ("solver_gap", solver_gap),
+        ("seconds", round(out.seconds, 3)),
+        ("binaries", m.binaries),
+        ("columns", len(m.lp.variables())),
+        ("rows", len(_rows(m.lp))),
+        ("solver", options.solver),
+        ("objective_kind", options.objective),
+        ("warm_start", warm),
+        ("fallback", fallback),
+    )
 
 
-def _warm_start(m: _Model, problem: SchedulingProblem, st: Stages, base: _Candidate | None
-                ) -> tuple[dict[str, float] | None, str]:
+def _warm_start(
+    m: _Model, problem: SchedulingProblem, st: Stages, base: _Candidate | None
+) -> tuple[dict[str, float] | None, str]:
     if base is None:
         return None, "not used: no baseline succeeded"
     sol = encode(problem, st, base.schedule)
@@ -548,8 +615,11 @@ def schedule_milp(problem: SchedulingProblem, options: MilpOptions | None = None
         raise PoetError(f"unknown objective '{options.objective}'; use energy or latency")
     if not problem.nodes:
         return Schedule((), "milp", (("status", "empty problem"),))
-    if any(x < 0 for n in problem.nodes for x in (n.compute_j, n.compute_s, n.page_in_j, n.page_in_s,
-                                                   n.page_out_j, n.page_out_s)):
+    if any(
+        x < 0
+        for n in problem.nodes
+        for x in (n.compute_j, n.compute_s, n.page_in_j, n.page_in_s, n.page_out_j, n.page_out_s)
+    ):
         raise PoetError("the MILP needs non-negative compute and paging costs")
     check_budget(problem)
     st = stages(problem, options.paging, options.remat)

@@ -64,15 +64,19 @@ def stages(problem: SchedulingProblem, paging: bool = True, remat: bool = True) 
     for a, b in problem.invalidated_by:
         if b <= a:
             names = problem.nodes[a].name, problem.nodes[b].name
-            raise PoetError(f"node {names[0]} is invalidated by {names[1]}, which comes before it in the "
-                            f"problem's order: stage {a} would run after stage {b}; no schedule exists")
+            raise PoetError(
+                f"node {names[0]} is invalidated by {names[1]}, which comes before it in the "
+                f"problem's order: stage {a} would run after stage {b}; no schedule exists"
+            )
         until[a] = min(until[a], b)
     last_run = tuple(until[i] if remat and node.recomputable else i for i, node in enumerate(problem.nodes))
     need = tuple(max((last_run[j] for j in users[i]), default=-1) for i in range(n))
     cap = problem.storage_bytes
     fits = [cap is None or node.out_bytes <= cap for node in problem.nodes]
-    pageable = tuple(paging and node.pageable and node.out_bytes > 0 and ok
-                     for node, ok in zip(problem.nodes, fits, strict=True))
+    pageable = tuple(
+        paging and node.pageable and node.out_bytes > 0 and ok
+        for node, ok in zip(problem.nodes, fits, strict=True)
+    )
     return Stages(n, preds, users, last_run, need, pageable)
 
 
@@ -103,8 +107,12 @@ def _stage_steps(st: Stages, sol: StageSolution, t: int) -> list[tuple[str, int]
     return steps
 
 
-_STEP: dict[str, Callable[[str], Step]] = {"compute": Compute, "free": Free, "page_in": PageIn,
-                                          "page_out": PageOut}
+_STEP: dict[str, Callable[[str], Step]] = {
+    "compute": Compute,
+    "free": Free,
+    "page_in": PageIn,
+    "page_out": PageOut,
+}
 
 
 def decode(problem: SchedulingProblem, st: Stages, sol: StageSolution, solver: str = "milp") -> Schedule:
@@ -120,11 +128,16 @@ def stage_cost(problem: SchedulingProblem, sol: StageSolution, latency: bool = F
     """Energy (or latency) of a solution: computes + page-ins + page-outs, as the simulator sums them."""
     nodes = problem.nodes
     if latency:
-        return (sum(nodes[i].compute_s for _, i in sol.compute)
-                + sum(nodes[i].page_in_s for _, i in sol.page_in)
-                + sum(nodes[i].page_out_s for _, i in sol.page_out))
-    return (sum(nodes[i].compute_j for _, i in sol.compute) + sum(nodes[i].page_in_j for _, i in sol.page_in)
-            + sum(nodes[i].page_out_j for _, i in sol.page_out))
+        return (
+            sum(nodes[i].compute_s for _, i in sol.compute)
+            + sum(nodes[i].page_in_s for _, i in sol.page_in)
+            + sum(nodes[i].page_out_s for _, i in sol.page_out)
+        )
+    return (
+        sum(nodes[i].compute_j for _, i in sol.compute)
+        + sum(nodes[i].page_in_j for _, i in sol.page_in)
+        + sum(nodes[i].page_out_j for _, i in sol.page_out)
+    )
 
 
 @dataclass

@@ -50,6 +50,11 @@ def _segment_hook(problem: SchedulingProblem) -> Hook:
 
 
 def schedule_recompute_all(problem: SchedulingProblem) -> Schedule:
-    engine = Engine(problem, "recompute-all", policy=_belady_drop, allow_recompute=True,
-                    after_target=_segment_hook(problem))
+    engine = Engine(
+        problem,
+        "recompute-all",
+        policy=_belady_drop,
+        allow_recompute=True,
+        after_target=_segment_hook(problem),
+    )
     return engine.run()
