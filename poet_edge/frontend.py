@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import onnx
@@ -164,7 +166,7 @@ class _Builder:
         try:
             if pn.op_type == "Shape":
                 shape = self.tensors[pin[0]].shape if pin[0] in self.tensors else self.consts[pin[0]].shape
-                start, end = attrs.get("start", 0), attrs.get("end")
+                start, end = cast(int, attrs.get("start", 0)), cast(int | None, attrs.get("end"))
                 value = np.array(shape[start:end], np.int64)
             else:
                 value = _fold_value(pn.op_type, xs, attrs)
@@ -237,14 +239,14 @@ def _axes_input(xs: list, attrs: dict[str, object]) -> tuple[int, ...]:
     """axes of Squeeze / Unsqueeze: an attribute before opset 13, the second input from 13."""
     if len(xs) > 1 and xs[1] is not None:
         return tuple(int(a) for a in np.asarray(xs[1]).reshape(-1))
-    return tuple(int(a) for a in attrs.get("axes", ()))  # type: ignore[union-attr]
+    return tuple(int(a) for a in cast(Iterable[int], attrs.get("axes", ())))
 
 
 def _fold_value(op: str, xs: list, attrs: dict[str, object]) -> np.ndarray:
     """numpy evaluation of a foldable node whose inputs are all constants (``None`` for an omitted input)."""
     x = np.asarray(xs[0])
     if op == "Gather":
-        axis = int(attrs.get("axis", 0))  # type: ignore[call-overload]
+        axis = int(cast(int, attrs.get("axis", 0)))
         return np.take(x, np.asarray(xs[1]).astype(np.int64), axis=axis)
     if op == "Unsqueeze":
         axes = _axes_input(xs, attrs)
@@ -254,13 +256,13 @@ def _fold_value(op: str, xs: list, attrs: dict[str, object]) -> np.ndarray:
         axes = _axes_input(xs, attrs)
         return np.squeeze(x, axis=tuple(a % x.ndim for a in axes) if axes else None)
     if op == "Concat":
-        axis = int(attrs["axis"])  # type: ignore[call-overload]
+        axis = int(cast(int, attrs["axis"]))
         return np.concatenate([np.asarray(v) for v in xs if v is not None], axis=axis)
     if op == "ConstantOfShape":
         fill = np.asarray(attrs.get("value", np.zeros(1, np.float32)))
         return np.full(tuple(int(d) for d in x.reshape(-1)), fill.reshape(-1)[0], dtype=fill.dtype)
     if op == "Cast":
-        return x.astype(onnx.helper.tensor_dtype_to_np_dtype(int(attrs["to"])))  # type: ignore[arg-type]
+        return x.astype(onnx.helper.tensor_dtype_to_np_dtype(int(cast(int, attrs["to"]))))
     if op in ("Add", "Sub", "Mul", "Div"):
         y = np.asarray(xs[1])
         if op == "Div" and x.dtype.kind in "iu":
@@ -282,7 +284,7 @@ def trainable_candidates(nodes: list[Node], params: dict[str, np.ndarray]) -> fr
     """Parameters that may be trained: those read by at least one op input that is not frozen.
     Scalar initializers (an attention scale, a clip bound) are constants of the exported graph, not
     weights."""
-    out = set()
+    out: set[str] = set()
     for n in nodes:
         frozen = ops.get(n.op).frozen_inputs
         out.update(

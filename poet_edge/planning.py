@@ -93,7 +93,8 @@ def spec_from_graph(tg: Graph, reserve: int) -> ProblemSpec:
     index = {n.name: i for i, n in enumerate(tg.nodes)}
     producer = {o: n.name for n in tg.nodes for o in n.outputs}
     sizes = value_bytes(tg)
-    nodes, edges = [], set()
+    nodes: list[NodeSpec] = []
+    edges: set[tuple[int, int]] = set()
     for n in tg.nodes:
         work = ops.get(n.op).work([tg.shape(t) for t in n.inputs], [tg.shape(t) for t in n.outputs], n.attrs)
         nodes.append(NodeSpec(n.name, sizes[n.name], work, n.phase != Phase.UPDATE, n.phase.value))

@@ -66,7 +66,7 @@ def train_step(
 def train(
     tg: Graph, batches: list[tuple[np.ndarray, np.ndarray]], lr: float, dtype: type = np.float32
 ) -> tuple[list[float], dict[str, np.ndarray]]:
-    params = {k: np.asarray(v, dtype=dtype) for k, v in tg.params.items()}
+    params: dict[str, np.ndarray] = {k: np.asarray(v, dtype=dtype) for k, v in tg.params.items()}
     losses = []
     for x, y in batches:
         r = train_step(tg, x, y, params, lr, dtype)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import cast
 
 from poet_edge import report
 from poet_edge.autodiff import Loss
@@ -128,8 +129,8 @@ def run(args: argparse.Namespace) -> int:
         gap = info.get("gap")
         say(
             f"solver: {info['status']}"
-            + (f", gap {100 * float(gap):.3f}%" if gap is not None else "")
-            + (f", {float(info['seconds']):.1f} s" if "seconds" in info else "")
+            + (f", gap {100 * float(cast(float, gap)):.3f}%" if gap is not None else "")
+            + (f", {float(cast(float, info['seconds'])):.1f} s" if "seconds" in info else "")
             + (f"; fell back: {info['fallback']}" if info.get("fallback") else "")
         )
     say(

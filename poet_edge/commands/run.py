@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1) + "\n")
     if args.dump_params:
-        np.savez(args.dump_params, **r.params)
+        np.savez(args.dump_params, **r.params)  # type: ignore[arg-type]  # stubs: **kwds may hit allow_pickle
         print(f"wrote {args.dump_params}")
     return 0
 
@@ -87,7 +87,7 @@ def summarize(r: RunOutcome, plan: dict) -> dict:
             k: {
                 "calls_per_step": c / steps,
                 "ticks_per_step": t / steps,
-                "instructions_per_step": r.instructions(t) / steps if r.instructions(t) else None,
+                "instructions_per_step": i / steps if (i := r.instructions(t)) else None,
             }
             for k, (c, t) in sorted(r.kinds.items())
         }

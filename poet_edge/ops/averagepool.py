@@ -4,6 +4,8 @@ the window's inputs (overlapping windows accumulate)."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from poet_edge.ops.base import IntArg, KernelCall, OpDef, TensorArg, f32_bytes
@@ -19,8 +21,8 @@ def counts(win: Window, attrs) -> np.ndarray:
     """Divisor of each output position [OH, OW]: the window size, or its inputs inside the image."""
     if _include_pad(attrs):
         return np.full((win.oh, win.ow), win.kh * win.kw, dtype=np.int64)
-    rows = sum(win.rows(i)[1].astype(np.int64) for i in range(win.kh))
-    cols = sum(win.cols(j)[1].astype(np.int64) for j in range(win.kw))
+    rows = cast(np.ndarray, sum(win.rows(i)[1].astype(np.int64) for i in range(win.kh)))
+    cols = cast(np.ndarray, sum(win.cols(j)[1].astype(np.int64) for j in range(win.kw)))
     return rows[:, None] * cols[None, :]
 
 
@@ -91,7 +93,8 @@ def grad_forward(xs, attrs):
     g = dy.reshape(win.y4) / counts(win, attrs).astype(dy.dtype)
     dx = np.zeros(win.x4, dtype=dy.dtype)
     for r, c, valid in _taps(win):
-        np.add.at(dx, (slice(None), slice(None), r[:, None], c[None, :]), np.where(valid, g, 0))
+        idx = (slice(None), slice(None), r[:, None], c[None, :])
+        np.add.at(dx, idx, np.where(valid, g, 0))  # type: ignore[arg-type]  # numpy stubs reject tuple indices
     return [dx.reshape(win.x_shape)]
 
 

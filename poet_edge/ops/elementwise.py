@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from poet_edge.ops.base import IntArg, KernelCall, TensorArg, elements, f32_bytes
+from poet_edge.ops.base import CArg, IntArg, KernelCall, TensorArg, elements, f32_bytes
 from poet_edge.work import OpClass, Work
 
 
@@ -41,7 +41,7 @@ def kernel(func: str, source: str, *extra):
     """Binding of ``func(inputs..., output, n, *extra)``; ``extra`` maps the node to trailing C arguments."""
 
     def bind(node, shape):
-        args = [TensorArg(t) for t in node.inputs]
+        args: list[CArg] = [TensorArg(t) for t in node.inputs]
         args += [TensorArg(node.outputs[0], const=False), IntArg(elements(shape(node.outputs[0])))]
         args += [e(node) for e in extra]
         return KernelCall(func, tuple(args), source)

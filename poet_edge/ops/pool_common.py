@@ -7,8 +7,9 @@ layout is ``Window.ints`` = the ``POET_WIN_*`` enum in runtime_c/include/poet/ke
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -85,7 +86,7 @@ class Window:
 
 
 def _ints(attrs: Attrs, key: str, default: Sequence[int], n: int) -> tuple[int, ...]:
-    v = tuple(int(d) for d in attrs.get(key, default))  # type: ignore[union-attr]
+    v = tuple(int(d) for d in cast(Iterable[int], attrs.get(key, default)))
     if len(v) != n:
         raise ValueError(f"attribute {key}={list(v)} needs {n} values")
     return v
@@ -172,7 +173,7 @@ def pool_window(x: Shape, attrs: Attrs) -> Window:
     window holds at least one input element)."""
     if "kernel_shape" not in attrs:
         raise ValueError("kernel_shape is required")
-    k = tuple(int(v) for v in attrs["kernel_shape"])  # type: ignore[union-attr]
+    k = tuple(int(v) for v in cast(Iterable[int], attrs["kernel_shape"]))
     win = window(x, k, attrs)
     if max(win.pt, win.pb) >= win.kh or max(win.pl, win.pr) >= win.kw:
         raise ValueError(f"pads {[win.pt, win.pl, win.pb, win.pr]} must be smaller than the kernel {list(k)}")
