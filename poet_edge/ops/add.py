@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from poet_edge.ops.base import KernelCall, OpDef, TensorArg, elements, f32_bytes
+from poet_edge.ops.base import KernelCall, OpDef, TensorArg, elementwise_work
 from poet_edge.ops.broadcast import bcast_args, broadcast_shape
-from poet_edge.work import OpClass, Work
 
 
 def infer(shapes, attrs):
@@ -20,13 +19,7 @@ def backward(gb, node, gys, needs):
     return [gb.sum_to(gys[0], gb.shape(x)) if need else None for x, need in pairs]
 
 
-def work(ins, outs, attrs):
-    return Work(
-        OpClass.ELEMENTWISE,
-        elements=elements(outs[0]),
-        bytes_read=f32_bytes(*ins),
-        bytes_written=f32_bytes(*outs),
-    )
+work = elementwise_work
 
 
 def kernel(node, shape):

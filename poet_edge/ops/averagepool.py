@@ -8,9 +8,8 @@ from typing import cast
 
 import numpy as np
 
-from poet_edge.ops.base import IntArg, KernelCall, OpDef, TensorArg, f32_bytes
-from poet_edge.ops.pool_common import Window, check_window_attrs, pool_window, with_shape
-from poet_edge.work import OpClass, Work
+from poet_edge.ops.base import IntArg, KernelCall, OpDef, TensorArg
+from poet_edge.ops.pool_common import Window, check_window_attrs, pool_window, pool_work, with_shape
 
 
 def _include_pad(attrs) -> int:
@@ -55,14 +54,7 @@ def backward(gb, node, gys, needs):
     return [gb.emit("AveragePoolGrad", (gys[0],), attrs)]
 
 
-def work(ins, outs, attrs):
-    win = pool_window(ins[0], attrs)
-    return Work(
-        OpClass.REDUCE,
-        elements=win.n * win.c * win.oh * win.ow * win.kh * win.kw,
-        bytes_read=f32_bytes(*ins),
-        bytes_written=f32_bytes(*outs),
-    )
+work = pool_work
 
 
 def kernel(node, shape):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from poet_edge.errors import PoetError
-from poet_edge.work import Work
+from poet_edge.work import OpClass, Work
 
 if TYPE_CHECKING:
     from poet_edge.autodiff import GradBuilder
@@ -112,3 +112,13 @@ def elements(shape: Shape) -> int:
 
 def f32_bytes(*shapes: Shape) -> int:
     return 4 * sum(elements(s) for s in shapes)
+
+
+def elementwise_work(ins: Sequence[Shape], outs: Sequence[Shape], attrs: Attrs) -> Work:
+    """One pass over the output, reading every input once: the work of every elementwise op."""
+    return Work(
+        OpClass.ELEMENTWISE,
+        elements=elements(outs[0]),
+        bytes_read=f32_bytes(*ins),
+        bytes_written=f32_bytes(*outs),
+    )

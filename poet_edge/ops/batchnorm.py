@@ -12,7 +12,16 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.errors import PoetError
-from poet_edge.ops.base import FloatArg, IntArg, KernelCall, OpDef, TensorArg, elements, f32_bytes
+from poet_edge.ops.base import (
+    FloatArg,
+    IntArg,
+    KernelCall,
+    OpDef,
+    TensorArg,
+    elements,
+    elementwise_work,
+    f32_bytes,
+)
 from poet_edge.ops.base import unsupported as refuse
 from poet_edge.ops.channel_sum import dims
 from poet_edge.work import OpClass, Work
@@ -72,13 +81,7 @@ def backward(gb, node, gys, needs):
     return grads
 
 
-def work(ins, outs, attrs):
-    return Work(
-        OpClass.ELEMENTWISE,
-        elements=elements(outs[0]),
-        bytes_read=f32_bytes(*ins),
-        bytes_written=f32_bytes(*outs),
-    )
+work = elementwise_work
 
 
 def _ncs(node, shape) -> tuple[IntArg, IntArg, IntArg]:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from poet_edge.ops.base import CArg, IntArg, KernelCall, TensorArg, elements, f32_bytes
-from poet_edge.work import OpClass, Work
+from poet_edge.ops.base import CArg, IntArg, KernelCall, TensorArg, elements, elementwise_work
 
 
 def same_shape(shapes, attrs):
@@ -19,13 +18,7 @@ def grad_shape(shapes, attrs):
     return [tuple(shapes[1])]
 
 
-def work(ins, outs, attrs):
-    return Work(
-        OpClass.ELEMENTWISE,
-        elements=elements(outs[0]),
-        bytes_read=f32_bytes(*ins),
-        bytes_written=f32_bytes(*outs),
-    )
+work = elementwise_work
 
 
 def in64(fn):

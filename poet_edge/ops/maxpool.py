@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from poet_edge.ops.base import KernelCall, OpDef, TensorArg, f32_bytes, unsupported
-from poet_edge.ops.pool_common import Window, check_window_attrs, pool_window
-from poet_edge.work import OpClass, Work
+from poet_edge.ops.base import KernelCall, OpDef, TensorArg, unsupported
+from poet_edge.ops.pool_common import Window, check_window_attrs, pool_window, pool_work
 
 
 def argmax(win: Window, x4: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -44,14 +43,7 @@ def backward(gb, node, gys, needs):
     return [gb.emit("MaxPoolGrad", (node.inputs[0], gys[0]), node.attrs) if needs[0] else None]
 
 
-def work(ins, outs, attrs):
-    win = pool_window(ins[0], attrs)
-    return Work(
-        OpClass.REDUCE,
-        elements=win.n * win.c * win.oh * win.ow * win.kh * win.kw,
-        bytes_read=f32_bytes(*ins),
-        bytes_written=f32_bytes(*outs),
-    )
+work = pool_work
 
 
 def kernel(node, shape):

@@ -13,7 +13,8 @@ from typing import cast
 
 import numpy as np
 
-from poet_edge.ops.base import Attrs, IntArrayArg, Shape, unsupported
+from poet_edge.ops.base import Attrs, IntArrayArg, Shape, f32_bytes, unsupported
+from poet_edge.work import OpClass, Work
 
 AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 
@@ -183,3 +184,14 @@ def pool_window(x: Shape, attrs: Attrs) -> Window:
 def with_shape(attrs: Attrs, key: str, shape: Shape) -> dict[str, object]:
     """Forward attributes plus a shape the gradient op needs (the input's, which strides make ambiguous)."""
     return {**attrs, key: tuple(int(d) for d in shape)}
+
+
+def pool_work(ins: Sequence[Shape], outs: Sequence[Shape], attrs: Attrs) -> Work:
+    """Every window element is read once per output: the work of MaxPool and AveragePool."""
+    win = pool_window(ins[0], attrs)
+    return Work(
+        OpClass.REDUCE,
+        elements=win.n * win.c * win.oh * win.ow * win.kh * win.kw,
+        bytes_read=f32_bytes(*ins),
+        bytes_written=f32_bytes(*outs),
+    )
