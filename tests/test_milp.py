@@ -8,6 +8,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
+import math
 import random
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -397,6 +398,25 @@ def test_time_limit_returns_a_valid_schedule_with_its_gap() -> None:
     assert info["bound"] <= sim.energy_j * (1 + 1e-9)
     if info["status"] != "Optimal":
         assert info["fallback"] is not None or info["gap"] > 0
+
+
+def test_progress_callback_reports_incumbent_bound_and_gap() -> None:
+    base = random_layered_dag(30, 1)
+    problem = replace(base, budget_bytes=_peak(base) * 7 // 10)
+    calls: list[tuple[float, float | None, float | None, float | None]] = []
+    # threads left to HiGHS: a thread count other than the one its global scheduler was first
+    # started with in this process makes HiGHS refuse to run
+    options = MilpOptions(time_limit_s=20, on_progress=lambda *a: calls.append(a))
+    assert options == MilpOptions(time_limit_s=20)  # the callback is not part of eq/hash
+    info = dict(schedule_milp(problem, options).info)
+    assert any(inc is not None and math.isfinite(inc) for _, inc, _, _ in calls)
+    for _, inc, bound, gap in calls:
+        assert gap is None or 0.0 <= gap <= 1.0
+        if inc is not None and bound is not None:
+            assert bound <= inc
+    if info["fallback"] is None:  # the last incumbent reported is the final objective
+        last = [inc for _, inc, _, _ in calls if inc is not None][-1]
+        assert last == pytest.approx(info["objective"], rel=1e-6)
 
 
 def test_infeasible_bounds_are_named() -> None:

@@ -79,6 +79,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = args.out or args.model.with_suffix(".poet")
+    progress = Progress.from_flags(args.quiet, args.verbose)
     opts = CompileOptions(
         args.model,
         args.device,
@@ -98,10 +99,10 @@ def run(args: argparse.Namespace) -> int:
             args.milp_solver,
             not args.no_paging,
             not args.no_remat,
+            on_progress=lambda t, inc, bnd, gap: progress.update(incumbent=inc, bound=bnd, gap=gap),
         ),
         max_latency=args.max_latency,
     )
-    progress = Progress.from_flags(args.quiet, args.verbose)
     try:
         c = compile_model(opts, progress.info, () if args.no_report else (report.render,), progress.phase)
     finally:

@@ -29,6 +29,11 @@ one plain pass and bytes by the budget, so coefficients stay near 1 (unscaled jo
 and CBC report wrong optima). HiGHS runs through PuLP's highspy interface (status, bound and gap are
 read from highspy itself; the best baseline is given as MIP start); CBC through ``PULP_CBC_CMD``
 (warm start via PuLP, status and bound read from CBC's log).
+
+Progress: ``MilpOptions.on_progress(elapsed_s, incumbent, bound, gap)`` is called while HiGHS solves
+(highspy's MIP interrupt and improving-solution callbacks; it only observes), in problem units like
+the final objective, ``gap`` relative to the whole objective as in ``Schedule.info``. HiGHS only: CBC
+runs as a subprocess and reports nothing until it ends.
 """
 
 from __future__ import annotations
@@ -38,8 +43,10 @@ import re
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pulp
 
@@ -51,11 +58,13 @@ from poet_edge.schedulers.milp_decode import Pair, Stages, StageSolution, decode
 from poet_edge.simulator import InvalidSchedule, SimResult, simulate
 
 Triple = tuple[int, int, int]
+ProgressCallback = Callable[[float, float | None, float | None, float | None], None]
 
 
 @dataclass(frozen=True)
 class MilpOptions:
-    """How to build and solve the MILP. ``time_limit_s`` None: no limit."""
+    """How to build and solve the MILP. ``time_limit_s`` None: no limit. ``on_progress(elapsed_s,
+    incumbent, bound, gap)``: live solver progress (HiGHS only; see the module docstring)."""
 
     objective: str = "energy"  # energy | latency
     time_limit_s: float | None = 60.0
@@ -66,6 +75,7 @@ class MilpOptions:
     warm_start: bool = True
     gap_rel: float = 1e-6
     msg: bool = False
+    on_progress: ProgressCallback | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -281,10 +291,16 @@ def build(problem: SchedulingProblem, st: Stages, options: MilpOptions) -> _Mode
 class _HighsWithStart(pulp.HiGHS):  # type: ignore[misc, valid-type]
     """PuLP's highspy interface, plus a MIP start handed to highspy before ``run``."""
 
-    def __init__(self, start: dict[str, float] | None, **kwargs: object) -> None:
+    def __init__(
+        self,
+        start: dict[str, float] | None,
+        report: Callable[[float, float, float], None] | None = None,
+        **kwargs: object,
+    ) -> None:
         super().__init__(**kwargs)
         self.start = start
         self.start_status = "none"
+        self.report = report  # (elapsed_s, primal bound, dual bound) in the solver's units
 
     def callSolver(self, lp: pulp.LpProblem) -> None:  # noqa: N802 (PuLP's name)
         if self.start:
@@ -295,7 +311,39 @@ class _HighsWithStart(pulp.HiGHS):  # type: ignore[misc, valid-type]
             value = np.array([self.start.get(v.name, 0.0) for v in variables], dtype=np.float64)
             status = lp.solverModel.setSolution(len(variables), index, value)
             self.start_status = f"setSolution {status.name}"
+        if self.report is not None:
+            self._subscribe(lp.solverModel, self.report)
         lp.solverModel.run()
+
+    @staticmethod
+    def _subscribe(h: Any, report: Callable[[float, float, float], None]) -> None:
+        """Forward HiGHS's MIP progress to ``report`` when it changes (or every second), read-only."""
+        last: list[float] = [float("-inf"), math.nan, math.nan]
+
+        def on_event(e: Any) -> None:
+            d = e.data_out
+            now, primal, dual = d.running_time, d.mip_primal_bound, d.mip_dual_bound
+            if (primal, dual) != (last[1], last[2]) or now - last[0] >= 1.0:
+                last[:] = [now, primal, dual]
+                report(now, primal, dual)
+
+        h.cbMipImprovingSolution.subscribe(on_event)
+        h.cbMipInterrupt.subscribe(on_event)
+
+
+def _progress_reporter(m: _Model, on_progress: ProgressCallback) -> Callable[[float, float, float], None]:
+    """Converts HiGHS's scaled primal/dual bounds to problem units (as for the final objective)."""
+    plain = m.offset * m.norm
+
+    def report(elapsed: float, primal: float, dual: float) -> None:
+        inc = (primal + m.offset) * m.norm if math.isfinite(primal) else None
+        bound = max((dual + m.offset) * m.norm, plain) if math.isfinite(dual) else None
+        if inc is not None and bound is not None:
+            bound = min(bound, inc)
+        gap = None if inc is None or bound is None else (inc - bound) / max(abs(inc), 1e-300)
+        on_progress(elapsed, inc, bound, gap)
+
+    return report
 
 
 def _solve_highs(m: _Model, options: MilpOptions, start: dict[str, float] | None) -> tuple[_Outcome, str]:
@@ -303,6 +351,7 @@ def _solve_highs(m: _Model, options: MilpOptions, start: dict[str, float] | None
 
     solver = _HighsWithStart(
         start,
+        _progress_reporter(m, options.on_progress) if options.on_progress and m.binaries else None,
         msg=options.msg,
         timeLimit=options.time_limit_s,
         threads=options.threads,
@@ -531,7 +580,9 @@ def _infeasible(problem: SchedulingProblem, st: Stages, options: MilpOptions) ->
             f"runtime budget {limit:g} is below the latency of one plain pass ({plain:g}, "
             f"every node computed once); no schedule exists"
         )
-    quick = replace(options, time_limit_s=min(options.time_limit_s or 30.0, 30.0), warm_start=False)
+    quick = replace(
+        options, time_limit_s=min(options.time_limit_s or 30.0, 30.0), warm_start=False, on_progress=None
+    )
     tries = []
     if limit is not None:
         tries.append((replace(problem, max_latency_s=None), f"the runtime budget {limit:g}"))
