@@ -1,0 +1,531 @@
+/* Register-blocked direct 2-D convolution (same symbols, signatures and results as src/kernels/conv.c).
+ *
+ * No im2col and no workspace. Every output keeps one accumulator that starts at +0.0f and adds its
+ * products in exactly the reference order, skipping padded taps as the reference does, so results are
+ * bit-identical to the reference kernels (with -ffp-contract=off, as every poet build uses):
+ *   forward      y[n,m,oh,ow]  over (c, kh, kw) ascending, then + bias;
+ *   grad_input   dx[n,c,ih,iw] over (m, kh, kw) ascending (only taps that hit an output position);
+ *   grad_weight  dw[m,c,kh,kw] over (n, oh, ow) ascending (only positions inside the input);
+ *   channel_sum  y[c]          over (n, s) ascending.
+ *
+ * Forward and input gradient share one block kernel: R (<= 4) output channels x P (<= 6) pixels of one
+ * output row in R*P float registers. A k step loads R weights and, pixel by pixel, one input value
+ * reused for R outputs (R + P loads for R*P multiply-adds). The pixels of a block all use the same
+ * taps: for every output row the valid kernel rows are one range (vertical padding), and the pixels of
+ * a row are cut into runs whose valid kernel columns are the same (the interior run, and the few border
+ * pixels on each side); each run is tiled with 6/4/2/1-pixel blocks. Interior 3-wide kernels (and 1x1
+ * kernels) have their tap loop unrolled so every load is an immediate offset. The input gradient walks
+ * output pixels of one residue class modulo the stride, so its taps form a progression with step SW and
+ * the dY values a block reads are consecutive.
+ * Weight gradient: R output channels x P input channels for one tap (kh, kw), whose valid positions are
+ * one rectangle, reading R dY values and P input values per position (the same block shape). Depthwise
+ * (one input channel per output channel) instead keeps the KW taps of one kernel row in registers and
+ * slides along the row, so each dY value is loaded once for KW products.
+ * Shapes outside the specialised paths (e.g. other kernel widths) use the same blocks with run-time tap
+ * counts. */
+#include <stddef.h>
+
+#include "poet/kernels.h"
+
+/* GCC's first (pre-register-allocation) scheduling pass hoists all loads of a step to the top and then
+ * spills accumulators to the stack; without it the allocator keeps every accumulator in a register. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-schedule-insns")
+#endif
+
+#if defined(__GNUC__)
+#define POET_ALWAYS_INLINE static inline __attribute__((always_inline))
+#define POET_NOINLINE static __attribute__((noinline))
+#define POET_UNROLL _Pragma("GCC unroll 32")
+#else
+#define POET_ALWAYS_INLINE static inline
+#define POET_NOINLINE static
+#define POET_UNROLL
+#endif
+
+#define POET_MAX_R 4
+#define POET_MAX_P 6
+
+typedef struct {
+    int32_t N, C, IH, IW, M, KH, KW, OH, OW, SH, SW, PT, PL, G, Cg, Mg, IHW, OHW, KK;
+} poet_cgeo;
+
+static poet_cgeo poet_conv_geo(const int32_t *g)
+{
+    poet_cgeo q;
+    q.N = g[POET_WIN_N];
+    q.C = g[POET_WIN_C];
+    q.IH = g[POET_WIN_H];
+    q.IW = g[POET_WIN_W];
+    q.M = g[POET_WIN_M];
+    q.KH = g[POET_WIN_KH];
+    q.KW = g[POET_WIN_KW];
+    q.OH = g[POET_WIN_OH];
+    q.OW = g[POET_WIN_OW];
+    q.SH = g[POET_WIN_SH];
+    q.SW = g[POET_WIN_SW];
+    q.PT = g[POET_WIN_PT];
+    q.PL = g[POET_WIN_PL];
+    q.G = g[POET_WIN_G];
+    q.Cg = q.C / q.G;
+    q.Mg = q.M / q.G;
+    q.IHW = q.IH * q.IW;
+    q.OHW = q.OH * q.OW;
+    q.KK = q.KH * q.KW;
+    return q;
+}
+
+static int32_t poet_max32(int32_t a, int32_t b) { return a > b ? a : b; }
+static int32_t poet_min32(int32_t a, int32_t b) { return a < b ? a : b; }
+
+/* ---- the block kernel (forward and input gradient) ------------------------------------------------
+ * out[r, p] = sum over k1 < nk1, k2 < nk2, k3 < nk3 (in that order) of
+ *             v[k1 * vk1 + k2 * vk2 + k3 * VK3 + p * vp] * w_r[k1 * wk1 + k2 * wk2 + k3 * WK3]
+ * where w_r = ws + r * wr. Compile-time: R, P, K2 / K3 (tap counts; 0 = run-time nk2 / nk3), VP (pixel
+ * stride of v; 0 = run-time vp), VK3 and WK3 (strides of the innermost tap; WK3 0 = run-time wk3). The result goes to
+ * y[r * yr + p * yp] (+ bias[r] when bias). */
+typedef struct {
+    const float *v, *w;
+    int32_t nk1, nk2, nk3;
+    int32_t vk1, vk2, vp;
+    int32_t wr, wk1, wk2, wk3;
+    const float *bias;
+    float *y;
+    int32_t yr, yp;
+} poet_blk;
+
+POET_ALWAYS_INLINE void poet_block(const poet_blk *b, const int R, const int P, const int K2, const int K3,
+                                   const int VP, const int VK3, const int WK3)
+{
+    float acc[POET_MAX_R][POET_MAX_P];
+    POET_UNROLL for (int r = 0; r < R; ++r) POET_UNROLL for (int p = 0; p < P; ++p) acc[r][p] = 0.0f;
+    const float *w[POET_MAX_R];
+    POET_UNROLL for (int r = 0; r < R; ++r) w[r] = b->w + r * b->wr;
+    const int32_t vp = VP ? VP : b->vp, nk2 = K2 ? K2 : b->nk2, nk3 = K3 ? K3 : b->nk3;
+    const int32_t vk1 = b->vk1, vk2 = b->vk2, wk1 = b->wk1, wk2 = b->wk2, wk3 = WK3 ? WK3 : b->wk3;
+    for (int32_t k1 = 0; k1 < b->nk1; ++k1) {
+        for (int32_t k2 = 0; k2 < nk2; ++k2) {
+            const float *v2 = b->v + k1 * vk1 + k2 * vk2;
+            const int32_t wo = k1 * wk1 + k2 * wk2;
+            if (K3) {
+                POET_UNROLL for (int k3 = 0; k3 < K3; ++k3) {
+                    float wv[POET_MAX_R];
+                    POET_UNROLL for (int r = 0; r < R; ++r) wv[r] = w[r][wo + k3 * wk3];
+                    POET_UNROLL for (int p = 0; p < P; ++p) {
+                        const float xv = v2[k3 * VK3 + p * vp];
+                        POET_UNROLL for (int r = 0; r < R; ++r) acc[r][p] += xv * wv[r];
+                    }
+                }
+            } else {
+                for (int32_t k3 = 0; k3 < nk3; ++k3) {
+                    float wv[POET_MAX_R];
+                    POET_UNROLL for (int r = 0; r < R; ++r) wv[r] = w[r][wo + k3 * wk3];
+                    POET_UNROLL for (int p = 0; p < P; ++p) {
+                        const float xv = v2[k3 * VK3 + p * vp];
+                        POET_UNROLL for (int r = 0; r < R; ++r) acc[r][p] += xv * wv[r];
+                    }
+                }
+            }
+        }
+    }
+    POET_UNROLL for (int r = 0; r < R; ++r) {
+        float *y = b->y + r * b->yr;
+        if (b->bias) {
+            const float bv = b->bias[r];
+            POET_UNROLL for (int p = 0; p < P; ++p) y[p * b->yp] = acc[r][p] + bv;
+        } else {
+            POET_UNROLL for (int p = 0; p < P; ++p) y[p * b->yp] = acc[r][p];
+        }
+    }
+}
+
+/* A run of n pixels with the same taps, tiled with 6/4/2/1-pixel blocks; b describes the first pixel and
+ * step_v / step_y advance v / y by one pixel. */
+POET_ALWAYS_INLINE void poet_run(poet_blk *b, int32_t n, int32_t step_v, int32_t step_y, const int R, const int K2,
+                                 const int K3, const int VP, const int VK3, const int WK3)
+{
+    for (; n >= 6; n -= 6) {
+        poet_block(b, R, 6, K2, K3, VP, VK3, WK3);
+        b->v += 6 * step_v;
+        b->y += 6 * step_y;
+    }
+    if (n >= 4) {
+        poet_block(b, R, 4, K2, K3, VP, VK3, WK3);
+        b->v += 4 * step_v;
+        b->y += 4 * step_y;
+        n -= 4;
+    }
+    if (n >= 2) {
+        poet_block(b, R, 2, K2, K3, VP, VK3, WK3);
+        b->v += 2 * step_v;
+        b->y += 2 * step_y;
+        n -= 2;
+    }
+    if (n >= 1) poet_block(b, R, 1, K2, K3, VP, VK3, WK3);
+}
+
+/* ---- forward ---------------------------------------------------------------------------------------- */
+
+/* valid kernel columns [*k0, *k0 + *nk) of output column ow (forward: iw = ow * SW - PL + kw in [0, IW)) */
+static void poet_fwd_cols(const poet_cgeo *g, int32_t ow, int32_t *k0, int32_t *nk)
+{
+    const int32_t iw = ow * g->SW - g->PL;
+    *k0 = poet_max32(0, -iw);
+    *nk = poet_max32(0, poet_min32(g->KW, g->IW - iw) - *k0);
+}
+
+/* Output channels m0 .. m0+R-1 of group grp, sample n; SWC / KWC: compile-time stride / kernel width (0 =
+ * run-time). Pointwise (KHC = KWC = 1, no padding) has a single tap. */
+POET_ALWAYS_INLINE void poet_fwd_rows(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y,
+                                      int32_t n, int32_t grp, int32_t m0, const int R, const int SWC,
+                                      const int KWC, const int PW)
+{
+    const float *xg = X + (n * g->C + grp * g->Cg) * g->IHW;
+    const float *wm = W + m0 * g->Cg * g->KK;
+    poet_blk b;
+    b.nk1 = g->Cg;
+    b.vk1 = g->IHW;
+    b.vk2 = g->IW;
+    b.vp = g->SW;
+    b.wr = g->Cg * g->KK;
+    b.wk1 = g->KK;
+    b.wk2 = g->KW;
+    b.wk3 = 1;
+    b.bias = B ? B + m0 : NULL;
+    b.yr = g->OHW;
+    b.yp = 1;
+    if (PW) { /* 1x1, stride 1, no padding: all OH*OW pixels as one row */
+        b.nk2 = 1;
+        b.nk3 = 1;
+        b.v = xg;
+        b.w = wm;
+        b.y = Y + (n * g->M + m0) * g->OHW;
+        poet_run(&b, g->OHW, 1, 1, R, 1, 1, 1, 1, 1);
+        return;
+    }
+    for (int32_t oh = 0; oh < g->OH; ++oh) {
+        const int32_t ih = oh * g->SH - g->PT;
+        const int32_t kh0 = poet_max32(0, -ih), nkh = poet_max32(0, poet_min32(g->KH, g->IH - ih) - kh0);
+        b.nk2 = nkh;
+        float *yrow = Y + ((n * g->M + m0) * g->OH + oh) * g->OW;
+        int32_t ow = 0;
+        while (ow < g->OW) {
+            int32_t kw0, nkw, end = ow + 1;
+            poet_fwd_cols(g, ow, &kw0, &nkw);
+            for (;;) {
+                int32_t k, c;
+                if (end >= g->OW) break;
+                poet_fwd_cols(g, end, &k, &c);
+                if (k != kw0 || c != nkw) break;
+                ++end;
+            }
+            const int32_t iw = ow * g->SW - g->PL;
+            b.y = yrow + ow;
+            b.nk3 = nkw;
+            if (nkh > 0 && nkw > 0) {
+                b.v = xg + (ih + kh0) * g->IW + iw + kw0;
+                b.w = wm + kh0 * g->KW + kw0;
+            } else { /* no taps: nothing is read */
+                b.v = xg;
+                b.w = wm;
+                b.nk1 = 0;
+            }
+            if (KWC && nkw == KWC) poet_run(&b, end - ow, g->SW, 1, R, 0, KWC, SWC, 1, 1);
+            else poet_run(&b, end - ow, g->SW, 1, R, 0, 0, SWC, 1, 1);
+            b.nk1 = g->Cg;
+            ow = end;
+        }
+    }
+}
+
+POET_ALWAYS_INLINE void poet_fwd_all(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y,
+                                     const int SWC, const int KWC, const int PW)
+{
+    for (int32_t n = 0; n < g->N; ++n) {
+        for (int32_t grp = 0; grp < g->G; ++grp) {
+            int32_t m = grp * g->Mg;
+            const int32_t mend = m + g->Mg;
+            for (; m + 4 <= mend; m += 4) poet_fwd_rows(g, X, W, B, Y, n, grp, m, 4, SWC, KWC, PW);
+            if (mend - m >= 2) {
+                poet_fwd_rows(g, X, W, B, Y, n, grp, m, 2, SWC, KWC, PW);
+                m += 2;
+            }
+            if (mend - m >= 1) poet_fwd_rows(g, X, W, B, Y, n, grp, m, 1, SWC, KWC, PW);
+        }
+    }
+}
+
+POET_NOINLINE void poet_fwd_pw(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y)
+{
+    poet_fwd_all(g, X, W, B, Y, 1, 1, 1);
+}
+POET_NOINLINE void poet_fwd_s1(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y)
+{
+    poet_fwd_all(g, X, W, B, Y, 1, 3, 0);
+}
+POET_NOINLINE void poet_fwd_s2(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y)
+{
+    poet_fwd_all(g, X, W, B, Y, 2, 3, 0);
+}
+POET_NOINLINE void poet_fwd_any(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y)
+{
+    poet_fwd_all(g, X, W, B, Y, 0, 0, 0);
+}
+
+void poet_conv2d_f32(const float *X, const float *W, const float *B, float *Y, const int32_t *geom)
+{
+    const poet_cgeo g = poet_conv_geo(geom);
+    if (g.KH == 1 && g.KW == 1 && g.SH == 1 && g.SW == 1 && g.PT == 0 && g.PL == 0 && g.OH == g.IH &&
+        g.OW == g.IW)
+        poet_fwd_pw(&g, X, W, B, Y);
+    else if (g.SW == 1)
+        poet_fwd_s1(&g, X, W, B, Y);
+    else if (g.SW == 2)
+        poet_fwd_s2(&g, X, W, B, Y);
+    else
+        poet_fwd_any(&g, X, W, B, Y);
+}
+
+/* ---- input gradient --------------------------------------------------------------------------------- */
+
+/* Taps k of a kernel of size K that reach output index o = (i + P - k) / S in [0, O) with (i + P - k) % S
+ * == 0: *k0, *k0 + S, ... (*nk of them), in ascending order. */
+static void poet_gi_taps(int32_t i, int32_t P, int32_t S, int32_t K, int32_t O, int32_t *k0, int32_t *nk)
+{
+    const int32_t t = i + P, lo = poet_max32(0, t - (O - 1) * S), hi = poet_min32(K - 1, t);
+    *k0 = 0;
+    *nk = 0;
+    if (lo > hi) return;
+    const int32_t first = lo + (t - lo) % S;
+    if (first > hi) return;
+    *k0 = first;
+    *nk = (hi - first) / S + 1;
+}
+
+/* Input channels c0 .. c0+R-1 (group grp), sample n. */
+POET_ALWAYS_INLINE void poet_gi_rows(const poet_cgeo *g, const float *dY, const float *W, float *dX, int32_t n,
+                                     int32_t grp, int32_t c0, const int R, const int KWC, const int PW)
+{
+    const int32_t cl = c0 - grp * g->Cg;
+    const float *dyg = dY + (n * g->M + grp * g->Mg) * g->OHW;
+    const float *wc = W + (grp * g->Mg * g->Cg + cl) * g->KK;
+    poet_blk b;
+    b.nk1 = g->Mg;
+    b.vk1 = g->OHW;
+    b.vk2 = -g->OW;
+    b.vp = 1;
+    b.wr = g->KK;
+    b.wk1 = g->Cg * g->KK;
+    b.wk2 = g->SH * g->KW;
+    b.wk3 = g->SW;
+    b.bias = NULL;
+    b.yr = g->IHW;
+    b.yp = g->SW;
+    if (PW) {
+        b.nk2 = 1;
+        b.nk3 = 1;
+        b.v = dyg;
+        b.w = wc;
+        b.y = dX + (n * g->C + c0) * g->IHW;
+        poet_run(&b, g->IHW, 1, 1, R, 1, 1, 1, -1, 1);
+        return;
+    }
+    for (int32_t ih = 0; ih < g->IH; ++ih) {
+        int32_t kh0, nkh;
+        poet_gi_taps(ih, g->PT, g->SH, g->KH, g->OH, &kh0, &nkh);
+        b.nk2 = nkh;
+        const int32_t oh0 = (ih + g->PT - kh0) / g->SH; /* dY row of the first tap */
+        float *xrow = dX + ((n * g->C + c0) * g->IH + ih) * g->IW;
+        for (int32_t rho = 0; rho < g->SW && rho < g->IW; ++rho) {
+            const int32_t nq = (g->IW - rho + g->SW - 1) / g->SW;
+            int32_t q = 0;
+            while (q < nq) {
+                int32_t kw0, nkw, end = q + 1;
+                const int32_t iw = rho + q * g->SW;
+                poet_gi_taps(iw, g->PL, g->SW, g->KW, g->OW, &kw0, &nkw);
+                for (;;) {
+                    int32_t k, c;
+                    if (end >= nq) break;
+                    poet_gi_taps(rho + end * g->SW, g->PL, g->SW, g->KW, g->OW, &k, &c);
+                    if (k != kw0 || c != nkw) break;
+                    ++end;
+                }
+                b.y = xrow + iw;
+                b.nk3 = nkw;
+                if (nkh > 0 && nkw > 0) {
+                    b.v = dyg + oh0 * g->OW + (iw + g->PL - kw0) / g->SW;
+                    b.w = wc + kh0 * g->KW + kw0;
+                } else {
+                    b.v = dyg;
+                    b.w = wc;
+                    b.nk1 = 0;
+                }
+                if (KWC && nkw == KWC) poet_run(&b, end - q, 1, g->SW, R, 0, KWC, 1, -1, 1);
+                else if (g->SW == 1) poet_run(&b, end - q, 1, 1, R, 0, 0, 1, -1, 1);
+                else poet_run(&b, end - q, 1, g->SW, R, 0, 0, 1, -1, 0);
+                b.nk1 = g->Mg;
+                q = end;
+            }
+        }
+    }
+}
+
+POET_ALWAYS_INLINE void poet_gi_all(const poet_cgeo *g, const float *dY, const float *W, float *dX, const int KWC,
+                                    const int PW)
+{
+    for (int32_t n = 0; n < g->N; ++n) {
+        for (int32_t grp = 0; grp < g->G; ++grp) {
+            int32_t c = grp * g->Cg;
+            const int32_t cend = c + g->Cg;
+            for (; c + 4 <= cend; c += 4) poet_gi_rows(g, dY, W, dX, n, grp, c, 4, KWC, PW);
+            if (cend - c >= 2) {
+                poet_gi_rows(g, dY, W, dX, n, grp, c, 2, KWC, PW);
+                c += 2;
+            }
+            if (cend - c >= 1) poet_gi_rows(g, dY, W, dX, n, grp, c, 1, KWC, PW);
+        }
+    }
+}
+
+POET_NOINLINE void poet_gi_pw(const poet_cgeo *g, const float *dY, const float *W, float *dX)
+{
+    poet_gi_all(g, dY, W, dX, 1, 1);
+}
+POET_NOINLINE void poet_gi_k3(const poet_cgeo *g, const float *dY, const float *W, float *dX)
+{
+    poet_gi_all(g, dY, W, dX, 3, 0);
+}
+POET_NOINLINE void poet_gi_any(const poet_cgeo *g, const float *dY, const float *W, float *dX)
+{
+    poet_gi_all(g, dY, W, dX, 0, 0);
+}
+
+void poet_conv2d_grad_input_f32(const float *dY, const float *W, float *dX, const int32_t *geom)
+{
+    const poet_cgeo g = poet_conv_geo(geom);
+    if (g.KH == 1 && g.KW == 1 && g.SH == 1 && g.SW == 1 && g.PT == 0 && g.PL == 0 && g.OH == g.IH &&
+        g.OW == g.IW)
+        poet_gi_pw(&g, dY, W, dX);
+    else if (g.SW == 1 && g.KW == 3)
+        poet_gi_k3(&g, dY, W, dX);
+    else
+        poet_gi_any(&g, dY, W, dX);
+}
+
+/* ---- weight gradient -------------------------------------------------------------------------------- */
+
+/* valid output positions [*o0, *o0 + *no) of tap k along one axis: i = o * S - P + k in [0, I) */
+static void poet_gw_span(int32_t k, int32_t P, int32_t S, int32_t I, int32_t O, int32_t *o0, int32_t *no)
+{
+    const int32_t a = P - k; /* o * S >= a */
+    const int32_t lo = a <= 0 ? 0 : (a + S - 1) / S;
+    const int32_t b = I - 1 + P - k; /* o * S <= b */
+    const int32_t hi = b < 0 ? -1 : poet_min32(O - 1, b / S);
+    *o0 = lo;
+    *no = poet_max32(0, hi - lo + 1);
+}
+
+/* dW[m0 + r, c0 + p, kh, kw] for r < R, p < P: sum over n, oh, ow of dY[n, m0+r, oh, ow] * X[n, c, ih, iw]. */
+POET_ALWAYS_INLINE void poet_gw_block(const poet_cgeo *g, const float *X, const float *dY, float *dW, int32_t m0,
+                                      int32_t cg0, int32_t cl0, int32_t kh, int32_t kw, const int R, const int P,
+                                      const int SWC)
+{
+    float acc[POET_MAX_R][POET_MAX_P];
+    POET_UNROLL for (int r = 0; r < R; ++r) POET_UNROLL for (int p = 0; p < P; ++p) acc[r][p] = 0.0f;
+    int32_t oh0, noh, ow0, now;
+    poet_gw_span(kh, g->PT, g->SH, g->IH, g->OH, &oh0, &noh);
+    poet_gw_span(kw, g->PL, g->SW, g->IW, g->OW, &ow0, &now);
+    const int32_t sw = SWC ? SWC : g->SW;
+    if (noh > 0 && now > 0) {
+        for (int32_t n = 0; n < g->N; ++n) {
+            const float *dyn = dY + (n * g->M + m0) * g->OHW + oh0 * g->OW + ow0;
+            const float *xn = X + (n * g->C + cg0) * g->IHW + (oh0 * g->SH - g->PT + kh) * g->IW +
+                              ow0 * g->SW - g->PL + kw;
+            for (int32_t oh = 0; oh < noh; ++oh) {
+                const float *dy[POET_MAX_R], *x[POET_MAX_P];
+                POET_UNROLL for (int r = 0; r < R; ++r) dy[r] = dyn + r * g->OHW + oh * g->OW;
+                POET_UNROLL for (int p = 0; p < P; ++p) x[p] = xn + p * g->IHW + oh * g->SH * g->IW;
+                for (int32_t i = 0; i < now; ++i) {
+                    float dv[POET_MAX_R];
+                    POET_UNROLL for (int r = 0; r < R; ++r) dv[r] = dy[r][i];
+                    POET_UNROLL for (int p = 0; p < P; ++p) {
+                        const float xv = x[p][i * sw];
+                        POET_UNROLL for (int r = 0; r < R; ++r) acc[r][p] += dv[r] * xv;
+                    }
+                }
+            }
+        }
+    }
+    POET_UNROLL for (int r = 0; r < R; ++r) POET_UNROLL for (int p = 0; p < P; ++p)
+        dW[(((m0 + r) * g->Cg + cl0 + p) * g->KH + kh) * g->KW + kw] = acc[r][p];
+}
+
+POET_ALWAYS_INLINE void poet_gw_cols(const poet_cgeo *g, const float *X, const float *dY, float *dW, int32_t grp,
+                                     int32_t m0, const int R, const int SWC)
+{
+    for (int32_t cl = 0; cl < g->Cg;) {
+        const int32_t left = g->Cg - cl, cg0 = grp * g->Cg + cl;
+        for (int32_t kh = 0; kh < g->KH; ++kh) {
+            for (int32_t kw = 0; kw < g->KW; ++kw) {
+                if (left >= 6) poet_gw_block(g, X, dY, dW, m0, cg0, cl, kh, kw, R, 6, SWC);
+                else if (left >= 4) poet_gw_block(g, X, dY, dW, m0, cg0, cl, kh, kw, R, 4, SWC);
+                else if (left >= 2) poet_gw_block(g, X, dY, dW, m0, cg0, cl, kh, kw, R, 2, SWC);
+                else poet_gw_block(g, X, dY, dW, m0, cg0, cl, kh, kw, R, 1, SWC);
+            }
+        }
+        cl += left >= 6 ? 6 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+    }
+}
+
+POET_ALWAYS_INLINE void poet_gw_all(const poet_cgeo *g, const float *X, const float *dY, float *dW, const int SWC)
+{
+    for (int32_t grp = 0; grp < g->G; ++grp) {
+        int32_t m = grp * g->Mg;
+        const int32_t mend = m + g->Mg;
+        for (; m + 4 <= mend; m += 4) poet_gw_cols(g, X, dY, dW, grp, m, 4, SWC);
+        if (mend - m >= 2) {
+            poet_gw_cols(g, X, dY, dW, grp, m, 2, SWC);
+            m += 2;
+        }
+        if (mend - m >= 1) poet_gw_cols(g, X, dY, dW, grp, m, 1, SWC);
+    }
+}
+
+POET_NOINLINE void poet_gw_s1(const poet_cgeo *g, const float *X, const float *dY, float *dW)
+{
+    poet_gw_all(g, X, dY, dW, 1);
+}
+POET_NOINLINE void poet_gw_any(const poet_cgeo *g, const float *X, const float *dY, float *dW)
+{
+    poet_gw_all(g, X, dY, dW, 0);
+}
+
+void poet_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW, const int32_t *geom)
+{
+    const poet_cgeo g = poet_conv_geo(geom);
+    if (g.SW == 1)
+        poet_gw_s1(&g, X, dY, dW);
+    else
+        poet_gw_any(&g, X, dY, dW);
+}
+
+/* ---- bias gradient ---------------------------------------------------------------------------------- */
+
+void poet_channel_sum_f32(const float *X, float *Y, int32_t N, int32_t C, int32_t S)
+{
+    for (int32_t c = 0; c < C; ++c) {
+        float acc = 0.0f;
+        for (int32_t n = 0; n < N; ++n) {
+            const float *x = X + (n * C + c) * S;
+            int32_t s = 0;
+            for (; s + 4 <= S; s += 4) {
+                acc += x[s];
+                acc += x[s + 1];
+                acc += x[s + 2];
+                acc += x[s + 3];
+            }
+            for (; s < S; ++s) acc += x[s];
+        }
+        Y[c] = acc;
+    }
+}
