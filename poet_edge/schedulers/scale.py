@@ -47,7 +47,7 @@ import numpy as np
 from poet_edge.errors import PoetError
 from poet_edge.memory_floor import check_budget
 from poet_edge.problem import SchedulingProblem
-from poet_edge.schedule import Schedule
+from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 from poet_edge.schedulers.engine import DROP, PAGE, Analysis, Engine, analyse
 from poet_edge.schedulers.greedy import _dtr
 from poet_edge.simulator import SimResult, simulate
@@ -77,15 +77,29 @@ class Segment:
     end: int
 
 
+Term = tuple[int, str, float]  # (node, kinds "c" compute / "i" page-in: the cheaper one, weight)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One way to have segment ``seg``'s value absent: PAGE (page-in, plus one page-out of the value)
+    or DROP (recompute it, and the inputs in the terms); ``credit`` bytes it frees at the stages the
+    segment spans; ``keep``: segments that must then stay resident (primal model only)."""
+
+    seg: int
+    mode: str
+    terms: tuple[Term, ...]
+    credit: float
+    keep: tuple[int, ...] = ()
+
+
 @dataclass
 class Cover:
     """The segment-cover model data (shared by the bound and the primal model)."""
 
     segs: list[Segment]
-    page_ok: list[bool]
-    drop_ok: list[bool]  # bound model
-    drop_primal: list[bool]  # primal model
-    conflicts: list[tuple[int, int]]  # (s, s'): r_s + p_s' + r_s' <= 1 in the primal model
+    bound_opts: list[Option]
+    primal_opts: list[Option]
     need: np.ndarray  # bytes each stage needs besides optional segments (fixed, out, ws, inputs, pinned)
     spans: list[list[int]]  # optional segments spanning each stage
 
@@ -118,37 +132,100 @@ def _segments(problem: SchedulingProblem, an: Analysis) -> list[Segment]:
     return out
 
 
-def _uses(an: Analysis) -> list[set[int]]:
-    return [set(s) for s in an.succs]
+def _kinds(problem: SchedulingProblem, an: Analysis, q: int, stage: int) -> str:
+    """How value q can be restored after ``stage`` (for the bound: generous)."""
+    node = problem.nodes[q]
+    cap = problem.storage_bytes
+    page = node.pageable and (cap is None or node.out_bytes <= cap)
+    return ("i" if page else "") + ("c" if node.recomputable and stage < an.recomp_until[q] else "")
+
+
+def _bound_drops(problem: SchedulingProblem, an: Analysis, s: int, g: Segment) -> list[Option]:
+    """DROP options of the bound model: recomputing g.value needs each input q that no first
+    computation uses during the segment in RAM: held (its bytes count where g.value is absent) or
+    restored (cost); both shared by q's consumers (divided by their number)."""
+    nodes, i, a = problem.nodes, g.value, g.start
+    if not (nodes[i].recomputable and a < an.recomp_until[i]):
+        return []
+    dead = [q for q in an.preds[i] if nodes[q].out_bytes > 0 and max(an.succs[q]) <= a]
+    if len(dead) > 3:
+        return [Option(s, DROP, ((i, "c", 1.0),), float(nodes[i].out_bytes))]
+    out = []
+    for mask in range(1 << len(dead)):
+        held = [q for k, q in enumerate(dead) if mask >> k & 1]
+        restored = [q for q in dead if q not in held]
+        kinds = [_kinds(problem, an, q, a) for q in restored]
+        if any(not k for k in kinds):
+            continue
+        credit = nodes[i].out_bytes - sum(nodes[q].out_bytes / len(an.succs[q]) for q in held)
+        if credit <= 0:
+            continue
+        terms = (
+            (i, "c", 1.0),
+            *((q, k, 1.0 / len(an.succs[q])) for q, k in zip(restored, kinds, strict=True)),
+        )
+        out.append(Option(s, DROP, terms, credit))
+    return out
+
+
+def _present(an: Analysis, at: dict[tuple[int, int], int], optional: set[int], q: int, b: int) -> int | None:
+    """-1: q is in RAM at stage b anyway; a segment index: it is if that segment is kept; None: q is dead."""
+    if b in an.succs[q]:
+        return -1
+    seg = at.get((q, b))
+    if seg is None:
+        return None
+    return seg if seg in optional else -1
 
 
 def _primal_drop(
-    problem: SchedulingProblem, an: Analysis, segs: list[Segment], s: int, at: dict[tuple[int, int], int]
-) -> tuple[bool, list[int]]:
-    """Whether r_s is allowed in the primal model, and the segments of inputs that must be kept."""
-    seg = segs[s]
-    i, b = seg.value, seg.end
-    if not (problem.nodes[i].recomputable and an.droppable[i] and b <= an.recomp_until[i]):
-        return False, []
-    keep = []
+    problem: SchedulingProblem,
+    an: Analysis,
+    s: int,
+    g: Segment,
+    at: dict[tuple[int, int], int],
+    optional: set[int],
+) -> Option | None:
+    """The DROP option of the primal model: g.value is recomputed just before g.end; an input that is
+    dead then is recomputed too (one level), and every other input must be resident there."""
+    nodes, i, b = problem.nodes, g.value, g.end
+
+    def can(v: int) -> bool:
+        return nodes[v].recomputable and b <= an.recomp_until[v]
+
+    if not can(i):
+        return None
+    keep: list[int] = []
+    terms: list[Term] = [(i, "c", 1.0)]
     for q in an.preds[i]:
-        if b in an.succs[q] or problem.nodes[q].out_bytes == 0:
+        if nodes[q].out_bytes == 0:
             continue
-        if an.last_use[q] < b:
-            return False, []
-        hit = at.get((q, b))
-        if hit is not None:
-            keep.append(hit)
-    return True, keep
+        where = _present(an, at, optional, q, b)
+        if where is not None:
+            keep += [where] if where >= 0 else []
+            continue
+        if not can(q):
+            return None
+        terms.append((q, "c", 1.0))
+        for p in an.preds[q]:
+            where = _present(an, at, optional, p, b)
+            if where is None and nodes[p].out_bytes > 0:
+                return None
+            keep += [where] if where is not None and where >= 0 else []
+    return Option(s, DROP, tuple(terms), float(nodes[i].out_bytes), tuple(sorted(set(keep) - {s})))
 
 
 def build_cover(problem: SchedulingProblem, an: Analysis) -> Cover:
-    """Segments, which restorations each model allows, and the per-stage needs."""
+    """Segments, the options of both models, and the per-stage needs."""
     nodes, n = problem.nodes, len(problem.nodes)
-    cap = problem.storage_bytes
     segs = _segments(problem, an)
-    page_ok = [nodes[g.value].pageable and (cap is None or nodes[g.value].out_bytes <= cap) for g in segs]
-    drop_ok = [nodes[g.value].recomputable and g.start < an.recomp_until[g.value] for g in segs]
+    pages = [
+        [Option(s, PAGE, ((g.value, "i", 1.0),), float(nodes[g.value].out_bytes))]
+        if "i" in _kinds(problem, an, g.value, g.start)
+        else []
+        for s, g in enumerate(segs)
+    ]
+    drops = [_bound_drops(problem, an, s, g) for s, g in enumerate(segs)]
     need = np.zeros(n + 1, dtype=np.int64)
     for t in range(n):
         need[t] += problem.fixed_bytes + nodes[t].out_bytes + nodes[t].workspace_bytes
@@ -156,24 +233,22 @@ def build_cover(problem: SchedulingProblem, an: Analysis) -> Cover:
     spans: list[list[int]] = [[] for _ in range(n)]
     pinned = np.zeros(n + 1, dtype=np.int64)
     at: dict[tuple[int, int], int] = {}
+    optional: set[int] = set()
     for s, g in enumerate(segs):
-        for t in range(g.start + 1, g.end + 1):
-            at[(g.value, t)] = s  # segment of g.value in RAM at stage t (end: needed there)
-        if page_ok[s] or drop_ok[s]:
+        for t in range(g.start + 1, g.end):
+            at[(g.value, t)] = s
+        if pages[s] or drops[s]:
+            optional.add(s)
             for t in range(g.start + 1, g.end):
                 spans[t].append(s)
         else:
             pinned[g.start + 1] += nodes[g.value].out_bytes
             pinned[g.end] -= nodes[g.value].out_bytes
     need[:n] += np.cumsum(pinned)[:n]
-    drop_primal, conflicts = [], []
-    at_open = {k: s for k, s in at.items() if k[1] < segs[s].end and (page_ok[s] or drop_ok[s])}
-    for s in range(len(segs)):
-        ok, keep = _primal_drop(problem, an, segs, s, at_open)
-        drop_primal.append(ok and drop_ok[s])
-        if ok and drop_ok[s]:
-            conflicts += [(s, k) for k in keep]
-    return Cover(segs, page_ok, drop_ok, drop_primal, conflicts, need[:n], spans)
+    primal = [o for s, g in enumerate(segs) if (o := _primal_drop(problem, an, s, g, at, optional))]
+    page_opts = [o for ps in pages for o in ps]
+    bound = page_opts + [o for ds in drops for o in ds]
+    return Cover(segs, bound, page_opts + primal, need[:n], spans)
 
 
 @dataclass
@@ -181,15 +256,13 @@ class _Lp:
     """Columns and rows of one model, ready for highspy."""
 
     cost: list[float] = field(default_factory=list)
-    upper: list[float] = field(default_factory=list)
     rows: list[tuple[float, float, list[int], list[float]]] = field(default_factory=list)
-    p: dict[int, int] = field(default_factory=dict)
-    r: dict[int, int] = field(default_factory=dict)
+    opts: list[Option] = field(default_factory=list)  # column j < len(opts): option j
     z: dict[int, int] = field(default_factory=dict)
+    by_seg: dict[int, list[int]] = field(default_factory=dict)
 
     def col(self, cost: float) -> int:
         self.cost.append(cost)
-        self.upper.append(1.0)
         return len(self.cost) - 1
 
 
@@ -200,49 +273,46 @@ def _costs(problem: SchedulingProblem, latency: bool) -> tuple[list[float], list
     return [n.compute_j for n in nodes], [n.page_in_j for n in nodes], [n.page_out_j for n in nodes]
 
 
-def _columns(problem: SchedulingProblem, cover: Cover, primal: bool, latency: bool, norm: float) -> _Lp:
+def _term_cost(terms: tuple[Term, ...], comp: list[float], pin: list[float]) -> float:
+    arr = {"c": comp, "i": pin}
+    return sum(w * min(arr[k][v] for k in kinds) for v, kinds, w in terms)
+
+
+def _columns(problem: SchedulingProblem, opts: list[Option], latency: bool, norm: float) -> _Lp:
     comp, pin, pout = _costs(problem, latency)
-    lp = _Lp()
-    drop = cover.drop_primal if primal else cover.drop_ok
-    for s, g in enumerate(cover.segs):
-        i = g.value
-        if cover.page_ok[s]:
-            lp.p[s] = lp.col(pin[i] / norm)
+    lp = _Lp(opts=list(opts))
+    for j, o in enumerate(opts):
+        lp.col(_term_cost(o.terms, comp, pin) / norm)
+        lp.by_seg.setdefault(o.seg, []).append(j)
+    for j, o in enumerate(opts):
+        if o.mode == PAGE:
+            i = o.terms[0][0]
             if i not in lp.z:
                 lp.z[i] = lp.col(pout[i] / norm)
-            lp.rows.append((-math.inf, 0.0, [lp.p[s], lp.z[i]], [1.0, -1.0]))
-        if drop[s]:
-            lp.r[s] = lp.col(comp[i] / norm)
-        if s in lp.p and s in lp.r:
-            lp.rows.append((-math.inf, 1.0, [lp.p[s], lp.r[s]], [1.0, 1.0]))
+            lp.rows.append((-math.inf, 0.0, [j, lp.z[i]], [1.0, -1.0]))
+    for cols in lp.by_seg.values():
+        if len(cols) > 1:
+            lp.rows.append((-math.inf, 1.0, cols, [1.0] * len(cols)))
     return lp
 
 
-def _evict_cols(lp: _Lp, s: int) -> list[int]:
-    return [c for c in (lp.p.get(s), lp.r.get(s)) if c is not None]
-
-
-def _rows(problem: SchedulingProblem, cover: Cover, lp: _Lp, primal: bool, budget: np.ndarray) -> bool:
-    """Adds the budget, conflict, storage and runtime rows; False when a stage cannot fit at all."""
+def _rows(problem: SchedulingProblem, cover: Cover, lp: _Lp, budget: np.ndarray) -> bool:
+    """Adds the budget, keep, storage and runtime rows; False when a stage cannot fit at all."""
     nodes = problem.nodes
     for t, segs in enumerate(cover.spans):
-        idx, val = [], []
-        for s in segs:
-            cols = _evict_cols(lp, s)
-            idx += cols
-            val += [float(nodes[cover.segs[s].value].out_bytes)] * len(cols)
         excess = float(cover.need[t] + sum(nodes[cover.segs[s].value].out_bytes for s in segs) - budget[t])
         if excess <= 0:
             continue
+        idx = [j for s in segs for j in lp.by_seg.get(s, ())]
+        val = [lp.opts[j].credit for j in idx]
         if sum(val) < excess:
             return False
-        scale = max(excess, 1.0)
-        lp.rows.append((excess / scale, math.inf, idx, [v / scale for v in val]))
-    if primal:
-        for s, k in cover.conflicts:
-            lp.rows.append(
-                (-math.inf, 1.0, [lp.r[s], *_evict_cols(lp, k)], [1.0] * (1 + len(_evict_cols(lp, k))))
-            )
+        lp.rows.append((1.0, math.inf, idx, [v / excess for v in val]))
+    for j, o in enumerate(lp.opts):
+        for k in o.keep:
+            cols = lp.by_seg.get(k, [])
+            if cols:
+                lp.rows.append((-math.inf, 1.0, [j, *cols], [1.0] * (1 + len(cols))))
     cap = problem.storage_bytes
     if cap is not None and lp.z:
         total = sum(nodes[i].out_bytes for i in lp.z)
@@ -256,9 +326,8 @@ def _rows(problem: SchedulingProblem, cover: Cover, lp: _Lp, primal: bool, budge
         room = problem.max_latency_s - sum(comp)
         if room < 0:
             return False
-        idx = list(lp.p.values()) + list(lp.r.values()) + list(lp.z.values())
-        val = [pin[cover.segs[s].value] for s in lp.p] + [comp[cover.segs[s].value] for s in lp.r]
-        val += [pout[i] for i in lp.z]
+        idx = list(range(len(lp.opts))) + list(lp.z.values())
+        val = [_term_cost(o.terms, comp, pin) for o in lp.opts] + [pout[i] for i in lp.z]
         sc = max(room, 1e-300)
         lp.rows.append((-math.inf, room / sc, idx, [v / sc for v in val]))
     return True
@@ -291,7 +360,7 @@ def _solve(lp: _Lp, time_limit: float, options: ScaleOptions, integer: bool = Tr
         ncol,
         np.array(lp.cost),
         np.zeros(ncol),
-        np.array(lp.upper),
+        np.ones(ncol),
         0,
         np.array([0]),
         np.array([0]),
@@ -324,11 +393,10 @@ def _solve(lp: _Lp, time_limit: float, options: ScaleOptions, integer: bool = Tr
 def plan_from(cover: Cover, lp: _Lp, values: np.ndarray) -> dict[int, list[tuple[int, str]]]:
     """After which stage each value leaves RAM, and how (PAGE or DROP)."""
     plan: dict[int, list[tuple[int, str]]] = {}
-    for s, g in enumerate(cover.segs):
-        if s in lp.p and values[lp.p[s]] > 0.5:
-            plan.setdefault(g.start, []).append((g.value, PAGE))
-        elif s in lp.r and values[lp.r[s]] > 0.5:
-            plan.setdefault(g.start, []).append((g.value, DROP))
+    for j, o in enumerate(lp.opts):
+        if values[j] > 0.5:
+            g = cover.segs[o.seg]
+            plan.setdefault(g.start, []).append((g.value, o.mode))
     return plan
 
 
@@ -368,6 +436,97 @@ def decode(
     )
     engine.plan, engine.overflow = plan, {}
     return engine.run(), engine.overflow
+
+
+class _Replay:
+    """Direct decoder of a plan (see :func:`replay_plan`)."""
+
+    def __init__(self, problem: SchedulingProblem, an: Analysis) -> None:
+        self.p, self.an = problem, an
+        self.steps: list[Step] = []
+        self.ram: set[int] = set()
+        self.storage: set[int] = set()
+        self.live = self.stored = 0
+        self.overflow: dict[int, int] = {}
+        self.error = ""
+
+    def _fits(self, t: int, extra: int) -> None:
+        over = self.p.fixed_bytes + self.live + extra - self.p.budget_bytes
+        if over > 0:
+            self.overflow[t] = max(self.overflow.get(t, 0), over)
+
+    def compute(self, t: int, v: int) -> None:
+        node = self.p.nodes[v]
+        self._fits(t, node.out_bytes + node.workspace_bytes)
+        self.steps.append(Compute(node.name))
+        self.ram.add(v)
+        self.live += node.out_bytes
+
+    def free(self, v: int) -> None:
+        self.steps.append(Free(self.p.nodes[v].name))
+        self.ram.discard(v)
+        self.live -= self.p.nodes[v].out_bytes
+
+    def page_out(self, v: int) -> bool:
+        node, cap = self.p.nodes[v], self.p.storage_bytes
+        if v not in self.storage:
+            if not node.pageable or (cap is not None and self.stored + node.out_bytes > cap):
+                return False
+            self.storage.add(v)
+            self.stored += node.out_bytes
+            self.steps.append(PageOut(node.name))
+        return True
+
+    def restore(self, t: int, v: int, depth: int = 0) -> bool:
+        """Brings v back before stage t's compute: page-in, or recomputation (inputs first)."""
+        node = self.p.nodes[v]
+        if v in self.storage:
+            self._fits(t, node.out_bytes)
+            self.steps.append(PageIn(node.name))
+            self.ram.add(v)
+            self.live += node.out_bytes
+            return True
+        if not node.recomputable or t > self.an.recomp_until[v] or depth > 50:
+            self.error = f"{node.name} can be neither paged in nor recomputed at stage {t}"
+            return False
+        temp = [q for q in self.an.preds[v] if q not in self.ram]
+        for q in temp:
+            if not self.restore(t, q, depth + 1):
+                return False
+        self.compute(t, v)
+        for q in temp:
+            if q in self.ram and q not in self.an.preds[t] and self.an.last_use[q] <= t:
+                self.free(q)
+        return True
+
+    def stage(self, t: int, plan: dict[int, list[tuple[int, str]]]) -> bool:
+        for u in self.an.preds[t]:
+            if u not in self.ram and not self.restore(t, u):
+                return False
+        self.compute(t, t)
+        for u in sorted({*self.an.preds[t], t}):
+            if u in self.ram and self.an.last_use[u] <= t:
+                self.free(u)
+        for u, mode in plan.get(t, ()):
+            if u in self.ram and (mode == DROP or self.page_out(u)):
+                self.free(u)
+        return True
+
+
+def replay_plan(
+    problem: SchedulingProblem, an: Analysis, plan: dict[int, list[tuple[int, str]]]
+) -> tuple[Schedule | None, dict[int, int]]:
+    """Follows the plan exactly: value i leaves RAM after stage a as planned (page-out once, or drop),
+    comes back just before its next use (page-in, or recomputation of it and of its missing inputs);
+    values are freed after their last use. Returns (schedule, {}) or (None, bytes over the budget by
+    stage) when the plan does not fit (transient RAM of restorations) or cannot be followed."""
+    r = _Replay(problem, an)
+    for t in range(len(problem.nodes)):
+        if not r.stage(t, plan):
+            return None, r.overflow
+    if r.overflow:
+        return None, r.overflow
+    return Schedule(tuple(r.steps), NAME), {}
 
 
 # -- the entry point ---------------------------------------------------------------------------------------
@@ -440,8 +599,8 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     cover = build_cover(problem, an)
     n = len(problem.nodes)
     budget = np.full(n, problem.budget_bytes, dtype=np.int64)
-    bound = plain + _bound(problem, cover, best, options, latency, norm, budget) * norm
-    primal_status = _improve(problem, cover, best, options, latency, norm, budget, bound)
+    bound = plain + _bound(problem, an, cover, best, options, latency, norm, budget) * norm
+    primal_status = _improve(problem, an, cover, best, options, latency, norm, budget, bound)
     if best.schedule is None:
         raise PoetError(f"scheduler '{NAME}' found no schedule within the budget ({primal_status})")
     return _finish(best, bound, plain, primal_status, cover)
@@ -449,6 +608,7 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
 
 def _bound(
     problem: SchedulingProblem,
+    an: Analysis,
     cover: Cover,
     best: _Best,
     options: ScaleOptions,
@@ -456,8 +616,8 @@ def _bound(
     norm: float,
     budget: np.ndarray,
 ) -> float:
-    lp = _columns(problem, cover, False, latency, norm)
-    if not _rows(problem, cover, lp, False, budget):
+    lp = _columns(problem, cover.bound_opts, latency, norm)
+    if not _rows(problem, cover, lp, budget):
         raise PoetError(
             f"no schedule exists within the RAM budget {problem.budget_bytes} bytes in the problem's order: "
             f"values that can be neither paged out nor recomputed must stay resident"
@@ -471,12 +631,31 @@ def _bound(
         )
     if solved.values is not None:
         plan = plan_from(cover, lp, solved.values)
-        _try(problem, best, options, lambda: decode(problem, plan)[0], "bound-model plan")
+        _offer_plan(problem, an, plan, best, options, "bound-model plan")
     return solved.bound
+
+
+def _offer_plan(
+    problem: SchedulingProblem,
+    an: Analysis,
+    plan: dict[int, list[tuple[int, str]]],
+    best: _Best,
+    options: ScaleOptions,
+    origin: str,
+) -> dict[int, int]:
+    """Offers the plan replayed exactly, and through the engine (which repairs overflows by DTR);
+    returns the overflow of the exact replay (empty when it fits)."""
+    schedule, overflow = replay_plan(problem, an, plan)
+    if schedule is not None:
+        _try(problem, best, options, lambda: schedule, origin)
+    else:
+        _try(problem, best, options, lambda: decode(problem, plan)[0], origin + " (engine)")
+    return overflow
 
 
 def _improve(
     problem: SchedulingProblem,
+    an: Analysis,
     cover: Cover,
     best: _Best,
     options: ScaleOptions,
@@ -489,16 +668,16 @@ def _improve(
     for k in range(options.rounds):
         if best.cost <= bound * (1 + options.gap_rel) or _left(best, options) < 0.2:
             break
-        lp = _columns(problem, cover, True, latency, norm)
-        if not _rows(problem, cover, lp, True, budget):
+        lp = _columns(problem, cover.primal_opts, latency, norm)
+        if not _rows(problem, cover, lp, budget):
             status = f"primal round {k}: a tightened stage cannot fit"
             break
         solved = _solve(lp, _left(best, options) / max(1, options.rounds - k), options)
         status = f"primal round {k}: {solved.status}"
         if solved.values is None:
             break
-        schedule, overflow = decode(problem, plan_from(cover, lp, solved.values))
-        _try(problem, best, options, lambda schedule=schedule: schedule, f"primal plan, round {k}")  # type: ignore[misc]
+        plan = plan_from(cover, lp, solved.values)
+        overflow = _offer_plan(problem, an, plan, best, options, f"primal plan, round {k}")
         if not overflow:
             break
         budget = _tighten(budget, overflow)
@@ -521,6 +700,7 @@ def _finish(best: _Best, bound: float, plain: float, status: str, cover: Cover) 
         ("schedule_from", best.origin),
         ("primal", status),
         ("segments", len(cover.segs)),
+        ("options", (len(cover.bound_opts), len(cover.primal_opts))),
     )
     steps = best.schedule.steps
     return Schedule(tuple(steps), NAME, info)
