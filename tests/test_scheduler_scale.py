@@ -1,0 +1,159 @@
+"""Scheduler "scale" (poet_edge/schedulers/scale.py): valid schedules, never worse than the best
+baseline, an honest lower bound (<= the exact POET MILP optimum on tiny DAGs, <= its own cost),
+deterministic; and the "poet-milp" / "scale" registry entries. Correctness only, no timing."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from poet_edge.errors import PoetError
+from poet_edge.graphgen import random_layered_dag, training_chain
+from poet_edge.memory_floor import memory_floor
+from poet_edge.problem import SchedulingProblem
+from poet_edge.schedulers import BASELINES, SCHEDULERS, get_scheduler
+from poet_edge.schedulers.milp import MilpOptions, schedule_milp
+from poet_edge.schedulers.scale import ScaleOptions, schedule_scale
+from poet_edge.simulator import simulate
+
+ROOT = Path(__file__).resolve().parent.parent
+OPTS = ScaleOptions(time_limit_s=20.0, threads=1)
+
+
+def _peak(problem: SchedulingProblem) -> int:
+    roomy = replace(problem, budget_bytes=10**12)
+    return simulate(roomy, SCHEDULERS["none"](roomy)).peak_ram_bytes
+
+
+def _budgets(problem: SchedulingProblem, fractions: tuple[float, ...]) -> list[SchedulingProblem]:
+    floor, peak = memory_floor(problem).bytes, _peak(problem)
+    budgets = sorted({max(floor, int(f * peak)) for f in fractions})
+    return [replace(problem, budget_bytes=b) for b in budgets]
+
+
+def _best_baseline(problem: SchedulingProblem) -> float | None:
+    costs = []
+    for name in BASELINES:
+        try:
+            sim = simulate(problem, SCHEDULERS[name](problem))
+        except PoetError:
+            continue
+        limit = problem.max_latency_s
+        if limit is None or sim.latency_s <= limit * (1 + 1e-9):
+            costs.append(sim.energy_j)
+    return min(costs, default=None)
+
+
+def _check(problem: SchedulingProblem) -> float | None:
+    """Runs scale; asserts validity, bound <= cost, never worse than the best baseline. Returns cost."""
+    base = _best_baseline(problem)
+    try:
+        schedule = schedule_scale(problem, OPTS)
+    except PoetError as err:
+        assert base is None, f"scale refused ({err}) but a baseline found a schedule"
+        return None
+    sim = simulate(problem, schedule)
+    assert sim.peak_ram_bytes <= problem.budget_bytes
+    if problem.max_latency_s is not None:
+        assert sim.latency_s <= problem.max_latency_s * (1 + 1e-9)
+    info = dict(schedule.info)
+    for key in ("status", "bound", "gap", "seconds", "first_valid_s"):
+        assert key in info
+    cost = sim.energy_j
+    bound = float(info["bound"])  # type: ignore[arg-type]
+    assert bound <= cost * (1 + 1e-9)
+    assert bound >= sum(n.compute_j for n in problem.nodes) * (1 - 1e-12)
+    assert abs(float(info["objective"]) - cost) <= 1e-9 * max(cost, 1.0)  # type: ignore[arg-type]
+    if base is not None:
+        assert cost <= base * (1 + 1e-9)
+    return cost
+
+
+FLAGS = [(0.0, 0.0, 0, None), (0.3, 0.0, 0, None), (0.0, 0.5, 0, None), (0.2, 0.2, 3, None), (0.0, 0.0, 2, 150)]
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_valid_and_never_worse_on_random_dags(seed: int, flags: tuple[float, float, int, int | None]) -> None:
+    unrecomputable, unpageable, invalidations, storage = flags
+    base = random_layered_dag(
+        25 + 5 * seed,
+        seed,
+        fixed_bytes=17 * seed,
+        unrecomputable_prob=unrecomputable,
+        unpageable_prob=unpageable,
+        n_invalidations=invalidations,
+    )
+    base = replace(base, storage_bytes=storage)
+    for problem in _budgets(base, (0.9, 0.7, 0.5, 0.0)):
+        _check(problem)
+
+
+def test_training_chain_with_invalidations_and_latency() -> None:
+    problem = training_chain(10, seed=4)
+    index = problem.index()
+    inval = tuple((index[f"f{i}"], index[f"g{i - 2}"]) for i in range(2, 10))
+    for p in _budgets(replace(problem, invalidated_by=inval), (0.8, 0.6, 0.0)):
+        _check(p)
+        plain = sum(n.compute_s for n in p.nodes)
+        _check(replace(p, max_latency_s=1.05 * plain))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bound_below_exact_optimum_on_tiny_dags(seed: int) -> None:
+    base = random_layered_dag(6 + seed % 3, seed, n_invalidations=seed % 2)
+    for problem in _budgets(base, (0.8, 0.6, 0.0)):
+        try:
+            exact = schedule_milp(problem, MilpOptions(time_limit_s=None, threads=1))
+        except PoetError:
+            continue
+        info = dict(exact.info)
+        assert info["status"] == "Optimal"
+        optimum = simulate(problem, exact).energy_j
+        scale = schedule_scale(problem, OPTS)
+        bound = float(dict(scale.info)["bound"])  # type: ignore[arg-type]
+        assert bound <= optimum * (1 + 1e-7)
+        assert simulate(problem, scale).energy_j >= bound * (1 - 1e-9)
+
+
+def test_deterministic() -> None:
+    base = random_layered_dag(60, 7, n_invalidations=2)
+    for problem in _budgets(base, (0.7, 0.5)):
+        assert schedule_scale(problem, OPTS).steps == schedule_scale(problem, OPTS).steps
+
+
+def test_below_floor_is_refused() -> None:
+    problem = training_chain(8, seed=3)
+    floor = memory_floor(problem)
+    with pytest.raises(PoetError, match="floor"):
+        schedule_scale(replace(problem, budget_bytes=floor.bytes - 1))
+
+
+@pytest.mark.parametrize("model", ["mlp", "lenet5"])
+def test_small_zoo_training_graphs(model: str) -> None:
+    from poet_edge import autodiff, frontend, planning, trainable
+    from poet_edge.profiles import load_profile
+
+    path = ROOT / "examples" / ("mlp.onnx" if model == "mlp" else "zoo/lenet5.onnx")
+    if not path.exists():
+        pytest.skip(f"{path} missing")
+    profile = load_profile("cortex-m4")
+    g = frontend.load(path, 8 if model == "mlp" else 1)
+    tg = autodiff.training_graph(g, autodiff.Loss("cross-entropy"), trainable.select(g, "all"))
+    spec = planning.spec_from_graph(tg, profile.mcu.ram_reserve_bytes)
+    base = planning.price(spec, profile, 1 << 62)
+    floor = memory_floor(base).bytes
+    for budget in sorted({floor, int(1.1 * floor), (floor + _peak(base)) // 2}):
+        _check(replace(base, budget_bytes=budget))
+
+
+def test_registry_names() -> None:
+    problem = _budgets(random_layered_dag(10, 2), (0.7,))[0]
+    assert get_scheduler("scale")(problem).solver == "scale"
+    poet = get_scheduler("poet-milp")(problem)
+    assert poet.solver == "poet-milp"
+    assert SCHEDULERS["milp"] is schedule_milp
+    # the MILP's own MIP start must not run the other solvers (poet-milp would recurse)
+    assert "scale" not in str(dict(schedule_milp(problem).info).get("warm_start"))
