@@ -95,22 +95,38 @@ typedef struct {
 } poet_blk;
 
 POET_ALWAYS_INLINE void poet_block(const poet_blk *b, const int R, const int P, const int K2, const int K3,
-                                   const int VP, const int VK3, const int WK3)
+                                   const int VP, const int VK3, const int WK3, const int WR, const int WK1)
 {
     float acc[POET_MAX_R][POET_MAX_P];
-    POET_UNROLL for (int r = 0; r < R; ++r) POET_UNROLL for (int p = 0; p < P; ++p) acc[r][p] = 0.0f;
-    const float *w[POET_MAX_R];
-    POET_UNROLL for (int r = 0; r < R; ++r) w[r] = b->w + r * b->wr;
     const int32_t vp = VP ? VP : b->vp, nk2 = K2 ? K2 : b->nk2, nk3 = K3 ? K3 : b->nk3;
-    const int32_t vk1 = b->vk1, vk2 = b->vk2, wk1 = b->wk1, wk2 = b->wk2, wk3 = WK3 ? WK3 : b->wk3;
-    for (int32_t k1 = 0; k1 < b->nk1; ++k1) {
+    const int32_t vk1 = b->vk1, vk2 = b->vk2, wk2 = b->wk2, wk3 = WK3 ? WK3 : b->wk3;
+    const int32_t wr = WR ? WR : b->wr, wk1 = WK1 ? WK1 : b->wk1;
+    int32_t k1 = 0;
+    if (K2 == 1 && K3 == 1) {
+        /* single tap (1x1): the first product is added to +0.0f as the reference does, without zeroing */
+        const float zero = 0.0f;
+        if (b->nk1 < 1) {
+            POET_UNROLL for (int r = 0; r < R; ++r) POET_UNROLL for (int p = 0; p < P; ++p) acc[r][p] = 0.0f;
+        } else {
+            float wv[POET_MAX_R];
+            POET_UNROLL for (int r = 0; r < R; ++r) wv[r] = b->w[r * wr];
+            POET_UNROLL for (int p = 0; p < P; ++p) {
+                const float xv = b->v[p * vp];
+                POET_UNROLL for (int r = 0; r < R; ++r) acc[r][p] = zero + xv * wv[r];
+            }
+            k1 = 1;
+        }
+    } else {
+        POET_UNROLL for (int r = 0; r < R; ++r) POET_UNROLL for (int p = 0; p < P; ++p) acc[r][p] = 0.0f;
+    }
+    for (; k1 < b->nk1; ++k1) {
+        const float *v1 = b->v + k1 * vk1, *w1 = b->w + k1 * wk1;
         for (int32_t k2 = 0; k2 < nk2; ++k2) {
-            const float *v2 = b->v + k1 * vk1 + k2 * vk2;
-            const int32_t wo = k1 * wk1 + k2 * wk2;
+            const float *v2 = v1 + k2 * vk2, *w2 = w1 + k2 * wk2;
             if (K3) {
                 POET_UNROLL for (int k3 = 0; k3 < K3; ++k3) {
                     float wv[POET_MAX_R];
-                    POET_UNROLL for (int r = 0; r < R; ++r) wv[r] = w[r][wo + k3 * wk3];
+                    POET_UNROLL for (int r = 0; r < R; ++r) wv[r] = w2[r * wr + k3 * wk3];
                     POET_UNROLL for (int p = 0; p < P; ++p) {
                         const float xv = v2[k3 * VK3 + p * vp];
                         POET_UNROLL for (int r = 0; r < R; ++r) acc[r][p] += xv * wv[r];
@@ -119,7 +135,7 @@ POET_ALWAYS_INLINE void poet_block(const poet_blk *b, const int R, const int P, 
             } else {
                 for (int32_t k3 = 0; k3 < nk3; ++k3) {
                     float wv[POET_MAX_R];
-                    POET_UNROLL for (int r = 0; r < R; ++r) wv[r] = w[r][wo + k3 * wk3];
+                    POET_UNROLL for (int r = 0; r < R; ++r) wv[r] = w2[r * wr + k3 * wk3];
                     POET_UNROLL for (int p = 0; p < P; ++p) {
                         const float xv = v2[k3 * VK3 + p * vp];
                         POET_UNROLL for (int r = 0; r < R; ++r) acc[r][p] += xv * wv[r];
@@ -142,26 +158,225 @@ POET_ALWAYS_INLINE void poet_block(const poet_blk *b, const int R, const int P, 
 /* A run of n pixels with the same taps, tiled with 6/4/2/1-pixel blocks; b describes the first pixel and
  * step_v / step_y advance v / y by one pixel. */
 POET_ALWAYS_INLINE void poet_run(poet_blk *b, int32_t n, int32_t step_v, int32_t step_y, const int R, const int K2,
-                                 const int K3, const int VP, const int VK3, const int WK3)
+                                 const int K3, const int VP, const int VK3, const int WK3, const int WR, const int WK1)
 {
     for (; n >= 6; n -= 6) {
-        poet_block(b, R, 6, K2, K3, VP, VK3, WK3);
+        poet_block(b, R, 6, K2, K3, VP, VK3, WK3, WR, WK1);
         b->v += 6 * step_v;
         b->y += 6 * step_y;
     }
     if (n >= 4) {
-        poet_block(b, R, 4, K2, K3, VP, VK3, WK3);
+        poet_block(b, R, 4, K2, K3, VP, VK3, WK3, WR, WK1);
         b->v += 4 * step_v;
         b->y += 4 * step_y;
         n -= 4;
     }
     if (n >= 2) {
-        poet_block(b, R, 2, K2, K3, VP, VK3, WK3);
+        poet_block(b, R, 2, K2, K3, VP, VK3, WK3, WR, WK1);
         b->v += 2 * step_v;
         b->y += 2 * step_y;
         n -= 2;
     }
-    if (n >= 1) poet_block(b, R, 1, K2, K3, VP, VK3, WK3);
+    if (n >= 1) poet_block(b, R, 1, K2, K3, VP, VK3, WK3, WR, WK1);
+}
+
+/* ---- depthwise 3x3 (one input and one output channel per group) --------------------------------------
+ * The nine weights of a channel stay in registers. poet_dw_plane computes
+ *   out[o, q] = sum over kh, kw < 3 (ascending) of in[r, c] * w[kh, kw]  (+ bias)
+ * where r = o * S + AH + D * kh, c = q * S + AW + D * kw and taps with r or c outside the input are
+ * skipped: the forward pass is D = +1 (AH = -PT, AW = -PL); the input gradient at stride 1 is D = -1 with
+ * in = dY (AH = PT, AW = PL). Interior columns run in blocks of 8/4/2/1 outputs that read each input value
+ * of a row once (one load for up to 3 products); border columns test every tap. */
+typedef struct {
+    const float *in, *w, *bias;
+    float *out;
+    int32_t HI, WI, HO, WO, AH, AW;
+} poet_dwp;
+
+POET_ALWAYS_INLINE void poet_dw_block(const float *const rows[3], const int ok[3], const float w[9], int32_t col,
+                                      const float *bias, float *out, const int P, const int S, const int D)
+{
+    float acc[8];
+    POET_UNROLL for (int p = 0; p < P; ++p) acc[p] = 0.0f;
+    POET_UNROLL for (int kh = 0; kh < 3; ++kh) {
+        if (ok[kh]) {
+            const float *x = rows[kh] + col;
+            POET_UNROLL for (int p = 0; p < P; ++p) POET_UNROLL for (int kw = 0; kw < 3; ++kw)
+                acc[p] += x[p * S + D * kw] * w[kh * 3 + kw];
+        }
+    }
+    if (bias) {
+        const float bv = *bias;
+        POET_UNROLL for (int p = 0; p < P; ++p) out[p] = acc[p] + bv;
+    } else {
+        POET_UNROLL for (int p = 0; p < P; ++p) out[p] = acc[p];
+    }
+}
+
+POET_ALWAYS_INLINE void poet_dw_plane(const poet_dwp *d, const int S, const int D)
+{
+    float w[9];
+    POET_UNROLL for (int i = 0; i < 9; ++i) w[i] = d->w[i];
+    const int32_t WI = d->WI, WO = d->WO;
+    /* interior columns q in [qa, qb): every tap column in [0, WI) */
+    const int32_t lo = D > 0 ? -d->AW : 2 - d->AW;          /* q * S >= lo */
+    const int32_t hi = D > 0 ? WI - 3 - d->AW : WI - 1 - d->AW; /* q * S <= hi */
+    const int32_t qa = poet_min32(WO, lo <= 0 ? 0 : (lo + S - 1) / S);
+    const int32_t qb = hi < 0 ? qa : poet_max32(qa, poet_min32(WO, hi / S + 1));
+    for (int32_t o = 0; o < d->HO; ++o) {
+        const float *rows[3];
+        int ok[3];
+        POET_UNROLL for (int kh = 0; kh < 3; ++kh) {
+            const int32_t r = o * S + d->AH + D * kh;
+            ok[kh] = r >= 0 && r < d->HI;
+            rows[kh] = ok[kh] ? d->in + r * WI : d->in;
+        }
+        float *out = d->out + o * WO;
+        int32_t q = 0;
+        for (; q < WO; ++q) { /* left border, then (from qb) right border */
+            if (q == qa) {
+                for (; q + 8 <= qb; q += 8) poet_dw_block(rows, ok, w, q * S + d->AW, d->bias, out + q, 8, S, D);
+                if (qb - q >= 4) {
+                    poet_dw_block(rows, ok, w, q * S + d->AW, d->bias, out + q, 4, S, D);
+                    q += 4;
+                }
+                if (qb - q >= 2) {
+                    poet_dw_block(rows, ok, w, q * S + d->AW, d->bias, out + q, 2, S, D);
+                    q += 2;
+                }
+                if (qb - q >= 1) {
+                    poet_dw_block(rows, ok, w, q * S + d->AW, d->bias, out + q, 1, S, D);
+                    q += 1;
+                }
+                if (q >= WO) break;
+            }
+            float acc = 0.0f;
+            POET_UNROLL for (int kh = 0; kh < 3; ++kh) {
+                if (ok[kh]) {
+                    POET_UNROLL for (int kw = 0; kw < 3; ++kw) {
+                        const int32_t c = q * S + d->AW + D * kw;
+                        if (c >= 0 && c < WI) acc += rows[kh][c] * w[kh * 3 + kw];
+                    }
+                }
+            }
+            out[q] = d->bias ? acc + *d->bias : acc;
+        }
+    }
+}
+
+POET_ALWAYS_INLINE void poet_dw_all(const poet_cgeo *g, const float *in, const float *W, const float *B, float *out,
+                                    int32_t in_hw, int32_t out_hw, const int S, const int D)
+{
+    poet_dwp d;
+    d.HI = D > 0 ? g->IH : g->OH;
+    d.WI = D > 0 ? g->IW : g->OW;
+    d.HO = D > 0 ? g->OH : g->IH;
+    d.WO = D > 0 ? g->OW : g->IW;
+    d.AH = D > 0 ? -g->PT : g->PT;
+    d.AW = D > 0 ? -g->PL : g->PL;
+    for (int32_t n = 0; n < g->N; ++n) {
+        for (int32_t m = 0; m < g->M; ++m) {
+            d.in = in + (n * g->M + m) * in_hw;
+            d.out = out + (n * g->M + m) * out_hw;
+            d.w = W + m * 9;
+            d.bias = B ? B + m : NULL;
+            poet_dw_plane(&d, S, D);
+        }
+    }
+}
+
+POET_NOINLINE void poet_dw_fwd_s1(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y)
+{
+    poet_dw_all(g, X, W, B, Y, g->IHW, g->OHW, 1, 1);
+}
+POET_NOINLINE void poet_dw_fwd_s2(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y)
+{
+    poet_dw_all(g, X, W, B, Y, g->IHW, g->OHW, 2, 1);
+}
+POET_NOINLINE void poet_dw_gi_s1(const poet_cgeo *g, const float *dY, const float *W, float *dX)
+{
+    poet_dw_all(g, dY, W, NULL, dX, g->OHW, g->IHW, 1, -1);
+}
+
+/* Weight gradient of a depthwise 3x3 channel: nine accumulators, positions (n, oh, ow) in order; interior
+ * positions in blocks of 4/2/1 that load each dY value once for nine products. */
+POET_ALWAYS_INLINE void poet_dw_gw_block(const float *const rows[3], const int ok[3], const float *dy, int32_t col,
+                                         float acc[9], const int Q, const int S)
+{
+    float dv[4];
+    POET_UNROLL for (int q = 0; q < Q; ++q) dv[q] = dy[q];
+    POET_UNROLL for (int kh = 0; kh < 3; ++kh) {
+        if (ok[kh]) {
+            const float *x = rows[kh] + col;
+            POET_UNROLL for (int q = 0; q < Q; ++q) POET_UNROLL for (int kw = 0; kw < 3; ++kw)
+                acc[kh * 3 + kw] += dv[q] * x[q * S + kw];
+        }
+    }
+}
+
+POET_ALWAYS_INLINE void poet_dw_gw(const poet_cgeo *g, const float *X, const float *dY, float *dW, const int S)
+{
+    const int32_t IW = g->IW, OW = g->OW;
+    const int32_t lo = g->PL, hi = IW - 3 + g->PL; /* interior: lo <= ow * S <= hi */
+    const int32_t qa = poet_min32(OW, lo <= 0 ? 0 : (lo + S - 1) / S);
+    const int32_t qb = hi < 0 ? qa : poet_max32(qa, poet_min32(OW, hi / S + 1));
+    for (int32_t m = 0; m < g->M; ++m) {
+        float acc[9];
+        POET_UNROLL for (int i = 0; i < 9; ++i) acc[i] = 0.0f;
+        for (int32_t n = 0; n < g->N; ++n) {
+            const float *x = X + (n * g->C + m) * g->IHW, *dyp = dY + (n * g->M + m) * g->OHW;
+            for (int32_t oh = 0; oh < g->OH; ++oh) {
+                const float *rows[3];
+                int ok[3];
+                POET_UNROLL for (int kh = 0; kh < 3; ++kh) {
+                    const int32_t r = oh * S - g->PT + kh;
+                    ok[kh] = r >= 0 && r < g->IH;
+                    rows[kh] = ok[kh] ? x + r * IW : x;
+                }
+                const float *dy = dyp + oh * OW;
+                int32_t q = 0;
+                for (; q < OW; ++q) {
+                    if (q == qa) {
+                        for (; q + 4 <= qb; q += 4) poet_dw_gw_block(rows, ok, dy + q, q * S - g->PL, acc, 4, S);
+                        if (qb - q >= 2) {
+                            poet_dw_gw_block(rows, ok, dy + q, q * S - g->PL, acc, 2, S);
+                            q += 2;
+                        }
+                        if (qb - q >= 1) {
+                            poet_dw_gw_block(rows, ok, dy + q, q * S - g->PL, acc, 1, S);
+                            q += 1;
+                        }
+                        if (q >= OW) break;
+                    }
+                    const float dv = dy[q];
+                    POET_UNROLL for (int kh = 0; kh < 3; ++kh) {
+                        if (ok[kh]) {
+                            POET_UNROLL for (int kw = 0; kw < 3; ++kw) {
+                                const int32_t c = q * S - g->PL + kw;
+                                if (c >= 0 && c < IW) acc[kh * 3 + kw] += dv * rows[kh][c];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        POET_UNROLL for (int i = 0; i < 9; ++i) dW[m * 9 + i] = acc[i];
+    }
+}
+
+POET_NOINLINE void poet_dw_gw_s1(const poet_cgeo *g, const float *X, const float *dY, float *dW)
+{
+    poet_dw_gw(g, X, dY, dW, 1);
+}
+POET_NOINLINE void poet_dw_gw_s2(const poet_cgeo *g, const float *X, const float *dY, float *dW)
+{
+    poet_dw_gw(g, X, dY, dW, 2);
+}
+
+/* depthwise 3x3 with equal strides s (the specialised paths) */
+static int poet_dw3(const poet_cgeo *g, int32_t s)
+{
+    return g->Cg == 1 && g->Mg == 1 && g->KH == 3 && g->KW == 3 && g->SH == s && g->SW == s;
 }
 
 /* ---- forward ---------------------------------------------------------------------------------------- */
@@ -200,7 +415,7 @@ POET_ALWAYS_INLINE void poet_fwd_rows(const poet_cgeo *g, const float *X, const 
         b.v = xg;
         b.w = wm;
         b.y = Y + (n * g->M + m0) * g->OHW;
-        poet_run(&b, g->OHW, 1, 1, R, 1, 1, 1, 1, 1);
+        poet_run(&b, g->OHW, 1, 1, R, 1, 1, 1, 1, 1, 0, 1);
         return;
     }
     for (int32_t oh = 0; oh < g->OH; ++oh) {
@@ -230,8 +445,8 @@ POET_ALWAYS_INLINE void poet_fwd_rows(const poet_cgeo *g, const float *X, const 
                 b.w = wm;
                 b.nk1 = 0;
             }
-            if (KWC && nkw == KWC) poet_run(&b, end - ow, g->SW, 1, R, 0, KWC, SWC, 1, 1);
-            else poet_run(&b, end - ow, g->SW, 1, R, 0, 0, SWC, 1, 1);
+            if (KWC && nkw == KWC) poet_run(&b, end - ow, g->SW, 1, R, 0, KWC, SWC, 1, 1, 0, 0);
+            else poet_run(&b, end - ow, g->SW, 1, R, 0, 0, SWC, 1, 1, 0, 0);
             b.nk1 = g->Cg;
             ow = end;
         }
@@ -275,8 +490,12 @@ POET_NOINLINE void poet_fwd_any(const poet_cgeo *g, const float *X, const float 
 void poet_conv2d_f32(const float *X, const float *W, const float *B, float *Y, const int32_t *geom)
 {
     const poet_cgeo g = poet_conv_geo(geom);
-    if (g.KH == 1 && g.KW == 1 && g.SH == 1 && g.SW == 1 && g.PT == 0 && g.PL == 0 && g.OH == g.IH &&
-        g.OW == g.IW)
+    if (poet_dw3(&g, 1))
+        poet_dw_fwd_s1(&g, X, W, B, Y);
+    else if (poet_dw3(&g, 2))
+        poet_dw_fwd_s2(&g, X, W, B, Y);
+    else if (g.KH == 1 && g.KW == 1 && g.SH == 1 && g.SW == 1 && g.PT == 0 && g.PL == 0 && g.OH == g.IH &&
+             g.OW == g.IW)
         poet_fwd_pw(&g, X, W, B, Y);
     else if (g.SW == 1)
         poet_fwd_s1(&g, X, W, B, Y);
@@ -327,7 +546,7 @@ POET_ALWAYS_INLINE void poet_gi_rows(const poet_cgeo *g, const float *dY, const 
         b.v = dyg;
         b.w = wc;
         b.y = dX + (n * g->C + c0) * g->IHW;
-        poet_run(&b, g->IHW, 1, 1, R, 1, 1, 1, -1, 1);
+        poet_run(&b, g->IHW, 1, 1, R, 1, 1, 1, -1, 1, 1, 0);
         return;
     }
     for (int32_t ih = 0; ih < g->IH; ++ih) {
@@ -360,9 +579,9 @@ POET_ALWAYS_INLINE void poet_gi_rows(const poet_cgeo *g, const float *dY, const 
                     b.w = wc;
                     b.nk1 = 0;
                 }
-                if (KWC && nkw == KWC) poet_run(&b, end - q, 1, g->SW, R, 0, KWC, 1, -1, 1);
-                else if (g->SW == 1) poet_run(&b, end - q, 1, 1, R, 0, 0, 1, -1, 1);
-                else poet_run(&b, end - q, 1, g->SW, R, 0, 0, 1, -1, 0);
+                if (KWC && nkw == KWC) poet_run(&b, end - q, 1, g->SW, R, 0, KWC, 1, -1, 1, KWC == 3 ? 9 : 0, 0);
+                else if (g->SW == 1) poet_run(&b, end - q, 1, 1, R, 0, 0, 1, -1, 1, 0, 0);
+                else poet_run(&b, end - q, 1, g->SW, R, 0, 0, 1, -1, 0, 0, 0);
                 b.nk1 = g->Mg;
                 q = end;
             }
@@ -403,10 +622,12 @@ POET_NOINLINE void poet_gi_any(const poet_cgeo *g, const float *dY, const float 
 void poet_conv2d_grad_input_f32(const float *dY, const float *W, float *dX, const int32_t *geom)
 {
     const poet_cgeo g = poet_conv_geo(geom);
-    if (g.KH == 1 && g.KW == 1 && g.SH == 1 && g.SW == 1 && g.PT == 0 && g.PL == 0 && g.OH == g.IH &&
-        g.OW == g.IW)
+    if (poet_dw3(&g, 1))
+        poet_dw_gi_s1(&g, dY, W, dX);
+    else if (g.KH == 1 && g.KW == 1 && g.SH == 1 && g.SW == 1 && g.PT == 0 && g.PL == 0 && g.OH == g.IH &&
+             g.OW == g.IW)
         poet_gi_pw(&g, dY, W, dX);
-    else if (g.SW == 1 && g.KW == 3)
+    else if (g.SW == 1 && g.KW == 3 && g.KH == 3)
         poet_gi_k3(&g, dY, W, dX);
     else
         poet_gi_any(&g, dY, W, dX);
@@ -503,7 +724,11 @@ POET_NOINLINE void poet_gw_any(const poet_cgeo *g, const float *X, const float *
 void poet_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW, const int32_t *geom)
 {
     const poet_cgeo g = poet_conv_geo(geom);
-    if (g.SW == 1)
+    if (poet_dw3(&g, 1))
+        poet_dw_gw_s1(&g, X, dY, dW);
+    else if (poet_dw3(&g, 2))
+        poet_dw_gw_s2(&g, X, dY, dW);
+    else if (g.SW == 1)
         poet_gw_s1(&g, X, dY, dW);
     else
         poet_gw_any(&g, X, dY, dW);
