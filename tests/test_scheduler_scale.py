@@ -71,7 +71,13 @@ def _check(problem: SchedulingProblem) -> float | None:
     return cost
 
 
-FLAGS = [(0.0, 0.0, 0, None), (0.3, 0.0, 0, None), (0.0, 0.5, 0, None), (0.2, 0.2, 3, None), (0.0, 0.0, 2, 150)]
+FLAGS = [
+    (0.0, 0.0, 0, None),
+    (0.3, 0.0, 0, None),
+    (0.0, 0.5, 0, None),
+    (0.2, 0.2, 3, None),
+    (0.0, 0.0, 2, 150),
+]
 
 
 @pytest.mark.parametrize("flags", FLAGS)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from poet_edge.errors import PoetError
 from poet_edge.problem import SchedulingProblem
@@ -22,6 +22,29 @@ from poet_edge.schedulers.recompute_all import schedule_recompute_all
 from poet_edge.schedulers.scale import schedule_scale
 
 BASELINES = ("none", "recompute-all", "page-all", "greedy")
+WALL_CLOCK = ("seconds", "first_valid_s")
+
+
+@dataclass(frozen=True)
+class WallClock:
+    """A wall-clock measurement in ``Schedule.info``; excluded from comparisons, so that the same
+    input gives equal schedules (the registry's determinism contract)."""
+
+    seconds: float | None = field(compare=False)
+
+    def __str__(self) -> str:
+        return "n/a" if self.seconds is None else f"{self.seconds:.3f}"
+
+    def __float__(self) -> float:
+        return float("nan") if self.seconds is None else float(self.seconds)
+
+
+def _comparable(schedule: Schedule, solver: str) -> Schedule:
+    info = tuple(
+        (k, WallClock(v if isinstance(v, (int, float)) else None) if k in WALL_CLOCK else v)
+        for k, v in schedule.info
+    )
+    return replace(schedule, solver=solver, info=info)
 
 
 def _not_a_baseline(name: str) -> None:
@@ -39,14 +62,15 @@ def _not_a_baseline(name: str) -> None:
 
 
 def schedule_poet_milp(problem: SchedulingProblem) -> Schedule:
-    """The POET MILP (default options), under the name "poet-milp"."""
+    """The POET MILP (default options), under the name "poet-milp" (wall-clock info as :class:`WallClock`)."""
     _not_a_baseline("poet-milp")
-    return replace(schedule_milp(problem), solver="poet-milp")
+    return _comparable(schedule_milp(problem), "poet-milp")
 
 
 def _scale(problem: SchedulingProblem) -> Schedule:
+    """Scheduler "scale" with default options (30 s limit; wall-clock info as :class:`WallClock`)."""
     _not_a_baseline("scale")
-    return schedule_scale(problem)
+    return _comparable(schedule_scale(problem), "scale")
 
 
 SCHEDULERS: dict[str, Callable[[SchedulingProblem], Schedule]] = {
