@@ -28,9 +28,12 @@
 #include "poet/kernels.h"
 
 /* GCC's first (pre-register-allocation) scheduling pass hoists all loads of a step to the top and then
- * spills accumulators to the stack; without it the allocator keeps every accumulator in a register. */
+ * spills accumulators to the stack; without it the allocator keeps every accumulator in a register.
+ * Temporary expression replacement (TER) would expand each accumulator's chain of additions over an
+ * unrolled tap loop in one piece at its last use, keeping every loaded value of those taps live at once
+ * (and spilling); without it the additions stay where the source has them. Neither changes results. */
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-schedule-insns")
+#pragma GCC optimize("no-schedule-insns", "no-tree-ter")
 #endif
 
 #if defined(__GNUC__)
@@ -42,6 +45,11 @@
 #define POET_NOINLINE static
 #define POET_UNROLL
 #endif
+
+/* An input value read once per use: a volatile read, so the compiler neither keeps values of one k step
+ * live for the next (with 24 accumulators that would spill them) nor merges or reorders the reads. It is
+ * still one load instruction. */
+#define POET_LOAD(p) (*(const volatile float *)(p))
 
 #define POET_MAX_R 4
 #define POET_MAX_P 6
@@ -126,9 +134,9 @@ POET_ALWAYS_INLINE void poet_block(const poet_blk *b, const int R, const int P, 
             if (K3) {
                 POET_UNROLL for (int k3 = 0; k3 < K3; ++k3) {
                     float wv[POET_MAX_R];
-                    POET_UNROLL for (int r = 0; r < R; ++r) wv[r] = w2[r * wr + k3 * wk3];
+                    POET_UNROLL for (int r = 0; r < R; ++r) wv[r] = POET_LOAD(w2 + r * wr + k3 * wk3);
                     POET_UNROLL for (int p = 0; p < P; ++p) {
-                        const float xv = v2[k3 * VK3 + p * vp];
+                        const float xv = POET_LOAD(v2 + k3 * VK3 + p * vp);
                         POET_UNROLL for (int r = 0; r < R; ++r) acc[r][p] += xv * wv[r];
                     }
                 }
@@ -137,7 +145,7 @@ POET_ALWAYS_INLINE void poet_block(const poet_blk *b, const int R, const int P, 
                     float wv[POET_MAX_R];
                     POET_UNROLL for (int r = 0; r < R; ++r) wv[r] = w2[r * wr + k3 * wk3];
                     POET_UNROLL for (int p = 0; p < P; ++p) {
-                        const float xv = v2[k3 * VK3 + p * vp];
+                        const float xv = POET_LOAD(v2 + k3 * VK3 + p * vp);
                         POET_UNROLL for (int r = 0; r < R; ++r) acc[r][p] += xv * wv[r];
                     }
                 }
