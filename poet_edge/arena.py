@@ -117,7 +117,8 @@ def _breadth(insts: list[Instance]) -> list[int]:
 
 
 def plan_best(insts: list[Instance]) -> ArenaPlan:
-    """Several orderings (size, breadth, size × lifetime, birth) with first-fit and best-fit placement;
+    """Several orderings (size, breadth, size × lifetime, birth, size then lifetime) with first-fit and
+    best-fit placement;
     returns the smallest arena (ties: the first listed). Stops early when it reaches the live peak."""
     n = range(len(insts))
     breadth = _breadth(insts)
@@ -126,6 +127,7 @@ def plan_best(insts: list[Instance]) -> ArenaPlan:
         "breadth": sorted(n, key=lambda i: (-breadth[i], -insts[i].size, insts[i].start, i)),
         "area": sorted(n, key=lambda i: (-insts[i].size * (insts[i].end - insts[i].start + 1), i)),
         "birth": sorted(n, key=lambda i: (insts[i].start, -insts[i].size, i)),
+        "size-life": sorted(n, key=lambda i: (-insts[i].size, insts[i].start - insts[i].end, i)),
     }
     best: ArenaPlan | None = None
     floor = peak_live(insts)

@@ -13,10 +13,10 @@ from poet_edge.errors import PoetError
 from poet_edge.graphgen import chain, random_layered_dag, training_chain
 from poet_edge.memory_floor import check_budget, memory_floor
 from poet_edge.problem import ProblemNode, SchedulingProblem
-from poet_edge.schedulers import SCHEDULERS, get_scheduler
+from poet_edge.schedulers import BASELINES, SCHEDULERS, get_scheduler
 from poet_edge.simulator import InvalidSchedule, SimResult, simulate
 
-NAMES = sorted(n for n in SCHEDULERS if n != "milp")  # the MILP has its own tests (tests/test_milp.py)
+NAMES = BASELINES  # the solvers have their own tests (tests/test_milp.py, tests/test_scheduler_scale.py)
 
 
 def _unbounded_peak(problem: SchedulingProblem) -> int:

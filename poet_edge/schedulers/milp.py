@@ -512,14 +512,12 @@ def _admissible(problem: SchedulingProblem, sim: SimResult, schedule: Schedule, 
 
 def best_baseline(problem: SchedulingProblem, options: MilpOptions) -> _Candidate | None:
     """The cheapest baseline schedule that succeeds and respects the options (None if none does)."""
-    from poet_edge.schedulers import SCHEDULERS
+    from poet_edge.schedulers import BASELINES, SCHEDULERS
 
     best: _Candidate | None = None
-    for name, fn in SCHEDULERS.items():
-        if name == "milp":
-            continue
+    for name in BASELINES:
         try:
-            schedule = fn(problem)
+            schedule = SCHEDULERS[name](problem)
             sim = simulate(problem, schedule)
         except PoetError:
             continue
