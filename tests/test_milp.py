@@ -22,11 +22,9 @@ from poet_edge.graphio import write_graph
 from poet_edge.memory_floor import memory_floor
 from poet_edge.problem import ProblemNode, SchedulingProblem
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
-from poet_edge.schedulers import SCHEDULERS
+from poet_edge.schedulers import BASELINES, SCHEDULERS
 from poet_edge.schedulers.milp import MilpOptions, schedule_milp
 from poet_edge.simulator import SimResult, simulate
-
-BASELINES = [name for name in SCHEDULERS if name != "milp"]
 
 
 def _peak(problem: SchedulingProblem) -> int:

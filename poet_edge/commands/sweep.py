@@ -11,9 +11,11 @@ from poet_edge.autodiff import Loss
 from poet_edge.compiler import CompileOptions
 from poet_edge.errors import PoetError
 from poet_edge.progress import Progress
-from poet_edge.schedulers import SCHEDULERS
+from poet_edge.schedulers import ALIASES, SCHEDULERS
 from poet_edge.trainable import TRAIN_HELP
 from poet_edge.units import SIZE_HELP, parse_size
+
+DEFAULT_SCHEDULERS = sorted(n for n in SCHEDULERS if n not in ALIASES)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -42,8 +44,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--schedulers",
-        default=",".join(sorted(SCHEDULERS)),
-        help=f"comma-separated (default all: {','.join(sorted(SCHEDULERS))})",
+        default=",".join(DEFAULT_SCHEDULERS),
+        help=f"comma-separated (default all: {','.join(DEFAULT_SCHEDULERS)}; also {', '.join(ALIASES)})",
     )
     p.add_argument("-j", "--jobs", type=int, default=None, help="worker processes (default: CPU count)")
     p.add_argument("-o", "--out", type=Path, help="output folder (default: <model name>.sweep)")

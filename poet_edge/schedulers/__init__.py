@@ -27,6 +27,8 @@ def schedule_poet_milp(problem: SchedulingProblem) -> Schedule:
     return replace(schedule_milp(problem), solver="poet-milp")
 
 
+ALIASES = {"poet-milp": "milp"}  # other names of the same scheduler
+
 SCHEDULERS: dict[str, Callable[[SchedulingProblem], Schedule]] = {
     "none": schedule_none,
     "recompute-all": schedule_recompute_all,
