@@ -102,12 +102,40 @@ typedef struct {
     int32_t yr, yp;
 } poet_blk;
 
+/* One k step: R weights, then P input values each used for R accumulators. */
+POET_ALWAYS_INLINE void poet_step(float acc[POET_MAX_R][POET_MAX_P], const float *v, const float *w, int32_t vp,
+                                  int32_t wr, const int R, const int P, const int VW)
+{
+    /* VW: weights read with volatile loads too (unrolled taps: keeps one base pointer with immediate
+     * offsets); otherwise the compiler walks one post-incremented pointer per output channel */
+    float wv[POET_MAX_R];
+    POET_UNROLL for (int r = 0; r < R; ++r) wv[r] = VW ? POET_LOAD(w + r * wr) : w[r * wr];
+    POET_UNROLL for (int p = 0; p < P; ++p) {
+        const float xv = POET_LOAD(v + p * vp);
+        POET_UNROLL for (int r = 0; r < R; ++r) acc[r][p] += xv * wv[r];
+    }
+}
+
+/* Taps k3 < nk3 of one k2 row (unrolled when K3 > 0). */
+POET_ALWAYS_INLINE void poet_row(float acc[POET_MAX_R][POET_MAX_P], const float *v2, const float *w2, int32_t nk3,
+                                 int32_t vp, int32_t wr, int32_t wk3, const int R, const int P, const int K3,
+                                 const int VK3)
+{
+    if (K3) {
+        POET_UNROLL for (int k3 = 0; k3 < K3; ++k3) poet_step(acc, v2 + k3 * VK3, w2 + k3 * wk3, vp, wr, R, P, K3 > 1);
+    } else {
+        for (int32_t k3 = 0; k3 < nk3; ++k3) poet_step(acc, v2 + k3 * VK3, w2 + k3 * wk3, vp, wr, R, P, 0);
+    }
+}
+
 POET_ALWAYS_INLINE void poet_block(const poet_blk *b, const int R, const int P, const int K2, const int K3,
                                    const int VP, const int VK3, const int WK3, const int WR, const int WK1)
 {
     float acc[POET_MAX_R][POET_MAX_P];
-    const int32_t vp = VP ? VP : b->vp, nk2 = K2 ? K2 : b->nk2, nk3 = K3 ? K3 : b->nk3;
-    const int32_t vk1 = b->vk1, vk2 = b->vk2, wk2 = b->wk2, wk3 = WK3 ? WK3 : b->wk3;
+    const int32_t vp = VP ? VP : b->vp, nk3 = K3 ? K3 : b->nk3;
+    const int32_t vk1 = b->vk1, vk2 = b->vk2, wk3 = WK3 ? WK3 : b->wk3;
+    /* a full K2 x K3 window (forward KW = K3; input gradient at stride 1 SH * KW = K3): rows K3 * WK3 apart */
+    const int32_t wk2 = K2 && K3 ? K3 * WK3 : b->wk2;
     const int32_t wr = WR ? WR : b->wr, wk1 = WK1 ? WK1 : b->wk1;
     int32_t k1 = 0;
     if (K2 == 1 && K3 == 1) {
@@ -129,27 +157,12 @@ POET_ALWAYS_INLINE void poet_block(const poet_blk *b, const int R, const int P, 
     }
     for (; k1 < b->nk1; ++k1) {
         const float *v1 = b->v + k1 * vk1, *w1 = b->w + k1 * wk1;
-        for (int32_t k2 = 0; k2 < nk2; ++k2) {
-            const float *v2 = v1 + k2 * vk2, *w2 = w1 + k2 * wk2;
-            if (K3) {
-                POET_UNROLL for (int k3 = 0; k3 < K3; ++k3) {
-                    float wv[POET_MAX_R];
-                    POET_UNROLL for (int r = 0; r < R; ++r) wv[r] = POET_LOAD(w2 + r * wr + k3 * wk3);
-                    POET_UNROLL for (int p = 0; p < P; ++p) {
-                        const float xv = POET_LOAD(v2 + k3 * VK3 + p * vp);
-                        POET_UNROLL for (int r = 0; r < R; ++r) acc[r][p] += xv * wv[r];
-                    }
-                }
-            } else {
-                for (int32_t k3 = 0; k3 < nk3; ++k3) {
-                    float wv[POET_MAX_R];
-                    POET_UNROLL for (int r = 0; r < R; ++r) wv[r] = w2[r * wr + k3 * wk3];
-                    POET_UNROLL for (int p = 0; p < P; ++p) {
-                        const float xv = POET_LOAD(v2 + k3 * VK3 + p * vp);
-                        POET_UNROLL for (int r = 0; r < R; ++r) acc[r][p] += xv * wv[r];
-                    }
-                }
-            }
+        if (K2) {
+            POET_UNROLL for (int k2 = 0; k2 < K2; ++k2)
+                poet_row(acc, v1 + k2 * vk2, w1 + k2 * wk2, nk3, vp, wr, wk3, R, P, K3, VK3);
+        } else {
+            for (int32_t k2 = 0; k2 < b->nk2; ++k2)
+                poet_row(acc, v1 + k2 * vk2, w1 + k2 * wk2, nk3, vp, wr, wk3, R, P, K3, VK3);
         }
     }
     POET_UNROLL for (int r = 0; r < R; ++r) {
@@ -168,24 +181,26 @@ POET_ALWAYS_INLINE void poet_block(const poet_blk *b, const int R, const int P, 
 POET_ALWAYS_INLINE void poet_run(poet_blk *b, int32_t n, int32_t step_v, int32_t step_y, const int R, const int K2,
                                  const int K3, const int VP, const int VK3, const int WK3, const int WR, const int WK1)
 {
+    /* the fully unrolled window (K2 > 1) only for the main 6-wide blocks: tails keep the row loop */
+    const int K2T = K2 > 1 ? 0 : K2;
     for (; n >= 6; n -= 6) {
         poet_block(b, R, 6, K2, K3, VP, VK3, WK3, WR, WK1);
         b->v += 6 * step_v;
         b->y += 6 * step_y;
     }
     if (n >= 4) {
-        poet_block(b, R, 4, K2, K3, VP, VK3, WK3, WR, WK1);
+        poet_block(b, R, 4, K2T, K3, VP, VK3, WK3, WR, WK1);
         b->v += 4 * step_v;
         b->y += 4 * step_y;
         n -= 4;
     }
     if (n >= 2) {
-        poet_block(b, R, 2, K2, K3, VP, VK3, WK3, WR, WK1);
+        poet_block(b, R, 2, K2T, K3, VP, VK3, WK3, WR, WK1);
         b->v += 2 * step_v;
         b->y += 2 * step_y;
         n -= 2;
     }
-    if (n >= 1) poet_block(b, R, 1, K2, K3, VP, VK3, WK3, WR, WK1);
+    if (n >= 1) poet_block(b, R, 1, K2T, K3, VP, VK3, WK3, WR, WK1);
 }
 
 /* ---- depthwise 3x3 (one input and one output channel per group) --------------------------------------
@@ -304,6 +319,80 @@ POET_NOINLINE void poet_dw_fwd_s2(const poet_cgeo *g, const float *X, const floa
 POET_NOINLINE void poet_dw_gi_s1(const poet_cgeo *g, const float *dY, const float *W, float *dX)
 {
     poet_dw_all(g, dY, W, NULL, dX, g->OHW, g->IHW, 1, -1);
+}
+
+/* Input gradient of a depthwise 3x3 channel at stride 2: dx[ih, iw] sums dy[(ih + PT - kh) / 2,
+ * (iw + PL - kw) / 2] * w[kh, kw] over the taps where both divisions are exact and inside dY, kh then kw
+ * ascending. In a row, the valid kh are {0, 2} or {1} (by the parity of ih + PT); along the row, input
+ * columns pair up: u = iw + PL even takes kw 0 and 2 (dY columns u/2 and u/2 - 1), u + 1 takes kw 1
+ * (column u/2). Interior pairs run without tests, each dY value loaded once; the rest test every tap. */
+POET_ALWAYS_INLINE void poet_dw_gi2_pair(const float *const rows[3], const int ok[3], const float w[9], int32_t o,
+                                         float *dx, int32_t iw, const int PAT)
+{
+    float ae = 0.0f, ao = 0.0f;
+    POET_UNROLL for (int kh = 0; kh < 3; ++kh) {
+        const int use = PAT == 1 ? kh != 1 : PAT == 2 ? kh == 1 : 1;
+        if (use && (PAT || ok[kh])) {
+            const float d0 = rows[kh][o], d1 = rows[kh][o - 1];
+            ae += d0 * w[kh * 3];
+            ae += d1 * w[kh * 3 + 2];
+            ao += d0 * w[kh * 3 + 1];
+        }
+    }
+    dx[iw] = ae;
+    dx[iw + 1] = ao; /* o < ob keeps iw + 1 inside the row */
+}
+
+POET_NOINLINE void poet_dw_gi_s2(const poet_cgeo *g, const float *dY, const float *W, float *dX)
+{
+    const int32_t IW = g->IW, OW = g->OW, PL = g->PL;
+    /* pairs (u = 2o, 2o + 1), u = iw + PL: need o >= 1, o <= OW - 1, 2o - PL >= 0 and 2o - PL <= IW - 2 */
+    const int32_t oa = poet_max32(1, (PL + 1) / 2);
+    const int32_t ob = poet_min32(OW, (IW - 2 + PL) >= 0 ? (IW - 2 + PL) / 2 + 1 : 0); /* o < ob */
+    for (int32_t n = 0; n < g->N; ++n) {
+        for (int32_t m = 0; m < g->M; ++m) {
+            float w[9];
+            POET_UNROLL for (int i = 0; i < 9; ++i) w[i] = W[m * 9 + i];
+            const float *dy = dY + (n * g->M + m) * g->OHW;
+            float *dxp = dX + (n * g->M + m) * g->IHW;
+            for (int32_t ih = 0; ih < g->IH; ++ih) {
+                const float *rows[3];
+                int ok[3];
+                POET_UNROLL for (int kh = 0; kh < 3; ++kh) {
+                    const int32_t t = ih + g->PT - kh;
+                    ok[kh] = t >= 0 && (t & 1) == 0 && t / 2 < g->OH;
+                    rows[kh] = ok[kh] ? dy + (t / 2) * OW : dy;
+                }
+                const int pat = ok[0] && ok[2] ? 1 : ok[1] ? 2 : 0;
+                float *dx = dxp + ih * IW;
+                int32_t iw = 0;
+                while (iw < IW) {
+                    const int32_t u = iw + PL;
+                    if ((u & 1) == 0 && u / 2 >= oa && u / 2 < ob) {
+                        int32_t o = u / 2;
+                        if (pat == 1)
+                            for (; o < ob; ++o, iw += 2) poet_dw_gi2_pair(rows, ok, w, o, dx, iw, 1);
+                        else if (pat == 2)
+                            for (; o < ob; ++o, iw += 2) poet_dw_gi2_pair(rows, ok, w, o, dx, iw, 2);
+                        else
+                            for (; o < ob; ++o, iw += 2) poet_dw_gi2_pair(rows, ok, w, o, dx, iw, 0);
+                        continue;
+                    }
+                    float acc = 0.0f;
+                    POET_UNROLL for (int kh = 0; kh < 3; ++kh) {
+                        if (ok[kh]) {
+                            POET_UNROLL for (int kw = 0; kw < 3; ++kw) {
+                                const int32_t c = u - kw;
+                                if (c >= 0 && (c & 1) == 0 && c / 2 < OW) acc += rows[kh][c / 2] * w[kh * 3 + kw];
+                            }
+                        }
+                    }
+                    dx[iw] = acc;
+                    ++iw;
+                }
+            }
+        }
+    }
 }
 
 /* Weight gradient of a depthwise 3x3 channel: nine accumulators, positions (n, oh, ow) in order; interior
@@ -453,8 +542,16 @@ POET_ALWAYS_INLINE void poet_fwd_rows(const poet_cgeo *g, const float *X, const 
                 b.w = wm;
                 b.nk1 = 0;
             }
-            if (KWC && nkw == KWC) poet_run(&b, end - ow, g->SW, 1, R, 0, KWC, SWC, 1, 1, 0, 0);
-            else poet_run(&b, end - ow, g->SW, 1, R, 0, 0, SWC, 1, 1, 0, 0);
+            if (KWC == 1 && nkh == 1 && nkw == 1) /* strided 1x1 */
+                poet_run(&b, end - ow, g->SW, 1, R, 1, 1, SWC, 1, 1, 0, 1);
+            else if (KWC == 3 && nkw == 3 && nkh == 3 && g->KW == 3 && R == 4)
+                poet_run(&b, end - ow, g->SW, 1, R, 3, 3, SWC, 1, 1, 0, 0);
+            else if (KWC == 3 && nkw == 3)
+                poet_run(&b, end - ow, g->SW, 1, R, 0, 3, SWC, 1, 1, 0, 0);
+            else if (KWC == 3 && nkw == 2) /* border columns of a 3-wide kernel */
+                poet_run(&b, end - ow, g->SW, 1, R, 0, 2, SWC, 1, 1, 0, 0);
+            else
+                poet_run(&b, end - ow, g->SW, 1, R, 0, 0, SWC, 1, 1, 0, 0);
             b.nk1 = g->Cg;
             ow = end;
         }
@@ -490,6 +587,10 @@ POET_NOINLINE void poet_fwd_s2(const poet_cgeo *g, const float *X, const float *
 {
     poet_fwd_all(g, X, W, B, Y, 2, 3, 0);
 }
+POET_NOINLINE void poet_fwd_pw_s2(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y)
+{
+    poet_fwd_all(g, X, W, B, Y, 2, 1, 0);
+}
 POET_NOINLINE void poet_fwd_any(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y)
 {
     poet_fwd_all(g, X, W, B, Y, 0, 0, 0);
@@ -505,6 +606,8 @@ void poet_conv2d_f32(const float *X, const float *W, const float *B, float *Y, c
     else if (g.KH == 1 && g.KW == 1 && g.SH == 1 && g.SW == 1 && g.PT == 0 && g.PL == 0 && g.OH == g.IH &&
              g.OW == g.IW)
         poet_fwd_pw(&g, X, W, B, Y);
+    else if (g.KH == 1 && g.KW == 1 && g.SW == 2)
+        poet_fwd_pw_s2(&g, X, W, B, Y);
     else if (g.SW == 1)
         poet_fwd_s1(&g, X, W, B, Y);
     else if (g.SW == 2)
@@ -531,7 +634,7 @@ static void poet_gi_taps(int32_t i, int32_t P, int32_t S, int32_t K, int32_t O, 
 
 /* Input channels c0 .. c0+R-1 (group grp), sample n. */
 POET_ALWAYS_INLINE void poet_gi_rows(const poet_cgeo *g, const float *dY, const float *W, float *dX, int32_t n,
-                                     int32_t grp, int32_t c0, const int R, const int KWC, const int PW)
+                                     int32_t grp, int32_t c0, const int R, const int SWC, const int KWC, const int PW)
 {
     const int32_t cl = c0 - grp * g->Cg;
     const float *dyg = dY + (n * g->M + grp * g->Mg) * g->OHW;
@@ -587,9 +690,19 @@ POET_ALWAYS_INLINE void poet_gi_rows(const poet_cgeo *g, const float *dY, const 
                     b.w = wc;
                     b.nk1 = 0;
                 }
-                if (KWC && nkw == KWC) poet_run(&b, end - q, 1, g->SW, R, 0, KWC, 1, -1, 1, KWC == 3 ? 9 : 0, 0);
-                else if (g->SW == 1) poet_run(&b, end - q, 1, 1, R, 0, 0, 1, -1, 1, 0, 0);
-                else poet_run(&b, end - q, 1, g->SW, R, 0, 0, 1, -1, 0, 0, 0);
+                /* taps step by SW along a row: WK3 = SWC (0: run time) */
+                if (KWC == 1 && nkh == 1 && nkw == 1) /* strided 1x1 */
+                    poet_run(&b, end - q, 1, g->SW, R, 1, 1, 1, -1, SWC, 1, 0);
+                else if (KWC == 3 && SWC == 1 && nkw == 3 && nkh == 3 && g->SH == 1 && R == 4)
+                    poet_run(&b, end - q, 1, 1, R, 3, 3, 1, -1, 1, 9, 0);
+                else if (KWC == 3 && SWC == 1 && nkw == 3)
+                    poet_run(&b, end - q, 1, 1, R, 0, 3, 1, -1, 1, 9, 0);
+                else if (KWC == 3 && nkw == 2)
+                    poet_run(&b, end - q, 1, g->SW, R, 0, 2, 1, -1, SWC, 9, 0);
+                else if (KWC == 3 && nkw == 1)
+                    poet_run(&b, end - q, 1, g->SW, R, 0, 1, 1, -1, SWC, 9, 0);
+                else
+                    poet_run(&b, end - q, 1, g->SW, R, 0, 0, 1, -1, SWC, 0, 0);
                 b.nk1 = g->Mg;
                 q = end;
             }
@@ -597,34 +710,42 @@ POET_ALWAYS_INLINE void poet_gi_rows(const poet_cgeo *g, const float *dY, const 
     }
 }
 
-POET_ALWAYS_INLINE void poet_gi_all(const poet_cgeo *g, const float *dY, const float *W, float *dX, const int KWC,
-                                    const int PW)
+POET_ALWAYS_INLINE void poet_gi_all(const poet_cgeo *g, const float *dY, const float *W, float *dX, const int SWC,
+                                    const int KWC, const int PW)
 {
     for (int32_t n = 0; n < g->N; ++n) {
         for (int32_t grp = 0; grp < g->G; ++grp) {
             int32_t c = grp * g->Cg;
             const int32_t cend = c + g->Cg;
-            for (; c + 4 <= cend; c += 4) poet_gi_rows(g, dY, W, dX, n, grp, c, 4, KWC, PW);
+            for (; c + 4 <= cend; c += 4) poet_gi_rows(g, dY, W, dX, n, grp, c, 4, SWC, KWC, PW);
             if (cend - c >= 2) {
-                poet_gi_rows(g, dY, W, dX, n, grp, c, 2, KWC, PW);
+                poet_gi_rows(g, dY, W, dX, n, grp, c, 2, SWC, KWC, PW);
                 c += 2;
             }
-            if (cend - c >= 1) poet_gi_rows(g, dY, W, dX, n, grp, c, 1, KWC, PW);
+            if (cend - c >= 1) poet_gi_rows(g, dY, W, dX, n, grp, c, 1, SWC, KWC, PW);
         }
     }
 }
 
 POET_NOINLINE void poet_gi_pw(const poet_cgeo *g, const float *dY, const float *W, float *dX)
 {
-    poet_gi_all(g, dY, W, dX, 1, 1);
+    poet_gi_all(g, dY, W, dX, 1, 1, 1);
 }
-POET_NOINLINE void poet_gi_k3(const poet_cgeo *g, const float *dY, const float *W, float *dX)
+POET_NOINLINE void poet_gi_pw_s2(const poet_cgeo *g, const float *dY, const float *W, float *dX)
 {
-    poet_gi_all(g, dY, W, dX, 3, 0);
+    poet_gi_all(g, dY, W, dX, 2, 1, 0);
+}
+POET_NOINLINE void poet_gi_k3_s1(const poet_cgeo *g, const float *dY, const float *W, float *dX)
+{
+    poet_gi_all(g, dY, W, dX, 1, 3, 0);
+}
+POET_NOINLINE void poet_gi_k3_s2(const poet_cgeo *g, const float *dY, const float *W, float *dX)
+{
+    poet_gi_all(g, dY, W, dX, 2, 3, 0);
 }
 POET_NOINLINE void poet_gi_any(const poet_cgeo *g, const float *dY, const float *W, float *dX)
 {
-    poet_gi_all(g, dY, W, dX, 0, 0);
+    poet_gi_all(g, dY, W, dX, 0, 0, 0);
 }
 
 void poet_conv2d_grad_input_f32(const float *dY, const float *W, float *dX, const int32_t *geom)
@@ -632,11 +753,17 @@ void poet_conv2d_grad_input_f32(const float *dY, const float *W, float *dX, cons
     const poet_cgeo g = poet_conv_geo(geom);
     if (poet_dw3(&g, 1))
         poet_dw_gi_s1(&g, dY, W, dX);
+    else if (poet_dw3(&g, 2))
+        poet_dw_gi_s2(&g, dY, W, dX);
     else if (g.KH == 1 && g.KW == 1 && g.SH == 1 && g.SW == 1 && g.PT == 0 && g.PL == 0 && g.OH == g.IH &&
              g.OW == g.IW)
         poet_gi_pw(&g, dY, W, dX);
+    else if (g.KH == 1 && g.KW == 1 && g.SW == 2)
+        poet_gi_pw_s2(&g, dY, W, dX);
     else if (g.SW == 1 && g.KW == 3 && g.KH == 3)
-        poet_gi_k3(&g, dY, W, dX);
+        poet_gi_k3_s1(&g, dY, W, dX);
+    else if (g.SW == 2 && g.KW == 3 && g.KH == 3)
+        poet_gi_k3_s2(&g, dY, W, dX);
     else
         poet_gi_any(&g, dY, W, dX);
 }
@@ -736,7 +863,13 @@ void poet_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW, con
         poet_dw_gw_s1(&g, X, dY, dW);
     else if (poet_dw3(&g, 2))
         poet_dw_gw_s2(&g, X, dY, dW);
-    else if (g.SW == 1)
+    else if (g.KH == 1 && g.KW == 1 && g.SH == 1 && g.SW == 1 && g.PT == 0 && g.PL == 0 && g.OH == g.IH &&
+             g.OW == g.IW) { /* 1x1: all pixels as one row */
+        poet_cgeo f = g;
+        f.IH = f.OH = 1;
+        f.IW = f.OW = g.IHW;
+        poet_gw_s1(&f, X, dY, dW);
+    } else if (g.SW == 1)
         poet_gw_s1(&g, X, dY, dW);
     else
         poet_gw_any(&g, X, dY, dW);
