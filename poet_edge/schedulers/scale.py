@@ -53,6 +53,7 @@ from poet_edge.schedulers.greedy import _dtr
 from poet_edge.simulator import SimResult, simulate
 
 NAME = "scale"
+CLOSURE = 12  # most nodes one primal recomputation may recompute (the value and dead ancestors)
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class Segment:
     end: int
 
 
+Plan = dict[int, str]  # segment -> PAGE or DROP (segments not in it stay resident)
 Term = tuple[int, str, float]  # (node, kinds "c" compute / "i" page-in: the cheaper one, weight)
 
 
@@ -111,6 +113,7 @@ class _Best:
     origin: str = ""
     first_valid_s: float | None = None
     began: float = field(default_factory=time.perf_counter)
+    plans: list[tuple[float, int, Plan]] = field(default_factory=list)  # (replay cost, order, plan)
 
     def offer(self, schedule: Schedule, sim: SimResult, cost: float, origin: str) -> None:
         if self.first_valid_s is None:
@@ -185,9 +188,11 @@ def _primal_drop(
     g: Segment,
     at: dict[tuple[int, int], int],
     optional: set[int],
+    limit: int = CLOSURE,
 ) -> Option | None:
-    """The DROP option of the primal model: g.value is recomputed just before g.end; an input that is
-    dead then is recomputed too (one level), and every other input must be resident there."""
+    """The DROP option of the primal model: g.value is recomputed just before g.end, and with it the
+    recompute closure: every input that is dead then is recomputed too, transitively (at most
+    ``limit`` nodes); every other input reached must be resident there (kept segments)."""
     nodes, i, b = problem.nodes, g.value, g.end
 
     def can(v: int) -> bool:
@@ -195,24 +200,27 @@ def _primal_drop(
 
     if not can(i):
         return None
-    keep: list[int] = []
-    terms: list[Term] = [(i, "c", 1.0)]
-    for q in an.preds[i]:
-        if nodes[q].out_bytes == 0:
-            continue
-        where = _present(an, at, optional, q, b)
-        if where is not None:
-            keep += [where] if where >= 0 else []
-            continue
-        if not can(q):
-            return None
-        terms.append((q, "c", 1.0))
-        for p in an.preds[q]:
-            where = _present(an, at, optional, p, b)
-            if where is None and nodes[p].out_bytes > 0:
+    keep: set[int] = set()
+    closure: list[int] = [i]
+    seen = {i}
+    stack = [i]
+    while stack:
+        v = stack.pop()
+        for q in an.preds[v]:
+            if nodes[q].out_bytes == 0 or q in seen:
+                continue
+            seen.add(q)
+            where = _present(an, at, optional, q, b)
+            if where is not None:
+                if where >= 0:
+                    keep.add(where)
+                continue
+            if not can(q) or len(closure) >= limit:
                 return None
-            keep += [where] if where is not None and where >= 0 else []
-    return Option(s, DROP, tuple(terms), float(nodes[i].out_bytes), tuple(sorted(set(keep) - {s})))
+            closure.append(q)
+            stack.append(q)
+    terms = tuple((v, "c", 1.0) for v in closure)
+    return Option(s, DROP, terms, float(nodes[i].out_bytes), tuple(sorted(keep - {s})))
 
 
 def build_cover(problem: SchedulingProblem, an: Analysis) -> Cover:
@@ -441,8 +449,10 @@ def decode(
 class _Replay:
     """Direct decoder of a plan (see :func:`replay_plan`)."""
 
-    def __init__(self, problem: SchedulingProblem, an: Analysis) -> None:
+    def __init__(self, problem: SchedulingProblem, an: Analysis, costs: tuple[list[float], ...] = ()) -> None:
         self.p, self.an = problem, an
+        self.costs = costs or _costs(problem, False)
+        self.cost = 0.0
         self.steps: list[Step] = []
         self.ram: set[int] = set()
         self.storage: set[int] = set()
@@ -458,6 +468,7 @@ class _Replay:
     def compute(self, t: int, v: int) -> None:
         node = self.p.nodes[v]
         self._fits(t, node.out_bytes + node.workspace_bytes)
+        self.cost += self.costs[0][v]
         self.steps.append(Compute(node.name))
         self.ram.add(v)
         self.live += node.out_bytes
@@ -474,6 +485,7 @@ class _Replay:
                 return False
             self.storage.add(v)
             self.stored += node.out_bytes
+            self.cost += self.costs[2][v]
             self.steps.append(PageOut(node.name))
         return True
 
@@ -482,6 +494,7 @@ class _Replay:
         node = self.p.nodes[v]
         if v in self.storage:
             self._fits(t, node.out_bytes)
+            self.cost += self.costs[1][v]
             self.steps.append(PageIn(node.name))
             self.ram.add(v)
             self.live += node.out_bytes
@@ -514,19 +527,119 @@ class _Replay:
 
 
 def replay_plan(
-    problem: SchedulingProblem, an: Analysis, plan: dict[int, list[tuple[int, str]]]
+    problem: SchedulingProblem,
+    an: Analysis,
+    plan: dict[int, list[tuple[int, str]]],
+    costs: tuple[list[float], ...] = (),
+    strict: bool = False,
 ) -> tuple[Schedule | None, dict[int, int]]:
     """Follows the plan exactly: value i leaves RAM after stage a as planned (page-out once, or drop),
     comes back just before its next use (page-in, or recomputation of it and of its missing inputs);
     values are freed after their last use. Returns (schedule, {}) or (None, bytes over the budget by
-    stage) when the plan does not fit (transient RAM of restorations) or cannot be followed."""
-    r = _Replay(problem, an)
+    stage) when the plan does not fit (transient RAM of restorations) or cannot be followed.
+    ``costs``: (compute, page-in, page-out) per node; the schedule's cost is then in its info.
+    ``strict``: stop at the first overflow (the returned overflow is then partial)."""
+    r = _Replay(problem, an, costs)
     for t in range(len(problem.nodes)):
-        if not r.stage(t, plan):
-            return None, r.overflow
+        if not r.stage(t, plan) or (strict and r.overflow):
+            return None, r.overflow or {t: 1 << 62}
     if r.overflow:
         return None, r.overflow
-    return Schedule(tuple(r.steps), NAME), {}
+    return Schedule(tuple(r.steps), NAME, (("cost", r.cost),)), {}
+
+
+# -- local search over plans -----------------------------------------------------------------------------
+
+
+def _as_plan(cover: Cover, plan: Plan) -> dict[int, list[tuple[int, str]]]:
+    out: dict[int, list[tuple[int, str]]] = {}
+    for k in sorted(plan):
+        g = cover.segs[k]
+        out.setdefault(g.start, []).append((g.value, plan[k]))
+    return out
+
+
+def _seg_plan(cover: Cover, lp: _Lp, values: np.ndarray) -> Plan:
+    return {o.seg: o.mode for j, o in enumerate(lp.opts) if values[j] > 0.5}
+
+
+@dataclass
+class _Search:
+    """Local search over plans, judged by the exact replay (:func:`replay_plan`): a plan is better
+    when its replay overflows the budget by fewer bytes in total, then when it costs less. Moves, in a
+    fixed order (first improvement): change one segment (resident / PAGE / DROP); move one eviction to
+    another segment of a stage it spans (either mode). Deterministic for the same start."""
+
+    problem: SchedulingProblem
+    an: Analysis
+    cover: Cover
+    costs: tuple[list[float], ...]
+    modes: list[tuple[str, ...]]  # modes each segment may take
+    seen: dict[tuple[tuple[int, str], ...], tuple[float, float]] = field(default_factory=dict)
+    evals: int = 0
+
+    def score(self, plan: Plan, strict: bool) -> tuple[float, float]:
+        key = tuple(sorted(plan.items()))
+        if key in self.seen:
+            return self.seen[key]
+        self.evals += 1
+        schedule, overflow = replay_plan(
+            self.problem, self.an, _as_plan(self.cover, plan), self.costs, strict
+        )
+        if schedule is None:
+            out = (float(sum(overflow.values())) if not strict else math.inf, math.inf)
+        else:
+            out = (0.0, float(dict(schedule.info)["cost"]))  # type: ignore[arg-type]
+        if not strict or schedule is not None:
+            self.seen[key] = out
+        return out
+
+    def neighbours(self, plan: Plan) -> list[Plan]:
+        out: list[Plan] = []
+        for k, modes in enumerate(self.modes):
+            for mode in (None, *modes):
+                if plan.get(k) != mode:
+                    nxt = dict(plan)
+                    if mode is None:
+                        del nxt[k]
+                    else:
+                        nxt[k] = mode
+                    out.append(nxt)
+        for k in sorted(plan):
+            g = self.cover.segs[k]
+            for k2, modes in enumerate(self.modes):
+                h = self.cover.segs[k2]
+                if k2 in plan or h.end - 1 <= g.start or g.end - 1 <= h.start:
+                    continue
+                for mode in modes:
+                    nxt = dict(plan)
+                    del nxt[k]
+                    nxt[k2] = mode
+                    out.append(nxt)
+        return out
+
+    def run(self, plan: Plan, deadline: float, on_better: Callable[[Plan], None]) -> Plan:
+        current = self.score(plan, False)
+        improved = True
+        while improved and time.perf_counter() < deadline:
+            improved = False
+            for nxt in self.neighbours(plan):
+                if time.perf_counter() >= deadline:
+                    break
+                sc = self.score(nxt, current[0] == 0.0)
+                if sc < (current[0], current[1] * (1 - 1e-12)) and sc != current:
+                    plan, current, improved = nxt, sc, True
+                    if sc[0] == 0.0:
+                        on_better(plan)
+                    break
+        return plan
+
+
+def _modes(cover: Cover) -> list[tuple[str, ...]]:
+    modes: list[set[str]] = [set() for _ in cover.segs]
+    for o in (*cover.bound_opts, *cover.primal_opts):
+        modes[o.seg].add(o.mode)
+    return [tuple(sorted(m)) for m in modes]
 
 
 # -- the entry point ---------------------------------------------------------------------------------------
@@ -600,10 +713,11 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     n = len(problem.nodes)
     budget = np.full(n, problem.budget_bytes, dtype=np.int64)
     bound = plain + _bound(problem, an, cover, best, options, latency, norm, budget) * norm
-    primal_status = _improve(problem, an, cover, best, options, latency, norm, budget, bound)
+    primal_status = _improve(problem, an, cover, best, options, latency, norm, bound)
+    evals = _search(problem, an, cover, best, options, bound)
     if best.schedule is None:
         raise PoetError(f"scheduler '{NAME}' found no schedule within the budget ({primal_status})")
-    return _finish(best, bound, plain, primal_status, cover)
+    return _finish(best, bound, plain, primal_status, cover, evals)
 
 
 def _bound(
@@ -630,23 +744,29 @@ def _bound(
             f"(the segment relaxation is infeasible)"
         )
     if solved.values is not None:
-        plan = plan_from(cover, lp, solved.values)
-        _offer_plan(problem, an, plan, best, options, "bound-model plan")
+        _offer_plan(
+            problem, an, cover, _seg_plan(cover, lp, solved.values), best, options, "bound-model plan"
+        )
     return solved.bound
 
 
 def _offer_plan(
     problem: SchedulingProblem,
     an: Analysis,
-    plan: dict[int, list[tuple[int, str]]],
+    cover: Cover,
+    segplan: Plan,
     best: _Best,
     options: ScaleOptions,
     origin: str,
 ) -> dict[int, int]:
-    """Offers the plan replayed exactly, and through the engine (which repairs overflows by DTR);
-    returns the overflow of the exact replay (empty when it fits)."""
-    schedule, overflow = replay_plan(problem, an, plan)
+    """Offers the plan replayed exactly (and records it for the local search), else through the
+    engine (which repairs overflows by DTR); returns the overflow of the exact replay (empty when it
+    fits)."""
+    plan = _as_plan(cover, segplan)
+    schedule, overflow = replay_plan(problem, an, plan, _costs(problem, options.objective == "latency"))
     if schedule is not None:
+        cost = float(dict(schedule.info)["cost"])  # type: ignore[arg-type]
+        best.plans.append((cost, len(best.plans), segplan))
         _try(problem, best, options, lambda: schedule, origin)
     else:
         _try(problem, best, options, lambda: decode(problem, plan)[0], origin + " (engine)")
@@ -661,30 +781,64 @@ def _improve(
     options: ScaleOptions,
     latency: bool,
     norm: float,
-    budget: np.ndarray,
     bound: float,
 ) -> str:
+    """Primal rounds on both models: solve, replay, tighten the budget rows of overflowing stages."""
     status = "not run"
-    for k in range(options.rounds):
-        if best.cost <= bound * (1 + options.gap_rel) or _left(best, options) < 0.2:
-            break
-        lp = _columns(problem, cover.primal_opts, latency, norm)
-        if not _rows(problem, cover, lp, budget):
-            status = f"primal round {k}: a tightened stage cannot fit"
-            break
-        solved = _solve(lp, _left(best, options) / max(1, options.rounds - k), options)
-        status = f"primal round {k}: {solved.status}"
-        if solved.values is None:
-            break
-        plan = plan_from(cover, lp, solved.values)
-        overflow = _offer_plan(problem, an, plan, best, options, f"primal plan, round {k}")
-        if not overflow:
-            break
-        budget = _tighten(budget, overflow)
+    n = len(problem.nodes)
+    for name, opts, rounds in (
+        ("primal", cover.primal_opts, options.rounds),
+        ("bound-model", cover.bound_opts, 3 * options.rounds),
+    ):
+        budget = np.full(n, problem.budget_bytes, dtype=np.int64)
+        for k in range(rounds):
+            if best.cost <= bound * (1 + options.gap_rel) or _left(best, options) < 0.2:
+                break
+            lp = _columns(problem, opts, latency, norm)
+            if not _rows(problem, cover, lp, budget):
+                status = f"{name} round {k}: a tightened stage cannot fit"
+                break
+            solved = _solve(lp, min(_left(best, options) / 4, 0.1 * options.time_limit_s), options)
+            if name == "primal":
+                status = f"primal round {k}: {solved.status}"
+            if solved.values is None:
+                break
+            segplan = _seg_plan(cover, lp, solved.values)
+            overflow = _offer_plan(problem, an, cover, segplan, best, options, f"{name} plan, round {k}")
+            if not overflow:
+                break
+            budget = _tighten(budget, overflow)
     return status
 
 
-def _finish(best: _Best, bound: float, plain: float, status: str, cover: Cover) -> Schedule:
+def _search(
+    problem: SchedulingProblem, an: Analysis, cover: Cover, best: _Best, options: ScaleOptions, bound: float
+) -> int:
+    """Local search (:class:`_Search`) from the cheapest recorded plans (or from no eviction at all),
+    while time remains and the gap is open; returns the number of replays."""
+    costs = _costs(problem, options.objective == "latency")
+    search = _Search(problem, an, cover, costs, _modes(cover))
+    starts = [plan for _, _, plan in sorted(best.plans, key=lambda x: (x[0], x[1]))] or [{}]
+    done: set[tuple[tuple[int, str], ...]] = set()
+    margin = 0.05 * options.time_limit_s
+
+    def offer(plan: Plan) -> None:
+        schedule, _ = replay_plan(problem, an, _as_plan(cover, plan), costs)
+        if schedule is not None:
+            _try(problem, best, options, lambda: schedule, "local search")
+
+    for plan in starts:
+        key = tuple(sorted(plan.items()))
+        if key in done:
+            continue
+        done.add(key)
+        if best.cost <= bound * (1 + options.gap_rel) or _left(best, options) < margin:
+            break
+        search.run(plan, time.perf_counter() + _left(best, options) - margin, offer)
+    return search.evals
+
+
+def _finish(best: _Best, bound: float, plain: float, status: str, cover: Cover, evals: int) -> Schedule:
     assert best.schedule is not None
     bound = max(bound, plain)
     if bound > best.cost:  # only within the solver's tolerances (the bound is a relaxation)
@@ -701,6 +855,7 @@ def _finish(best: _Best, bound: float, plain: float, status: str, cover: Cover) 
         ("primal", status),
         ("segments", len(cover.segs)),
         ("options", (len(cover.bound_opts), len(cover.primal_opts))),
+        ("search_replays", evals),
     )
     steps = best.schedule.steps
     return Schedule(tuple(steps), NAME, info)
