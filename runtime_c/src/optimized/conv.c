@@ -542,13 +542,13 @@ POET_ALWAYS_INLINE void poet_fwd_rows(const poet_cgeo *g, const float *X, const 
                 b.w = wm;
                 b.nk1 = 0;
             }
-            if (KWC == 1 && nkh == 1 && nkw == 1) /* strided 1x1 */
+            if (KWC == 1) /* strided 1x1: one tap (or none: nk1 = 0 writes zeros / bias) */
                 poet_run(&b, end - ow, g->SW, 1, R, 1, 1, SWC, 1, 1, 0, 1);
             else if (KWC == 3 && nkw == 3 && nkh == 3 && g->KW == 3 && R == 4)
                 poet_run(&b, end - ow, g->SW, 1, R, 3, 3, SWC, 1, 1, 0, 0);
             else if (KWC == 3 && nkw == 3)
                 poet_run(&b, end - ow, g->SW, 1, R, 0, 3, SWC, 1, 1, 0, 0);
-            else if (KWC == 3 && nkw == 2) /* border columns of a 3-wide kernel */
+            else if (KWC == 3 && nkw == 2 && R == 4) /* border columns of a 3-wide kernel */
                 poet_run(&b, end - ow, g->SW, 1, R, 0, 2, SWC, 1, 1, 0, 0);
             else
                 poet_run(&b, end - ow, g->SW, 1, R, 0, 0, SWC, 1, 1, 0, 0);
@@ -691,15 +691,15 @@ POET_ALWAYS_INLINE void poet_gi_rows(const poet_cgeo *g, const float *dY, const 
                     b.nk1 = 0;
                 }
                 /* taps step by SW along a row: WK3 = SWC (0: run time) */
-                if (KWC == 1 && nkh == 1 && nkw == 1) /* strided 1x1 */
+                if (KWC == 1) /* strided 1x1: one tap (or none: nk1 = 0 writes zeros) */
                     poet_run(&b, end - q, 1, g->SW, R, 1, 1, 1, -1, SWC, 1, 0);
                 else if (KWC == 3 && SWC == 1 && nkw == 3 && nkh == 3 && g->SH == 1 && R == 4)
                     poet_run(&b, end - q, 1, 1, R, 3, 3, 1, -1, 1, 9, 0);
                 else if (KWC == 3 && SWC == 1 && nkw == 3)
                     poet_run(&b, end - q, 1, 1, R, 0, 3, 1, -1, 1, 9, 0);
-                else if (KWC == 3 && nkw == 2)
+                else if (KWC == 3 && nkw == 2 && R == 4)
                     poet_run(&b, end - q, 1, g->SW, R, 0, 2, 1, -1, SWC, 9, 0);
-                else if (KWC == 3 && nkw == 1)
+                else if (KWC == 3 && nkw == 1 && R == 4)
                     poet_run(&b, end - q, 1, g->SW, R, 0, 1, 1, -1, SWC, 9, 0);
                 else
                     poet_run(&b, end - q, 1, g->SW, R, 0, 0, 1, -1, SWC, 0, 0);
@@ -847,6 +847,38 @@ POET_ALWAYS_INLINE void poet_gw_all(const poet_cgeo *g, const float *X, const fl
     }
 }
 
+/* 1x1, stride 1, no padding, one sample: dW[m, c] = sum over s of dY[m, s] * X[c, s] is a product of two
+ * matrices; the block kernel runs it with the pixels as the reduction (k1) and input channels as pixels. */
+POET_NOINLINE void poet_gw_pw(const poet_cgeo *g, const float *X, const float *dY, float *dW)
+{
+    for (int32_t grp = 0; grp < g->G; ++grp) {
+        int32_t m = grp * g->Mg;
+        const int32_t mend = m + g->Mg;
+        while (m < mend) {
+            const int32_t R = mend - m >= 4 ? 4 : mend - m >= 2 ? 2 : 1;
+            poet_blk b;
+            b.v = X + grp * g->Cg * g->IHW;
+            b.w = dY + m * g->OHW;
+            b.nk1 = g->IHW;
+            b.nk2 = b.nk3 = 1;
+            b.vk1 = 1;
+            b.vk2 = 0;
+            b.vp = g->IHW;
+            b.wr = g->OHW;
+            b.wk1 = 1;
+            b.wk2 = b.wk3 = 0;
+            b.bias = NULL;
+            b.y = dW + m * g->Cg;
+            b.yr = g->Cg;
+            b.yp = 1;
+            if (R == 4) poet_run(&b, g->Cg, g->IHW, 1, 4, 1, 1, 0, 1, 1, 0, 1);
+            else if (R == 2) poet_run(&b, g->Cg, g->IHW, 1, 2, 1, 1, 0, 1, 1, 0, 1);
+            else poet_run(&b, g->Cg, g->IHW, 1, 1, 1, 1, 0, 1, 1, 0, 1);
+            m += R;
+        }
+    }
+}
+
 POET_NOINLINE void poet_gw_s1(const poet_cgeo *g, const float *X, const float *dY, float *dW)
 {
     poet_gw_all(g, X, dY, dW, 1);
@@ -864,7 +896,10 @@ void poet_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW, con
     else if (poet_dw3(&g, 2))
         poet_dw_gw_s2(&g, X, dY, dW);
     else if (g.KH == 1 && g.KW == 1 && g.SH == 1 && g.SW == 1 && g.PT == 0 && g.PL == 0 && g.OH == g.IH &&
-             g.OW == g.IW) { /* 1x1: all pixels as one row */
+             g.OW == g.IW && g.N == 1) {
+        poet_gw_pw(&g, X, dY, dW);
+    } else if (g.KH == 1 && g.KW == 1 && g.SH == 1 && g.SW == 1 && g.PT == 0 && g.PL == 0 && g.OH == g.IH &&
+               g.OW == g.IW) { /* 1x1: all pixels as one row */
         poet_cgeo f = g;
         f.IH = f.OH = 1;
         f.IW = f.OW = g.IHW;
