@@ -19,7 +19,7 @@ from poet_edge.schedulers.scale import ScaleOptions, schedule_scale
 from poet_edge.simulator import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
-OPTS = ScaleOptions(time_limit_s=20.0, threads=1)
+OPTS = ScaleOptions(time_limit_s=60.0, threads=1, kicks=3)  # few kicks: ends before the limit
 
 
 def _peak(problem: SchedulingProblem) -> int:

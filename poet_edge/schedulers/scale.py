@@ -38,6 +38,7 @@ the overflow and the primal model is solved again (a few rounds, while time rema
 from __future__ import annotations
 
 import math
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -59,13 +60,15 @@ CLOSURE = 12  # most nodes one primal recomputation may recompute (the value and
 @dataclass(frozen=True)
 class ScaleOptions:
     """``time_limit_s``: wall-clock limit of the whole run; ``gap_rel``: stop when the returned cost
-    is within this fraction of the bound; ``rounds``: at most this many primal re-solves."""
+    is within this fraction of the bound; ``rounds``: at most this many primal re-solves; ``kicks``:
+    at most this many perturb-and-descend rounds of the local search (fixed seed)."""
 
     objective: str = "energy"  # energy | latency
     time_limit_s: float = 30.0
     threads: int | None = None
     gap_rel: float = 1e-4
     rounds: int = 4
+    kicks: int = 300  # iterated local search: at most this many perturbations of the best plan
     msg: bool = False
 
 
@@ -814,8 +817,10 @@ def _improve(
 def _search(
     problem: SchedulingProblem, an: Analysis, cover: Cover, best: _Best, options: ScaleOptions, bound: float
 ) -> int:
-    """Local search (:class:`_Search`) from the cheapest recorded plans (or from no eviction at all),
-    while time remains and the gap is open; returns the number of replays."""
+    """Local search (:class:`_Search`) from the three cheapest recorded plans (or from no eviction at
+    all), then iterated: perturb 1-3 random segments of the best plan (fixed seed) and descend again,
+    at most ``options.kicks`` times, while time remains and the gap is open; returns the number of
+    replays."""
     costs = _costs(problem, options.objective == "latency")
     search = _Search(problem, an, cover, costs, _modes(cover))
     starts = [plan for _, _, plan in sorted(best.plans, key=lambda x: (x[0], x[1]))] or [{}]
@@ -827,14 +832,33 @@ def _search(
         if schedule is not None:
             _try(problem, best, options, lambda: schedule, "local search")
 
-    for plan in starts:
+    def more() -> bool:
+        return best.cost > bound * (1 + options.gap_rel) and _left(best, options) >= margin
+
+    incumbent: Plan | None = None
+    for plan in starts[:3]:
         key = tuple(sorted(plan.items()))
-        if key in done:
+        if key in done or not more():
             continue
         done.add(key)
-        if best.cost <= bound * (1 + options.gap_rel) or _left(best, options) < margin:
+        found = search.run(plan, time.perf_counter() + _left(best, options) - margin, offer)
+        if incumbent is None or search.score(found, False) < search.score(incumbent, False):
+            incumbent = found
+    rng = random.Random(0)
+    movable = [k for k, m in enumerate(search.modes) if m]
+    for _ in range(options.kicks):
+        if incumbent is None or not movable or not more():
             break
-        search.run(plan, time.perf_counter() + _left(best, options) - margin, offer)
+        plan = dict(incumbent)
+        for k in rng.sample(movable, min(len(movable), rng.randint(1, 3))):
+            mode = rng.choice((None, *search.modes[k]))
+            if mode is None:
+                plan.pop(k, None)
+            else:
+                plan[k] = mode
+        found = search.run(plan, time.perf_counter() + _left(best, options) - margin, offer)
+        if search.score(found, False) < search.score(incumbent, False):
+            incumbent = found
     return search.evals
 
 
