@@ -107,7 +107,7 @@ def test_training_chain_with_invalidations_and_latency() -> None:
         _check(replace(p, max_latency_s=1.05 * plain))
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(12))
 def test_bound_below_exact_optimum_on_tiny_dags(seed: int) -> None:
     base = random_layered_dag(6 + seed % 3, seed, n_invalidations=seed % 2)
     for problem in _budgets(base, (0.8, 0.6, 0.0)):

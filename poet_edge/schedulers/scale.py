@@ -37,6 +37,7 @@ the overflow and the primal model is solved again (a few rounds, while time rema
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import time
@@ -146,30 +147,70 @@ def _kinds(problem: SchedulingProblem, an: Analysis, q: int, stage: int) -> str:
     return ("i" if page else "") + ("c" if node.recomputable and stage < an.recomp_until[q] else "")
 
 
+def _dead(problem: SchedulingProblem, an: Analysis, v: int, a: int) -> list[int]:
+    """Inputs of v that no first computation uses after stage a."""
+    return [q for q in an.preds[v] if problem.nodes[q].out_bytes > 0 and max(an.succs[q]) <= a]
+
+
+Alt = tuple[float, tuple[Term, ...]]  # (bytes held, restoration terms)
+
+
+def _input_alts(
+    problem: SchedulingProblem, an: Analysis, q: int, a: int, avoid: set[int]
+) -> list[Alt] | None:
+    """Ways to have dead input q (weight 1/consumers of q) in RAM for a recomputation in a segment
+    starting at a: held (bytes), paged in, or recomputed with each of its own dead inputs p (not in
+    ``avoid``, weight shared once more by p's consumers) held or restored (the cheaper of page-in and
+    compute). None when q cannot be held (always can) -- kept simple: never None."""
+    nodes, w = problem.nodes, 1.0 / len(an.succs[q])
+    kinds = _kinds(problem, an, q, a)
+    alts: list[Alt] = [(nodes[q].out_bytes * w, ())]
+    if "i" in kinds:
+        alts.append((0.0, ((q, "i", w),)))
+    if "c" in kinds:
+        dead = [p for p in _dead(problem, an, q, a) if p not in avoid]
+        if len(dead) > 3:
+            alts.append((0.0, ((q, "c", w),)))
+        else:
+            for mask in range(1 << len(dead)):
+                held = [p for k, p in enumerate(dead) if mask >> k & 1]
+                rest = [p for p in dead if p not in held]
+                pk = [_kinds(problem, an, p, a) for p in rest]
+                if any(not k for k in pk):
+                    continue
+                byte = sum(nodes[p].out_bytes * w / len(an.succs[p]) for p in held)
+                terms = ((q, "c", w), *((p, k, w / len(an.succs[p])) for p, k in zip(rest, pk, strict=True)))
+                alts.append((byte, terms))
+    return alts
+
+
 def _bound_drops(problem: SchedulingProblem, an: Analysis, s: int, g: Segment) -> list[Option]:
     """DROP options of the bound model: recomputing g.value needs each input q that no first
-    computation uses during the segment in RAM: held (its bytes count where g.value is absent) or
-    restored (cost); both shared by q's consumers (divided by their number)."""
+    computation uses during the segment in RAM: held (its bytes count where g.value is absent),
+    paged in, or recomputed, which needs q's own dead inputs held or restored in turn (two levels;
+    deeper ancestors are not charged); all shared by the consumers (divided by their number, per
+    level). Inputs of q that are also dead inputs of g.value are not charged twice (ignored at the
+    second level)."""
     nodes, i, a = problem.nodes, g.value, g.start
     if not (nodes[i].recomputable and a < an.recomp_until[i]):
         return []
-    dead = [q for q in an.preds[i] if nodes[q].out_bytes > 0 and max(an.succs[q]) <= a]
+    dead = _dead(problem, an, i, a)
     if len(dead) > 3:
         return [Option(s, DROP, ((i, "c", 1.0),), float(nodes[i].out_bytes))]
+    avoid = {i, *dead}
+    per = [_input_alts(problem, an, q, a, avoid) or [] for q in dead]
+    if math.prod(len(x) for x in per) > 64:  # fall back to one level: held or restored (cheaper way)
+        per = [
+            [(nodes[q].out_bytes / len(an.succs[q]), ())]
+            + ([(0.0, ((q, k, 1.0 / len(an.succs[q])),))] if (k := _kinds(problem, an, q, a)) else [])
+            for q in dead
+        ]
     out = []
-    for mask in range(1 << len(dead)):
-        held = [q for k, q in enumerate(dead) if mask >> k & 1]
-        restored = [q for q in dead if q not in held]
-        kinds = [_kinds(problem, an, q, a) for q in restored]
-        if any(not k for k in kinds):
-            continue
-        credit = nodes[i].out_bytes - sum(nodes[q].out_bytes / len(an.succs[q]) for q in held)
+    for combo in itertools.product(*per):
+        credit = nodes[i].out_bytes - sum(byte for byte, _ in combo)
         if credit <= 0:
             continue
-        terms = (
-            (i, "c", 1.0),
-            *((q, k, 1.0 / len(an.succs[q])) for q, k in zip(restored, kinds, strict=True)),
-        )
+        terms = ((i, "c", 1.0), *(t for _, ts in combo for t in ts))
         out.append(Option(s, DROP, terms, credit))
     return out
 
