@@ -12,8 +12,9 @@ peak/budget, time to the first valid schedule, total solve time, proven gap ((co
 for greedy and the best baseline against the best bound any solver proved on that row). Every
 schedule is replayed by the simulator. Same --time-limit for scale and poet-milp; poet-milp is skipped
 above --poet-max-nodes nodes (its model has ~5T^2 + T|E| binaries; it does not build in reasonable
-time or memory there).
+time or memory there; default 100).
 Run: .venv/bin/python bench/solver.py [--quick] [--time-limit S] [--threads N] [--sizes 100,250]
+     [--only zoo|random] [--models resnet8,dscnn] [--budgets 80%,1.1xfloor] [--poet-max-nodes N]
 """
 
 from __future__ import annotations
@@ -252,11 +253,12 @@ def main() -> int:
         "--time-limit", type=float, default=30.0, help="seconds per solver run (scale, poet-milp)"
     )
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--poet-max-nodes", type=int, default=150, help="skip poet-milp above this many nodes")
+    ap.add_argument("--poet-max-nodes", type=int, default=100, help="skip poet-milp above this many nodes")
     ap.add_argument("--sizes", default="100,250,500,1000", help="random layered DAG sizes")
     ap.add_argument("--budgets", default="90%,80%,70%,60%,50%,1.1xfloor")
     ap.add_argument("--models", default="", help="zoo models, comma separated (default all)")
-    ap.add_argument("--no-zoo", action="store_true")
+    ap.add_argument("--no-zoo", action="store_true", help="same as --only random")
+    ap.add_argument("--only", choices=("zoo", "random"), help="only the zoo graphs / only the random DAGs")
     ap.add_argument("--quick", action="store_true", help="time limit 10 s, poet-milp up to 100 nodes")
     ap.add_argument("--device", default="cortex-m4")
     args = ap.parse_args()
@@ -264,8 +266,10 @@ def main() -> int:
         args.time_limit = min(args.time_limit, 10.0)
         args.poet_max_nodes = min(args.poet_max_nodes, 100)
     args.budget_labels = set(args.budgets.split(","))
-    graphs = [] if args.no_zoo else zoo_graphs(args.device, [m for m in args.models.split(",") if m])
-    graphs += random_graphs([int(s) for s in args.sizes.split(",") if s])
+    zoo = not args.no_zoo and args.only != "random"
+    graphs = zoo_graphs(args.device, [m for m in args.models.split(",") if m]) if zoo else []
+    if args.only != "zoo":
+        graphs += random_graphs([int(s) for s in args.sizes.split(",") if s])
     rows: list[dict[str, str]] = []
     began = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:

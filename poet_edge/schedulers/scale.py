@@ -780,8 +780,9 @@ def _bound(
             f"no schedule exists within the RAM budget {problem.budget_bytes} bytes in the problem's order: "
             f"values that can be neither paged out nor recomputed must stay resident"
         )
-    limit = max(0.5, 0.3 * _left(best, options))
-    solved = _solve(lp, limit, options)
+    # the LP relaxation first: its optimum is a bound even when the MIP's root is not done in time
+    relaxed = _solve(lp, max(0.5, 0.25 * _left(best, options)), options, integer=False)
+    solved = _solve(lp, max(0.5, 0.3 * _left(best, options)), options)
     if not solved.feasible:
         raise PoetError(
             f"no schedule exists within the RAM budget {problem.budget_bytes} bytes in the problem's order "
@@ -791,7 +792,7 @@ def _bound(
         _offer_plan(
             problem, an, cover, _seg_plan(cover, lp, solved.values), best, options, "bound-model plan"
         )
-    return solved.bound
+    return max(solved.bound, relaxed.bound)
 
 
 def _offer_plan(
