@@ -6,7 +6,7 @@ Recomputed and paged-in copies are new instances and may land at a different off
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from poet_edge.errors import PoetError
 from poet_edge.schedule import Compute, Free, PageIn, Schedule
@@ -84,21 +84,35 @@ def _gaps(busy: list[tuple[int, int]], size: int) -> list[tuple[int, int]]:
     return out
 
 
-def _place(order: list[int], insts: list[Instance], best_fit: bool = False) -> list[int]:
+def conflicts(insts: list[Instance]) -> list[list[int]]:
+    """For each instance, the instances whose lifetimes overlap it (a sweep over births, not all pairs)."""
+    out: list[list[int]] = [[] for _ in insts]
+    by_start = sorted(range(len(insts)), key=lambda i: (insts[i].start, i))
+    alive: list[int] = []
+    for i in by_start:
+        alive = [j for j in alive if insts[j].end >= insts[i].start]
+        for j in alive:
+            out[i].append(j)
+            out[j].append(i)
+        alive.append(i)
+    return out
+
+
+def _place(order: list[int], insts: list[Instance], conf: list[list[int]], best_fit: bool) -> list[int]:
     """Place in ``order`` at the lowest (or the tightest, ``best_fit``) hole that no placed,
     lifetime-overlapping instance occupies."""
     offsets = [-1] * len(insts)
-    placed: list[int] = []
     for i in order:
-        busy = sorted((offsets[j], offsets[j] + insts[j].size) for j in placed if insts[i].overlaps(insts[j]))
+        busy = sorted((offsets[j], offsets[j] + insts[j].size) for j in conf[i] if offsets[j] >= 0)
         gaps = _gaps(busy, insts[i].size)
         offsets[i] = min(gaps, key=lambda g: (g[1], g[0]))[0] if best_fit else gaps[0][0]
-        placed.append(i)
     return offsets
 
 
-def _plan(insts: list[Instance], order: list[int], best_fit: bool, name: str) -> ArenaPlan:
-    offsets = _place(order, insts, best_fit)
+def _plan(
+    insts: list[Instance], conf: list[list[int]], order: list[int], best_fit: bool, name: str
+) -> ArenaPlan:
+    offsets = _place(order, insts, conf, best_fit)
     top = max((o + s.size for o, s in zip(offsets, insts, strict=False)), default=0)
     return ArenaPlan(tuple(insts), tuple(offsets), top, peak_live(insts), name)
 
@@ -106,7 +120,7 @@ def _plan(insts: list[Instance], order: list[int], best_fit: bool, name: str) ->
 def plan_greedy_by_size(insts: list[Instance]) -> ArenaPlan:
     """TensorFlow Lite Micro's greedy planner: largest first, lowest fitting offset (the baseline)."""
     order = sorted(range(len(insts)), key=lambda i: (-insts[i].size, insts[i].start, i))
-    return _plan(insts, order, False, "greedy-by-size")
+    return _plan(insts, conflicts(insts), order, False, "greedy-by-size")
 
 
 def _breadth(insts: list[Instance]) -> list[int]:
@@ -116,11 +130,36 @@ def _breadth(insts: list[Instance]) -> list[int]:
     return [max(v for k, v in live.items() if i.start <= k <= i.end) for i in insts]
 
 
+REFINE_ROUNDS = 100  # iterated-greedy moves per start (a count, not a time: plans stay deterministic)
+
+
+def _refine(
+    insts: list[Instance], conf: list[list[int]], order: list[int], best_fit: bool, floor: int, rounds: int
+) -> ArenaPlan:
+    """Iterated greedy: move an instance that reaches the top of the arena halfway to the front of the
+    placement order and re-place everything; keep the new order when the arena does not grow. Round k
+    moves the (k mod m)-th of the m instances at the top, so ties rotate."""
+    best = _plan(insts, conf, order, best_fit, "")
+    for k in range(rounds):
+        if best.arena_bytes <= floor:
+            break
+        top = [i for i, o in enumerate(best.offsets) if o + insts[i].size == best.arena_bytes]
+        moved = top[k % len(top)]
+        cand = [i for i in order if i != moved]
+        cand.insert(order.index(moved) // 2, moved)
+        plan = _plan(insts, conf, cand, best_fit, "")
+        if plan.arena_bytes <= best.arena_bytes:
+            best, order = plan, cand
+    return best
+
+
 def plan_best(insts: list[Instance]) -> ArenaPlan:
     """Several orderings (size, breadth, size × lifetime, birth, size then lifetime) with first-fit and
-    best-fit placement;
-    returns the smallest arena (ties: the first listed). Stops early when it reaches the live peak."""
+    best-fit placement; the smallest arena (ties: the first listed) unless one reaches the live peak.
+    Otherwise each is refined by iterated greedy (:func:`_refine`), best first, until one reaches the live
+    peak; the smallest wins ("+ig" in its name)."""
     n = range(len(insts))
+    conf = conflicts(insts)
     breadth = _breadth(insts)
     orders = {
         "size": sorted(n, key=lambda i: (-insts[i].size, insts[i].start, i)),
@@ -129,15 +168,23 @@ def plan_best(insts: list[Instance]) -> ArenaPlan:
         "birth": sorted(n, key=lambda i: (insts[i].start, -insts[i].size, i)),
         "size-life": sorted(n, key=lambda i: (-insts[i].size, insts[i].start - insts[i].end, i)),
     }
-    best: ArenaPlan | None = None
     floor = peak_live(insts)
+    tried: list[tuple[int, int, str, list[int], bool]] = []
     for name, order in orders.items():
         for best_fit in (False, True):
-            plan = _plan(insts, order, best_fit, f"{name}/{'best' if best_fit else 'first'}-fit")
-            if best is None or plan.arena_bytes < best.arena_bytes:
-                best = plan
-            if best.arena_bytes <= floor:
-                return best
+            label = f"{name}/{'best' if best_fit else 'first'}-fit"
+            plan = _plan(insts, conf, order, best_fit, label)
+            if plan.arena_bytes <= floor:
+                return plan
+            tried.append((plan.arena_bytes, len(tried), label, order, best_fit))
+    tried.sort()
+    best: ArenaPlan | None = None
+    for _, _, label, order, best_fit in tried:
+        plan = _refine(insts, conf, order, best_fit, floor, REFINE_ROUNDS)
+        if best is None or plan.arena_bytes < best.arena_bytes:
+            best = replace(plan, planner=f"{label}+ig")
+        if best.arena_bytes <= floor:
+            break
     assert best is not None
     return best
 
