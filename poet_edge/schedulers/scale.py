@@ -82,7 +82,8 @@ class Segment:
     end: int
 
 
-Plan = dict[int, str]  # segment -> PAGE or DROP (segments not in it stay resident)
+Plan = dict[int, str]  # segment -> PAGE or DROP (segments not in it stay resident); FREE_TEMPS: policy
+FREE_TEMPS = -1  # plan key: free inputs recomputed for a restoration right after it
 Term = tuple[int, str, float]  # (node, kinds "c" compute / "i" page-in: the cheaper one, weight)
 
 
@@ -497,6 +498,7 @@ class _Replay:
         self.p, self.an = problem, an
         self.costs = costs or _costs(problem, False)
         self.cost = 0.0
+        self.hold = True  # keep inputs recomputed for a restoration until their last use
         self.steps: list[Step] = []
         self.ram: set[int] = set()
         self.storage: set[int] = set()
@@ -552,7 +554,7 @@ class _Replay:
                 return False
         self.compute(t, v)
         for q in temp:
-            if q in self.ram and q not in self.an.preds[t] and self.an.last_use[q] <= t:
+            if q in self.ram and q not in self.an.preds[t] and (not self.hold or self.an.last_use[q] <= t):
                 self.free(q)
         return True
 
@@ -582,8 +584,11 @@ def replay_plan(
     values are freed after their last use. Returns (schedule, {}) or (None, bytes over the budget by
     stage) when the plan does not fit (transient RAM of restorations) or cannot be followed.
     ``costs``: (compute, page-in, page-out) per node; the schedule's cost is then in its info.
-    ``strict``: stop at the first overflow (the returned overflow is then partial)."""
+    ``strict``: stop at the first overflow (the returned overflow is then partial). With the entry
+    ``plan[FREE_TEMPS]``, inputs recomputed only for a restoration are freed right after it (else
+    they stay until their last use)."""
     r = _Replay(problem, an, costs)
+    r.hold = FREE_TEMPS not in plan
     for t in range(len(problem.nodes)):
         if not r.stage(t, plan) or (strict and r.overflow):
             return None, r.overflow or {t: 1 << 62}
@@ -598,6 +603,9 @@ def replay_plan(
 def _as_plan(cover: Cover, plan: Plan) -> dict[int, list[tuple[int, str]]]:
     out: dict[int, list[tuple[int, str]]] = {}
     for k in sorted(plan):
+        if k == FREE_TEMPS:
+            out[FREE_TEMPS] = []
+            continue
         g = cover.segs[k]
         out.setdefault(g.start, []).append((g.value, plan[k]))
     return out
@@ -639,7 +647,11 @@ class _Search:
         return out
 
     def neighbours(self, plan: Plan) -> list[Plan]:
-        out: list[Plan] = []
+        out: list[Plan] = [dict(plan)]
+        if FREE_TEMPS in plan:
+            del out[0][FREE_TEMPS]
+        else:
+            out[0][FREE_TEMPS] = DROP
         for k, modes in enumerate(self.modes):
             for mode in (None, *modes):
                 if plan.get(k) != mode:
@@ -650,6 +662,8 @@ class _Search:
                         nxt[k] = mode
                     out.append(nxt)
         for k in sorted(plan):
+            if k == FREE_TEMPS:
+                continue
             g = self.cover.segs[k]
             for k2, modes in enumerate(self.modes):
                 h = self.cover.segs[k2]
@@ -807,15 +821,19 @@ def _offer_plan(
     """Offers the plan replayed exactly (and records it for the local search), else through the
     engine (which repairs overflows by DTR); returns the overflow of the exact replay (empty when it
     fits)."""
-    plan = _as_plan(cover, segplan)
-    schedule, overflow = replay_plan(problem, an, plan, _costs(problem, options.objective == "latency"))
-    if schedule is not None:
-        cost = float(dict(schedule.info)["cost"])  # type: ignore[arg-type]
-        best.plans.append((cost, len(best.plans), segplan))
-        _try(problem, best, options, lambda: schedule, origin)
-    else:
-        _try(problem, best, options, lambda: decode(problem, plan)[0], origin + " (engine)")
-    return overflow
+    costs = _costs(problem, options.objective == "latency")
+    overflows = []
+    for variant in (segplan, {**segplan, FREE_TEMPS: DROP}):
+        plan = _as_plan(cover, variant)
+        schedule, overflow = replay_plan(problem, an, plan, costs)
+        if schedule is not None:
+            cost = float(dict(schedule.info)["cost"])  # type: ignore[arg-type]
+            best.plans.append((cost, len(best.plans), variant))
+            _try(problem, best, options, lambda schedule=schedule: schedule, origin)  # type: ignore[misc]
+        else:
+            _try(problem, best, options, lambda plan=plan: decode(problem, plan)[0], origin + " (engine)")  # type: ignore[misc]
+        overflows.append(overflow)
+    return min(overflows, key=lambda o: sum(o.values()))
 
 
 def _improve(
