@@ -124,6 +124,22 @@ def test_bound_below_exact_optimum_on_tiny_dags(seed: int) -> None:
         assert simulate(problem, scale).energy_j >= bound * (1 - 1e-9)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_bound_below_exact_optimum_on_training_chains(seed: int) -> None:
+    """Chains make the optimum recompute several levels (where the two-level bound options matter)."""
+    base = training_chain(4 + seed % 2, seed=seed)
+    for problem in _budgets(base, (0.8, 0.6, 0.0)):
+        try:
+            exact = schedule_milp(problem, MilpOptions(time_limit_s=None, threads=1))
+        except PoetError:
+            continue
+        assert dict(exact.info)["status"] == "Optimal"
+        optimum = simulate(problem, exact).energy_j
+        scale = schedule_scale(problem, OPTS)
+        assert float(dict(scale.info)["bound"]) <= optimum * (1 + 1e-7)  # type: ignore[arg-type]
+        assert simulate(problem, scale).energy_j <= _best_baseline(problem) * (1 + 1e-9)  # type: ignore[operator]
+
+
 def test_deterministic() -> None:
     base = random_layered_dag(60, 7, n_invalidations=2)
     for problem in _budgets(base, (0.7, 0.5)):

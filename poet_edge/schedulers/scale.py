@@ -16,20 +16,40 @@ Bound model (a relaxation, O(|E|) variables, one row per stage). Binaries p_s (r
 paging), r_s (by recomputation), z_i (i is paged out once): p_s + r_s <= 1, p_s <= z_i; for every
 stage t, RAM while t runs = fixed + out(t) + workspace(t) + inputs(t) + every segment spanning t that
 is not evicted must fit the budget, i.e. sum of bytes(s) (p_s + r_s) >= excess(t). Storage capacity
-and the runtime budget are rows too. Its optimum (or HiGHS's dual bound within the time limit) plus
-the plain pass (every node once) is the reported lower bound; ignored on purpose: the transient RAM of
-restorations and recomputing the missing ancestors of a recomputed value (both only add cost).
+and the runtime budget are rows too. A recomputation of i needs each input q that no first
+computation uses after the segment's start ("dead") in RAM at that moment; each DROP option of the
+bound model picks, per dead q: held (q's bytes, shared by q's consumers, lower the bytes the option
+frees), paged in (cost shared by q's consumers), or recomputed (compute cost shared likewise), which
+in turn needs q's own dead inputs held or restored (cheaper of page-in and compute), shared once
+more by their consumers (two levels; deeper ancestors are not charged, inputs shared with the first
+level are not charged twice). Reported lower bound = plain pass (every node once) + the larger of
+the model's LP-relaxation optimum (solved first, so a bound exists even when the MIP root does not
+finish in time) and HiGHS's MIP dual bound. It bounds the cost of every schedule in which node t is
+first computed in stage t (the problem's order), hence also POET's stage model. Ignored on purpose
+(both only add cost): the transient RAM of restorations and ancestors more than two levels up.
+Checked against the exact POET MILP optimum on tiny DAGs (tests).
 
-Primal model. The same model where r_s is allowed only when every input of i is in RAM at b without
-further work: the input is used at b itself, or it has a segment spanning b that is not evicted (a
-row r_s + p_s' + r_s' <= 1). Its solutions are turned into schedules by the baseline engine
-(:mod:`poet_edge.schedulers.engine`) with a plan: after stage a, value i is paged out (once) and
-freed, or dropped; the engine restores it just before b (page-in, or recomputation), and evicts by the
-DTR rule of the greedy baseline if the transient RAM of a restoration does not fit. The simulator
-measures every candidate; the cheapest of the decoded plans and the baselines is returned, so the
-result is never worse than the best baseline. When the decoded schedule costs more than the model
-said (transient RAM), the budget rows of the stages where the engine had to evict are tightened by
-the overflow and the primal model is solved again (a few rounds, while time remains).
+Primal model. The same model where r_s comes with its recompute closure: i is recomputed just
+before b, every input that is dead then is recomputed too, transitively (at most ``CLOSURE`` nodes,
+priced in the objective), and every other input reached must be resident there (a row r_s + p_s' +
+r_s' <= 1 for its segment s'). Solutions are plans: after stage a, value i is paged out (once) and
+freed, or dropped. A plan is replayed exactly (:func:`replay_plan`: restore just before the next
+use by page-in or recomputation of the value and its missing ancestors; a plan-level policy says
+whether inputs recomputed only for a restoration are freed at once or held to their last use); when
+the replay overflows the budget (transient RAM) the budget rows of those stages are tightened by the
+overflow and the model is solved again (a few rounds; the same rounds run on the bound model's
+options, whose plans are replayed the same way). Plans that do not fit are also handed to the
+baseline engine (:mod:`poet_edge.schedulers.engine`), which repairs overflows by the DTR rule.
+
+Local search. From the cheapest replayed plans: first-improvement descent over plans judged by the
+exact replay (fewer overflow bytes, then lower cost), moves = change one segment (resident / PAGE /
+DROP), move one eviction to another segment overlapping it, flip the replay policy; then iterated:
+perturb 1-3 random segments of the best plan (fixed seed) and descend again, at most
+``ScaleOptions.kicks`` times, until the gap closes or the time limit (less a 5% margin) is reached.
+
+The simulator measures every candidate; the cheapest of the plans and the baselines is returned, so
+the result is never worse than the best baseline. The output is deterministic when the run ends
+before the time limit (gap closed, or kicks exhausted).
 
 ``Schedule.info``: status, objective, bound, gap ((cost - bound) / cost), seconds, first_valid_s
 (time to the first valid schedule), the schedule's origin and model sizes.
