@@ -1,8 +1,13 @@
-"""Fast (runtime_c/src/optimized) vs reference (runtime_c/src/kernels) kernels: instructions per MAC (dense)
-or per element (elementwise) on the QEMU Cortex-M4/M7/M33 targets, both measured in the same program and
-run. Dense shapes are every Gemm of the zoo's dense layers at batch 8 as a training step calls it: forward
-(A·Bᵀ + bias), input gradient (A·B; not for a model's first layer) and weight gradient (Aᵀ·B).
-QEMU -icount counts instructions, not cycles. Run: .venv/bin/python bench/kernels.py [TARGET...]"""
+"""Fast (runtime_c/src/optimized) vs reference (runtime_c/src/kernels) kernels: instructions per MAC (dense,
+conv) or per element (elementwise) on the QEMU Cortex-M4/M7/M33 targets, both measured in the same program
+and run. Dense shapes are every Gemm of the zoo's dense layers at batch 8 as a training step calls it:
+forward (A·Bᵀ + bias), input gradient (A·B; not for a model's first layer) and weight gradient (Aᵀ·B).
+Conv shapes are every Conv of examples/zoo/{resnet8,dscnn,mobilenetv1_025,mobilenetv2_035,lenet5}.onnx
+loaded at batch 1, as forward (with bias), input gradient (not for a model's first layer) and weight
+gradient, split into general, pointwise (1x1) and depthwise (groups == C_in, the cost model's DEPTHWISE
+class); identical calls (same shapes, strides, pads, groups) are measured once, and every distinct call
+is measured (no cap). QEMU -icount counts instructions, not cycles.
+Run: .venv/bin/python bench/kernels.py [TARGET...]"""
 
 from __future__ import annotations
 
@@ -16,7 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from zoo import table  # noqa: E402
 
+from poet_edge import frontend  # noqa: E402
 from poet_edge import microbench as mb  # noqa: E402
+from poet_edge.ops.conv import conv_window  # noqa: E402
+from poet_edge.paths import ROOT  # noqa: E402
 
 TARGETS = ["qemu-cortex-m4", "qemu-cortex-m7", "qemu-cortex-m33"]
 # (fan_in, fan_out, first layer?) of the dense layers of examples/mlp.onnx and examples/zoo/*.onnx
@@ -47,6 +55,42 @@ def dense_cases() -> list[tuple[str, str, mb.KernelCase]]:
     return out
 
 
+CONV_MODELS = ["resnet8", "dscnn", "mobilenetv1_025", "mobilenetv2_035", "lenet5"]
+CONV_KINDS = ("general", "pointwise", "depthwise")
+
+
+def conv_kind(x, w, group: int) -> str:
+    if group == x[1] > 1 and w[0] % x[1] == 0:
+        return "depthwise"
+    return "pointwise" if tuple(w[2:]) == (1, 1) else "general"
+
+
+def conv_cases() -> list[tuple[str, str, str, mb.KernelCase]]:
+    """(model, conv kind, kernel, case) for every distinct conv call of the zoo models at batch 1."""
+    out, seen = [], set()
+    for model in CONV_MODELS:
+        g = frontend.load(ROOT / "examples" / "zoo" / f"{model}.onnx", batch=1)
+        for node in g.nodes:
+            if node.op != "Conv":
+                continue
+            x, w = g.shape(node.inputs[0]), g.shape(node.inputs[1])
+            win = conv_window(x, w, node.attrs)
+            kw = {
+                "strides": (win.sh, win.sw),
+                "pads": (win.pt, win.pl, win.pb, win.pr),
+                "group": win.groups,
+            }
+            kernels = ["forward", "weight grad"]
+            if node.inputs[0] not in g.inputs:
+                kernels.insert(1, "input grad")
+            for k in kernels:
+                case = mb.conv_case(x, w, k, bias=len(node.inputs) > 2, **kw)
+                if case.name not in seen:
+                    seen.add(case.name)
+                    out.append((model, conv_kind(x, w, win.groups), k, case))
+    return out
+
+
 def elementwise_cases() -> list[tuple[str, str, mb.KernelCase]]:
     n = BATCH * 128
     return [
@@ -67,9 +111,9 @@ def main(argv: list[str]) -> int:
     if not shutil.which("arm-none-eabi-gcc") or not shutil.which("qemu-system-arm"):
         print("needs arm-none-eabi-gcc and qemu-system-arm (make toolchain)")
         return 1
-    dense, elem = dense_cases(), elementwise_cases()
-    cases = [c for _, _, c in dense + elem]
-    summary = []
+    dense, elem, conv = dense_cases(), elementwise_cases(), conv_cases()
+    cases = [c for _, _, c in dense + elem] + [c for *_, c in conv]
+    summary, conv_summary = [], []
     with tempfile.TemporaryDirectory(prefix="poet-bench-kernels-") as tmp:
         for target in targets:
             m = mb.measure(target, cases, Path(tmp) / target, ("reference", "fast"))
@@ -123,6 +167,7 @@ def main(argv: list[str]) -> int:
             print(f"\n== {target}: elementwise kernels, instructions per element")
             print(table(erows, ["kernel", "shape", "fast instr/elem", "ref instr/elem", "speed-up"]))
             print()
+            conv_summary += conv_report(target, m, conv)
             summary.append(
                 {
                     "target": target,
@@ -134,7 +179,67 @@ def main(argv: list[str]) -> int:
             )
     print("== geometric means over the dense shapes (target for the M4: <= 2.6 instr/MAC)")
     print(table(summary, list(summary[0])))
+    print(
+        "\n== geometric means over the zoo's conv calls, instructions per MAC"
+        " (targets for the M4: general and pointwise <= 2.6, depthwise <= 4)"
+    )
+    print(table(conv_summary, list(conv_summary[0])))
     return 0
+
+
+def conv_report(target: str, m: mb.Measurement, conv) -> list[dict[str, object]]:
+    """Prints the per-call conv table of one target; returns its summary rows (geometric means)."""
+    rows = []
+    fast: dict[tuple[str, str], list[float]] = {}
+    ref: dict[tuple[str, str], list[float]] = {}
+    for model, kind, kernel, c in conv:
+        f, r = (m.instructions[(c.name, v)] / c.quantity for v in ("fast", "reference"))
+        for key in ((kind, kernel), (kind, "all"), ("all", "all")):
+            fast.setdefault(key, []).append(f)
+            ref.setdefault(key, []).append(r)
+        if kind != "depthwise":
+            fast.setdefault(("general+pointwise", "all"), []).append(f)
+            ref.setdefault(("general+pointwise", "all"), []).append(r)
+        rows.append(
+            {
+                "model": model,
+                "kind": kind,
+                "kernel": kernel,
+                "call": c.name.split(" ", 1)[1],
+                "MACs": c.quantity,
+                "fast instr/MAC": f"{f:.2f}",
+                "ref instr/MAC": f"{r:.2f}",
+                "speed-up": f"{r / f:.2f}x",
+            }
+        )
+    print(f"== {target}: conv kernels (poet_conv2d*_f32), instructions per MAC (QEMU -icount; not cycles)")
+    print(
+        table(
+            rows, ["model", "kind", "kernel", "call", "MACs", "fast instr/MAC", "ref instr/MAC", "speed-up"]
+        )
+    )
+    means = []
+    order = [(k, p) for k in CONV_KINDS for p in ("forward", "input grad", "weight grad", "all")]
+    order += [("general+pointwise", "all"), ("all", "all")]
+    for key in order:
+        if key not in fast:
+            continue
+        gf, gr = geomean(fast[key]), geomean(ref[key])
+        means.append(
+            {
+                "target": target,
+                "kind": key[0],
+                "kernel": key[1],
+                "calls": len(fast[key]),
+                "fast instr/MAC": f"{gf:.3f}",
+                "ref instr/MAC": f"{gr:.3f}",
+                "speed-up": f"{gr / gf:.2f}x",
+            }
+        )
+    print(f"\n== {target}: conv geometric means")
+    print(table(means, list(means[0])))
+    print()
+    return means
 
 
 if __name__ == "__main__":

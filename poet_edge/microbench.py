@@ -170,6 +170,37 @@ def gemm_case(
     return op_case("Gemm", shapes, attrs, name or f"gemm {m}x{n}x{k} {layout}{extra}")
 
 
+def conv_case(
+    x: Shape,
+    w: Shape,
+    kind: str = "forward",
+    strides: tuple[int, int] = (1, 1),
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0),
+    group: int = 1,
+    bias: bool = True,
+    name: str = "",
+) -> KernelCase:
+    """One call of a Conv kernel as a training step makes it: ``kind`` "forward" (Conv of X[N,C,H,W] with
+    W[M,C/group,KH,KW], and B[M] when ``bias``), "input grad" (ConvGradInput(dY, W) -> dX) or "weight grad"
+    (ConvGradWeight(X, dY) -> dW)."""
+    from poet_edge.ops.conv import conv_window
+
+    attrs: dict[str, object] = {"group": group, "strides": tuple(strides), "pads": tuple(pads)}
+    y = conv_window(x, w, attrs).y_shape
+    geo = (
+        f"{'x'.join(map(str, x))} w{'x'.join(map(str, w))} s{strides[0]}x{strides[1]}"
+        f" p{','.join(map(str, pads))} g{group}"
+    )
+    if kind == "forward":
+        shapes = [x, w, (w[0],)] if bias else [x, w]
+        return op_case("Conv", shapes, attrs, name or f"conv {geo}{' +b' if bias else ''}")
+    if kind == "input grad":
+        return op_case("ConvGradInput", [y, w], {**attrs, "x_shape": tuple(x)}, name or f"conv_dx {geo}")
+    if kind == "weight grad":
+        return op_case("ConvGradWeight", [x, y], {**attrs, "w_shape": tuple(w)}, name or f"conv_dw {geo}")
+    raise PoetError(f"unknown conv kernel kind {kind!r}")
+
+
 def _cf(v: float) -> str:
     return f"{float(v)!r}f"
 
@@ -352,6 +383,7 @@ def _build(
     work: Path,
     reps: Sequence[int],
     compare: bool,
+    sanitize: bool = False,
 ) -> targets.RunResult:
     if not cases:
         raise PoetError("no kernel cases to run")
@@ -367,7 +399,7 @@ def _build(
     mem, labels = _sizes(cases)
     need = 4 * (mem * (2 if compare else 1) + labels) + 64 * 1024
     ram = need if target.memory is None else min(target.memory.ram_max_bytes, need)
-    built = targets.build(target, srcs, [work], work / "build", ram)
+    built = targets.build(target, srcs, [work], work / "build", ram, sanitize=sanitize)
     res = targets.run(target, built, work, timeout_s=1800.0)
     if res.exit_code != 0:
         raise PoetError(f"kernel benchmark on {target.name} exited with {res.exit_code}: {res.stdout[-400:]}")
@@ -401,11 +433,14 @@ def measure(
     return Measurement(target.name, out, empty, target.ticks_deterministic)
 
 
-def compare_variants(target_name: str, cases: Sequence[KernelCase], work: Path) -> dict[str, int]:
+def compare_variants(
+    target_name: str, cases: Sequence[KernelCase], work: Path, sanitize: bool = False
+) -> dict[str, int]:
     """Runs every case with the reference and the fast kernels on the same inputs; returns, per case name,
-    -1 when the outputs are bit-identical, else the index of the first differing output element."""
+    -1 when the outputs are bit-identical, else the index of the first differing output element.
+    ``sanitize`` builds with the target's sanitizer flags (host only)."""
     target = targets.load_target(target_name)
-    res = _build(target, cases, VARIANTS, Path(work), [1] * len(cases), compare=True)
+    res = _build(target, cases, VARIANTS, Path(work), [1] * len(cases), compare=True, sanitize=sanitize)
     found = {cases[int(m.group(1))].name: int(m.group(3)) for m in _EQUAL.finditer(res.stdout)}
     if len(found) != len(cases):
         raise PoetError(f"kernel comparison on {target.name}: {len(found)} of {len(cases)} results")

@@ -78,8 +78,58 @@ def elementwise_cases() -> list[mb.KernelCase]:
     return cases
 
 
-def _check_identical(target: str, cases: list[mb.KernelCase], tmp_path) -> None:
-    result = mb.compare_variants(target, cases, tmp_path / target)
+# Conv geometries (X shape, W shape, stride, pads (top, left, bottom, right), groups): general, grouped,
+# depthwise (3x3 at strides 1 and 2: the specialised paths; other shapes take the general blocks),
+# pointwise (strides 1 and 2), odd sizes that leave 4/2/1-channel and 4/2/1-pixel tails, asymmetric pads,
+# maps smaller than the kernel's reach, batch 2, and the zoo's own kinds of layer.
+CONV_GEOMETRIES = [
+    ((1, 3, 8, 8), (5, 3, 3, 3), 1, (1, 1, 1, 1), 1),
+    ((2, 4, 7, 9), (6, 4, 3, 3), 2, (1, 1, 1, 1), 1),
+    ((1, 5, 9, 9), (7, 5, 3, 3), 2, (1, 1, 1, 1), 1),
+    ((1, 2, 13, 13), (11, 2, 3, 3), 1, (1, 1, 1, 1), 1),
+    ((1, 2, 5, 17), (3, 2, 3, 3), 1, (0, 0, 0, 0), 1),
+    ((1, 3, 7, 7), (4, 3, 3, 3), 3, (1, 1, 1, 1), 1),
+    ((1, 3, 8, 8), (4, 3, 3, 3), 1, (1, 0, 0, 2), 1),
+    ((1, 3, 5, 5), (2, 3, 5, 5), 1, (0, 0, 0, 0), 1),
+    ((1, 1, 11, 6), (9, 1, 5, 4), 2, (2, 2, 2, 2), 1),
+    ((1, 4, 4, 4), (8, 4, 2, 2), 2, (0, 0, 0, 0), 1),
+    ((1, 4, 6, 5), (6, 2, 3, 3), 1, (1, 1, 1, 1), 2),
+    ((1, 4, 3, 3), (8, 2, 3, 3), 1, (1, 1, 1, 1), 2),
+    ((1, 6, 6, 6), (12, 1, 3, 3), 1, (1, 1, 1, 1), 6),
+    ((1, 6, 5, 5), (6, 1, 3, 3), 1, (1, 1, 1, 1), 6),
+    ((1, 6, 3, 3), (6, 1, 3, 3), 1, (1, 1, 1, 1), 6),
+    ((1, 4, 2, 2), (4, 1, 3, 3), 1, (1, 1, 1, 1), 4),
+    ((2, 3, 6, 7), (3, 1, 3, 3), 1, (0, 0, 0, 0), 3),
+    ((1, 4, 8, 9), (4, 1, 3, 3), 1, (2, 0, 1, 2), 4),
+    ((1, 8, 9, 7), (8, 1, 3, 3), 2, (1, 1, 1, 1), 8),
+    ((1, 4, 8, 8), (4, 1, 3, 3), 2, (1, 1, 1, 1), 4),
+    ((2, 4, 7, 6), (4, 1, 3, 3), 2, (0, 0, 0, 0), 4),
+    ((1, 3, 10, 11), (3, 1, 3, 3), 2, (2, 2, 2, 2), 3),
+    ((1, 4, 1, 5), (4, 1, 3, 3), 2, (1, 1, 1, 1), 4),
+    ((1, 4, 8, 9), (4, 1, 3, 3), 2, (0, 1, 1, 0), 4),
+    ((1, 5, 6, 6), (7, 5, 1, 1), 1, (0, 0, 0, 0), 1),
+    ((2, 5, 3, 3), (13, 5, 1, 1), 1, (0, 0, 0, 0), 1),
+    ((1, 9, 3, 3), (6, 9, 1, 1), 1, (0, 0, 0, 0), 1),
+    ((2, 4, 7, 7), (3, 4, 1, 1), 2, (0, 0, 0, 0), 1),
+    ((1, 2, 8, 8), (3, 2, 1, 1), 2, (0, 0, 0, 0), 1),
+    ((1, 16, 8, 8), (16, 16, 3, 3), 1, (1, 1, 1, 1), 1),
+    ((1, 8, 5, 5), (16, 8, 1, 1), 1, (0, 0, 0, 0), 1),
+]
+
+
+def conv_cases(geometries=CONV_GEOMETRIES) -> list[mb.KernelCase]:
+    cases = []
+    for x, w, s, pads, g in geometries:
+        for kind in ("forward", "input grad", "weight grad"):
+            cases.append(mb.conv_case(x, w, kind, (s, s), pads, g))
+    cases.append(mb.conv_case((1, 3, 8, 8), (5, 3, 3, 3), "forward", (1, 1), (1, 1, 1, 1), bias=False))
+    cases.append(mb.conv_case((1, 8, 5, 5), (8, 1, 3, 3), "forward", (2, 2), (1, 1, 1, 1), 8, bias=False))
+    cases += [mb.op_case("ChannelSum", [(2, 5, 7, 3)]), mb.op_case("ChannelSum", [(1, 3, 4, 4)])]
+    return cases
+
+
+def _check_identical(target: str, cases: list[mb.KernelCase], tmp_path, sanitize: bool = False) -> None:
+    result = mb.compare_variants(target, cases, tmp_path / target, sanitize=sanitize)
     differ = {name: at for name, at in result.items() if at >= 0}
     assert not differ, f"fast kernels differ from the reference (first differing element): {differ}"
 
@@ -104,9 +154,20 @@ def test_elementwise_bit_identical_host(tmp_path):
     _check_identical("host", elementwise_cases(), tmp_path)
 
 
+def test_conv_bit_identical_host(tmp_path):
+    need_tools("gcc")
+    _check_identical("host", conv_cases(), tmp_path)
+
+
+def test_conv_bit_identical_host_sanitized(tmp_path):
+    """The fast conv kernels under -fsanitize=address,undefined (no error aborts the run)."""
+    need_tools("gcc")
+    _check_identical("host", conv_cases(), tmp_path, sanitize=True)
+
+
 def test_bit_identical_qemu_m4(tmp_path):
     need_tools("arm-none-eabi-gcc", "qemu-system-arm")
-    _check_identical("qemu-cortex-m4", gemm_cases() + elementwise_cases(), tmp_path)
+    _check_identical("qemu-cortex-m4", gemm_cases() + elementwise_cases() + conv_cases(), tmp_path)
 
 
 def test_fast_gemm_instruction_counts_deterministic(tmp_path):
@@ -123,6 +184,19 @@ def test_fast_gemm_instruction_counts_deterministic(tmp_path):
     for c in cases:
         fast, ref = a.instructions[(c.name, "fast")], a.instructions[(c.name, "reference")]
         assert fast / c.quantity < 3.0 and ref / fast > 3.0, (c.name, fast / c.quantity, ref / c.quantity)
+
+
+def test_fast_conv_instruction_counts(tmp_path):
+    """On the Cortex-M4 the fast conv kernels need a fraction of the reference's instructions per MAC."""
+    need_tools("arm-none-eabi-gcc", "qemu-system-arm")
+    cases = [
+        mb.conv_case((1, 16, 12, 12), (16, 16, 3, 3), kind, (1, 1), (1, 1, 1, 1))
+        for kind in ("forward", "input grad", "weight grad")
+    ] + [mb.conv_case((1, 16, 12, 12), (16, 1, 3, 3), "forward", (1, 1), (1, 1, 1, 1), 16)]
+    m = mb.measure("qemu-cortex-m4", cases, tmp_path / "m", ("reference", "fast"))
+    for c in cases:
+        fast, ref = m.instructions[(c.name, "fast")], m.instructions[(c.name, "reference")]
+        assert fast / c.quantity < 5.0 and ref / fast > 3.0, (c.name, fast / c.quantity, ref / c.quantity)
 
 
 def _run(
@@ -146,8 +220,12 @@ AE_KW = {"loss": Loss.MSE, "ram": 2 << 20}  # all of the autoencoder trains: > 2
 
 @pytest.mark.parametrize(
     "model,kw",
-    [(EXAMPLES / "mlp.onnx", {}), (EXAMPLES / "zoo" / "autoencoder.onnx", AE_KW)],
-    ids=["mlp", "autoencoder"],
+    [
+        (EXAMPLES / "mlp.onnx", {}),
+        (EXAMPLES / "zoo" / "autoencoder.onnx", AE_KW),
+        (EXAMPLES / "zoo" / "lenet5.onnx", {"ram": 2 << 20}),
+    ],
+    ids=["mlp", "autoencoder", "lenet5"],
 )
 def test_whole_model_fast_equals_reference_host(tmp_path, model, kw):
     need_tools("gcc")
