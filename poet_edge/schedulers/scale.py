@@ -519,6 +519,7 @@ class _Replay:
         self.costs = costs or _costs(problem, False)
         self.cost = 0.0
         self.hold = True  # keep inputs recomputed for a restoration until their last use
+        self.work = 20 * len(problem.nodes) + 1000  # recomputations a plan may ask for
         self.steps: list[Step] = []
         self.ram: set[int] = set()
         self.storage: set[int] = set()
@@ -568,6 +569,10 @@ class _Replay:
         if not node.recomputable or t > self.an.recomp_until[v] or depth > 50:
             self.error = f"{node.name} can be neither paged in nor recomputed at stage {t}"
             return False
+        self.work -= 1
+        if self.work < 0:  # freed temporaries of a deep DAG can make restorations exponential
+            self.error = "too many recomputations"
+            return False
         temp = [q for q in self.an.preds[v] if q not in self.ram]
         for q in temp:
             if not self.restore(t, q, depth + 1):
@@ -606,12 +611,15 @@ def replay_plan(
     ``costs``: (compute, page-in, page-out) per node; the schedule's cost is then in its info.
     ``strict``: stop at the first overflow (the returned overflow is then partial). With the entry
     ``plan[FREE_TEMPS]``, inputs recomputed only for a restoration are freed right after it (else
-    they stay until their last use)."""
+    they stay until their last use). A plan needing more than 20 n + 1000 recomputations is refused
+    (None, as if it did not fit)."""
     r = _Replay(problem, an, costs)
     r.hold = FREE_TEMPS not in plan
     for t in range(len(problem.nodes)):
-        if not r.stage(t, plan) or (strict and r.overflow):
-            return None, r.overflow or {t: 1 << 62}
+        if not r.stage(t, plan):
+            return None, {**r.overflow, t: 1 << 62}  # cannot be followed: worse than any overflow
+        if strict and r.overflow:
+            return None, r.overflow
     if r.overflow:
         return None, r.overflow
     return Schedule(tuple(r.steps), NAME, (("cost", r.cost),)), {}
@@ -763,7 +771,7 @@ def _baselines(problem: SchedulingProblem, best: _Best, options: ScaleOptions) -
 def _tighten(budget: np.ndarray, overflow: dict[int, int]) -> np.ndarray:
     out = budget.copy()
     for t, over in overflow.items():
-        if 0 <= t < len(out):
+        if 0 <= t < len(out) and over < 1 << 61:  # not the "cannot be followed" marker
             out[t] -= over
     return out
 
