@@ -7,6 +7,7 @@ is exactly the budget, so a program that does not fit fails at link time.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -228,14 +229,19 @@ def build(
     out_dir.mkdir(parents=True, exist_ok=True)
     elf = out_dir / ("program" if not target.is_qemu else "program.elf")
     link_args = _link_args(target, out_dir, ram_bytes, stack_reserve_bytes, heap_bytes)
-    cmd = [
-        target.cc,
+    flags = [
         *target.cflags,
         *(target.sanitize_flags if sanitize else ()),
         f'-DPOET_TARGET_NAME="{target.name}"',
         *_define_args(defines or {}),
         *(f"-I{d}" for d in [*include_dirs, RUNTIME_INCLUDE_DIR, *target.include_dirs]),
-        *(str(s) for s in [*sources, *target.sources]),
+    ]
+    objects = [_object(target, flags, Path(src), out_dir / "obj") for src in [*sources, *target.sources]]
+    cmd = [
+        target.cc,
+        *target.cflags,
+        *(target.sanitize_flags if sanitize else ()),
+        *(str(o) for o in objects),
         *target.ldflags,
         *link_args,
         "-o",
@@ -246,6 +252,52 @@ def build(
     sections = _section_sizes(target, elf)
     ram_static = sections["data"] + sections["bss"] + sections["heap"]
     return BuildResult(elf, sections, ram_static, target.name, ram_bytes, stack_reserve_bytes, tuple(cmd))
+
+
+def cache_dir() -> Path | None:
+    """Where compiled objects are kept between builds: $POET_CACHE_DIR, else ~/.cache/poet-edge/objects
+    ($XDG_CACHE_HOME honoured); POET_CACHE_DIR set to an empty string turns the cache off."""
+    env = os.environ.get("POET_CACHE_DIR")
+    if env is not None:
+        return Path(env) if env else None
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "poet-edge" / "objects"
+
+
+@cache
+def _compiler_identity(cc: str) -> str:
+    proc = subprocess.run([cc, "--version"], capture_output=True, text=True)
+    return f"{shutil.which(cc)}\n{proc.stdout}"
+
+
+def _object(target: Target, flags: list[str], src: Path, obj_dir: Path) -> Path:
+    """Compile one translation unit. The object is looked up in (and stored to) :func:`cache_dir` under
+    the hash of the compiler's identity, the flags and the preprocessed source, so the same kernel file
+    copied into many projects is compiled once (the object is the same as a fresh compile's)."""
+    obj_dir.mkdir(parents=True, exist_ok=True)
+    local = obj_dir / f"{src.stem}-{hashlib.sha256(str(src).encode()).hexdigest()[:8]}.o"
+    store = cache_dir()
+    if store is None:
+        _run_compiler(target, [target.cc, *flags, "-c", str(src), "-o", str(local)])
+        return local
+    pre = subprocess.run([target.cc, *flags, "-E", "-P", str(src)], capture_output=True)
+    if pre.returncode != 0:  # the real compile reports the error
+        _run_compiler(target, [target.cc, *flags, "-c", str(src), "-o", str(local)])
+        return local
+    key = hashlib.sha256()  # -I paths differ per project; what they bring in is in the preprocessed text
+    for part in (_compiler_identity(target.cc), "\0".join(f for f in flags if not f.startswith("-I"))):
+        key.update(part.encode() + b"\0")
+    key.update(pre.stdout)
+    cached = store / f"{key.hexdigest()}.o"
+    if not cached.is_file():
+        store.mkdir(parents=True, exist_ok=True)
+        _run_compiler(target, [target.cc, *flags, "-c", str(src), "-o", str(local)])
+        tmp = store / f".{cached.name}.{os.getpid()}.{threading.get_ident()}"
+        shutil.copyfile(local, tmp)
+        os.replace(tmp, cached)  # atomic: parallel builds never see half an object
+        return local
+    shutil.copyfile(cached, local)
+    return local
 
 
 def _check_build_args(target: Target, ram_bytes: int, sanitize: bool, stack_reserve_bytes: int) -> None:

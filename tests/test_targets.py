@@ -281,3 +281,26 @@ def test_dwt_ticks_option_builds(tmp_path: Path) -> None:
     (tmp_path / "smoke_in.bin").write_bytes(_smoke_input())
     _, result = _build_run(target, "smoke.c", tmp_path, defines={"POET_TICKS_DWT": ""})
     assert result.exit_code == 32  # SMOKE_FAIL_TICKS only: every other check passes
+
+
+def test_object_cache_reuses_identical_units_and_can_be_turned_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = _require("host")
+    monkeypatch.setenv("POET_CACHE_DIR", str(tmp_path / "cache"))
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):  # the same source in two projects (as every generated project copies the runtime)
+        d.mkdir()
+        (d / "smoke.c").write_bytes((SMOKE_DIR / "smoke.c").read_bytes())
+    first = build(target, [a / "smoke.c"], [], a / "build", RAM_BYTES)
+    cached = sorted((tmp_path / "cache").iterdir())
+    assert len(cached) == 1 + len(target.sources)  # one object per translation unit
+    second = build(target, [b / "smoke.c"], [], b / "build", RAM_BYTES)
+    assert sorted((tmp_path / "cache").iterdir()) == cached  # nothing compiled again
+    assert first.elf.read_bytes() == second.elf.read_bytes()
+    build(target, [a / "smoke.c"], [], a / "sanitized", RAM_BYTES, sanitize=True)
+    assert len(list((tmp_path / "cache").iterdir())) == 2 * len(cached)  # other flags, other objects
+    monkeypatch.setenv("POET_CACHE_DIR", "")
+    off = build(target, [a / "smoke.c"], [], a / "uncached", RAM_BYTES)
+    assert off.elf.read_bytes() == first.elf.read_bytes()
+    assert len(list((tmp_path / "cache").iterdir())) == 2 * len(cached)
