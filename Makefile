@@ -35,7 +35,7 @@ demo: venv toolchain  ## compile examples/mlp.onnx for a Cortex-M4 at 256KB, sim
 	$(POET) run $(DEMO_OUT) --target qemu-cortex-m4 --steps 40
 
 test: venv toolchain  ## run every test (pytest)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 lint:  venv ## ruff (lint + format check) and mypy on the package
 	$(VENV)/bin/ruff check poet_edge tests bench examples
