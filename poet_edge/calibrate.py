@@ -6,7 +6,9 @@ target's toolchain). The model of :mod:`poet_edge.cost` is then fitted by least 
 
     measured(call) ~ rate[class] * quantity(call) + per_call
 
-with one shared ``per_call`` (the profile has a single ``cycles_per_call``). Rows are weighted by
+with ``per_call`` shared by the convolution classes (``cycles_per_call_conv``) and one shared by all
+other classes (``cycles_per_call``): a convolution's window and border set-up costs thousands of
+instructions, a ReLU's call a few dozen, and one constant for both misprices both. Rows are weighted by
 1 / measured, so the fit minimises relative error and a large GEMM does not drown a small ReLU.
 
 On the QEMU targets the measurement is an exact instruction count (``-icount shift=0``), not cycles: the
@@ -28,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from poet_edge import microbench as mb
-from poet_edge.cost import node_cycles
+from poet_edge.cost import CONV_CLASSES, node_cycles
 from poet_edge.errors import PoetError
 from poet_edge.planning import ProblemSpec
 from poet_edge.profiles import Profile
@@ -163,7 +165,8 @@ class Fit:
     """Fitted rates (instructions per unit of each class), the shared per-call cost, and per-case errors."""
 
     rates: dict[OpClass, float]
-    per_call: float
+    per_call: float  # every class but the convolutions
+    per_call_conv: float  # conv and depthwise
     rows: tuple[tuple[mb.KernelCase, float, float], ...]  # case, measured, predicted
 
     def errors(self) -> dict[OpClass, tuple[float, float, int]]:
@@ -183,30 +186,35 @@ def _weighted_lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def fit(cases: Sequence[mb.KernelCase], measured: Sequence[float]) -> Fit:
-    """Fits ``measured ~ rate[class] * quantity + per_call`` by least squares on relative error (rows
-    weighted by 1 / measured). The profile has one per-call cost for all classes: it is the median of
-    the intercepts of separate per-class fits (clipped at 0); the rates are then refitted with it fixed."""
+    """Fits ``measured ~ rate[class] * quantity + per_call[group]`` by least squares on relative error (rows
+    weighted by 1 / measured). Each group's per-call cost (convolutions; everything else) is the median of
+    the intercepts of separate per-class fits in that group (clipped at 0; the other group's when a group
+    has none); the rates are then refitted with it fixed."""
     if len(cases) != len(measured) or not cases:
         raise PoetError("fit needs one measurement per case")
     y_all = np.asarray(measured, dtype=np.float64)
     q_all = np.asarray([c.quantity for c in cases], dtype=np.float64)
     classes = sorted({c.op_class for c in cases}, key=lambda c: list(OpClass).index(c))
     members = {cls: np.asarray([c.op_class == cls for c in cases]) for cls in classes}
-    intercepts = []
+    intercepts: dict[bool, list[float]] = {True: [], False: []}  # conv group?
     for cls in classes:
         q, y = q_all[members[cls]], y_all[members[cls]]
         if len(set(q.tolist())) >= 2:
-            intercepts.append(float(_weighted_lstsq(np.stack([q, np.ones_like(q)], axis=1), y)[1]))
-    per_call = max(0.0, float(np.median(intercepts))) if intercepts else 0.0
+            b = float(_weighted_lstsq(np.stack([q, np.ones_like(q)], axis=1), y)[1])
+            intercepts[cls in CONV_CLASSES].append(b)
+    median = {g: max(0.0, float(np.median(v))) for g, v in intercepts.items() if v}
+    per_call = median.get(False, median.get(True, 0.0))
+    per_call_conv = median.get(True, per_call)
+    fixed = {cls: per_call_conv if cls in CONV_CLASSES else per_call for cls in classes}
     rates: dict[OpClass, float] = {}
     for cls in classes:
-        q, y = q_all[members[cls]], y_all[members[cls]] - per_call
+        q, y = q_all[members[cls]], y_all[members[cls]] - fixed[cls]
         w = 1.0 / np.maximum(np.abs(y_all[members[cls]]), 1.0)
         denom = float(np.sum((q * w) ** 2))
         rates[cls] = max(0.0, float(np.sum(q * w * y * w)) / denom) if denom > 0 else 0.0
-    pred = [rates[c.op_class] * c.quantity + per_call for c in cases]
+    pred = [rates[c.op_class] * c.quantity + fixed[c.op_class] for c in cases]
     rows = tuple((c, float(m), float(p)) for c, m, p in zip(cases, measured, pred, strict=True))
-    return Fit(rates, per_call, rows)
+    return Fit(rates, per_call, per_call_conv, rows)
 
 
 def calibrate(
@@ -241,13 +249,19 @@ def profile_from_fit(
     kept = f"Not measured, kept from {base.name}: {', '.join(unmeasured)}. " if unmeasured else ""
     source = (
         f"measured with poet calibrate on {target} ({what}) on {day}, {kernels} kernels; "
-        f"least-squares fit of rate x work + cycles_per_call over {len(f.rows)} kernel calls. QEMU "
+        f"least-squares fit of rate x work + cycles_per_call(_conv) over {len(f.rows)} kernel calls. QEMU "
         f"counts instructions: these 'cycles' assume one instruction per cycle (real Cortex-M loads, "
         f"VFMA and taken branches take more). The loss rate is for {loss}. {kept}"
         f"Base profile {base.name}: {' '.join(base.compute.source.split())}"
     )
     values: dict[str, Any] = {RATE_KEYS[c]: round(r, 4) for c, r in f.rates.items()}
-    compute = dataclasses.replace(base.compute, **values, cycles_per_call=round(f.per_call, 2), source=source)
+    compute = dataclasses.replace(
+        base.compute,
+        **values,
+        cycles_per_call=round(f.per_call, 2),
+        cycles_per_call_conv=round(f.per_call_conv, 2),
+        source=source,
+    )
     return dataclasses.replace(
         base,
         name=name,

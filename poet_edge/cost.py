@@ -2,7 +2,8 @@
 
 Compute (one kernel call, :func:`node_cost`)::
 
-    cycles  = rate[op_class] * quantity + compute.cycles_per_call
+    cycles  = rate[op_class] * quantity + per_call
+    per_call = compute.cycles_per_call_conv for conv/depthwise, compute.cycles_per_call otherwise
     seconds = cycles / mcu.clock_hz
     joules  = mcu.active_power_w * seconds
 
@@ -63,7 +64,16 @@ def _rate_and_quantity(profile: Profile, work: Work) -> tuple[float, int]:
 def node_cycles(profile: Profile, work: Work) -> float:
     """Estimated cycles of one kernel call."""
     rate, quantity = _rate_and_quantity(profile, work)
-    return rate * quantity + profile.compute.cycles_per_call
+    return rate * quantity + call_cycles(profile, OpClass(work.op_class))
+
+
+CONV_CLASSES = (OpClass.CONV, OpClass.DEPTHWISE)
+
+
+def call_cycles(profile: Profile, op_class: OpClass) -> float:
+    """The fixed cycles of one kernel call of ``op_class``."""
+    c = profile.compute
+    return c.cycles_per_call_conv if op_class in CONV_CLASSES else c.cycles_per_call
 
 
 def node_cost(profile: Profile, work: Work) -> Cost:

@@ -40,7 +40,8 @@ class Mcu:
 
 @dataclass(frozen=True)
 class ComputeModel:
-    """Cycles per unit of work for each :class:`poet_edge.work.OpClass`, plus a fixed cost per call.
+    """Cycles per unit of work for each :class:`poet_edge.work.OpClass`, plus a fixed cost per call
+    (``cycles_per_call_conv`` for convolutions, whose set-up costs far more; ``cycles_per_call`` else).
 
     MAC-priced classes: dense, conv, depthwise. Element-priced: elementwise, reduce, loss, update.
     Copy is priced per byte written."""
@@ -53,7 +54,8 @@ class ComputeModel:
     cycles_per_byte_copy: float
     cycles_per_element_loss: float
     cycles_per_element_update: float
-    cycles_per_call: float
+    cycles_per_call: float  # fixed cost of a kernel call
+    cycles_per_call_conv: float  # fixed cost of a conv/depthwise call (window and border set-up)
     source: str
 
 

@@ -36,6 +36,21 @@ def test_fit_recovers_known_coefficients():
     assert all(rms < 1e-9 and worst < 1e-9 for rms, worst, _ in f.errors().values())
 
 
+def test_fit_keeps_a_separate_fixed_cost_for_convolutions():
+    cases, rates, per_call = _synthetic()
+    shapes = [(4, 8), (8, 8), (8, 16)]
+    conv = [mb.conv_case((1, c, hw, hw), (c, c, 3, 3), pads=(1, 1, 1, 1)) for c, hw in shapes]
+    rates = {**rates, OpClass.CONV: 2.5}
+    measured = [rates[c.op_class] * c.quantity + per_call for c in cases]
+    measured += [2.5 * c.quantity + 1800.0 for c in conv]
+    f = cal.fit([*cases, *conv], measured)
+    assert f.per_call == pytest.approx(per_call, rel=1e-6)
+    assert f.per_call_conv == pytest.approx(1800.0, rel=1e-6)
+    assert f.rates[OpClass.CONV] == pytest.approx(2.5, rel=1e-6)
+    prof = cal.profile_from_fit(load_profile("cortex-m4"), f, "qemu-cortex-m4", True, "fast", "t")
+    assert (prof.compute.cycles_per_call, prof.compute.cycles_per_call_conv) == (40.0, 1800.0)
+
+
 def test_fit_with_noise_stays_close_and_reports_errors():
     cases, rates, per_call = _synthetic()
     noise = [1.0 + 0.02 * ((-1) ** i) for i in range(len(cases))]  # +-2 %, deterministic

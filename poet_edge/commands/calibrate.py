@@ -80,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         f"{'per call':12s} {f.per_call:10.1f} instr        (empty-call loop overhead {m.empty_call:.1f} "
         "instr already subtracted)"
     )
+    print(f"{'per conv call':12s} {f.per_call_conv:10.1f} instr")
     missing = [c.value for c in OpClass if c not in f.rates]
     if missing:
         print(f"not measured (kept from {base.name}): {', '.join(missing)}")
