@@ -1,6 +1,7 @@
 """Zoo models trained on qemu-cortex-m4: predicted vs measured RAM, instructions per step, and instructions
 per MAC of the conv / dense kernels (forward, input-gradient, weight-gradient), from a --profile run.
-Run: .venv/bin/python bench/qemu_zoo.py"""
+The whole step is also built with the reference kernels (--kernels reference) and measured in the same run
+("ref instr/step"; its losses must be bit-identical). Run: .venv/bin/python bench/qemu_zoo.py"""
 
 from __future__ import annotations
 
@@ -49,6 +50,23 @@ def main() -> int:
                 )
             )
             plain = runner.run_project(out, "qemu-cortex-m4", 2)
+            ref_out = Path(tmp) / f"{model}-{ram}-reference"
+            compile_model(
+                CompileOptions(
+                    ZOO / f"{model}.onnx",
+                    "cortex-m4",
+                    ram,
+                    ref_out,
+                    batch,
+                    Loss(loss),
+                    scheduler=sched,
+                    train=train,
+                    kernels="reference",
+                )
+            )
+            ref = runner.run_project(ref_out, "qemu-cortex-m4", 2)
+            ref_instr = ref.instructions(ref.steps[-1].ticks) or 0
+            assert [s.loss for s in ref.steps] == [s.loss for s in plain.steps]  # bit-identical kernels
             prof = runner.run_project(out, "qemu-cortex-m4", 1, profile=True)
             ops = {n.name: n.op for n in c.training.nodes}
             macs: Counter[str] = Counter()
@@ -66,6 +84,8 @@ def main() -> int:
                     "measured B": f"{plain.measured_ram_bytes:,}",
                     "diff %": f"{100 * (plain.measured_ram_bytes / c.predicted_ram_bytes - 1):+.1f}",
                     "instr/step": f"{instr:,}",
+                    "ref instr/step": f"{ref_instr:,}",
+                    "speed-up": f"{ref_instr / instr:.2f}x",
                     "MACs/step": f"{total_macs:,}",
                     "instr/MAC": f"{instr / total_macs:.2f}" if total_macs else "",
                     "recomp": c.sim.n_recomputations,
