@@ -9,9 +9,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from zoo import MODELS, table  # noqa: E402
+from zoo import MODELS, table, training  # noqa: E402
 
-from poet_edge import arena, autodiff, frontend, planning, trainable  # noqa: E402
+from poet_edge import arena, planning  # noqa: E402
 from poet_edge.errors import PoetError  # noqa: E402
 from poet_edge.memory_floor import memory_floor  # noqa: E402
 from poet_edge.profiles import load_profile  # noqa: E402
@@ -35,13 +35,7 @@ def main() -> int:
     worst = 1.0
     validated: dict[str, int] = {}
     for m in MODELS:
-        try:
-            g = frontend.load(m.path, m.batch)
-        except PoetError as e:
-            rows.append({"model": m.name, "scheduler": f"skipped: {str(e)[:60]}"})
-            continue
-        tg = autodiff.training_graph(g, autodiff.Loss(m.loss), trainable.select(g, m.train))
-        spec = planning.spec_from_graph(tg, profile.mcu.ram_reserve_bytes)
+        tg, spec = training(m, profile)
         floor = memory_floor(planning.price(spec, profile, 1 << 62)).bytes
         sizes = planning.value_bytes(tg)
         ram = profile.mcu.ram_bytes

@@ -11,9 +11,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from zoo import MODELS, table  # noqa: E402
+from zoo import MODELS, table, training  # noqa: E402
 
-from poet_edge import autodiff, frontend, planning, trainable  # noqa: E402
+from poet_edge import planning  # noqa: E402
 from poet_edge.errors import PoetError  # noqa: E402
 from poet_edge.memory_floor import memory_floor  # noqa: E402
 from poet_edge.profiles import load_profile  # noqa: E402
@@ -38,9 +38,7 @@ def main() -> int:
     for m in MODELS:
         if args.models and m.name not in args.models:
             continue
-        g = frontend.load(m.path, m.batch)
-        tg = autodiff.training_graph(g, autodiff.Loss(m.loss), trainable.select(g, m.train))
-        spec = planning.spec_from_graph(tg, profile.mcu.ram_reserve_bytes)
+        _, spec = training(m, profile)
         floor = memory_floor(planning.price(spec, profile, 1 << 62)).bytes
         for kb in (int(b) for b in args.budgets.split(",")):
             problem = planning.price(spec, profile, kb * 1024)

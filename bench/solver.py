@@ -31,9 +31,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from zoo import MODELS, table  # noqa: E402
+from zoo import MODELS, table, training  # noqa: E402
 
-from poet_edge import autodiff, frontend, planning, trainable  # noqa: E402
+from poet_edge import planning  # noqa: E402
 from poet_edge.errors import PoetError  # noqa: E402
 from poet_edge.graphgen import random_layered_dag  # noqa: E402
 from poet_edge.graphio import read_graph, write_graph  # noqa: E402
@@ -66,9 +66,7 @@ def zoo_graphs(device: str, names: list[str]) -> list[tuple[str, SchedulingProbl
     for m in MODELS:
         if names and m.name not in names:
             continue
-        g = frontend.load(m.path, m.batch)
-        tg = autodiff.training_graph(g, autodiff.Loss(m.loss), trainable.select(g, m.train))
-        spec = planning.spec_from_graph(tg, profile.mcu.ram_reserve_bytes)
+        _, spec = training(m, profile)
         out.append((f"{m.name}", planning.price(spec, profile, 1 << 62)))
     return out
 

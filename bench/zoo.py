@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ZOO = ROOT / "examples" / "zoo"
+sys.path.insert(0, str(ROOT))
+
+from poet_edge import autodiff, frontend, planning, trainable  # noqa: E402
+from poet_edge.ir import Graph  # noqa: E402
+from poet_edge.profiles import Profile  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,13 @@ MODELS = (
     ZooModel("mobilenetv2_035", ZOO / "mobilenetv2_035.onnx", train="bias"),
     ZooModel("bert_tiny", ZOO / "bert_tiny.onnx", train="bias"),
 )
+
+
+def training(m: ZooModel, profile: Profile) -> tuple[Graph, planning.ProblemSpec]:
+    """The model's training graph (its loss and trainable set) and the device-independent problem spec."""
+    g = frontend.load(m.path, m.batch)
+    tg = autodiff.training_graph(g, autodiff.Loss(m.loss), trainable.select(g, m.train))
+    return tg, planning.spec_from_graph(tg, profile.mcu.ram_reserve_bytes)
 
 
 def table(rows: list[dict[str, object]], columns: list[str]) -> str:
