@@ -21,8 +21,8 @@ from poet_edge.paths import RUNTIME_C, TARGETS
 from poet_edge.problem import SchedulingProblem
 from poet_edge.profiles import Profile, load_profile
 from poet_edge.schedule import Schedule
-from poet_edge.schedulers import get_scheduler
-from poet_edge.schedulers.milp import MilpOptions, schedule_milp
+from poet_edge.schedulers import ALIASES, configured, get_scheduler
+from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.simulator import SimResult, simulate
 from poet_edge.units import fmt_bytes
 
@@ -146,15 +146,16 @@ def _schedule(problem: SchedulingProblem, opts: CompileOptions) -> Schedule:
     the error.
     `milp`: when the no-remat schedule fits (and no latency bound binds it), it is optimal — every node once,
     nothing paged is the least energy and time possible — so the solver is not needed."""
-    if opts.scheduler == "milp":
+    if ALIASES.get(opts.scheduler, opts.scheduler) == "milp":
         schedule, peak = _no_remat(problem)
         if peak <= problem.budget_bytes and problem.max_latency_s is None:
             return Schedule(
-                schedule.steps, "milp", (("status", "Optimal (the no-remat schedule fits)"), ("gap", 0.0))
+                schedule.steps,
+                opts.scheduler,
+                (("status", "Optimal (the no-remat schedule fits)"), ("gap", 0.0)),
             )
-        return schedule_milp(problem, opts.milp)
     if opts.scheduler != "none":
-        return get_scheduler(opts.scheduler)(problem)
+        return configured(opts.scheduler, opts.milp)(problem)
     schedule, peak = _no_remat(problem)
     if peak > problem.budget_bytes:
         raise PoetError(

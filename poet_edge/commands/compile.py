@@ -49,10 +49,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--scheduler",
         choices=sorted(SCHEDULERS),
         default="milp",
-        help="how to fit the budget: milp (default; joint recomputation + paging, optimal within the "
-        "time limit, gap reported), none (every node once), recompute-all, page-all, greedy",
+        help="how to fit the budget: milp (default; POET's joint recomputation + paging MILP, optimal "
+        "within the time limit, gap reported; also called poet-milp), scale (segment-cover bound + "
+        "local search: fast on large graphs, gap reported), none (every node once), recompute-all, "
+        "page-all, greedy",
     )
-    m = p.add_argument_group("MILP scheduler")
+    m = p.add_argument_group("solver options (milp, poet-milp; scale takes objective, time limit, threads)")
     m.add_argument("--objective", choices=("energy", "latency"), default="energy", help="what to minimise")
     m.add_argument("--time-limit", type=float, default=60.0, help="solver time limit in seconds (default 60)")
     m.add_argument("--threads", type=int, help="solver threads (default: the solver's choice)")

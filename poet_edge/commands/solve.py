@@ -10,8 +10,8 @@ from typing import Any
 from poet_edge.graphio import read_graph
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule
-from poet_edge.schedulers import SCHEDULERS, get_scheduler
-from poet_edge.schedulers.milp import MilpOptions, schedule_milp
+from poet_edge.schedulers import SCHEDULERS, configured
+from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.simulator import InvalidSchedule, SimResult, format_report, simulate
 from poet_edge.units import SIZE_HELP, parse_size
 
@@ -43,18 +43,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _schedule(problem: SchedulingProblem, args: argparse.Namespace) -> tuple[Schedule, float]:
     began = time.perf_counter()
-    if args.scheduler == "milp":
-        options = MilpOptions(
-            objective=args.objective,
-            time_limit_s=args.time_limit,
-            threads=args.threads,
-            solver=args.milp_solver,
-            paging=not args.no_paging,
-            remat=not args.no_remat,
-        )
-        schedule = schedule_milp(problem, options)
-    else:
-        schedule = get_scheduler(args.scheduler)(problem)
+    options = MilpOptions(
+        objective=args.objective,
+        time_limit_s=args.time_limit,
+        threads=args.threads,
+        solver=args.milp_solver,
+        paging=not args.no_paging,
+        remat=not args.no_remat,
+    )
+    schedule = configured(args.scheduler, options)(problem)
     return schedule, time.perf_counter() - began
 
 

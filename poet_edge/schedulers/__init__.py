@@ -13,11 +13,11 @@ from poet_edge.errors import PoetError
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers.greedy import schedule_greedy
-from poet_edge.schedulers.milp import schedule_milp
+from poet_edge.schedulers.milp import MilpOptions, schedule_milp
 from poet_edge.schedulers.none import schedule_none
 from poet_edge.schedulers.page_all import schedule_page_all
 from poet_edge.schedulers.recompute_all import schedule_recompute_all
-from poet_edge.schedulers.scale import schedule_scale
+from poet_edge.schedulers.scale import ScaleOptions, schedule_scale
 
 BASELINES = ("none", "recompute-all", "page-all", "greedy")  # the MILP's warm-start candidates
 
@@ -46,3 +46,19 @@ def get_scheduler(name: str) -> Callable[[SchedulingProblem], Schedule]:
         return SCHEDULERS[name]
     except KeyError:
         raise PoetError(f"unknown scheduler '{name}'; available: {', '.join(SCHEDULERS)}") from None
+
+
+def configured(name: str, options: MilpOptions) -> Callable[[SchedulingProblem], Schedule]:
+    """Scheduler ``name`` with the solver options of a command line: the MILP (``milp``, ``poet-milp``)
+    takes them all; ``scale`` its objective, time limit and threads (``None``: no limit) and refuses
+    --no-paging / --no-remat, which only the MILP models; the baselines take none."""
+    get_scheduler(name)  # unknown names fail here, listing the known ones
+    if ALIASES.get(name, name) == "milp":
+        return lambda p: replace(schedule_milp(p, options), solver=name)
+    if name == "scale":
+        if not (options.paging and options.remat):
+            raise PoetError("--no-paging and --no-remat restrict the MILP only; scale always uses both")
+        limit = 1e9 if options.time_limit_s is None else options.time_limit_s
+        scale = ScaleOptions(objective=options.objective, time_limit_s=limit, threads=options.threads)
+        return lambda p: schedule_scale(p, scale)
+    return get_scheduler(name)

@@ -54,6 +54,7 @@ from poet_edge.errors import PoetError
 from poet_edge.memory_floor import check_budget
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import PageIn, PageOut, Schedule
+from poet_edge.schedulers.highs_run import run_highs
 from poet_edge.schedulers.milp_decode import Pair, Stages, StageSolution, decode, encode, stages
 from poet_edge.simulator import InvalidSchedule, SimResult, simulate
 
@@ -313,7 +314,7 @@ class _HighsWithStart(pulp.HiGHS):  # type: ignore[misc, valid-type]
             self.start_status = f"setSolution {status.name}"
         if self.report is not None:
             self._subscribe(lp.solverModel, self.report)
-        lp.solverModel.run()
+        run_highs(lp.solverModel)
 
     @staticmethod
     def _subscribe(h: Any, report: Callable[[float, float, float], None]) -> None:

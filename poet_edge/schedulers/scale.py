@@ -72,6 +72,7 @@ from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 from poet_edge.schedulers.engine import DROP, PAGE, Analysis, Engine, analyse
 from poet_edge.schedulers.greedy import _dtr
+from poet_edge.schedulers.highs_run import run_highs
 from poet_edge.simulator import SimResult, simulate
 
 NAME = "scale"
@@ -443,7 +444,7 @@ def _solve(lp: _Lp, time_limit: float, options: ScaleOptions, integer: bool = Tr
         h.changeColsIntegrality(ncol, np.arange(ncol, dtype=np.int32), np.ones(ncol, dtype=np.uint8))
     for low, up, idx, val in lp.rows:
         h.addRow(low, up, len(idx), np.array(idx, dtype=np.int32), np.array(val))
-    h.run()
+    run_highs(h)
     status = h.modelStatusToString(h.getModelStatus())
     info = h.getInfo()
     ms = highspy.HighsModelStatus
