@@ -1,6 +1,7 @@
 """The MILP scheduler on the zoo training graphs (cortex-m4): at 256, 128 and 64 KB (where above the memory
 floor), energy and latency vs the no-remat schedule (where it fits) and vs the best baseline, binaries, solve
-time and gap. Run: .venv/bin/python bench/milp_zoo.py [--time-limit S] [model ...]"""
+time and gap; --lowest adds 1.1x the floor where a budget is below it. Run: .venv/bin/python
+bench/milp_zoo.py [--time-limit S] [--budgets 256,128,64] [--lowest] [model ...]"""
 
 from __future__ import annotations
 
@@ -31,6 +32,11 @@ def main() -> int:
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--device", default="cortex-m4")
     ap.add_argument("--budgets", default="256,128,64", help="KB, comma separated")
+    ap.add_argument(
+        "--lowest",
+        action="store_true",
+        help="also solve at 1.1x the memory floor (rounded up to a KB) when a budget is below it",
+    )
     ap.add_argument("models", nargs="*")
     args = ap.parse_args()
     profile = load_profile(args.device)
@@ -40,7 +46,10 @@ def main() -> int:
             continue
         _, spec = training(m, profile)
         floor = memory_floor(planning.price(spec, profile, 1 << 62)).bytes
-        for kb in (int(b) for b in args.budgets.split(",")):
+        budgets = [int(b) for b in args.budgets.split(",")]
+        if args.lowest and min(budgets) * 1024 < floor:
+            budgets.append(-(-int(1.1 * floor) // 1024))
+        for kb in budgets:
             problem = planning.price(spec, profile, kb * 1024)
             row = {
                 "model": f"{m.name} ({m.train})",
