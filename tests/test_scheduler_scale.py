@@ -159,8 +159,6 @@ def test_small_zoo_training_graphs(model: str) -> None:
     from poet_edge.profiles import load_profile
 
     path = ROOT / "examples" / ("mlp.onnx" if model == "mlp" else "zoo/lenet5.onnx")
-    if not path.exists():
-        pytest.skip(f"{path} missing")
     profile = load_profile("cortex-m4")
     g = frontend.load(path, 8 if model == "mlp" else 1)
     tg = autodiff.training_graph(g, autodiff.Loss("cross-entropy"), trainable.select(g, "all"))
