@@ -402,10 +402,8 @@ def test_progress_callback_reports_incumbent_bound_and_gap() -> None:
     base = random_layered_dag(30, 1)
     problem = replace(base, budget_bytes=_peak(base) * 7 // 10)
     calls: list[tuple[float, float | None, float | None, float | None]] = []
-    # threads left to HiGHS: a thread count other than the one its global scheduler was first
-    # started with in this process makes HiGHS refuse to run
-    options = MilpOptions(time_limit_s=20, on_progress=lambda *a: calls.append(a))
-    assert options == MilpOptions(time_limit_s=20)  # the callback is not part of eq/hash
+    options = MilpOptions(time_limit_s=20, threads=1, on_progress=lambda *a: calls.append(a))
+    assert options == MilpOptions(time_limit_s=20, threads=1)  # the callback is not part of eq/hash
     info = dict(schedule_milp(problem, options).info)
     assert any(inc is not None and math.isfinite(inc) for _, inc, _, _ in calls)
     for _, inc, bound, gap in calls:
