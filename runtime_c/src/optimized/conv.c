@@ -483,6 +483,13 @@ static int poet_dw3(const poet_cgeo *g, int32_t s)
     return g->Cg == 1 && g->Mg == 1 && g->KH == 3 && g->KW == 3 && g->SH == s && g->SW == s;
 }
 
+/* 1x1, stride 1, no padding: every output pixel is the input pixel at the same place. */
+static int poet_pw1(const poet_cgeo *g)
+{
+    return g->KH == 1 && g->KW == 1 && g->SH == 1 && g->SW == 1 && g->PT == 0 && g->PL == 0 &&
+           g->OH == g->IH && g->OW == g->IW;
+}
+
 /* ---- forward ---------------------------------------------------------------------------------------- */
 
 /* valid kernel columns [*k0, *k0 + *nk) of output column ow (forward: iw = ow * SW - PL + kw in [0, IW)) */
@@ -610,8 +617,7 @@ void poet_conv2d_f32(const float *X, const float *W, const float *B, float *Y, c
         poet_dw_fwd_s1(&g, X, W, B, Y);
     else if (poet_dw3(&g, 2))
         poet_dw_fwd_s2(&g, X, W, B, Y);
-    else if (g.KH == 1 && g.KW == 1 && g.SH == 1 && g.SW == 1 && g.PT == 0 && g.PL == 0 && g.OH == g.IH &&
-             g.OW == g.IW)
+    else if (poet_pw1(&g))
         poet_fwd_pw(&g, X, W, B, Y);
     else if (g.KH == 1 && g.KW == 1 && g.SW == 2)
         poet_fwd_pw_s2(&g, X, W, B, Y);
@@ -762,8 +768,7 @@ void poet_conv2d_grad_input_f32(const float *dY, const float *W, float *dX, cons
         poet_dw_gi_s1(&g, dY, W, dX);
     else if (poet_dw3(&g, 2))
         poet_dw_gi_s2(&g, dY, W, dX);
-    else if (g.KH == 1 && g.KW == 1 && g.SH == 1 && g.SW == 1 && g.PT == 0 && g.PL == 0 && g.OH == g.IH &&
-             g.OW == g.IW)
+    else if (poet_pw1(&g))
         poet_gi_pw(&g, dY, W, dX);
     else if (g.KH == 1 && g.KW == 1 && g.SW == 2)
         poet_gi_pw_s2(&g, dY, W, dX);
@@ -902,11 +907,9 @@ void poet_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW, con
         poet_dw_gw_s1(&g, X, dY, dW);
     else if (poet_dw3(&g, 2))
         poet_dw_gw_s2(&g, X, dY, dW);
-    else if (g.KH == 1 && g.KW == 1 && g.SH == 1 && g.SW == 1 && g.PT == 0 && g.PL == 0 && g.OH == g.IH &&
-             g.OW == g.IW && g.N == 1) {
+    else if (poet_pw1(&g) && g.N == 1) {
         poet_gw_pw(&g, X, dY, dW);
-    } else if (g.KH == 1 && g.KW == 1 && g.SH == 1 && g.SW == 1 && g.PT == 0 && g.PL == 0 && g.OH == g.IH &&
-               g.OW == g.IW) { /* 1x1: all pixels as one row */
+    } else if (poet_pw1(&g)) { /* 1x1: all pixels as one row */
         poet_cgeo f = g;
         f.IH = f.OH = 1;
         f.IW = f.OW = g.IHW;
