@@ -781,6 +781,20 @@ def _left(best: _Best, options: ScaleOptions) -> float:
     return options.time_limit_s - (time.perf_counter() - best.began)
 
 
+@dataclass(frozen=True)
+class _Run:
+    """What the phases of one run share: the problem and its analysis, the segment cover, the options,
+    the incumbent (mutable), and the objective's kind and normalisation (costs in the models are / norm)."""
+
+    problem: SchedulingProblem
+    an: Analysis
+    cover: Cover
+    best: _Best
+    options: ScaleOptions
+    latency: bool
+    norm: float
+
+
 def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = None) -> Schedule:
     """See the module docstring. Raises PoetError (saying why) when no schedule exists or none is found."""
     options = options or ScaleOptions()
@@ -799,25 +813,18 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     cover = build_cover(problem, an)
     n = len(problem.nodes)
     budget = np.full(n, problem.budget_bytes, dtype=np.int64)
-    bound = plain + _bound(problem, an, cover, best, options, latency, norm, budget) * norm
-    primal_status = _improve(problem, an, cover, best, options, latency, norm, bound)
-    evals = _search(problem, an, cover, best, options, bound)
+    run = _Run(problem, an, cover, best, options, latency, norm)
+    bound = plain + _bound(run, budget) * norm
+    primal_status = _improve(run, bound)
+    evals = _search(run, bound)
     if best.schedule is None:
         raise PoetError(f"scheduler '{NAME}' found no schedule within the budget ({primal_status})")
     return _finish(best, bound, plain, primal_status, cover, evals)
 
 
-def _bound(
-    problem: SchedulingProblem,
-    an: Analysis,
-    cover: Cover,
-    best: _Best,
-    options: ScaleOptions,
-    latency: bool,
-    norm: float,
-    budget: np.ndarray,
-) -> float:
-    lp = _columns(problem, cover.bound_opts, latency, norm)
+def _bound(run: _Run, budget: np.ndarray) -> float:
+    problem, cover, best, options = run.problem, run.cover, run.best, run.options
+    lp = _columns(problem, cover.bound_opts, run.latency, run.norm)
     if not _rows(problem, cover, lp, budget):
         raise PoetError(
             f"no schedule exists within the RAM budget {problem.budget_bytes} bytes in the problem's order: "
@@ -832,25 +839,16 @@ def _bound(
             f"(the segment relaxation is infeasible)"
         )
     if solved.values is not None:
-        _offer_plan(
-            problem, an, cover, _seg_plan(cover, lp, solved.values), best, options, "bound-model plan"
-        )
+        _offer_plan(run, _seg_plan(cover, lp, solved.values), "bound-model plan")
     return max(solved.bound, relaxed.bound)
 
 
-def _offer_plan(
-    problem: SchedulingProblem,
-    an: Analysis,
-    cover: Cover,
-    segplan: Plan,
-    best: _Best,
-    options: ScaleOptions,
-    origin: str,
-) -> dict[int, int]:
+def _offer_plan(run: _Run, segplan: Plan, origin: str) -> dict[int, int]:
     """Offers the plan replayed exactly (and records it for the local search), else through the
     engine (which repairs overflows by DTR); returns the overflow of the exact replay (empty when it
     fits)."""
-    costs = _costs(problem, options.objective == "latency")
+    problem, an, cover, best, options = run.problem, run.an, run.cover, run.best, run.options
+    costs = _costs(problem, run.latency)
     overflows = []
     for variant in (segplan, {**segplan, FREE_TEMPS: DROP}):
         plan = _as_plan(cover, variant)
@@ -865,17 +863,9 @@ def _offer_plan(
     return min(overflows, key=lambda o: sum(o.values()))
 
 
-def _improve(
-    problem: SchedulingProblem,
-    an: Analysis,
-    cover: Cover,
-    best: _Best,
-    options: ScaleOptions,
-    latency: bool,
-    norm: float,
-    bound: float,
-) -> str:
+def _improve(run: _Run, bound: float) -> str:
     """Primal rounds on both models: solve, replay, tighten the budget rows of overflowing stages."""
+    problem, cover, best, options = run.problem, run.cover, run.best, run.options
     status = "not run"
     n = len(problem.nodes)
     for name, opts, rounds in (
@@ -886,7 +876,7 @@ def _improve(
         for k in range(rounds):
             if best.cost <= bound * (1 + options.gap_rel) or _left(best, options) < 0.2:
                 break
-            lp = _columns(problem, opts, latency, norm)
+            lp = _columns(problem, opts, run.latency, run.norm)
             if not _rows(problem, cover, lp, budget):
                 status = f"{name} round {k}: a tightened stage cannot fit"
                 break
@@ -896,21 +886,20 @@ def _improve(
             if solved.values is None:
                 break
             segplan = _seg_plan(cover, lp, solved.values)
-            overflow = _offer_plan(problem, an, cover, segplan, best, options, f"{name} plan, round {k}")
+            overflow = _offer_plan(run, segplan, f"{name} plan, round {k}")
             if not overflow:
                 break
             budget = _tighten(budget, overflow)
     return status
 
 
-def _search(
-    problem: SchedulingProblem, an: Analysis, cover: Cover, best: _Best, options: ScaleOptions, bound: float
-) -> int:
+def _search(run: _Run, bound: float) -> int:
     """Local search (:class:`_Search`) from the three cheapest recorded plans (or from no eviction at
     all), then iterated: perturb 1-3 random segments of the best plan (fixed seed) and descend again,
     at most ``options.kicks`` times, while time remains and the gap is open; returns the number of
     replays."""
-    costs = _costs(problem, options.objective == "latency")
+    problem, an, cover, best, options = run.problem, run.an, run.cover, run.best, run.options
+    costs = _costs(problem, run.latency)
     search = _Search(problem, an, cover, costs, _modes(cover))
     starts = [plan for _, _, plan in sorted(best.plans, key=lambda x: (x[0], x[1]))] or [{}]
     done: set[tuple[tuple[int, str], ...]] = set()
