@@ -215,31 +215,104 @@ POET_ALWAYS_INLINE void poet_run(poet_blk *b, int32_t n, int32_t step_v, int32_t
  *   out[o, q] = sum over kh, kw < 3 (ascending) of in[r, c] * w[kh, kw]  (+ bias)
  * where r = o * S + AH + D * kh, c = q * S + AW + D * kw and taps with r or c outside the input are
  * skipped: the forward pass is D = +1 (AH = -PT, AW = -PL); the input gradient at stride 1 is D = -1 with
- * in = dY (AH = PT, AW = PL). Interior columns run in blocks of 8/4/2/1 outputs that read each input value
- * of a row once (one load for up to 3 products); border columns test every tap. */
+ * in = dY (AH = PT, AW = PL). The valid kernel rows of an output row are one range [KH0, KH1) and the valid
+ * kernel columns of an output column one range [KW0, KW1): every block below has both ranges fixed at
+ * compile time, so no tap is tested. Interior columns (all three kernel columns valid) run in blocks of
+ * 8/4/2/1 outputs that read each input value of a row once (one load for up to 3 products); each border
+ * column is one output with its own column range. Rows whose range is not one of the three common ones
+ * (maps of height 1 or 2) take one generic path that loops over the ranges at run time. */
 typedef struct {
     const float *in, *w, *bias;
     float *out;
     int32_t HI, WI, HO, WO, AH, AW;
 } poet_dwp;
 
-POET_ALWAYS_INLINE void poet_dw_block(const float *const rows[3], const int ok[3], const float w[9], int32_t col,
-                                      const float *bias, float *out, const int P, const int S, const int D)
+/* P outputs from column col (input column of tap kw: col + p * S + D * kw), taps kh in [KH0, KH1) and kw in
+ * [KW0, KW1), rows[kh] the input row of tap kh (only those in range are read). */
+POET_ALWAYS_INLINE void poet_dw_px(const float *const rows[3], const float w[9], int32_t col, const float *bias,
+                                   float *out, const int P, const int S, const int D, const int KH0, const int KH1,
+                                   const int KW0, const int KW1)
 {
     float acc[8];
     POET_UNROLL for (int p = 0; p < P; ++p) acc[p] = 0.0f;
-    POET_UNROLL for (int kh = 0; kh < 3; ++kh) {
-        if (ok[kh]) {
-            const float *x = rows[kh] + col;
-            POET_UNROLL for (int p = 0; p < P; ++p) POET_UNROLL for (int kw = 0; kw < 3; ++kw)
-                acc[p] += x[p * S + D * kw] * w[kh * 3 + kw];
-        }
+    POET_UNROLL for (int kh = KH0; kh < KH1; ++kh) {
+        const float *x = rows[kh] + col + D * KW0; /* the first valid column: no pointer outside the row */
+        POET_UNROLL for (int p = 0; p < P; ++p) POET_UNROLL for (int kw = KW0; kw < KW1; ++kw)
+            acc[p] += x[p * S + D * (kw - KW0)] * w[kh * 3 + kw];
     }
     if (bias) {
         const float bv = *bias;
         POET_UNROLL for (int p = 0; p < P; ++p) out[p] = acc[p] + bv;
     } else {
         POET_UNROLL for (int p = 0; p < P; ++p) out[p] = acc[p];
+    }
+}
+
+/* valid tap range [*k0, *k1) of a 3-wide kernel at position base (input index base + D * k in [0, n)) */
+static void poet_dw_range(int32_t base, int32_t n, int32_t D, int32_t *k0, int32_t *k1)
+{
+    if (D > 0) {
+        *k0 = poet_max32(0, -base);
+        *k1 = poet_min32(3, n - base);
+    } else {
+        *k0 = poet_max32(0, base - n + 1);
+        *k1 = poet_min32(3, base + 1);
+    }
+    if (*k1 < *k0) *k1 = *k0;
+}
+
+/* One border column q (its own kernel-column range, chosen at run time among the compile-time ones). */
+POET_ALWAYS_INLINE void poet_dw_edge(const poet_dwp *d, const float *const rows[3], const float w[9], float *out,
+                                     int32_t q, const int S, const int D, const int KH0, const int KH1)
+{
+    const int32_t col = q * S + d->AW;
+    int32_t k0, k1;
+    poet_dw_range(col, d->WI, D, &k0, &k1);
+    switch (k0 * 4 + k1) {
+    case 1: poet_dw_px(rows, w, col, d->bias, out + q, 1, S, D, KH0, KH1, 0, 1); break;
+    case 2: poet_dw_px(rows, w, col, d->bias, out + q, 1, S, D, KH0, KH1, 0, 2); break;
+    case 3: poet_dw_px(rows, w, col, d->bias, out + q, 1, S, D, KH0, KH1, 0, 3); break;
+    case 6: poet_dw_px(rows, w, col, d->bias, out + q, 1, S, D, KH0, KH1, 1, 2); break;
+    case 7: poet_dw_px(rows, w, col, d->bias, out + q, 1, S, D, KH0, KH1, 1, 3); break;
+    case 11: poet_dw_px(rows, w, col, d->bias, out + q, 1, S, D, KH0, KH1, 2, 3); break;
+    default: poet_dw_px(rows, w, col, d->bias, out + q, 1, S, D, 0, 0, 0, 0); break; /* no tap */
+    }
+}
+
+/* One output row with kernel rows [KH0, KH1): border columns below qa and from qb, interior blocks between. */
+POET_ALWAYS_INLINE void poet_dw_row(const poet_dwp *d, const float *const rows[3], const float w[9], float *out,
+                                    int32_t qa, int32_t qb, const int S, const int D, const int KH0, const int KH1)
+{
+    int32_t q = 0;
+    for (; q < qa; ++q) poet_dw_edge(d, rows, w, out, q, S, D, KH0, KH1);
+    for (; q + 8 <= qb; q += 8) poet_dw_px(rows, w, q * S + d->AW, d->bias, out + q, 8, S, D, KH0, KH1, 0, 3);
+    if (qb - q >= 4) {
+        poet_dw_px(rows, w, q * S + d->AW, d->bias, out + q, 4, S, D, KH0, KH1, 0, 3);
+        q += 4;
+    }
+    if (qb - q >= 2) {
+        poet_dw_px(rows, w, q * S + d->AW, d->bias, out + q, 2, S, D, KH0, KH1, 0, 3);
+        q += 2;
+    }
+    if (qb - q >= 1) {
+        poet_dw_px(rows, w, q * S + d->AW, d->bias, out + q, 1, S, D, KH0, KH1, 0, 3);
+        q += 1;
+    }
+    for (; q < d->WO; ++q) poet_dw_edge(d, rows, w, out, q, S, D, KH0, KH1);
+}
+
+/* Any row range (rare: maps of height 1 or 2): the taps of every output tested at run time. */
+static void poet_dw_row_any(const poet_dwp *d, const float *const rows[3], int32_t kh0, int32_t kh1, float *out,
+                            const int32_t S, const int32_t D)
+{
+    for (int32_t q = 0; q < d->WO; ++q) {
+        const int32_t col = q * S + d->AW;
+        int32_t k0, k1;
+        poet_dw_range(col, d->WI, D, &k0, &k1);
+        float acc = 0.0f;
+        for (int32_t kh = kh0; kh < kh1; ++kh)
+            for (int32_t kw = k0; kw < k1; ++kw) acc += rows[kh][col + D * kw] * d->w[kh * 3 + kw];
+        out[q] = d->bias ? acc + *d->bias : acc;
     }
 }
 
@@ -255,47 +328,152 @@ POET_ALWAYS_INLINE void poet_dw_plane(const poet_dwp *d, const int S, const int 
     const int32_t qb = hi < 0 ? qa : poet_max32(qa, poet_min32(WO, hi / S + 1));
     for (int32_t o = 0; o < d->HO; ++o) {
         const float *rows[3];
-        int ok[3];
+        const int32_t base = o * S + d->AH;
+        int32_t kh0, kh1;
+        poet_dw_range(base, d->HI, D, &kh0, &kh1);
         POET_UNROLL for (int kh = 0; kh < 3; ++kh) {
-            const int32_t r = o * S + d->AH + D * kh;
-            ok[kh] = r >= 0 && r < d->HI;
-            rows[kh] = ok[kh] ? d->in + r * WI : d->in;
+            const int32_t r = base + D * kh;
+            rows[kh] = r >= 0 && r < d->HI ? d->in + r * WI : d->in;
         }
         float *out = d->out + o * WO;
-        int32_t q = 0;
-        for (; q < WO; ++q) { /* left border, then (from qb) right border */
-            if (q == qa) {
-                for (; q + 8 <= qb; q += 8) poet_dw_block(rows, ok, w, q * S + d->AW, d->bias, out + q, 8, S, D);
-                if (qb - q >= 4) {
-                    poet_dw_block(rows, ok, w, q * S + d->AW, d->bias, out + q, 4, S, D);
-                    q += 4;
-                }
-                if (qb - q >= 2) {
-                    poet_dw_block(rows, ok, w, q * S + d->AW, d->bias, out + q, 2, S, D);
-                    q += 2;
-                }
-                if (qb - q >= 1) {
-                    poet_dw_block(rows, ok, w, q * S + d->AW, d->bias, out + q, 1, S, D);
-                    q += 1;
-                }
-                if (q >= WO) break;
-            }
-            float acc = 0.0f;
-            POET_UNROLL for (int kh = 0; kh < 3; ++kh) {
-                if (ok[kh]) {
-                    POET_UNROLL for (int kw = 0; kw < 3; ++kw) {
-                        const int32_t c = q * S + d->AW + D * kw;
-                        if (c >= 0 && c < WI) acc += rows[kh][c] * w[kh * 3 + kw];
-                    }
-                }
-            }
-            out[q] = d->bias ? acc + *d->bias : acc;
+        if (kh0 == 0 && kh1 == 3)
+            poet_dw_row(d, rows, w, out, qa, qb, S, D, 0, 3);
+        else if (kh0 == 1 && kh1 == 3)
+            poet_dw_row(d, rows, w, out, qa, qb, S, D, 1, 3);
+        else if (kh0 == 0 && kh1 == 2)
+            poet_dw_row(d, rows, w, out, qa, qb, S, D, 0, 2);
+        else
+            poet_dw_row_any(d, rows, kh0, kh1, out, S, D);
+    }
+}
+
+/* The common planes (one border column at most on each side, one border row at most at the top and the
+ * bottom, as 3x3 kernels with padding 1 give): LE / RE are the column ranges of the left / right border
+ * column (0: none, 1: [1, 3), 2: [0, 2)), TE / BE the row ranges of the top / bottom border row, all fixed at
+ * compile time; few values are live, so nothing spills. */
+POET_ALWAYS_INLINE void poet_dw_frow(const float *const rows[3], const float w[9], const float *bias, float *out,
+                                     int32_t n, int32_t col, const int S, const int D, const int KH0,
+                                     const int KH1, const int LE, const int RE)
+{
+    if (LE) {
+        if (LE == 1) poet_dw_px(rows, w, col, bias, out, 1, S, D, KH0, KH1, 1, 3);
+        else poet_dw_px(rows, w, col, bias, out, 1, S, D, KH0, KH1, 0, 2);
+        col += S;
+        ++out;
+    }
+    for (; n >= 8; n -= 8, col += 8 * S, out += 8) poet_dw_px(rows, w, col, bias, out, 8, S, D, KH0, KH1, 0, 3);
+    if (n >= 4) {
+        poet_dw_px(rows, w, col, bias, out, 4, S, D, KH0, KH1, 0, 3);
+        n -= 4;
+        col += 4 * S;
+        out += 4;
+    }
+    if (n >= 2) {
+        poet_dw_px(rows, w, col, bias, out, 2, S, D, KH0, KH1, 0, 3);
+        n -= 2;
+        col += 2 * S;
+        out += 2;
+    }
+    if (n >= 1) {
+        poet_dw_px(rows, w, col, bias, out, 1, S, D, KH0, KH1, 0, 3);
+        col += S;
+        ++out;
+    }
+    if (RE == 1) poet_dw_px(rows, w, col, bias, out, 1, S, D, KH0, KH1, 1, 3);
+    else if (RE == 2) poet_dw_px(rows, w, col, bias, out, 1, S, D, KH0, KH1, 0, 2);
+}
+
+POET_ALWAYS_INLINE void poet_dw_frow_any(const float *const rows[3], const float w[9], const float *bias,
+                                         float *out, int32_t n, int32_t col, const int S, const int D,
+                                         const int KP, const int LE, const int RE)
+{
+    if (KP == 0) poet_dw_frow(rows, w, bias, out, n, col, S, D, 0, 3, LE, RE);
+    else if (KP == 1) poet_dw_frow(rows, w, bias, out, n, col, S, D, 1, 3, LE, RE);
+    else poet_dw_frow(rows, w, bias, out, n, col, S, D, 0, 2, LE, RE);
+}
+
+POET_ALWAYS_INLINE void poet_dw_fplane(const poet_dwp *d, const int S, const int D, const int LE, const int RE,
+                                       const int TE, const int BE)
+{
+    float w[9];
+    POET_UNROLL for (int i = 0; i < 9; ++i) w[i] = d->w[i];
+    const float *const in = d->in, *const bias = d->bias;
+    const int32_t WI = d->WI, HO = d->HO, WO = d->WO, AH = d->AH, AW = d->AW;
+    const int32_t n = WO - (LE ? 1 : 0) - (RE ? 1 : 0);
+    float *out = d->out;
+    for (int32_t o = 0; o < HO; ++o, out += WO) {
+        const int32_t base = o * S + AH;
+        const float *rows[3];
+        /* only the rows of the range used below are read; the others point at the plane */
+        POET_UNROLL for (int kh = 0; kh < 3; ++kh) {
+            const int32_t r = base + D * kh;
+            rows[kh] = in + (r >= 0 && r < d->HI ? r : 0) * WI;
+        }
+        if (TE && o == 0) poet_dw_frow_any(rows, w, bias, out, n, AW, S, D, TE, LE, RE);
+        else if (BE && o == HO - 1) poet_dw_frow_any(rows, w, bias, out, n, AW, S, D, BE, LE, RE);
+        else poet_dw_frow_any(rows, w, bias, out, n, AW, S, D, 0, LE, RE);
+    }
+}
+
+/* pattern code of a 3-tap range: 0 = [0, 3), 1 = [1, 3), 2 = [0, 2), -1 = any other */
+static int poet_dw_code(int32_t base, int32_t n, int32_t D)
+{
+    int32_t k0, k1;
+    poet_dw_range(base, n, D, &k0, &k1);
+    return k0 == 0 && k1 == 3 ? 0 : k0 == 1 && k1 == 3 ? 1 : k0 == 0 && k1 == 2 ? 2 : -1;
+}
+
+/* The fast plane's compile-time codes for this geometry, packed as LE | RE << 2 | TE << 4 | BE << 6, or -1. */
+static int32_t poet_dw_kind(const poet_dwp *d, int32_t S, int32_t D, int32_t qa, int32_t qb)
+{
+    if (d->HO < 3 || qa > 1 || d->WO - qb > 1 || qb - qa < 1) return -1;
+    const int le = qa ? poet_dw_code(d->AW, d->WI, D) : 0;
+    const int re = qb < d->WO ? poet_dw_code((d->WO - 1) * S + d->AW, d->WI, D) : 0;
+    const int te = poet_dw_code(d->AH, d->HI, D), be = poet_dw_code((d->HO - 1) * S + d->AH, d->HI, D);
+    if (le < 0 || re < 0 || te < 0 || be < 0 || (qa && !le) || (qb < d->WO && !re)) return -1;
+    if (poet_dw_code(S + d->AH, d->HI, D) != 0 || poet_dw_code((d->HO - 2) * S + d->AH, d->HI, D) != 0) return -1;
+    return le | re << 2 | te << 4 | be << 6;
+}
+
+/* Every channel of every sample; the plane's kind (poet_dw_kind) is the same for all of them. */
+POET_ALWAYS_INLINE void poet_dw_each(const poet_cgeo *g, poet_dwp *d, const float *in, const float *W,
+                                     const float *B, float *out, int32_t in_hw, int32_t out_hw, const int S,
+                                     const int D, const int FAST, const int LE, const int RE, const int TE,
+                                     const int BE)
+{
+    for (int32_t n = 0; n < g->N; ++n) {
+        for (int32_t m = 0; m < g->M; ++m) {
+            d->in = in + (n * g->M + m) * in_hw;
+            d->out = out + (n * g->M + m) * out_hw;
+            d->w = W + m * 9;
+            d->bias = B ? B + m : NULL;
+            if (FAST) poet_dw_fplane(d, S, D, LE, RE, TE, BE);
+            else poet_dw_plane(d, S, D);
         }
     }
 }
 
-POET_ALWAYS_INLINE void poet_dw_all(const poet_cgeo *g, const float *in, const float *W, const float *B, float *out,
-                                    int32_t in_hw, int32_t out_hw, const int S, const int D)
+#define POET_DW_VARIANT(name, S, D, FAST, LE, RE, TE, BE) \
+    POET_NOINLINE void name(const poet_cgeo *g, poet_dwp *d, const float *in, const float *W, const float *B, \
+                            float *out, int32_t in_hw, int32_t out_hw) \
+    { \
+        poet_dw_each(g, d, in, W, B, out, in_hw, out_hw, S, D, FAST, LE, RE, TE, BE); \
+    }
+/* kinds: LE | RE << 2 | TE << 4 | BE << 6 (forward D = +1 with padding 1: left and top borders [1, 3), right
+ * and bottom [0, 2); the input gradient D = -1 the other way round; stride 2 on even sizes: no right or
+ * bottom border) */
+POET_DW_VARIANT(poet_dw_s1_any, 1, 1, 0, 0, 0, 0, 0)
+POET_DW_VARIANT(poet_dw_s2_any, 2, 1, 0, 0, 0, 0, 0)
+POET_DW_VARIANT(poet_dw_gs1_any, 1, -1, 0, 0, 0, 0, 0)
+POET_DW_VARIANT(poet_dw_s1_p1, 1, 1, 1, 1, 2, 1, 2)
+POET_DW_VARIANT(poet_dw_s1_p0, 1, 1, 1, 0, 0, 0, 0)
+POET_DW_VARIANT(poet_dw_s2_p1, 2, 1, 1, 1, 2, 1, 2)
+POET_DW_VARIANT(poet_dw_s2_p1e, 2, 1, 1, 1, 0, 1, 0)
+POET_DW_VARIANT(poet_dw_gs1_p1, 1, -1, 1, 2, 1, 2, 1)
+POET_DW_VARIANT(poet_dw_gs1_p0, 1, -1, 1, 0, 0, 0, 0)
+
+static void poet_dw_all(const poet_cgeo *g, const float *in, const float *W, const float *B, float *out,
+                        int32_t in_hw, int32_t out_hw, int32_t S, int32_t D)
 {
     poet_dwp d;
     d.HI = D > 0 ? g->IH : g->OH;
@@ -304,15 +482,29 @@ POET_ALWAYS_INLINE void poet_dw_all(const poet_cgeo *g, const float *in, const f
     d.WO = D > 0 ? g->OW : g->IW;
     d.AH = D > 0 ? -g->PT : g->PT;
     d.AW = D > 0 ? -g->PL : g->PL;
-    for (int32_t n = 0; n < g->N; ++n) {
-        for (int32_t m = 0; m < g->M; ++m) {
-            d.in = in + (n * g->M + m) * in_hw;
-            d.out = out + (n * g->M + m) * out_hw;
-            d.w = W + m * 9;
-            d.bias = B ? B + m : NULL;
-            poet_dw_plane(&d, S, D);
-        }
-    }
+    /* interior columns as poet_dw_plane computes them */
+    const int32_t lo = D > 0 ? -d.AW : 2 - d.AW, hi = D > 0 ? d.WI - 3 - d.AW : d.WI - 1 - d.AW;
+    const int32_t qa = poet_min32(d.WO, lo <= 0 ? 0 : (lo + S - 1) / S);
+    const int32_t qb = hi < 0 ? qa : poet_max32(qa, poet_min32(d.WO, hi / S + 1));
+    const int32_t kind = poet_dw_kind(&d, S, D, qa, qb);
+    if (S == 1 && D > 0 && kind == (1 | 2 << 2 | 1 << 4 | 2 << 6))
+        poet_dw_s1_p1(g, &d, in, W, B, out, in_hw, out_hw);
+    else if (S == 1 && D > 0 && kind == 0)
+        poet_dw_s1_p0(g, &d, in, W, B, out, in_hw, out_hw);
+    else if (S == 1 && D > 0)
+        poet_dw_s1_any(g, &d, in, W, B, out, in_hw, out_hw);
+    else if (S == 2 && kind == (1 | 2 << 2 | 1 << 4 | 2 << 6))
+        poet_dw_s2_p1(g, &d, in, W, B, out, in_hw, out_hw);
+    else if (S == 2 && kind == (1 | 1 << 4))
+        poet_dw_s2_p1e(g, &d, in, W, B, out, in_hw, out_hw);
+    else if (S == 2)
+        poet_dw_s2_any(g, &d, in, W, B, out, in_hw, out_hw);
+    else if (kind == (2 | 1 << 2 | 2 << 4 | 1 << 6))
+        poet_dw_gs1_p1(g, &d, in, W, B, out, in_hw, out_hw);
+    else if (kind == 0)
+        poet_dw_gs1_p0(g, &d, in, W, B, out, in_hw, out_hw);
+    else
+        poet_dw_gs1_any(g, &d, in, W, B, out, in_hw, out_hw);
 }
 
 POET_NOINLINE void poet_dw_fwd_s1(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y)
