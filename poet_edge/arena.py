@@ -5,6 +5,8 @@ Recomputed and paged-in copies are new instances and may land at a different off
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -98,10 +100,16 @@ def conflicts(insts: list[Instance]) -> list[list[int]]:
     return out
 
 
-def _place(order: list[int], insts: list[Instance], conf: list[list[int]], best_fit: bool) -> list[int]:
+def _place(
+    order: list[int],
+    insts: list[Instance],
+    conf: list[list[int]],
+    best_fit: bool,
+    fixed: list[int] | None = None,
+) -> list[int]:
     """Place in ``order`` at the lowest (or the tightest, ``best_fit``) hole that no placed,
-    lifetime-overlapping instance occupies."""
-    offsets = [-1] * len(insts)
+    lifetime-overlapping instance occupies; ``fixed`` (-1: not placed) holds offsets placed beforehand."""
+    offsets = list(fixed) if fixed is not None else [-1] * len(insts)
     for i in order:
         busy = sorted((offsets[j], offsets[j] + insts[j].size) for j in conf[i] if offsets[j] >= 0)
         gaps = _gaps(busy, insts[i].size)
@@ -153,11 +161,175 @@ def _refine(
     return best
 
 
+SLOT_SKIP = 1.005  # a plan within 0.5% of the live peak does not try the slot stage
+SLOT_MAX = 256  # the most unit slots the slot stage searches over
+SMALL_SHARE = 0.05  # off-grid instances may have at most this share of the live peak alive together
+SLOT_WORK = 4_000_000  # slot-search budget in slot visits (a count, not a time: plans stay deterministic)
+SLOT_ATTEMPT = 1_000_000  # at most this much of it per search (one unit, slot count and direction)
+
+
+def _units(insts: list[Instance], floor: int) -> list[int]:
+    """Slot units for :func:`plan_slots`, largest first: the gcd ``u`` of the largest sizes whenever the
+    instances whose size is not a multiple of ``u`` (the small ones) never have more than ``SMALL_SHARE``
+    of the live peak alive together, while the multiples of ``u`` need at most ``SLOT_MAX`` slots."""
+    out: list[int] = []
+    u = 0
+    for size in sorted({i.size for i in insts}, reverse=True):
+        if math.gcd(u, size) == u:
+            continue
+        u = math.gcd(u, size)
+        if peak_live([i for i in insts if i.size % u == 0]) > SLOT_MAX * u:
+            break  # a smaller unit only needs more slots
+        if peak_live([i for i in insts if i.size % u]) <= SMALL_SHARE * floor:
+            out.append(u)
+    return out
+
+
+class _Slots:
+    """Contiguous slot assignment of interval items (start, end, width) into ``k`` slots, items in order
+    of birth. A greedy sweep places each item, at its birth, in the free slots that score best: not
+    splitting a free run, the shortest run, then next to an item that dies in the same epoch (between the
+    same two births of wide items) and as close in time as possible, so that slots freed together are
+    adjacent when a wide item is born. When the sweep gets stuck (a wide item finds no adjacent free
+    slots), the search tries each other choice of one earlier item, latest first, each completed by the
+    greedy sweep, and keeps the first that gets further (one-discrepancy repair, repeated)."""
+
+    def __init__(self, items: list[tuple[int, int, int]], k: int) -> None:
+        self.items, self.k = items, k
+        wide = sorted({s for s, _, w in items if w > 1})
+        self.epoch = {e: bisect_right(wide, e) for _, e, _ in items}
+        self.work = 0
+
+    def choices(self, ends: list[int], level: int) -> list[int]:
+        """Positions where item ``level`` fits, best first; ``ends[x]``: the death of slot x's occupant."""
+        s, e, w = self.items[level]
+        k, epoch = self.k, self.epoch
+        ep = epoch[e]
+        self.work += k
+        scored = []
+        p = 0
+        while p < k:
+            if ends[p] >= s:
+                p += 1
+                continue
+            q = p
+            while q < k and ends[q] < s:
+                q += 1
+            if q - p >= w:
+                for pos in range(p, q - w + 1):
+                    free_sides = (pos > p) + (pos + w < q)
+                    match = (2, 0)
+                    for x in (pos - 1, pos + w):
+                        if x < 0 or x >= k:
+                            match = (0, 0)
+                        elif ends[x] >= s:
+                            match = min(match, (int(epoch[ends[x]] != ep), abs(ends[x] - e)))
+                    scored.append((free_sides, q - p, match, pos))
+            p = q
+        scored.sort()
+        return [t[3] for t in scored]
+
+    def sweep(self, ends: list[int], lo: int, snaps: list[list[int]]) -> tuple[int, list[int]]:
+        """Greedy from item ``lo``; the depth reached (the first item that found no room, or all), the
+        positions chosen and (appended to ``snaps``) the slot state before each item."""
+        ends = list(ends)
+        path: list[int] = []
+        for level in range(lo, len(self.items)):
+            snaps.append(list(ends))
+            c = self.choices(ends, level)
+            if not c:
+                return level, path
+            _, e, w = self.items[level]
+            path.append(c[0])
+            ends[c[0] : c[0] + w] = [e] * w
+        return len(self.items), path
+
+    def search(self, budget: int) -> list[int] | None:
+        """Slot positions of the items (their lowest slot), or None once ``budget`` slot visits are spent
+        or no single change gets further."""
+        n = len(self.items)
+        snaps: list[list[int]] = []
+        depth, path = self.sweep([-1] * self.k, 0, snaps)
+        while depth < n:
+            improved = False
+            for level in range(depth - 1, -1, -1):
+                _, e, w = self.items[level]
+                for pos in self.choices(snaps[level], level):
+                    if self.work >= budget:
+                        return None
+                    if pos == path[level]:
+                        continue
+                    ends = list(snaps[level])
+                    ends[pos : pos + w] = [e] * w
+                    more: list[list[int]] = []
+                    d, rest = self.sweep(ends, level + 1, more)
+                    if d > depth:
+                        depth, path, snaps = d, [*path[:level], pos, *rest], snaps[: level + 1] + more
+                        improved = True
+                        break
+                if improved:
+                    break
+            if not improved:
+                return None
+        return path
+
+
+def plan_slots(
+    insts: list[Instance], conf: list[list[int]], ceiling: int, budget: int = SLOT_WORK
+) -> ArenaPlan | None:
+    """When the large instances' sizes are multiples of one unit, pack them into unit slots (by gravity,
+    slot-aligned offsets lose nothing among them) with :class:`_Slots`, forwards in time and, if that
+    fails, backwards (a packing read backwards is a packing), at the fewest slots their live peak allows
+    and more while under ``ceiling`` bytes; then place the small instances around them (first and best
+    fit, the better). Each unit of :func:`_units` is tried, until one reaches the live peak; the smallest
+    arena under ``ceiling`` wins, None if none is. ``budget`` (slot visits) bounds the whole search."""
+    floor = peak_live(insts)
+    last = max((i.end for i in insts), default=0)
+    best: ArenaPlan | None = None
+    for u in _units(insts, floor):
+        small = sorted(
+            (i for i, x in enumerate(insts) if x.size % u), key=lambda i: (-insts[i].size, insts[i].start, i)
+        )
+        large = [i for i, x in enumerate(insts) if x.size % u == 0]
+        k = -(-peak_live([insts[i] for i in large]) // u)
+        path: list[int] | None = None
+        while path is None and k * u < (best.arena_bytes if best else ceiling) and budget > 0:
+            for backwards in (False, True):
+                span = {
+                    i: (last - insts[i].end, last - insts[i].start)
+                    if backwards
+                    else (insts[i].start, insts[i].end)
+                    for i in large
+                }
+                order = sorted(large, key=lambda i: (span[i][0], -insts[i].size, -span[i][1], i))
+                slots = _Slots([(*span[i], insts[i].size // u) for i in order], k)
+                path = slots.search(min(budget, SLOT_ATTEMPT))
+                budget -= slots.work
+                if path is not None:
+                    break
+            k += 1
+        if path is None:
+            continue
+        fixed = [-1] * len(insts)
+        for i, pos in zip(order, path, strict=True):
+            fixed[i] = pos * u
+        for best_fit in (False, True):
+            offsets = _place(small, insts, conf, best_fit, fixed)
+            top = max((o + x.size for o, x in zip(offsets, insts, strict=True)), default=0)
+            if top < (best.arena_bytes if best else ceiling):
+                best = ArenaPlan(tuple(insts), tuple(offsets), top, floor, f"slots {u} B x {k - 1}")
+        if best is not None and best.arena_bytes <= floor:
+            break
+    return best
+
+
 def plan_best(insts: list[Instance]) -> ArenaPlan:
     """Several orderings (size, breadth, size × lifetime, birth, size then lifetime) with first-fit and
     best-fit placement; the smallest arena (ties: the first listed) unless one reaches the live peak.
-    Otherwise each is refined by iterated greedy (:func:`_refine`), best first, until one reaches the live
-    peak; the smallest wins ("+ig" in its name)."""
+    If the smallest is more than 0.5% over the live peak, the slot stage (:func:`plan_slots`) comes next
+    and is taken if it reaches the peak. Otherwise each ordering is refined by iterated greedy
+    (:func:`_refine`), best first, until one reaches the live peak; the smallest of all wins ("+ig" in its
+    name for a refined one, "slots" for the slot stage)."""
     n = range(len(insts))
     conf = conflicts(insts)
     breadth = _breadth(insts)
@@ -179,6 +351,10 @@ def plan_best(insts: list[Instance]) -> ArenaPlan:
             tried.append((plan.arena_bytes, len(tried), label, order, best_fit))
     tried.sort()
     best: ArenaPlan | None = None
+    if tried[0][0] > SLOT_SKIP * floor:
+        best = plan_slots(insts, conf, tried[0][0])
+        if best is not None and best.arena_bytes <= floor:
+            return best
     for _, _, label, order, best_fit in tried:
         plan = _refine(insts, conf, order, best_fit, floor, REFINE_ROUNDS)
         if best is None or plan.arena_bytes < best.arena_bytes:
