@@ -594,6 +594,97 @@ POET_NOINLINE void poet_dw_gi_s2(const poet_cgeo *g, const float *dY, const floa
     }
 }
 
+/* The common case of the stride-2 input gradient: padding 1 on the top and left, IH = 2 OH or 2 OH - 1 and
+ * IW = 2 OW or 2 OW - 1 (a 3x3 stride-2 conv with padding 1). Then dx row ih = 2i uses kernel row 1 (dY row
+ * i); ih = 2i + 1 uses kernel rows 0 (dY row i + 1) and 2 (dY row i), or only 2 on the last row. Along a
+ * row, dx column 2j uses kernel column 1 (dY column j), 2j + 1 columns 0 (dY column j + 1) and 2 (column
+ * j), or only 2 at the right end. P pairs of dx columns read P + 1 values of each dY row used. */
+POET_ALWAYS_INLINE void poet_dw_gi2_blk(const float *a, const float *b, const float w[9], float *dx, const int P,
+                                        const int TWO, const int KA, const int LAST)
+{
+    /* a: dY row of kernel row KA (0 with TWO, else KA), b: dY row of kernel row 2 (TWO only). LAST: the
+     * final pair has no dY column j + 1 (its odd column takes kernel column 2 only). */
+    float av[9], bv[9];
+    POET_UNROLL for (int j = 0; j <= P; ++j) {
+        if (j < P || !LAST) {
+            av[j] = a[j];
+            if (TWO) bv[j] = b[j];
+        }
+    }
+    POET_UNROLL for (int j = 0; j < P; ++j) {
+        float e = 0.0f, o = 0.0f;
+        e += av[j] * w[KA * 3 + 1];
+        if (TWO) e += bv[j] * w[7];
+        dx[2 * j] = e;
+        if (LAST && j == P - 1) {
+            o += av[j] * w[KA * 3 + 2];
+            if (TWO) o += bv[j] * w[8];
+        } else {
+            o += av[j + 1] * w[KA * 3];
+            o += av[j] * w[KA * 3 + 2];
+            if (TWO) {
+                o += bv[j + 1] * w[6];
+                o += bv[j] * w[8];
+            }
+        }
+        dx[2 * j + 1] = o;
+    }
+}
+
+/* one dx row: OW - 1 full pairs, then the last dY column: a pair (even IW) or a single column (odd IW) */
+POET_ALWAYS_INLINE void poet_dw_gi2_row(const float *a, const float *b, const float w[9], float *dx, int32_t OW,
+                                        int32_t odd_w, const int TWO, const int KA)
+{
+    int32_t n = OW - 1;
+    for (; n >= 4; n -= 4, a += 4, b += 4, dx += 8) poet_dw_gi2_blk(a, b, w, dx, 4, TWO, KA, 0);
+    if (n >= 2) {
+        poet_dw_gi2_blk(a, b, w, dx, 2, TWO, KA, 0);
+        n -= 2;
+        a += 2;
+        b += 2;
+        dx += 4;
+    }
+    if (n >= 1) {
+        poet_dw_gi2_blk(a, b, w, dx, 1, TWO, KA, 0);
+        a += 1;
+        b += 1;
+        dx += 2;
+    }
+    if (odd_w) {
+        float e = 0.0f;
+        e += a[0] * w[KA * 3 + 1];
+        if (TWO) e += b[0] * w[7];
+        dx[0] = e;
+    } else {
+        poet_dw_gi2_blk(a, b, w, dx, 1, TWO, KA, 1);
+    }
+}
+
+POET_NOINLINE void poet_dw_gi2_fast(const poet_cgeo *g, const float *dY, const float *W, float *dX)
+{
+    const int32_t IH = g->IH, IW = g->IW, OH = g->OH, OW = g->OW, odd_w = IW & 1;
+    for (int32_t n = 0; n < g->N; ++n) {
+        for (int32_t m = 0; m < g->M; ++m) {
+            float w[9];
+            POET_UNROLL for (int i = 0; i < 9; ++i) w[i] = W[m * 9 + i];
+            const float *dy = dY + (n * g->M + m) * g->OHW;
+            float *dx = dX + (n * g->M + m) * g->IHW;
+            for (int32_t ih = 0; ih < IH; ++ih, dx += IW) {
+                const int32_t i = ih >> 1;
+                if ((ih & 1) == 0) poet_dw_gi2_row(dy + i * OW, dy, w, dx, OW, odd_w, 0, 1);
+                else if (i + 1 < OH) poet_dw_gi2_row(dy + (i + 1) * OW, dy + i * OW, w, dx, OW, odd_w, 1, 0);
+                else poet_dw_gi2_row(dy + i * OW, dy, w, dx, OW, odd_w, 0, 2);
+            }
+        }
+    }
+}
+
+static int poet_dw_gi2_common(const poet_cgeo *g)
+{
+    return g->PT == 1 && g->PL == 1 && (g->IH == 2 * g->OH || g->IH == 2 * g->OH - 1) &&
+           (g->IW == 2 * g->OW || g->IW == 2 * g->OW - 1) && g->OW >= 1 && g->OH >= 1;
+}
+
 /* Weight gradient of a depthwise 3x3 channel: nine accumulators, positions (n, oh, ow) in order; interior
  * positions in blocks of 4/2/1 that load each dY value once for nine products. */
 POET_ALWAYS_INLINE void poet_dw_gw_block(const float *const rows[3], const int ok[3], const float *dy, int32_t col,
@@ -667,6 +758,132 @@ POET_NOINLINE void poet_dw_gw_s1(const poet_cgeo *g, const float *X, const float
 POET_NOINLINE void poet_dw_gw_s2(const poet_cgeo *g, const float *X, const float *dY, float *dW)
 {
     poet_dw_gw(g, X, dY, dW, 2);
+}
+
+/* The common planes (poet_dw_kind of the forward geometry: at most one border column / row per side, with
+ * the compile-time ranges LE, RE, TE, BE): Q positions of one row, taps kh in [KH0, KH1), kw in [KW0, KW1). */
+POET_ALWAYS_INLINE void poet_dw_gpx(const float *const rows[3], const float *dy, int32_t col, float acc[9], const int Q,
+                                    const int S, const int KH0, const int KH1, const int KW0, const int KW1)
+{
+    float dv[8];
+    POET_UNROLL for (int q = 0; q < Q; ++q) dv[q] = dy[q];
+    POET_UNROLL for (int kh = KH0; kh < KH1; ++kh) {
+        const float *x = rows[kh] + col + KW0;
+        POET_UNROLL for (int q = 0; q < Q; ++q) POET_UNROLL for (int kw = KW0; kw < KW1; ++kw)
+            acc[kh * 3 + kw] += dv[q] * x[q * S + kw - KW0];
+    }
+}
+
+POET_ALWAYS_INLINE void poet_dw_grow(const float *const rows[3], const float *dy, float acc[9], int32_t n, int32_t col,
+                                     const int S, const int KH0, const int KH1, const int LE, const int RE)
+{
+    if (LE) {
+        if (LE == 1) poet_dw_gpx(rows, dy, col, acc, 1, S, KH0, KH1, 1, 3);
+        else poet_dw_gpx(rows, dy, col, acc, 1, S, KH0, KH1, 0, 2);
+        col += S;
+        ++dy;
+    }
+    for (; n >= 8; n -= 8, col += 8 * S, dy += 8) poet_dw_gpx(rows, dy, col, acc, 8, S, KH0, KH1, 0, 3);
+    if (n >= 4) {
+        poet_dw_gpx(rows, dy, col, acc, 4, S, KH0, KH1, 0, 3);
+        n -= 4;
+        col += 4 * S;
+        dy += 4;
+    }
+    if (n >= 2) {
+        poet_dw_gpx(rows, dy, col, acc, 2, S, KH0, KH1, 0, 3);
+        n -= 2;
+        col += 2 * S;
+        dy += 2;
+    }
+    if (n >= 1) {
+        poet_dw_gpx(rows, dy, col, acc, 1, S, KH0, KH1, 0, 3);
+        col += S;
+        ++dy;
+    }
+    if (RE == 1) poet_dw_gpx(rows, dy, col, acc, 1, S, KH0, KH1, 1, 3);
+    else if (RE == 2) poet_dw_gpx(rows, dy, col, acc, 1, S, KH0, KH1, 0, 2);
+}
+
+POET_ALWAYS_INLINE void poet_dw_gfast(const poet_cgeo *g, const float *X, const float *dY, float *dW, const int S,
+                                      const int LE, const int RE, const int TE, const int BE)
+{
+    const int32_t IW = g->IW, OW = g->OW, OH = g->OH, PT = g->PT, PL = g->PL;
+    const int32_t n = OW - (LE ? 1 : 0) - (RE ? 1 : 0);
+    for (int32_t m = 0; m < g->M; ++m) {
+        float acc[9];
+        POET_UNROLL for (int i = 0; i < 9; ++i) acc[i] = 0.0f;
+        for (int32_t s = 0; s < g->N; ++s) {
+            const float *x = X + (s * g->C + m) * g->IHW, *dy = dY + (s * g->M + m) * g->OHW;
+            for (int32_t oh = 0; oh < OH; ++oh, dy += OW) {
+                const float *rows[3];
+                POET_UNROLL for (int kh = 0; kh < 3; ++kh) {
+                    const int32_t r = oh * S - PT + kh;
+                    rows[kh] = x + (r >= 0 && r < g->IH ? r : 0) * IW;
+                }
+                if (TE && oh == 0) {
+                    if (TE == 1) poet_dw_grow(rows, dy, acc, n, -PL, S, 1, 3, LE, RE);
+                    else poet_dw_grow(rows, dy, acc, n, -PL, S, 0, 2, LE, RE);
+                } else if (BE && oh == OH - 1) {
+                    if (BE == 1) poet_dw_grow(rows, dy, acc, n, -PL, S, 1, 3, LE, RE);
+                    else poet_dw_grow(rows, dy, acc, n, -PL, S, 0, 2, LE, RE);
+                } else {
+                    poet_dw_grow(rows, dy, acc, n, -PL, S, 0, 3, LE, RE);
+                }
+            }
+        }
+        POET_UNROLL for (int i = 0; i < 9; ++i) dW[m * 9 + i] = acc[i];
+    }
+}
+
+POET_NOINLINE void poet_dw_gw_s1_p1(const poet_cgeo *g, const float *X, const float *dY, float *dW)
+{
+    poet_dw_gfast(g, X, dY, dW, 1, 1, 2, 1, 2);
+}
+POET_NOINLINE void poet_dw_gw_s1_p0(const poet_cgeo *g, const float *X, const float *dY, float *dW)
+{
+    poet_dw_gfast(g, X, dY, dW, 1, 0, 0, 0, 0);
+}
+POET_NOINLINE void poet_dw_gw_s2_p1(const poet_cgeo *g, const float *X, const float *dY, float *dW)
+{
+    poet_dw_gfast(g, X, dY, dW, 2, 1, 2, 1, 2);
+}
+POET_NOINLINE void poet_dw_gw_s2_p1e(const poet_cgeo *g, const float *X, const float *dY, float *dW)
+{
+    poet_dw_gfast(g, X, dY, dW, 2, 1, 0, 1, 0);
+}
+
+/* the kind (poet_dw_kind) of the forward geometry of a depthwise 3x3 conv at stride S */
+static int32_t poet_dw_fkind(const poet_cgeo *g, int32_t S)
+{
+    poet_dwp d;
+    d.HI = g->IH;
+    d.WI = g->IW;
+    d.HO = g->OH;
+    d.WO = g->OW;
+    d.AH = -g->PT;
+    d.AW = -g->PL;
+    const int32_t lo = g->PL, hi = g->IW - 3 + g->PL;
+    const int32_t qa = poet_min32(g->OW, lo <= 0 ? 0 : (lo + S - 1) / S);
+    const int32_t qb = hi < 0 ? qa : poet_max32(qa, poet_min32(g->OW, hi / S + 1));
+    return poet_dw_kind(&d, S, 1, qa, qb);
+}
+
+static void poet_dw_gw_any(const poet_cgeo *g, const float *X, const float *dY, float *dW, int32_t S)
+{
+    const int32_t kind = poet_dw_fkind(g, S);
+    if (S == 1 && kind == (1 | 2 << 2 | 1 << 4 | 2 << 6))
+        poet_dw_gw_s1_p1(g, X, dY, dW);
+    else if (S == 1 && kind == 0)
+        poet_dw_gw_s1_p0(g, X, dY, dW);
+    else if (S == 1)
+        poet_dw_gw_s1(g, X, dY, dW);
+    else if (kind == (1 | 2 << 2 | 1 << 4 | 2 << 6))
+        poet_dw_gw_s2_p1(g, X, dY, dW);
+    else if (kind == (1 | 1 << 4))
+        poet_dw_gw_s2_p1e(g, X, dY, dW);
+    else
+        poet_dw_gw_s2(g, X, dY, dW);
 }
 
 /* depthwise 3x3 with equal strides s (the specialised paths) */
@@ -958,6 +1175,8 @@ void poet_conv2d_grad_input_f32(const float *dY, const float *W, float *dX, cons
     const poet_cgeo g = poet_conv_geo(geom);
     if (poet_dw3(&g, 1))
         poet_dw_gi_s1(&g, dY, W, dX);
+    else if (poet_dw3(&g, 2) && poet_dw_gi2_common(&g))
+        poet_dw_gi2_fast(&g, dY, W, dX);
     else if (poet_dw3(&g, 2))
         poet_dw_gi_s2(&g, dY, W, dX);
     else if (poet_pw1(&g))
@@ -1096,9 +1315,9 @@ void poet_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW, con
 {
     const poet_cgeo g = poet_conv_geo(geom);
     if (poet_dw3(&g, 1))
-        poet_dw_gw_s1(&g, X, dY, dW);
+        poet_dw_gw_any(&g, X, dY, dW, 1);
     else if (poet_dw3(&g, 2))
-        poet_dw_gw_s2(&g, X, dY, dW);
+        poet_dw_gw_any(&g, X, dY, dW, 2);
     else if (poet_pw1(&g) && g.N == 1) {
         poet_gw_pw(&g, X, dY, dW);
     } else if (poet_pw1(&g)) { /* 1x1: all pixels as one row */
