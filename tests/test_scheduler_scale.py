@@ -12,7 +12,7 @@ import pytest
 from poet_edge.errors import PoetError
 from poet_edge.graphgen import random_layered_dag, training_chain
 from poet_edge.memory_floor import memory_floor
-from poet_edge.problem import SchedulingProblem
+from poet_edge.problem import ProblemNode, SchedulingProblem
 from poet_edge.schedulers import BASELINES, SCHEDULERS, get_scheduler
 from poet_edge.schedulers.milp import MilpOptions, schedule_milp
 from poet_edge.schedulers.scale import ScaleOptions, schedule_scale
@@ -138,6 +138,52 @@ def test_bound_below_exact_optimum_on_training_chains(seed: int) -> None:
         scale = schedule_scale(problem, OPTS)
         assert float(dict(scale.info)["bound"]) <= optimum * (1 + 1e-7)  # type: ignore[arg-type]
         assert simulate(problem, scale).energy_j <= _best_baseline(problem) * (1 + 1e-9)  # type: ignore[operator]
+
+
+def _stacked_chain(layers: int, depth: int, seed: int) -> SchedulingProblem:
+    """A training chain whose layers are an expensive op followed by ``depth`` cheap ones (only the
+    last is saved for the backward pass), with page-outs dearer than page-ins: recomputing a saved
+    value needs the whole dead chain above it, a paged-in input needs its page-out."""
+    import random
+
+    rng = random.Random(seed)
+
+    def node(name: str, cost: float, kind: str = "forward") -> ProblemNode:
+        b = rng.randint(10, 100)
+        out, inn = 2.0 + b / 20, 0.4 + b / 120
+        return ProblemNode(name, b, cost, cost, out, out, inn, inn, kind=kind)
+
+    nodes: list[ProblemNode] = []
+    edges: list[tuple[int, int]] = []
+    saved: list[int] = []
+    for k in range(layers):
+        for d in range(depth + 1):
+            if nodes:
+                edges.append((len(nodes) - 1, len(nodes)))
+            nodes.append(node(f"f{k}.{d}", rng.uniform(5, 20) if d == 0 else 0.1))
+        saved.append(len(nodes) - 1)
+    edges.append((len(nodes) - 1, len(nodes)))
+    nodes.append(node("loss", 0.1, "loss"))
+    for k in reversed(range(layers)):
+        edges += [(len(nodes) - 1, len(nodes)), (saved[k], len(nodes))]
+        nodes.append(node(f"g{k}", rng.uniform(1, 5), "backward"))
+    return SchedulingProblem(tuple(nodes), tuple(sorted(set(edges))), 10**9)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bound_below_exact_optimum_on_stacked_chains(seed: int) -> None:
+    """Deep dead chains (the bound model's DROP options charge them to ``DEPTH`` levels) and page-ins
+    of inputs (which need a page-out)."""
+    base = _stacked_chain(2, 2 + seed % 2, seed)
+    for problem in _budgets(base, (0.8, 0.6, 0.0)):
+        try:
+            exact = schedule_milp(problem, MilpOptions(time_limit_s=None, threads=1))
+        except PoetError:
+            continue
+        assert dict(exact.info)["status"] == "Optimal"
+        optimum = simulate(problem, exact).energy_j
+        scale = schedule_scale(problem, OPTS)
+        assert float(dict(scale.info)["bound"]) <= optimum * (1 + 1e-7)  # type: ignore[arg-type]
 
 
 def test_deterministic() -> None:

@@ -19,15 +19,17 @@ is not evicted must fit the budget, i.e. sum of bytes(s) (p_s + r_s) >= excess(t
 and the runtime budget are rows too. A recomputation of i needs each input q that no first
 computation uses after the segment's start ("dead") in RAM at that moment; each DROP option of the
 bound model picks, per dead q: held (q's bytes, shared by q's consumers, lower the bytes the option
-frees), paged in (cost shared by q's consumers), or recomputed (compute cost shared likewise), which
-in turn needs q's own dead inputs held or restored (cheaper of page-in and compute), shared once
-more by their consumers (two levels; deeper ancestors are not charged, inputs shared with the first
-level are not charged twice). Reported lower bound = plain pass (every node once) + the larger of
-the model's LP-relaxation optimum (solved first, so a bound exists even when the MIP root does not
-finish in time) and HiGHS's MIP dual bound. It bounds the cost of every schedule in which node t is
-first computed in stage t (the problem's order), hence also POET's stage model. Ignored on purpose
-(both only add cost): the transient RAM of restorations and ancestors more than two levels up.
-Checked against the exact POET MILP optimum on tiny DAGs (tests).
+frees), paged in (cost shared by q's consumers; the page-out of q is then required, once per value),
+or recomputed (compute cost shared likewise), which in turn needs q's own dead inputs held or
+restored, recursively (``DEPTH`` levels, ``EXPAND`` ancestors per segment; beyond, the cheaper of
+page-in and compute is charged). A held ancestor counts the smallest shared bytes on its path to i
+(it is in RAM until the recomputation it feeds, then the value recomputed from it is). Only the
+Pareto-best options (bytes freed vs cost) are kept; a surplus is merged into relaxations. Reported
+lower bound = plain pass (every node once) + the larger of the model's LP-relaxation optimum (solved
+first, so a bound exists even when the MIP root does not finish in time) and HiGHS's MIP dual bound.
+It bounds the cost of every schedule in which node t is first computed in stage t (the problem's
+order), hence also POET's stage model. Ignored on purpose (it only adds cost): the transient RAM of
+restorations (inputs that are not dead). Checked against the exact POET MILP optimum on tiny DAGs (tests).
 
 Primal model. The same model where r_s comes with its recompute closure: i is recomputed just
 before b, every input that is dead then is recomputed too, transitively (at most ``CLOSURE`` nodes,
@@ -57,7 +59,7 @@ before the time limit (gap closed, or kicks exhausted).
 
 from __future__ import annotations
 
-import itertools
+import heapq
 import math
 import random
 import time
@@ -106,6 +108,7 @@ class Segment:
 Plan = dict[int, str]  # segment -> PAGE or DROP (segments not in it stay resident); FREE_TEMPS: policy
 FREE_TEMPS = -1  # plan key: free inputs recomputed for a restoration right after it
 Term = tuple[int, str, float]  # (node, kinds "c" compute / "i" page-in: the cheaper one, weight)
+# ("j": page-in whose page-out the model does not require: merged options of the bound model)
 
 
 @dataclass(frozen=True)
@@ -174,67 +177,162 @@ def _dead(problem: SchedulingProblem, an: Analysis, v: int, a: int) -> list[int]
     return [q for q in an.preds[v] if problem.nodes[q].out_bytes > 0 and max(an.succs[q]) <= a]
 
 
-Alt = tuple[float, tuple[Term, ...]]  # (bytes held, restoration terms)
+# a way to have an input in RAM: (bytes held, energy, energy with the page-outs its page-ins need,
+# latency, latency with page-outs, its restoration terms)
+Alt = tuple[float, float, float, float, float, tuple[Term, ...]]
+DEPTH = 8  # ancestor levels a DROP option of the bound model charges
+ALTS = 24  # at most this many (Pareto-best) ways per input
+EXPAND = 32  # at most this many ancestors expanded per segment
+
+
+def _term(problem: SchedulingProblem, v: int, kinds: str, w: float) -> Alt:
+    """One restoration term (the cheaper of its kinds) as an alternative that holds no bytes."""
+    node, page = problem.nodes[v], kinds == "i"
+    e = w * min(node.compute_j if k == "c" else node.page_in_j for k in kinds)  # "i" or "j": page-in
+    t = w * min(node.compute_s if k == "c" else node.page_in_s for k in kinds)
+    return 0.0, e, e + node.page_out_j * page, t, t + node.page_out_s * page, ((v, kinds, w),)
+
+
+def _priced(problem: SchedulingProblem, byte: float, terms: tuple[Term, ...]) -> Alt:
+    out: Alt = (byte, 0.0, 0.0, 0.0, 0.0, ())
+    for v, kinds, w in terms:
+        one = _term(problem, v, kinds, w)
+        out = _join(out, one)
+    return out
+
+
+def _join(x: Alt, y: Alt) -> Alt:
+    return x[0] + y[0], x[1] + y[1], x[2] + y[2], x[3] + y[3], x[4] + y[4], x[5] + y[5]
+
+
+def _pages(alt: Alt) -> set[int]:
+    return {v for v, kinds, _ in alt[5] if kinds == "i"}
+
+
+@dataclass(frozen=True)
+class _Prune:
+    """How alternatives compare: by the objective's cost; ``tight``: the model has a runtime row or a
+    storage row that can bind, so an alternative beats another only when it is cheaper in energy and
+    latency and pages in no other values."""
+
+    problem: SchedulingProblem
+    latency: bool
+    tight: bool
+
+    def beats(self, f: Alt, alt: Alt) -> bool:
+        if f[0] > alt[0] + 1e-9:
+            return False
+        k = 3 if self.latency else 1
+        if f[k + 1] > alt[k] * (1 + 1e-12):
+            return False
+        if not self.tight:
+            return True
+        return f[2] <= alt[1] * (1 + 1e-12) and f[4] <= alt[3] * (1 + 1e-12) and _pages(f) <= _pages(alt)
+
+    def front(self, alts: list[Alt], keep: int) -> list[Alt]:
+        """The alternatives no other one beats (an alternative that pages a value in beats another
+        only when it is cheaper even with that page-out); more than ``keep`` are merged in runs of
+        neighbours (fewest bytes of the run, the terms of its cheapest, whose page-ins need a
+        page-out only when every alternative of the run pages that value in, else "j": a relaxation
+        of each; when ``tight``, no terms at all)."""
+        k = 3 if self.latency else 1
+        front: list[Alt] = []
+        waiting: list[tuple[float, float]] = []  # (cost with page-outs, bytes) of kept alternatives
+        fewest = math.inf  # fewest bytes of a kept alternative that is cheaper, page-outs included
+        for alt in sorted(alts, key=lambda x: (x[k], x[0])):
+            if self.tight:
+                if not any(self.beats(f, alt) for f in front):
+                    front.append(alt)
+                continue
+            while waiting and waiting[0][0] <= alt[k] * (1 + 1e-12):
+                fewest = min(fewest, heapq.heappop(waiting)[1])
+            if fewest <= alt[0] + 1e-9:
+                continue
+            front.append(alt)
+            heapq.heappush(waiting, (alt[k + 1], alt[0]))
+        front.sort(key=lambda x: (x[0], x[k]))
+        if len(front) <= keep:
+            return front
+        size = math.ceil(len(front) / keep)
+        out: list[Alt] = []
+        for j in range(0, len(front), size):
+            run = front[j : j + size]
+            if self.tight:
+                out.append((run[0][0], 0.0, 0.0, 0.0, 0.0, ()))
+                continue
+            low = min(run, key=lambda x: x[k])
+            common = set.intersection(*(_pages(x) for x in run))
+            terms = tuple(
+                (v, "j" if kinds == "i" and v not in common else kinds, w) for v, kinds, w in low[5]
+            )
+            out.append(_priced(self.problem, run[0][0], terms))
+        return out
+
+    def combine(self, first: Alt, per: list[list[Alt]]) -> list[Alt]:
+        """``first`` joined with every choice of one alternative per list (the front after each list)."""
+        acc = [first]
+        for alts in per:
+            acc = self.front([_join(x, y) for x in acc for y in alts], ALTS)
+        return acc
 
 
 def _input_alts(
-    problem: SchedulingProblem, an: Analysis, q: int, a: int, avoid: set[int]
-) -> list[Alt] | None:
-    """Ways to have dead input q (weight 1/consumers of q) in RAM for a recomputation in a segment
-    starting at a: held (bytes), paged in, or recomputed with each of its own dead inputs p (not in
-    ``avoid``, weight shared once more by p's consumers) held or restored (the cheaper of page-in and
-    compute). None when q cannot be held (always can) -- kept simple: never None."""
-    nodes, w = problem.nodes, 1.0 / len(an.succs[q])
+    problem: SchedulingProblem,
+    an: Analysis,
+    q: int,
+    a: int,
+    w: float,
+    cap: float,
+    seen: set[int],
+    depth: int,
+    prune: _Prune,
+    budget: list[int],
+) -> list[Alt]:
+    """Ways to have dead input q in RAM (share ``w`` of it) for a recomputation in a segment starting
+    at a: held, paged in, or recomputed, which needs each of q's own dead inputs p (not ``seen``) in
+    turn (share w / consumers of p), recursively up to ``DEPTH`` levels and ``EXPAND`` ancestors per
+    segment (beyond, the cheaper of page-in and compute is charged and nothing else). Held bytes: a
+    value held since before the segment is in RAM until the recomputation it feeds, and from then on
+    the recomputed value on the path to the segment's value is, so an ancestor held counts the
+    smallest (shared) bytes on its path (``cap``)."""
+    held = min(cap, problem.nodes[q].out_bytes * w)
     kinds = _kinds(problem, an, q, a)
-    alts: list[Alt] = [(nodes[q].out_bytes * w, ())]
+    alts: list[Alt] = [(held, 0.0, 0.0, 0.0, 0.0, ())]
     if "i" in kinds:
-        alts.append((0.0, ((q, "i", w),)))
+        alts.append(_term(problem, q, "i", w))
     if "c" in kinds:
-        dead = [p for p in _dead(problem, an, q, a) if p not in avoid]
-        if len(dead) > 3:
-            alts.append((0.0, ((q, "c", w),)))
+        dead = [p for p in _dead(problem, an, q, a) if p not in seen]
+        budget[0] -= len(dead)
+        if depth >= DEPTH or len(dead) > 3 or budget[0] < 0:
+            alts.append(_term(problem, q, kinds, w))
         else:
-            for mask in range(1 << len(dead)):
-                held = [p for k, p in enumerate(dead) if mask >> k & 1]
-                rest = [p for p in dead if p not in held]
-                pk = [_kinds(problem, an, p, a) for p in rest]
-                if any(not k for k in pk):
-                    continue
-                byte = sum(nodes[p].out_bytes * w / len(an.succs[p]) for p in held)
-                terms = ((q, "c", w), *((p, k, w / len(an.succs[p])) for p, k in zip(rest, pk, strict=True)))
-                alts.append((byte, terms))
-    return alts
+            inner = seen | set(dead)
+            per = [
+                _input_alts(problem, an, p, a, w / len(an.succs[p]), held, inner, depth + 1, prune, budget)
+                for p in dead
+            ]
+            alts += prune.combine(_term(problem, q, "c", w), per)
+    return prune.front(alts, ALTS)
 
 
-def _bound_drops(problem: SchedulingProblem, an: Analysis, s: int, g: Segment) -> list[Option]:
+def _bound_drops(problem: SchedulingProblem, an: Analysis, s: int, g: Segment, prune: _Prune) -> list[Option]:
     """DROP options of the bound model: recomputing g.value needs each input q that no first
     computation uses during the segment in RAM: held (its bytes count where g.value is absent),
-    paged in, or recomputed, which needs q's own dead inputs held or restored in turn (two levels;
-    deeper ancestors are not charged); all shared by the consumers (divided by their number, per
-    level). Inputs of q that are also dead inputs of g.value are not charged twice (ignored at the
-    second level)."""
+    paged in, or recomputed, which needs q's own dead inputs held or restored in turn, recursively
+    (:func:`_input_alts`); all shared by the consumers (divided by their number, per level). Each
+    ancestor is charged once per option (on its first path)."""
     nodes, i, a = problem.nodes, g.value, g.start
     if not (nodes[i].recomputable and a < an.recomp_until[i]):
         return []
     dead = _dead(problem, an, i, a)
     if len(dead) > 3:
         return [Option(s, DROP, ((i, "c", 1.0),), float(nodes[i].out_bytes))]
-    avoid = {i, *dead}
-    per = [_input_alts(problem, an, q, a, avoid) or [] for q in dead]
-    if math.prod(len(x) for x in per) > 64:  # fall back to one level: held or restored (cheaper way)
-        per = [
-            [(nodes[q].out_bytes / len(an.succs[q]), ())]
-            + ([(0.0, ((q, k, 1.0 / len(an.succs[q])),))] if (k := _kinds(problem, an, q, a)) else [])
-            for q in dead
-        ]
-    out = []
-    for combo in itertools.product(*per):
-        credit = nodes[i].out_bytes - sum(byte for byte, _ in combo)
-        if credit <= 0:
-            continue
-        terms = ((i, "c", 1.0), *(t for _, ts in combo for t in ts))
-        out.append(Option(s, DROP, terms, credit))
-    return out
+    seen = {i, *dead}
+    bi = float(nodes[i].out_bytes)
+    budget = [EXPAND]
+    per = [_input_alts(problem, an, q, a, 1.0 / len(an.succs[q]), bi, seen, 2, prune, budget) for q in dead]
+    best = prune.combine(_term(problem, i, "c", 1.0), per)
+    return [Option(s, DROP, alt[5], bi - alt[0]) for alt in best if bi - alt[0] > 0]
 
 
 def _present(an: Analysis, at: dict[tuple[int, int], int], optional: set[int], q: int, b: int) -> int | None:
@@ -289,7 +387,7 @@ def _primal_drop(
     return Option(s, DROP, terms, float(nodes[i].out_bytes), tuple(sorted(keep - {s})))
 
 
-def build_cover(problem: SchedulingProblem, an: Analysis) -> Cover:
+def build_cover(problem: SchedulingProblem, an: Analysis, latency: bool = False) -> Cover:
     """Segments, the options of both models, and the per-stage needs."""
     nodes, n = problem.nodes, len(problem.nodes)
     segs = _segments(problem, an)
@@ -299,7 +397,12 @@ def build_cover(problem: SchedulingProblem, an: Analysis) -> Cover:
         else []
         for s, g in enumerate(segs)
     ]
-    drops = [_bound_drops(problem, an, s, g) for s, g in enumerate(segs)]
+    cap = problem.storage_bytes
+    tight = problem.max_latency_s is not None or (
+        cap is not None and sum(n.out_bytes for n in nodes if n.pageable) > cap
+    )
+    prune = _Prune(problem, latency, tight)
+    drops = [_bound_drops(problem, an, s, g, prune) for s, g in enumerate(segs)]
     need = np.zeros(n + 1, dtype=np.int64)
     for t in range(n):
         need[t] += problem.fixed_bytes + nodes[t].out_bytes + nodes[t].workspace_bytes
@@ -348,7 +451,7 @@ def _costs(problem: SchedulingProblem, latency: bool) -> tuple[list[float], list
 
 
 def _term_cost(terms: tuple[Term, ...], comp: list[float], pin: list[float]) -> float:
-    arr = {"c": comp, "i": pin}
+    arr = {"c": comp, "i": pin, "j": pin}
     return sum(w * min(arr[k][v] for k in kinds) for v, kinds, w in terms)
 
 
@@ -358,9 +461,8 @@ def _columns(problem: SchedulingProblem, opts: list[Option], latency: bool, norm
     for j, o in enumerate(opts):
         lp.col(_term_cost(o.terms, comp, pin) / norm)
         lp.by_seg.setdefault(o.seg, []).append(j)
-    for j, o in enumerate(opts):
-        if o.mode == PAGE:
-            i = o.terms[0][0]
+    for j, o in enumerate(opts):  # a page-in (of the value or of an input) needs the page-out, once per value
+        for i in sorted({v for v, kinds, _ in o.terms if kinds == "i"}):
             if i not in lp.z:
                 lp.z[i] = lp.col(pout[i] / norm)
             lp.rows.append((-math.inf, 0.0, [j, lp.z[i]], [1.0, -1.0]))
@@ -810,7 +912,7 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     plain = sum(comp)
     norm = plain if plain > 0 else 1.0
     _baselines(problem, best, options)
-    cover = build_cover(problem, an)
+    cover = build_cover(problem, an, latency)
     n = len(problem.nodes)
     budget = np.full(n, problem.budget_bytes, dtype=np.int64)
     run = _Run(problem, an, cover, best, options, latency, norm)
