@@ -45,6 +45,7 @@ class CompileOptions:
     scheduler: str = "none"
     train: str = "all"
     kernels: str = "fast"  # "fast": runtime_c/src/optimized/<k>.c where it exists; "reference": src/kernels
+    input: planning.InputPlace = planning.InputPlace.RAM  # where the batch x lives during a step
     milp: MilpOptions = MilpOptions()
     max_latency: str | None = None  # "1.5x" (of the no-remat step time) or seconds, e.g. "0.2" / "0.2s"
 
@@ -83,7 +84,7 @@ def plan_training(
     tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train))
     profile = load_profile(opts.device)
     reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
-    spec = planning.spec_from_graph(tg, reserve)
+    spec = planning.spec_from_graph(tg, reserve, opts.input)
     problem = planning.price(spec, profile, opts.ram_bytes)
     problem = replace(problem, max_latency_s=max_latency_s(opts.max_latency, problem))
     log(f"training graph: {len(tg.nodes)} nodes ({sum(n.phase == Phase.FORWARD for n in tg.nodes)} forward)")
@@ -91,9 +92,9 @@ def plan_training(
     if opts.ram_bytes < floor.bytes:
         raise PoetError(
             f"--ram {fmt_bytes(opts.ram_bytes)} is below the memory floor of this model, "
-            f"{fmt_bytes(floor.bytes)} ({floor.explanation})"
+            f"{fmt_bytes(floor.bytes)} ({floor.explanation}){_storage_hint(tg, reserve, profile, opts)}"
         )
-    sizes = planning.value_bytes(tg)
+    sizes = {n.name: n.out_bytes for n in spec.nodes}
     ws = {n.name: n.workspace_bytes for n in problem.nodes}
     target = problem
     for _ in range(4):  # the arena, not only the live bytes, must fit: tighten the budget by any excess
@@ -110,7 +111,15 @@ def plan_training(
     phase("simulate")
     sim = simulate(problem, schedule, profile)
     compiled = Compiled(
-        g, tg, profile, spec, problem, schedule, sim, plan, emit.plan_storage(schedule, sizes)
+        g,
+        tg,
+        profile,
+        spec,
+        problem,
+        schedule,
+        sim,
+        plan,
+        emit.plan_storage(schedule, sizes, emit.input_region(spec)),
     )
     if compiled.predicted_ram_bytes > opts.ram_bytes:
         raise PoetError(
@@ -120,6 +129,15 @@ def plan_training(
             f"simulated peak {fmt_bytes(sim.peak_ram_bytes)}), more than --ram {fmt_bytes(opts.ram_bytes)}"
         )
     return compiled
+
+
+def _storage_hint(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions) -> str:
+    """With --input ram: what the floor would be with the batch in storage, when that is lower."""
+    if opts.input != planning.InputPlace.RAM:
+        return ""
+    spec = planning.spec_from_graph(tg, reserve, planning.InputPlace.STORAGE)
+    alt = memory_floor(planning.price(spec, profile, opts.ram_bytes)).bytes
+    return f"; with --input storage the floor is {fmt_bytes(alt)}" if alt < opts.ram_bytes else ""
 
 
 def _no_remat(problem: SchedulingProblem) -> tuple[Schedule, int]:
@@ -192,6 +210,7 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
         "lr": opts.lr,
         "train": opts.train,
         "kernels": opts.kernels,
+        "input": opts.input.value,
         "peak_ram_bytes": c.predicted_ram_bytes,
         "simulated_peak_ram_bytes": c.sim.peak_ram_bytes,
         "fixed_ram_bytes": c.fixed.total,
@@ -240,7 +259,11 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
                 for i, o in zip(c.arena.instances, c.arena.offsets, strict=False)
             ],
         },
-        "storage": {"bytes": c.storage.total_bytes, "offsets": c.storage.offsets},
+        "storage": {
+            "bytes": c.storage.total_bytes,
+            "input_bytes": c.storage.input_bytes,
+            "offsets": c.storage.offsets,
+        },
     }
 
 
@@ -251,10 +274,10 @@ def project_files(
     files: dict[str, str | bytes | Path] = dict(
         emit.generate(
             c.training,
+            c.spec,
             c.schedule,
             c.arena,
             c.storage,
-            planning.value_bytes(c.training),
             {
                 "model": opts.model.name,
                 "predicted_ram_bytes": c.predicted_ram_bytes,

@@ -53,11 +53,12 @@ def inspect(
     loss: autodiff.Loss = autodiff.Loss.CROSS_ENTROPY,
     train: str = "all",
     reserve: int = 8192,
+    input_place: planning.InputPlace = planning.InputPlace.RAM,
 ) -> Inspection:
     g = frontend.load(path, batch)
     chosen = trainable.select(g, train)
     tg = autodiff.training_graph(g, loss, chosen)
-    spec = planning.spec_from_graph(tg, reserve)
+    spec = planning.spec_from_graph(tg, reserve, input_place)
     problem = planning.price(spec, load_profile("host"), 1 << 62)
     floor = memory_floor(problem)
     peak = simulate(problem, get_scheduler("none")(problem)).peak_ram_bytes

@@ -6,13 +6,15 @@ device without the model."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from enum import Enum
 from typing import Any
 
 from poet_edge import ops
 from poet_edge.arena import align
-from poet_edge.cost import node_cost, transfer_cost
-from poet_edge.ir import Graph, Phase
-from poet_edge.problem import ProblemNode, SchedulingProblem
+from poet_edge.cost import Cost, node_cost, transfer_cost
+from poet_edge.errors import PoetError
+from poet_edge.ir import Graph, Node, Phase, Role
+from poet_edge.problem import INPUT_KIND, ProblemNode, SchedulingProblem
 from poet_edge.profiles import Profile
 from poet_edge.work import OpClass, Work
 
@@ -22,7 +24,7 @@ class FixedRam:
     """RAM in use for the whole training step, by kind (bytes)."""
 
     trainable_params: int
-    inputs: int  # the batch (x) and its labels, held by the caller
+    inputs: int  # the labels, and the batch (x) unless it is read from storage: held by the caller
     optimizer_state: int
     reserve: int  # stack and runtime
 
@@ -31,13 +33,40 @@ class FixedRam:
         return self.trainable_params + self.inputs + self.optimizer_state + self.reserve
 
 
+class InputPlace(str, Enum):
+    """Where the batch x lives during a step."""
+
+    RAM = "ram"  # the caller's buffer, counted as fixed RAM for the whole step
+    STORAGE = "storage"  # the caller writes it to storage; the schedule loads (and reloads) it into the arena
+
+
+INPUT_HELP = (
+    "where the batch x lives: ram (the caller's buffer, counted in the RAM budget for the whole step; "
+    "default) or storage (the caller writes it to storage before each step; the schedule loads it into "
+    "the arena when needed and drops or reloads it like any other value)"
+)
+
+# Unary elementwise ops whose C kernels may run in place (Y == X, element i read before it is written).
+IN_PLACE_EPILOGUES = frozenset({"Relu", "Clip", "BatchNormalization", "Sigmoid", "Tanh"})
+
+
 @dataclass(frozen=True)
 class NodeSpec:
+    """One scheduling node: a training-graph node, followed by the in-place ``epilogue`` nodes fused into
+    it (e.g. Conv -> BatchNormalization -> Relu), which rewrite its output buffer and leave the last
+    member's output as the node's value. Kind ``input`` loads the batch from storage."""
+
     name: str
     out_bytes: int
     work: Work
     recomputable: bool
     kind: str
+    epilogue: tuple[str, ...] = ()
+    epilogue_work: tuple[Work, ...] = ()
+
+    @property
+    def works(self) -> tuple[Work, ...]:
+        return (self.work, *self.epilogue_work)
 
 
 @dataclass(frozen=True)
@@ -53,7 +82,12 @@ class ProblemSpec:
             "edges": [list(e) for e in self.edges],
             "invalidated_by": [list(e) for e in self.invalidated_by],
             "nodes": [
-                {**asdict(n), "work": {**asdict(n.work), "op_class": n.work.op_class.value}}
+                {
+                    **asdict(n),
+                    "work": _work_json(n.work),
+                    "epilogue": list(n.epilogue),
+                    "epilogue_work": [_work_json(w) for w in n.epilogue_work],
+                }
                 for n in self.nodes
             ],
         }
@@ -64,9 +98,11 @@ class ProblemSpec:
             NodeSpec(
                 n["name"],
                 n["out_bytes"],
-                Work(**{**n["work"], "op_class": OpClass(n["work"]["op_class"])}),
+                _work_from_json(n["work"]),
                 n["recomputable"],
                 n["kind"],
+                tuple(n.get("epilogue", ())),
+                tuple(_work_from_json(w) for w in n.get("epilogue_work", ())),
             )
             for n in d["nodes"]
         )
@@ -78,42 +114,125 @@ class ProblemSpec:
         )  # type: ignore[misc]
 
 
+def _work_json(w: Work) -> dict[str, Any]:
+    return {**asdict(w), "op_class": w.op_class.value}
+
+
+def _work_from_json(d: dict[str, Any]) -> Work:
+    return Work(**{**d, "op_class": OpClass(d["op_class"])})
+
+
 def value_bytes(tg: Graph) -> dict[str, int]:
     """Bytes of each node's value: its outputs, each aligned like the arena lays them out."""
     return {n.name: sum(align(tg.tensor(o).nbytes) for o in n.outputs) for n in tg.nodes}
 
 
-def fixed_ram(tg: Graph, reserve: int) -> FixedRam:
+def fixed_ram(tg: Graph, reserve: int, input_place: InputPlace = InputPlace.RAM) -> FixedRam:
     params = sum(align(tg.tensor(p).nbytes) for p in tg.trainable)
-    inputs = sum(align(tg.tensor(t).nbytes) for t in tg.inputs)
-    return FixedRam(params, inputs, 0, reserve)
+    held = [t for t in tg.inputs if input_place == InputPlace.RAM or tg.tensor(t).role != Role.INPUT]
+    return FixedRam(params, sum(align(tg.tensor(t).nbytes) for t in held), 0, reserve)
 
 
-def spec_from_graph(tg: Graph, reserve: int) -> ProblemSpec:
-    index = {n.name: i for i, n in enumerate(tg.nodes)}
-    producer = {o: n.name for n in tg.nodes for o in n.outputs}
-    sizes = value_bytes(tg)
-    nodes: list[NodeSpec] = []
-    edges: set[tuple[int, int]] = set()
+def _epilogue_input(
+    tg: Graph, n: Node, producer: dict[str, Node], consumers: dict[str, list[Node]]
+) -> str | None:
+    """The tensor that ``n`` may rewrite in place as an epilogue of its producer, or None. It must be a
+    forward single-output in-place op whose data input has no other reader, comes from a forward
+    single-output node, has the output's size, and whose other inputs are parameters."""
+    if n.op not in IN_PLACE_EPILOGUES or n.phase != Phase.FORWARD or len(n.outputs) != 1 or not n.inputs:
+        return None
+    t, rest = n.inputs[0], n.inputs[1:]
+    p = producer.get(t)
+    if p is None or p.phase != Phase.FORWARD or len(p.outputs) != 1 or t in tg.outputs:
+        return None
+    if consumers[t] != [n] or tg.tensor(t).nbytes != tg.tensor(n.outputs[0]).nbytes:
+        return None
+    if any(r in producer or tg.tensor(r).role != Role.PARAMETER for r in rest):
+        return None
+    return t
+
+
+def fusion_groups(tg: Graph) -> list[list[Node]]:
+    """Training-graph nodes grouped into scheduling nodes, in topological order: each group is a node
+    followed by the in-place epilogues fused into it (see :func:`_epilogue_input`). An epilogue reads
+    only its producer's output and parameters, so running it right after its producer keeps the order
+    topological, and the intermediate value never needs a buffer of its own."""
+    producer, consumers = tg.producers(), tg.consumers()
+    head: dict[str, str] = {}
+    groups: dict[str, list[Node]] = {}
     for n in tg.nodes:
-        work = ops.get(n.op).work([tg.shape(t) for t in n.inputs], [tg.shape(t) for t in n.outputs], n.attrs)
-        nodes.append(NodeSpec(n.name, sizes[n.name], work, n.phase != Phase.UPDATE, n.phase.value))
-        edges.update((index[producer[t]], index[n.name]) for t in n.inputs if t in producer)
-    invalid = [
+        t = _epilogue_input(tg, n, producer, consumers)
+        h = head[producer[t].name] if t is not None else n.name
+        head[n.name] = h
+        groups.setdefault(h, []).append(n)
+    return list(groups.values())
+
+
+def input_node_name(x: str) -> str:
+    return f"input:{x}"
+
+
+def spec_from_graph(tg: Graph, reserve: int, input_place: InputPlace = InputPlace.RAM) -> ProblemSpec:
+    groups = fusion_groups(tg)
+    nodes: list[NodeSpec] = []
+    sources: dict[str, int] = {}  # tensor -> index of the scheduling node that produces it
+    if input_place == InputPlace.STORAGE:
+        x = next(t for t in tg.inputs if tg.tensor(t).role == Role.INPUT)
+        name = input_node_name(x)
+        if any(n.name == name for n in tg.nodes):
+            raise PoetError(f"a model node is named '{name}', which poet-edge reserves for the input load")
+        nbytes = align(tg.tensor(x).nbytes)
+        sources[x] = 0
+        nodes.append(
+            NodeSpec(
+                name, nbytes, Work(OpClass.COPY, bytes_read=nbytes, bytes_written=nbytes), True, INPUT_KIND
+            )
+        )
+    edges: set[tuple[int, int]] = set()
+    index: dict[str, int] = {}  # training-graph node -> scheduling node
+    for members in groups:
+        k = len(nodes)
+        works = [_work(tg, n) for n in members]
+        first, last = members[0], members[-1]
+        size = sum(align(tg.tensor(o).nbytes) for o in last.outputs)
+        epi = tuple(n.name for n in members[1:])
+        nodes.append(
+            NodeSpec(
+                first.name,
+                size,
+                works[0],
+                first.phase != Phase.UPDATE,
+                first.phase.value,
+                epi,
+                tuple(works[1:]),
+            )
+        )
+        for n in members:
+            index[n.name] = k
+            edges.update((sources[t], k) for t in n.inputs if t in sources and sources[t] != k)
+            sources.update((o, k) for o in n.outputs)
+    invalid = {
         (index[r.name], index[u.name])
         for u in tg.nodes
         if u.op == "SGDUpdate"
         for r in tg.nodes
         if u.inputs[0] in r.inputs and r is not u
-    ]
-    return ProblemSpec(tuple(nodes), tuple(sorted(edges)), tuple(sorted(invalid)), fixed_ram(tg, reserve))
+    }
+    return ProblemSpec(
+        tuple(nodes), tuple(sorted(edges)), tuple(sorted(invalid)), fixed_ram(tg, reserve, input_place)
+    )
+
+
+def _work(tg: Graph, n: Node) -> Work:
+    return ops.get(n.op).work([tg.shape(t) for t in n.inputs], [tg.shape(t) for t in n.outputs], n.attrs)
 
 
 def price(spec: ProblemSpec, profile: Profile, budget_bytes: int) -> SchedulingProblem:
     nodes = []
     for n in spec.nodes:
-        c = node_cost(profile, n.work)
         out, inn = transfer_cost(profile, n.out_bytes, True), transfer_cost(profile, n.out_bytes, False)
+        c = inn if n.kind == INPUT_KIND else sum((node_cost(profile, w) for w in n.works), Cost(0.0, 0.0))
+        workspace = max(w.workspace_bytes for w in n.works)
         nodes.append(
             ProblemNode(
                 n.name,
@@ -124,9 +243,9 @@ def price(spec: ProblemSpec, profile: Profile, budget_bytes: int) -> SchedulingP
                 out.joules,
                 inn.seconds,
                 inn.joules,
-                align(n.work.workspace_bytes) if n.work.workspace_bytes else 0,
+                align(workspace) if workspace else 0,
                 recomputable=n.recomputable,
-                pageable=n.out_bytes > 0,
+                pageable=n.out_bytes > 0 and n.kind != INPUT_KIND,
                 kind=n.kind,
             )
         )

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+INPUT_KIND = (
+    "input"  # ProblemNode.kind of a node that loads the batch from storage (its bytes are storage reads)
+)
+
 
 @dataclass(frozen=True)
 class ProblemNode:
@@ -20,7 +24,7 @@ class ProblemNode:
     workspace_bytes: int = 0  # transient RAM while this node runs
     recomputable: bool = True  # False: may be computed only once
     pageable: bool = True
-    kind: str = "forward"  # forward | loss | backward | update | other (for reports only)
+    kind: str = "forward"  # forward | loss | backward | update | input (INPUT_KIND) | other
 
 
 @dataclass(frozen=True)

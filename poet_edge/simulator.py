@@ -23,7 +23,7 @@ from typing import Any
 
 from poet_edge.cost import erase_blocks, steps_until_endurance
 from poet_edge.errors import PoetError
-from poet_edge.problem import SchedulingProblem
+from poet_edge.problem import INPUT_KIND, SchedulingProblem
 from poet_edge.profiles import Profile
 from poet_edge.schedule import STEP_NAMES, Compute, Free, PageIn, PageOut, Schedule, Step
 
@@ -180,6 +180,8 @@ def simulate(problem: SchedulingProblem, schedule: Schedule, profile: Profile | 
             st.runs[v] += 1
             st.in_ram.add(v)
             st.live += node.out_bytes
+            if node.kind == INPUT_KIND:  # the batch is read from storage
+                read += node.out_bytes
         elif isinstance(step, Free):
             if v not in st.in_ram:
                 raise InvalidSchedule(i, step, f"free of {node.name}, which is not resident in RAM")

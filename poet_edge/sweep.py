@@ -164,7 +164,7 @@ def floor_bytes(opts: CompileOptions) -> int | None:
         tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train))
         profile = load_profile(opts.device)
         reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
-        problem = planning.price(planning.spec_from_graph(tg, reserve), profile, opts.ram_bytes)
+        problem = planning.price(planning.spec_from_graph(tg, reserve, opts.input), profile, opts.ram_bytes)
     except PoetError:
         return None
     return memory_floor(problem).bytes

@@ -17,6 +17,7 @@ from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Node, Role
 from poet_edge.ops.base import CArg, FloatArg, IntArg, IntArrayArg, KernelCall, NullArg, RuntimeArg, TensorArg
 from poet_edge.paths import RUNTIME_C
+from poet_edge.planning import INPUT_KIND, ProblemSpec
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -47,33 +48,48 @@ def c_name(name: str, taken: set[str]) -> str:
 
 @dataclass(frozen=True)
 class StoragePlan:
-    """Byte offset of every paged value in the paging storage."""
+    """Byte offset of every paged value in storage. With the batch in storage, it comes first: bytes
+    [0, input_bytes) hold x, written by the caller before each step; paged values follow."""
 
     offsets: dict[str, int]
     total_bytes: int
+    input_bytes: int = 0
 
 
-def plan_storage(schedule: Schedule, sizes: dict[str, int], block: int = 16) -> StoragePlan:
+def input_region(spec: ProblemSpec) -> int:
+    """Bytes of storage that hold the batch (0 unless the spec loads the batch from storage)."""
+    return sum(n.out_bytes for n in spec.nodes if n.kind == INPUT_KIND)
+
+
+def plan_storage(
+    schedule: Schedule, sizes: dict[str, int], input_bytes: int = 0, block: int = 16
+) -> StoragePlan:
     offsets: dict[str, int] = {}
-    top = 0
+    top = align(input_bytes, block)
     for s in schedule.steps:
         if isinstance(s, PageOut) and s.node not in offsets:
             offsets[s.node] = top
             top += align(sizes[s.node], block)
-    return StoragePlan(offsets, top)
+    return StoragePlan(offsets, top, input_bytes)
 
 
 class _Pointers:
     """Where each tensor lives at each point of the schedule."""
 
-    def __init__(self, tg: Graph, plan: ArenaPlan, param_vars: dict[str, str]):
+    def __init__(self, tg: Graph, spec: ProblemSpec, plan: ArenaPlan, param_vars: dict[str, str]):
         self.tg, self.param_vars = tg, param_vars
-        self.sub: dict[str, tuple[str, int]] = {}  # tensor -> (producing node, byte offset inside its value)
-        for n in tg.nodes:
+        self.sub: dict[str, tuple[str, int]] = {}  # tensor -> (scheduling node, byte offset inside its value)
+        nodes = {n.name: n for n in tg.nodes}
+        for s in spec.nodes:
+            if s.kind == INPUT_KIND:
+                self.sub[next(t for t in tg.inputs if tg.tensor(t).role == Role.INPUT)] = (s.name, 0)
+                continue
             off = 0
-            for o in n.outputs:
-                self.sub[o] = (n.name, off)
+            for o in nodes[s.name].outputs:
+                self.sub[o] = (s.name, off)
                 off += align(tg.tensor(o).nbytes)
+            for e in s.epilogue:  # in place: every epilogue output is the head's buffer
+                self.sub[nodes[e].outputs[0]] = (s.name, 0)
         self.birth = {(i.start, i.value): k for k, i in enumerate(plan.instances)}
         self.offsets = plan.offsets
         self.current: dict[str, int] = {}  # node value -> arena byte offset of its live instance
@@ -88,7 +104,7 @@ class _Pointers:
 
     def tensor_ptr(self, name: str) -> str:
         t = self.tg.tensor(name)
-        if t.role == Role.INPUT:
+        if t.role == Role.INPUT and name not in self.sub:
             return "x"
         if t.role == Role.LABEL:
             return "labels"
@@ -149,28 +165,38 @@ def kernel_call(node: Node, tg: Graph) -> KernelCall:
 
 def body(
     tg: Graph,
+    spec: ProblemSpec,
     schedule: Schedule,
     plan: ArenaPlan,
     storage: StoragePlan,
-    value_bytes: dict[str, int],
     param_vars: dict[str, str],
     arrays: IntArrays,
 ) -> list[str]:
     nodes = {n.name: n for n in tg.nodes}
+    groups = {s.name: s for s in spec.nodes}
+    value_bytes = {s.name: s.out_bytes for s in spec.nodes}
     kinds = {op: k for k, op in enumerate(op_kinds(tg))}
-    ptrs = _Pointers(tg, plan, param_vars)
+    ptrs = _Pointers(tg, spec, plan, param_vars)
     computed: set[str] = set()
     lines: list[str] = []
     for k, s in enumerate(schedule.steps):
         if isinstance(s, Compute):
             ptrs.born(k, s.node)
-            n = nodes[s.node]
             again = " (recompute)" if s.node in computed else ""
-            lines.append(f"    /* {k}: {n.name} = {n.op}{again} */")
-            lines.append(call_line(kernel_call(n, tg), ptrs.tensor_ptr, arrays, kinds[n.op]))
-            if n.outputs and tg.tensor(n.outputs[0]).role == Role.LOSS:
-                lines.append(f"    loss = *{ptrs.tensor_ptr(n.outputs[0])};")
             computed.add(s.node)
+            if groups[s.node].kind == INPUT_KIND:
+                lines.append(f"    /* {k}: load the batch from storage{again} */")
+                lines.append(
+                    f"    poet_storage_read(POET_INPUT_OFFSET, {ptrs.value_ptr(s.node)}, POET_INPUT_BYTES);"
+                )
+                continue
+            for i, name in enumerate((s.node, *groups[s.node].epilogue)):
+                n = nodes[name]
+                where = " (in place)" if i else again
+                lines.append(f"    /* {k}: {n.name} = {n.op}{where} */")
+                lines.append(call_line(kernel_call(n, tg), ptrs.tensor_ptr, arrays, kinds[n.op]))
+                if n.outputs and tg.tensor(n.outputs[0]).role == Role.LOSS:
+                    lines.append(f"    loss = *{ptrs.tensor_ptr(n.outputs[0])};")
         elif isinstance(s, PageOut):
             lines.append(f"    /* {k}: page out {s.node} */")
             lines.append(
@@ -210,17 +236,17 @@ def _param_arrays(tg: Graph) -> tuple[str, str, dict[str, str]]:
 
 def generate(
     tg: Graph,
+    spec: ProblemSpec,
     schedule: Schedule,
     plan: ArenaPlan,
     storage: StoragePlan,
-    value_bytes: dict[str, int],
     meta: dict[str, object],
 ) -> dict[str, str]:
     """Returns {relative path: text} for poet_model.{h,c}, Makefile, CMakeLists.txt and README.md."""
     x, labels = tg.tensor(tg.inputs[0]), tg.tensor(tg.inputs[1])
     param_decls, table, vars_ = _param_arrays(tg)
     arrays = IntArrays()
-    step_lines = body(tg, schedule, plan, storage, value_bytes, vars_, arrays)  # fills ``arrays``
+    step_lines = body(tg, spec, schedule, plan, storage, vars_, arrays)  # fills ``arrays``
     common = {"version": __version__, "model": meta["model"], "arena_bytes": plan.arena_bytes}
     header = render(
         "poet_model.h.in",
@@ -231,6 +257,7 @@ def generate(
         labels_are_int=int(labels.dtype == "int32"),
         num_params=len(tg.params),
         storage_bytes=storage.total_bytes,
+        input_in_storage=int(storage.input_bytes > 0),
         predicted_ram=meta["predicted_ram_bytes"],
     )
     source = render(

@@ -9,6 +9,7 @@ from typing import cast
 from poet_edge import report
 from poet_edge.autodiff import Loss
 from poet_edge.compiler import CompileOptions, compile_model
+from poet_edge.planning import INPUT_HELP, InputPlace
 from poet_edge.progress import Progress
 from poet_edge.schedulers import SCHEDULERS
 from poet_edge.schedulers.milp import MilpOptions
@@ -73,6 +74,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="C kernels copied into the project: fast (register-blocked runtime_c/src/optimized/, "
         "default) or reference (runtime_c/src/kernels/); both give bit-identical results",
     )
+    p.add_argument(
+        "--input",
+        choices=[x.value for x in InputPlace],
+        default=InputPlace.RAM.value,
+        help=INPUT_HELP,
+    )
     p.add_argument("--no-report", action="store_true", help="skip report.html and memory.png (faster)")
     talk = p.add_mutually_exclusive_group()
     talk.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
@@ -104,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
             on_progress=lambda t, inc, bnd, gap: progress.update(incumbent=inc, bound=bnd, gap=gap),
         ),
         max_latency=args.max_latency,
+        input=InputPlace(args.input),
     )
     try:
         c = compile_model(opts, progress.info, () if args.no_report else (report.render,), progress.phase)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from poet_edge.autodiff import Loss
 from poet_edge.inspect_model import format_inspection, inspect
+from poet_edge.planning import INPUT_HELP, InputPlace
 from poet_edge.trainable import TRAIN_HELP
 from poet_edge.units import SIZE_HELP, parse_size
 
@@ -26,10 +27,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--reserve", default="8KB", help=f"stack/runtime reserve counted in the floor, {SIZE_HELP}"
     )
+    p.add_argument(
+        "--input",
+        choices=[x.value for x in InputPlace],
+        default=InputPlace.RAM.value,
+        help=INPUT_HELP,
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def run(args: argparse.Namespace) -> int:
-    r = inspect(args.model, args.batch, Loss(args.loss), args.train, parse_size(args.reserve))
+    r = inspect(
+        args.model, args.batch, Loss(args.loss), args.train, parse_size(args.reserve), InputPlace(args.input)
+    )
     print(json.dumps(r.to_json(), indent=1) if args.json else format_inspection(r))
     return 0

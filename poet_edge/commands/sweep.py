@@ -10,6 +10,7 @@ from poet_edge import sweep
 from poet_edge.autodiff import Loss
 from poet_edge.compiler import CompileOptions
 from poet_edge.errors import PoetError
+from poet_edge.planning import INPUT_HELP, InputPlace
 from poet_edge.progress import Progress
 from poet_edge.schedulers import ALIASES, SCHEDULERS
 from poet_edge.trainable import TRAIN_HELP
@@ -65,6 +66,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="fast",
         help="C kernels copied into each project (as for 'poet compile'; default fast)",
     )
+    p.add_argument(
+        "--input",
+        choices=[x.value for x in InputPlace],
+        default=InputPlace.RAM.value,
+        help=INPUT_HELP,
+    )
     p.add_argument("--no-report", action="store_true", help="skip report.html and memory.png in each point")
     talk = p.add_mutually_exclusive_group()
     talk.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
@@ -108,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         "none",
         args.train,
         kernels=args.kernels,
+        input=InputPlace(args.input),
     )
     if not args.model.is_file():
         raise PoetError(f"{args.model}: no such file")

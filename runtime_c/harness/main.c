@@ -11,8 +11,29 @@
 #include "poet_model.h"
 #include "poet_target.h"
 
+#if POET_INPUT_IN_STORAGE
+/* the batch goes from the data file to storage through a small buffer: it never occupies RAM whole */
+static float poet_x[POET_INPUT_ELEMS < 256 ? POET_INPUT_ELEMS : 256];
+#else
 static float poet_x[POET_INPUT_ELEMS];
+#endif
 static int32_t poet_y[POET_LABEL_ELEMS]; /* int32 labels or float targets, both 4 bytes */
+
+/* Reads one batch of x from f: into poet_x, or through it into storage at POET_INPUT_OFFSET. */
+static int read_x(FILE *f, uint32_t xe)
+{
+#if POET_INPUT_IN_STORAGE
+    const uint32_t chunk = (uint32_t)(sizeof poet_x / sizeof poet_x[0]);
+    for (uint32_t done = 0; done < xe; done += chunk) {
+        uint32_t n = xe - done < chunk ? xe - done : chunk;
+        if (fread(poet_x, sizeof(float), n, f) != n) return -1;
+        if (poet_storage_write(POET_INPUT_OFFSET + 4u * done, poet_x, 4u * n) != 0) return -1;
+    }
+    return 0;
+#else
+    return fread(poet_x, sizeof(float), xe, f) == xe ? 0 : -1;
+#endif
+}
 
 static int read_u32(FILE *f, uint32_t *v) { return fread(v, sizeof *v, 1, f) == 1 ? 0 : -1; }
 
@@ -52,14 +73,14 @@ int main(void)
     }
     poet_init();
     for (uint32_t s = 0; s < steps; ++s) {
-        if (fread(poet_x, sizeof(float), xe, f) != xe || fread(poet_y, 4, le, f) != le) {
+        if (read_x(f, xe) != 0 || fread(poet_y, 4, le, f) != le) {
             puts("poet: poet_data.bin is truncated");
             return 13;
         }
         poet_storage_stats_t st0, st1;
         poet_target_storage_stats(&st0);
         uint64_t t0 = poet_ticks();
-        float loss = poet_train_step(poet_x, poet_y, lr);
+        float loss = poet_train_step(POET_INPUT_IN_STORAGE ? NULL : poet_x, poet_y, lr);
         uint64_t t1 = poet_ticks();
         poet_target_storage_stats(&st1);
         uint32_t bits;
