@@ -219,11 +219,15 @@ class _Prune:
     latency: bool
     tight: bool
 
+    def cost(self, alt: Alt) -> float:
+        return alt[3] if self.latency else alt[1]
+
+    def paid(self, alt: Alt) -> float:
+        """The cost with the page-outs its page-ins need."""
+        return alt[4] if self.latency else alt[2]
+
     def beats(self, f: Alt, alt: Alt) -> bool:
-        if f[0] > alt[0] + 1e-9:
-            return False
-        k = 3 if self.latency else 1
-        if f[k + 1] > alt[k] * (1 + 1e-12):
+        if f[0] > alt[0] + 1e-9 or self.paid(f) > self.cost(alt) * (1 + 1e-12):
             return False
         if not self.tight:
             return True
@@ -235,22 +239,21 @@ class _Prune:
         neighbours (fewest bytes of the run, the terms of its cheapest, whose page-ins need a
         page-out only when every alternative of the run pages that value in, else "j": a relaxation
         of each; when ``tight``, no terms at all)."""
-        k = 3 if self.latency else 1
         front: list[Alt] = []
         waiting: list[tuple[float, float]] = []  # (cost with page-outs, bytes) of kept alternatives
         fewest = math.inf  # fewest bytes of a kept alternative that is cheaper, page-outs included
-        for alt in sorted(alts, key=lambda x: (x[k], x[0])):
+        for alt in sorted(alts, key=lambda x: (self.cost(x), x[0])):
             if self.tight:
                 if not any(self.beats(f, alt) for f in front):
                     front.append(alt)
                 continue
-            while waiting and waiting[0][0] <= alt[k] * (1 + 1e-12):
+            while waiting and waiting[0][0] <= self.cost(alt) * (1 + 1e-12):
                 fewest = min(fewest, heapq.heappop(waiting)[1])
             if fewest <= alt[0] + 1e-9:
                 continue
             front.append(alt)
-            heapq.heappush(waiting, (alt[k + 1], alt[0]))
-        front.sort(key=lambda x: (x[0], x[k]))
+            heapq.heappush(waiting, (self.paid(alt), alt[0]))
+        front.sort(key=lambda x: (x[0], self.cost(x)))
         if len(front) <= keep:
             return front
         size = math.ceil(len(front) / keep)
@@ -260,7 +263,7 @@ class _Prune:
             if self.tight:
                 out.append((run[0][0], 0.0, 0.0, 0.0, 0.0, ()))
                 continue
-            low = min(run, key=lambda x: x[k])
+            low = min(run, key=self.cost)
             common = set.intersection(*(_pages(x) for x in run))
             terms = tuple(
                 (v, "j" if kinds == "i" and v not in common else kinds, w) for v, kinds, w in low[5]
