@@ -279,7 +279,7 @@ def generate(
         "poet_model.c": source,
         "Makefile": render("Makefile.in", **common),
         "CMakeLists.txt": render("CMakeLists.txt.in", **common),
-        "README.md": render_readme(tg, schedule, plan, storage.total_bytes, meta),
+        "README.md": render_readme(tg, schedule, plan, storage.total_bytes, meta, storage.input_bytes),
     }
 
 

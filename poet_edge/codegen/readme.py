@@ -41,7 +41,14 @@ def _param_rows(tg: Graph) -> tuple[str, int]:
     return "\n".join(rows), frozen
 
 
-def _paging_note(storage_bytes: int) -> str:
+def _paging_note(storage_bytes: int, input_bytes: int) -> str:
+    if input_bytes:
+        paged = storage_bytes - input_bytes
+        return (
+            f"The step reads the batch from storage ({input_bytes} bytes at offset 0) with "
+            f"`poet_storage_read`"
+            + (f" and pages values through the next {paged} bytes." if paged > 0 else "; it never pages.")
+        )
     if storage_bytes == 0:
         return (
             "This schedule never pages: `poet_storage_write` and `poet_storage_read` are not called, "
@@ -82,7 +89,12 @@ def _fixed_values(fixed: Any) -> dict[str, object]:
 
 
 def render_readme(
-    tg: Graph, schedule: Schedule, plan: ArenaPlan, storage_bytes: int, meta: dict[str, Any]
+    tg: Graph,
+    schedule: Schedule,
+    plan: ArenaPlan,
+    storage_bytes: int,
+    meta: dict[str, Any],
+    input_bytes: int = 0,
 ) -> str:
     """``meta``: model, predicted_ram_bytes, and (from the compiler) device, budget_bytes, fixed (FixedRam),
     sim (SimResult), storage_kind; missing ones show as "?"."""
@@ -112,7 +124,8 @@ def render_readme(
         "predicted_kib": f"{ram / 1024:.1f}",
         "param_rows": rows,
         "frozen_bytes": frozen,
-        "paging_note": _paging_note(storage_bytes),
+        "paging_note": _paging_note(storage_bytes, input_bytes),
+        "input_in_storage": int(input_bytes > 0),
         "storage_kind": meta.get("storage_kind", "?"),
         **_fixed_values(meta.get("fixed")),
         **_sim_values(meta.get("sim")),
