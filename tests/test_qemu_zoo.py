@@ -19,17 +19,21 @@ from poet_edge.schedulers.milp import MilpOptions
 
 ZOO = EXAMPLES / "zoo"
 KB = 1024
-CASES = [  # model, loss, train, batch, RAM, scheduler, expects (recompute, paging)
+CASES = [  # model, loss, train, batch, RAM, scheduler, expects (recompute, paging); None: either
     ("resnet8", "cross-entropy", "bias", 1, 256 * KB, "greedy", (False, True)),
+    ("resnet8", "cross-entropy", "bias", 1, 230 * KB, "scale", (True, None)),
     ("dscnn", "cross-entropy", "last:1", 1, 256 * KB, "none", (False, False)),
     ("dscnn", "cross-entropy", "bias", 1, 256 * KB, "greedy", (False, True)),
     ("dscnn", "cross-entropy", "bias", 1, 120 * KB, "greedy", (True, True)),
     ("autoencoder", "mse", "bias", 4, 256 * KB, "none", (False, False)),
     ("autoencoder", "mse", "bias", 4, 56 * KB, "greedy", (False, True)),
+    ("autoencoder", "mse", "bias", 4, 48 * KB, "scale", (True, None)),
     ("mobilenetv1_025", "cross-entropy", "last:1", 1, 256 * KB, "none", (False, False)),
     ("mobilenetv1_025", "cross-entropy", "bias", 1, 520 * KB, "scale", (True, False)),
 ]
-STORAGE_INPUT = {"mobilenetv1_025"}  # compiled with --input storage
+STORAGE_INPUT = {
+    "mobilenetv1_025"
+}  # compiled with --input storage (and autoencoder below 55 KB, its RAM floor)
 
 
 def _same(a: runner.RunOutcome, b: runner.RunOutcome) -> bool:
@@ -55,17 +59,18 @@ def test_zoo_on_cortex_m4(tmp_path, model, loss, train, batch, ram, scheduler, e
         scheduler=scheduler,
         train=train,
         milp=MilpOptions(time_limit_s=10, threads=1),
-        input=InputPlace.STORAGE if model in STORAGE_INPUT else InputPlace.RAM,
+        input=InputPlace.STORAGE if model in STORAGE_INPUT or ram < 55 * KB else InputPlace.RAM,
     )
     c = compile_model(opts)
-    assert (c.sim.n_recomputations > 0, c.sim.n_page_outs > 0) == expects
+    got = (c.sim.n_recomputations > 0, c.sim.n_page_outs > 0)
+    assert all(e is None or g == e for g, e in zip(got, expects, strict=True)), got
     qemu = runner.run_project(tmp_path / "plan", "qemu-cortex-m4", 3)
     host = runner.run_project(tmp_path / "plan", "host", 3)
     assert _same(qemu, host)  # bit for bit
     measured = qemu.measured_ram_bytes
     assert measured <= ram and abs(measured - c.predicted_ram_bytes) <= 0.05 * c.predicted_ram_bytes
     assert qemu.steps[-1].bytes_written == c.sim.storage_bytes_written
-    if expects != (False, False):  # the same training as the unconstrained schedule
+    if got != (False, False):  # the same training as the unconstrained schedule
         free = compile_model(
             CompileOptions(
                 opts.model, "host", 64 * KB * KB, tmp_path / "free", batch, Loss(loss), train=train
