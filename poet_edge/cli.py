@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from poet_edge import __version__
@@ -45,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("poet: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `poet simulate out | head`: the reader left; say nothing more
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush does not fail again
+        return 141
 
 
 if __name__ == "__main__":
