@@ -393,15 +393,17 @@ POET_ALWAYS_INLINE void poet_dw_frow_any(const float *const rows[3], const float
 }
 
 POET_ALWAYS_INLINE void poet_dw_fplane(const poet_dwp *d, const int S, const int D, const int LE, const int RE,
-                                       const int TE, const int BE)
+                                       const int TE, const int BE, const int HOC, const int WOC)
 {
+    /* HOC / WOC: the output size at compile time (small planes: everything unrolled), 0 = run time */
     float w[9];
     POET_UNROLL for (int i = 0; i < 9; ++i) w[i] = d->w[i];
     const float *const in = d->in, *const bias = d->bias;
-    const int32_t WI = d->WI, HO = d->HO, WO = d->WO, AH = d->AH, AW = d->AW;
+    const int32_t HO = HOC ? HOC : d->HO, WO = WOC ? WOC : d->WO;
+    const int32_t WI = d->WI, AH = d->AH, AW = d->AW;
     const int32_t n = WO - (LE ? 1 : 0) - (RE ? 1 : 0);
     float *out = d->out;
-    for (int32_t o = 0; o < HO; ++o, out += WO) {
+    POET_UNROLL for (int32_t o = 0; o < HO; ++o, out += WO) {
         const int32_t base = o * S + AH;
         const float *rows[3];
         /* only the rows of the range used below are read; the others point at the plane */
@@ -439,7 +441,7 @@ static int32_t poet_dw_kind(const poet_dwp *d, int32_t S, int32_t D, int32_t qa,
 POET_ALWAYS_INLINE void poet_dw_each(const poet_cgeo *g, poet_dwp *d, const float *in, const float *W,
                                      const float *B, float *out, int32_t in_hw, int32_t out_hw, const int S,
                                      const int D, const int FAST, const int LE, const int RE, const int TE,
-                                     const int BE)
+                                     const int BE, const int HOC, const int WOC)
 {
     for (int32_t n = 0; n < g->N; ++n) {
         for (int32_t m = 0; m < g->M; ++m) {
@@ -447,30 +449,38 @@ POET_ALWAYS_INLINE void poet_dw_each(const poet_cgeo *g, poet_dwp *d, const floa
             d->out = out + (n * g->M + m) * out_hw;
             d->w = W + m * 9;
             d->bias = B ? B + m : NULL;
-            if (FAST) poet_dw_fplane(d, S, D, LE, RE, TE, BE);
+            if (FAST) poet_dw_fplane(d, S, D, LE, RE, TE, BE, HOC, WOC);
             else poet_dw_plane(d, S, D);
         }
     }
 }
 
-#define POET_DW_VARIANT(name, S, D, FAST, LE, RE, TE, BE) \
+#define POET_DW_VARIANT(name, S, D, FAST, LE, RE, TE, BE, HOC, WOC) \
     POET_NOINLINE void name(const poet_cgeo *g, poet_dwp *d, const float *in, const float *W, const float *B, \
                             float *out, int32_t in_hw, int32_t out_hw) \
     { \
-        poet_dw_each(g, d, in, W, B, out, in_hw, out_hw, S, D, FAST, LE, RE, TE, BE); \
+        poet_dw_each(g, d, in, W, B, out, in_hw, out_hw, S, D, FAST, LE, RE, TE, BE, HOC, WOC); \
     }
 /* kinds: LE | RE << 2 | TE << 4 | BE << 6 (forward D = +1 with padding 1: left and top borders [1, 3), right
  * and bottom [0, 2); the input gradient D = -1 the other way round; stride 2 on even sizes: no right or
  * bottom border) */
-POET_DW_VARIANT(poet_dw_s1_any, 1, 1, 0, 0, 0, 0, 0)
-POET_DW_VARIANT(poet_dw_s2_any, 2, 1, 0, 0, 0, 0, 0)
-POET_DW_VARIANT(poet_dw_gs1_any, 1, -1, 0, 0, 0, 0, 0)
-POET_DW_VARIANT(poet_dw_s1_p1, 1, 1, 1, 1, 2, 1, 2)
-POET_DW_VARIANT(poet_dw_s1_p0, 1, 1, 1, 0, 0, 0, 0)
-POET_DW_VARIANT(poet_dw_s2_p1, 2, 1, 1, 1, 2, 1, 2)
-POET_DW_VARIANT(poet_dw_s2_p1e, 2, 1, 1, 1, 0, 1, 0)
-POET_DW_VARIANT(poet_dw_gs1_p1, 1, -1, 1, 2, 1, 2, 1)
-POET_DW_VARIANT(poet_dw_gs1_p0, 1, -1, 1, 0, 0, 0, 0)
+POET_DW_VARIANT(poet_dw_s1_any, 1, 1, 0, 0, 0, 0, 0, 0, 0)
+POET_DW_VARIANT(poet_dw_s2_any, 2, 1, 0, 0, 0, 0, 0, 0, 0)
+POET_DW_VARIANT(poet_dw_gs1_any, 1, -1, 0, 0, 0, 0, 0, 0, 0)
+POET_DW_VARIANT(poet_dw_s1_p1, 1, 1, 1, 1, 2, 1, 2, 0, 0)
+POET_DW_VARIANT(poet_dw_s1_p1_3, 1, 1, 1, 1, 2, 1, 2, 3, 3)
+POET_DW_VARIANT(poet_dw_s1_p1_6, 1, 1, 1, 1, 2, 1, 2, 6, 6)
+POET_DW_VARIANT(poet_dw_s1_p1_w5, 1, 1, 1, 1, 2, 1, 2, 0, 5)
+POET_DW_VARIANT(poet_dw_s1_p0, 1, 1, 1, 0, 0, 0, 0, 0, 0)
+POET_DW_VARIANT(poet_dw_s2_p1, 2, 1, 1, 1, 2, 1, 2, 0, 0)
+POET_DW_VARIANT(poet_dw_s2_p1e, 2, 1, 1, 1, 0, 1, 0, 0, 0)
+POET_DW_VARIANT(poet_dw_s2_p1e_3, 2, 1, 1, 1, 0, 1, 0, 3, 3)
+POET_DW_VARIANT(poet_dw_s2_p1e_6, 2, 1, 1, 1, 0, 1, 0, 6, 6)
+POET_DW_VARIANT(poet_dw_gs1_p1, 1, -1, 1, 2, 1, 2, 1, 0, 0)
+POET_DW_VARIANT(poet_dw_gs1_p1_3, 1, -1, 1, 2, 1, 2, 1, 3, 3)
+POET_DW_VARIANT(poet_dw_gs1_p1_6, 1, -1, 1, 2, 1, 2, 1, 6, 6)
+POET_DW_VARIANT(poet_dw_gs1_p1_w5, 1, -1, 1, 2, 1, 2, 1, 0, 5)
+POET_DW_VARIANT(poet_dw_gs1_p0, 1, -1, 1, 0, 0, 0, 0, 0, 0)
 
 static void poet_dw_all(const poet_cgeo *g, const float *in, const float *W, const float *B, float *out,
                         int32_t in_hw, int32_t out_hw, int32_t S, int32_t D)
@@ -487,7 +497,14 @@ static void poet_dw_all(const poet_cgeo *g, const float *in, const float *W, con
     const int32_t qa = poet_min32(d.WO, lo <= 0 ? 0 : (lo + S - 1) / S);
     const int32_t qb = hi < 0 ? qa : poet_max32(qa, poet_min32(d.WO, hi / S + 1));
     const int32_t kind = poet_dw_kind(&d, S, D, qa, qb);
-    if (S == 1 && D > 0 && kind == (1 | 2 << 2 | 1 << 4 | 2 << 6))
+    const int32_t sq = d.HO == d.WO ? d.HO : 0; /* square output planes of 3x3 and 6x6: fully unrolled */
+    if (S == 1 && D > 0 && kind == (1 | 2 << 2 | 1 << 4 | 2 << 6) && sq == 3)
+        poet_dw_s1_p1_3(g, &d, in, W, B, out, in_hw, out_hw);
+    else if (S == 1 && D > 0 && kind == (1 | 2 << 2 | 1 << 4 | 2 << 6) && sq == 6)
+        poet_dw_s1_p1_6(g, &d, in, W, B, out, in_hw, out_hw);
+    else if (S == 1 && D > 0 && kind == (1 | 2 << 2 | 1 << 4 | 2 << 6) && d.WO == 5)
+        poet_dw_s1_p1_w5(g, &d, in, W, B, out, in_hw, out_hw);
+    else if (S == 1 && D > 0 && kind == (1 | 2 << 2 | 1 << 4 | 2 << 6))
         poet_dw_s1_p1(g, &d, in, W, B, out, in_hw, out_hw);
     else if (S == 1 && D > 0 && kind == 0)
         poet_dw_s1_p0(g, &d, in, W, B, out, in_hw, out_hw);
@@ -495,10 +512,20 @@ static void poet_dw_all(const poet_cgeo *g, const float *in, const float *W, con
         poet_dw_s1_any(g, &d, in, W, B, out, in_hw, out_hw);
     else if (S == 2 && kind == (1 | 2 << 2 | 1 << 4 | 2 << 6))
         poet_dw_s2_p1(g, &d, in, W, B, out, in_hw, out_hw);
+    else if (S == 2 && kind == (1 | 1 << 4) && sq == 3)
+        poet_dw_s2_p1e_3(g, &d, in, W, B, out, in_hw, out_hw);
+    else if (S == 2 && kind == (1 | 1 << 4) && sq == 6)
+        poet_dw_s2_p1e_6(g, &d, in, W, B, out, in_hw, out_hw);
     else if (S == 2 && kind == (1 | 1 << 4))
         poet_dw_s2_p1e(g, &d, in, W, B, out, in_hw, out_hw);
     else if (S == 2)
         poet_dw_s2_any(g, &d, in, W, B, out, in_hw, out_hw);
+    else if (kind == (2 | 1 << 2 | 2 << 4 | 1 << 6) && sq == 3)
+        poet_dw_gs1_p1_3(g, &d, in, W, B, out, in_hw, out_hw);
+    else if (kind == (2 | 1 << 2 | 2 << 4 | 1 << 6) && sq == 6)
+        poet_dw_gs1_p1_6(g, &d, in, W, B, out, in_hw, out_hw);
+    else if (kind == (2 | 1 << 2 | 2 << 4 | 1 << 6) && d.WO == 5)
+        poet_dw_gs1_p1_w5(g, &d, in, W, B, out, in_hw, out_hw);
     else if (kind == (2 | 1 << 2 | 2 << 4 | 1 << 6))
         poet_dw_gs1_p1(g, &d, in, W, B, out, in_hw, out_hw);
     else if (kind == 0)
@@ -660,16 +687,18 @@ POET_ALWAYS_INLINE void poet_dw_gi2_row(const float *a, const float *b, const fl
     }
 }
 
-POET_NOINLINE void poet_dw_gi2_fast(const poet_cgeo *g, const float *dY, const float *W, float *dX)
+POET_ALWAYS_INLINE void poet_dw_gi2_all(const poet_cgeo *g, const float *dY, const float *W, float *dX, const int OC)
 {
-    const int32_t IH = g->IH, IW = g->IW, OH = g->OH, OW = g->OW, odd_w = IW & 1;
+    /* OC: dY planes of OC x OC and even dX sizes at compile time (small planes: unrolled), 0 = run time */
+    const int32_t IH = OC ? 2 * OC : g->IH, IW = OC ? 2 * OC : g->IW, OH = OC ? OC : g->OH, OW = OC ? OC : g->OW;
+    const int32_t odd_w = IW & 1;
     for (int32_t n = 0; n < g->N; ++n) {
         for (int32_t m = 0; m < g->M; ++m) {
             float w[9];
             POET_UNROLL for (int i = 0; i < 9; ++i) w[i] = W[m * 9 + i];
             const float *dy = dY + (n * g->M + m) * g->OHW;
             float *dx = dX + (n * g->M + m) * g->IHW;
-            for (int32_t ih = 0; ih < IH; ++ih, dx += IW) {
+            POET_UNROLL for (int32_t ih = 0; ih < IH; ++ih, dx += IW) {
                 const int32_t i = ih >> 1;
                 if ((ih & 1) == 0) poet_dw_gi2_row(dy + i * OW, dy, w, dx, OW, odd_w, 0, 1);
                 else if (i + 1 < OH) poet_dw_gi2_row(dy + (i + 1) * OW, dy + i * OW, w, dx, OW, odd_w, 1, 0);
@@ -677,6 +706,15 @@ POET_NOINLINE void poet_dw_gi2_fast(const poet_cgeo *g, const float *dY, const f
             }
         }
     }
+}
+
+POET_NOINLINE void poet_dw_gi2_fast(const poet_cgeo *g, const float *dY, const float *W, float *dX)
+{
+    poet_dw_gi2_all(g, dY, W, dX, 0);
+}
+POET_NOINLINE void poet_dw_gi2_fast3(const poet_cgeo *g, const float *dY, const float *W, float *dX)
+{
+    poet_dw_gi2_all(g, dY, W, dX, 3);
 }
 
 static int poet_dw_gi2_common(const poet_cgeo *g)
@@ -806,16 +844,18 @@ POET_ALWAYS_INLINE void poet_dw_grow(const float *const rows[3], const float *dy
 }
 
 POET_ALWAYS_INLINE void poet_dw_gfast(const poet_cgeo *g, const float *X, const float *dY, float *dW, const int S,
-                                      const int LE, const int RE, const int TE, const int BE)
+                                      const int LE, const int RE, const int TE, const int BE, const int OHC,
+                                      const int OWC)
 {
-    const int32_t IW = g->IW, OW = g->OW, OH = g->OH, PT = g->PT, PL = g->PL;
+    /* OHC / OWC: dY plane size at compile time (small planes: everything unrolled), 0 = run time */
+    const int32_t IW = g->IW, OW = OWC ? OWC : g->OW, OH = OHC ? OHC : g->OH, PT = g->PT, PL = g->PL;
     const int32_t n = OW - (LE ? 1 : 0) - (RE ? 1 : 0);
     for (int32_t m = 0; m < g->M; ++m) {
         float acc[9];
         POET_UNROLL for (int i = 0; i < 9; ++i) acc[i] = 0.0f;
         for (int32_t s = 0; s < g->N; ++s) {
             const float *x = X + (s * g->C + m) * g->IHW, *dy = dY + (s * g->M + m) * g->OHW;
-            for (int32_t oh = 0; oh < OH; ++oh, dy += OW) {
+            POET_UNROLL for (int32_t oh = 0; oh < OH; ++oh, dy += OW) {
                 const float *rows[3];
                 POET_UNROLL for (int kh = 0; kh < 3; ++kh) {
                     const int32_t r = oh * S - PT + kh;
@@ -836,22 +876,20 @@ POET_ALWAYS_INLINE void poet_dw_gfast(const poet_cgeo *g, const float *X, const 
     }
 }
 
-POET_NOINLINE void poet_dw_gw_s1_p1(const poet_cgeo *g, const float *X, const float *dY, float *dW)
-{
-    poet_dw_gfast(g, X, dY, dW, 1, 1, 2, 1, 2);
-}
-POET_NOINLINE void poet_dw_gw_s1_p0(const poet_cgeo *g, const float *X, const float *dY, float *dW)
-{
-    poet_dw_gfast(g, X, dY, dW, 1, 0, 0, 0, 0);
-}
-POET_NOINLINE void poet_dw_gw_s2_p1(const poet_cgeo *g, const float *X, const float *dY, float *dW)
-{
-    poet_dw_gfast(g, X, dY, dW, 2, 1, 2, 1, 2);
-}
-POET_NOINLINE void poet_dw_gw_s2_p1e(const poet_cgeo *g, const float *X, const float *dY, float *dW)
-{
-    poet_dw_gfast(g, X, dY, dW, 2, 1, 0, 1, 0);
-}
+#define POET_DW_GW_VARIANT(name, S, LE, RE, TE, BE, OHC, OWC) \
+    POET_NOINLINE void name(const poet_cgeo *g, const float *X, const float *dY, float *dW) \
+    { \
+        poet_dw_gfast(g, X, dY, dW, S, LE, RE, TE, BE, OHC, OWC); \
+    }
+POET_DW_GW_VARIANT(poet_dw_gw_s1_p1, 1, 1, 2, 1, 2, 0, 0)
+POET_DW_GW_VARIANT(poet_dw_gw_s1_p1_3, 1, 1, 2, 1, 2, 3, 3)
+POET_DW_GW_VARIANT(poet_dw_gw_s1_p1_6, 1, 1, 2, 1, 2, 6, 6)
+POET_DW_GW_VARIANT(poet_dw_gw_s1_p1_w5, 1, 1, 2, 1, 2, 0, 5)
+POET_DW_GW_VARIANT(poet_dw_gw_s1_p0, 1, 0, 0, 0, 0, 0, 0)
+POET_DW_GW_VARIANT(poet_dw_gw_s2_p1, 2, 1, 2, 1, 2, 0, 0)
+POET_DW_GW_VARIANT(poet_dw_gw_s2_p1e, 2, 1, 0, 1, 0, 0, 0)
+POET_DW_GW_VARIANT(poet_dw_gw_s2_p1e_3, 2, 1, 0, 1, 0, 3, 3)
+POET_DW_GW_VARIANT(poet_dw_gw_s2_p1e_6, 2, 1, 0, 1, 0, 6, 6)
 
 /* the kind (poet_dw_kind) of the forward geometry of a depthwise 3x3 conv at stride S */
 static int32_t poet_dw_fkind(const poet_cgeo *g, int32_t S)
@@ -871,8 +909,14 @@ static int32_t poet_dw_fkind(const poet_cgeo *g, int32_t S)
 
 static void poet_dw_gw_any(const poet_cgeo *g, const float *X, const float *dY, float *dW, int32_t S)
 {
-    const int32_t kind = poet_dw_fkind(g, S);
-    if (S == 1 && kind == (1 | 2 << 2 | 1 << 4 | 2 << 6))
+    const int32_t kind = poet_dw_fkind(g, S), sq = g->OH == g->OW ? g->OH : 0;
+    if (S == 1 && kind == (1 | 2 << 2 | 1 << 4 | 2 << 6) && sq == 3)
+        poet_dw_gw_s1_p1_3(g, X, dY, dW);
+    else if (S == 1 && kind == (1 | 2 << 2 | 1 << 4 | 2 << 6) && sq == 6)
+        poet_dw_gw_s1_p1_6(g, X, dY, dW);
+    else if (S == 1 && kind == (1 | 2 << 2 | 1 << 4 | 2 << 6) && g->OW == 5)
+        poet_dw_gw_s1_p1_w5(g, X, dY, dW);
+    else if (S == 1 && kind == (1 | 2 << 2 | 1 << 4 | 2 << 6))
         poet_dw_gw_s1_p1(g, X, dY, dW);
     else if (S == 1 && kind == 0)
         poet_dw_gw_s1_p0(g, X, dY, dW);
@@ -880,6 +924,10 @@ static void poet_dw_gw_any(const poet_cgeo *g, const float *X, const float *dY, 
         poet_dw_gw_s1(g, X, dY, dW);
     else if (kind == (1 | 2 << 2 | 1 << 4 | 2 << 6))
         poet_dw_gw_s2_p1(g, X, dY, dW);
+    else if (kind == (1 | 1 << 4) && sq == 3)
+        poet_dw_gw_s2_p1e_3(g, X, dY, dW);
+    else if (kind == (1 | 1 << 4) && sq == 6)
+        poet_dw_gw_s2_p1e_6(g, X, dY, dW);
     else if (kind == (1 | 1 << 4))
         poet_dw_gw_s2_p1e(g, X, dY, dW);
     else
@@ -1175,6 +1223,8 @@ void poet_conv2d_grad_input_f32(const float *dY, const float *W, float *dX, cons
     const poet_cgeo g = poet_conv_geo(geom);
     if (poet_dw3(&g, 1))
         poet_dw_gi_s1(&g, dY, W, dX);
+    else if (poet_dw3(&g, 2) && poet_dw_gi2_common(&g) && g.OH == 3 && g.OW == 3 && g.IH == 6 && g.IW == 6)
+        poet_dw_gi2_fast3(&g, dY, W, dX);
     else if (poet_dw3(&g, 2) && poet_dw_gi2_common(&g))
         poet_dw_gi2_fast(&g, dY, W, dX);
     else if (poet_dw3(&g, 2))
