@@ -184,6 +184,8 @@ def test_bound_below_exact_optimum_on_stacked_chains(seed: int) -> None:
         optimum = simulate(problem, exact).energy_j
         scale = schedule_scale(problem, OPTS)
         assert float(dict(scale.info)["bound"]) <= optimum * (1 + 1e-7)  # type: ignore[arg-type]
+        if seed < 3:  # found by storing (paging out) or keeping a dead intermediate of the chain
+            assert simulate(problem, scale).energy_j <= optimum * (1 + 1e-9)
 
 
 def test_deterministic() -> None:

@@ -35,19 +35,23 @@ Primal model. The same model where r_s comes with its recompute closure: i is re
 before b, every input that is dead then is recomputed too, transitively (at most ``CLOSURE`` nodes,
 priced in the objective), and every other input reached must be resident there (a row r_s + p_s' +
 r_s' <= 1 for its segment s'). Solutions are plans: after stage a, value i is paged out (once) and
-freed, or dropped. A plan is replayed exactly (:func:`replay_plan`: restore just before the next
-use by page-in or recomputation of the value and its missing ancestors; a plan-level policy says
-whether inputs recomputed only for a restoration are freed at once or held to their last use); when
-the replay overflows the budget (transient RAM) the budget rows of those stages are tightened by the
-overflow and the model is solved again (a few rounds; the same rounds run on the bound model's
-options, whose plans are replayed the same way). Plans that do not fit are also handed to the
-baseline engine (:mod:`poet_edge.schedulers.engine`), which repairs overflows by the DTR rule.
+freed, or dropped; a dead ancestor of a dropped value may also be stored (paged out when computed,
+so restorations page it in) or kept (held past its last use until the restoration that needs it;
+the bound model's plans store the inputs its options page in). A plan is replayed exactly
+(:func:`replay_plan`: restore just before the next use by page-in or recomputation of the value and
+its missing ancestors; a plan-level policy says whether inputs recomputed only for a restoration
+are freed at once or held to their last use); when the replay overflows the budget (transient RAM)
+the budget rows of those stages are tightened by the overflow and the model is solved again (a few
+rounds; the same rounds run on the bound model's options, whose plans are replayed the same way).
+Plans that do not fit are also handed to the baseline engine (:mod:`poet_edge.schedulers.engine`),
+which repairs overflows by the DTR rule.
 
 Local search. From the cheapest replayed plans: first-improvement descent over plans judged by the
 exact replay (fewer overflow bytes, then lower cost), moves = change one segment (resident / PAGE /
-DROP), move one eviction to another segment overlapping it, flip the replay policy; then iterated:
-perturb 1-3 random segments of the best plan (fixed seed) and descend again, at most
-``ScaleOptions.kicks`` times, until the gap closes or the time limit (less a 5% margin) is reached.
+DROP), move one eviction to another segment overlapping it, flip the replay policy, store / keep /
+release one dead ancestor; then iterated: perturb 1-3 random entries of the best plan (fixed seed)
+and descend again, at most ``ScaleOptions.kicks`` times, until the gap closes or the time limit
+(less a 5% margin) is reached.
 
 The simulator measures every candidate; the cheapest of the plans and the baselines is returned, so
 the result is never worse than the best baseline. The output is deterministic when the run ends
@@ -107,6 +111,14 @@ class Segment:
 
 Plan = dict[int, str]  # segment -> PAGE or DROP (segments not in it stay resident); FREE_TEMPS: policy
 FREE_TEMPS = -1  # plan key: free inputs recomputed for a restoration right after it
+STORE = "store"  # plan key -2 - v: page v out right after computing it (restorations then page it in)
+KEEP = "keep"  # plan key -2 - v: hold v after its last use until the last DROP that may need it is restored
+
+
+def _store_key(v: int) -> int:
+    return -2 - v
+
+
 Term = tuple[int, str, float]  # (node, kinds "c" compute / "i" page-in: the cheaper one, weight)
 # ("j": page-in whose page-out the model does not require: merged options of the bound model)
 
@@ -133,6 +145,7 @@ class Cover:
     primal_opts: list[Option]
     need: np.ndarray  # bytes each stage needs besides optional segments (fixed, out, ws, inputs, pinned)
     spans: list[list[int]]  # optional segments spanning each stage
+    ancestors: dict[int, tuple[int, ...]] = field(default_factory=dict)  # droppable segment: dead ancestors
 
 
 @dataclass
@@ -428,7 +441,22 @@ def build_cover(problem: SchedulingProblem, an: Analysis, latency: bool = False)
     primal = [o for s, g in enumerate(segs) if (o := _primal_drop(problem, an, s, g, at, optional))]
     page_opts = [o for ps in pages for o in ps]
     bound = page_opts + [o for ds in drops for o in ds]
-    return Cover(segs, bound, page_opts + primal, need[:n], spans)
+    ancestors = {s: _dead_ancestors(problem, an, g) for s, g in enumerate(segs) if drops[s]}
+    return Cover(segs, bound, page_opts + primal, need[:n], spans, ancestors)
+
+
+def _dead_ancestors(problem: SchedulingProblem, an: Analysis, g: Segment) -> tuple[int, ...]:
+    """Ancestors of g.value reached through inputs dead at g.start (``DEPTH`` levels, at most
+    ``EXPAND``): the values a recomputation of g.value may need."""
+    out: list[int] = []
+    level, seen = [g.value], {g.value}
+    for _ in range(DEPTH):
+        nxt = [q for v in level for q in _dead(problem, an, v, g.start) if q not in seen]
+        nxt = list(dict.fromkeys(nxt))[: max(0, EXPAND - len(out))]
+        seen.update(nxt)
+        out += nxt
+        level = nxt
+    return tuple(sorted(out))
 
 
 @dataclass
@@ -632,6 +660,8 @@ class _Replay:
         self.live = self.stored = 0
         self.overflow: dict[int, int] = {}
         self.error = ""
+        self.kept: dict[int, int] = {}  # value -> stage after which it is freed (KEEP)
+        self.release: dict[int, list[int]] = {}
 
     def _fits(self, t: int, extra: int) -> None:
         over = self.p.fixed_bytes + self.live + extra - self.p.budget_bytes
@@ -694,11 +724,15 @@ class _Replay:
             if u not in self.ram and not self.restore(t, u):
                 return False
         self.compute(t, t)
-        for u in sorted({*self.an.preds[t], t}):
-            if u in self.ram and self.an.last_use[u] <= t:
+        for u in sorted({*self.an.preds[t], t, *self.release.get(t, ())}):
+            if u in self.ram and max(self.an.last_use[u], self.kept.get(u, -1)) <= t:
                 self.free(u)
         for u, mode in plan.get(t, ()):
-            if u in self.ram and (mode == DROP or self.page_out(u)):
+            if u not in self.ram or mode == KEEP:
+                continue
+            if mode == STORE:
+                self.page_out(u)
+            elif mode == DROP or self.page_out(u):
                 self.free(u)
         return True
 
@@ -717,10 +751,17 @@ def replay_plan(
     ``costs``: (compute, page-in, page-out) per node; the schedule's cost is then in its info.
     ``strict``: stop at the first overflow (the returned overflow is then partial). With the entry
     ``plan[FREE_TEMPS]``, inputs recomputed only for a restoration are freed right after it (else
-    they stay until their last use). A plan needing more than 20 n + 1000 recomputations is refused
-    (None, as if it did not fit)."""
+    they stay until their last use). An entry (v, STORE) pages v out and keeps it (a restoration of
+    a value in storage pages it in, of any other recomputes it); an entry (v, KEEP) at stage t holds
+    v in RAM until stage t (past its last use). A plan needing more than 20 n + 1000
+    recomputations is refused (None, as if it did not fit)."""
     r = _Replay(problem, an, costs)
     r.hold = FREE_TEMPS not in plan
+    for t, entries in plan.items():
+        for v, mode in entries:
+            if mode == KEEP and t > an.last_use[v]:
+                r.kept[v] = t
+                r.release.setdefault(t, []).append(v)
     for t in range(len(problem.nodes)):
         if not r.stage(t, plan):
             return None, {**r.overflow, t: 1 << 62}  # cannot be followed: worse than any overflow
@@ -740,13 +781,35 @@ def _as_plan(cover: Cover, plan: Plan) -> dict[int, list[tuple[int, str]]]:
         if k == FREE_TEMPS:
             out[FREE_TEMPS] = []
             continue
+        if k < 0:
+            v = _store_key(k)  # the map is its own inverse
+            if plan[k] == STORE:
+                out.setdefault(v, []).append((v, STORE))
+            else:  # until the last planned DROP whose recomputation may need v is restored
+                ends = [
+                    cover.segs[j].end
+                    for j, m in plan.items()
+                    if m == DROP and v in cover.ancestors.get(j, ())
+                ]
+                if ends:
+                    out.setdefault(max(ends), []).append((v, KEEP))
+            continue
         g = cover.segs[k]
         out.setdefault(g.start, []).append((g.value, plan[k]))
     return out
 
 
 def _seg_plan(cover: Cover, lp: _Lp, values: np.ndarray) -> Plan:
-    return {o.seg: o.mode for j, o in enumerate(lp.opts) if values[j] > 0.5}
+    """The chosen evictions; an input an option pages in is stored when computed."""
+    plan: Plan = {}
+    for j, o in enumerate(lp.opts):
+        if values[j] > 0.5:
+            plan[o.seg] = o.mode
+            own = cover.segs[o.seg].value
+            for v, kinds, _ in o.terms:
+                if v != own and kinds in ("i", "j"):
+                    plan[_store_key(v)] = STORE
+    return plan
 
 
 @dataclass
@@ -760,7 +823,7 @@ class _Search:
     an: Analysis
     cover: Cover
     costs: tuple[list[float], ...]
-    modes: list[tuple[str, ...]]  # modes each segment may take
+    modes: dict[int, tuple[str, ...]]  # modes each plan key may take (segments, stores)
     seen: dict[tuple[tuple[int, str], ...], tuple[float, float]] = field(default_factory=dict)
     evals: int = 0
 
@@ -786,7 +849,7 @@ class _Search:
             del out[0][FREE_TEMPS]
         else:
             out[0][FREE_TEMPS] = DROP
-        for k, modes in enumerate(self.modes):
+        for k, modes in self.modes.items():
             for mode in (None, *modes):
                 if plan.get(k) != mode:
                     nxt = dict(plan)
@@ -796,10 +859,12 @@ class _Search:
                         nxt[k] = mode
                     out.append(nxt)
         for k in sorted(plan):
-            if k == FREE_TEMPS:
+            if k < 0:
                 continue
             g = self.cover.segs[k]
-            for k2, modes in enumerate(self.modes):
+            for k2, modes in self.modes.items():
+                if k2 < 0:
+                    continue
                 h = self.cover.segs[k2]
                 if k2 in plan or h.end - 1 <= g.start or g.end - 1 <= h.start:
                     continue
@@ -827,11 +892,17 @@ class _Search:
         return plan
 
 
-def _modes(cover: Cover) -> list[tuple[str, ...]]:
-    modes: list[set[str]] = [set() for _ in cover.segs]
+def _modes(problem: SchedulingProblem, cover: Cover) -> dict[int, tuple[str, ...]]:
+    """The modes of every segment with options, and KEEP / STORE (if pageable) for every dead ancestor
+    a recomputation may need (kept or paged in, it spares recomputing its own inputs)."""
+    modes: dict[int, set[str]] = {}
     for o in (*cover.bound_opts, *cover.primal_opts):
-        modes[o.seg].add(o.mode)
-    return [tuple(sorted(m)) for m in modes]
+        modes.setdefault(o.seg, set()).add(o.mode)
+    for v in sorted({v for anc in cover.ancestors.values() for v in anc}):
+        modes[_store_key(v)] = {KEEP, STORE} if problem.nodes[v].pageable else {KEEP}
+    return {
+        k: tuple(sorted(modes[k])) for k in sorted(modes, key=lambda k: (k < 0, abs(k)))
+    }  # segments first
 
 
 # -- the entry point ---------------------------------------------------------------------------------------
@@ -1005,7 +1076,7 @@ def _search(run: _Run, bound: float) -> int:
     replays."""
     problem, an, cover, best, options = run.problem, run.an, run.cover, run.best, run.options
     costs = _costs(problem, run.latency)
-    search = _Search(problem, an, cover, costs, _modes(cover))
+    search = _Search(problem, an, cover, costs, _modes(problem, cover))
     starts = [plan for _, _, plan in sorted(best.plans, key=lambda x: (x[0], x[1]))] or [{}]
     done: set[tuple[tuple[int, str], ...]] = set()
     margin = 0.05 * options.time_limit_s
@@ -1028,7 +1099,7 @@ def _search(run: _Run, bound: float) -> int:
         if incumbent is None or search.score(found, False) < search.score(incumbent, False):
             incumbent = found
     rng = random.Random(0)
-    movable = [k for k, m in enumerate(search.modes) if m]
+    movable = [k for k, m in search.modes.items() if m]
     for _ in range(options.kicks):
         if incumbent is None or not movable or not more():
             break
