@@ -403,18 +403,25 @@ POET_ALWAYS_INLINE void poet_dw_fplane(const poet_dwp *d, const int S, const int
     const int32_t WI = d->WI, AH = d->AH, AW = d->AW;
     const int32_t n = WO - (LE ? 1 : 0) - (RE ? 1 : 0);
     float *out = d->out;
-    POET_UNROLL for (int32_t o = 0; o < HO; ++o, out += WO) {
-        const int32_t base = o * S + AH;
-        const float *rows[3];
-        /* only the rows of the range used below are read; the others point at the plane */
-        POET_UNROLL for (int kh = 0; kh < 3; ++kh) {
-            const int32_t r = base + D * kh;
-            rows[kh] = in + (r >= 0 && r < d->HI ? r : 0) * WI;
-        }
-        if (TE && o == 0) poet_dw_frow_any(rows, w, bias, out, n, AW, S, D, TE, LE, RE);
-        else if (BE && o == HO - 1) poet_dw_frow_any(rows, w, bias, out, n, AW, S, D, BE, LE, RE);
-        else poet_dw_frow_any(rows, w, bias, out, n, AW, S, D, 0, LE, RE);
+#define POET_DW_FROW \
+    do { \
+        const int32_t base = o * S + AH; \
+        const float *rows[3]; \
+        /* only the rows of the range used below are read; the others point at the plane */ \
+        POET_UNROLL for (int kh = 0; kh < 3; ++kh) { \
+            const int32_t r = base + D * kh; \
+            rows[kh] = in + (r >= 0 && r < d->HI ? r : 0) * WI; \
+        } \
+        if (TE && o == 0) poet_dw_frow_any(rows, w, bias, out, n, AW, S, D, TE, LE, RE); \
+        else if (BE && o == HO - 1) poet_dw_frow_any(rows, w, bias, out, n, AW, S, D, BE, LE, RE); \
+        else poet_dw_frow_any(rows, w, bias, out, n, AW, S, D, 0, LE, RE); \
+    } while (0)
+    if (HOC) { /* unrolled only with a compile-time trip count */
+        POET_UNROLL for (int32_t o = 0; o < HO; ++o, out += WO) POET_DW_FROW;
+    } else {
+        for (int32_t o = 0; o < HO; ++o, out += WO) POET_DW_FROW;
     }
+#undef POET_DW_FROW
 }
 
 /* pattern code of a 3-tap range: 0 = [0, 3), 1 = [1, 3), 2 = [0, 2), -1 = any other */
@@ -698,12 +705,19 @@ POET_ALWAYS_INLINE void poet_dw_gi2_all(const poet_cgeo *g, const float *dY, con
             POET_UNROLL for (int i = 0; i < 9; ++i) w[i] = W[m * 9 + i];
             const float *dy = dY + (n * g->M + m) * g->OHW;
             float *dx = dX + (n * g->M + m) * g->IHW;
-            POET_UNROLL for (int32_t ih = 0; ih < IH; ++ih, dx += IW) {
-                const int32_t i = ih >> 1;
-                if ((ih & 1) == 0) poet_dw_gi2_row(dy + i * OW, dy, w, dx, OW, odd_w, 0, 1);
-                else if (i + 1 < OH) poet_dw_gi2_row(dy + (i + 1) * OW, dy + i * OW, w, dx, OW, odd_w, 1, 0);
-                else poet_dw_gi2_row(dy + i * OW, dy, w, dx, OW, odd_w, 0, 2);
+#define POET_DW_GI2_ROW \
+    do { \
+        const int32_t i = ih >> 1; \
+        if ((ih & 1) == 0) poet_dw_gi2_row(dy + i * OW, dy, w, dx, OW, odd_w, 0, 1); \
+        else if (i + 1 < OH) poet_dw_gi2_row(dy + (i + 1) * OW, dy + i * OW, w, dx, OW, odd_w, 1, 0); \
+        else poet_dw_gi2_row(dy + i * OW, dy, w, dx, OW, odd_w, 0, 2); \
+    } while (0)
+            if (OC) {
+                POET_UNROLL for (int32_t ih = 0; ih < IH; ++ih, dx += IW) POET_DW_GI2_ROW;
+            } else {
+                for (int32_t ih = 0; ih < IH; ++ih, dx += IW) POET_DW_GI2_ROW;
             }
+#undef POET_DW_GI2_ROW
         }
     }
 }
@@ -855,22 +869,29 @@ POET_ALWAYS_INLINE void poet_dw_gfast(const poet_cgeo *g, const float *X, const 
         POET_UNROLL for (int i = 0; i < 9; ++i) acc[i] = 0.0f;
         for (int32_t s = 0; s < g->N; ++s) {
             const float *x = X + (s * g->C + m) * g->IHW, *dy = dY + (s * g->M + m) * g->OHW;
-            POET_UNROLL for (int32_t oh = 0; oh < OH; ++oh, dy += OW) {
-                const float *rows[3];
-                POET_UNROLL for (int kh = 0; kh < 3; ++kh) {
-                    const int32_t r = oh * S - PT + kh;
-                    rows[kh] = x + (r >= 0 && r < g->IH ? r : 0) * IW;
-                }
-                if (TE && oh == 0) {
-                    if (TE == 1) poet_dw_grow(rows, dy, acc, n, -PL, S, 1, 3, LE, RE);
-                    else poet_dw_grow(rows, dy, acc, n, -PL, S, 0, 2, LE, RE);
-                } else if (BE && oh == OH - 1) {
-                    if (BE == 1) poet_dw_grow(rows, dy, acc, n, -PL, S, 1, 3, LE, RE);
-                    else poet_dw_grow(rows, dy, acc, n, -PL, S, 0, 2, LE, RE);
-                } else {
-                    poet_dw_grow(rows, dy, acc, n, -PL, S, 0, 3, LE, RE);
-                }
+#define POET_DW_GROW \
+    do { \
+        const float *rows[3]; \
+        POET_UNROLL for (int kh = 0; kh < 3; ++kh) { \
+            const int32_t r = oh * S - PT + kh; \
+            rows[kh] = x + (r >= 0 && r < g->IH ? r : 0) * IW; \
+        } \
+        if (TE && oh == 0) { \
+            if (TE == 1) poet_dw_grow(rows, dy, acc, n, -PL, S, 1, 3, LE, RE); \
+            else poet_dw_grow(rows, dy, acc, n, -PL, S, 0, 2, LE, RE); \
+        } else if (BE && oh == OH - 1) { \
+            if (BE == 1) poet_dw_grow(rows, dy, acc, n, -PL, S, 1, 3, LE, RE); \
+            else poet_dw_grow(rows, dy, acc, n, -PL, S, 0, 2, LE, RE); \
+        } else { \
+            poet_dw_grow(rows, dy, acc, n, -PL, S, 0, 3, LE, RE); \
+        } \
+    } while (0)
+            if (OHC) {
+                POET_UNROLL for (int32_t oh = 0; oh < OH; ++oh, dy += OW) POET_DW_GROW;
+            } else {
+                for (int32_t oh = 0; oh < OH; ++oh, dy += OW) POET_DW_GROW;
             }
+#undef POET_DW_GROW
         }
         POET_UNROLL for (int i = 0; i < 9; ++i) dW[m * 9 + i] = acc[i];
     }
