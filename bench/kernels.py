@@ -2,6 +2,7 @@
 conv) or per element (elementwise) on the QEMU Cortex-M4/M7/M33 targets, both measured in the same program
 and run. Dense shapes are every Gemm of the zoo's dense layers at batch 8 as a training step calls it:
 forward (A·Bᵀ + bias), input gradient (A·B; not for a model's first layer) and weight gradient (Aᵀ·B).
+The batched MatMul calls of bert_tiny's step are listed too (own geometric mean).
 Conv shapes are every Conv of examples/zoo/{resnet8,dscnn,mobilenetv1_025,mobilenetv2_035,lenet5}.onnx
 loaded at batch 1, as forward (with bias), input gradient (not for a model's first layer) and weight
 gradient, split into general, pointwise (1x1) and depthwise (groups == C_in, the cost model's DEPTHWISE
@@ -52,6 +53,28 @@ def dense_cases() -> list[tuple[str, str, mb.KernelCase]]:
                 if case.name not in seen:
                     seen.add(case.name)
                     out.append((f"{model} {fan_in}->{fan_out}", kind, case))
+    return out
+
+
+# batched MatMul calls of bert_tiny's training step (bias training, batch 1): (A, B, attributes)
+MATMUL = [
+    ((1, 32, 64), (64, 64), {}),
+    ((1, 32, 64), (64, 128), {}),
+    ((1, 32, 128), (128, 64), {}),
+    ((1, 2, 32, 32), (1, 2, 32, 32), {}),
+    ((1, 32, 64), (64, 64), {"transB": 1}),
+    ((1, 32, 64), (128, 64), {"transB": 1}),
+    ((1, 32, 128), (64, 128), {"transB": 1}),
+    ((1, 2, 32, 32), (1, 2, 32, 32), {"transB": 1}),
+    ((1, 2, 32, 32), (1, 2, 32, 32), {"transA": 1}),
+]
+
+
+def matmul_cases() -> list[tuple[str, str, mb.KernelCase]]:
+    out = []
+    for a, b, attrs in MATMUL:
+        kind = "A·Bᵀ" if attrs.get("transB") else "Aᵀ·B" if attrs.get("transA") else "A·B"
+        out.append(("bert_tiny MatMul", kind, mb.op_case("MatMul", [a, b], attrs)))
     return out
 
 
@@ -111,8 +134,8 @@ def main(argv: list[str]) -> int:
     if not shutil.which("arm-none-eabi-gcc") or not shutil.which("qemu-system-arm"):
         print("needs arm-none-eabi-gcc and qemu-system-arm (make toolchain)")
         return 1
-    dense, elem, conv = dense_cases(), elementwise_cases(), conv_cases()
-    cases = [c for _, _, c in dense + elem] + [c for *_, c in conv]
+    dense, elem, conv, mm = dense_cases(), elementwise_cases(), conv_cases(), matmul_cases()
+    cases = [c for _, _, c in dense + elem + mm] + [c for *_, c in conv]
     summary, conv_summary = [], []
     with tempfile.TemporaryDirectory(prefix="poet-bench-kernels-") as tmp:
         for target in targets:
@@ -135,16 +158,33 @@ def main(argv: list[str]) -> int:
                         "speed-up": f"{r / f:.2f}x",
                     }
                 )
+            mm_fast, mm_ref = [], []
+            for layer, kind, c in mm:
+                f, r = (m.instructions[(c.name, v)] / c.quantity for v in ("fast", "reference"))
+                mm_fast.append(f)
+                mm_ref.append(r)
+                rows.append(
+                    {
+                        "layer": layer,
+                        "kernel": kind,
+                        "M x N x K": c.name.split(" ", 1)[1],
+                        "MACs": c.quantity,
+                        "fast instr/MAC": f"{f:.2f}",
+                        "ref instr/MAC": f"{r:.2f}",
+                        "speed-up": f"{r / f:.2f}x",
+                    }
+                )
             rows.append(
                 {
-                    "layer": "geometric mean",
+                    "layer": "geometric mean (Gemm rows only)",
                     "fast instr/MAC": f"{geomean(fast_all):.3f}",
                     "ref instr/MAC": f"{geomean(ref_all):.3f}",
                     "speed-up": f"{geomean(ref_all) / geomean(fast_all):.2f}x",
                 }
             )
             print(
-                f"== {target}: dense kernels (poet_gemm_f32), instructions per MAC (QEMU -icount; not cycles)"
+                f"== {target}: dense kernels (poet_gemm_f32; bert_tiny's batched poet_matmul_f32 listed after"
+                " the Gemm rows), instructions per MAC (QEMU -icount; not cycles)"
             )
             print(
                 table(
@@ -175,9 +215,14 @@ def main(argv: list[str]) -> int:
                     "ref instr/MAC": f"{geomean(ref_all):.3f}",
                     **{f"fast {k}": f"{geomean(v):.3f}" for k, v in per_kind.items()},
                     "speed-up": f"{geomean(ref_all) / geomean(fast_all):.2f}x",
+                    "fast MatMul": f"{geomean(mm_fast):.3f}",
+                    "ref MatMul": f"{geomean(mm_ref):.3f}",
                 }
             )
-    print("== geometric means over the dense shapes (target for the M4: <= 2.6 instr/MAC)")
+    print(
+        "== geometric means over the dense (Gemm) shapes (target for the M4: <= 2.6 instr/MAC);"
+        " MatMul: bert_tiny's batched MatMul calls"
+    )
     print(table(summary, list(summary[0])))
     print(
         "\n== geometric means over the zoo's conv calls, instructions per MAC"

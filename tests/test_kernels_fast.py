@@ -54,6 +54,25 @@ def gemm_cases() -> list[mb.KernelCase]:
     return list({c.name: c for c in cases}.values())
 
 
+# batched MatMul (poet_matmul_f32): every layout, broadcast batch dims, block tails
+MATMUL_SHAPES = [
+    ((2, 5, 7), (2, 7, 4), {}),
+    ((3, 2, 9, 13), (3, 2, 13, 6), {}),
+    ((2, 3, 5, 7), (7, 11), {}),
+    ((4, 7), (3, 7, 5), {}),
+    ((2, 1, 6, 5), (1, 3, 5, 9), {}),
+    ((2, 5, 7), (2, 4, 7), {"transB": 1}),
+    ((2, 7, 5), (2, 7, 4), {"transA": 1}),
+    ((2, 7, 5), (2, 4, 7), {"transA": 1, "transB": 1}),
+    ((4, 17, 16), (4, 16, 17), {}),
+    ((2, 1, 1), (2, 1, 3), {}),
+]
+
+
+def matmul_cases() -> list[mb.KernelCase]:
+    return [mb.op_case("MatMul", [a, b], attrs) for a, b, attrs in MATMUL_SHAPES]
+
+
 def elementwise_cases() -> list[mb.KernelCase]:
     cases = []
     for n in (1, 3, 4, 5, 8, 67, 256):
@@ -154,6 +173,11 @@ def test_gemm_bit_identical_host(tmp_path):
     _check_identical("host", gemm_cases(), tmp_path)
 
 
+def test_matmul_bit_identical_host(tmp_path):
+    need_tools("gcc")
+    _check_identical("host", matmul_cases(), tmp_path)
+
+
 def test_elementwise_bit_identical_host(tmp_path):
     need_tools("gcc")
     _check_identical("host", elementwise_cases(), tmp_path)
@@ -172,7 +196,9 @@ def test_conv_bit_identical_host_sanitized(tmp_path):
 
 def test_bit_identical_qemu_m4(tmp_path):
     need_tools("arm-none-eabi-gcc", "qemu-system-arm")
-    _check_identical("qemu-cortex-m4", gemm_cases() + elementwise_cases() + conv_cases(), tmp_path)
+    _check_identical(
+        "qemu-cortex-m4", gemm_cases() + matmul_cases() + elementwise_cases() + conv_cases(), tmp_path
+    )
 
 
 def test_fast_gemm_instruction_counts_deterministic(tmp_path):
