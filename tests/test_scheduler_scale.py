@@ -124,7 +124,7 @@ def test_bound_below_exact_optimum_on_tiny_dags(seed: int) -> None:
         assert simulate(problem, scale).energy_j >= bound * (1 - 1e-9)
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", range(6))
 def test_bound_below_exact_optimum_on_training_chains(seed: int) -> None:
     """Chains make the optimum recompute several levels (where the two-level bound options matter)."""
     base = training_chain(4 + seed % 2, seed=seed)

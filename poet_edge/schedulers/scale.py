@@ -28,8 +28,11 @@ Pareto-best options (bytes freed vs cost) are kept; a surplus is merged into rel
 lower bound = plain pass (every node once) + the larger of the model's LP-relaxation optimum (solved
 first, so a bound exists even when the MIP root does not finish in time) and HiGHS's MIP dual bound.
 It bounds the cost of every schedule in which node t is first computed in stage t (the problem's
-order), hence also POET's stage model. Ignored on purpose (it only adds cost): the transient RAM of
-restorations (inputs that are not dead). Checked against the exact POET MILP optimum on tiny DAGs (tests).
+order), hence also POET's stage model. Inputs of a recomputed value that are not dead get cuts
+(:func:`_input_cuts`): when the input's own segment is evicted as well, it is restored twice, or held
+from the recomputation to its next use, or kept until the recomputation (RAM in the budget rows or
+cost). Ignored on purpose (it only adds cost): the transient RAM of deeper restorations. Checked
+against the exact POET MILP optimum on tiny DAGs and chains (tests).
 
 Primal model. The same model where r_s comes with its recompute closure: i is recomputed just
 before b, every input that is dead then is recomputed too, transitively (at most ``CLOSURE`` nodes,
@@ -468,6 +471,7 @@ class _Lp:
     opts: list[Option] = field(default_factory=list)  # column j < len(opts): option j
     z: dict[int, int] = field(default_factory=dict)
     by_seg: dict[int, list[int]] = field(default_factory=dict)
+    ram: dict[int, list[tuple[int, float]]] = field(default_factory=dict)  # stage -> (column, bytes it adds)
 
     def col(self, cost: float) -> int:
         self.cost.append(cost)
@@ -503,6 +507,66 @@ def _columns(problem: SchedulingProblem, opts: list[Option], latency: bool, norm
     return lp
 
 
+PAIR_NONZEROS = 200_000  # at most this many budget-row entries of the restoration-input cuts
+
+
+def _input_cuts(
+    problem: SchedulingProblem, an: Analysis, cover: Cover, lp: _Lp, latency: bool, norm: float
+) -> None:
+    """Cuts for the inputs a recomputation needs that are not dead (the bound model's columns must be
+    ``cover.bound_opts``). DROP option o of segment s = (i, a, b) recomputes i at some moment tau in
+    (a, b]; an input q of i whose segment s' = (q, a', b') has a' <= a and b < b' is in RAM then.
+    If s' is evicted too (q absent at some stage of s'), then either q is absent before and after tau
+    (restored twice in s': one restoration more, cost C), or absent only before tau (restored by tau
+    and in RAM at every stage of [b, b'): A), or only after tau (in RAM at every stage of (a', tau],
+    and i at every stage of [tau, b): the smaller of the two at every stage of (a, b): B). Row
+    x_A + x_B + x_C >= x_o + (s' evicted) - 1 with x_A adding q's bytes to the budget rows of [b, b'),
+    x_B the smaller of q's and o's freed bytes to those of (a, b), x_C the cost of restoring q; q's
+    share is divided by the number of segments pairing with s', o's by the inputs paired with it."""
+    nodes = problem.nodes
+    comp, pin, _ = _costs(problem, latency)
+    span = {
+        (g.value, t): k for k, g in enumerate(cover.segs) if k in lp.by_seg for t in range(g.start + 1, g.end)
+    }
+    pairs: list[tuple[int, int, int]] = []  # (option column, input, segment s')
+    for j, o in enumerate(lp.opts):
+        if o.mode != DROP:
+            continue
+        g = cover.segs[o.seg]
+        for q in an.preds[g.value]:
+            k = span.get((q, g.end))
+            if k is None or g.end in an.succs[q]:
+                continue
+            h = cover.segs[k]
+            if h.start <= g.start and g.end < h.end:
+                pairs.append((j, q, k))
+    share = {k: len({lp.opts[j].seg for j, _, k2 in pairs if k2 == k}) for _, _, k in pairs}
+    inputs: dict[int, int] = {}
+    for j, _, _ in pairs:
+        inputs[j] = inputs.get(j, 0) + 1
+    budget = PAIR_NONZEROS
+    for j, q, k in pairs:
+        o, g, h = lp.opts[j], cover.segs[lp.opts[j].seg], cover.segs[k]
+        m, bq = share[k], float(nodes[q].out_bytes)
+        kinds = _kinds(problem, an, q, h.start)
+        budget -= h.end - g.start
+        if budget < 0:
+            break
+        restore = min((comp[q] if c == "c" else pin[q]) for c in kinds) / m / norm
+        a_col = lp.col(0.0)
+        b_col = lp.col(0.0)
+        c_col = lp.col(restore)
+        for t in range(g.end, h.end):
+            lp.ram.setdefault(t, []).append((a_col, bq / m))
+        small = min(bq / m, o.credit / inputs[j])
+        for t in range(g.start + 1, g.end):
+            lp.ram.setdefault(t, []).append((b_col, small))
+        evict = lp.by_seg[k]
+        lp.rows.append(
+            (-1.0, math.inf, [a_col, b_col, c_col, j, *evict], [1.0, 1.0, 1.0, -1.0] + [-1.0] * len(evict))
+        )
+
+
 def _rows(problem: SchedulingProblem, cover: Cover, lp: _Lp, budget: np.ndarray) -> bool:
     """Adds the budget, keep, storage and runtime rows; False when a stage cannot fit at all."""
     nodes = problem.nodes
@@ -514,6 +578,9 @@ def _rows(problem: SchedulingProblem, cover: Cover, lp: _Lp, budget: np.ndarray)
         val = [lp.opts[j].credit for j in idx]
         if sum(val) < excess:
             return False
+        extra = lp.ram.get(t, ())
+        idx += [j for j, _ in extra]
+        val += [-byte for _, byte in extra]
         lp.rows.append((1.0, math.inf, idx, [v / excess for v in val]))
     for j, o in enumerate(lp.opts):
         for k in o.keep:
@@ -1001,6 +1068,7 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
 def _bound(run: _Run, budget: np.ndarray) -> float:
     problem, cover, best, options = run.problem, run.cover, run.best, run.options
     lp = _columns(problem, cover.bound_opts, run.latency, run.norm)
+    _input_cuts(problem, run.an, cover, lp, run.latency, run.norm)
     if not _rows(problem, cover, lp, budget):
         raise PoetError(
             f"no schedule exists within the RAM budget {problem.budget_bytes} bytes in the problem's order: "
@@ -1053,6 +1121,8 @@ def _improve(run: _Run, bound: float) -> str:
             if best.cost <= bound * (1 + options.gap_rel) or _left(best, options) < 0.2:
                 break
             lp = _columns(problem, opts, run.latency, run.norm)
+            if opts is cover.bound_opts:
+                _input_cuts(problem, run.an, cover, lp, run.latency, run.norm)
             if not _rows(problem, cover, lp, budget):
                 status = f"{name} round {k}: a tightened stage cannot fit"
                 break
