@@ -72,9 +72,10 @@ typedef struct {
 
 /* Y[i : i+R, j : j+NC] for layout (TA, TB); R <= 4, NC <= 6 and K >= 1. */
 POET_ALWAYS_INLINE void poet_gemm_block(const poet_gemm_args *g, int32_t i, int32_t j, const int R, const int NC,
-                                        const int TA, const int TB)
+                                        const int TA, const int TB, const int KC)
 {
-    const int32_t K = g->K;
+    /* KC: K at compile time (a training batch as the reduction: the k loop unrolled), 0 = run time */
+    const int32_t K = KC ? KC : g->K;
     const float zero = 0.0f;
     float x0 = 0.0f, x1 = 0.0f, x2 = 0.0f, x3 = 0.0f;
     float acc00 = 0.0f, acc01 = 0.0f, acc02 = 0.0f, acc03 = 0.0f, acc04 = 0.0f, acc05 = 0.0f;
@@ -90,7 +91,14 @@ POET_ALWAYS_INLINE void poet_gemm_block(const poet_gemm_args *g, int32_t i, int3
     const float *b0 = b, *b1 = b + (NC > 1 ? kb : 0), *b2 = b + (NC > 2 ? 2 * kb : 0);
     const float *b3 = b + (NC > 3 ? 3 * kb : 0), *b4 = b + (NC > 4 ? 4 * kb : 0), *b5 = b + (NC > 5 ? 5 * kb : 0);
     POET_STEP(POET_SET_FIRST);
-    for (int32_t k = K - 1; k > 0; --k) POET_STEP(+=);
+    if (KC) {
+#if defined(__GNUC__)
+#pragma GCC unroll 16
+#endif
+        for (int32_t k = K - 1; k > 0; --k) POET_STEP(+=);
+    } else {
+        for (int32_t k = K - 1; k > 0; --k) POET_STEP(+=);
+    }
     const int32_t N = g->N;
     float *y_row0 = g->Y + i * N + j, *y_row1 = y_row0 + (R > 1 ? N : 0);
     float *y_row2 = y_row0 + (R > 2 ? 2 * N : 0), *y_row3 = y_row0 + (R > 3 ? 3 * N : 0);
@@ -112,30 +120,33 @@ POET_ALWAYS_INLINE void poet_gemm_block(const poet_gemm_args *g, int32_t i, int3
 }
 
 /* Rows i .. i+R-1, all columns: 6-wide blocks, then a 4-, 2- and 1-wide tail. */
-POET_ALWAYS_INLINE void poet_gemm_rows(const poet_gemm_args *g, int32_t i, const int R, const int TA, const int TB)
+POET_ALWAYS_INLINE void poet_gemm_rows(const poet_gemm_args *g, int32_t i, const int R, const int TA, const int TB,
+                                       const int KC)
 {
     const int32_t N = g->N;
     int32_t j = 0;
-    for (; j + 6 <= N; j += 6) poet_gemm_block(g, i, j, R, 6, TA, TB);
-    if (N - j >= 4) { poet_gemm_block(g, i, j, R, 4, TA, TB); j += 4; }
-    if (N - j >= 2) { poet_gemm_block(g, i, j, R, 2, TA, TB); j += 2; }
-    if (N - j >= 1) poet_gemm_block(g, i, j, R, 1, TA, TB);
+    for (; j + 6 <= N; j += 6) poet_gemm_block(g, i, j, R, 6, TA, TB, KC);
+    if (N - j >= 4) { poet_gemm_block(g, i, j, R, 4, TA, TB, KC); j += 4; }
+    if (N - j >= 2) { poet_gemm_block(g, i, j, R, 2, TA, TB, KC); j += 2; }
+    if (N - j >= 1) poet_gemm_block(g, i, j, R, 1, TA, TB, KC);
 }
 
 /* All of Y for one layout: 4-row strips, then a 2- and a 1-row tail. */
-POET_ALWAYS_INLINE void poet_gemm_layout(const poet_gemm_args *g, const int TA, const int TB)
+POET_ALWAYS_INLINE void poet_gemm_layout(const poet_gemm_args *g, const int TA, const int TB, const int KC)
 {
     const int32_t M = g->M;
     int32_t i = 0;
-    for (; i + 4 <= M; i += 4) poet_gemm_rows(g, i, 4, TA, TB);
-    if (M - i >= 2) { poet_gemm_rows(g, i, 2, TA, TB); i += 2; }
-    if (M - i >= 1) poet_gemm_rows(g, i, 1, TA, TB);
+    for (; i + 4 <= M; i += 4) poet_gemm_rows(g, i, 4, TA, TB, KC);
+    if (M - i >= 2) { poet_gemm_rows(g, i, 2, TA, TB, KC); i += 2; }
+    if (M - i >= 1) poet_gemm_rows(g, i, 1, TA, TB, KC);
 }
 
-/* one function per layout, kept out of line so each gets the whole register file to itself */
-POET_NOINLINE void poet_gemm_nt(const poet_gemm_args *g) { poet_gemm_layout(g, 0, 1); }
-POET_NOINLINE void poet_gemm_nn(const poet_gemm_args *g) { poet_gemm_layout(g, 0, 0); }
-POET_NOINLINE void poet_gemm_tn(const poet_gemm_args *g) { poet_gemm_layout(g, 1, 0); }
+/* one function per layout, kept out of line so each gets the whole register file to itself; A·Bᵀ with K = 8
+ * (a layer of 8 inputs) has its own with the k loop unrolled (for Aᵀ·B the unrolled loop spills) */
+POET_NOINLINE void poet_gemm_nt(const poet_gemm_args *g) { poet_gemm_layout(g, 0, 1, 0); }
+POET_NOINLINE void poet_gemm_nn(const poet_gemm_args *g) { poet_gemm_layout(g, 0, 0, 0); }
+POET_NOINLINE void poet_gemm_tn(const poet_gemm_args *g) { poet_gemm_layout(g, 1, 0, 0); }
+POET_NOINLINE void poet_gemm_nt8(const poet_gemm_args *g) { poet_gemm_layout(g, 0, 1, 8); }
 
 void poet_gemm_f32(const float *A, const float *B, const float *C, float *Y, int32_t M, int32_t N, int32_t K,
                    int32_t transA, int32_t transB, float alpha, float beta, int32_t c_rs, int32_t c_cs)
@@ -160,7 +171,8 @@ void poet_gemm_f32(const float *A, const float *B, const float *C, float *Y, int
     if (transA) {
         poet_gemm_tn(&g);
     } else {
-        if (transB) poet_gemm_nt(&g);
+        if (transB && K == 8) poet_gemm_nt8(&g);
+        else if (transB) poet_gemm_nt(&g);
         else poet_gemm_nn(&g);
     }
 }
