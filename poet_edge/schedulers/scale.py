@@ -515,14 +515,16 @@ def _input_cuts(
 ) -> None:
     """Cuts for the inputs a recomputation needs that are not dead (the bound model's columns must be
     ``cover.bound_opts``). DROP option o of segment s = (i, a, b) recomputes i at some moment tau in
-    (a, b]; an input q of i whose segment s' = (q, a', b') has a' <= a and b < b' is in RAM then.
-    If s' is evicted too (q absent at some stage of s'), then either q is absent before and after tau
-    (restored twice in s': one restoration more, cost C), or absent only before tau (restored by tau
-    and in RAM at every stage of [b, b'): A), or only after tau (in RAM at every stage of (a', tau],
-    and i at every stage of [tau, b): the smaller of the two at every stage of (a, b): B). Row
-    x_A + x_B + x_C >= x_o + (s' evicted) - 1 with x_A adding q's bytes to the budget rows of [b, b'),
-    x_B the smaller of q's and o's freed bytes to those of (a, b), x_C the cost of restoring q; q's
-    share is divided by the number of segments pairing with s', o's by the inputs paired with it."""
+    (a, b] (the last restoration of i before b; i is in RAM from then to b); an input q of i whose
+    segment s' = (q, a', b') has a' <= a and b < b' is in RAM at tau. If s' is evicted too (q absent
+    at some stage of s'), then either q is absent before and after tau (restored twice in s': one
+    restoration more, cost C), or absent only before tau (restored by tau and in RAM at every stage of
+    [b, b'): A), or only after tau (in RAM at every stage of (a', tau], i at every stage of [tau, b):
+    the smaller of the two at every stage of (a, b): B). Row x_A + x_B + x_C >= x_o + (s' evicted) - 1,
+    x_A adding q's bytes to the budget rows of [b, b'), x_B the smaller of q's bytes and o's freed
+    bytes to those of (a, b), x_C costing a restoration of q. q's share is divided by the number of
+    segments pairing with s', o's by the inputs paired with it. (With a < a', i could be recomputed
+    before a' and the cut would need a fourth case; such pairs get none.)"""
     nodes = problem.nodes
     comp, pin, _ = _costs(problem, latency)
     span = {
@@ -535,36 +537,30 @@ def _input_cuts(
         g = cover.segs[o.seg]
         for q in an.preds[g.value]:
             k = span.get((q, g.end))
-            if k is None or g.end in an.succs[q]:
-                continue
-            h = cover.segs[k]
-            if h.start <= g.start and g.end < h.end:
+            if k is not None and g.end not in an.succs[q] and cover.segs[k].start <= g.start:
                 pairs.append((j, q, k))
-    share = {k: len({lp.opts[j].seg for j, _, k2 in pairs if k2 == k}) for _, _, k in pairs}
+    users: dict[int, set[int]] = {}
     inputs: dict[int, int] = {}
-    for j, _, _ in pairs:
+    for j, _, k in pairs:
+        users.setdefault(k, set()).add(lp.opts[j].seg)
         inputs[j] = inputs.get(j, 0) + 1
     budget = PAIR_NONZEROS
     for j, q, k in pairs:
         o, g, h = lp.opts[j], cover.segs[lp.opts[j].seg], cover.segs[k]
-        m, bq = share[k], float(nodes[q].out_bytes)
-        kinds = _kinds(problem, an, q, h.start)
+        m, bq, share = len(users[k]), float(nodes[q].out_bytes), o.credit / inputs[j]
         budget -= h.end - g.start
         if budget < 0:
             break
-        restore = min((comp[q] if c == "c" else pin[q]) for c in kinds) / m / norm
-        a_col = lp.col(0.0)
-        b_col = lp.col(0.0)
-        c_col = lp.col(restore)
+        cols = [lp.col(0.0), lp.col(0.0)]
         for t in range(g.end, h.end):
-            lp.ram.setdefault(t, []).append((a_col, bq / m))
-        small = min(bq / m, o.credit / inputs[j])
+            lp.ram.setdefault(t, []).append((cols[0], bq / m))
         for t in range(g.start + 1, g.end):
-            lp.ram.setdefault(t, []).append((b_col, small))
+            lp.ram.setdefault(t, []).append((cols[1], min(bq / m, share)))
+        kinds = _kinds(problem, an, q, h.start)
+        if kinds:
+            cols.append(lp.col(min((comp[q] if c == "c" else pin[q]) for c in kinds) / m / norm))
         evict = lp.by_seg[k]
-        lp.rows.append(
-            (-1.0, math.inf, [a_col, b_col, c_col, j, *evict], [1.0, 1.0, 1.0, -1.0] + [-1.0] * len(evict))
-        )
+        lp.rows.append((-1.0, math.inf, [*cols, j, *evict], [1.0] * len(cols) + [-1.0] * (1 + len(evict))))
 
 
 def _rows(problem: SchedulingProblem, cover: Cover, lp: _Lp, budget: np.ndarray) -> bool:
