@@ -49,6 +49,14 @@ RATE_KEYS: dict[OpClass, str] = {
 }
 UNITS = {OpClass.DENSE: "MAC", OpClass.CONV: "MAC", OpClass.DEPTHWISE: "MAC", OpClass.COPY: "byte"}
 
+# Cycles per QEMU instruction the shipped Cortex-M profiles are written with (`poet calibrate
+# --cycles-per-instruction`; each profile's compute source states its factor). Cortex-M4F: the
+# register-blocked float kernels take about 3.4 cycles per MAC for 2.75 instructions with Cortex-M4
+# instruction timings (REFERENCES.md), 1.24 cycles per instruction. Cortex-M33: the same (single-issue,
+# FPU of the same class, as that profile has always assumed). Cortex-M7: half the Cortex-M4F cycles (dual
+# issue, that profile's convention), 0.62. Dividing a profile's rates by its factor gives back the fit.
+CYCLES_PER_INSTRUCTION: dict[str, float] = {"cortex-m4": 1.24, "cortex-m33": 1.24, "cortex-m7": 0.62}
+
 
 def _dense(scale: int) -> list[mb.KernelCase]:
     """Forward (A·Bᵀ + bias), input-gradient (A·B) and weight-gradient (Aᵀ·B) GEMMs, batch 8, as training
@@ -113,17 +121,48 @@ def _update(scale: int) -> list[mb.KernelCase]:
     return [mb.op_case("SGDUpdate", [(n,), (n,)]) for n in _sizes(scale)]
 
 
+# Convolutions as training steps call them: (X shape, W shape, stride, padding), each measured as forward
+# (with bias), input gradient and weight gradient (the three kernels share one rate). General: 3x3 layers
+# at strides 1 and 2, a strided 1x1 shortcut, a 5x5 layer, first layers with 1 and 3 input channels,
+# pointwise layers on large and small maps. Depthwise 3x3 at strides 1 and 2 on maps from 48x48 to 3x3.
+_CONV_LAYERS = [
+    ((1, 8, 8, 8), (8, 8, 3, 3), 1, 1),
+    ((1, 16, 16, 16), (16, 16, 3, 3), 1, 1),
+    ((1, 16, 16, 16), (32, 16, 3, 3), 2, 1),
+    ((1, 3, 32, 32), (8, 3, 3, 3), 2, 1),
+    ((1, 16, 16, 16), (32, 16, 1, 1), 2, 0),
+    ((1, 32, 8, 8), (64, 32, 1, 1), 1, 0),
+    ((1, 64, 3, 3), (64, 64, 1, 1), 1, 0),
+    ((1, 4, 12, 12), (8, 4, 5, 5), 1, 0),
+    ((1, 1, 28, 28), (8, 1, 5, 5), 1, 2),
+    ((1, 32, 32, 32), (32, 32, 3, 3), 1, 1),
+    ((1, 16, 48, 48), (32, 16, 1, 1), 1, 0),
+    ((1, 64, 16, 16), (64, 64, 3, 3), 2, 1),
+]
+_DEPTHWISE_LAYERS = [
+    ((1, 16, 24, 24), 1),
+    ((1, 32, 12, 12), 2),
+    ((1, 64, 6, 6), 1),
+    ((1, 64, 3, 3), 1),
+    ((1, 16, 48, 48), 1),
+    ((1, 32, 24, 24), 2),
+    ((1, 64, 12, 12), 1),
+    ((1, 128, 6, 6), 2),
+    ((1, 32, 48, 48), 2),
+]
+
+
 def _conv(scale: int, depthwise: bool) -> list[mb.KernelCase]:
+    """Forward, input-gradient and weight-gradient calls of typical layers (more layers with ``scale``)."""
     out = []
-    for c, hw in [(4, 8), (8, 8), (8, 16), (16, 16), (16, 32), (32, 32)][: 3 + scale]:
-        w = (c, 1, 3, 3) if depthwise else (c, c, 3, 3)
-        attrs: dict[str, object] = {
-            "kernel_shape": [3, 3],
-            "pads": [1, 1, 1, 1],
-            "strides": [1, 1],
-            "group": c if depthwise else 1,
-        }
-        out.append(mb.op_case("Conv", [(1, c, hw, hw), w, (c,)], attrs))
+    n = 4 + 2 * scale
+    if depthwise:
+        layers = [(x, (x[1], 1, 3, 3), s, 1, x[1]) for x, s in _DEPTHWISE_LAYERS[: n - 1]]
+    else:
+        layers = [(x, w, s, p, 1) for x, w, s, p in _CONV_LAYERS[:n]]
+    for x, w, s, p, g in layers:
+        for kind in ("forward", "input grad", "weight grad"):
+            out.append(mb.conv_case(x, w, kind, (s, s), (p, p, p, p), g))
     return out
 
 
@@ -241,25 +280,39 @@ def profile_from_fit(
     name: str,
     date: datetime.date | None = None,
     loss: str = "cross-entropy",
+    cycles_per_instruction: float = 1.0,
 ) -> Profile:
-    """``base`` with the measured compute rates (classes not measured keep the base's numbers)."""
+    """``base`` with the measured compute rates (classes not measured keep the base's numbers), each fitted
+    rate and per-call cost multiplied by ``cycles_per_instruction`` (1.0: one instruction per cycle)."""
     day = (date or datetime.date.today()).isoformat()
     what = "instruction counts, not cycles" if exact else "timer ticks of a non-deterministic clock"
     unmeasured = [RATE_KEYS[c] for c in RATE_KEYS if c not in f.rates]
     kept = f"Not measured, kept from {base.name}: {', '.join(unmeasured)}. " if unmeasured else ""
+    k = cycles_per_instruction
+    fitted = "; ".join(f"{cls.value} {r:.3f} instr/{UNITS.get(cls, 'element')}" for cls, r in f.rates.items())
+    fitted += f"; per call {f.per_call:.1f} instr, per conv call {f.per_call_conv:.1f} instr"
+    if k == 1.0:
+        scaling = (
+            "QEMU counts instructions: these 'cycles' assume one instruction per cycle (real Cortex-M "
+            "loads, VFMA and taken branches take more)."
+        )
+    else:
+        scaling = (
+            f"QEMU counts instructions: every rate here is the fitted instruction count times {k:g} "
+            f"cycles per instruction (cycles = {k:g} x instructions; divide by {k:g} for instructions)."
+        )
     source = (
         f"measured with poet calibrate on {target} ({what}) on {day}, {kernels} kernels; "
-        f"least-squares fit of rate x work + cycles_per_call(_conv) over {len(f.rows)} kernel calls. QEMU "
-        f"counts instructions: these 'cycles' assume one instruction per cycle (real Cortex-M loads, "
-        f"VFMA and taken branches take more). The loss rate is for {loss}. {kept}"
+        f"least-squares fit of rate x work + cycles_per_call(_conv) over {len(f.rows)} kernel calls. "
+        f"Fitted: {fitted}. {scaling} The loss rate is for {loss}. {kept}"
         f"Base profile {base.name}: {' '.join(base.compute.source.split())}"
     )
-    values: dict[str, Any] = {RATE_KEYS[c]: round(r, 4) for c, r in f.rates.items()}
+    values: dict[str, Any] = {RATE_KEYS[c]: round(r * k, 4) for c, r in f.rates.items()}
     compute = dataclasses.replace(
         base.compute,
         **values,
-        cycles_per_call=round(f.per_call, 2),
-        cycles_per_call_conv=round(f.per_call_conv, 2),
+        cycles_per_call=round(f.per_call * k, 2),
+        cycles_per_call_conv=round(f.per_call_conv * k, 2),
         source=source,
     )
     return dataclasses.replace(
@@ -294,10 +347,24 @@ def profile_toml(p: Profile, header: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
+def instruction_profile(profile: Profile, cycles_per_instruction: float) -> Profile:
+    """``profile`` with every compute rate and per-call cost divided by ``cycles_per_instruction``: the
+    instruction counts a profile written with that factor was fitted to."""
+    c = profile.compute
+    scaled: dict[str, Any] = {
+        fl.name: getattr(c, fl.name) / cycles_per_instruction
+        for fl in dataclasses.fields(c)
+        if fl.name.startswith("cycles_per_")
+    }
+    return dataclasses.replace(profile, compute=dataclasses.replace(c, **scaled))
+
+
 def predicted_step_instructions(plan: dict[str, Any], profile: Profile) -> float:
     """What the profile's compute model predicts for one training step of a compiled plan (every Compute
-    step of its schedule, recomputations included; paging is not compute)."""
+    step of its schedule with its fused epilogues, recomputations included; paging is not compute)."""
     spec = ProblemSpec.from_json(plan["problem"])
-    works = {n.name: n.work for n in spec.nodes}
+    works = {n.name: n.works for n in spec.nodes}  # a node's own kernel and its fused epilogues
     schedule = Schedule.from_json(plan["schedule"]["steps"])
-    return sum(node_cycles(profile, works[s.node]) for s in schedule.steps if isinstance(s, Compute))
+    return sum(
+        node_cycles(profile, w) for s in schedule.steps if isinstance(s, Compute) for w in works[s.node]
+    )

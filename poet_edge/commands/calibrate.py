@@ -55,6 +55,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "costs ~10x MSE per element; default cross-entropy)",
     )
     p.add_argument(
+        "--cycles-per-instruction",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="write every fitted rate and per-call cost times F (cycles = F x instructions; the profile's "
+        "source says so). Default 1.0: one instruction per cycle",
+    )
+    p.add_argument(
         "--sizes",
         type=int,
         choices=range(0, 4),
@@ -89,7 +97,18 @@ def run(args: argparse.Namespace) -> int:
         if out.suffix != ".toml":
             raise PoetError(f"-o {out}: the profile file must end in .toml")
         name = args.name or out.stem
-        prof = calibrate.profile_from_fit(base, f, args.target, m.exact, args.kernels, name, loss=args.loss)
+        if args.cycles_per_instruction <= 0:
+            raise PoetError("--cycles-per-instruction must be positive")
+        prof = calibrate.profile_from_fit(
+            base,
+            f,
+            args.target,
+            m.exact,
+            args.kernels,
+            name,
+            loss=args.loss,
+            cycles_per_instruction=args.cycles_per_instruction,
+        )
         header = (
             f"Device profile written by 'poet calibrate --target {args.target} --base {base.name}'.\n"
             "Schema: profiles/cortex-m4.toml. " + QEMU_NOTE
