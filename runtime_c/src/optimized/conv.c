@@ -1151,15 +1151,52 @@ POET_ALWAYS_INLINE void poet_gi_rows(const poet_cgeo *g, const float *dY, const 
         poet_run(&b, g->IHW, 1, 1, R, 1, 1, 1, -1, 1, 1, 0);
         return;
     }
+    /* Stride 1: the rows [ra, rb) have every kernel row and the columns [qa, qb) every kernel column. The
+     * border columns of those rows run as vertical runs (pixels one row apart: one kernel-column range),
+     * not as one-pixel horizontal runs; every other pixel as below. */
+    int32_t ra = 0, rb = 0, qa = 0, qb = g->IW;
+    if ((SWC == 1 || (SWC == 0 && g->SW == 1)) && g->SH == 1) {
+        ra = poet_max32(0, g->KH - 1 - g->PT);
+        rb = poet_min32(g->IH, g->OH - g->PT);
+        qa = poet_min32(g->IW, poet_max32(0, g->KW - 1 - g->PL));
+        qb = poet_max32(qa, poet_min32(g->IW, g->OW - g->PL));
+        if (ra >= rb || (qa == 0 && qb == g->IW)) {
+            ra = rb = 0;
+            qa = 0;
+            qb = g->IW;
+        }
+    }
+    for (int32_t iw = 0; iw < g->IW && ra < rb; ++iw) {
+        if (iw == qa) iw = qb;
+        if (iw >= g->IW) break;
+        int32_t kw0, nkw;
+        poet_gi_taps(iw, g->PL, 1, g->KW, g->OW, &kw0, &nkw);
+        poet_blk c = b;
+        c.nk2 = g->KH;
+        c.nk3 = nkw;
+        c.vp = g->OW;
+        c.yp = g->IW;
+        c.y = dX + ((n * g->C + c0) * g->IH + ra) * g->IW + iw;
+        if (nkw > 0) {
+            c.v = dyg + (ra + g->PT) * g->OW + iw + g->PL - kw0;
+            c.w = wc + kw0;
+        } else {
+            c.v = dyg;
+            c.w = wc;
+            c.nk1 = 0;
+        }
+        poet_run(&c, rb - ra, g->OW, g->IW, R, 0, 0, 0, -1, 1, 0, 0);
+    }
     for (int32_t ih = 0; ih < g->IH; ++ih) {
         int32_t kh0, nkh;
         poet_gi_taps(ih, g->PT, g->SH, g->KH, g->OH, &kh0, &nkh);
         b.nk2 = nkh;
         const int32_t oh0 = (ih + g->PT - kh0) / g->SH; /* dY row of the first tap */
         float *xrow = dX + ((n * g->C + c0) * g->IH + ih) * g->IW;
+        const int32_t split = ih >= ra && ih < rb; /* border columns done above */
         for (int32_t rho = 0; rho < g->SW && rho < g->IW; ++rho) {
-            const int32_t nq = (g->IW - rho + g->SW - 1) / g->SW;
-            int32_t q = 0;
+            const int32_t nq = split ? qb : (g->IW - rho + g->SW - 1) / g->SW;
+            int32_t q = split ? qa : 0;
             while (q < nq) {
                 int32_t kw0, nkw, end = q + 1;
                 const int32_t iw = rho + q * g->SW;
