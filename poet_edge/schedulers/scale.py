@@ -516,15 +516,17 @@ def _input_cuts(
     """Cuts for the inputs a recomputation needs that are not dead (the bound model's columns must be
     ``cover.bound_opts``). DROP option o of segment s = (i, a, b) recomputes i at some moment tau in
     (a, b] (the last restoration of i before b; i is in RAM from then to b); an input q of i whose
-    segment s' = (q, a', b') has a' <= a and b < b' is in RAM at tau. If s' is evicted too (q absent
-    at some stage of s'), then either q is absent before and after tau (restored twice in s': one
-    restoration more, cost C), or absent only before tau (restored by tau and in RAM at every stage of
-    [b, b'): A), or only after tau (in RAM at every stage of (a', tau], i at every stage of [tau, b):
-    the smaller of the two at every stage of (a, b): B). Row x_A + x_B + x_C >= x_o + (s' evicted) - 1,
-    x_A adding q's bytes to the budget rows of [b, b'), x_B the smaller of q's bytes and o's freed
-    bytes to those of (a, b), x_C costing a restoration of q. q's share is divided by the number of
-    segments pairing with s', o's by the inputs paired with it. (With a < a', i could be recomputed
-    before a' and the cut would need a fourth case; such pairs get none.)"""
+    segment s' = (q, a', b') spans b (a' < b < b') is in RAM at tau. If s' is evicted too (q absent
+    at some stage of s'), then: tau is before stage a' runs (i in RAM at every stage of [a', b): D,
+    only when a < a'); or q is absent before and after tau (restored twice in s': one restoration
+    more, cost C); or absent only before tau (restored by tau, in RAM at every stage of [b, b'): A);
+    or only after tau (in RAM at every stage of (a', tau], i at every stage of [tau, b): the smaller
+    of the two at every stage of (max(a, a'), b): B). Row x_A + x_B + x_C + x_D >= x_o + (s' evicted)
+    - 1; x_A adds q's bytes to the budget rows of [b, b') (once for all pairs of s': from the
+    earliest b of a pair with x_A on), x_B the smaller of q's bytes and o's freed bytes to those of
+    (max(a, a'), b), x_D o's freed bytes to those of [a', b), x_C costs a restoration of q. For B and
+    C q's share is divided by the number of segments pairing with s'; o's share by the inputs paired
+    with it."""
     nodes = problem.nodes
     comp, pin, _ = _costs(problem, latency)
     span = {
@@ -537,7 +539,7 @@ def _input_cuts(
         g = cover.segs[o.seg]
         for q in an.preds[g.value]:
             k = span.get((q, g.end))
-            if k is not None and g.end not in an.succs[q] and cover.segs[k].start <= g.start:
+            if k is not None and g.end not in an.succs[q]:
                 pairs.append((j, q, k))
     users: dict[int, set[int]] = {}
     inputs: dict[int, int] = {}
@@ -545,22 +547,39 @@ def _input_cuts(
         users.setdefault(k, set()).add(lp.opts[j].seg)
         inputs[j] = inputs.get(j, 0) + 1
     budget = PAIR_NONZEROS
+    held: dict[int, dict[int, list[int]]] = {}  # s' -> b -> A columns of the pairs ending at b
     for j, q, k in pairs:
         o, g, h = lp.opts[j], cover.segs[lp.opts[j].seg], cover.segs[k]
         m, bq, share = len(users[k]), float(nodes[q].out_bytes), o.credit / inputs[j]
-        budget -= h.end - g.start
+        budget -= h.end - min(g.start, h.start)
         if budget < 0:
             break
         cols = [lp.col(0.0), lp.col(0.0)]
-        for t in range(g.end, h.end):
-            lp.ram.setdefault(t, []).append((cols[0], bq / m))
-        for t in range(g.start + 1, g.end):
+        held.setdefault(k, {}).setdefault(g.end, []).append(cols[0])
+        for t in range(max(g.start, h.start) + 1, g.end):
             lp.ram.setdefault(t, []).append((cols[1], min(bq / m, share)))
+        if g.start < h.start:  # D: i recomputed before a' and in RAM from a' on
+            cols.append(lp.col(0.0))
+            for t in range(h.start, g.end):
+                lp.ram.setdefault(t, []).append((cols[-1], share))
         kinds = _kinds(problem, an, q, h.start)
         if kinds:
             cols.append(lp.col(min((comp[q] if c == "c" else pin[q]) for c in kinds) / m / norm))
         evict = lp.by_seg[k]
         lp.rows.append((-1.0, math.inf, [*cols, j, *evict], [1.0] * len(cols) + [-1.0] * (1 + len(evict))))
+    for k, by_end in held.items():  # q in RAM from the earliest b of a pair in case A on: once, not per pair
+        h, bq = cover.segs[k], float(nodes[cover.segs[k].value].out_bytes)
+        ends = sorted(by_end)
+        prev = None
+        for r, b in enumerate(ends):
+            col = lp.col(0.0)
+            for a_col in by_end[b]:
+                lp.rows.append((0.0, math.inf, [col, a_col], [1.0, -1.0]))
+            if prev is not None:
+                lp.rows.append((0.0, math.inf, [col, prev], [1.0, -1.0]))
+            for t in range(b, ends[r + 1] if r + 1 < len(ends) else h.end):
+                lp.ram.setdefault(t, []).append((col, bq))
+            prev = col
 
 
 def _rows(problem: SchedulingProblem, cover: Cover, lp: _Lp, budget: np.ndarray) -> bool:
