@@ -524,9 +524,9 @@ def _input_cuts(
     of the two at every stage of (max(a, a'), b): B). Row x_A + x_B + x_C + x_D >= x_o + (s' evicted)
     - 1; x_A adds q's bytes to the budget rows of [b, b') (once for all pairs of s': from the
     earliest b of a pair with x_A on), x_B the smaller of q's bytes and o's freed bytes to those of
-    (max(a, a'), b), x_D o's freed bytes to those of [a', b), x_C costs a restoration of q. For B and
-    C q's share is divided by the number of segments pairing with s'; o's share by the inputs paired
-    with it."""
+    (max(a, a'), b), x_D o's freed bytes to those of [a', b), x_C costs a restoration of q (once for
+    all pairs of s'). For B q's share is divided by the number of segments pairing with s'; o's share
+    by the inputs paired with it."""
     nodes = problem.nodes
     comp, pin, _ = _costs(problem, latency)
     span = {
@@ -548,6 +548,7 @@ def _input_cuts(
         inputs[j] = inputs.get(j, 0) + 1
     budget = PAIR_NONZEROS
     held: dict[int, dict[int, list[int]]] = {}  # s' -> b -> A columns of the pairs ending at b
+    again: dict[int, int] = {}  # s' -> column: q is restored once more in s'
     for j, q, k in pairs:
         o, g, h = lp.opts[j], cover.segs[lp.opts[j].seg], cover.segs[k]
         m, bq, share = len(users[k]), float(nodes[q].out_bytes), o.credit / inputs[j]
@@ -563,8 +564,11 @@ def _input_cuts(
             for t in range(h.start, g.end):
                 lp.ram.setdefault(t, []).append((cols[-1], share))
         kinds = _kinds(problem, an, q, h.start)
-        if kinds:
-            cols.append(lp.col(min((comp[q] if c == "c" else pin[q]) for c in kinds) / m / norm))
+        if kinds:  # C: one restoration more of q in s', paid once for all pairs of s' (column y)
+            if k not in again:
+                again[k] = lp.col(min((comp[q] if c == "c" else pin[q]) for c in kinds) / norm)
+            cols.append(lp.col(0.0))
+            lp.rows.append((0.0, math.inf, [again[k], cols[-1]], [1.0, -1.0]))
         evict = lp.by_seg[k]
         lp.rows.append((-1.0, math.inf, [*cols, j, *evict], [1.0] * len(cols) + [-1.0] * (1 + len(evict))))
     for k, by_end in held.items():  # q in RAM from the earliest b of a pair in case A on: once, not per pair
