@@ -11,7 +11,7 @@ import pytest
 from conftest import EXAMPLES, need_tools
 
 from poet_edge import microbench as mb
-from poet_edge import runner
+from poet_edge import ops, runner
 from poet_edge.autodiff import Loss
 from poet_edge.codegen import emit
 from poet_edge.compiler import CompileOptions, compile_model
@@ -71,6 +71,42 @@ MATMUL_SHAPES = [
 
 def matmul_cases() -> list[mb.KernelCase]:
     return [mb.op_case("MatMul", [a, b], attrs) for a, b, attrs in MATMUL_SHAPES]
+
+
+# MaxPool (fast path: windows inside the input; the gradient's also non-overlapping) and strided copies
+POOLS = [
+    ((1, 3, 8, 8), {"kernel_shape": (2, 2), "strides": (2, 2)}),
+    ((2, 2, 7, 9), {"kernel_shape": (2, 2), "strides": (2, 2)}),
+    ((1, 2, 9, 9), {"kernel_shape": (3, 3), "strides": (2, 2)}),
+    ((1, 2, 9, 8), {"kernel_shape": (3, 2), "strides": (3, 2)}),
+    ((1, 2, 8, 8), {"kernel_shape": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)}),
+    ((1, 1, 5, 5), {"kernel_shape": (2, 2), "strides": (1, 1)}),
+]
+TRANSPOSES = [
+    ((1, 8, 2, 16), (0, 2, 1, 3)),
+    ((3, 5), (1, 0)),
+    ((2, 3, 4), (2, 0, 1)),
+    ((7,), (0,)),
+    ((2, 9, 3), (0, 2, 1)),
+]
+SLICES = [
+    ((4, 10), {"starts": (1, 2), "ends": (4, 9), "axes": (0, 1), "steps": (1, 3)}),
+    ((2, 6, 5), {"starts": (1,), "ends": (5,), "axes": (1,)}),
+]
+
+
+def pool_strided_cases() -> list[mb.KernelCase]:
+    cases = []
+    for x, attrs in POOLS:
+        cases.append(mb.op_case("MaxPool", [x], attrs))
+        y = ops.get("MaxPool").infer([x], attrs)[0]
+        cases.append(mb.op_case("MaxPoolGrad", [x, y], attrs))
+    cases += [mb.op_case("Transpose", [x], {"perm": perm}) for x, perm in TRANSPOSES]
+    for x, attrs in SLICES:
+        cases.append(mb.op_case("Slice", [x], attrs))
+        y = ops.get("Slice").infer([x], attrs)[0]
+        cases.append(mb.op_case("SliceGrad", [y], {**attrs, "shape": x}))
+    return cases
 
 
 def elementwise_cases() -> list[mb.KernelCase]:
@@ -178,6 +214,11 @@ def test_matmul_bit_identical_host(tmp_path):
     _check_identical("host", matmul_cases(), tmp_path)
 
 
+def test_pool_and_strided_bit_identical_host(tmp_path):
+    need_tools("gcc")
+    _check_identical("host", pool_strided_cases(), tmp_path)
+
+
 def test_elementwise_bit_identical_host(tmp_path):
     need_tools("gcc")
     _check_identical("host", elementwise_cases(), tmp_path)
@@ -197,7 +238,9 @@ def test_conv_bit_identical_host_sanitized(tmp_path):
 def test_bit_identical_qemu_m4(tmp_path):
     need_tools("arm-none-eabi-gcc", "qemu-system-arm")
     _check_identical(
-        "qemu-cortex-m4", gemm_cases() + matmul_cases() + elementwise_cases() + conv_cases(), tmp_path
+        "qemu-cortex-m4",
+        gemm_cases() + matmul_cases() + pool_strided_cases() + elementwise_cases() + conv_cases(),
+        tmp_path,
     )
 
 
