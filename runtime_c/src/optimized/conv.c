@@ -1042,6 +1042,8 @@ POET_ALWAYS_INLINE void poet_fwd_rows(const poet_cgeo *g, const float *X, const 
                 poet_run(&b, end - ow, g->SW, 1, R, 0, 3, SWC, 1, 1, 0, 0);
             else if (KWC == 3 && nkw == 2 && R == 4) /* border columns of a 3-wide kernel */
                 poet_run(&b, end - ow, g->SW, 1, R, 0, 2, SWC, 1, 1, 0, 0);
+            else if (KWC == 5 && nkw == 5)
+                poet_run(&b, end - ow, g->SW, 1, R, 0, 5, SWC, 1, 1, 0, 0);
             else
                 poet_run(&b, end - ow, g->SW, 1, R, 0, 0, SWC, 1, 1, 0, 0);
             b.nk1 = g->Cg;
@@ -1079,6 +1081,10 @@ POET_NOINLINE void poet_fwd_s2(const poet_cgeo *g, const float *X, const float *
 {
     poet_fwd_all(g, X, W, B, Y, 2, 3, 0);
 }
+POET_NOINLINE void poet_fwd_k5_s1(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y)
+{
+    poet_fwd_all(g, X, W, B, Y, 1, 5, 0);
+}
 POET_NOINLINE void poet_fwd_pw_s2(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y)
 {
     poet_fwd_all(g, X, W, B, Y, 2, 1, 0);
@@ -1099,6 +1105,8 @@ void poet_conv2d_f32(const float *X, const float *W, const float *B, float *Y, c
         poet_fwd_pw(&g, X, W, B, Y);
     else if (g.KH == 1 && g.KW == 1 && g.SW == 2)
         poet_fwd_pw_s2(&g, X, W, B, Y);
+    else if (g.SW == 1 && g.KW == 5)
+        poet_fwd_k5_s1(&g, X, W, B, Y);
     else if (g.SW == 1)
         poet_fwd_s1(&g, X, W, B, Y);
     else if (g.SW == 2)
@@ -1229,6 +1237,8 @@ POET_ALWAYS_INLINE void poet_gi_rows(const poet_cgeo *g, const float *dY, const 
                     poet_run(&b, end - q, 1, g->SW, R, 0, 2, 1, -1, SWC, 9, 0);
                 else if (KWC == 3 && nkw == 1 && R == 4)
                     poet_run(&b, end - q, 1, g->SW, R, 0, 1, 1, -1, SWC, 9, 0);
+                else if (KWC == 5 && SWC == 1 && nkw == 5)
+                    poet_run(&b, end - q, 1, 1, R, 0, 5, 1, -1, 1, 25, 0);
                 else
                     poet_run(&b, end - q, 1, g->SW, R, 0, 0, 1, -1, SWC, 0, 0);
                 b.nk1 = g->Mg;
@@ -1271,6 +1281,10 @@ POET_NOINLINE void poet_gi_k3_s2(const poet_cgeo *g, const float *dY, const floa
 {
     poet_gi_all(g, dY, W, dX, 2, 3, 0);
 }
+POET_NOINLINE void poet_gi_k5_s1(const poet_cgeo *g, const float *dY, const float *W, float *dX)
+{
+    poet_gi_all(g, dY, W, dX, 1, 5, 0);
+}
 POET_NOINLINE void poet_gi_any(const poet_cgeo *g, const float *dY, const float *W, float *dX)
 {
     poet_gi_all(g, dY, W, dX, 0, 0, 0);
@@ -1295,6 +1309,8 @@ void poet_conv2d_grad_input_f32(const float *dY, const float *W, float *dX, cons
         poet_gi_k3_s1(&g, dY, W, dX);
     else if (g.SW == 2 && g.KW == 3 && g.KH == 3)
         poet_gi_k3_s2(&g, dY, W, dX);
+    else if (g.SW == 1 && g.KW == 5)
+        poet_gi_k5_s1(&g, dY, W, dX);
     else
         poet_gi_any(&g, dY, W, dX);
 }
