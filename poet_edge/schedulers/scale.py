@@ -525,8 +525,8 @@ def _input_cuts(
     - 1; x_A adds q's bytes to the budget rows of [b, b') (once for all pairs of s': from the
     earliest b of a pair with x_A on), x_B the smaller of q's bytes and o's freed bytes to those of
     (max(a, a'), b), x_D o's freed bytes to those of [a', b), x_C costs a restoration of q (once for
-    all pairs of s'). For B q's share is divided by the number of segments pairing with s'; o's share
-    by the inputs paired with it."""
+    all pairs of s'). For B q's bytes at a stage are divided by the number of segments pairing with s'
+    whose B range covers it; o's freed bytes by the inputs paired with it."""
     nodes = problem.nodes
     comp, pin, _ = _costs(problem, latency)
     span = {
@@ -546,19 +546,24 @@ def _input_cuts(
     for j, _, k in pairs:
         users.setdefault(k, set()).add(lp.opts[j].seg)
         inputs[j] = inputs.get(j, 0) + 1
+    near: dict[tuple[int, int], int] = {}  # (s', stage) -> segments whose B range covers the stage
+    for k, segs in users.items():
+        for seg in segs:
+            for t in range(max(cover.segs[seg].start, cover.segs[k].start) + 1, cover.segs[seg].end):
+                near[(k, t)] = near.get((k, t), 0) + 1
     budget = PAIR_NONZEROS
     held: dict[int, dict[int, list[int]]] = {}  # s' -> b -> A columns of the pairs ending at b
     again: dict[int, int] = {}  # s' -> column: q is restored once more in s'
     for j, q, k in pairs:
         o, g, h = lp.opts[j], cover.segs[lp.opts[j].seg], cover.segs[k]
-        m, bq, share = len(users[k]), float(nodes[q].out_bytes), o.credit / inputs[j]
+        bq, share = float(nodes[q].out_bytes), o.credit / inputs[j]
         budget -= h.end - min(g.start, h.start)
         if budget < 0:
             break
         cols = [lp.col(0.0), lp.col(0.0)]
         held.setdefault(k, {}).setdefault(g.end, []).append(cols[0])
         for t in range(max(g.start, h.start) + 1, g.end):
-            lp.ram.setdefault(t, []).append((cols[1], min(bq / m, share)))
+            lp.ram.setdefault(t, []).append((cols[1], min(bq / near[(k, t)], share)))
         if g.start < h.start:  # D: i recomputed before a' and in RAM from a' on
             cols.append(lp.col(0.0))
             for t in range(h.start, g.end):
@@ -710,7 +715,7 @@ class _Planned(Engine):
 def _evict(engine: Engine, t: int) -> None:
     assert isinstance(engine, _Planned)
     for u, mode in engine.plan.get(t, ()):
-        if u not in engine.in_ram:
+        if u not in engine.in_ram or mode not in (DROP, PAGE):
             continue
         if mode == DROP and engine.an.droppable[u]:
             engine.free(u)
@@ -875,7 +880,7 @@ def _as_plan(cover: Cover, plan: Plan) -> dict[int, list[tuple[int, str]]]:
                 ends = [
                     cover.segs[j].end
                     for j, m in plan.items()
-                    if m == DROP and v in cover.ancestors.get(j, ())
+                    if j >= 0 and m == DROP and v in cover.ancestors.get(j, ())
                 ]
                 if ends:
                     out.setdefault(max(ends), []).append((v, KEEP))
