@@ -1435,6 +1435,95 @@ POET_NOINLINE void poet_gw_any(const poet_cgeo *g, const float *X, const float *
     poet_gw_all(g, X, dY, dW, 0);
 }
 
+/* Few input channels per group (first layers): R output channels x the P = KW taps of one kernel row (c, kh)
+ * instead of R x P input channels. Tap kw is valid for the output columns [a[kw], b[kw]); positions run
+ * (n, oh, ow) ascending, the columns valid for every tap without tests, the few others testing each tap,
+ * so every accumulator adds its positions in the reference order. Per position: R dY and P input loads. */
+POET_ALWAYS_INLINE void poet_gw_taps(const poet_cgeo *g, const float *X, const float *dY, float *dW, int32_t m0,
+                                     int32_t cg, int32_t cl, int32_t kh, const int R, const int P, const int SWC)
+{
+    float acc[POET_MAX_R][POET_MAX_P];
+    POET_UNROLL for (int r = 0; r < R; ++r) POET_UNROLL for (int p = 0; p < P; ++p) acc[r][p] = 0.0f;
+    const int32_t S = SWC ? SWC : g->SW;
+    int32_t oh0, noh, a[POET_MAX_P], b[POET_MAX_P];
+    poet_gw_span(kh, g->PT, g->SH, g->IH, g->OH, &oh0, &noh);
+    int32_t lo = g->OW, hi = 0, ca = 0, cb = g->OW; /* union [lo, hi), common [ca, cb) */
+    POET_UNROLL for (int p = 0; p < P; ++p) {
+        int32_t o0, no;
+        poet_gw_span(p, g->PL, S, g->IW, g->OW, &o0, &no);
+        a[p] = o0;
+        b[p] = o0 + no;
+        if (no > 0) {
+            lo = poet_min32(lo, a[p]);
+            hi = poet_max32(hi, b[p]);
+        }
+        ca = poet_max32(ca, a[p]);
+        cb = poet_min32(cb, b[p]);
+    }
+    if (cb < ca) cb = ca;
+    for (int32_t n = 0; n < g->N && noh > 0 && lo < hi; ++n) {
+        for (int32_t oh = oh0; oh < oh0 + noh; ++oh) {
+            const float *dy = dY + (n * g->M + m0) * g->OHW + oh * g->OW;
+            const float *x = X + (n * g->C + cg) * g->IHW + (oh * g->SH - g->PT + kh) * g->IW - g->PL;
+            int32_t ow = lo;
+            for (; ow < hi; ++ow) {
+                if (ow == ca && ca < cb) {
+                    for (; ow < cb; ++ow) {
+                        float dv[POET_MAX_R];
+                        POET_UNROLL for (int r = 0; r < R; ++r) dv[r] = dy[r * g->OHW + ow];
+                        const float *xo = x + ow * S;
+                        POET_UNROLL for (int p = 0; p < P; ++p) {
+                            const float xv = xo[p];
+                            POET_UNROLL for (int r = 0; r < R; ++r) acc[r][p] += dv[r] * xv;
+                        }
+                    }
+                    if (ow >= hi) break;
+                }
+                float dv[POET_MAX_R];
+                POET_UNROLL for (int r = 0; r < R; ++r) dv[r] = dy[r * g->OHW + ow];
+                POET_UNROLL for (int p = 0; p < P; ++p) {
+                    if (ow >= a[p] && ow < b[p]) {
+                        const float xv = x[ow * S + p];
+                        POET_UNROLL for (int r = 0; r < R; ++r) acc[r][p] += dv[r] * xv;
+                    }
+                }
+            }
+        }
+    }
+    POET_UNROLL for (int r = 0; r < R; ++r) POET_UNROLL for (int p = 0; p < P; ++p)
+        dW[(((m0 + r) * g->Cg + cl) * g->KH + kh) * g->KW + p] = acc[r][p];
+}
+
+POET_ALWAYS_INLINE void poet_gw_taps_all(const poet_cgeo *g, const float *X, const float *dY, float *dW, const int P,
+                                         const int SWC)
+{
+    for (int32_t grp = 0; grp < g->G; ++grp) {
+        int32_t m = grp * g->Mg;
+        const int32_t mend = m + g->Mg;
+        while (m < mend) {
+            const int32_t left = mend - m;
+            for (int32_t cl = 0; cl < g->Cg; ++cl) {
+                const int32_t cg = grp * g->Cg + cl;
+                for (int32_t kh = 0; kh < g->KH; ++kh) {
+                    if (left >= 4) poet_gw_taps(g, X, dY, dW, m, cg, cl, kh, 4, P, SWC);
+                    else if (left >= 2) poet_gw_taps(g, X, dY, dW, m, cg, cl, kh, 2, P, SWC);
+                    else poet_gw_taps(g, X, dY, dW, m, cg, cl, kh, 1, P, SWC);
+                }
+            }
+            m += left >= 4 ? 4 : left >= 2 ? 2 : 1;
+        }
+    }
+}
+
+POET_NOINLINE void poet_gw_taps4(const poet_cgeo *g, const float *X, const float *dY, float *dW)
+{
+    poet_gw_taps_all(g, X, dY, dW, 4, 0);
+}
+POET_NOINLINE void poet_gw_taps5(const poet_cgeo *g, const float *X, const float *dY, float *dW)
+{
+    poet_gw_taps_all(g, X, dY, dW, 5, 0);
+}
+
 void poet_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW, const int32_t *geom)
 {
     const poet_cgeo g = poet_conv_geo(geom);
@@ -1449,7 +1538,11 @@ void poet_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW, con
         f.IH = f.OH = 1;
         f.IW = f.OW = g.IHW;
         poet_gw_s1(&f, X, dY, dW);
-    } else if (g.SW == 1)
+    } else if (g.Cg <= 2 && g.KW == 5)
+        poet_gw_taps5(&g, X, dY, dW);
+    else if (g.Cg <= 2 && g.KW == 4)
+        poet_gw_taps4(&g, X, dY, dW);
+    else if (g.SW == 1)
         poet_gw_s1(&g, X, dY, dW);
     else
         poet_gw_any(&g, X, dY, dW);
