@@ -7,9 +7,12 @@ target's toolchain). The model of :mod:`poet_edge.cost` is then fitted by least 
     measured(call) ~ rate[class] * quantity(call) + per_call
 
 with ``per_call`` shared by the convolution classes (``cycles_per_call_conv``) and one shared by all
-other classes (``cycles_per_call``): a convolution's window and border set-up costs thousands of
-instructions, a ReLU's call a few dozen, and one constant for both misprices both. Rows are weighted by
-1 / measured, so the fit minimises relative error and a large GEMM does not drown a small ReLU.
+other classes (``cycles_per_call``, the elementwise kernels' fixed cost: they make most of a step's calls):
+a convolution's window and border set-up costs thousands of instructions, a ReLU's call a few dozen, and
+one constant for both misprices both. Rows are weighted by 1 / measured, so the fit minimises relative
+error and a large GEMM does not drown a small ReLU. The cases are the calls training steps make: forward,
+input-gradient and weight-gradient GEMMs and convolutions of typical layers, bias gradients, strided and
+contiguous copies, both losses (one rate: see ``_loss``).
 
 On the QEMU targets the measurement is an exact instruction count (``-icount shift=0``), not cycles: the
 written profile's ``cycles_per_*`` numbers are instructions per unit, i.e. they assume one instruction per
@@ -56,12 +59,23 @@ UNITS = {OpClass.DENSE: "MAC", OpClass.CONV: "MAC", OpClass.DEPTHWISE: "MAC", Op
 # FPU of the same class, as that profile has always assumed). Cortex-M7: half the Cortex-M4F cycles (dual
 # issue, that profile's convention), 0.62. Dividing a profile's rates by its factor gives back the fit.
 CYCLES_PER_INSTRUCTION: dict[str, float] = {"cortex-m4": 1.24, "cortex-m33": 1.24, "cortex-m7": 0.62}
+CYCLES_NOTES: dict[str, str] = {
+    "cortex-m4": "Cycles per instruction 1.24: the register-blocked kernels take about 3.4 cycles per MAC "
+    "for 2.75 instructions with Cortex-M4 instruction timings (VLDR 2, VMUL/VADD 1, taken branch 3; "
+    "REFERENCES.md); the naive kernels this profile priced before took 11.2 cycles for 7.1 instructions.",
+    "cortex-m33": "Cycles per instruction 1.24, as on the Cortex-M4F (single-issue pipeline, "
+    "single-precision FPU of the same class: this profile's convention).",
+    "cortex-m7": "Cycles per instruction 0.62: half the Cortex-M4F's 1.24 (dual-issue pipeline, caches: "
+    "this profile's convention of half the Cortex-M4F cycle counts).",
+}
 
 
 def _dense(scale: int) -> list[mb.KernelCase]:
     """Forward (A·Bᵀ + bias), input-gradient (A·B) and weight-gradient (Aᵀ·B) GEMMs, batch 8, as training
-    graphs call them, over layer widths from a classifier head to the autoencoder's 640."""
-    layers = [(16, 4), (32, 10), (64, 32), (128, 128), (256, 64), (640, 128)][: 3 + scale]
+    graphs call them, over layer widths from a classifier head to the autoencoder's 640. (Tinier layers
+    are mostly per-call cost; with equal weight per call their relative errors set the per-MAC rate
+    instead of the layers that make a step's instructions.)"""
+    layers = [(32, 10), (64, 32), (128, 128), (256, 64), (400, 120), (640, 128)][: 3 + scale]
     cases = []
     for fan_in, fan_out in layers:
         cases += [
@@ -88,32 +102,46 @@ def _elementwise(scale: int) -> list[mb.KernelCase]:
 
 
 def _reduce(scale: int) -> list[mb.KernelCase]:
-    return [
-        mb.op_case("ReduceSumTo", [(8, n // 8)], {"shape": (n // 8,), "scale": 1.0}) for n in _sizes(scale)
-    ]
+    """Bias gradients (ReduceSumTo of a dense layer's output gradient, ChannelSum of a conv's) and a global
+    average pool, as training steps call them."""
+    out = []
+    for n in _sizes(scale):
+        out.append(mb.op_case("ReduceSumTo", [(8, n // 8)], {"shape": (n // 8,), "scale": 1.0}))
+        side = max(1, int(math.isqrt(n // 8)))
+        out.append(mb.op_case("ChannelSum", [(1, 8, side, side)]))
+    out += [mb.op_case("GlobalAveragePool", [(1, 32, s, s)]) for s in (3, 8)]
+    return out
 
 
 def _copy(scale: int) -> list[mb.KernelCase]:
-    return [mb.op_case("Flatten", [(8, n // 8, 1, 1)], {"axis": 1}) for n in _sizes(scale)]
+    """Contiguous copies (Flatten) and the strided ones of attention heads (Transpose of [1, seq, heads,
+    dim] to [1, heads, seq, dim]): one rate per byte for both, so it is a compromise between them."""
+    out = [mb.op_case("Flatten", [(8, n // 8, 1, 1)], {"axis": 1}) for n in _sizes(scale)]
+    out += [mb.op_case("Transpose", [(1, s, 2, 16)], {"perm": (0, 2, 1, 3)}) for s in (8, 32)]
+    return out
 
 
 LOSS_OPS = {
     "cross-entropy": ("SoftmaxCrossEntropy", "SoftmaxCrossEntropyGrad"),
     "mse": ("MeanSquaredError", "MeanSquaredErrorGrad"),
 }
+LOSSES = (*LOSS_OPS, "both")
 
 
-def _loss(scale: int, loss: str = "cross-entropy") -> list[mb.KernelCase]:
+def _loss(scale: int, loss: str = "both") -> list[mb.KernelCase]:
     """The loss and its gradient (each called once per training step, so one rate prices the pair). The
     cost model has one rate for the loss class, and softmax cross-entropy costs ~10x what MSE does per
-    element: the profile is calibrated for one of them."""
+    element: ``loss`` "cross-entropy" or "mse" calibrates for one of them, "both" fits one rate to both
+    (cross-entropy tensors are usually small, a batch of class scores, and MSE ones large, reconstructions,
+    so the mixed rate misprices neither by much in a whole step)."""
     out = []
-    for n, c in [(8, 2), (8, 10), (32, 10), (8, 100), (64, 100), (64, 640)][: 3 + scale]:
-        for op in LOSS_OPS[loss]:
-            if loss == "mse":
-                out.append(mb.op_case(op, [(n, c), (n, c)]))
-            else:
-                out.append(mb.op_case(op, [(n, c), (n,)], int_inputs=(1,), label_classes=c))
+    for kind in LOSS_OPS if loss == "both" else (loss,):
+        for n, c in [(8, 2), (8, 10), (32, 10), (8, 100), (64, 100), (64, 640)][: 3 + scale]:
+            for op in LOSS_OPS[kind]:
+                if kind == "mse":
+                    out.append(mb.op_case(op, [(n, c), (n, c)]))
+                else:
+                    out.append(mb.op_case(op, [(n, c), (n,)], int_inputs=(1,), label_classes=c))
     return out
 
 
@@ -179,7 +207,7 @@ CASES: dict[OpClass, Callable[[int], list[mb.KernelCase]]] = {
 
 
 def calibration_cases(
-    scale: int = 2, log: Callable[[str], None] = lambda s: None, loss: str = "cross-entropy"
+    scale: int = 2, log: Callable[[str], None] = lambda s: None, loss: str = "both"
 ) -> list[mb.KernelCase]:
     """Cases of every class whose kernels exist here (conv and depthwise only when their op and C kernel
     do); ``scale`` 0..3 sets how many (and how large) sizes each class gets; ``loss`` which loss kernels."""
@@ -226,9 +254,10 @@ def _weighted_lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def fit(cases: Sequence[mb.KernelCase], measured: Sequence[float]) -> Fit:
     """Fits ``measured ~ rate[class] * quantity + per_call[group]`` by least squares on relative error (rows
-    weighted by 1 / measured). Each group's per-call cost (convolutions; everything else) is the median of
-    the intercepts of separate per-class fits in that group (clipped at 0; the other group's when a group
-    has none); the rates are then refitted with it fixed."""
+    weighted by 1 / measured). The convolutions' per-call cost is the median of the intercepts of separate
+    per-class fits (clipped at 0); everything else shares the elementwise class's intercept (its kernels
+    are most of a training step's calls; the median of the group's intercepts without elementwise cases,
+    the other group's when a group has none); the rates are then refitted with those fixed."""
     if len(cases) != len(measured) or not cases:
         raise PoetError("fit needs one measurement per case")
     y_all = np.asarray(measured, dtype=np.float64)
@@ -236,13 +265,17 @@ def fit(cases: Sequence[mb.KernelCase], measured: Sequence[float]) -> Fit:
     classes = sorted({c.op_class for c in cases}, key=lambda c: list(OpClass).index(c))
     members = {cls: np.asarray([c.op_class == cls for c in cases]) for cls in classes}
     intercepts: dict[bool, list[float]] = {True: [], False: []}  # conv group?
+    own: dict[OpClass, float] = {}
     for cls in classes:
         q, y = q_all[members[cls]], y_all[members[cls]]
         if len(set(q.tolist())) >= 2:
             b = float(_weighted_lstsq(np.stack([q, np.ones_like(q)], axis=1), y)[1])
             intercepts[cls in CONV_CLASSES].append(b)
+            own[cls] = b
     median = {g: max(0.0, float(np.median(v))) for g, v in intercepts.items() if v}
     per_call = median.get(False, median.get(True, 0.0))
+    if OpClass.ELEMENTWISE in own:  # the most frequent calls of a training step set the shared fixed cost
+        per_call = max(0.0, own[OpClass.ELEMENTWISE])
     per_call_conv = median.get(True, per_call)
     fixed = {cls: per_call_conv if cls in CONV_CLASSES else per_call for cls in classes}
     rates: dict[OpClass, float] = {}
@@ -262,7 +295,7 @@ def calibrate(
     scale: int = 2,
     kernels: str = "fast",
     log: Callable[[str], None] = lambda s: None,
-    loss: str = "cross-entropy",
+    loss: str = "both",
 ) -> tuple[Fit, mb.Measurement]:
     """Measures the calibration cases on ``target`` with the ``kernels`` set and fits the compute model."""
     cases = calibration_cases(scale, log, loss)
@@ -279,16 +312,19 @@ def profile_from_fit(
     kernels: str,
     name: str,
     date: datetime.date | None = None,
-    loss: str = "cross-entropy",
+    loss: str = "both",
     cycles_per_instruction: float = 1.0,
+    note: str | None = None,
 ) -> Profile:
     """``base`` with the measured compute rates (classes not measured keep the base's numbers), each fitted
-    rate and per-call cost multiplied by ``cycles_per_instruction`` (1.0: one instruction per cycle)."""
+    rate and per-call cost multiplied by ``cycles_per_instruction`` (1.0: one instruction per cycle). The
+    source ends with ``note`` when given, else with the base profile's compute source."""
     day = (date or datetime.date.today()).isoformat()
     what = "instruction counts, not cycles" if exact else "timer ticks of a non-deterministic clock"
     unmeasured = [RATE_KEYS[c] for c in RATE_KEYS if c not in f.rates]
     kept = f"Not measured, kept from {base.name}: {', '.join(unmeasured)}. " if unmeasured else ""
     k = cycles_per_instruction
+    loss_text = "softmax cross-entropy and MSE together" if loss == "both" else loss
     fitted = "; ".join(f"{cls.value} {r:.3f} instr/{UNITS.get(cls, 'element')}" for cls, r in f.rates.items())
     fitted += f"; per call {f.per_call:.1f} instr, per conv call {f.per_call_conv:.1f} instr"
     if k == 1.0:
@@ -304,8 +340,8 @@ def profile_from_fit(
     source = (
         f"measured with poet calibrate on {target} ({what}) on {day}, {kernels} kernels; "
         f"least-squares fit of rate x work + cycles_per_call(_conv) over {len(f.rows)} kernel calls. "
-        f"Fitted: {fitted}. {scaling} The loss rate is for {loss}. {kept}"
-        f"Base profile {base.name}: {' '.join(base.compute.source.split())}"
+        f"Fitted: {fitted}. {scaling} The loss rate is for {loss_text}. {kept}"
+        + (note if note is not None else f"Base profile {base.name}: {' '.join(base.compute.source.split())}")
     )
     values: dict[str, Any] = {RATE_KEYS[c]: round(r * k, 4) for c, r in f.rates.items()}
     compute = dataclasses.replace(
@@ -345,6 +381,37 @@ def profile_toml(p: Profile, header: str = "") -> str:
             f"{fl.name} = {_toml_value(getattr(section, fl.name))}" for fl in dataclasses.fields(section)
         ]
     return "\n".join(lines) + "\n"
+
+
+def _toml_long_string(text: str, width: int = 100) -> str:
+    """A TOML multi-line basic string, wrapped with line-ending backslashes (which TOML removes together
+    with the newline and the next line's leading whitespace)."""
+    words = text.replace("\\", "\\\\").replace('"', '\\"').split()
+    lines, cur = [], ""
+    for w in words:
+        if cur and len(cur) + 1 + len(w) > width:
+            lines.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    lines.append(cur)
+    return '"""' + " \\\n".join(lines) + '"""'
+
+
+def replace_compute_section(toml_text: str, p: Profile) -> str:
+    """``toml_text`` (a profile file) with its [compute] table replaced by ``p``'s, everything else (header
+    comments, the other tables) kept as it is."""
+    lines = toml_text.splitlines()
+    try:
+        start = lines.index("[compute]")
+    except ValueError as e:
+        raise PoetError("profile file has no [compute] table") from e
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("[")), len(lines))
+    body = ["[compute]"]
+    for fl in dataclasses.fields(p.compute):
+        v = getattr(p.compute, fl.name)
+        body.append(f"{fl.name} = {_toml_long_string(v) if fl.name == 'source' else _toml_value(v)}")
+    return "\n".join([*lines[:start], *body, "", *lines[end:]]) + "\n"
 
 
 def instruction_profile(profile: Profile, cycles_per_instruction: float) -> Profile:

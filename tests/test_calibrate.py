@@ -82,6 +82,50 @@ def test_profile_toml_roundtrip(tmp_path):
     assert "instruction counts, not cycles" in back.compute.source and "qemu-cortex-m4" in back.compute.source
 
 
+def test_profile_scaled_by_cycles_per_instruction_and_back():
+    cases, rates, per_call = _synthetic()
+    f = cal.fit(cases, [rates[c.op_class] * c.quantity + per_call for c in cases])
+    base = load_profile("cortex-m4")
+    prof = cal.profile_from_fit(base, f, "qemu-cortex-m4", True, "fast", "m4", cycles_per_instruction=1.24)
+    assert prof.compute.cycles_per_mac_dense == pytest.approx(2.75 * 1.24, rel=1e-3)
+    assert prof.compute.cycles_per_call == pytest.approx(40.0 * 1.24, rel=1e-3)
+    assert (
+        "1.24 cycles per instruction" in prof.compute.source
+        and "dense 2.750 instr/MAC" in prof.compute.source
+    )
+    back = cal.instruction_profile(prof, 1.24)
+    assert back.compute.cycles_per_mac_dense == pytest.approx(2.75, rel=1e-3)
+    assert back.compute.cycles_per_element_update == pytest.approx(6.25, rel=1e-3)
+    assert back.compute.cycles_per_call == pytest.approx(40.0, rel=1e-3)
+    # unmeasured classes are divided too: the instruction profile is the scaled one divided back
+    assert back.compute.cycles_per_element_loss == pytest.approx(base.compute.cycles_per_element_loss / 1.24)
+
+
+def test_shipped_cortex_m_profiles_state_their_calibration():
+    for name in ("cortex-m4", "cortex-m7", "cortex-m33"):
+        src = " ".join(load_profile(name).compute.source.split())
+        factor = cal.CYCLES_PER_INSTRUCTION[name]
+        assert "poet calibrate" in src and "2026-11-22" in src and f"{factor:g} cycles per instruction" in src
+        assert "instr/MAC" in src, name
+
+
+def _loss_ops(loss: str) -> set[str]:
+    return {c.name.split()[0] for c in cal.calibration_cases(0, loss=loss) if c.op_class == OpClass.LOSS}
+
+
+def test_loss_cases_both_losses():
+    ce = {"SoftmaxCrossEntropy", "SoftmaxCrossEntropyGrad"}
+    assert _loss_ops("both") == ce | {"MeanSquaredError", "MeanSquaredErrorGrad"}
+    assert _loss_ops("cross-entropy") == ce
+
+
+def test_conv_cases_include_all_three_kernels():
+    cases = cal.calibration_cases(0)
+    for cls in (OpClass.CONV, OpClass.DEPTHWISE):
+        kinds = {c.name.split()[0] for c in cases if c.op_class == cls}
+        assert kinds == {"conv", "conv_dx", "conv_dw"}, (cls, kinds)
+
+
 def test_cases_cover_dense_and_elementwise():
     classes = {c.op_class for c in cal.calibration_cases(0)}
     assert {OpClass.DENSE, OpClass.ELEMENTWISE, OpClass.UPDATE, OpClass.LOSS, OpClass.REDUCE} <= classes

@@ -42,6 +42,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--name", help="name of the written profile (default: the output file's stem)")
     p.add_argument(
+        "--in-place",
+        type=Path,
+        metavar="PROFILE.toml",
+        help="replace only the [compute] table of this existing profile file (also its --base), keeping "
+        "its comments and other tables",
+    )
+    p.add_argument(
         "--kernels",
         choices=("fast", "reference"),
         default="fast",
@@ -49,10 +56,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--loss",
-        choices=("cross-entropy", "mse"),
-        default="cross-entropy",
+        choices=calibrate.LOSSES,
+        default="both",
         help="loss kernels the loss rate is fitted to (one rate per class; softmax cross-entropy "
-        "costs ~10x MSE per element; default cross-entropy)",
+        "costs ~10x MSE per element; default both: one rate fitted to both)",
     )
     p.add_argument(
         "--cycles-per-instruction",
@@ -73,7 +80,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    base = load_profile(args.base)
+    if args.cycles_per_instruction <= 0:
+        raise PoetError("--cycles-per-instruction must be positive")
+    base = load_profile(args.in_place or args.base)
     with tempfile.TemporaryDirectory(prefix="poet-calibrate-") as tmp:
         f, m = calibrate.calibrate(args.target, Path(tmp), args.sizes, args.kernels, print, args.loss)
     if not m.exact:
@@ -92,13 +101,27 @@ def run(args: argparse.Namespace) -> int:
     missing = [c.value for c in OpClass if c not in f.rates]
     if missing:
         print(f"not measured (kept from {base.name}): {', '.join(missing)}")
+    if args.in_place:
+        prof = calibrate.profile_from_fit(
+            base,
+            f,
+            args.target,
+            m.exact,
+            args.kernels,
+            base.name,
+            loss=args.loss,
+            cycles_per_instruction=args.cycles_per_instruction,
+            note=calibrate.CYCLES_NOTES.get(base.name, ""),
+        )
+        path: Path = args.in_place
+        path.write_text(calibrate.replace_compute_section(path.read_text(), prof))
+        load_profile(path)  # the written file must load
+        print(f"updated the [compute] table of {path}")
     if args.out:
         out: Path = args.out
         if out.suffix != ".toml":
             raise PoetError(f"-o {out}: the profile file must end in .toml")
         name = args.name or out.stem
-        if args.cycles_per_instruction <= 0:
-            raise PoetError("--cycles-per-instruction must be positive")
         prof = calibrate.profile_from_fit(
             base,
             f,
