@@ -41,20 +41,20 @@ r_s' <= 1 for its segment s'). Solutions are plans: after stage a, value i is pa
 freed, or dropped; a dead ancestor of a dropped value may also be stored (paged out when computed,
 so restorations page it in) or kept (held past its last use until the restoration that needs it;
 the bound model's plans store the inputs its options page in). A plan is replayed exactly
-(:func:`replay_plan`: restore just before the next use by page-in or recomputation of the value and
-its missing ancestors; a plan-level policy says whether inputs recomputed only for a restoration
-are freed at once or held to their last use); when the replay overflows the budget (transient RAM)
-the budget rows of those stages are tightened by the overflow and the model is solved again (a few
-rounds; the same rounds run on the bound model's options, whose plans are replayed the same way).
-Plans that do not fit are also handed to the baseline engine (:mod:`poet_edge.schedulers.engine`),
-which repairs overflows by the DTR rule.
+(:func:`replay_plan`: restore just before the next use, or right after a planned earlier stage, by
+page-in or recomputation of the value and its missing ancestors; a plan-level policy says whether
+inputs recomputed only for a restoration are freed at once or held to their last use); when the
+replay overflows the budget (transient RAM) the budget rows of those stages are tightened by the
+overflow and the model is solved again (a few rounds; the same rounds run on the bound model's
+options, whose plans are replayed the same way). Plans that do not fit are also handed to the
+baseline engine (:mod:`poet_edge.schedulers.engine`), which repairs overflows by the DTR rule.
 
 Local search. From the cheapest replayed plans: first-improvement descent over plans judged by the
 exact replay (fewer overflow bytes, then lower cost), moves = change one segment (resident / PAGE /
 DROP), move one eviction to another segment overlapping it, flip the replay policy, store / keep /
-release one dead ancestor; then iterated: perturb 1-3 random entries of the best plan (fixed seed)
-and descend again, at most ``ScaleOptions.kicks`` times, until the gap closes or the time limit
-(less a 5% margin) is reached.
+release one dead ancestor, restore one evicted value earlier (2, 4, ..., 32 stages before its use);
+then iterated: perturb 1-3 random entries of the best plan (fixed seed) and descend again, at most
+``ScaleOptions.kicks`` times, until the gap closes or the time limit (less a 5% margin) is reached.
 
 The simulator measures every candidate; the cheapest of the plans and the baselines is returned, so
 the result is never worse than the best baseline. The output is deterministic when the run ends
@@ -115,11 +115,19 @@ class Segment:
 Plan = dict[int, str]  # segment -> PAGE or DROP (segments not in it stay resident); FREE_TEMPS: policy
 FREE_TEMPS = -1  # plan key: free inputs recomputed for a restoration right after it
 STORE = "store"  # plan key -2 - v: page v out right after computing it (restorations then page it in)
+FETCH = "fetch"  # replay entry: restore the value after this stage (an early restoration, see _mode)
 KEEP = "keep"  # plan key -2 - v: hold v after its last use until the last DROP that may need it is restored
 
 
 def _store_key(v: int) -> int:
     return -2 - v
+
+
+def _mode(mode: str) -> tuple[str, int | None]:
+    """A segment's plan mode: "drop" / "page", or "drop>t" / "page>t": restored early, right after
+    stage t (and held to its use), instead of just before its use."""
+    base, _, at = mode.partition(">")
+    return base, int(at) if at else None
 
 
 Term = tuple[int, str, float]  # (node, kinds "c" compute / "i" page-in: the cheaper one, weight)
@@ -819,12 +827,20 @@ class _Replay:
             if u in self.ram and max(self.an.last_use[u], self.kept.get(u, -1)) <= t:
                 self.free(u)
         for u, mode in plan.get(t, ()):
-            if u not in self.ram or mode == KEEP:
+            if u not in self.ram or mode in (KEEP, FETCH):
                 continue
             if mode == STORE:
                 self.page_out(u)
             elif mode == DROP or self.page_out(u):
                 self.free(u)
+        for u, mode in plan.get(t, ()):
+            if (
+                mode == FETCH
+                and u not in self.ram
+                and t + 1 < len(self.p.nodes)
+                and not self.restore(t + 1, u)
+            ):
+                return False
         return True
 
 
@@ -880,13 +896,16 @@ def _as_plan(cover: Cover, plan: Plan) -> dict[int, list[tuple[int, str]]]:
                 ends = [
                     cover.segs[j].end
                     for j, m in plan.items()
-                    if j >= 0 and m == DROP and v in cover.ancestors.get(j, ())
+                    if j >= 0 and _mode(m)[0] == DROP and v in cover.ancestors.get(j, ())
                 ]
                 if ends:
                     out.setdefault(max(ends), []).append((v, KEEP))
             continue
         g = cover.segs[k]
-        out.setdefault(g.start, []).append((g.value, plan[k]))
+        mode, at = _mode(plan[k])
+        out.setdefault(g.start, []).append((g.value, mode))
+        if at is not None:
+            out.setdefault(at, []).append((g.value, FETCH))
     return out
 
 
@@ -953,6 +972,10 @@ class _Search:
             if k < 0:
                 continue
             g = self.cover.segs[k]
+            mode, at = _mode(plan[k])
+            for t in sorted({g.end - (1 << j) for j in range(1, 6)} - {at}):
+                if g.start < t < g.end - 1:  # restore early
+                    out.append({**plan, k: f"{mode}>{t}"})
             for k2, modes in self.modes.items():
                 if k2 < 0:
                     continue
