@@ -47,7 +47,20 @@ INPUT_HELP = (
 )
 
 # Unary elementwise ops whose C kernels may run in place (Y == X, element i read before it is written).
-IN_PLACE_EPILOGUES = frozenset({"Relu", "Clip", "BatchNormalization", "Sigmoid", "Tanh"})
+# Elementwise ops whose C kernels may run in place, by the index of the input their output may overwrite
+# (every kernel reads element i of all inputs before it writes element i of the output).
+IN_PLACE_EPILOGUES: dict[str, int] = {
+    "Relu": 0,
+    "Clip": 0,
+    "BatchNormalization": 0,
+    "Sigmoid": 0,
+    "Tanh": 0,
+    "ReluGrad": 1,  # (Y, dY) -> dX over dY
+    "ClipGrad": 1,  # (X, dY) -> dX over dY
+    "SigmoidGrad": 1,
+    "TanhGrad": 1,
+    "BatchNormGradInput": 0,  # (dY, scale, var) -> dX over dY
+}
 
 
 @dataclass(frozen=True)
@@ -134,36 +147,62 @@ def fixed_ram(tg: Graph, reserve: int, input_place: InputPlace = InputPlace.RAM)
 
 
 def _epilogue_input(
-    tg: Graph, n: Node, producer: dict[str, Node], consumers: dict[str, list[Node]]
+    tg: Graph, n: Node, producer: dict[str, Node], consumers: dict[str, list[Node]], start: dict[str, int]
 ) -> str | None:
-    """The tensor that ``n`` may rewrite in place as an epilogue of its producer, or None. It must be a
-    forward single-output in-place op whose data input has no other reader, comes from a forward
-    single-output node, has the output's size, and whose other inputs are parameters."""
-    if n.op not in IN_PLACE_EPILOGUES or n.phase != Phase.FORWARD or len(n.outputs) != 1 or not n.inputs:
+    """The tensor that ``n`` may rewrite in place as an epilogue of its producer, or None: ``n`` is an
+    in-place op (:data:`IN_PLACE_EPILOGUES`) of the producer's phase (forward or backward) with one output
+    of that tensor's size; the tensor is its producer's only output and has no other reader; every other
+    input of ``n`` is a parameter, a step input, or a value computed before the producer's group starts
+    (``start``: position of each node's group head), so running ``n`` right after its producer keeps
+    the order topological."""
+    k = IN_PLACE_EPILOGUES.get(n.op)
+    if (
+        k is None
+        or n.phase not in (Phase.FORWARD, Phase.BACKWARD)
+        or len(n.outputs) != 1
+        or k >= len(n.inputs)
+    ):
         return None
-    t, rest = n.inputs[0], n.inputs[1:]
+    t = n.inputs[k]
     p = producer.get(t)
-    if p is None or p.phase != Phase.FORWARD or len(p.outputs) != 1 or t in tg.outputs:
+    if p is None or p.phase != n.phase or len(p.outputs) != 1 or t in tg.outputs:
         return None
     if consumers[t] != [n] or tg.tensor(t).nbytes != tg.tensor(n.outputs[0]).nbytes:
         return None
-    if any(r in producer or tg.tensor(r).role != Role.PARAMETER for r in rest):
+    others = [r for i, r in enumerate(n.inputs) if i != k]
+    if t in others or any(r in producer and start[producer[r].name] >= start[p.name] for r in others):
         return None
     return t
 
 
 def fusion_groups(tg: Graph) -> list[list[Node]]:
     """Training-graph nodes grouped into scheduling nodes, in topological order: each group is a node
-    followed by the in-place epilogues fused into it (see :func:`_epilogue_input`). An epilogue reads
-    only its producer's output and parameters, so running it right after its producer keeps the order
-    topological, and the intermediate value never needs a buffer of its own."""
+    followed by the in-place epilogues fused into it (see :func:`_epilogue_input`), so the intermediate
+    values never need buffers of their own. An epilogue that reads other values (ReluGrad reads the
+    ReLU's output) joins only if the group's RAM while it runs does not grow: the group's value inputs
+    plus the epilogue's must not exceed the larger of the two separate nodes' needs."""
     producer, consumers = tg.producers(), tg.consumers()
+    position = {n.name: i for i, n in enumerate(tg.nodes)}
     head: dict[str, str] = {}
+    start: dict[str, int] = {}  # node -> position of its group's head
     groups: dict[str, list[Node]] = {}
+    reads: dict[str, set[str]] = {}  # group head -> values (node outputs) the group reads
+
+    def size(values: set[str]) -> int:
+        return sum(align(tg.tensor(v).nbytes) for v in values)
+
     for n in tg.nodes:
-        t = _epilogue_input(tg, n, producer, consumers)
-        h = head[producer[t].name] if t is not None else n.name
-        head[n.name] = h
+        t = _epilogue_input(tg, n, producer, consumers, start)
+        if t is not None:
+            h = head[producer[t].name]
+            others = {r for r in n.inputs if r in producer and r != t}
+            if size(reads[h] | others) > max(size(reads[h]), size(others) + align(tg.tensor(t).nbytes)):
+                t = None
+        if t is None:
+            h = n.name
+            reads[h] = set()
+        head[n.name], start[n.name] = h, position[h]
+        reads[h] |= {r for r in n.inputs if r in producer and head.get(producer[r].name) != h}
         groups.setdefault(h, []).append(n)
     return list(groups.values())
 

@@ -21,10 +21,11 @@ ZOO = EXAMPLES / "zoo"
 KB = 1024
 CASES = [  # model, loss, train, batch, RAM, scheduler, expects (recompute, paging); None: either
     ("resnet8", "cross-entropy", "bias", 1, 256 * KB, "greedy", (False, True)),
-    ("resnet8", "cross-entropy", "bias", 1, 230 * KB, "scale", (True, None)),
+    ("resnet8", "cross-entropy", "bias", 1, 230 * KB, "scale", (True, True)),
     ("dscnn", "cross-entropy", "last:1", 1, 256 * KB, "none", (False, False)),
-    ("dscnn", "cross-entropy", "bias", 1, 256 * KB, "greedy", (True, True)),
-    ("dscnn", "cross-entropy", "bias", 1, 120 * KB, "greedy", (True, True)),
+    ("dscnn", "cross-entropy", "bias", 1, 256 * KB, "greedy", (False, True)),
+    ("dscnn", "cross-entropy", "bias", 1, 120 * KB, "greedy", (False, True)),
+    ("dscnn", "cross-entropy", "bias", 1, 120 * KB, "scale", (True, None)),
     ("autoencoder", "mse", "bias", 4, 256 * KB, "none", (False, False)),
     ("autoencoder", "mse", "bias", 4, 56 * KB, "greedy", (False, True)),
     ("autoencoder", "mse", "bias", 4, 48 * KB, "scale", (True, None)),
