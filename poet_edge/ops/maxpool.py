@@ -51,7 +51,7 @@ def kernel(node, shape):
     return KernelCall(
         "poet_maxpool2d_f32",
         (TensorArg(node.inputs[0]), TensorArg(node.outputs[0], False), win.ints()),
-        "pool",
+        "maxpool",
     )
 
 
@@ -80,7 +80,7 @@ def grad_kernel(node, shape):
     return KernelCall(
         "poet_maxpool2d_grad_f32",
         (TensorArg(node.inputs[0]), TensorArg(node.inputs[1]), TensorArg(node.outputs[0], False), win.ints()),
-        "pool",
+        "maxpool",
     )
 
 
