@@ -166,6 +166,10 @@ SLOT_MAX = 256  # the most unit slots the slot stage searches over
 SMALL_SHARE = 0.05  # off-grid instances may have at most this share of the live peak alive together
 SLOT_WORK = 4_000_000  # slot-search budget in slot visits (a count, not a time: plans stay deterministic)
 SLOT_ATTEMPT = 1_000_000  # at most this much of it per search (one unit, slot count and direction)
+EXACT_NODES = (
+    500  # branch-and-bound nodes of the exact slot model (a count: HiGHS on one thread is deterministic)
+)
+EXACT_MAX_VARS = 20_000  # the exact slot model is only built below this many binaries
 
 
 def _units(insts: list[Instance], floor: int) -> list[int]:
@@ -274,6 +278,50 @@ class _Slots:
         return path
 
 
+def exact_slots(items: list[tuple[int, int, int]], k: int, nodes: int = EXACT_NODES) -> list[int] | None:
+    """The lowest slot of each item (start, end, width) in a packing into ``k`` contiguous slots, found by
+    a MILP (x[i, p] = item i starts at slot p; at every birth each slot holds at most one live item)
+    solved by HiGHS on one thread with a node limit and no time limit, so the answer is deterministic;
+    None if it proves there is none, hits the limit, or the model would be too large."""
+    nvars = sum(max(0, k - w + 1) for _, _, w in items)
+    if nvars == 0 or nvars > EXACT_MAX_VARS or any(w > k for _, _, w in items):
+        return None
+    import highspy
+    import numpy as np
+
+    from poet_edge.schedulers.highs_run import run_highs
+
+    h = highspy.Highs()
+    for key, value in (("output_flag", False), ("threads", 1), ("mip_max_nodes", nodes), ("random_seed", 0)):
+        h.setOptionValue(key, value)
+    first: list[int] = []
+    for _, _, w in items:
+        first.append(h.getNumCol())
+        for _ in range(k - w + 1):
+            h.addVar(0.0, 1.0)
+    n = h.getNumCol()
+    h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.ones(n, dtype=np.uint8))
+    for i, (_, _, w) in enumerate(items):
+        h.addRow(
+            1.0, 1.0, k - w + 1, np.arange(first[i], first[i] + k - w + 1, dtype=np.int32), np.ones(k - w + 1)
+        )
+    for t in sorted({s for s, _, _ in items}):
+        alive = [i for i, (s, e, _) in enumerate(items) if s <= t <= e]
+        for q in range(k):
+            cols = [
+                first[i] + p
+                for i in alive
+                for p in range(max(0, q - items[i][2] + 1), min(q, k - items[i][2]) + 1)
+            ]
+            if len(cols) > 1:
+                h.addRow(0.0, 1.0, len(cols), np.array(cols, dtype=np.int32), np.ones(len(cols)))
+    run_highs(h)
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None
+    x = h.getSolution().col_value
+    return [max(range(k - w + 1), key=lambda p: x[first[i] + p]) for i, (_, _, w) in enumerate(items)]
+
+
 def plan_slots(
     insts: list[Instance], conf: list[list[int]], ceiling: int, budget: int = SLOT_WORK
 ) -> ArenaPlan | None:
@@ -307,6 +355,9 @@ def plan_slots(
                 budget -= slots.work
                 if path is not None:
                     break
+            if path is None:  # the exact model, forwards in time
+                order = sorted(large, key=lambda i: (insts[i].start, -insts[i].size, -insts[i].end, i))
+                path = exact_slots([(insts[i].start, insts[i].end, insts[i].size // u) for i in order], k)
             k += 1
         if path is None:
             continue
