@@ -1,7 +1,7 @@
 /* Register-blocked poet_matmul_f32 (same symbol, signature and results as src/kernels/matmul.c): every
  * matrix of the batch is one product computed like the fast poet_gemm_f32 (src/optimized/gemm.c), in
- * blocks of up to 4 rows x 6 columns held in 24 float registers, one instantiation per layout. Kept in
- * this file (not shared with gemm.c) because a generated project copies only the kernel files it uses.
+ * blocks of up to 4 rows x 6 columns held in 24 float registers, one instantiation per layout. The k step
+ * is shared with gemm.c through poet/blocked.h.
  *
  * Bit-identical to the reference: every output has one accumulator that starts at +0.0f and adds the
  * products a[k]*b[k] for k ascending (the first addition 0.0f + p is kept: it turns -0.0 into +0.0 as the
@@ -10,20 +10,8 @@
 #include <stddef.h>
 
 #include "poet/bcast.h"
+#include "poet/blocked.h"
 #include "poet/kernels.h"
-
-/* GCC's first scheduling pass hoists all loads of a k step and then spills accumulators (see gemm.c). */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-schedule-insns")
-#endif
-
-#if defined(__GNUC__)
-#define POET_ALWAYS_INLINE static inline __attribute__((always_inline))
-#define POET_NOINLINE static __attribute__((noinline))
-#else
-#define POET_ALWAYS_INLINE static inline
-#define POET_NOINLINE static
-#endif
 
 typedef struct {
     const float *A, *B;
@@ -31,23 +19,6 @@ typedef struct {
     int32_t M, N, K;
 } poet_mm_args;
 
-/* One k step: x_r = op(A)[i + r, k], then column by column y_c = op(B)[k, j + c] used for the block's rows. */
-#define POET_MM_MAC(r, c, op) if (R > r && NC > c) acc##r##c op x##r * y##c;
-#define POET_MM_LOAD_X(r) if (R > r) x##r = TA ? a[ao + r] : *a##r++;
-#define POET_MM_COLUMN(c, op) \
-    if (NC > c) { \
-        const float y##c = TB ? *b##c++ : b[bo + c]; \
-        POET_MM_MAC(0, c, op) POET_MM_MAC(1, c, op) POET_MM_MAC(2, c, op) POET_MM_MAC(3, c, op) \
-    }
-#define POET_MM_STEP(op) \
-    do { \
-        POET_MM_LOAD_X(0) POET_MM_LOAD_X(1) POET_MM_LOAD_X(2) POET_MM_LOAD_X(3) \
-        POET_MM_COLUMN(0, op) POET_MM_COLUMN(1, op) POET_MM_COLUMN(2, op) \
-        POET_MM_COLUMN(3, op) POET_MM_COLUMN(4, op) POET_MM_COLUMN(5, op) \
-        if (TA) ao += g->M; \
-        if (!TB) bo += g->N; \
-    } while (0)
-#define POET_MM_FIRST = zero +
 #define POET_MM_STORE(r, c) if (R > r && NC > c) y_row##r[c] = acc##r##c;
 #define POET_MM_STORE_ROW(r) \
     POET_MM_STORE(r, 0) POET_MM_STORE(r, 1) POET_MM_STORE(r, 2) POET_MM_STORE(r, 3) POET_MM_STORE(r, 4) \
@@ -71,8 +42,8 @@ POET_ALWAYS_INLINE void poet_mm_block(const poet_mm_args *g, int32_t i, int32_t 
     const float *a0 = a, *a1 = a + (R > 1 ? ka : 0), *a2 = a + (R > 2 ? 2 * ka : 0), *a3 = a + (R > 3 ? 3 * ka : 0);
     const float *b0 = b, *b1 = b + (NC > 1 ? kb : 0), *b2 = b + (NC > 2 ? 2 * kb : 0);
     const float *b3 = b + (NC > 3 ? 3 * kb : 0), *b4 = b + (NC > 4 ? 4 * kb : 0), *b5 = b + (NC > 5 ? 5 * kb : 0);
-    POET_MM_STEP(POET_MM_FIRST);
-    for (int32_t k = K - 1; k > 0; --k) POET_MM_STEP(+=);
+    POET_STEP(POET_SET_FIRST);
+    for (int32_t k = K - 1; k > 0; --k) POET_STEP(+=);
     const int32_t N = g->N;
     float *y_row0 = g->Y + i * N + j, *y_row1 = y_row0 + (R > 1 ? N : 0);
     float *y_row2 = y_row0 + (R > 2 ? 2 * N : 0), *y_row3 = y_row0 + (R > 3 ? 3 * N : 0);
