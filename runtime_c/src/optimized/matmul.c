@@ -12,6 +12,7 @@
 #include "poet/bcast.h"
 #include "poet/blocked.h"
 #include "poet/kernels.h"
+#include "poet/matmul_ref.h"
 
 typedef struct {
     const float *A, *B;
@@ -81,8 +82,6 @@ void poet_matmul_f32(const float *A, const float *B, float *Y, int32_t M, int32_
                      int32_t transB, int32_t rank, const int32_t *dims, const int32_t *a_strides,
                      const int32_t *b_strides)
 {
-    const int32_t a_i = transA ? 1 : K, a_k = transA ? M : 1;
-    const int32_t b_k = transB ? 1 : N, b_j = transB ? K : 1;
     int32_t idx[POET_MAX_RANK] = {0}, off[2] = {0, 0}, batches = 1;
     const int32_t *strides[2] = {a_strides, b_strides};
     for (int32_t d = 0; d < rank; ++d) batches *= dims[d];
@@ -90,14 +89,7 @@ void poet_matmul_f32(const float *A, const float *B, float *Y, int32_t M, int32_
         const float *Ap = A + off[0], *Bp = B + off[1];
         float *Yp = Y + p * M * N;
         if (K <= 0 || (transA && transB)) { /* no products, or Aᵀ·Bᵀ: the reference loop */
-            for (int32_t i = 0; i < M; ++i) {
-                for (int32_t j = 0; j < N; ++j) {
-                    float acc = 0.0f;
-                    const float *a = Ap + i * a_i, *b = Bp + j * b_j;
-                    for (int32_t k = 0; k < K; ++k) acc += a[k * a_k] * b[k * b_k];
-                    Yp[i * N + j] = acc;
-                }
-            }
+            poet_matmul_one_ref(Ap, Bp, Yp, M, N, K, transA, transB);
         } else {
             const poet_mm_args g = {Ap, Bp, Yp, M, N, K};
             if (transA) poet_mm_tn(&g);
