@@ -224,3 +224,67 @@ def test_registry_names() -> None:
     assert SCHEDULERS["milp"] is schedule_milp
     # the MILP's own MIP start must not run the other solvers (poet-milp would recurse)
     assert "scale" not in str(dict(schedule_milp(problem).info).get("warm_start"))
+
+
+def _stage_point_checks(problem: SchedulingProblem, schedules: list[Schedule]) -> None:
+    """Every schedule whose first computations follow the problem's order is a point of the stage
+    model (no row broken) that costs at most the schedule's cost: the model is a relaxation."""
+    from poet_edge.schedulers import stage_model
+    from poet_edge.schedulers.engine import analyse
+
+    an = analyse(problem, True)
+    plain = sum(n.compute_j for n in problem.nodes)
+    costs = (
+        [n.compute_j for n in problem.nodes],
+        [n.page_in_j for n in problem.nodes],
+        [n.page_out_j for n in problem.nodes],
+    )
+    model = stage_model.build(problem, an, costs, 1.0)
+    for schedule in schedules:
+        x = stage_model.encode(problem, an, model, schedule)
+        assert x is not None
+        assert model.feasible
+        assert stage_model.violated(model, x) == []
+        cost = simulate(problem, schedule).energy_j
+        assert plain + float(sum(c * v for c, v in zip(model.cost, x, strict=True))) <= cost * (1 + 1e-9)
+
+
+def _valid_schedules(problem: SchedulingProblem) -> list[Schedule]:
+    out = []
+    for name in (*BASELINES, "scale"):
+        try:
+            schedule = get_scheduler(name)(problem) if name != "scale" else schedule_scale(problem, OPTS)
+            simulate(problem, schedule)
+        except PoetError:
+            continue
+        out.append(schedule)
+    return out
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_stage_model_is_a_relaxation(seed: int, flags: tuple[float, float, int, int | None]) -> None:
+    unrecomputable, unpageable, invalidations, storage = flags
+    base = random_layered_dag(
+        20 + 5 * seed,
+        seed + 10,
+        fixed_bytes=9 * seed,
+        unrecomputable_prob=unrecomputable,
+        unpageable_prob=unpageable,
+        n_invalidations=invalidations,
+    )
+    base = replace(base, storage_bytes=storage)
+    for problem in _budgets(base, (0.9, 0.6, 0.0)):
+        _stage_point_checks(problem, _valid_schedules(problem))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_stage_model_holds_the_exact_optimum(seed: int) -> None:
+    """The exact POET MILP's optimal schedules (which recompute and page where it pays) and scale's."""
+    base = training_chain(4 + seed % 2, seed=seed) if seed % 2 else _stacked_chain(2, 2, seed)
+    for problem in _budgets(base, (0.8, 0.6, 0.0)):
+        try:
+            exact = schedule_milp(problem, MilpOptions(time_limit_s=None, threads=1))
+        except PoetError:
+            continue
+        _stage_point_checks(problem, [exact, *_valid_schedules(problem)])

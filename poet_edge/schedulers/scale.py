@@ -49,6 +49,13 @@ overflow and the model is solved again (a few rounds; the same rounds run on the
 options, whose plans are replayed the same way). Plans that do not fit are also handed to the
 baseline engine (:mod:`poet_edge.schedulers.engine`), which repairs overflows by the DTR rule.
 
+Stage model. On graphs of at most ``STAGE_PAIRS`` value-stage pairs (the zoo's small models), the
+stage model of :mod:`poet_edge.schedulers.stage_model` (POET's stage model without its RAM between
+stages: which values are in RAM at each first computation, what is recomputed or paged in between)
+runs next, started from the incumbent, for at most ``STAGE_SHARE`` of the time left: its dual bound
+is a lower bound too (the larger one is reported) and its solution, decoded as a schedule, is
+offered (the simulator decides whether the RAM between stages fits).
+
 Local search. From the cheapest replayed plans: first-improvement descent over plans judged by the
 exact replay (fewer overflow bytes, then lower cost), moves = change one segment (resident / PAGE /
 DROP), move one eviction to another segment overlapping it, flip the replay policy, store / keep /
@@ -79,6 +86,7 @@ from poet_edge.errors import PoetError
 from poet_edge.memory_floor import check_budget
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
+from poet_edge.schedulers import stage_model
 from poet_edge.schedulers.engine import DROP, PAGE, Analysis, Engine, analyse
 from poet_edge.schedulers.greedy import _dtr
 from poet_edge.schedulers.highs_run import run_highs
@@ -1104,7 +1112,7 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     n = len(problem.nodes)
     budget = np.full(n, problem.budget_bytes, dtype=np.int64)
     run = _Run(problem, an, cover, best, options, latency, norm)
-    bound = plain + _bound(run, budget) * norm
+    bound = plain + max(_bound(run, budget), _stages(run, plain)) * norm
     primal_status = _improve(run, bound)
     evals = _search(run, bound)
     if best.schedule is None:
@@ -1132,6 +1140,30 @@ def _bound(run: _Run, budget: np.ndarray) -> float:
     if solved.values is not None:
         _offer_plan(run, _seg_plan(cover, lp, solved.values), "bound-model plan")
     return max(solved.bound, relaxed.bound)
+
+
+STAGE_PAIRS = 8000  # the stage model runs on graphs of at most this many value-stage pairs
+STAGE_SHARE = 0.5  # of the time left
+
+
+def _stages(run: _Run, plain: float) -> float:
+    """The stage model (:mod:`poet_edge.schedulers.stage_model`) on graphs of at most ``STAGE_PAIRS``
+    value-stage pairs, started from the incumbent: its solution decoded and offered as a schedule;
+    returns its (scaled) dual bound, 0 when it does not run."""
+    problem, an, best, options = run.problem, run.an, run.best, run.options
+    if stage_model.pairs(problem, an) > STAGE_PAIRS:
+        return 0.0
+    model = stage_model.build(problem, an, _costs(problem, run.latency), run.norm)
+    if not model.feasible:
+        return 0.0
+    start = stage_model.encode(problem, an, model, best.schedule) if best.schedule is not None else None
+    # stop when the gap relative to the whole cost (plain pass + the model's objective) is closed
+    gap = options.gap_rel / 4 * (best.cost if math.isfinite(best.cost) else plain) / run.norm
+    solved = stage_model.solve(model, STAGE_SHARE * _left(best, options), options.threads, gap, start)
+    if solved.values is not None:
+        values = solved.values
+        _try(problem, best, options, lambda: stage_model.decode(problem, an, model, values), "stage model")
+    return solved.bound
 
 
 def _offer_plan(run: _Run, segplan: Plan, origin: str) -> dict[int, int]:

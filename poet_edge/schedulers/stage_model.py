@@ -1,0 +1,402 @@
+"""The stage model of scheduler "scale": an exact-order relaxation of POET's MILP without its
+within-stage memory, for graphs small enough (a few thousand value-stage pairs).
+
+Order. As in POET's stage model (and scale's segment cover), node t is computed for the first time in
+stage t; between first computations (in "gap t", before node t runs) values may be recomputed or
+paged in. Variables, for every value i (bytes > 0) and stage t up to the last stage that may need i
+(``Analysis.req``):
+
+* K[t,i] (i <= t): i stays in RAM across the end of stage t (it is in RAM while node t runs and is
+  carried into gap t+1);
+* R[t,i] (i < t, i recomputable and t before its invalidator): i is recomputed in gap t;
+* M[t,i] (i < t, pageable): i is paged in during gap t; out[i] (O): i is paged out (once).
+
+Rows: an input q of node t is available in stage t: K[t-1,q] + R[t,q] + M[t,q] >= 1 (q = t-1 carried
+by K[t-1,t-1]); keep: K[t,i] <= K[t-1,i] + R[t,i] + M[t,i]; a recomputation has its inputs:
+R[t,v] <= K[t-1,u] + R[t,u] + M[t,u] for every edge u -> v; M[t,i] <= O[i]; RAM while node t runs:
+fixed + out(t) + workspace(t) + inputs(t) + sum of bytes(i) K[t,i] over the other values <= budget;
+storage capacity (sum of bytes(i) O[i]) and the runtime budget as rows. Objective: recomputations,
+page-ins and page-outs (the plain pass is a constant).
+
+Every schedule whose first computations follow the problem's order gives a point of this model (K:
+what is in RAM when node t runs and still there after it; R, M: what the schedule restores between
+t-1 and t; a value restored twice in one gap only costs more), so its optimum, and HiGHS's dual
+bound, is a lower bound for every such schedule and for POET's stage model. Left out (so it is a
+relaxation): the RAM of restorations between stages, and when the page-out happens. A solution is
+also decoded into a schedule (:func:`decode`: restorations of gap t in topological order, freeing
+every value as soon as gap t and node t no longer need it and it is not kept); the simulator decides
+whether it fits (transient RAM of the restorations may not).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from poet_edge.problem import SchedulingProblem
+from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
+from poet_edge.schedulers.engine import Analysis
+from poet_edge.schedulers.highs_run import run_highs
+
+
+@dataclass
+class StageModel:
+    """Columns (cost, kind, stage, value) and rows of the stage model."""
+
+    cost: list[float] = field(default_factory=list)
+    K: dict[tuple[int, int], int] = field(default_factory=dict)
+    R: dict[tuple[int, int], int] = field(default_factory=dict)
+    M: dict[tuple[int, int], int] = field(default_factory=dict)
+    out: dict[int, int] = field(default_factory=dict)
+    rows: list[tuple[float, float, list[int], list[float]]] = field(default_factory=list)
+    feasible: bool = True  # False: a stage cannot fit whatever is evicted
+    cont: set[int] = field(default_factory=set)  # continuous columns (the others are binary)
+    defs: list[tuple[int, float, list[tuple[int, float]]]] = field(
+        default_factory=list
+    )  # W = max(0, low + terms)
+
+    def col(self, cost: float) -> int:
+        self.cost.append(cost)
+        return len(self.cost) - 1
+
+    def avail(self, t: int, i: int) -> list[int]:
+        """Columns that make i available in stage t (i < t)."""
+        return [c for c in (self.K.get((t - 1, i)), self.R.get((t, i)), self.M.get((t, i))) if c is not None]
+
+
+def pairs(problem: SchedulingProblem, an: Analysis) -> int:
+    """How many (value, stage) pairs the model has (its size is about 3x this)."""
+    return sum(max(0, an.req[i] - i) for i, node in enumerate(problem.nodes) if node.out_bytes > 0)
+
+
+def build(
+    problem: SchedulingProblem,
+    an: Analysis,
+    costs: tuple[list[float], list[float], list[float]],
+    norm: float,
+) -> StageModel:
+    """The model with costs divided by ``norm`` and RAM rows by the room each stage has."""
+    nodes, n = problem.nodes, len(problem.nodes)
+    comp, pin, pout = costs
+    cap = problem.storage_bytes
+    m = StageModel()
+    for i, node in enumerate(nodes):
+        if node.out_bytes == 0 or not an.succs[i]:
+            continue
+        page = node.pageable and (cap is None or node.out_bytes <= cap)
+        for t in range(i, an.req[i]):
+            m.K[(t, i)] = m.col(0.0)
+        for t in range(i + 1, an.req[i] + 1):
+            if node.recomputable and t <= an.recomp_until[i]:
+                m.R[(t, i)] = m.col(comp[i] / norm)
+            if page:
+                m.M[(t, i)] = m.col(pin[i] / norm)
+        if any((t, i) in m.M for t in range(i + 1, an.req[i] + 1)):
+            m.out[i] = m.col(pout[i] / norm)
+    for (t, i), c in m.K.items():
+        if t > i:
+            m.rows.append((-math.inf, 0.0, [c, *m.avail(t, i)], [1.0] + [-1.0] * len(m.avail(t, i))))
+    for (_, i), c in m.M.items():
+        m.rows.append((-math.inf, 0.0, [c, m.out[i]], [1.0, -1.0]))
+    for t in range(n):
+        for q in an.preds[t]:
+            if nodes[q].out_bytes == 0:
+                continue
+            cols = m.avail(t, q)
+            if not cols:
+                m.feasible = False
+                return m
+            m.rows.append((1.0, math.inf, cols, [1.0] * len(cols)))
+    for (t, v), c in m.R.items():
+        for u in an.preds[v]:
+            if nodes[u].out_bytes == 0:
+                continue
+            cols = m.avail(t, u)
+            m.rows.append((-math.inf, 0.0, [c, *cols], [1.0] + [-1.0] * len(cols)))
+    kept: list[list[int]] = [[] for _ in range(n)]
+    for t, i in m.K:
+        kept[t].append(i)
+    for t in range(n):
+        node = nodes[t]
+        ins = {q for q in an.preds[t] if nodes[q].out_bytes > 0}
+        need = (
+            problem.fixed_bytes + node.out_bytes + node.workspace_bytes + sum(nodes[q].out_bytes for q in ins)
+        )
+        room = problem.budget_bytes - need
+        if room < 0:
+            m.feasible = False
+            return m
+        others = [i for i in kept[t] if i not in ins and i != t]
+        idx = [m.K[(t, i)] for i in others]
+        val = [float(nodes[i].out_bytes) for i in others]
+        if sum(val) > room:
+            sc = float(max(room, 1))
+            m.rows.append((-math.inf, room / sc, idx, [v / sc for v in val]))
+    _gap_rows(problem, an, m)
+    if cap is not None and m.out and sum(nodes[i].out_bytes for i in m.out) > cap:
+        sc = float(max(cap, 1))
+        m.rows.append((-math.inf, cap / sc, list(m.out.values()), [nodes[i].out_bytes / sc for i in m.out]))
+    if problem.max_latency_s is not None:
+        cs = [x.compute_s for x in nodes]
+        room_s = problem.max_latency_s - sum(cs)
+        if room_s < 0:
+            m.feasible = False
+            return m
+        idx, val = [], []
+        for (_, i), c in m.R.items():
+            idx.append(c)
+            val.append(nodes[i].compute_s)
+        for (_, i), c in m.M.items():
+            idx.append(c)
+            val.append(nodes[i].page_in_s)
+        for i, c in m.out.items():
+            idx.append(c)
+            val.append(nodes[i].page_out_s)
+        sc = max(room_s, 1e-300)
+        m.rows.append((-math.inf, room_s / sc, idx, [v / sc for v in val]))
+    return m
+
+
+def _gap_rows(problem: SchedulingProblem, an: Analysis, m: StageModel) -> None:
+    """RAM while v is recomputed in gap t: v, its inputs and every other value that stays in RAM
+    through the whole gap. A value i is there when it was kept after stage t-1 and after stage t and
+    not restored in gap t (it cannot leave and come back without a restoration): W[t,i] >=
+    K[t-1,i] + K[t,i] - R[t,i] - M[t,i] - 1 (continuous, >= 0); an input q of node t that was kept
+    after stage t-1 and not restored in gap t is there too: W[t,q] >= K[t-1,q] - R[t,q] - M[t,q].
+    Two inputs q1, q2 of node t both recomputed and not paged in during gap t: at the later of their
+    last recomputations the other one is in RAM (it stays until node t), so q1, q2 and the inputs of
+    one of them (the smaller) are in RAM with the W values: a row with that coefficient times
+    (R[t,q1] + R[t,q2] - M[t,q1] - M[t,q2] - 1)."""
+    nodes, n = problem.nodes, len(problem.nodes)
+    by_gap: list[list[int]] = [[] for _ in range(n)]
+    for t, v in m.R:
+        by_gap[t].append(v)
+    room = problem.budget_bytes - problem.fixed_bytes
+    for t in range(1, n):
+        if not by_gap[t]:
+            continue
+        ins = {q for q in an.preds[t] if nodes[q].out_bytes > 0}
+        w: dict[int, int] = {}
+        for (s, i), c in m.K.items():
+            if s != t - 1 or i == t:
+                continue
+            restore = [x for x in (m.R.get((t, i)), m.M.get((t, i))) if x is not None]
+            if i in ins:
+                col = m.col(0.0)
+                m.rows.append((0.0, math.inf, [col, c, *restore], [1.0, -1.0] + [1.0] * len(restore)))
+                m.defs.append((col, 0.0, [(c, 1.0)] + [(x, -1.0) for x in restore]))
+            elif (t, i) in m.K:
+                col = m.col(0.0)
+                m.rows.append(
+                    (
+                        -1.0,
+                        math.inf,
+                        [col, c, m.K[(t, i)], *restore],
+                        [1.0, -1.0, -1.0] + [1.0] * len(restore),
+                    )
+                )
+                m.defs.append((col, -1.0, [(c, 1.0), (m.K[(t, i)], 1.0)] + [(x, -1.0) for x in restore]))
+            else:
+                continue
+            m.cont.add(col)
+            w[i] = col
+        both = sorted(q for q in ins if (t, q) in m.R)
+        for a, q1 in enumerate(both):  # two inputs of node t both recomputed (never paged in) in gap t
+            for q2 in both[a + 1 :]:
+                own = {q1, q2, *an.preds[q1], *an.preds[q2]}
+                inb = [sum(nodes[u].out_bytes for u in an.preds[q] if u not in (q1, q2)) for q in (q1, q2)]
+                coef = float(nodes[q1].out_bytes + nodes[q2].out_bytes + min(inb))
+                idx = [m.R[(t, q1)], m.R[(t, q2)]] + [
+                    x for x in (m.M.get((t, q1)), m.M.get((t, q2))) if x is not None
+                ]
+                val = [coef, coef] + [-coef] * (len(idx) - 2)
+                idx += [col for i, col in w.items() if i not in own]
+                val += [float(nodes[i].out_bytes) for i in w if i not in own]
+                if sum(x for x in val if x > 0) - coef > room:
+                    sc = float(max(room, 1))
+                    m.rows.append((-math.inf, (room + coef) / sc, idx, [x / sc for x in val]))
+        for v in by_gap[t]:
+            own = {v, *an.preds[v]}
+            need = (
+                nodes[v].out_bytes + nodes[v].workspace_bytes + sum(nodes[u].out_bytes for u in an.preds[v])
+            )
+            idx = [m.R[(t, v)]] + [c for i, c in w.items() if i not in own]
+            val = [float(need)] + [float(nodes[i].out_bytes) for i in w if i not in own]
+            if sum(val) > room:
+                sc = float(max(room, 1))
+                m.rows.append((-math.inf, room / sc, idx, [x / sc for x in val]))
+
+
+@dataclass(frozen=True)
+class Result:
+    status: str
+    infeasible: bool
+    optimal: bool
+    objective: float | None  # scaled
+    bound: float  # scaled dual bound (0 when unknown)
+    values: np.ndarray | None
+
+
+def solve(
+    m: StageModel, time_limit: float, threads: int | None, gap_abs: float, start: np.ndarray | None = None
+) -> Result:
+    """HiGHS on the model; stops at an absolute gap of ``gap_abs`` (scaled units) or the time limit."""
+    import highspy
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("time_limit", max(0.05, time_limit))
+    h.setOptionValue("mip_rel_gap", 0.0)
+    h.setOptionValue("mip_abs_gap", gap_abs)
+    h.setOptionValue("random_seed", 0)
+    if threads:
+        h.setOptionValue("threads", threads)
+    ncol = len(m.cost)
+    if ncol == 0:
+        return Result("empty", False, True, 0.0, 0.0, np.zeros(0))
+    h.addCols(
+        ncol,
+        np.array(m.cost),
+        np.zeros(ncol),
+        np.ones(ncol),
+        0,
+        np.array([0]),
+        np.array([0]),
+        np.array([0.0]),
+    )
+    ints = np.array([j for j in range(ncol) if j not in m.cont], dtype=np.int32)
+    h.changeColsIntegrality(len(ints), ints, np.ones(len(ints), dtype=np.uint8))
+    low = np.array([r[0] for r in m.rows])
+    up = np.array([r[1] for r in m.rows])
+    starts = np.cumsum([0] + [len(r[2]) for r in m.rows[:-1]]).astype(np.int32)
+    idx = np.array([j for r in m.rows for j in r[2]], dtype=np.int32)
+    val = np.array([v for r in m.rows for v in r[3]], dtype=np.float64)
+    h.addRows(len(m.rows), low, up, len(idx), starts, idx, val)
+    if start is not None:
+        sol = highspy.HighsSolution()
+        sol.col_value = list(map(float, start))
+        h.setSolution(sol)
+    run_highs(h)
+    ms = highspy.HighsModelStatus
+    model_status = h.getModelStatus()
+    info = h.getInfo()
+    has = info.primal_solution_status == 2
+    obj = info.objective_function_value if has else None
+    bound = info.mip_dual_bound
+    if bound is None or not math.isfinite(bound):
+        bound = 0.0
+    values = np.array(h.getSolution().col_value) if has else None
+    return Result(
+        h.modelStatusToString(model_status),
+        model_status in (ms.kInfeasible, ms.kUnboundedOrInfeasible),
+        model_status == ms.kOptimal,
+        obj,
+        max(0.0, bound),
+        values,
+    )
+
+
+def decode(problem: SchedulingProblem, an: Analysis, m: StageModel, values: np.ndarray) -> Schedule:
+    """The schedule of a solution (see the module docstring); the simulator checks it."""
+    nodes, n = problem.nodes, len(problem.nodes)
+    on = {key for key, c in m.K.items() if values[c] > 0.5}
+    gap: list[list[tuple[int, str]]] = [[] for _ in range(n)]
+    for (t, i), c in m.R.items():
+        if values[c] > 0.5:
+            gap[t].append((i, "c"))
+    for (t, i), c in m.M.items():
+        if values[c] > 0.5 and not any(x == i for x, _ in gap[t]):
+            gap[t].append((i, "i"))
+    paged = {i for i, c in m.out.items() if values[c] > 0.5}
+    steps: list[Step] = []
+    ram: set[int] = set()
+    stored: set[int] = set()
+
+    def free(v: int) -> None:
+        steps.append(Free(nodes[v].name))
+        ram.discard(v)
+
+    for t in range(n):
+        todo = sorted(gap[t])
+        ins = {q for q in an.preds[t] if nodes[q].out_bytes > 0}
+        needed_later = {u for i, kind in todo if kind == "c" for u in an.preds[i]}
+        for v in sorted(ram):  # not needed in this gap, by node t, nor kept: leave before restoring
+            if v not in ins and v not in needed_later and (t, v) not in on:
+                free(v)
+        for k, (i, kind) in enumerate(todo):
+            if i in ram:
+                continue
+            if kind == "i" and i in stored:
+                steps.append(PageIn(nodes[i].name))
+            else:
+                steps.append(Compute(nodes[i].name))
+            ram.add(i)
+            later = {u for j, kd in todo[k + 1 :] if kd == "c" for u in an.preds[j]}
+            for v in sorted(ram):
+                if v not in ins and v not in later and (t, v) not in on:
+                    free(v)
+        steps.append(Compute(nodes[t].name))
+        ram.add(t)
+        if t in paged and t not in stored:
+            steps.append(PageOut(nodes[t].name))
+            stored.add(t)
+        for v in sorted(ram):
+            if v in paged and v not in stored and (t, v) in on:
+                steps.append(PageOut(nodes[v].name))
+                stored.add(v)
+        for v in sorted(ram):
+            if (t, v) not in on:
+                free(v)
+    return Schedule(tuple(steps), "scale")
+
+
+def encode(problem: SchedulingProblem, an: Analysis, m: StageModel, schedule: Schedule) -> np.ndarray | None:
+    """The model's point of a schedule whose first computations follow the problem's order (None
+    otherwise): K[t,i] = i in RAM while node t first runs; R, M: what runs / is paged in between the
+    first computations of t-1 and t; O: paged out; the continuous columns at their smallest values.
+    A MIP start, and a check of the model (every such schedule must satisfy every row)."""
+    index = problem.index()
+    x = np.zeros(len(m.cost))
+    ram: set[int] = set()
+    done: set[int] = set()
+    t = 0
+    for step in schedule.steps:
+        v = index[step.node]
+        if isinstance(step, Compute):
+            if v not in done:
+                if v != t:
+                    return None
+                for i in ram:
+                    if (t, i) in m.K:
+                        x[m.K[(t, i)]] = 1.0
+                if (t, t) in m.K:
+                    x[m.K[(t, t)]] = 1.0
+                done.add(v)
+                t += 1
+            elif (t, v) in m.R:
+                x[m.R[(t, v)]] = 1.0
+            ram.add(v)
+        elif isinstance(step, PageIn):
+            if (t, v) in m.M:
+                x[m.M[(t, v)]] = 1.0
+            ram.add(v)
+        elif isinstance(step, PageOut):
+            if v in m.out:
+                x[m.out[v]] = 1.0
+        else:
+            ram.discard(v)
+    for col, low, terms in m.defs:
+        x[col] = max(low + sum(a * x[c] for c, a in terms), 0.0)
+    return x
+
+
+def violated(m: StageModel, x: np.ndarray, tol: float = 1e-7) -> list[int]:
+    """Rows the point breaks."""
+    out = []
+    for r, (low, up, idx, val) in enumerate(m.rows):
+        s = sum(v * x[j] for j, v in zip(idx, val, strict=True))
+        if s < low - tol or s > up + tol:
+            out.append(r)
+    return out
