@@ -261,7 +261,7 @@ def fit(cases: Sequence[mb.KernelCase], measured: Sequence[float]) -> Fit:
     if len(cases) != len(measured) or not cases:
         raise PoetError("fit needs one measurement per case")
     y_all = np.asarray(measured, dtype=np.float64)
-    q_all = np.asarray([c.quantity for c in cases], dtype=np.float64)
+    q_all = np.asarray([c.priced for c in cases], dtype=np.float64)
     classes = sorted({c.op_class for c in cases}, key=lambda c: list(OpClass).index(c))
     members = {cls: np.asarray([c.op_class == cls for c in cases]) for cls in classes}
     intercepts: dict[bool, list[float]] = {True: [], False: []}  # conv group?
@@ -284,7 +284,7 @@ def fit(cases: Sequence[mb.KernelCase], measured: Sequence[float]) -> Fit:
         w = 1.0 / np.maximum(np.abs(y_all[members[cls]]), 1.0)
         denom = float(np.sum((q * w) ** 2))
         rates[cls] = max(0.0, float(np.sum(q * w * y * w)) / denom) if denom > 0 else 0.0
-    pred = [rates[c.op_class] * c.quantity + fixed[c.op_class] for c in cases]
+    pred = [rates[c.op_class] * c.priced + fixed[c.op_class] for c in cases]
     rows = tuple((c, float(m), float(p)) for c, m, p in zip(cases, measured, pred, strict=True))
     return Fit(rates, per_call, per_call_conv, rows)
 

@@ -7,8 +7,10 @@ Compute (one kernel call, :func:`node_cost`)::
     seconds = cycles / mcu.clock_hz
     joules  = mcu.active_power_w * seconds
 
-where quantity is ``work.macs`` for dense/conv/depthwise, ``work.bytes_written`` for copy, and
-``work.elements`` for elementwise/reduce/loss/update. There is no separate per-MAC energy term:
+where quantity (:attr:`poet_edge.work.Work.quantity`) is ``work.macs * work.weight`` for dense/conv/depthwise
+(the weight: how much a MAC of this shape costs relative to one of a large GEMM in the register-blocked
+kernels, :mod:`poet_edge.kernel_model`), ``work.bytes_written`` for copy, and ``work.elements`` for
+elementwise/reduce/loss/update. There is no separate per-MAC energy term:
 energy is the MCU's active power over the kernel's duration.
 
 Storage transfer (one page-in or page-out of ``nbytes``, :func:`transfer_cost`)::
@@ -46,25 +48,25 @@ class Cost:
         return Cost(self.seconds + other.seconds, self.joules + other.joules)
 
 
-def _rate_and_quantity(profile: Profile, work: Work) -> tuple[float, int]:
+def rate(profile: Profile, op_class: OpClass) -> float:
+    """The profile's cycles per unit of ``op_class``'s quantity (:attr:`poet_edge.work.Work.quantity`)."""
     c = profile.compute
-    table: dict[OpClass, tuple[float, int]] = {
-        OpClass.DENSE: (c.cycles_per_mac_dense, work.macs),
-        OpClass.CONV: (c.cycles_per_mac_conv, work.macs),
-        OpClass.DEPTHWISE: (c.cycles_per_mac_depthwise, work.macs),
-        OpClass.ELEMENTWISE: (c.cycles_per_element_elementwise, work.elements),
-        OpClass.REDUCE: (c.cycles_per_element_reduce, work.elements),
-        OpClass.COPY: (c.cycles_per_byte_copy, work.bytes_written),
-        OpClass.LOSS: (c.cycles_per_element_loss, work.elements),
-        OpClass.UPDATE: (c.cycles_per_element_update, work.elements),
+    table: dict[OpClass, float] = {
+        OpClass.DENSE: c.cycles_per_mac_dense,
+        OpClass.CONV: c.cycles_per_mac_conv,
+        OpClass.DEPTHWISE: c.cycles_per_mac_depthwise,
+        OpClass.ELEMENTWISE: c.cycles_per_element_elementwise,
+        OpClass.REDUCE: c.cycles_per_element_reduce,
+        OpClass.COPY: c.cycles_per_byte_copy,
+        OpClass.LOSS: c.cycles_per_element_loss,
+        OpClass.UPDATE: c.cycles_per_element_update,
     }
-    return table[OpClass(work.op_class)]
+    return table[OpClass(op_class)]
 
 
 def node_cycles(profile: Profile, work: Work) -> float:
     """Estimated cycles of one kernel call."""
-    rate, quantity = _rate_and_quantity(profile, work)
-    return rate * quantity + call_cycles(profile, OpClass(work.op_class))
+    return rate(profile, work.op_class) * work.quantity + call_cycles(profile, OpClass(work.op_class))
 
 
 CONV_CLASSES = (OpClass.CONV, OpClass.DEPTHWISE)

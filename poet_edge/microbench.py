@@ -29,7 +29,7 @@ from poet_edge.work import OpClass, Work
 KERNELS_DIR = RUNTIME_C / "src" / "kernels"
 OPTIMIZED_DIR = RUNTIME_C / "src" / "optimized"
 VARIANTS = ("reference", "fast")  # compare_variants: the first is the oracle
-SHARED_SOURCES = ("math",)  # helpers every variant shares (poet_expf, poet_logf): never renamed
+SHARED_SOURCES = ("math",)  # helpers every variant shares (poet_expf, poet_tanhf...): never renamed
 _DECL = re.compile(r"\b(poet_\w+)\s*\(")
 _CASE = re.compile(r"case (\d+) (\w+) ticks (\d+) reps (\d+)")
 _EMPTY = re.compile(r"empty ticks (\d+) reps (\d+)")
@@ -41,9 +41,10 @@ TARGET_INSTRUCTIONS_PER_CASE = 400_000  # per timed case: tick granularity (40 i
 class KernelCase:
     """One kernel call: ``call`` is a C statement over the float arena ``poet_mb_mem`` (tensors at fixed
     offsets, ``mem_floats`` elements in all) and the int32 labels ``poet_mb_l`` (``labels`` of them, drawn
-    in [0, label_classes)). ``source`` is the kernel file (gemm, relu...); ``quantity`` is the work the cost
-    model prices for ``op_class`` (MACs, elements or bytes written). ``outputs`` are (offset, count) regions
-    the kernel writes that are not also inputs: a comparison fills them with NaNs first."""
+    in [0, label_classes)). ``source`` is the kernel file (gemm, relu...); ``quantity`` is the work count of
+    ``op_class`` (MACs, elements or bytes written) and ``priced`` what the cost model multiplies by its rate
+    (MACs times the kernel model's weight, see poet_edge.work.Work.quantity). ``outputs`` are (offset, count)
+    regions the kernel writes that are not also inputs: a comparison fills them with NaNs first."""
 
     name: str
     op_class: OpClass
@@ -55,10 +56,11 @@ class KernelCase:
     labels: int = 0
     label_classes: int = 1
     arrays: tuple[str, ...] = ()  # static const int32 arrays the call uses (C definitions)
+    priced: float = 0.0
 
 
 def quantity_of(work: Work) -> int:
-    """The amount the cost model multiplies by its rate (see poet_edge.cost)."""
+    """The work count of the call: MACs (dense, conv, depthwise), bytes written (copy) or elements."""
     if work.op_class in (OpClass.DENSE, OpClass.CONV, OpClass.DEPTHWISE):
         return work.macs
     if work.op_class == OpClass.COPY:
@@ -137,6 +139,7 @@ def op_case(
         labels,
         label_classes,
         tuple(arrays),
+        work.quantity,
     )
 
 
@@ -206,10 +209,14 @@ def _cf(v: float) -> str:
 
 
 def kernel_symbols() -> list[str]:
-    """Kernel function names declared in runtime_c/include/poet/kernels.h, minus the shared helpers."""
+    """Kernel function names declared in runtime_c/include/poet/kernels.h, minus the shared helpers (the
+    functions the SHARED_SOURCES define: poet_expf, poet_tanhf...)."""
     text = (RUNTIME_C / "include" / "poet" / "kernels.h").read_text()
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    return sorted(set(_DECL.findall(text)) - {"poet_expf", "poet_logf"})
+    shared = set()
+    for src in SHARED_SOURCES:
+        shared |= set(re.findall(r"^float (poet_\w+)\(", (KERNELS_DIR / f"{src}.c").read_text(), flags=re.M))
+    return sorted(set(_DECL.findall(text)) - shared)
 
 
 def kernel_source(name: str, variant: str) -> Path:

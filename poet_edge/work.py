@@ -29,3 +29,17 @@ class Work:
     bytes_read: int = 0
     bytes_written: int = 0
     workspace_bytes: int = 0  # scratch RAM the kernel needs while it runs
+    # how many units of its class's rate one unit of this call costs: a MAC relative to one of a large
+    # GEMM (block structure of the fast kernels), an element relative to a plain elementwise kernel (ops that
+    # call math helpers); poet_edge.kernel_model
+    weight: float = 1.0
+
+    @property
+    def quantity(self) -> float:
+        """The amount the cost model multiplies by its rate: weight times MACs (dense, conv, depthwise),
+        bytes written (copy) or elements (every other class)."""
+        if self.op_class in (OpClass.DENSE, OpClass.CONV, OpClass.DEPTHWISE):
+            base = self.macs
+        else:
+            base = self.bytes_written if self.op_class == OpClass.COPY else self.elements
+        return base * self.weight

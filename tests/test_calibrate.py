@@ -28,7 +28,7 @@ def _synthetic() -> tuple[list[mb.KernelCase], dict[OpClass, float], float]:
 
 def test_fit_recovers_known_coefficients():
     cases, rates, per_call = _synthetic()
-    measured = [rates[c.op_class] * c.quantity + per_call for c in cases]
+    measured = [rates[c.op_class] * c.priced + per_call for c in cases]
     f = cal.fit(cases, measured)
     assert f.per_call == pytest.approx(per_call, rel=1e-6)
     for cls, r in rates.items():
@@ -41,8 +41,8 @@ def test_fit_keeps_a_separate_fixed_cost_for_convolutions():
     shapes = [(4, 8), (8, 8), (8, 16)]
     conv = [mb.conv_case((1, c, hw, hw), (c, c, 3, 3), pads=(1, 1, 1, 1)) for c, hw in shapes]
     rates = {**rates, OpClass.CONV: 2.5}
-    measured = [rates[c.op_class] * c.quantity + per_call for c in cases]
-    measured += [2.5 * c.quantity + 1800.0 for c in conv]
+    measured = [rates[c.op_class] * c.priced + per_call for c in cases]
+    measured += [2.5 * c.priced + 1800.0 for c in conv]
     f = cal.fit([*cases, *conv], measured)
     assert f.per_call == pytest.approx(per_call, rel=1e-6)
     assert f.per_call_conv == pytest.approx(1800.0, rel=1e-6)
@@ -54,7 +54,7 @@ def test_fit_keeps_a_separate_fixed_cost_for_convolutions():
 def test_fit_with_noise_stays_close_and_reports_errors():
     cases, rates, per_call = _synthetic()
     noise = [1.0 + 0.02 * ((-1) ** i) for i in range(len(cases))]  # +-2 %, deterministic
-    exact = [rates[c.op_class] * c.quantity + per_call for c in cases]
+    exact = [rates[c.op_class] * c.priced + per_call for c in cases]
     f = cal.fit(cases, [m * e for m, e in zip(exact, noise, strict=True)])
     for cls, r in rates.items():
         assert f.rates[cls] == pytest.approx(r, rel=0.05)
@@ -70,7 +70,7 @@ def test_fit_rejects_mismatched_input():
 
 def test_profile_toml_roundtrip(tmp_path):
     cases, rates, per_call = _synthetic()
-    f = cal.fit(cases, [rates[c.op_class] * c.quantity + per_call for c in cases])
+    f = cal.fit(cases, [rates[c.op_class] * c.priced + per_call for c in cases])
     base = load_profile("cortex-m4")
     prof = cal.profile_from_fit(base, f, "qemu-cortex-m4", True, "fast", "m4-test")
     path = tmp_path / "m4-test.toml"
@@ -84,7 +84,7 @@ def test_profile_toml_roundtrip(tmp_path):
 
 def test_profile_scaled_by_cycles_per_instruction_and_back():
     cases, rates, per_call = _synthetic()
-    f = cal.fit(cases, [rates[c.op_class] * c.quantity + per_call for c in cases])
+    f = cal.fit(cases, [rates[c.op_class] * c.priced + per_call for c in cases])
     base = load_profile("cortex-m4")
     prof = cal.profile_from_fit(base, f, "qemu-cortex-m4", True, "fast", "m4", cycles_per_instruction=1.24)
     assert prof.compute.cycles_per_mac_dense == pytest.approx(2.75 * 1.24, rel=1e-3)

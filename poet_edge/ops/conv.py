@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from poet_edge.kernel_model import conv_weight
 from poet_edge.ops.base import KernelCall, NullArg, OpDef, TensorArg, f32_bytes, unsupported
 from poet_edge.ops.pool_common import Window, check_window_attrs, window, with_shape
 from poet_edge.work import OpClass, Work
@@ -32,8 +33,15 @@ def _class(win: Window) -> OpClass:
     return OpClass.DEPTHWISE if win.groups == win.c > 1 and win.m % win.c == 0 else OpClass.CONV
 
 
-def _conv_work(win: Window, ins, outs) -> Work:
-    return Work(_class(win), macs=_macs(win), bytes_read=f32_bytes(*ins), bytes_written=f32_bytes(*outs))
+def _conv_work(win: Window, ins, outs, kind: str) -> Work:
+    cls, macs = _class(win), _macs(win)
+    return Work(
+        cls,
+        macs=macs,
+        bytes_read=f32_bytes(*ins),
+        bytes_written=f32_bytes(*outs),
+        weight=conv_weight(win, kind, macs),
+    )
 
 
 def _split(win: Window, w: np.ndarray) -> np.ndarray:
@@ -92,7 +100,7 @@ def backward(gb, node, gys, needs):
 
 
 def work(ins, outs, attrs):
-    return _conv_work(conv_window(ins[0], ins[1], attrs), ins, outs)
+    return _conv_work(conv_window(ins[0], ins[1], attrs), ins, outs, "forward")
 
 
 def kernel(node, shape):
@@ -139,7 +147,7 @@ def grad_input_forward(xs, attrs):
 
 
 def grad_input_work(ins, outs, attrs):
-    return _conv_work(_gi_window(ins, attrs), ins, outs)
+    return _conv_work(_gi_window(ins, attrs), ins, outs, "grad_input")
 
 
 def grad_input_kernel(node, shape):
@@ -174,7 +182,7 @@ def grad_weight_forward(xs, attrs):
 
 
 def grad_weight_work(ins, outs, attrs):
-    return _conv_work(_gw_window(ins, attrs), ins, outs)
+    return _conv_work(_gw_window(ins, attrs), ins, outs, "grad_weight")
 
 
 def grad_weight_kernel(node, shape):

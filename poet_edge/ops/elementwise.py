@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from poet_edge.kernel_model import element_weight
 from poet_edge.ops.base import CArg, IntArg, KernelCall, TensorArg, elements, elementwise_work
 
 
@@ -19,6 +22,19 @@ def grad_shape(shapes, attrs):
 
 
 work = elementwise_work
+
+
+def costly(instructions: float, tanh_instructions: float | None = None):
+    """The work of an elementwise op that calls the math helpers: ``instructions`` per element measured for
+    its fast kernel on qemu-cortex-m4 (bench/kernel_model.py), ``tanh_instructions`` for approximate=tanh
+    (GELU), as a weight relative to a plain elementwise kernel (kernel_model.element_weight)."""
+
+    def _work(ins, outs, attrs):
+        tanh = tanh_instructions is not None and attrs.get("approximate", "none") == "tanh"
+        per = tanh_instructions if tanh and tanh_instructions is not None else instructions
+        return replace(elementwise_work(ins, outs, attrs), weight=element_weight(per))
+
+    return _work
 
 
 def in64(fn):

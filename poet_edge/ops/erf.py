@@ -28,7 +28,7 @@ OP = OpDef(
     "Erf",
     ew.same_shape,
     ew.in64(lambda x, attrs: erf64(x)),
-    ew.work,
+    ew.costly(50.1),
     backward,
     ew.kernel("poet_erf_f32", "erf"),
 )

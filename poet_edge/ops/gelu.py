@@ -50,13 +50,19 @@ def _mode(node):
 
 
 OP = OpDef(
-    "Gelu", ew.same_shape, ew.in64(_gelu), ew.work, backward, ew.kernel("poet_gelu_f32", "gelu", _mode), check
+    "Gelu",
+    ew.same_shape,
+    ew.in64(_gelu),
+    ew.costly(51.0, 63.8),
+    backward,
+    ew.kernel("poet_gelu_f32", "gelu", _mode),
+    check,
 )
 GRAD = OpDef(
     "GeluGrad",
     ew.grad_shape,
     ew.in64(_grad),
-    ew.work,
+    ew.costly(119.0, 75.4),
     None,
     ew.kernel("poet_gelu_grad_f32", "gelu", _mode),
     internal=True,

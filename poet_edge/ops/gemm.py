@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from poet_edge.kernel_model import gemm_weight
 from poet_edge.ops.base import FloatArg, IntArg, KernelCall, NullArg, OpDef, TensorArg, f32_bytes, unsupported
 from poet_edge.ops.broadcast import strides_for
 from poet_edge.work import OpClass, Work
@@ -56,7 +57,13 @@ def backward(gb, node, gys, needs):
 
 def work(ins, outs, attrs):
     m, n, k = _mnk(ins, attrs)
-    return Work(OpClass.DENSE, macs=m * n * k, bytes_read=f32_bytes(*ins), bytes_written=f32_bytes(*outs))
+    return Work(
+        OpClass.DENSE,
+        macs=m * n * k,
+        bytes_read=f32_bytes(*ins),
+        bytes_written=f32_bytes(*outs),
+        weight=gemm_weight(m, n, k),
+    )
 
 
 def kernel(node, shape):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from poet_edge.kernel_model import gemm_weight
 from poet_edge.ops import gemm
 from poet_edge.ops.base import (
     IntArg,
@@ -84,6 +85,7 @@ def work(ins, outs, attrs):
         macs=elements(batch) * m * n * k,
         bytes_read=f32_bytes(*ins),
         bytes_written=f32_bytes(*outs),
+        weight=gemm_weight(m, n, k),
     )
 
 

@@ -23,7 +23,12 @@ def grad_forward(xs, attrs):
 
 
 OP = OpDef(
-    "Sigmoid", ew.same_shape, ew.in64(_sigmoid), ew.work, backward, ew.kernel("poet_sigmoid_f32", "sigmoid")
+    "Sigmoid",
+    ew.same_shape,
+    ew.in64(_sigmoid),
+    ew.costly(70.0),
+    backward,
+    ew.kernel("poet_sigmoid_f32", "sigmoid"),
 )
 GRAD = OpDef(
     "SigmoidGrad",

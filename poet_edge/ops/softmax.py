@@ -61,7 +61,13 @@ def grad_infer(shapes, attrs):
     return ew.grad_shape(shapes, attrs)
 
 
-OP = OpDef("Softmax", infer, forward, ew.work, backward, _kernel("poet_softmax_f32"))
+OP = OpDef("Softmax", infer, forward, ew.costly(87.1), backward, _kernel("poet_softmax_f32"))
 GRAD = OpDef(
-    "SoftmaxGrad", grad_infer, grad_forward, ew.work, None, _kernel("poet_softmax_grad_f32"), internal=True
+    "SoftmaxGrad",
+    grad_infer,
+    grad_forward,
+    ew.costly(21.1),
+    None,
+    _kernel("poet_softmax_grad_f32"),
+    internal=True,
 )

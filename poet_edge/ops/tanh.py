@@ -21,7 +21,7 @@ OP = OpDef(
     "Tanh",
     ew.same_shape,
     ew.in64(lambda x, attrs: np.tanh(x)),
-    ew.work,
+    ew.costly(61.0),
     backward,
     ew.kernel("poet_tanh_f32", "tanh"),
 )

@@ -1,0 +1,340 @@
+"""How efficiently the register-blocked kernels (runtime_c/src/optimized) run a given shape.
+
+The fast GEMM and convolution kernels compute blocks of up to R = 4 x P = 6 outputs in registers. A block
+with a reduction of length K executes, per k step, R + P loads and 2 R P arithmetic instructions (one
+multiply, one add: multiply-adds are never contracted) plus loop overhead, then stores its R P outputs.
+Small or narrow shapes therefore cost more per MAC than large ones: a batch-1 dense layer runs 1 x 6
+blocks (7 loads for 6 MACs), a 14-pixel convolution row ends in a 2-pixel block, a border pixel of a
+valid 5x5 convolution gets fewer taps. :func:`gemm_weight` and :func:`conv_weight` walk the kernels' block
+structure (the same loops as the C, without the MACs) and count::
+
+    instructions = 2 MACs + loads + step * k steps + edge_step * border k steps + output * outputs
+                   + block * blocks + row * rows + line * position rows (weight gradients)
+
+with one set of coefficients per kernel family (GEMM; convolution forward, input gradient, weight
+gradient by blocks of input channels, by the 1x1 GEMM path, by kernel taps). The weight is that count
+divided by the count of the same MACs in full 4 x 6 GEMM blocks with a long reduction (``IDEAL``
+instructions per MAC), so a large GEMM weighs 1.0, a convolution about its extra cost, and the cost model
+(:mod:`poet_edge.cost`) prices ``weight * MACs`` at the device's per-MAC rate. A call's fixed set-up is
+not in the weight: the cost model's per-call cycles hold it.
+
+The coefficients are a least-squares fit (relative error, :func:`fit`) of this count to the instruction
+counts of the zoo's dense and convolution calls measured on qemu-cortex-m4 by bench/kernels.py (the fit
+and its residuals: ``.venv/bin/python bench/kernels.py --model``). The count is the same for every Cortex-M
+target (one C source, one instruction set); a device's cycles per instruction live in its profile.
+Depthwise convolutions run a different kernel (one channel, taps in registers): weight 1.0, their own
+per-MAC rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the ops import this module: no import of them at run time
+    from poet_edge.ops.pool_common import Window
+
+
+@dataclass(frozen=True)
+class Coefficients:
+    """Instructions per unit of a kernel family's block structure (besides 2 per MAC and 1 per load)."""
+
+    step: float = 0.0  # loop and pointer overhead of one k step of a block
+    edge_step: float = 0.0  # extra for a step of a border block (run-time tap counts) or a run-time stride
+    output: float = 0.0  # storing one output (and its bias add)
+    block: float = 0.0  # setting up one block
+    row: float = 0.0  # one strip of rows or run of pixels the kernel sets up
+    line: float = 0.0  # one row of positions of a weight-gradient block (its R + P pointers re-pointed)
+
+
+# Fitted with `.venv/bin/python bench/kernel_model.py qemu-cortex-m4` (2026-11-22) to 261 distinct dense and
+# convolution calls (the zoo's and `poet calibrate`'s); terms a family does not have, or whose fitted value
+# came out negative, are 0. Fitted count vs measured, rms / max relative error: gemm 1.3 / 4.1%, conv
+# forward 2.3 / 8.0%, input gradient 4.7 / 25.7% (a first layer's input gradient, which training never
+# runs; 7.9% without it), weight gradient 5.3 / 9.0%, by the 1x1 GEMM path 0.8 / 2.0%; depthwise 1.8 to
+# 19% rms by kind and stride (worst: the stride-2 input gradient, and maps 5 columns wide).
+COEFFICIENTS: dict[str, Coefficients] = {
+    "gemm": Coefficients(step=2.82, output=1.19, block=20.28, row=85.12),
+    "conv_forward": Coefficients(step=3.09, edge_step=5.03, output=3.34, row=274.15),
+    "conv_grad_input": Coefficients(step=3.62, edge_step=13.56, block=98.27, row=320.95),
+    "conv_grad_weight": Coefficients(edge_step=4.81, output=22.77, line=57.73),
+    "conv_grad_weight_pw": Coefficients(step=7.42, output=3.37, row=62.34),
+    "conv_grad_weight_taps": Coefficients(step=7.13, output=61.74, block=3.81, line=87.35),
+    "depthwise_forward_s1": Coefficients(step=0.85, output=0.09, row=21.17),
+    "depthwise_forward_s2": Coefficients(step=1.09, output=0.12, row=33.18),
+    "depthwise_grad_input_s1": Coefficients(step=0.72, output=0.08, row=21.36),
+    "depthwise_grad_input_s2": Coefficients(step=0.58, output=0.26),
+    "depthwise_grad_weight_s1": Coefficients(step=0.69, row=4.3),
+    "depthwise_grad_weight_s2": Coefficients(step=0.89, row=33.29),
+}
+# instructions per element of a plain elementwise kernel (the fast Relu on qemu-cortex-m4): the unit of the
+# weights of elementwise ops that call the math helpers (GELU, tanh, softmax...: ops/elementwise.costly)
+ELEMENT = 7.0
+
+
+def element_weight(instructions: float) -> float:
+    """Weight of an elementwise op measured at ``instructions`` per element."""
+    return round(instructions / ELEMENT, 3)
+
+
+# instructions per MAC of full 4 x 6 GEMM blocks with a long reduction: every weight is relative to it
+IDEAL = 2.0 + 10.0 / 24.0 + COEFFICIENTS["gemm"].step / 24.0
+
+
+@dataclass
+class Tally:
+    """Counts of the block structure of one kernel call of a kernel ``family`` (a key of COEFFICIENTS)."""
+
+    family: str = "gemm"
+    macs: int = 0
+    loads: int = 0
+    steps: int = 0
+    edge_steps: int = 0
+    outputs: int = 0
+    blocks: int = 0
+    rows: int = 0
+    lines: int = 0
+
+    def block(self, r: int, p: int, k: int, times: int = 1, edge: bool = False) -> None:
+        """``times`` blocks of r x p outputs with a reduction of k (``edge``: a border block, whose tap
+        loops have run-time counts)."""
+        self.macs += times * r * p * k
+        self.loads += times * k * (r + p)
+        self.steps += times * k
+        if edge:
+            self.edge_steps += times * k
+        self.outputs += times * r * p
+        self.blocks += times
+
+    def run(self, r: int, n: int, k: int, times: int = 1, edge: bool = False) -> None:
+        """A run of n pixels tiled by 6/4/2/1-pixel blocks (poet_run), r rows, reduction k."""
+        for p in tiles(n, (6, 4, 2, 1)):
+            self.block(r, p, k, times, edge)
+        self.rows += times
+
+    def terms(self) -> tuple[int, ...]:
+        """The counts multiplied by the family's coefficients (in the order of :class:`Coefficients`)."""
+        return (self.steps, self.edge_steps, self.outputs, self.blocks, self.rows, self.lines)
+
+    def instructions(self, table: dict[str, Coefficients] | None = None) -> float:
+        c = (table or COEFFICIENTS)[self.family]
+        coef = (c.step, c.edge_step, c.output, c.block, c.row, c.line)
+        return 2 * self.macs + self.loads + sum(k * n for k, n in zip(coef, self.terms(), strict=True))
+
+    def weight(self, macs: int) -> float:
+        """Modelled instructions over ``macs`` MACs in ideal blocks (1.0 when macs is 0)."""
+        return round(self.instructions() / (IDEAL * macs), 4) if macs > 0 else 1.0
+
+
+def tiles(n: int, sizes: tuple[int, ...]) -> list[int]:
+    """n split as the kernels split it: the largest size as often as it fits, then each smaller size once."""
+    out = [sizes[0]] * (n // sizes[0])
+    n -= sizes[0] * len(out)
+    for s in sizes[1:]:
+        if n >= s:
+            out.append(s)
+            n -= s
+    return out
+
+
+def gemm_tally(m: int, n: int, k: int) -> Tally:
+    """poet_gemm_f32: 4/2/1-row strips x 6/4/2/1-column blocks, each over the whole reduction."""
+    t = Tally()
+    for r in tiles(m, (4, 2, 1)):
+        for p in tiles(n, (6, 4, 2, 1)):
+            t.block(r, p, k)
+        t.rows += 1
+    return t
+
+
+def gemm_weight(m: int, n: int, k: int, batch: int = 1) -> float:
+    """Weight of ``batch`` independent m x n x k products (Gemm, batched MatMul)."""
+    return gemm_tally(m, n, k).weight(m * n * k) if batch > 0 else 1.0
+
+
+def _span(i: int, pad: int, stride: int, k: int, size: int) -> tuple[int, int]:
+    """Forward taps of output index i (poet_fwd_cols): (first tap, count) with i * stride - pad + tap in
+    [0, size) for tap < k."""
+    base = i * stride - pad
+    k0 = max(0, -base)
+    return k0, max(0, min(k, size - base) - k0)
+
+
+def _runs(keys: list[tuple[int, int]]) -> list[tuple[tuple[int, int], int]]:
+    """Maximal runs of equal keys: (key, length)."""
+    out: list[tuple[tuple[int, int], int]] = []
+    for key in keys:
+        if out and out[-1][0] == key:
+            out[-1] = (key, out[-1][1] + 1)
+        else:
+            out.append((key, 1))
+    return out
+
+
+def _gi_taps(i: int, pad: int, stride: int, k: int, out: int) -> tuple[int, int]:
+    """Input-gradient taps of input index i (poet_gi_taps): (first tap, count)."""
+    t = i + pad
+    lo, hi = max(0, t - (out - 1) * stride), min(k - 1, t)
+    if lo > hi:
+        return 0, 0
+    first = lo + (t - lo) % stride
+    return (0, 0) if first > hi else (first, (hi - first) // stride + 1)
+
+
+def _fwd(w: Window, t: Tally) -> None:
+    mg, cg = w.m // w.groups, w.c // w.groups
+    strips = tiles(mg, (4, 2, 1))
+    times = w.n * w.groups
+    if w.kh == w.kw == 1 and w.sh == w.sw == 1 and not (w.pt or w.pl or w.pb or w.pr):
+        for r in strips:
+            t.run(r, w.oh * w.ow, cg, times)
+        return
+    rows = [_span(oh, w.pt, w.sh, w.kh, w.h)[1] for oh in range(w.oh)]
+    cols = _runs([_span(ow, w.pl, w.sw, w.kw, w.w) for ow in range(w.ow)])
+    for r in strips:
+        for nkh in rows:
+            for (_, nkw), n in cols:
+                t.run(r, n, cg * nkh * nkw, times, nkh < w.kh or nkw < w.kw)
+
+
+def _gi(w: Window, t: Tally) -> None:
+    mg, cg = w.m // w.groups, w.c // w.groups
+    strips = tiles(cg, (4, 2, 1))
+    times = w.n * w.groups
+    if w.kh == w.kw == 1 and w.sh == w.sw == 1 and not (w.pt or w.pl or w.pb or w.pr):
+        for r in strips:
+            t.run(r, w.h * w.w, mg, times)
+        return
+    ra = rb = qa = 0
+    qb = w.w
+    if w.sh == w.sw == 1:  # interior rows: border columns as vertical runs (poet_gi_rows)
+        ra, rb = max(0, w.kh - 1 - w.pt), min(w.h, w.oh - w.pt)
+        qa = min(w.w, max(0, w.kw - 1 - w.pl))
+        qb = max(qa, min(w.w, w.ow - w.pl))
+        if ra >= rb or (qa == 0 and qb == w.w):
+            ra = rb = qa = 0
+            qb = w.w
+    for r in strips:
+        if ra < rb:
+            for iw in [*range(0, qa), *range(qb, w.w)]:
+                t.run(r, rb - ra, mg * w.kh * _gi_taps(iw, w.pl, 1, w.kw, w.ow)[1], times, True)
+        for ih in range(w.h):
+            nkh = _gi_taps(ih, w.pt, w.sh, w.kh, w.oh)[1]
+            split = ra <= ih < rb
+            for rho in range(min(w.sw, w.w)):
+                nq = qb if split else (w.w - rho + w.sw - 1) // w.sw
+                q0 = qa if split else 0
+                keys = [_gi_taps(rho + q * w.sw, w.pl, w.sw, w.kw, w.ow) for q in range(q0, nq)]
+                for (_, nkw), n in _runs(keys):
+                    full = nkh * w.sh >= w.kh and nkw * w.sw >= w.kw
+                    t.run(r, n, mg * nkh * nkw, times, not full)
+
+
+def _gw(w: Window, t: Tally) -> None:
+    mg, cg = w.m // w.groups, w.c // w.groups
+    strips = tiles(mg, (4, 2, 1))
+    pointwise = w.kh == w.kw == 1 and w.sh == w.sw == 1 and not (w.pt or w.pl or w.pb or w.pr)
+    if pointwise and w.n == 1:  # poet_gw_pw: input channels as pixels, positions as the reduction
+        t.family = "conv_grad_weight_pw"
+        for r in strips:
+            t.run(r, cg, w.h * w.w, w.groups)
+        return
+    spans_h = [_gw_span(kh, w.pt, w.sh, w.h, w.oh) for kh in range(w.kh)]
+    spans_w = [_gw_span(kw, w.pl, w.sw, w.w, w.ow) for kw in range(w.kw)]
+    if pointwise:
+        spans_h, spans_w = [1], [w.h * w.w]
+    if cg <= 2 and w.kw in (4, 5) and not pointwise:  # poet_gw_taps: the KW taps of a row as the block
+        t.family = "conv_grad_weight_taps"
+        ranges = [_gw_range(kw, w.pl, w.sw, w.w, w.ow) for kw in range(w.kw)]
+        used = [(a, a + n) for a, n in ranges if n > 0]
+        width = max(b for _, b in used) - min(a for a, _ in used) if used else 0
+        missing = w.kw * width - sum(n for _, n in ranges)  # positions of the row a tap skips (tested)
+        for r in strips:
+            for nh in spans_h:
+                times = w.groups * cg
+                t.block(r, w.kw, w.n * nh * width, times)
+                t.macs -= times * r * w.n * nh * missing
+                t.lines += times * w.n * nh
+        return
+    for r in strips:
+        for p in tiles(cg, (6, 4, 2, 1)):
+            for nh in spans_h:
+                for nw in spans_w:
+                    t.block(r, p, w.n * nh * nw, w.groups, w.sw != 1)
+                    t.lines += w.groups * w.n * nh
+
+
+def _gw_range(k: int, pad: int, stride: int, size: int, out: int) -> tuple[int, int]:
+    """(first, count) of the output positions of tap k along one axis (poet_gw_span)."""
+    a = pad - k
+    lo = 0 if a <= 0 else (a + stride - 1) // stride
+    b = size - 1 + pad - k
+    hi = -1 if b < 0 else min(out - 1, b // stride)
+    return lo, max(0, hi - lo + 1)
+
+
+def _gw_span(k: int, pad: int, stride: int, size: int, out: int) -> int:
+    """Number of output positions of tap k along one axis."""
+    return _gw_range(k, pad, stride, size, out)[1]
+
+
+def _depthwise(w: Window, kind: str, t: Tally) -> None:
+    """The 3x3 depthwise kernels: one channel plane at a time, the taps of a kernel row in registers,
+    sliding along output rows (each input value of a row loaded once per kernel row)."""
+    planes = w.n * w.m
+    t.macs = planes * w.oh * w.ow * w.kh * w.kw
+    t.steps = t.macs  # per-MAC addressing beyond the multiply and the add
+    width = min(w.w, (w.ow - 1) * w.sw + w.kw)  # input columns an output row reads
+    t.loads = planes * w.oh * w.kh * width
+    t.outputs = planes * {"forward": w.oh * w.ow, "grad_input": w.h * w.w, "grad_weight": w.kh * w.kw}[kind]
+    t.rows = planes * (w.h if kind == "grad_input" else w.oh)
+    t.blocks = planes
+
+
+KINDS = {"forward": _fwd, "grad_input": _gi, "grad_weight": _gw}
+
+
+def depthwise3(w: Window) -> bool:
+    """Whether the specialised 3x3 depthwise kernels run this window (one input channel per group)."""
+    return w.groups == w.c == w.m > 1 and w.kh == w.kw == 3 and w.sh == w.sw and w.sh in (1, 2)
+
+
+def conv_tally(w: Window, kind: str) -> Tally:
+    """Block structure of one convolution call (``kind``: forward, grad_input, grad_weight)."""
+    if depthwise3(w):
+        t = Tally(f"depthwise_{kind}_s{w.sh}")
+        _depthwise(w, kind, t)
+        return t
+    t = Tally("conv_" + kind)
+    KINDS[kind](w, t)
+    return t
+
+
+def conv_weight(w: Window, kind: str, macs: int) -> float:
+    """Weight of a convolution call of ``macs`` MACs (the cost model's count, padded taps included)."""
+    return conv_tally(w, kind).weight(macs)
+
+
+def fit(tallies: list[Tally], measured: list[float]) -> tuple[dict[str, Coefficients], list[float]]:
+    """Least-squares coefficients per family (rows weighted by 1 / measured; terms that come out negative
+    are dropped and the family refitted) and each call's relative error of the fitted count."""
+    import numpy as np
+
+    out: dict[str, Coefficients] = {}
+    for fam in sorted({t.family for t in tallies}):
+        rows = [i for i, t in enumerate(tallies) if t.family == fam]
+        x = np.array([tallies[i].terms() for i in rows], dtype=np.float64)
+        y = np.array([measured[i] - 2 * tallies[i].macs - tallies[i].loads for i in rows])
+        w = 1.0 / np.array([measured[i] for i in rows])
+        cols = [j for j in range(x.shape[1]) if x[:, j].any()]
+        while True:
+            coef = np.linalg.lstsq(x[:, cols] * w[:, None], y * w, rcond=None)[0]
+            if (coef >= 0).all() or len(cols) == 1:
+                break
+            cols = [c for c, k in zip(cols, coef, strict=True) if k >= 0] or cols[:1]
+        full = [0.0] * x.shape[1]
+        for c, k in zip(cols, coef, strict=True):
+            full[c] = round(float(max(k, 0.0)), 2)
+        out[fam] = Coefficients(*full)
+    errors = [t.instructions(out) / m - 1.0 for t, m in zip(tallies, measured, strict=True)]
+    return out, errors
