@@ -6,6 +6,11 @@ target's toolchain). The model of :mod:`poet_edge.cost` is then fitted by least 
 
     measured(call) ~ rate[class] * quantity(call) + per_call
 
+where quantity is the call's work times its weight (:attr:`poet_edge.work.Work.quantity`): a MAC of a
+batch-1 dense layer or of a convolution's border weighs more than one of a large GEMM
+(:mod:`poet_edge.kernel_model`, whose own coefficients bench/kernel_model.py fits), so the MAC rates are
+per MAC of a large GEMM and the conv per-call cost mostly moves into the weights.
+
 with ``per_call`` shared by the convolution classes (``cycles_per_call_conv``) and one shared by all
 other classes (``cycles_per_call``, the elementwise kernels' fixed cost: they make most of a step's calls):
 a convolution's window and border set-up costs thousands of instructions, a ReLU's call a few dozen, and

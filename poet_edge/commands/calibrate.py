@@ -26,7 +26,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Run micro-benchmarks of every kernel class (dense, conv/depthwise when their "
         "kernels exist, elementwise, reduce, copy, loss, update) over a range of sizes on "
         "--target, fit the profile's compute model (units of work per class + a fixed cost per "
-        "call, least squares on relative error), print the fit's error per class, and write a "
+        "call, least squares on relative error; a MAC or element counts with its kernel-model weight, "
+        "see bench/kernel_model.py), print the fit's error per class, and write a "
         f"profile TOML: --base with the measured [compute] numbers. {QEMU_NOTE}",
     )
     p.add_argument(
