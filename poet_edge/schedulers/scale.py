@@ -52,9 +52,11 @@ baseline engine (:mod:`poet_edge.schedulers.engine`), which repairs overflows by
 Stage model. On graphs of at most ``STAGE_PAIRS`` value-stage pairs (the zoo's small models), the
 stage model of :mod:`poet_edge.schedulers.stage_model` (POET's stage model without its RAM between
 stages: which values are in RAM at each first computation, what is recomputed or paged in between)
-runs next, started from the incumbent, for at most ``STAGE_SHARE`` of the time left: its dual bound
-is a lower bound too (the larger one is reported) and its solution, decoded as a schedule, is
-offered (the simulator decides whether the RAM between stages fits).
+runs after a first, short local search (``ScaleOptions.kicks`` / 10 perturbations, until
+``SEARCH_FIRST`` of the time limit), started from the incumbent (a MIP start: it proves optimality
+much sooner), for at most ``STAGE_SHARE`` of the time left: its dual bound is a lower bound too (the
+larger one is reported) and its solution, decoded as a schedule, is offered (the simulator decides
+whether the RAM between stages fits). The local search then goes on while the gap is open.
 
 Local search. From the cheapest replayed plans: first-improvement descent over plans judged by the
 exact replay (fewer overflow bytes, then lower cost), moves = change one segment (resident / PAGE /
@@ -65,7 +67,7 @@ then iterated: perturb 1-3 random entries of the best plan (fixed seed) and desc
 
 The simulator measures every candidate; the cheapest of the plans and the baselines is returned, so
 the result is never worse than the best baseline. The output is deterministic when the run ends
-before the time limit (gap closed, or kicks exhausted).
+before the time limit (gap closed, or kicks exhausted) and the first local search before its share.
 
 ``Schedule.info``: status, objective, bound, gap ((cost - bound) / cost), seconds, first_valid_s
 (time to the first valid schedule), the schedule's origin and model sizes.
@@ -1112,9 +1114,13 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     n = len(problem.nodes)
     budget = np.full(n, problem.budget_bytes, dtype=np.int64)
     run = _Run(problem, an, cover, best, options, latency, norm)
-    bound = plain + max(_bound(run, budget), _stages(run, plain)) * norm
+    bound = plain + _bound(run, budget) * norm
     primal_status = _improve(run, bound)
-    evals = _search(run, bound)
+    evals = 0
+    if stage_model.pairs(problem, an) <= STAGE_PAIRS:  # a short search first: the stage model's start
+        evals = _search(run, bound, SEARCH_FIRST * options.time_limit_s, options.kicks // 10)
+        bound = max(bound, plain + _stages(run, plain) * norm)
+    evals += _search(run, bound)
     if best.schedule is None:
         raise PoetError(f"scheduler '{NAME}' found no schedule within the budget ({primal_status})")
     return _finish(best, bound, plain, primal_status, cover, evals)
@@ -1143,7 +1149,8 @@ def _bound(run: _Run, budget: np.ndarray) -> float:
 
 
 STAGE_PAIRS = 8000  # the stage model runs on graphs of at most this many value-stage pairs
-STAGE_SHARE = 0.5  # of the time left
+STAGE_SHARE = 0.6  # of the time left
+SEARCH_FIRST = 0.3  # with the stage model, the local search runs first until this share of the time limit
 
 
 def _stages(run: _Run, plain: float) -> float:
@@ -1151,8 +1158,6 @@ def _stages(run: _Run, plain: float) -> float:
     value-stage pairs, started from the incumbent: its solution decoded and offered as a schedule;
     returns its (scaled) dual bound, 0 when it does not run."""
     problem, an, best, options = run.problem, run.an, run.best, run.options
-    if stage_model.pairs(problem, an) > STAGE_PAIRS:
-        return 0.0
     model = stage_model.build(problem, an, _costs(problem, run.latency), run.norm)
     if not model.feasible:
         return 0.0
@@ -1218,17 +1223,20 @@ def _improve(run: _Run, bound: float) -> str:
     return status
 
 
-def _search(run: _Run, bound: float) -> int:
+def _search(run: _Run, bound: float, until: float | None = None, kicks: int | None = None) -> int:
     """Local search (:class:`_Search`) from the three cheapest recorded plans (or from no eviction at
     all), then iterated: perturb 1-3 random segments of the best plan (fixed seed) and descend again,
     at most ``options.kicks`` times, while time remains and the gap is open; returns the number of
-    replays."""
+    replays. ``until``: stop once this many seconds of the run have passed; ``kicks``: at most this
+    many perturbations instead."""
     problem, an, cover, best, options = run.problem, run.an, run.cover, run.best, run.options
     costs = _costs(problem, run.latency)
     search = _Search(problem, an, cover, costs, _modes(problem, cover))
     starts = [plan for _, _, plan in sorted(best.plans, key=lambda x: (x[0], x[1]))] or [{}]
     done: set[tuple[tuple[int, str], ...]] = set()
     margin = 0.05 * options.time_limit_s
+    if until is not None:  # stop once ``until`` seconds of the run have passed
+        margin = max(margin, options.time_limit_s - until)
 
     def offer(plan: Plan) -> None:
         schedule, _ = replay_plan(problem, an, _as_plan(cover, plan), costs)
@@ -1249,7 +1257,7 @@ def _search(run: _Run, bound: float) -> int:
             incumbent = found
     rng = random.Random(0)
     movable = [k for k, m in search.modes.items() if m]
-    for _ in range(options.kicks):
+    for _ in range(options.kicks if kicks is None else kicks):
         if incumbent is None or not movable or not more():
             break
         plan = dict(incumbent)
