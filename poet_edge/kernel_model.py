@@ -181,14 +181,22 @@ def _gi_taps(i: int, pad: int, stride: int, k: int, out: int) -> tuple[int, int]
     return (0, 0) if first > hi else (first, (hi - first) // stride + 1)
 
 
+def _pointwise(w: Window) -> bool:
+    """1x1, stride 1, no padding: the kernels run all pixels of a channel as one row."""
+    return w.kh == w.kw == 1 and w.sh == w.sw == 1 and not (w.pt or w.pl or w.pb or w.pr)
+
+
+def _strips(t: Tally, rows: int, pixels: int, k: int, times: int) -> None:
+    """4/2/1-row strips, each one run of ``pixels`` with a reduction of k (the pointwise paths)."""
+    for r in tiles(rows, (4, 2, 1)):
+        t.run(r, pixels, k, times)
+
+
 def _fwd(w: Window, t: Tally) -> None:
-    mg, cg = w.m // w.groups, w.c // w.groups
+    mg, cg, times = w.m // w.groups, w.c // w.groups, w.n * w.groups
+    if _pointwise(w):
+        return _strips(t, mg, w.oh * w.ow, cg, times)
     strips = tiles(mg, (4, 2, 1))
-    times = w.n * w.groups
-    if w.kh == w.kw == 1 and w.sh == w.sw == 1 and not (w.pt or w.pl or w.pb or w.pr):
-        for r in strips:
-            t.run(r, w.oh * w.ow, cg, times)
-        return
     rows = [_span(oh, w.pt, w.sh, w.kh, w.h)[1] for oh in range(w.oh)]
     cols = _runs([_span(ow, w.pl, w.sw, w.kw, w.w) for ow in range(w.ow)])
     for r in strips:
@@ -198,13 +206,10 @@ def _fwd(w: Window, t: Tally) -> None:
 
 
 def _gi(w: Window, t: Tally) -> None:
-    mg, cg = w.m // w.groups, w.c // w.groups
+    mg, cg, times = w.m // w.groups, w.c // w.groups, w.n * w.groups
+    if _pointwise(w):
+        return _strips(t, cg, w.h * w.w, mg, times)
     strips = tiles(cg, (4, 2, 1))
-    times = w.n * w.groups
-    if w.kh == w.kw == 1 and w.sh == w.sw == 1 and not (w.pt or w.pl or w.pb or w.pr):
-        for r in strips:
-            t.run(r, w.h * w.w, mg, times)
-        return
     ra = rb = qa = 0
     qb = w.w
     if w.sh == w.sw == 1:  # interior rows: border columns as vertical runs (poet_gi_rows)
@@ -233,11 +238,10 @@ def _gi(w: Window, t: Tally) -> None:
 def _gw(w: Window, t: Tally) -> None:
     mg, cg = w.m // w.groups, w.c // w.groups
     strips = tiles(mg, (4, 2, 1))
-    pointwise = w.kh == w.kw == 1 and w.sh == w.sw == 1 and not (w.pt or w.pl or w.pb or w.pr)
+    pointwise = _pointwise(w)
     if pointwise and w.n == 1:  # poet_gw_pw: input channels as pixels, positions as the reduction
         t.family = "conv_grad_weight_pw"
-        for r in strips:
-            t.run(r, cg, w.h * w.w, w.groups)
+        _strips(t, mg, cg, w.h * w.w, w.groups)
         return
     spans_h = [_gw_span(kh, w.pt, w.sh, w.h, w.oh) for kh in range(w.kh)]
     spans_w = [_gw_span(kw, w.pl, w.sw, w.w, w.ow) for kw in range(w.kw)]
