@@ -1148,7 +1148,7 @@ def _bound(run: _Run, budget: np.ndarray) -> float:
     return max(solved.bound, relaxed.bound)
 
 
-STAGE_PAIRS = 8000  # the stage model runs on graphs of at most this many value-stage pairs
+STAGE_PAIRS = 3000  # the stage model runs on graphs of at most this many value-stage pairs
 STAGE_SHARE = 0.6  # of the time left
 SEARCH_FIRST = 0.3  # with the stage model, the local search runs first until this share of the time limit
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -57,8 +58,11 @@ class StageModel:
         default_factory=list
     )  # W = max(0, low + terms)
 
-    def col(self, cost: float) -> int:
+    stage: list[int] = field(default_factory=list)  # per column: its stage (-1: O and W columns)
+
+    def col(self, cost: float, stage: int = -1) -> int:
         self.cost.append(cost)
+        self.stage.append(stage)
         return len(self.cost) - 1
 
     def avail(self, t: int, i: int) -> list[int]:
@@ -87,12 +91,12 @@ def build(
             continue
         page = node.pageable and (cap is None or node.out_bytes <= cap)
         for t in range(i, an.req[i]):
-            m.K[(t, i)] = m.col(0.0)
+            m.K[(t, i)] = m.col(0.0, t)
         for t in range(i + 1, an.req[i] + 1):
             if node.recomputable and t <= an.recomp_until[i]:
-                m.R[(t, i)] = m.col(comp[i] / norm)
+                m.R[(t, i)] = m.col(comp[i] / norm, t)
             if page:
-                m.M[(t, i)] = m.col(pin[i] / norm)
+                m.M[(t, i)] = m.col(pin[i] / norm, t)
         if any((t, i) in m.M for t in range(i + 1, an.req[i] + 1)):
             m.out[i] = m.col(pout[i] / norm)
     for (t, i), c in m.K.items():
@@ -243,11 +247,15 @@ def solve(
     m: StageModel, time_limit: float, threads: int | None, gap_abs: float, start: np.ndarray | None = None
 ) -> Result:
     """HiGHS on the model; stops at an absolute gap of ``gap_abs`` (scaled units) or the time limit."""
+    return run(load(m, threads, gap_abs), time_limit, start)
+
+
+def load(m: StageModel, threads: int | None, gap_abs: float) -> Any:
+    """A highspy instance holding the model."""
     import highspy
 
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
-    h.setOptionValue("time_limit", max(0.05, time_limit))
     h.setOptionValue("mip_rel_gap", 0.0)
     h.setOptionValue("mip_abs_gap", gap_abs)
     h.setOptionValue("random_seed", 0)
@@ -255,7 +263,7 @@ def solve(
         h.setOptionValue("threads", threads)
     ncol = len(m.cost)
     if ncol == 0:
-        return Result("empty", False, True, 0.0, 0.0, np.zeros(0))
+        return h
     h.addCols(
         ncol,
         np.array(m.cost),
@@ -274,6 +282,16 @@ def solve(
     idx = np.array([j for r in m.rows for j in r[2]], dtype=np.int32)
     val = np.array([v for r in m.rows for v in r[3]], dtype=np.float64)
     h.addRows(len(m.rows), low, up, len(idx), starts, idx, val)
+    return h
+
+
+def run(h: Any, time_limit: float, start: np.ndarray | None = None) -> Result:
+    """Solves the loaded model (from ``start``, a MIP start, if given)."""
+    import highspy
+
+    h.setOptionValue("time_limit", max(0.05, time_limit))
+    if h.getNumCol() == 0:
+        return Result("empty", False, True, 0.0, 0.0, np.zeros(0))
     if start is not None:
         sol = highspy.HighsSolution()
         sol.col_value = list(map(float, start))
@@ -400,3 +418,15 @@ def violated(m: StageModel, x: np.ndarray, tol: float = 1e-7) -> list[int]:
         if s < low - tol or s > up + tol:
             out.append(r)
     return out
+
+
+def window(h: Any, m: StageModel, x: np.ndarray, first: int, last: int, time_limit: float) -> Result:
+    """Large-neighbourhood step: every K, R, M column outside stages [first, last] fixed at its value
+    in ``x`` (a point of the model), the rest re-optimized from x; the bounds are restored after."""
+    st = np.array(m.stage)
+    out = np.flatnonzero((st >= 0) & ((st < first) | (st > last))).astype(np.int32)
+    h.changeColsBounds(len(out), out, x[out], x[out])
+    try:
+        return run(h, time_limit, x)
+    finally:
+        h.changeColsBounds(len(out), out, np.zeros(len(out)), np.ones(len(out)))
