@@ -292,3 +292,36 @@ def test_stage_model_holds_the_exact_optimum(seed: int) -> None:
         except PoetError:
             continue
         _stage_point_checks(problem, [exact, *_valid_schedules(problem)])
+
+
+@pytest.mark.parametrize("path", ["stage", "lns"])
+def test_stage_model_and_lns_paths(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both stage-model paths of scale (the model itself on small graphs, the large-neighbourhood
+    search on mid-size ones) forced on small DAGs: valid, never worse, honest bound."""
+    from poet_edge.schedulers import scale, stage_model
+
+    calls = {"solve": 0, "window": 0}
+
+    def counted(name: str):  # type: ignore[no-untyped-def]
+        fn = getattr(stage_model, name)
+
+        def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+            calls[name] += 1
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(stage_model, "solve", counted("solve"))
+    monkeypatch.setattr(stage_model, "window", counted("window"))
+    if path == "lns":
+        monkeypatch.setattr(scale, "STAGE_PAIRS", 0)
+        monkeypatch.setattr(scale, "LNS_AFTER", 0.0)
+        monkeypatch.setattr(scale, "LNS_WIDTH", 6)
+        monkeypatch.setattr(scale, "LNS_STEP", 3)
+    for seed in range(3):
+        base = random_layered_dag(30, seed + 20, unpageable_prob=0.2 * seed, n_invalidations=seed)
+        for problem in _budgets(base, (0.7, 0.5, 0.0)):
+            _check(problem)
+    for problem, _, _ in _against_exact(training_chain(5, seed=7)):
+        _check(problem)
+    assert calls["window" if path == "lns" else "solve"] > 0

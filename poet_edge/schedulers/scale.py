@@ -56,7 +56,10 @@ runs after a first, short local search (``ScaleOptions.kicks`` / 10 perturbation
 ``SEARCH_FIRST`` of the time limit), started from the incumbent (a MIP start: it proves optimality
 much sooner), for at most ``STAGE_SHARE`` of the time left: its dual bound is a lower bound too (the
 larger one is reported) and its solution, decoded as a schedule, is offered (the simulator decides
-whether the RAM between stages fits). The local search then goes on while the gap is open.
+whether the RAM between stages fits). The local search then goes on while the gap is open. On mid-size graphs (at most ``LNS_PAIRS``
+pairs) the local search stops at ``LNS_AFTER`` of the time limit and a large-neighbourhood search
+with the stage model takes over (:func:`_lns`: windows of stages re-optimized by HiGHS around the
+incumbent, every other column fixed).
 
 Local search. From the cheapest replayed plans: first-improvement descent over plans judged by the
 exact replay (fewer overflow bytes, then lower cost), moves = change one segment (resident / PAGE /
@@ -1117,10 +1120,16 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     bound = plain + _bound(run, budget) * norm
     primal_status = _improve(run, bound)
     evals = 0
-    if stage_model.pairs(problem, an) <= STAGE_PAIRS:  # a short search first: the stage model's start
+    pairs = stage_model.pairs(problem, an)
+    if pairs <= STAGE_PAIRS:  # a short search first: the stage model's start
         evals = _search(run, bound, SEARCH_FIRST * options.time_limit_s, options.kicks // 10)
         bound = max(bound, plain + _stages(run, plain) * norm)
-    evals += _search(run, bound)
+        evals += _search(run, bound)
+    elif pairs <= LNS_PAIRS:
+        evals = _search(run, bound, LNS_AFTER * options.time_limit_s)
+        _lns(run, plain, bound)
+    else:
+        evals = _search(run, bound)
     if best.schedule is None:
         raise PoetError(f"scheduler '{NAME}' found no schedule within the budget ({primal_status})")
     return _finish(best, bound, plain, primal_status, cover, evals)
@@ -1169,6 +1178,49 @@ def _stages(run: _Run, plain: float) -> float:
         values = solved.values
         _try(problem, best, options, lambda: stage_model.decode(problem, an, model, values), "stage model")
     return solved.bound
+
+
+LNS_PAIRS = 8000  # larger graphs: after the local search, windows of the stage model re-optimized
+LNS_AFTER = 0.5  # share of the time limit after which the large-neighbourhood search takes over
+LNS_WIDTH, LNS_STEP, LNS_SECONDS = 30, 15, 3.0  # window stages, step between windows, seconds per window
+
+
+def _lns(run: _Run, plain: float, bound: float) -> None:
+    """Large-neighbourhood search with the stage model (graphs of at most ``LNS_PAIRS`` value-stage
+    pairs): the incumbent as a point of the model, every column outside a window of ``LNS_WIDTH``
+    stages fixed, the window re-optimized by HiGHS (at most ``LNS_SECONDS``, from the incumbent); a
+    cheaper solution is decoded, checked by the simulator and becomes the incumbent. Windows sweep the
+    stages (step ``LNS_STEP``) until the gap closes or the time limit (less 5%) is reached."""
+    problem, an, best, options = run.problem, run.an, run.best, run.options
+    margin = 0.05 * options.time_limit_s
+    if best.schedule is None or _left(best, options) < margin + 1.0:
+        return
+    model = stage_model.build(problem, an, _costs(problem, run.latency), run.norm)
+    x = stage_model.encode(problem, an, model, best.schedule)
+    if not model.feasible or x is None:
+        return
+    h = stage_model.load(model, options.threads, options.gap_rel / 4 * best.cost / run.norm)
+    n, stale = len(problem.nodes), 0
+    while stale < n and best.cost > bound * (1 + options.gap_rel):
+        for first in range(0, n, LNS_STEP):
+            left = _left(best, options) - margin
+            if left < 0.2 or best.cost <= bound * (1 + options.gap_rel):
+                return
+            solved = stage_model.window(h, model, x, first, first + LNS_WIDTH, min(LNS_SECONDS, left))
+            stale += LNS_STEP
+            if solved.values is None:
+                continue
+            before = best.cost
+            _try(
+                problem,
+                best,
+                options,
+                lambda v=solved.values: stage_model.decode(problem, an, model, v),  # type: ignore[misc]
+                "stage LNS",
+            )
+            y = stage_model.encode(problem, an, model, best.schedule) if best.cost < before else None
+            if y is not None:
+                x, stale = y, 0
 
 
 def _offer_plan(run: _Run, segplan: Plan, origin: str) -> dict[int, int]:
