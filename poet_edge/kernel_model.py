@@ -11,8 +11,9 @@ structure (the same loops as the C, without the MACs) and count::
     instructions = 2 MACs + loads + step * k steps + edge_step * border k steps + output * outputs
                    + block * blocks + row * rows + line * position rows (weight gradients)
 
-with one set of coefficients per kernel family (GEMM; convolution forward, input gradient, weight
-gradient by blocks of input channels, by the 1x1 GEMM path, by kernel taps). The weight is that count
+with one set of coefficients per kernel family (GEMM, which also runs the 1x1 convolutions' gradients;
+convolution forward, input gradient, weight gradient by blocks of input channels or by kernel taps;
+depthwise 3x3 by kind and stride). The weight is that count
 divided by the count of the same MACs in full 4 x 6 GEMM blocks with a long reduction (``IDEAL``
 instructions per MAC), so a large GEMM weighs 1.0, a convolution about its extra cost, and the cost model
 (:mod:`poet_edge.cost`) prices ``weight * MACs`` at the device's per-MAC rate. A call's fixed set-up is
@@ -49,22 +50,21 @@ class Coefficients:
 
 # Fitted with `.venv/bin/python bench/kernel_model.py qemu-cortex-m4` (2026-11-22) to 261 distinct dense and
 # convolution calls (the zoo's and `poet calibrate`'s); terms a family does not have, or whose fitted value
-# came out negative, are 0. Fitted count vs measured, rms / max relative error: gemm 1.3 / 4.1%, conv
-# forward 2.3 / 8.0%, input gradient 4.7 / 25.7% (a first layer's input gradient, which training never
-# runs; 7.9% without it), weight gradient 5.3 / 9.0%, by the 1x1 GEMM path 0.8 / 2.0%; depthwise 1.8 to
-# 19% rms by kind and stride (worst: the stride-2 input gradient, and maps 5 columns wide).
+# came out negative, are 0. Fitted count vs measured, rms / max relative error: gemm (with the 1x1
+# convolution gradients, which call it) 1.7 / 4.6%, conv forward 2.3 / 8.0%, input gradient 5.8 / 18.9%
+# (a first layer's input gradient, which training never runs), weight gradient 5.3 / 9.0%; depthwise 1.8
+# to 19% rms by kind and stride (worst: the stride-2 input gradient, and maps 5 columns wide).
 COEFFICIENTS: dict[str, Coefficients] = {
-    "gemm": Coefficients(step=2.82, output=1.19, block=20.28, row=85.12),
-    "conv_forward": Coefficients(step=3.09, edge_step=5.03, output=3.34, row=274.15),
-    "conv_grad_input": Coefficients(step=3.62, edge_step=13.56, block=98.27, row=320.95),
-    "conv_grad_weight": Coefficients(edge_step=4.81, output=22.77, line=57.73),
-    "conv_grad_weight_pw": Coefficients(step=7.42, output=3.37, row=62.34),
+    "gemm": Coefficients(step=3.15, output=1.54, block=13.86, row=83.92),
+    "conv_forward": Coefficients(step=3.09, edge_step=5.03, output=3.34, row=274.02),
+    "conv_grad_input": Coefficients(step=1.51, edge_step=17.31, block=284.12),
+    "conv_grad_weight": Coefficients(edge_step=4.81, output=22.77, line=57.75),
     "conv_grad_weight_taps": Coefficients(step=7.13, output=61.74, block=3.81, line=87.35),
     "depthwise_forward_s1": Coefficients(step=0.85, output=0.09, row=21.17),
-    "depthwise_forward_s2": Coefficients(step=1.09, output=0.12, row=33.18),
-    "depthwise_grad_input_s1": Coefficients(step=0.72, output=0.08, row=21.36),
+    "depthwise_forward_s2": Coefficients(step=1.09, output=0.12, row=33.17),
+    "depthwise_grad_input_s1": Coefficients(step=0.72, output=0.08, row=21.37),
     "depthwise_grad_input_s2": Coefficients(step=0.58, output=0.26),
-    "depthwise_grad_weight_s1": Coefficients(step=0.69, row=4.3),
+    "depthwise_grad_weight_s1": Coefficients(step=0.69, row=4.29),
     "depthwise_grad_weight_s2": Coefficients(step=0.89, row=33.29),
 }
 # instructions per element of a plain elementwise kernel (the fast Relu on qemu-cortex-m4): the unit of the
@@ -192,6 +192,14 @@ def _strips(t: Tally, rows: int, pixels: int, k: int, times: int) -> None:
         t.run(r, pixels, k, times)
 
 
+def _as_gemm(t: Tally, m: int, n: int, k: int, times: int) -> None:
+    """``times`` m x n x k products by poet_gemm_f32 (the 1x1 gradients): counted as GEMM."""
+    g = gemm_tally(m, n, k)
+    t.family = g.family
+    for name in ("macs", "loads", "steps", "outputs", "blocks", "rows"):
+        setattr(t, name, getattr(g, name) * times)
+
+
 def _fwd(w: Window, t: Tally) -> None:
     mg, cg, times = w.m // w.groups, w.c // w.groups, w.n * w.groups
     if _pointwise(w):
@@ -207,8 +215,8 @@ def _fwd(w: Window, t: Tally) -> None:
 
 def _gi(w: Window, t: Tally) -> None:
     mg, cg, times = w.m // w.groups, w.c // w.groups, w.n * w.groups
-    if _pointwise(w):
-        return _strips(t, cg, w.h * w.w, mg, times)
+    if _pointwise(w):  # poet_gi_pw: Wᵀ·dY per sample and group by the fast GEMM
+        return _as_gemm(t, cg, w.h * w.w, mg, times)
     strips = tiles(cg, (4, 2, 1))
     ra = rb = qa = 0
     qb = w.w
@@ -239,10 +247,8 @@ def _gw(w: Window, t: Tally) -> None:
     mg, cg = w.m // w.groups, w.c // w.groups
     strips = tiles(mg, (4, 2, 1))
     pointwise = _pointwise(w)
-    if pointwise and w.n == 1:  # poet_gw_pw: input channels as pixels, positions as the reduction
-        t.family = "conv_grad_weight_pw"
-        _strips(t, mg, cg, w.h * w.w, w.groups)
-        return
+    if pointwise and w.n == 1:  # poet_gw_pw: dY·Xᵀ per group by the fast GEMM
+        return _as_gemm(t, mg, cg, w.h * w.w, w.groups)
     spans_h = [_gw_span(kh, w.pt, w.sh, w.h, w.oh) for kh in range(w.kh)]
     spans_w = [_gw_span(kw, w.pl, w.sw, w.w, w.ow) for kw in range(w.kw)]
     if pointwise:

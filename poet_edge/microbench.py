@@ -231,7 +231,7 @@ def _renames(variant: str) -> str:
 
 def _variant_units(cases: Sequence[KernelCase], variant: str, work: Path) -> list[Path]:
     units: list[Path] = []
-    for src in sorted({c.source for c in cases}):
+    for src in emit.with_dependencies({c.source for c in cases}):
         path = work / f"mb_{variant}_{src}.c"
         path.write_text(
             f"/* {variant} {src}.c with renamed symbols */\n{_renames(variant)}\n"

@@ -283,9 +283,19 @@ def generate(
     }
 
 
+# kernel sources whose fast variant calls another source's public kernel (the 1x1 weight gradient of the
+# fast convolution is a product of two matrices: poet_gemm_f32)
+KERNEL_DEPENDENCIES: dict[str, tuple[str, ...]] = {"conv": ("gemm",)}
+
+
+def with_dependencies(sources: set[str]) -> list[str]:
+    """``sources`` and the sources they call (KERNEL_DEPENDENCIES), sorted."""
+    return sorted(sources | {d for s in sources for d in KERNEL_DEPENDENCIES.get(s, ())})
+
+
 def kernel_sources(tg: Graph) -> list[str]:
     """runtime_c/src/kernels/*.c files the generated code needs (math.c always)."""
-    return sorted({kernel_call(n, tg).source for n in tg.nodes} | {"math"})
+    return with_dependencies({kernel_call(n, tg).source for n in tg.nodes} | {"math"})
 
 
 KERNEL_VARIANTS = ("fast", "reference")

@@ -22,7 +22,9 @@
  * (one input channel per output channel) instead keeps the KW taps of one kernel row in registers and
  * slides along the row, so each dY value is loaded once for KW products.
  * Shapes outside the specialised paths (e.g. other kernel widths) use the same blocks with run-time tap
- * counts. */
+ * counts. The 1x1 stride-1 input gradient (Wᵀ·dY) and one-sample weight gradient (dY·Xᵀ) are products of
+ * two matrices: they call the fast GEMM (poet_gemm_f32, src/optimized/gemm.c), whose walks along the
+ * reduction cost less than the block kernel's strided ones. */
 #include <stddef.h>
 
 #include "poet/kernels.h"
@@ -1094,6 +1096,7 @@ POET_NOINLINE void poet_fwd_any(const poet_cgeo *g, const float *X, const float 
     poet_fwd_all(g, X, W, B, Y, 0, 0, 0);
 }
 
+
 void poet_conv2d_f32(const float *X, const float *W, const float *B, float *Y, const int32_t *geom)
 {
     const poet_cgeo g = poet_conv_geo(geom);
@@ -1265,9 +1268,15 @@ POET_ALWAYS_INLINE void poet_gi_all(const poet_cgeo *g, const float *dY, const f
     }
 }
 
+/* 1x1, stride 1, no padding: dX[c, s] = sum over m of W[m, c] * dY[m, s] is the product Wᵀ·dY per sample
+ * and group, which the fast GEMM (src/optimized/gemm.c, Aᵀ·B) computes in the reference order: m ascending
+ * from +0.0f. */
 POET_NOINLINE void poet_gi_pw(const poet_cgeo *g, const float *dY, const float *W, float *dX)
 {
-    poet_gi_all(g, dY, W, dX, 1, 1, 1);
+    for (int32_t n = 0; n < g->N; ++n)
+        for (int32_t grp = 0; grp < g->G; ++grp)
+            poet_gemm_f32(W + grp * g->Mg * g->Cg, dY + (n * g->M + grp * g->Mg) * g->OHW, NULL,
+                          dX + (n * g->C + grp * g->Cg) * g->IHW, g->Cg, g->IHW, g->Mg, 1, 0, 1.0f, 0.0f, 0, 0);
 }
 POET_NOINLINE void poet_gi_pw_s2(const poet_cgeo *g, const float *dY, const float *W, float *dX)
 {
@@ -1394,36 +1403,14 @@ POET_ALWAYS_INLINE void poet_gw_all(const poet_cgeo *g, const float *X, const fl
     }
 }
 
-/* 1x1, stride 1, no padding, one sample: dW[m, c] = sum over s of dY[m, s] * X[c, s] is a product of two
- * matrices; the block kernel runs it with the pixels as the reduction (k1) and input channels as pixels. */
+/* 1x1, stride 1, no padding, one sample: dW[m, c] = sum over s of dY[m, s] * X[c, s] is the product dY·Xᵀ
+ * of two matrices per group, which the fast GEMM (src/optimized/gemm.c, A·Bᵀ: both operands walked along
+ * s by post-incremented pointers) computes in the reference order: s ascending from +0.0f. */
 POET_NOINLINE void poet_gw_pw(const poet_cgeo *g, const float *X, const float *dY, float *dW)
 {
-    for (int32_t grp = 0; grp < g->G; ++grp) {
-        int32_t m = grp * g->Mg;
-        const int32_t mend = m + g->Mg;
-        while (m < mend) {
-            const int32_t R = mend - m >= 4 ? 4 : mend - m >= 2 ? 2 : 1;
-            poet_blk b;
-            b.v = X + grp * g->Cg * g->IHW;
-            b.w = dY + m * g->OHW;
-            b.nk1 = g->IHW;
-            b.nk2 = b.nk3 = 1;
-            b.vk1 = 1;
-            b.vk2 = 0;
-            b.vp = g->IHW;
-            b.wr = g->OHW;
-            b.wk1 = 1;
-            b.wk2 = b.wk3 = 0;
-            b.bias = NULL;
-            b.y = dW + m * g->Cg;
-            b.yr = g->Cg;
-            b.yp = 1;
-            if (R == 4) poet_run(&b, g->Cg, g->IHW, 1, 4, 1, 1, 0, 1, 1, 0, 1);
-            else if (R == 2) poet_run(&b, g->Cg, g->IHW, 1, 2, 1, 1, 0, 1, 1, 0, 1);
-            else poet_run(&b, g->Cg, g->IHW, 1, 1, 1, 1, 0, 1, 1, 0, 1);
-            m += R;
-        }
-    }
+    for (int32_t grp = 0; grp < g->G; ++grp)
+        poet_gemm_f32(dY + grp * g->Mg * g->OHW, X + grp * g->Cg * g->IHW, NULL, dW + grp * g->Mg * g->Cg, g->Mg,
+                      g->Cg, g->IHW, 0, 1, 1.0f, 0.0f, 0, 0);
 }
 
 POET_NOINLINE void poet_gw_s1(const poet_cgeo *g, const float *X, const float *dY, float *dW)
