@@ -1,4 +1,5 @@
-"""Schedulers at scale: "scale" (segment-cover bound + primal plans) vs the POET MILP ("poet-milp"),
+"""Schedulers at scale: "scale" (segment-cover bound + primal plans + local search; on graphs of at most
+8000 value-stage pairs also its stage model, a second bound and primal) vs the POET MILP ("poet-milp"),
 greedy and the best baseline, on every zoo training graph (cortex-m4) and on random layered DAGs.
 
 Graphs are written as node-link graph files to a temp dir and read back (graphio). Random layered

@@ -56,10 +56,10 @@ runs after a first, short local search (``ScaleOptions.kicks`` / 10 perturbation
 ``SEARCH_FIRST`` of the time limit), started from the incumbent (a MIP start: it proves optimality
 much sooner), for at most ``STAGE_SHARE`` of the time left: its dual bound is a lower bound too (the
 larger one is reported) and its solution, decoded as a schedule, is offered (the simulator decides
-whether the RAM between stages fits). The local search then goes on while the gap is open. On mid-size graphs (at most ``LNS_PAIRS``
-pairs) the local search stops at ``LNS_AFTER`` of the time limit and a large-neighbourhood search
-with the stage model takes over (:func:`_lns`: windows of stages re-optimized by HiGHS around the
-incumbent, every other column fixed).
+whether the RAM between stages fits). The local search then goes on while the gap is open. On
+mid-size graphs (at most ``LNS_PAIRS`` pairs) the local search stops at ``LNS_AFTER`` of the time
+limit and a large-neighbourhood search with the stage model takes over (:func:`_lns`: windows of
+stages re-optimized by HiGHS around the incumbent, every other column fixed).
 
 Local search. From the cheapest replayed plans: first-improvement descent over plans judged by the
 exact replay (fewer overflow bytes, then lower cost), moves = change one segment (resident / PAGE /
@@ -1158,7 +1158,7 @@ def _bound(run: _Run, budget: np.ndarray) -> float:
 
 
 STAGE_PAIRS = 3000  # the stage model runs on graphs of at most this many value-stage pairs
-STAGE_SHARE = 0.6  # of the time left
+STAGE_SHARE = 0.85  # of the time left (the local search after it gets the rest)
 SEARCH_FIRST = 0.3  # with the stage model, the local search runs first until this share of the time limit
 
 
