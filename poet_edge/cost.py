@@ -7,10 +7,11 @@ Compute (one kernel call, :func:`node_cost`)::
     seconds = cycles / mcu.clock_hz
     joules  = mcu.active_power_w * seconds
 
-where quantity (:attr:`poet_edge.work.Work.quantity`) is ``work.macs * work.weight`` for dense/conv/depthwise
-(the weight: how much a MAC of this shape costs relative to one of a large GEMM in the register-blocked
-kernels, :mod:`poet_edge.kernel_model`), ``work.bytes_written`` for copy, and ``work.elements`` for
-elementwise/reduce/loss/update. There is no separate per-MAC energy term:
+where quantity (:attr:`poet_edge.work.Work.quantity`) is ``work.weight`` times ``work.macs`` for
+dense/conv/depthwise, ``work.bytes_written`` for copy and ``work.elements`` for elementwise/reduce/loss/
+update. The weight (:mod:`poet_edge.kernel_model`) says how much one unit of this call costs relative to
+one of a large GEMM (MACs: the register-blocked kernels' block structure) or of a plain elementwise
+kernel (elementwise ops that call math helpers); 1.0 otherwise. There is no separate per-MAC energy term:
 energy is the MCU's active power over the kernel's duration.
 
 Storage transfer (one page-in or page-out of ``nbytes``, :func:`transfer_cost`)::

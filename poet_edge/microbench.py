@@ -56,7 +56,7 @@ class KernelCase:
     labels: int = 0
     label_classes: int = 1
     arrays: tuple[str, ...] = ()  # static const int32 arrays the call uses (C definitions)
-    priced: float = 0.0
+    priced: float = 0.0  # set by op_case (every case is made there)
 
 
 def quantity_of(work: Work) -> int:
