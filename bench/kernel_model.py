@@ -25,7 +25,8 @@ from poet_edge import microbench as mb  # noqa: E402
 from poet_edge.ops.conv import conv_window  # noqa: E402
 from poet_edge.work import OpClass  # noqa: E402
 
-GEMM = re.compile(r"^gemm (\d+)x(\d+)x(\d+) ")
+GEMM = re.compile(r"^gemm (\d+)x(\d+)x(\d+) (A·Bᵀ|A·B|Aᵀ·B|Aᵀ·Bᵀ)")
+LAYOUT = {"A·Bᵀ": (0, 1), "A·B": (0, 0), "Aᵀ·B": (1, 0), "Aᵀ·Bᵀ": (1, 1)}
 CONV = re.compile(
     r"^(conv|conv_dx|conv_dw) (\d+)x(\d+)x(\d+)x(\d+) w(\d+)x(\d+)x(\d+)x(\d+) s(\d+)x(\d+) p([\d,]+) g(\d+)"
 )
@@ -36,7 +37,8 @@ def tally(case: mb.KernelCase) -> km.Tally:
     """The model's count for a case made by mb.gemm_case or mb.conv_case (read back from its name)."""
     g = GEMM.match(case.name)
     if g:
-        return km.gemm_tally(*map(int, g.groups()))
+        m, n, k, layout = g.groups()
+        return km.gemm_tally(int(m), int(n), int(k), *LAYOUT[layout])
     c = CONV.match(case.name)
     if not c:
         raise ValueError(f"no model for {case.name}")

@@ -46,26 +46,28 @@ class Coefficients:
     block: float = 0.0  # setting up one block
     row: float = 0.0  # one strip of rows or run of pixels the kernel sets up
     line: float = 0.0  # one row of positions of a weight-gradient block (its R + P pointers re-pointed)
+    asm_step: float = 0.0  # loop overhead of one k step of an assembly GEMM block (poet/blocked_arm.h)
+    asm_block: float = 0.0  # setting up, zeroing and storing one assembly GEMM block
 
 
-# Fitted with `.venv/bin/python bench/kernel_model.py qemu-cortex-m4` (2026-11-22) to 261 distinct dense and
+# Fitted with `.venv/bin/python bench/kernel_model.py qemu-cortex-m4` (2026-11-23) to 261 distinct dense and
 # convolution calls (the zoo's and `poet calibrate`'s); terms a family does not have, or whose fitted value
 # came out negative, are 0. Fitted count vs measured, rms / max relative error: gemm (with the 1x1
-# convolution gradients, which call it) 1.7 / 4.6%, conv forward 2.3 / 8.0%, input gradient 5.8 / 18.9%
-# (a first layer's input gradient, which training never runs), weight gradient 5.3 / 9.0%; depthwise 1.8
-# to 19% rms by kind and stride (worst: the stride-2 input gradient, and maps 5 columns wide).
+# convolutions, which call it) 1.4 / 7.1%, conv forward 1.7 / 4.1%, input gradient 5.8 / 18.9% (a first
+# layer's input gradient, which training never runs), weight gradient 5.3 / 9.0%; depthwise 1.8 to 19% rms
+# by kind and stride (worst: the stride-2 input gradient, and maps 5 columns wide).
 COEFFICIENTS: dict[str, Coefficients] = {
-    "gemm": Coefficients(step=3.15, output=1.54, block=13.86, row=83.92),
-    "conv_forward": Coefficients(step=3.09, edge_step=5.03, output=3.34, row=274.02),
-    "conv_grad_input": Coefficients(step=1.51, edge_step=17.31, block=284.12),
-    "conv_grad_weight": Coefficients(edge_step=4.81, output=22.77, line=57.75),
-    "conv_grad_weight_taps": Coefficients(step=7.13, output=61.74, block=3.81, line=87.35),
+    "gemm": Coefficients(step=3.52, row=171.08, asm_step=1.02, asm_block=45.43),
+    "conv_forward": Coefficients(step=5.2, edge_step=1.81, output=1.04, block=94.27, row=116.28),
+    "conv_grad_input": Coefficients(step=1.51, edge_step=17.3, block=284.13),
+    "conv_grad_weight": Coefficients(edge_step=4.81, output=22.77, line=57.73),
+    "conv_grad_weight_taps": Coefficients(step=7.14, output=61.73, block=3.81, line=87.34),
     "depthwise_forward_s1": Coefficients(step=0.85, output=0.09, row=21.17),
     "depthwise_forward_s2": Coefficients(step=1.09, output=0.12, row=33.17),
-    "depthwise_grad_input_s1": Coefficients(step=0.72, output=0.08, row=21.37),
+    "depthwise_grad_input_s1": Coefficients(step=0.72, output=0.08, row=21.36),
     "depthwise_grad_input_s2": Coefficients(step=0.58, output=0.26),
-    "depthwise_grad_weight_s1": Coefficients(step=0.69, row=4.29),
-    "depthwise_grad_weight_s2": Coefficients(step=0.89, row=33.29),
+    "depthwise_grad_weight_s1": Coefficients(step=0.69, row=4.3),
+    "depthwise_grad_weight_s2": Coefficients(step=0.89, row=33.31),
 }
 # instructions per element of a plain elementwise kernel (the fast Relu on qemu-cortex-m4): the unit of the
 # weights of elementwise ops that call the math helpers (GELU, tanh, softmax...: ops/elementwise.costly)
@@ -77,8 +79,9 @@ def element_weight(instructions: float) -> float:
     return round(instructions / ELEMENT, 3)
 
 
-# instructions per MAC of full 4 x 6 GEMM blocks with a long reduction: every weight is relative to it
-IDEAL = 2.0 + 10.0 / 24.0 + COEFFICIENTS["gemm"].step / 24.0
+# instructions per MAC of full 4 x 6 assembly A·B blocks with a long reduction (7 load and pointer
+# instructions per 24 MACs): every weight is relative to it
+IDEAL = 2.0 + 7.0 / 24.0 + COEFFICIENTS["gemm"].asm_step / 24.0
 
 
 @dataclass
@@ -94,6 +97,17 @@ class Tally:
     blocks: int = 0
     rows: int = 0
     lines: int = 0
+    asm_steps: int = 0
+    asm_blocks: int = 0
+
+    def asm(self, r: int, p: int, k: int, load_instructions: int) -> None:
+        """One assembly block of r x p outputs (poet/blocked_arm.h) issuing ``load_instructions`` load and
+        pointer instructions over its reduction of k."""
+        self.macs += r * p * k
+        self.loads += load_instructions
+        self.outputs += r * p
+        self.asm_steps += k
+        self.asm_blocks += 1
 
     def block(self, r: int, p: int, k: int, times: int = 1, edge: bool = False) -> None:
         """``times`` blocks of r x p outputs with a reduction of k (``edge``: a border block, whose tap
@@ -114,11 +128,20 @@ class Tally:
 
     def terms(self) -> tuple[int, ...]:
         """The counts multiplied by the family's coefficients (in the order of :class:`Coefficients`)."""
-        return (self.steps, self.edge_steps, self.outputs, self.blocks, self.rows, self.lines)
+        return (
+            self.steps,
+            self.edge_steps,
+            self.outputs,
+            self.blocks,
+            self.rows,
+            self.lines,
+            self.asm_steps,
+            self.asm_blocks,
+        )
 
     def instructions(self, table: dict[str, Coefficients] | None = None) -> float:
         c = (table or COEFFICIENTS)[self.family]
-        coef = (c.step, c.edge_step, c.output, c.block, c.row, c.line)
+        coef = (c.step, c.edge_step, c.output, c.block, c.row, c.line, c.asm_step, c.asm_block)
         return 2 * self.macs + self.loads + sum(k * n for k, n in zip(coef, self.terms(), strict=True))
 
     def weight(self, macs: int) -> float:
@@ -137,19 +160,63 @@ def tiles(n: int, sizes: tuple[int, ...]) -> list[int]:
     return out
 
 
-def gemm_tally(m: int, n: int, k: int) -> Tally:
-    """poet_gemm_f32: 4/2/1-row strips x 6/4/2/1-column blocks, each over the whole reduction."""
+def _asm_loads(kind: str, k: int) -> int:
+    """Load and pointer instructions of one assembly block over a reduction of k (poet/blocked_arm.h)."""
+    if kind == "tn":  # 4x6 Aᵀ·B: VLDM of 4 x, 2 VLDM of 3 y, 2 ADD per step
+        return 5 * k
+    if kind == "nn":  # 4x6 A·B: 4 single-value VLDM, 2 VLDM of 3 y, 1 ADD per step
+        return 7 * k
+    if kind == "nt":  # 4x5 A·Bᵀ: 9 VLDM per pair of steps (of one value for an odd first step)
+        return 9 * (k // 2 + k % 2)
+    if kind == "nt2":  # 4x2 A·Bᵀ: 6 VLDM per 4 steps, 6 per single step for K % 4
+        return 6 * (k // 4 + k % 4)
+    return 7 * k  # "tn2": 2x12 Aᵀ·B: VLDM of 2 x, 4 VLDM of 3 y, 2 ADD
+
+
+def gemm_tally(m: int, n: int, k: int, trans_a: int = 0, trans_b: int = 0) -> Tally:
+    """poet_gemm_f32 as built for Cortex-M (with the assembly blocks, src/optimized/gemm.c): 4-row strips of
+    4x6 assembly blocks (4x5, then 4x2, for A·Bᵀ) with C tails of 4/2/1 columns; for Aᵀ·B two remaining rows
+    in 2x12 assembly blocks; every other row in C blocks of 2/1 rows x 6/4/2/1 columns. Aᵀ·Bᵀ runs C only
+    (no training graph calls it)."""
     t = Tally()
-    for r in tiles(m, (4, 2, 1)):
+    if trans_a and trans_b:
+        for r in tiles(m, (4, 2, 1)):
+            for p in tiles(n, (6, 4, 2, 1)):
+                t.block(r, p, k)
+            t.rows += 1
+        return t
+    kind = "tn" if trans_a else "nt" if trans_b else "nn"
+    width = 5 if kind == "nt" else 6
+    rest_rows = m
+    for _ in range(m // 4):
+        for _ in range(n // width):
+            t.asm(4, width, k, _asm_loads(kind, k))
+        rest = n % width
+        if kind == "nt":
+            for _ in range(rest // 2):
+                t.asm(4, 2, k, _asm_loads("nt2", k))
+            rest %= 2
+        for p in tiles(rest, (4, 2, 1)):
+            t.block(4, p, k)
+        t.rows += 1
+        rest_rows -= 4
+    if rest_rows >= 2 and kind == "tn":
+        for _ in range(n // 12):
+            t.asm(2, 12, k, _asm_loads("tn2", k))
+        for p in tiles(n % 12, (6, 4, 2, 1)):
+            t.block(2, p, k)
+        t.rows += 1
+        rest_rows -= 2
+    for r in tiles(rest_rows, (2, 1)):
         for p in tiles(n, (6, 4, 2, 1)):
             t.block(r, p, k)
         t.rows += 1
     return t
 
 
-def gemm_weight(m: int, n: int, k: int, batch: int = 1) -> float:
-    """Weight of ``batch`` independent m x n x k products (Gemm, batched MatMul)."""
-    return gemm_tally(m, n, k).weight(m * n * k) if batch > 0 else 1.0
+def gemm_weight(m: int, n: int, k: int, trans_a: int = 0, trans_b: int = 0) -> float:
+    """Weight of an m x n x k product of layout (trans_a, trans_b) (Gemm; each matrix of a batched MatMul)."""
+    return gemm_tally(m, n, k, trans_a, trans_b).weight(m * n * k)
 
 
 def _span(i: int, pad: int, stride: int, k: int, size: int) -> tuple[int, int]:
@@ -186,24 +253,18 @@ def _pointwise(w: Window) -> bool:
     return w.kh == w.kw == 1 and w.sh == w.sw == 1 and not (w.pt or w.pl or w.pb or w.pr)
 
 
-def _strips(t: Tally, rows: int, pixels: int, k: int, times: int) -> None:
-    """4/2/1-row strips, each one run of ``pixels`` with a reduction of k (the pointwise paths)."""
-    for r in tiles(rows, (4, 2, 1)):
-        t.run(r, pixels, k, times)
-
-
-def _as_gemm(t: Tally, m: int, n: int, k: int, times: int) -> None:
-    """``times`` m x n x k products by poet_gemm_f32 (the 1x1 gradients): counted as GEMM."""
-    g = gemm_tally(m, n, k)
+def _as_gemm(t: Tally, m: int, n: int, k: int, times: int, trans_a: int, trans_b: int) -> None:
+    """``times`` m x n x k products by poet_gemm_f32 (the 1x1 convolutions): counted as GEMM."""
+    g = gemm_tally(m, n, k, trans_a, trans_b)
     t.family = g.family
-    for name in ("macs", "loads", "steps", "outputs", "blocks", "rows"):
+    for name in ("macs", "loads", "steps", "outputs", "blocks", "rows", "asm_steps", "asm_blocks"):
         setattr(t, name, getattr(g, name) * times)
 
 
 def _fwd(w: Window, t: Tally) -> None:
     mg, cg, times = w.m // w.groups, w.c // w.groups, w.n * w.groups
-    if _pointwise(w):
-        return _strips(t, mg, w.oh * w.ow, cg, times)
+    if _pointwise(w):  # poet_fwd_pw on Cortex-M: W·X + bias per sample and group by the fast GEMM
+        return _as_gemm(t, mg, w.oh * w.ow, cg, times, 0, 0)
     strips = tiles(mg, (4, 2, 1))
     rows = [_span(oh, w.pt, w.sh, w.kh, w.h)[1] for oh in range(w.oh)]
     cols = _runs([_span(ow, w.pl, w.sw, w.kw, w.w) for ow in range(w.ow)])
@@ -216,7 +277,7 @@ def _fwd(w: Window, t: Tally) -> None:
 def _gi(w: Window, t: Tally) -> None:
     mg, cg, times = w.m // w.groups, w.c // w.groups, w.n * w.groups
     if _pointwise(w):  # poet_gi_pw: Wᵀ·dY per sample and group by the fast GEMM
-        return _as_gemm(t, cg, w.h * w.w, mg, times)
+        return _as_gemm(t, cg, w.h * w.w, mg, times, 1, 0)
     strips = tiles(cg, (4, 2, 1))
     ra = rb = qa = 0
     qb = w.w
@@ -248,7 +309,7 @@ def _gw(w: Window, t: Tally) -> None:
     strips = tiles(mg, (4, 2, 1))
     pointwise = _pointwise(w)
     if pointwise and w.n == 1:  # poet_gw_pw: dY·Xᵀ per group by the fast GEMM
-        return _as_gemm(t, mg, cg, w.h * w.w, w.groups)
+        return _as_gemm(t, mg, cg, w.h * w.w, w.groups, 0, 1)
     spans_h = [_gw_span(kh, w.pt, w.sh, w.h, w.oh) for kh in range(w.kh)]
     spans_w = [_gw_span(kw, w.pl, w.sw, w.w, w.ow) for kw in range(w.kw)]
     if pointwise:

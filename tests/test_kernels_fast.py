@@ -18,7 +18,8 @@ from poet_edge.compiler import CompileOptions, compile_model
 from poet_edge.errors import PoetError
 from poet_edge.paths import RUNTIME_C
 
-# M, N, K: 1x1x1, every tail of the 4-row / 6-column blocks, K = 1 and 2 (first step only), zoo shapes
+# M, N, K: 1x1x1, every tail of the 4-row / 6-column blocks, K = 1 and 2 (first step only), zoo shapes;
+# on Cortex-M also every block and tail of the assembly blocks (poet/blocked_arm.h)
 GEMM_SHAPES = [
     (1, 1, 1),
     (1, 7, 3),
@@ -39,6 +40,14 @@ GEMM_SHAPES = [
     (12, 19, 33),
     (17, 3, 8),
     (2, 30, 8),
+    # assembly blocks on Cortex-M: 2-column heads with K % 4 = 1, 2, 3, 0; 2-row weight gradients
+    (4, 2, 5),
+    (8, 2, 6),
+    (5, 4, 7),
+    (4, 10, 12),
+    (2, 12, 1),
+    (3, 25, 6),
+    (6, 26, 3),
 ]
 
 
@@ -51,6 +60,11 @@ def gemm_cases() -> list[mb.KernelCase]:
     for (m, n, k), bias, alpha, beta in itertools.product(shapes, biases, [1.0, 0.5], [1.0, -2.0]):
         cases.append(mb.gemm_case(m, n, k, 0, 1, alpha, beta, bias))
     cases.append(mb.gemm_case(9, 14, 5, 1, 0, alpha=-1.5))
+    # column bias (a 1x1 convolution's forward), every layout, with full 4-row blocks
+    for (m, n, k), (ta, tb) in itertools.product(
+        [(8, 13, 17), (12, 19, 8), (4, 6, 1)], [(0, 0), (1, 0), (0, 1)]
+    ):
+        cases.append(mb.gemm_case(m, n, k, ta, tb, bias="col"))
     return list({c.name: c for c in cases}.values())
 
 

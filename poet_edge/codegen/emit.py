@@ -283,9 +283,9 @@ def generate(
     }
 
 
-# kernel sources whose fast variant calls another source's public kernel (the 1x1 weight gradient of the
-# fast convolution is a product of two matrices: poet_gemm_f32)
-KERNEL_DEPENDENCIES: dict[str, tuple[str, ...]] = {"conv": ("gemm",)}
+# kernel sources whose fast variant calls another source's public kernel (the fast convolution's 1x1 cases
+# and every matrix of the fast batched MatMul are products of two matrices: poet_gemm_f32)
+KERNEL_DEPENDENCIES: dict[str, tuple[str, ...]] = {"conv": ("gemm",), "matmul": ("gemm",)}
 
 
 def with_dependencies(sources: set[str]) -> list[str]:

@@ -85,7 +85,7 @@ def work(ins, outs, attrs):
         macs=elements(batch) * m * n * k,
         bytes_read=f32_bytes(*ins),
         bytes_written=f32_bytes(*outs),
-        weight=gemm_weight(m, n, k),
+        weight=gemm_weight(m, n, k, int(attrs.get("transA", 0)), int(attrs.get("transB", 0))),
     )
 
 

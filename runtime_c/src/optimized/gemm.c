@@ -16,6 +16,7 @@
 #include <stddef.h>
 
 #include "poet/blocked.h"
+#include "poet/blocked_arm.h"
 #include "poet/kernels.h"
 
 typedef struct {
@@ -23,7 +24,7 @@ typedef struct {
     float *Y;
     int32_t M, N, K, c_rs, c_cs;
     float alpha, beta;
-    int32_t plain, bias_row; /* epilogue shortcuts (exact: they skip multiplications by 1.0f only) */
+    int32_t plain, bias_row, bias_col; /* epilogue shortcuts (exact: they skip multiplications by 1.0f only) */
 } poet_gemm_args;
 
 /* Y[i + r, j + c] from acc_rc, exactly as the reference finishes an output. */
@@ -35,6 +36,7 @@ typedef struct {
         y_row##r[c] = v_; \
     }
 #define POET_STORE_BIAS(r, c) if (R > r && NC > c) y_row##r[c] = acc##r##c + bias[c];
+#define POET_STORE_BIAS_COL(r, c) if (R > r && NC > c) y_row##r[c] = acc##r##c + bias[r];
 #define POET_STORE_ROW(r, how) how(r, 0) how(r, 1) how(r, 2) how(r, 3) how(r, 4) how(r, 5)
 
 /* Y[i : i+R, j : j+NC] for layout (TA, TB); R <= 4, NC <= 6 and K >= 1. */
@@ -76,6 +78,10 @@ POET_ALWAYS_INLINE void poet_gemm_block(const poet_gemm_args *g, int32_t i, int3
         const float *bias = g->C + j;
         POET_STORE_ROW(0, POET_STORE_BIAS) POET_STORE_ROW(1, POET_STORE_BIAS)
         POET_STORE_ROW(2, POET_STORE_BIAS) POET_STORE_ROW(3, POET_STORE_BIAS)
+    } else if (g->bias_col) { /* alpha == beta == 1, C a column vector: y = acc + C[i] */
+        const float *bias = g->C + i;
+        POET_STORE_ROW(0, POET_STORE_BIAS_COL) POET_STORE_ROW(1, POET_STORE_BIAS_COL)
+        POET_STORE_ROW(2, POET_STORE_BIAS_COL) POET_STORE_ROW(3, POET_STORE_BIAS_COL)
     } else {
         POET_STORE_ROW(0, POET_STORE_FULL) POET_STORE_ROW(1, POET_STORE_FULL)
         POET_STORE_ROW(2, POET_STORE_FULL) POET_STORE_ROW(3, POET_STORE_FULL)
@@ -108,6 +114,66 @@ POET_ALWAYS_INLINE void poet_gemm_layout(const poet_gemm_args *g, const int TA, 
     if (M - i >= 1) poet_gemm_rows(g, i, 1, TA, TB, KC);
 }
 
+#if defined(POET_GEMM_ASM)
+/* Rows i .. i+3 with the assembly blocks of poet/blocked_arm.h (4x6, or 4x5 for A·Bᵀ), the column tail
+ * with the C blocks; only for the plain, bias-row and bias-column epilogues (the assembly stores y = acc,
+ * acc + C[j] or acc + C[i]). */
+POET_ALWAYS_INLINE void poet_gemm_rows_asm(const poet_gemm_args *g, int32_t i, const int TA, const int TB)
+{
+    const int32_t M = g->M, N = g->N, K = g->K;
+    const int W = !TA && TB ? 5 : 6;
+    poet_asm_out out = {{0.0f}, g->Y + i * N, 4 * N, NULL, g->bias_col ? g->C + i : NULL};
+    int32_t j = 0;
+    for (; j + W <= N; j += W) {
+        out.y = g->Y + i * N + j;
+        out.bias = g->bias_row ? g->C + j : NULL;
+        if (TA) poet_asm_tn_4x6(g->A + i, M, g->B + j, N, K, &out);
+        else if (TB) poet_asm_nt_4x5(g->A + i * K, K, g->B + j * K, K, K, &out);
+        else poet_asm_nn_4x6(g->A + i * K, K, g->B + j, N, K, &out);
+    }
+    if (!TA && TB) {
+        for (; j + 2 <= N; j += 2) { /* 2-column blocks: a head's outputs, or the tail */
+            out.y = g->Y + i * N + j;
+            out.bias = g->bias_row ? g->C + j : NULL;
+            poet_asm_nt_4x2(g->A + i * K, K, g->B + j * K, K, K, &out);
+        }
+    }
+    if (N - j >= 4) { poet_gemm_block(g, i, j, 4, 4, TA, TB, 0); j += 4; }
+    if (N - j >= 2) { poet_gemm_block(g, i, j, 4, 2, TA, TB, 0); j += 2; }
+    if (N - j >= 1) poet_gemm_block(g, i, j, 4, 1, TA, TB, 0);
+}
+
+/* Aᵀ·B, plain, two rows i, i+1: 12-column blocks in assembly, the tail in C */
+POET_ALWAYS_INLINE void poet_gemm_rows2_tn_asm(const poet_gemm_args *g, int32_t i)
+{
+    const int32_t M = g->M, N = g->N, K = g->K;
+    poet_asm_out out = {{0.0f}, g->Y + i * N, 4 * N, NULL, NULL};
+    int32_t j = 0;
+    for (; j + 12 <= N; j += 12) {
+        out.y = g->Y + i * N + j;
+        poet_asm_tn_2x12(g->A + i, M, g->B + j, N, K, &out);
+    }
+    for (; j + 6 <= N; j += 6) poet_gemm_block(g, i, j, 2, 6, 1, 0, 0);
+    if (N - j >= 4) { poet_gemm_block(g, i, j, 2, 4, 1, 0, 0); j += 4; }
+    if (N - j >= 2) { poet_gemm_block(g, i, j, 2, 2, 1, 0, 0); j += 2; }
+    if (N - j >= 1) poet_gemm_block(g, i, j, 2, 1, 1, 0, 0);
+}
+
+POET_ALWAYS_INLINE void poet_gemm_layout_asm(const poet_gemm_args *g, const int TA, const int TB)
+{
+    const int32_t M = g->M;
+    int32_t i = 0;
+    for (; i + 4 <= M; i += 4) poet_gemm_rows_asm(g, i, TA, TB);
+    if (M - i >= 2 && TA && g->plain) { poet_gemm_rows2_tn_asm(g, i); i += 2; }
+    if (M - i >= 2) { poet_gemm_rows(g, i, 2, TA, TB, 0); i += 2; }
+    if (M - i >= 1) poet_gemm_rows(g, i, 1, TA, TB, 0);
+}
+
+POET_NOINLINE void poet_gemm_nt_asm(const poet_gemm_args *g) { poet_gemm_layout_asm(g, 0, 1); }
+POET_NOINLINE void poet_gemm_nn_asm(const poet_gemm_args *g) { poet_gemm_layout_asm(g, 0, 0); }
+POET_NOINLINE void poet_gemm_tn_asm(const poet_gemm_args *g) { poet_gemm_layout_asm(g, 1, 0); }
+#endif
+
 /* one function per layout, kept out of line so each gets the whole register file to itself; A·Bᵀ with K = 8
  * (a layer of 8 inputs) has its own with the k loop unrolled (for Aᵀ·B the unrolled loop spills) */
 POET_NOINLINE void poet_gemm_nt(const poet_gemm_args *g) { poet_gemm_layout(g, 0, 1, 0); }
@@ -134,7 +200,16 @@ void poet_gemm_f32(const float *A, const float *B, const float *C, float *Y, int
     }
     const int32_t plain = alpha == 1.0f && C == NULL;
     const int32_t bias_row = alpha == 1.0f && beta == 1.0f && C != NULL && c_rs == 0 && c_cs == 1;
-    const poet_gemm_args g = {A, B, C, Y, M, N, K, c_rs, c_cs, alpha, beta, plain, bias_row};
+    const int32_t bias_col = alpha == 1.0f && beta == 1.0f && C != NULL && c_rs == 1 && c_cs == 0;
+    const poet_gemm_args g = {A, B, C, Y, M, N, K, c_rs, c_cs, alpha, beta, plain, bias_row, bias_col};
+#if defined(POET_GEMM_ASM)
+    if (plain || bias_row || bias_col) {
+        if (transA) poet_gemm_tn_asm(&g);
+        else if (transB) poet_gemm_nt_asm(&g);
+        else poet_gemm_nn_asm(&g);
+        return;
+    }
+#endif
     if (transA) {
         poet_gemm_tn(&g);
     } else {

@@ -1,0 +1,328 @@
+/* Register-blocked GEMM blocks in Thumb-2 / FPv4-SP assembly for Cortex-M cores with a single-precision
+ * FPU (M4F, M7, M33), used by src/optimized/gemm.c and matmul.c for the full blocks of the three layouts a
+ * training step calls; the C blocks of poet/blocked.h do the tails and every other core.
+ *
+ * Same bits as the C blocks and the reference: every output is one accumulator that starts at +0.0f and
+ * adds the products a[k]*b[k] for k ascending, each product rounded (VMUL, then VADD: no fused or chained
+ * multiply-add), then y = acc, y = acc + bias[c] or y = acc + rbias[r]. What the assembly adds over what GCC makes of the C:
+ * - VLDM loads several consecutive values (and advances the pointer) in one instruction: 4 of op(A) and
+ *   6 of op(B) per k step for Aᵀ·B in 3 instructions where the C needs 10; pairs along k for A·Bᵀ;
+ * - every accumulator stays in its register (24 of the 32), the k loop is unrolled by two, and a block is
+ *   zeroed with one VLDM and stored with one VSTM per row.
+ * Which targets: poet/arm_asm.h (define POET_NO_ASM to build the C blocks only). */
+#ifndef POET_BLOCKED_ARM_H
+#define POET_BLOCKED_ARM_H
+
+#include <stdint.h>
+
+#include "poet/arm_asm.h"
+#include "poet/blocked.h"
+
+#if defined(POET_GEMM_ASM)
+
+/* Where a block goes; one per kernel call, its y and bias set per block. */
+typedef struct {
+    float zeros[24];   /* +0.0f: VLDM starts the accumulators from here (no register for another pointer) */
+    float *y;          /* the block's first output */
+    int32_t ldy;       /* bytes between output rows */
+    const float *bias; /* NULL, or bias[c] added to column c */
+    const float *rbias; /* NULL, or rbias[r] added to row r (a column vector C) */
+} poet_asm_out;
+
+/* s<a> += s<x> */
+#define POET_ASM_ADD(a, x) "vadd.f32 s" #a ", s" #a ", s" #x "\n\t"
+/* acc s<a> += s<x> * s<y>, the product rounded first (s31 holds it) */
+#define POET_ASM_MAC(a, x, y) "vmul.f32 s31, s" #x ", s" #y "\n\tvadd.f32 s" #a ", s" #a ", s31\n\t"
+
+/* 4 rows (x in s24..s27) times 3 columns (y in s28..s30) into accumulators a0..a0+2, a0+6.., a0+12.., a0+18.. */
+#define POET_ASM_4X3(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11) \
+    POET_ASM_MAC(a0, 24, 28) POET_ASM_MAC(a1, 24, 29) POET_ASM_MAC(a2, 24, 30) \
+    POET_ASM_MAC(a3, 25, 28) POET_ASM_MAC(a4, 25, 29) POET_ASM_MAC(a5, 25, 30) \
+    POET_ASM_MAC(a6, 26, 28) POET_ASM_MAC(a7, 26, 29) POET_ASM_MAC(a8, 26, 30) \
+    POET_ASM_MAC(a9, 27, 28) POET_ASM_MAC(a10, 27, 29) POET_ASM_MAC(a11, 27, 30)
+
+/* the k step of a 4x6 block once x = op(A)[i : i+4, k] is in s24..s27: op(B)[k, j : j+6] is 6 consecutive
+ * floats at %[pb], loaded as two triples into s28..s30; then %[pb] moves on by %[sb] more bytes */
+#define POET_ASM_B6_STEP \
+    "vldmia %[pb]!, {s28-s30}\n\t" \
+    POET_ASM_4X3(0, 1, 2, 6, 7, 8, 12, 13, 14, 18, 19, 20) \
+    "vldmia %[pb]!, {s28-s30}\n\t" \
+    POET_ASM_4X3(3, 4, 5, 9, 10, 11, 15, 16, 17, 21, 22, 23) \
+    "add %[pb], %[pb], %[sb]\n\t"
+
+/* y rows from accumulators (R = 4 rows of NC columns, acc s(NC*r + c)), bias first when given; the
+ * output pointer, row stride and bias pointer are read from *%[out] into the operands named t, u, v
+ * (registers free once the k loop is done) */
+#define POET_ASM_LOAD_OUT(t, u, v) \
+    "ldr %[" t "], [%[out], #96]\n\t" \
+    "ldr %[" u "], [%[out], #100]\n\t" \
+    "ldr %[" v "], [%[out], #104]\n\t" \
+    "cmp %[" v "], #0\n\t" \
+    "beq 5f\n\t"
+/* the row bias: rbias[r] into s24..s27, then from label 5 (no column bias) to 4 (the stores) */
+#define POET_ASM_ROW_BIAS(v, adds) \
+    "b 4f\n\t" \
+    "5:\n\t" \
+    "ldr %[" v "], [%[out], #108]\n\t" \
+    "cmp %[" v "], #0\n\t" \
+    "beq 4f\n\t" \
+    "vldm %[" v "], {s24-s27}\n\t" \
+    adds
+#define POET_ASM_BIAS6_STORE(t, u, v) \
+    POET_ASM_LOAD_OUT(t, u, v) \
+    "vldm %[" v "], {s24-s29}\n\t" \
+    POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 25) POET_ASM_ADD(2, 26) POET_ASM_ADD(3, 27) POET_ASM_ADD(4, 28) POET_ASM_ADD(5, 29) \
+    POET_ASM_ADD(6, 24) POET_ASM_ADD(7, 25) POET_ASM_ADD(8, 26) POET_ASM_ADD(9, 27) POET_ASM_ADD(10, 28) POET_ASM_ADD(11, 29) \
+    POET_ASM_ADD(12, 24) POET_ASM_ADD(13, 25) POET_ASM_ADD(14, 26) POET_ASM_ADD(15, 27) POET_ASM_ADD(16, 28) POET_ASM_ADD(17, 29) \
+    POET_ASM_ADD(18, 24) POET_ASM_ADD(19, 25) POET_ASM_ADD(20, 26) POET_ASM_ADD(21, 27) POET_ASM_ADD(22, 28) POET_ASM_ADD(23, 29) \
+    POET_ASM_ROW_BIAS(v, \
+                      POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 24) POET_ASM_ADD(2, 24) POET_ASM_ADD(3, 24) POET_ASM_ADD(4, 24) POET_ASM_ADD(5, 24) \
+                      POET_ASM_ADD(6, 25) POET_ASM_ADD(7, 25) POET_ASM_ADD(8, 25) POET_ASM_ADD(9, 25) POET_ASM_ADD(10, 25) POET_ASM_ADD(11, 25) \
+                      POET_ASM_ADD(12, 26) POET_ASM_ADD(13, 26) POET_ASM_ADD(14, 26) POET_ASM_ADD(15, 26) POET_ASM_ADD(16, 26) POET_ASM_ADD(17, 26) \
+                      POET_ASM_ADD(18, 27) POET_ASM_ADD(19, 27) POET_ASM_ADD(20, 27) POET_ASM_ADD(21, 27) POET_ASM_ADD(22, 27) POET_ASM_ADD(23, 27)) \
+    "4:\n\t" \
+    "vstmia %[" t "], {s0-s5}\n\t" \
+    "add %[" t "], %[" t "], %[" u "]\n\t" \
+    "vstmia %[" t "], {s6-s11}\n\t" \
+    "add %[" t "], %[" t "], %[" u "]\n\t" \
+    "vstmia %[" t "], {s12-s17}\n\t" \
+    "add %[" t "], %[" t "], %[" u "]\n\t" \
+    "vstmia %[" t "], {s18-s23}\n\t"
+#define POET_ASM_BIAS5_STORE(t, u, v) \
+    POET_ASM_LOAD_OUT(t, u, v) \
+    "vldm %[" v "], {s24-s28}\n\t" \
+    POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 25) POET_ASM_ADD(2, 26) POET_ASM_ADD(3, 27) POET_ASM_ADD(4, 28) \
+    POET_ASM_ADD(5, 24) POET_ASM_ADD(6, 25) POET_ASM_ADD(7, 26) POET_ASM_ADD(8, 27) POET_ASM_ADD(9, 28) \
+    POET_ASM_ADD(10, 24) POET_ASM_ADD(11, 25) POET_ASM_ADD(12, 26) POET_ASM_ADD(13, 27) POET_ASM_ADD(14, 28) \
+    POET_ASM_ADD(15, 24) POET_ASM_ADD(16, 25) POET_ASM_ADD(17, 26) POET_ASM_ADD(18, 27) POET_ASM_ADD(19, 28) \
+    POET_ASM_ROW_BIAS(v, \
+                      POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 24) POET_ASM_ADD(2, 24) POET_ASM_ADD(3, 24) POET_ASM_ADD(4, 24) \
+                      POET_ASM_ADD(5, 25) POET_ASM_ADD(6, 25) POET_ASM_ADD(7, 25) POET_ASM_ADD(8, 25) POET_ASM_ADD(9, 25) \
+                      POET_ASM_ADD(10, 26) POET_ASM_ADD(11, 26) POET_ASM_ADD(12, 26) POET_ASM_ADD(13, 26) POET_ASM_ADD(14, 26) \
+                      POET_ASM_ADD(15, 27) POET_ASM_ADD(16, 27) POET_ASM_ADD(17, 27) POET_ASM_ADD(18, 27) POET_ASM_ADD(19, 27)) \
+    "4:\n\t" \
+    "vstmia %[" t "], {s0-s4}\n\t" \
+    "add %[" t "], %[" t "], %[" u "]\n\t" \
+    "vstmia %[" t "], {s5-s9}\n\t" \
+    "add %[" t "], %[" t "], %[" u "]\n\t" \
+    "vstmia %[" t "], {s10-s14}\n\t" \
+    "add %[" t "], %[" t "], %[" u "]\n\t" \
+    "vstmia %[" t "], {s15-s19}\n\t"
+
+#define POET_ASM_BIAS2_STORE(t, u, v) \
+    POET_ASM_LOAD_OUT(t, u, v) \
+    "vldm %[" v "], {s24-s25}\n\t" \
+    POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 25) POET_ASM_ADD(2, 24) POET_ASM_ADD(3, 25) \
+    POET_ASM_ADD(4, 24) POET_ASM_ADD(5, 25) POET_ASM_ADD(6, 24) POET_ASM_ADD(7, 25) \
+    POET_ASM_ROW_BIAS(v, \
+                      POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 24) POET_ASM_ADD(2, 25) POET_ASM_ADD(3, 25) \
+                      POET_ASM_ADD(4, 26) POET_ASM_ADD(5, 26) POET_ASM_ADD(6, 27) POET_ASM_ADD(7, 27)) \
+    "4:\n\t" \
+    "vstmia %[" t "], {s0-s1}\n\t" \
+    "add %[" t "], %[" t "], %[" u "]\n\t" \
+    "vstmia %[" t "], {s2-s3}\n\t" \
+    "add %[" t "], %[" t "], %[" u "]\n\t" \
+    "vstmia %[" t "], {s4-s5}\n\t" \
+    "add %[" t "], %[" t "], %[" u "]\n\t" \
+    "vstmia %[" t "], {s6-s7}\n\t"
+
+/* K steps: an odd one first, then pairs (%[k] counts down the pairs) */
+#define POET_ASM_K_LOOP(step) \
+    "tst %[k], #1\n\t" \
+    "beq 1f\n\t" \
+    step \
+    "1:\n\t" \
+    "lsrs %[k], %[k], #1\n\t" \
+    "beq 3f\n\t" \
+    "2:\n\t" \
+    step step \
+    "subs %[k], %[k], #1\n\t" \
+    "bne 2b\n\t" \
+    "3:\n\t"
+
+#define POET_ASM_CLOBBERS \
+    "memory", "cc", "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", \
+        "s14", "s15", "s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23", "s24", "s25", "s26", "s27", \
+        "s28", "s29", "s30", "s31"
+
+/* Aᵀ·B, 4x6: op(A)[i + r, k] = a[k * lda + r] (4 consecutive floats per k), op(B)[k, j + c] = b[k * ldb + c]
+ * (6 per k); lda and ldb in floats, K >= 1. Per k step: 3 VLDM, 2 ADD and 24 x (VMUL + VADD). */
+POET_ALWAYS_INLINE void poet_asm_tn_4x6(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
+                                        const poet_asm_out *out)
+{
+    int32_t sa = 4 * lda, sb = 4 * ldb - 24;
+    uint32_t k = (uint32_t)K;
+    __asm__ volatile("vldm %[out], {s0-s23}\n\t"
+                     POET_ASM_K_LOOP("vldm %[pa], {s24-s27}\n\t"
+                                     "add %[pa], %[pa], %[sa]\n\t" POET_ASM_B6_STEP)
+                     POET_ASM_BIAS6_STORE("pa", "sa", "sb")
+                     : [pa] "+r"(a), [pb] "+r"(b), [k] "+r"(k), [sa] "+r"(sa), [sb] "+r"(sb)
+                     : [out] "r"(out)
+                     : POET_ASM_CLOBBERS);
+}
+
+/* A·B, 4x6: op(A)[i + r, k] = a[r * lda + k] (4 rows walked along k), op(B)[k, j + c] = b[k * ldb + c];
+ * K >= 1. Per k step: 6 VLDM, 1 ADD and 24 x (VMUL + VADD). */
+POET_ALWAYS_INLINE void poet_asm_nn_4x6(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
+                                        const poet_asm_out *out)
+{
+    const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda;
+    int32_t sb = 4 * ldb - 24;
+    uint32_t k = (uint32_t)K;
+    __asm__ volatile("vldm %[out], {s0-s23}\n\t"
+                     POET_ASM_K_LOOP("vldmia %[a0]!, {s24}\n\t"
+                                     "vldmia %[a1]!, {s25}\n\t"
+                                     "vldmia %[a2]!, {s26}\n\t"
+                                     "vldmia %[a3]!, {s27}\n\t" POET_ASM_B6_STEP)
+                     POET_ASM_BIAS6_STORE("a0", "sb", "k")
+                     : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [pb] "+r"(b), [k] "+r"(k),
+                       [sb] "+r"(sb)
+                     : [out] "r"(out)
+                     : POET_ASM_CLOBBERS);
+}
+
+/* one column c of a 4x5 A·Bᵀ block for a pair of k: (b[k], b[k+1]) into s28, s29, x pairs in s20..s27,
+ * accumulators s(c), s(5 + c), s(10 + c), s(15 + c); k first, then k + 1, for every output */
+#define POET_ASM_NT_COL2(bc, c0, c1, c2, c3) \
+    "vldmia %[" bc "]!, {s28-s29}\n\t" \
+    POET_ASM_MAC(c0, 20, 28) POET_ASM_MAC(c1, 22, 28) POET_ASM_MAC(c2, 24, 28) POET_ASM_MAC(c3, 26, 28) \
+    POET_ASM_MAC(c0, 21, 29) POET_ASM_MAC(c1, 23, 29) POET_ASM_MAC(c2, 25, 29) POET_ASM_MAC(c3, 27, 29)
+#define POET_ASM_NT_COL1(bc, c0, c1, c2, c3) \
+    "vldmia %[" bc "]!, {s28}\n\t" \
+    POET_ASM_MAC(c0, 20, 28) POET_ASM_MAC(c1, 22, 28) POET_ASM_MAC(c2, 24, 28) POET_ASM_MAC(c3, 26, 28)
+#define POET_ASM_NT_PAIR \
+    "vldmia %[a0]!, {s20-s21}\n\t" \
+    "vldmia %[a1]!, {s22-s23}\n\t" \
+    "vldmia %[a2]!, {s24-s25}\n\t" \
+    "vldmia %[a3]!, {s26-s27}\n\t" \
+    POET_ASM_NT_COL2("b0", 0, 5, 10, 15) POET_ASM_NT_COL2("b1", 1, 6, 11, 16) \
+    POET_ASM_NT_COL2("b2", 2, 7, 12, 17) POET_ASM_NT_COL2("b3", 3, 8, 13, 18) \
+    POET_ASM_NT_COL2("b4", 4, 9, 14, 19)
+#define POET_ASM_NT_SINGLE \
+    "vldmia %[a0]!, {s20}\n\t" \
+    "vldmia %[a1]!, {s22}\n\t" \
+    "vldmia %[a2]!, {s24}\n\t" \
+    "vldmia %[a3]!, {s26}\n\t" \
+    POET_ASM_NT_COL1("b0", 0, 5, 10, 15) POET_ASM_NT_COL1("b1", 1, 6, 11, 16) \
+    POET_ASM_NT_COL1("b2", 2, 7, 12, 17) POET_ASM_NT_COL1("b3", 3, 8, 13, 18) \
+    POET_ASM_NT_COL1("b4", 4, 9, 14, 19)
+
+/* A·Bᵀ, 4x5: op(A)[i + r, k] = a[r * lda + k], op(B)[k, j + c] = b[c * ldb + k]: 9 rows walked along k, two
+ * k at a time (4 x + 5 y pairs loaded by 9 VLDM for 40 MACs); K >= 1. */
+POET_ALWAYS_INLINE void poet_asm_nt_4x5(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
+                                        const poet_asm_out *out)
+{
+    const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda;
+    const float *b0 = b, *b1 = b + ldb, *b2 = b + 2 * ldb, *b3 = b + 3 * ldb, *b4 = b + 4 * ldb;
+    uint32_t k = (uint32_t)K;
+    __asm__ volatile("vldm %[out], {s0-s19}\n\t"
+                     "tst %[k], #1\n\t"
+                     "beq 1f\n\t"
+                     POET_ASM_NT_SINGLE
+                     "1:\n\t"
+                     "lsrs %[k], %[k], #1\n\t"
+                     "beq 3f\n\t"
+                     "2:\n\t"
+                     POET_ASM_NT_PAIR
+                     "subs %[k], %[k], #1\n\t"
+                     "bne 2b\n\t"
+                     "3:\n\t"
+                     POET_ASM_BIAS5_STORE("a1", "k", "a0")
+                     : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1),
+                       [b2] "+r"(b2), [b3] "+r"(b3), [b4] "+r"(b4), [k] "+r"(k)
+                     : [out] "r"(out)
+                     : POET_ASM_CLOBBERS);
+}
+
+/* A·Bᵀ with 2 columns (a classifier head), 4x2: 4 rows and 2 columns walked along k, four k at a time
+ * (4 x quads in s8..s23, a y quad in s24..s27: 6 VLDM for 32 MACs); single steps first for K % 4 */
+#define POET_ASM_NT2_QUAD \
+    "vldmia %[a0]!, {s8-s11}\n\t" \
+    "vldmia %[a1]!, {s12-s15}\n\t" \
+    "vldmia %[a2]!, {s16-s19}\n\t" \
+    "vldmia %[a3]!, {s20-s23}\n\t" \
+    "vldmia %[b0]!, {s24-s27}\n\t" \
+    POET_ASM_MAC(0, 8, 24) POET_ASM_MAC(2, 12, 24) POET_ASM_MAC(4, 16, 24) POET_ASM_MAC(6, 20, 24) \
+    POET_ASM_MAC(0, 9, 25) POET_ASM_MAC(2, 13, 25) POET_ASM_MAC(4, 17, 25) POET_ASM_MAC(6, 21, 25) \
+    POET_ASM_MAC(0, 10, 26) POET_ASM_MAC(2, 14, 26) POET_ASM_MAC(4, 18, 26) POET_ASM_MAC(6, 22, 26) \
+    POET_ASM_MAC(0, 11, 27) POET_ASM_MAC(2, 15, 27) POET_ASM_MAC(4, 19, 27) POET_ASM_MAC(6, 23, 27) \
+    "vldmia %[b1]!, {s24-s27}\n\t" \
+    POET_ASM_MAC(1, 8, 24) POET_ASM_MAC(3, 12, 24) POET_ASM_MAC(5, 16, 24) POET_ASM_MAC(7, 20, 24) \
+    POET_ASM_MAC(1, 9, 25) POET_ASM_MAC(3, 13, 25) POET_ASM_MAC(5, 17, 25) POET_ASM_MAC(7, 21, 25) \
+    POET_ASM_MAC(1, 10, 26) POET_ASM_MAC(3, 14, 26) POET_ASM_MAC(5, 18, 26) POET_ASM_MAC(7, 22, 26) \
+    POET_ASM_MAC(1, 11, 27) POET_ASM_MAC(3, 15, 27) POET_ASM_MAC(5, 19, 27) POET_ASM_MAC(7, 23, 27)
+#define POET_ASM_NT2_SINGLE \
+    "vldmia %[a0]!, {s8}\n\t" \
+    "vldmia %[a1]!, {s12}\n\t" \
+    "vldmia %[a2]!, {s16}\n\t" \
+    "vldmia %[a3]!, {s20}\n\t" \
+    "vldmia %[b0]!, {s24}\n\t" \
+    POET_ASM_MAC(0, 8, 24) POET_ASM_MAC(2, 12, 24) POET_ASM_MAC(4, 16, 24) POET_ASM_MAC(6, 20, 24) \
+    "vldmia %[b1]!, {s24}\n\t" \
+    POET_ASM_MAC(1, 8, 24) POET_ASM_MAC(3, 12, 24) POET_ASM_MAC(5, 16, 24) POET_ASM_MAC(7, 20, 24)
+
+POET_ALWAYS_INLINE void poet_asm_nt_4x2(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
+                                        const poet_asm_out *out)
+{
+    const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda, *b0 = b, *b1 = b + ldb;
+    uint32_t k = (uint32_t)K;
+    __asm__ volatile("vldm %[out], {s0-s7}\n\t"
+                     "1:\n\t"
+                     "tst %[k], #3\n\t"
+                     "beq 2f\n\t"
+                     POET_ASM_NT2_SINGLE
+                     "sub %[k], %[k], #1\n\t"
+                     "b 1b\n\t"
+                     "2:\n\t"
+                     "lsrs %[k], %[k], #2\n\t"
+                     "beq 3f\n\t"
+                     "6:\n\t"
+                     POET_ASM_NT2_QUAD
+                     "subs %[k], %[k], #1\n\t"
+                     "bne 6b\n\t"
+                     "3:\n\t"
+                     POET_ASM_BIAS2_STORE("a1", "k", "a0")
+                     : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1),
+                       [k] "+r"(k)
+                     : [out] "r"(out)
+                     : POET_ASM_CLOBBERS);
+}
+
+/* Aᵀ·B with 2 rows (a 2-output layer's weight gradient), 2x12, plain y = acc only: op(A)[i + r, k] =
+ * a[k * lda + r] (1 VLDM), op(B)[k, j + c] = b[k * ldb + c] (4 VLDM of 3) per k step */
+#define POET_ASM_TN2_STEP \
+    "vldm %[pa], {s24-s25}\n\t" \
+    "add %[pa], %[pa], %[sa]\n\t" \
+    "vldmia %[pb]!, {s26-s28}\n\t" \
+    POET_ASM_MAC(0, 24, 26) POET_ASM_MAC(1, 24, 27) POET_ASM_MAC(2, 24, 28) \
+    POET_ASM_MAC(12, 25, 26) POET_ASM_MAC(13, 25, 27) POET_ASM_MAC(14, 25, 28) \
+    "vldmia %[pb]!, {s26-s28}\n\t" \
+    POET_ASM_MAC(3, 24, 26) POET_ASM_MAC(4, 24, 27) POET_ASM_MAC(5, 24, 28) \
+    POET_ASM_MAC(15, 25, 26) POET_ASM_MAC(16, 25, 27) POET_ASM_MAC(17, 25, 28) \
+    "vldmia %[pb]!, {s26-s28}\n\t" \
+    POET_ASM_MAC(6, 24, 26) POET_ASM_MAC(7, 24, 27) POET_ASM_MAC(8, 24, 28) \
+    POET_ASM_MAC(18, 25, 26) POET_ASM_MAC(19, 25, 27) POET_ASM_MAC(20, 25, 28) \
+    "vldmia %[pb]!, {s26-s28}\n\t" \
+    POET_ASM_MAC(9, 24, 26) POET_ASM_MAC(10, 24, 27) POET_ASM_MAC(11, 24, 28) \
+    POET_ASM_MAC(21, 25, 26) POET_ASM_MAC(22, 25, 27) POET_ASM_MAC(23, 25, 28) \
+    "add %[pb], %[pb], %[sb]\n\t"
+
+POET_ALWAYS_INLINE void poet_asm_tn_2x12(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
+                                         const poet_asm_out *out)
+{
+    int32_t sa = 4 * lda, sb = 4 * ldb - 48;
+    uint32_t k = (uint32_t)K;
+    __asm__ volatile("vldm %[out], {s0-s23}\n\t"
+                     POET_ASM_K_LOOP(POET_ASM_TN2_STEP)
+                     "ldr %[pa], [%[out], #96]\n\t"
+                     "ldr %[sa], [%[out], #100]\n\t"
+                     "vstmia %[pa], {s0-s11}\n\t"
+                     "add %[pa], %[pa], %[sa]\n\t"
+                     "vstmia %[pa], {s12-s23}\n\t"
+                     : [pa] "+r"(a), [pb] "+r"(b), [k] "+r"(k), [sa] "+r"(sa), [sb] "+r"(sb)
+                     : [out] "r"(out)
+                     : POET_ASM_CLOBBERS);
+}
+
+#endif /* POET_GEMM_ASM */
+#endif
