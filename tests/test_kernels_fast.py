@@ -264,6 +264,14 @@ def test_bit_identical_qemu_m4(tmp_path):
     )
 
 
+@pytest.mark.parametrize("target", ["qemu-cortex-m7", "qemu-cortex-m33"])
+def test_gemm_bit_identical_qemu_m7_m33(tmp_path, target):
+    """The assembly GEMM blocks (poet/blocked_arm.h) on the other FPUs: FPv5 double-precision (M7), FPv5-SP
+    on Armv8-M (M33)."""
+    need_tools("arm-none-eabi-gcc", "qemu-system-arm")
+    _check_identical(target, gemm_cases() + matmul_cases(), tmp_path)
+
+
 def test_fast_gemm_instruction_counts_deterministic(tmp_path):
     """Instruction counts on QEMU are exact: two runs agree, and the fast kernel beats the reference."""
     need_tools("arm-none-eabi-gcc", "qemu-system-arm")
@@ -277,7 +285,8 @@ def test_fast_gemm_instruction_counts_deterministic(tmp_path):
     assert a.instructions == b.instructions
     for c in cases:
         fast, ref = a.instructions[(c.name, "fast")], a.instructions[(c.name, "reference")]
-        assert fast / c.quantity < 3.0 and ref / fast > 3.0, (c.name, fast / c.quantity, ref / c.quantity)
+        # assembly blocks: 2.3-2.5 instr/MAC on these shapes (the C blocks needed 2.55-2.8)
+        assert fast / c.quantity < 2.6 and ref / fast > 3.5, (c.name, fast / c.quantity, ref / c.quantity)
 
 
 def test_fast_conv_instruction_counts(tmp_path):

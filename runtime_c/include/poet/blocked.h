@@ -1,4 +1,4 @@
-/* The k step of the register-blocked dense kernels (src/optimized/gemm.c and matmul.c): a block of up to
+/* The k step of the register-blocked dense kernels (src/optimized/gemm.c): a block of up to
  * R = 4 rows x NC = 6 columns of Y in 24 accumulators acc<r><c>, for layout (TA, TB). The including
  * function defines the row pointers a<r>, column pointers b<c>, offsets ao/bo, x<r> and g (with fields M
  * and N). In a header so both kernel files share it (every generated project gets include/poet/). */

@@ -4,7 +4,8 @@
  *
  * Same bits as the C blocks and the reference: every output is one accumulator that starts at +0.0f and
  * adds the products a[k]*b[k] for k ascending, each product rounded (VMUL, then VADD: no fused or chained
- * multiply-add), then y = acc, y = acc + bias[c] or y = acc + rbias[r]. What the assembly adds over what GCC makes of the C:
+ * multiply-add), then y = acc, y = acc + bias[c] or y = acc + rbias[r]. What the assembly adds over what GCC
+ * makes of the C:
  * - VLDM loads several consecutive values (and advances the pointer) in one instruction: 4 of op(A) and
  *   6 of op(B) per k step for Aᵀ·B in 3 instructions where the C needs 10; pairs along k for A·Bᵀ;
  * - every accumulator stays in its register (24 of the 32), the k loop is unrolled by two, and a block is
@@ -22,11 +23,11 @@
 
 /* Where a block goes; one per kernel call, its y and bias set per block. */
 typedef struct {
-    float zeros[24];   /* +0.0f: VLDM starts the accumulators from here (no register for another pointer) */
-    float *y;          /* the block's first output */
-    int32_t ldy;       /* bytes between output rows */
-    const float *bias; /* NULL, or bias[c] added to column c */
-    const float *rbias; /* NULL, or rbias[r] added to row r (a column vector C) */
+    float zeros[24];    /* +0.0f: VLDM starts the accumulators from here (no register for another pointer) */
+    float *y;           /* the block's first output */
+    int32_t ldy;        /* bytes between output rows */
+    const float *bias;  /* bias[c] added to column c (the column-bias epilogue) */
+    const float *rbias; /* rbias[r] added to row r (the row-bias epilogue: a column vector C) */
 } poet_asm_out;
 
 /* s<a> += s<x> */
@@ -50,37 +51,26 @@ typedef struct {
     POET_ASM_4X3(3, 4, 5, 9, 10, 11, 15, 16, 17, 21, 22, 23) \
     "add %[pb], %[pb], %[sb]\n\t"
 
-/* y rows from accumulators (R = 4 rows of NC columns, acc s(NC*r + c)), bias first when given; the
- * output pointer, row stride and bias pointer are read from *%[out] into the operands named t, u, v
- * (registers free once the k loop is done) */
-#define POET_ASM_LOAD_OUT(t, u, v) \
-    "ldr %[" t "], [%[out], #96]\n\t" \
-    "ldr %[" u "], [%[out], #100]\n\t" \
+/* Epilogues of a 4-row block of NC = 6, 5 or 2 columns (accumulator s(NC*r + c)): a column bias (bias[c]
+ * added to column c) or a row bias (rbias[r] to row r) read through the operand named v, then the stores
+ * of the rows through the operands named t and u (registers free once the k loop is done). */
+#define POET_ASM_COLBIAS6(v) \
     "ldr %[" v "], [%[out], #104]\n\t" \
-    "cmp %[" v "], #0\n\t" \
-    "beq 5f\n\t"
-/* the row bias: rbias[r] into s24..s27, then from label 5 (no column bias) to 4 (the stores) */
-#define POET_ASM_ROW_BIAS(v, adds) \
-    "b 4f\n\t" \
-    "5:\n\t" \
-    "ldr %[" v "], [%[out], #108]\n\t" \
-    "cmp %[" v "], #0\n\t" \
-    "beq 4f\n\t" \
-    "vldm %[" v "], {s24-s27}\n\t" \
-    adds
-#define POET_ASM_BIAS6_STORE(t, u, v) \
-    POET_ASM_LOAD_OUT(t, u, v) \
     "vldm %[" v "], {s24-s29}\n\t" \
     POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 25) POET_ASM_ADD(2, 26) POET_ASM_ADD(3, 27) POET_ASM_ADD(4, 28) POET_ASM_ADD(5, 29) \
     POET_ASM_ADD(6, 24) POET_ASM_ADD(7, 25) POET_ASM_ADD(8, 26) POET_ASM_ADD(9, 27) POET_ASM_ADD(10, 28) POET_ASM_ADD(11, 29) \
     POET_ASM_ADD(12, 24) POET_ASM_ADD(13, 25) POET_ASM_ADD(14, 26) POET_ASM_ADD(15, 27) POET_ASM_ADD(16, 28) POET_ASM_ADD(17, 29) \
-    POET_ASM_ADD(18, 24) POET_ASM_ADD(19, 25) POET_ASM_ADD(20, 26) POET_ASM_ADD(21, 27) POET_ASM_ADD(22, 28) POET_ASM_ADD(23, 29) \
-    POET_ASM_ROW_BIAS(v, \
-                      POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 24) POET_ASM_ADD(2, 24) POET_ASM_ADD(3, 24) POET_ASM_ADD(4, 24) POET_ASM_ADD(5, 24) \
-                      POET_ASM_ADD(6, 25) POET_ASM_ADD(7, 25) POET_ASM_ADD(8, 25) POET_ASM_ADD(9, 25) POET_ASM_ADD(10, 25) POET_ASM_ADD(11, 25) \
-                      POET_ASM_ADD(12, 26) POET_ASM_ADD(13, 26) POET_ASM_ADD(14, 26) POET_ASM_ADD(15, 26) POET_ASM_ADD(16, 26) POET_ASM_ADD(17, 26) \
-                      POET_ASM_ADD(18, 27) POET_ASM_ADD(19, 27) POET_ASM_ADD(20, 27) POET_ASM_ADD(21, 27) POET_ASM_ADD(22, 27) POET_ASM_ADD(23, 27)) \
-    "4:\n\t" \
+    POET_ASM_ADD(18, 24) POET_ASM_ADD(19, 25) POET_ASM_ADD(20, 26) POET_ASM_ADD(21, 27) POET_ASM_ADD(22, 28) POET_ASM_ADD(23, 29)
+#define POET_ASM_ROWBIAS6(v) \
+    "ldr %[" v "], [%[out], #108]\n\t" \
+    "vldm %[" v "], {s24-s27}\n\t" \
+    POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 24) POET_ASM_ADD(2, 24) POET_ASM_ADD(3, 24) POET_ASM_ADD(4, 24) POET_ASM_ADD(5, 24) \
+    POET_ASM_ADD(6, 25) POET_ASM_ADD(7, 25) POET_ASM_ADD(8, 25) POET_ASM_ADD(9, 25) POET_ASM_ADD(10, 25) POET_ASM_ADD(11, 25) \
+    POET_ASM_ADD(12, 26) POET_ASM_ADD(13, 26) POET_ASM_ADD(14, 26) POET_ASM_ADD(15, 26) POET_ASM_ADD(16, 26) POET_ASM_ADD(17, 26) \
+    POET_ASM_ADD(18, 27) POET_ASM_ADD(19, 27) POET_ASM_ADD(20, 27) POET_ASM_ADD(21, 27) POET_ASM_ADD(22, 27) POET_ASM_ADD(23, 27)
+#define POET_ASM_STORE6(t, u) \
+    "ldr %[" t "], [%[out], #96]\n\t" \
+    "ldr %[" u "], [%[out], #100]\n\t" \
     "vstmia %[" t "], {s0-s5}\n\t" \
     "add %[" t "], %[" t "], %[" u "]\n\t" \
     "vstmia %[" t "], {s6-s11}\n\t" \
@@ -88,19 +78,23 @@ typedef struct {
     "vstmia %[" t "], {s12-s17}\n\t" \
     "add %[" t "], %[" t "], %[" u "]\n\t" \
     "vstmia %[" t "], {s18-s23}\n\t"
-#define POET_ASM_BIAS5_STORE(t, u, v) \
-    POET_ASM_LOAD_OUT(t, u, v) \
+#define POET_ASM_COLBIAS5(v) \
+    "ldr %[" v "], [%[out], #104]\n\t" \
     "vldm %[" v "], {s24-s28}\n\t" \
     POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 25) POET_ASM_ADD(2, 26) POET_ASM_ADD(3, 27) POET_ASM_ADD(4, 28) \
     POET_ASM_ADD(5, 24) POET_ASM_ADD(6, 25) POET_ASM_ADD(7, 26) POET_ASM_ADD(8, 27) POET_ASM_ADD(9, 28) \
     POET_ASM_ADD(10, 24) POET_ASM_ADD(11, 25) POET_ASM_ADD(12, 26) POET_ASM_ADD(13, 27) POET_ASM_ADD(14, 28) \
-    POET_ASM_ADD(15, 24) POET_ASM_ADD(16, 25) POET_ASM_ADD(17, 26) POET_ASM_ADD(18, 27) POET_ASM_ADD(19, 28) \
-    POET_ASM_ROW_BIAS(v, \
-                      POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 24) POET_ASM_ADD(2, 24) POET_ASM_ADD(3, 24) POET_ASM_ADD(4, 24) \
-                      POET_ASM_ADD(5, 25) POET_ASM_ADD(6, 25) POET_ASM_ADD(7, 25) POET_ASM_ADD(8, 25) POET_ASM_ADD(9, 25) \
-                      POET_ASM_ADD(10, 26) POET_ASM_ADD(11, 26) POET_ASM_ADD(12, 26) POET_ASM_ADD(13, 26) POET_ASM_ADD(14, 26) \
-                      POET_ASM_ADD(15, 27) POET_ASM_ADD(16, 27) POET_ASM_ADD(17, 27) POET_ASM_ADD(18, 27) POET_ASM_ADD(19, 27)) \
-    "4:\n\t" \
+    POET_ASM_ADD(15, 24) POET_ASM_ADD(16, 25) POET_ASM_ADD(17, 26) POET_ASM_ADD(18, 27) POET_ASM_ADD(19, 28)
+#define POET_ASM_ROWBIAS5(v) \
+    "ldr %[" v "], [%[out], #108]\n\t" \
+    "vldm %[" v "], {s24-s27}\n\t" \
+    POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 24) POET_ASM_ADD(2, 24) POET_ASM_ADD(3, 24) POET_ASM_ADD(4, 24) \
+    POET_ASM_ADD(5, 25) POET_ASM_ADD(6, 25) POET_ASM_ADD(7, 25) POET_ASM_ADD(8, 25) POET_ASM_ADD(9, 25) \
+    POET_ASM_ADD(10, 26) POET_ASM_ADD(11, 26) POET_ASM_ADD(12, 26) POET_ASM_ADD(13, 26) POET_ASM_ADD(14, 26) \
+    POET_ASM_ADD(15, 27) POET_ASM_ADD(16, 27) POET_ASM_ADD(17, 27) POET_ASM_ADD(18, 27) POET_ASM_ADD(19, 27)
+#define POET_ASM_STORE5(t, u) \
+    "ldr %[" t "], [%[out], #96]\n\t" \
+    "ldr %[" u "], [%[out], #100]\n\t" \
     "vstmia %[" t "], {s0-s4}\n\t" \
     "add %[" t "], %[" t "], %[" u "]\n\t" \
     "vstmia %[" t "], {s5-s9}\n\t" \
@@ -108,16 +102,19 @@ typedef struct {
     "vstmia %[" t "], {s10-s14}\n\t" \
     "add %[" t "], %[" t "], %[" u "]\n\t" \
     "vstmia %[" t "], {s15-s19}\n\t"
-
-#define POET_ASM_BIAS2_STORE(t, u, v) \
-    POET_ASM_LOAD_OUT(t, u, v) \
+#define POET_ASM_COLBIAS2(v) \
+    "ldr %[" v "], [%[out], #104]\n\t" \
     "vldm %[" v "], {s24-s25}\n\t" \
     POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 25) POET_ASM_ADD(2, 24) POET_ASM_ADD(3, 25) \
-    POET_ASM_ADD(4, 24) POET_ASM_ADD(5, 25) POET_ASM_ADD(6, 24) POET_ASM_ADD(7, 25) \
-    POET_ASM_ROW_BIAS(v, \
-                      POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 24) POET_ASM_ADD(2, 25) POET_ASM_ADD(3, 25) \
-                      POET_ASM_ADD(4, 26) POET_ASM_ADD(5, 26) POET_ASM_ADD(6, 27) POET_ASM_ADD(7, 27)) \
-    "4:\n\t" \
+    POET_ASM_ADD(4, 24) POET_ASM_ADD(5, 25) POET_ASM_ADD(6, 24) POET_ASM_ADD(7, 25)
+#define POET_ASM_ROWBIAS2(v) \
+    "ldr %[" v "], [%[out], #108]\n\t" \
+    "vldm %[" v "], {s24-s27}\n\t" \
+    POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 24) POET_ASM_ADD(2, 25) POET_ASM_ADD(3, 25) \
+    POET_ASM_ADD(4, 26) POET_ASM_ADD(5, 26) POET_ASM_ADD(6, 27) POET_ASM_ADD(7, 27)
+#define POET_ASM_STORE2(t, u) \
+    "ldr %[" t "], [%[out], #96]\n\t" \
+    "ldr %[" u "], [%[out], #100]\n\t" \
     "vstmia %[" t "], {s0-s1}\n\t" \
     "add %[" t "], %[" t "], %[" u "]\n\t" \
     "vstmia %[" t "], {s2-s3}\n\t" \
@@ -125,6 +122,16 @@ typedef struct {
     "vstmia %[" t "], {s4-s5}\n\t" \
     "add %[" t "], %[" t "], %[" u "]\n\t" \
     "vstmia %[" t "], {s6-s7}\n\t"
+/* one asm statement per epilogue (EPI: 0 plain, 1 column bias, 2 row bias; a compile-time constant) */
+#define POET_ASM_WITH_EPILOGUE(EPI, NC, body, t, u, v, operands) \
+    do { \
+        if ((EPI) == 1) \
+            __asm__ volatile(body POET_ASM_COLBIAS##NC(v) POET_ASM_STORE##NC(t, u) operands); \
+        else if ((EPI) == 2) \
+            __asm__ volatile(body POET_ASM_ROWBIAS##NC(v) POET_ASM_STORE##NC(t, u) operands); \
+        else \
+            __asm__ volatile(body POET_ASM_STORE##NC(t, u) operands); \
+    } while (0)
 
 /* K steps: an odd one first, then pairs (%[k] counts down the pairs) */
 #define POET_ASM_K_LOOP(step) \
@@ -147,38 +154,36 @@ typedef struct {
 
 /* Aᵀ·B, 4x6: op(A)[i + r, k] = a[k * lda + r] (4 consecutive floats per k), op(B)[k, j + c] = b[k * ldb + c]
  * (6 per k); lda and ldb in floats, K >= 1. Per k step: 3 VLDM, 2 ADD and 24 x (VMUL + VADD). */
+#define POET_ASM_TN_BODY \
+    "vldm %[out], {s0-s23}\n\t" POET_ASM_K_LOOP("vldm %[pa], {s24-s27}\n\t" \
+                                                 "add %[pa], %[pa], %[sa]\n\t" POET_ASM_B6_STEP)
+#define POET_ASM_TN_OPERANDS \
+    : [pa] "+r"(a), [pb] "+r"(b), [k] "+r"(k), [sa] "+r"(sa), [sb] "+r"(sb) : [out] "r"(out) : POET_ASM_CLOBBERS
 POET_ALWAYS_INLINE void poet_asm_tn_4x6(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
-                                        const poet_asm_out *out)
+                                        const poet_asm_out *out, const int EPI)
 {
     int32_t sa = 4 * lda, sb = 4 * ldb - 24;
     uint32_t k = (uint32_t)K;
-    __asm__ volatile("vldm %[out], {s0-s23}\n\t"
-                     POET_ASM_K_LOOP("vldm %[pa], {s24-s27}\n\t"
-                                     "add %[pa], %[pa], %[sa]\n\t" POET_ASM_B6_STEP)
-                     POET_ASM_BIAS6_STORE("pa", "sa", "sb")
-                     : [pa] "+r"(a), [pb] "+r"(b), [k] "+r"(k), [sa] "+r"(sa), [sb] "+r"(sb)
-                     : [out] "r"(out)
-                     : POET_ASM_CLOBBERS);
+    POET_ASM_WITH_EPILOGUE(EPI, 6, POET_ASM_TN_BODY, "pa", "sa", "sb", POET_ASM_TN_OPERANDS);
 }
 
 /* A·B, 4x6: op(A)[i + r, k] = a[r * lda + k] (4 rows walked along k), op(B)[k, j + c] = b[k * ldb + c];
  * K >= 1. Per k step: 6 VLDM, 1 ADD and 24 x (VMUL + VADD). */
+#define POET_ASM_NN_BODY \
+    "vldm %[out], {s0-s23}\n\t" POET_ASM_K_LOOP("vldmia %[a0]!, {s24}\n\t" \
+                                                 "vldmia %[a1]!, {s25}\n\t" \
+                                                 "vldmia %[a2]!, {s26}\n\t" \
+                                                 "vldmia %[a3]!, {s27}\n\t" POET_ASM_B6_STEP)
+#define POET_ASM_NN_OPERANDS \
+    : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [pb] "+r"(b), [k] "+r"(k), [sb] "+r"(sb) \
+    : [out] "r"(out) : POET_ASM_CLOBBERS
 POET_ALWAYS_INLINE void poet_asm_nn_4x6(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
-                                        const poet_asm_out *out)
+                                        const poet_asm_out *out, const int EPI)
 {
     const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda;
     int32_t sb = 4 * ldb - 24;
     uint32_t k = (uint32_t)K;
-    __asm__ volatile("vldm %[out], {s0-s23}\n\t"
-                     POET_ASM_K_LOOP("vldmia %[a0]!, {s24}\n\t"
-                                     "vldmia %[a1]!, {s25}\n\t"
-                                     "vldmia %[a2]!, {s26}\n\t"
-                                     "vldmia %[a3]!, {s27}\n\t" POET_ASM_B6_STEP)
-                     POET_ASM_BIAS6_STORE("a0", "sb", "k")
-                     : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [pb] "+r"(b), [k] "+r"(k),
-                       [sb] "+r"(sb)
-                     : [out] "r"(out)
-                     : POET_ASM_CLOBBERS);
+    POET_ASM_WITH_EPILOGUE(EPI, 6, POET_ASM_NN_BODY, "a0", "sb", "k", POET_ASM_NN_OPERANDS);
 }
 
 /* one column c of a 4x5 A·Bᵀ block for a pair of k: (b[k], b[k+1]) into s28, s29, x pairs in s20..s27,
@@ -209,29 +214,26 @@ POET_ALWAYS_INLINE void poet_asm_nn_4x6(const float *a, int32_t lda, const float
 
 /* A·Bᵀ, 4x5: op(A)[i + r, k] = a[r * lda + k], op(B)[k, j + c] = b[c * ldb + k]: 9 rows walked along k, two
  * k at a time (4 x + 5 y pairs loaded by 9 VLDM for 40 MACs); K >= 1. */
+#define POET_ASM_NT_BODY \
+    "vldm %[out], {s0-s19}\n\t" \
+    "tst %[k], #1\n\t" \
+    "beq 1f\n\t" POET_ASM_NT_SINGLE "1:\n\t" \
+    "lsrs %[k], %[k], #1\n\t" \
+    "beq 3f\n\t" \
+    "2:\n\t" POET_ASM_NT_PAIR "subs %[k], %[k], #1\n\t" \
+    "bne 2b\n\t" \
+    "3:\n\t"
+#define POET_ASM_NT_OPERANDS \
+    : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2), \
+      [b3] "+r"(b3), [b4] "+r"(b4), [k] "+r"(k) \
+    : [out] "r"(out) : POET_ASM_CLOBBERS
 POET_ALWAYS_INLINE void poet_asm_nt_4x5(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
-                                        const poet_asm_out *out)
+                                        const poet_asm_out *out, const int EPI)
 {
     const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda;
     const float *b0 = b, *b1 = b + ldb, *b2 = b + 2 * ldb, *b3 = b + 3 * ldb, *b4 = b + 4 * ldb;
     uint32_t k = (uint32_t)K;
-    __asm__ volatile("vldm %[out], {s0-s19}\n\t"
-                     "tst %[k], #1\n\t"
-                     "beq 1f\n\t"
-                     POET_ASM_NT_SINGLE
-                     "1:\n\t"
-                     "lsrs %[k], %[k], #1\n\t"
-                     "beq 3f\n\t"
-                     "2:\n\t"
-                     POET_ASM_NT_PAIR
-                     "subs %[k], %[k], #1\n\t"
-                     "bne 2b\n\t"
-                     "3:\n\t"
-                     POET_ASM_BIAS5_STORE("a1", "k", "a0")
-                     : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1),
-                       [b2] "+r"(b2), [b3] "+r"(b3), [b4] "+r"(b4), [k] "+r"(k)
-                     : [out] "r"(out)
-                     : POET_ASM_CLOBBERS);
+    POET_ASM_WITH_EPILOGUE(EPI, 5, POET_ASM_NT_BODY, "a1", "k", "a0", POET_ASM_NT_OPERANDS);
 }
 
 /* A·Bᵀ with 2 columns (a classifier head), 4x2: 4 rows and 2 columns walked along k, four k at a time
@@ -261,31 +263,27 @@ POET_ALWAYS_INLINE void poet_asm_nt_4x5(const float *a, int32_t lda, const float
     "vldmia %[b1]!, {s24}\n\t" \
     POET_ASM_MAC(1, 8, 24) POET_ASM_MAC(3, 12, 24) POET_ASM_MAC(5, 16, 24) POET_ASM_MAC(7, 20, 24)
 
+#define POET_ASM_NT2_BODY \
+    "vldm %[out], {s0-s7}\n\t" \
+    "1:\n\t" \
+    "tst %[k], #3\n\t" \
+    "beq 2f\n\t" POET_ASM_NT2_SINGLE "sub %[k], %[k], #1\n\t" \
+    "b 1b\n\t" \
+    "2:\n\t" \
+    "lsrs %[k], %[k], #2\n\t" \
+    "beq 3f\n\t" \
+    "6:\n\t" POET_ASM_NT2_QUAD "subs %[k], %[k], #1\n\t" \
+    "bne 6b\n\t" \
+    "3:\n\t"
+#define POET_ASM_NT2_OPERANDS \
+    : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1), [k] "+r"(k) \
+    : [out] "r"(out) : POET_ASM_CLOBBERS
 POET_ALWAYS_INLINE void poet_asm_nt_4x2(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
-                                        const poet_asm_out *out)
+                                        const poet_asm_out *out, const int EPI)
 {
     const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda, *b0 = b, *b1 = b + ldb;
     uint32_t k = (uint32_t)K;
-    __asm__ volatile("vldm %[out], {s0-s7}\n\t"
-                     "1:\n\t"
-                     "tst %[k], #3\n\t"
-                     "beq 2f\n\t"
-                     POET_ASM_NT2_SINGLE
-                     "sub %[k], %[k], #1\n\t"
-                     "b 1b\n\t"
-                     "2:\n\t"
-                     "lsrs %[k], %[k], #2\n\t"
-                     "beq 3f\n\t"
-                     "6:\n\t"
-                     POET_ASM_NT2_QUAD
-                     "subs %[k], %[k], #1\n\t"
-                     "bne 6b\n\t"
-                     "3:\n\t"
-                     POET_ASM_BIAS2_STORE("a1", "k", "a0")
-                     : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1),
-                       [k] "+r"(k)
-                     : [out] "r"(out)
-                     : POET_ASM_CLOBBERS);
+    POET_ASM_WITH_EPILOGUE(EPI, 2, POET_ASM_NT2_BODY, "a1", "k", "a0", POET_ASM_NT2_OPERANDS);
 }
 
 /* Aᵀ·B with 2 rows (a 2-output layer's weight gradient), 2x12, plain y = acc only: op(A)[i + r, k] =

@@ -115,29 +115,53 @@ POET_ALWAYS_INLINE void poet_gemm_layout(const poet_gemm_args *g, const int TA, 
 }
 
 #if defined(POET_GEMM_ASM)
-/* Rows i .. i+3 with the assembly blocks of poet/blocked_arm.h (4x6, or 4x5 for A·Bᵀ), the column tail
- * with the C blocks; only for the plain, bias-row and bias-column epilogues (the assembly stores y = acc,
- * acc + C[j] or acc + C[i]). */
-POET_ALWAYS_INLINE void poet_gemm_rows_asm(const poet_gemm_args *g, int32_t i, const int TA, const int TB)
+/* Rows i .. i+3, the columns the assembly blocks cover (epilogue EPI: 0 plain, 1 bias row, 2 bias column);
+ * returns the first column left for the C blocks. */
+POET_ALWAYS_INLINE int32_t poet_gemm_strip_asm(const poet_gemm_args *g, int32_t i, const int TA, const int TB,
+                                               const int EPI, poet_asm_out *out)
 {
     const int32_t M = g->M, N = g->N, K = g->K;
-    const int W = !TA && TB ? 5 : 6;
-    poet_asm_out out = {{0.0f}, g->Y + i * N, 4 * N, NULL, g->bias_col ? g->C + i : NULL};
+    const float *B = g->B, *C = g->C, *a = TA ? g->A + i : g->A + i * K;
+    float *Y = g->Y + i * N;
+    if (EPI == 2) out->rbias = C + i;
     int32_t j = 0;
-    for (; j + W <= N; j += W) {
-        out.y = g->Y + i * N + j;
-        out.bias = g->bias_row ? g->C + j : NULL;
-        if (TA) poet_asm_tn_4x6(g->A + i, M, g->B + j, N, K, &out);
-        else if (TB) poet_asm_nt_4x5(g->A + i * K, K, g->B + j * K, K, K, &out);
-        else poet_asm_nn_4x6(g->A + i * K, K, g->B + j, N, K, &out);
-    }
-    if (!TA && TB) {
+    if (TA) {
+        for (; j + 6 <= N; j += 6) {
+            out->y = Y + j;
+            if (EPI == 1) out->bias = C + j;
+            poet_asm_tn_4x6(a, M, B + j, N, K, out, EPI);
+        }
+    } else if (TB) {
+        for (; j + 5 <= N; j += 5) {
+            out->y = Y + j;
+            if (EPI == 1) out->bias = C + j;
+            poet_asm_nt_4x5(a, K, B + j * K, K, K, out, EPI);
+        }
         for (; j + 2 <= N; j += 2) { /* 2-column blocks: a head's outputs, or the tail */
-            out.y = g->Y + i * N + j;
-            out.bias = g->bias_row ? g->C + j : NULL;
-            poet_asm_nt_4x2(g->A + i * K, K, g->B + j * K, K, K, &out);
+            out->y = Y + j;
+            if (EPI == 1) out->bias = C + j;
+            poet_asm_nt_4x2(a, K, B + j * K, K, K, out, EPI);
+        }
+    } else {
+        for (; j + 6 <= N; j += 6) {
+            out->y = Y + j;
+            if (EPI == 1) out->bias = C + j;
+            poet_asm_nn_4x6(a, K, B + j, N, K, out, EPI);
         }
     }
+    return j;
+}
+
+/* Rows i .. i+3 with the assembly blocks of poet/blocked_arm.h (4x6, or 4x5 then 4x2 for A·Bᵀ), the column
+ * tail with the C blocks; only for the plain, bias-row and bias-column epilogues (the assembly stores
+ * y = acc, acc + C[j] or acc + C[i]), each its own instantiation of the block loop. */
+POET_ALWAYS_INLINE void poet_gemm_rows_asm(const poet_gemm_args *g, int32_t i, const int TA, const int TB)
+{
+    const int32_t N = g->N;
+    poet_asm_out out = {{0.0f}, NULL, 4 * N, NULL, NULL};
+    int32_t j = g->bias_row   ? poet_gemm_strip_asm(g, i, TA, TB, 1, &out)
+                : g->bias_col ? poet_gemm_strip_asm(g, i, TA, TB, 2, &out)
+                              : poet_gemm_strip_asm(g, i, TA, TB, 0, &out);
     if (N - j >= 4) { poet_gemm_block(g, i, j, 4, 4, TA, TB, 0); j += 4; }
     if (N - j >= 2) { poet_gemm_block(g, i, j, 4, 2, TA, TB, 0); j += 2; }
     if (N - j >= 1) poet_gemm_block(g, i, j, 4, 1, TA, TB, 0);
