@@ -53,21 +53,21 @@ class Coefficients:
 # Fitted with `.venv/bin/python bench/kernel_model.py qemu-cortex-m4` (2026-11-23) to 261 distinct dense and
 # convolution calls (the zoo's and `poet calibrate`'s); terms a family does not have, or whose fitted value
 # came out negative, are 0. Fitted count vs measured, rms / max relative error: gemm (with the 1x1
-# convolutions, which call it) 1.4 / 7.1%, conv forward 1.7 / 4.1%, input gradient 5.8 / 18.9% (a first
-# layer's input gradient, which training never runs), weight gradient 5.3 / 9.0%; depthwise 1.8 to 19% rms
-# by kind and stride (worst: the stride-2 input gradient, and maps 5 columns wide).
+# convolutions, which call it or its assembly blocks) 1.8 / 9.3%, conv forward 1.6 / 3.0%, input gradient
+# 1.8 / 2.8%, weight gradient 5.3 / 9.0%; depthwise 1.8 to 19% rms by kind and stride (worst: the stride-2
+# input gradient, and maps 5 columns wide).
 COEFFICIENTS: dict[str, Coefficients] = {
-    "gemm": Coefficients(step=3.52, row=171.08, asm_step=1.02, asm_block=45.43),
-    "conv_forward": Coefficients(step=5.2, edge_step=1.81, output=1.04, block=94.27, row=116.28),
-    "conv_grad_input": Coefficients(step=1.51, edge_step=17.3, block=284.13),
-    "conv_grad_weight": Coefficients(edge_step=4.81, output=22.77, line=57.73),
-    "conv_grad_weight_taps": Coefficients(step=7.14, output=61.73, block=3.81, line=87.34),
-    "depthwise_forward_s1": Coefficients(step=0.85, output=0.09, row=21.17),
-    "depthwise_forward_s2": Coefficients(step=1.09, output=0.12, row=33.17),
+    "gemm": Coefficients(step=3.23, block=41.76, row=131.88, asm_step=1.25, asm_block=32.88),
+    "conv_forward": Coefficients(step=5.67, edge_step=0.07, output=2.79, block=34.12, row=205.16),
+    "conv_grad_input": Coefficients(step=1.86, edge_step=11.88, block=499.19),
+    "conv_grad_weight": Coefficients(edge_step=4.81, output=22.78, line=57.75),
+    "conv_grad_weight_taps": Coefficients(step=7.13, output=61.74, block=3.81, line=87.35),
+    "depthwise_forward_s1": Coefficients(step=0.85, output=0.09, row=21.16),
+    "depthwise_forward_s2": Coefficients(step=1.09, output=0.12, row=33.18),
     "depthwise_grad_input_s1": Coefficients(step=0.72, output=0.08, row=21.36),
     "depthwise_grad_input_s2": Coefficients(step=0.58, output=0.26),
-    "depthwise_grad_weight_s1": Coefficients(step=0.69, row=4.3),
-    "depthwise_grad_weight_s2": Coefficients(step=0.89, row=33.31),
+    "depthwise_grad_weight_s1": Coefficients(step=0.69, row=4.28),
+    "depthwise_grad_weight_s2": Coefficients(step=0.89, row=33.29),
 }
 # instructions per element of a plain elementwise kernel (the fast Relu on qemu-cortex-m4): the unit of the
 # weights of elementwise ops that call the math helpers (GELU, tanh, softmax...: ops/elementwise.costly)
@@ -261,10 +261,32 @@ def _as_gemm(t: Tally, m: int, n: int, k: int, times: int, trans_a: int, trans_b
         setattr(t, name, getattr(g, name) * times)
 
 
+def _pointwise_s2(w: Window, channels: int) -> bool:
+    """The assembly paths of a 1x1 stride-2 convolution (conv.c's poet_pw2_asm)."""
+    return (
+        w.kh == w.kw == 1
+        and w.sh == w.sw == 2
+        and not (w.pt or w.pl)
+        and channels % 4 == 0
+        and w.ow % 4 == 0
+        and 2 * (w.oh - 1) < w.h
+        and 2 * (w.ow - 1) < w.w
+    )
+
+
+def _s2_blocks(t: Tally, channels: int, k: int, times: int, w: Window, loads_per_step: int) -> None:
+    """4x4 assembly blocks (4 channels x 4 pixels of an output row) of a 1x1 stride-2 convolution."""
+    t.family = "gemm"
+    for _ in range(times * (channels // 4) * w.oh * (w.ow // 4)):
+        t.asm(4, 4, k, loads_per_step * k)
+
+
 def _fwd(w: Window, t: Tally) -> None:
     mg, cg, times = w.m // w.groups, w.c // w.groups, w.n * w.groups
     if _pointwise(w):  # poet_fwd_pw on Cortex-M: W·X + bias per sample and group by the fast GEMM
         return _as_gemm(t, mg, w.oh * w.ow, cg, times, 0, 0)
+    if _pointwise_s2(w, mg):  # poet_fwd_pw_s2_nn: 4 VLDM of a weight, 4 VLDR of an input, 1 ADD per step
+        return _s2_blocks(t, mg, cg, times, w, 9)
     strips = tiles(mg, (4, 2, 1))
     rows = [_span(oh, w.pt, w.sh, w.kh, w.h)[1] for oh in range(w.oh)]
     cols = _runs([_span(ow, w.pl, w.sw, w.kw, w.w) for ow in range(w.ow)])
@@ -278,6 +300,8 @@ def _gi(w: Window, t: Tally) -> None:
     mg, cg, times = w.m // w.groups, w.c // w.groups, w.n * w.groups
     if _pointwise(w):  # poet_gi_pw: Wᵀ·dY per sample and group by the fast GEMM
         return _as_gemm(t, cg, w.h * w.w, mg, times, 1, 0)
+    if _pointwise_s2(w, cg):  # poet_gi_pw_s2_tn: 2 VLDM, 2 ADD per step
+        return _s2_blocks(t, cg, mg, times, w, 4)
     strips = tiles(cg, (4, 2, 1))
     ra = rb = qa = 0
     qb = w.w

@@ -11,12 +11,14 @@
 #pragma GCC optimize("no-schedule-insns")
 #endif
 
+#if !defined(POET_ALWAYS_INLINE) /* conv.c defines its own */
 #if defined(__GNUC__)
 #define POET_ALWAYS_INLINE static inline __attribute__((always_inline))
 #define POET_NOINLINE static __attribute__((noinline))
 #else
 #define POET_ALWAYS_INLINE static inline
 #define POET_NOINLINE static
+#endif
 #endif
 
 /* One k step. x_r = op(A)[i + r, k] are loaded first; then column by column, y_c = op(B)[k, j + c] is

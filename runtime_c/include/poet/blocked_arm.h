@@ -57,17 +57,25 @@ typedef struct {
 #define POET_ASM_COLBIAS6(v) \
     "ldr %[" v "], [%[out], #104]\n\t" \
     "vldm %[" v "], {s24-s29}\n\t" \
-    POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 25) POET_ASM_ADD(2, 26) POET_ASM_ADD(3, 27) POET_ASM_ADD(4, 28) POET_ASM_ADD(5, 29) \
-    POET_ASM_ADD(6, 24) POET_ASM_ADD(7, 25) POET_ASM_ADD(8, 26) POET_ASM_ADD(9, 27) POET_ASM_ADD(10, 28) POET_ASM_ADD(11, 29) \
-    POET_ASM_ADD(12, 24) POET_ASM_ADD(13, 25) POET_ASM_ADD(14, 26) POET_ASM_ADD(15, 27) POET_ASM_ADD(16, 28) POET_ASM_ADD(17, 29) \
-    POET_ASM_ADD(18, 24) POET_ASM_ADD(19, 25) POET_ASM_ADD(20, 26) POET_ASM_ADD(21, 27) POET_ASM_ADD(22, 28) POET_ASM_ADD(23, 29)
+    POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 25) POET_ASM_ADD(2, 26) \
+    POET_ASM_ADD(3, 27) POET_ASM_ADD(4, 28) POET_ASM_ADD(5, 29) \
+    POET_ASM_ADD(6, 24) POET_ASM_ADD(7, 25) POET_ASM_ADD(8, 26) \
+    POET_ASM_ADD(9, 27) POET_ASM_ADD(10, 28) POET_ASM_ADD(11, 29) \
+    POET_ASM_ADD(12, 24) POET_ASM_ADD(13, 25) POET_ASM_ADD(14, 26) \
+    POET_ASM_ADD(15, 27) POET_ASM_ADD(16, 28) POET_ASM_ADD(17, 29) \
+    POET_ASM_ADD(18, 24) POET_ASM_ADD(19, 25) POET_ASM_ADD(20, 26) \
+    POET_ASM_ADD(21, 27) POET_ASM_ADD(22, 28) POET_ASM_ADD(23, 29)
 #define POET_ASM_ROWBIAS6(v) \
     "ldr %[" v "], [%[out], #108]\n\t" \
     "vldm %[" v "], {s24-s27}\n\t" \
-    POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 24) POET_ASM_ADD(2, 24) POET_ASM_ADD(3, 24) POET_ASM_ADD(4, 24) POET_ASM_ADD(5, 24) \
-    POET_ASM_ADD(6, 25) POET_ASM_ADD(7, 25) POET_ASM_ADD(8, 25) POET_ASM_ADD(9, 25) POET_ASM_ADD(10, 25) POET_ASM_ADD(11, 25) \
-    POET_ASM_ADD(12, 26) POET_ASM_ADD(13, 26) POET_ASM_ADD(14, 26) POET_ASM_ADD(15, 26) POET_ASM_ADD(16, 26) POET_ASM_ADD(17, 26) \
-    POET_ASM_ADD(18, 27) POET_ASM_ADD(19, 27) POET_ASM_ADD(20, 27) POET_ASM_ADD(21, 27) POET_ASM_ADD(22, 27) POET_ASM_ADD(23, 27)
+    POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 24) POET_ASM_ADD(2, 24) \
+    POET_ASM_ADD(3, 24) POET_ASM_ADD(4, 24) POET_ASM_ADD(5, 24) \
+    POET_ASM_ADD(6, 25) POET_ASM_ADD(7, 25) POET_ASM_ADD(8, 25) \
+    POET_ASM_ADD(9, 25) POET_ASM_ADD(10, 25) POET_ASM_ADD(11, 25) \
+    POET_ASM_ADD(12, 26) POET_ASM_ADD(13, 26) POET_ASM_ADD(14, 26) \
+    POET_ASM_ADD(15, 26) POET_ASM_ADD(16, 26) POET_ASM_ADD(17, 26) \
+    POET_ASM_ADD(18, 27) POET_ASM_ADD(19, 27) POET_ASM_ADD(20, 27) \
+    POET_ASM_ADD(21, 27) POET_ASM_ADD(22, 27) POET_ASM_ADD(23, 27)
 #define POET_ASM_STORE6(t, u) \
     "ldr %[" t "], [%[out], #96]\n\t" \
     "ldr %[" u "], [%[out], #100]\n\t" \
@@ -320,6 +328,95 @@ POET_ALWAYS_INLINE void poet_asm_tn_2x12(const float *a, int32_t lda, const floa
                      : [pa] "+r"(a), [pb] "+r"(b), [k] "+r"(k), [sa] "+r"(sa), [sb] "+r"(sb)
                      : [out] "r"(out)
                      : POET_ASM_CLOBBERS);
+}
+
+/* Aᵀ·B, 4x4, stored every other float (a 1x1 stride-2 convolution's input gradient: the outputs of one
+ * input row sit at even columns): op(A)[i + r, k] = a[k * lda + r], op(B)[k, j + c] = b[k * ldb + c];
+ * y[r * ldy + 2 c] = acc. Per k step: 2 VLDM, 2 ADD and 16 x (VMUL + VADD). */
+#define POET_ASM_TN44_STEP \
+    "vldm %[pa], {s16-s19}\n\t" \
+    "add %[pa], %[pa], %[sa]\n\t" \
+    "vldm %[pb], {s20-s23}\n\t" \
+    "add %[pb], %[pb], %[sb]\n\t" \
+    POET_ASM_MAC(0, 16, 20) POET_ASM_MAC(1, 16, 21) POET_ASM_MAC(2, 16, 22) POET_ASM_MAC(3, 16, 23) \
+    POET_ASM_MAC(4, 17, 20) POET_ASM_MAC(5, 17, 21) POET_ASM_MAC(6, 17, 22) POET_ASM_MAC(7, 17, 23) \
+    POET_ASM_MAC(8, 18, 20) POET_ASM_MAC(9, 18, 21) POET_ASM_MAC(10, 18, 22) POET_ASM_MAC(11, 18, 23) \
+    POET_ASM_MAC(12, 19, 20) POET_ASM_MAC(13, 19, 21) POET_ASM_MAC(14, 19, 22) POET_ASM_MAC(15, 19, 23)
+POET_ALWAYS_INLINE void poet_asm_tn_4x4_s2(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
+                                           const poet_asm_out *out)
+{
+    int32_t sa = 4 * lda, sb = 4 * ldb;
+    uint32_t k = (uint32_t)K;
+    __asm__ volatile("vldm %[out], {s0-s15}\n\t" POET_ASM_K_LOOP(POET_ASM_TN44_STEP)
+                     "ldr %[pa], [%[out], #96]\n\t"
+                     "ldr %[sa], [%[out], #100]\n\t"
+                     "vstr s0, [%[pa], #0]\n\t" "vstr s1, [%[pa], #8]\n\t"
+                     "vstr s2, [%[pa], #16]\n\t" "vstr s3, [%[pa], #24]\n\t"
+                     "add %[pa], %[pa], %[sa]\n\t"
+                     "vstr s4, [%[pa], #0]\n\t" "vstr s5, [%[pa], #8]\n\t"
+                     "vstr s6, [%[pa], #16]\n\t" "vstr s7, [%[pa], #24]\n\t"
+                     "add %[pa], %[pa], %[sa]\n\t"
+                     "vstr s8, [%[pa], #0]\n\t" "vstr s9, [%[pa], #8]\n\t"
+                     "vstr s10, [%[pa], #16]\n\t" "vstr s11, [%[pa], #24]\n\t"
+                     "add %[pa], %[pa], %[sa]\n\t"
+                     "vstr s12, [%[pa], #0]\n\t" "vstr s13, [%[pa], #8]\n\t"
+                     "vstr s14, [%[pa], #16]\n\t" "vstr s15, [%[pa], #24]\n\t"
+                     : [pa] "+r"(a), [pb] "+r"(b), [k] "+r"(k), [sa] "+r"(sa), [sb] "+r"(sb)
+                     : [out] "r"(out)
+                     : POET_ASM_CLOBBERS);
+}
+
+/* 4-column epilogues (poet_asm_nn_4x4_s2) */
+#define POET_ASM_COLBIAS4(v) \
+    "ldr %[" v "], [%[out], #104]\n\t" \
+    "vldm %[" v "], {s24-s27}\n\t" \
+    POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 25) POET_ASM_ADD(2, 26) POET_ASM_ADD(3, 27) \
+    POET_ASM_ADD(4, 24) POET_ASM_ADD(5, 25) POET_ASM_ADD(6, 26) POET_ASM_ADD(7, 27) \
+    POET_ASM_ADD(8, 24) POET_ASM_ADD(9, 25) POET_ASM_ADD(10, 26) POET_ASM_ADD(11, 27) \
+    POET_ASM_ADD(12, 24) POET_ASM_ADD(13, 25) POET_ASM_ADD(14, 26) POET_ASM_ADD(15, 27)
+#define POET_ASM_ROWBIAS4(v) \
+    "ldr %[" v "], [%[out], #108]\n\t" \
+    "vldm %[" v "], {s24-s27}\n\t" \
+    POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 24) POET_ASM_ADD(2, 24) POET_ASM_ADD(3, 24) \
+    POET_ASM_ADD(4, 25) POET_ASM_ADD(5, 25) POET_ASM_ADD(6, 25) POET_ASM_ADD(7, 25) \
+    POET_ASM_ADD(8, 26) POET_ASM_ADD(9, 26) POET_ASM_ADD(10, 26) POET_ASM_ADD(11, 26) \
+    POET_ASM_ADD(12, 27) POET_ASM_ADD(13, 27) POET_ASM_ADD(14, 27) POET_ASM_ADD(15, 27)
+#define POET_ASM_STORE4(t, u) \
+    "ldr %[" t "], [%[out], #96]\n\t" \
+    "ldr %[" u "], [%[out], #100]\n\t" \
+    "vstmia %[" t "], {s0-s3}\n\t" \
+    "add %[" t "], %[" t "], %[" u "]\n\t" \
+    "vstmia %[" t "], {s4-s7}\n\t" \
+    "add %[" t "], %[" t "], %[" u "]\n\t" \
+    "vstmia %[" t "], {s8-s11}\n\t" \
+    "add %[" t "], %[" t "], %[" u "]\n\t" \
+    "vstmia %[" t "], {s12-s15}\n\t"
+
+/* A·B, 4x4, reading every other float of op(B)'s rows (a 1x1 stride-2 convolution's forward: one output row
+ * reads even input columns): op(A)[i + r, k] = a[r * lda + k], op(B)[k, j + c] = b[k * ldb + 2 c]. Per k
+ * step: 4 single-value VLDM, 4 VLDR, 1 ADD and 16 x (VMUL + VADD). */
+#define POET_ASM_NN44S2_STEP \
+    "vldmia %[a0]!, {s16}\n\t" \
+    "vldmia %[a1]!, {s17}\n\t" \
+    "vldmia %[a2]!, {s18}\n\t" \
+    "vldmia %[a3]!, {s19}\n\t" \
+    "vldr s20, [%[pb]]\n\t" \
+    "vldr s21, [%[pb], #8]\n\t" \
+    "vldr s22, [%[pb], #16]\n\t" \
+    "vldr s23, [%[pb], #24]\n\t" \
+    "add %[pb], %[pb], %[sb]\n\t" \
+    POET_ASM_MAC(0, 16, 20) POET_ASM_MAC(1, 16, 21) POET_ASM_MAC(2, 16, 22) POET_ASM_MAC(3, 16, 23) \
+    POET_ASM_MAC(4, 17, 20) POET_ASM_MAC(5, 17, 21) POET_ASM_MAC(6, 17, 22) POET_ASM_MAC(7, 17, 23) \
+    POET_ASM_MAC(8, 18, 20) POET_ASM_MAC(9, 18, 21) POET_ASM_MAC(10, 18, 22) POET_ASM_MAC(11, 18, 23) \
+    POET_ASM_MAC(12, 19, 20) POET_ASM_MAC(13, 19, 21) POET_ASM_MAC(14, 19, 22) POET_ASM_MAC(15, 19, 23)
+#define POET_ASM_NN44S2_BODY "vldm %[out], {s0-s15}\n\t" POET_ASM_K_LOOP(POET_ASM_NN44S2_STEP)
+POET_ALWAYS_INLINE void poet_asm_nn_4x4_s2(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
+                                           const poet_asm_out *out, const int EPI)
+{
+    const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda;
+    int32_t sb = 4 * ldb;
+    uint32_t k = (uint32_t)K;
+    POET_ASM_WITH_EPILOGUE(EPI, 4, POET_ASM_NN44S2_BODY, "a0", "sb", "k", POET_ASM_NN_OPERANDS);
 }
 
 #endif /* POET_GEMM_ASM */

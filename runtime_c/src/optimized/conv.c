@@ -56,6 +56,8 @@
 #define POET_UNROLL
 #endif
 
+#include "poet/blocked_arm.h" /* after POET_ALWAYS_INLINE: the assembly GEMM blocks on Cortex-M */
+
 /* An input value read once per use: a volatile read, so the compiler neither keeps values of one k step
  * live for the next (with 24 accumulators that would spill them) nor merges or reorders the reads. It is
  * still one load instruction. */
@@ -1102,6 +1104,43 @@ POET_NOINLINE void poet_fwd_k5_s1(const poet_cgeo *g, const float *X, const floa
 {
     poet_fwd_all(g, X, W, B, Y, 1, 5, 0);
 }
+#if defined(POET_GEMM_ASM)
+/* 1x1, stride 2, no padding, output rows and `channels` (of a group) in multiples of 4: the assembly paths */
+static int poet_pw2_asm(const poet_cgeo *g, int32_t channels)
+{
+    return g->KH == 1 && g->KW == 1 && g->SH == 2 && g->SW == 2 && g->PT == 0 && g->PL == 0 && channels % 4 == 0 &&
+           g->OW % 4 == 0 && 2 * (g->OH - 1) < g->IH && 2 * (g->OW - 1) < g->IW;
+}
+#endif
+
+#if defined(POET_GEMM_ASM)
+/* 1x1, stride 2, no padding, groups of output channels and output rows in multiples of 4 (the input
+ * gradient's condition with 4 | Mg, poet_pw2_asm), where the GEMM has assembly blocks: y[m, oh, ow] = sum over c of
+ * W[m, c] * X[c, 2 oh, 2 ow], then + B[m], is W·X per sample, group and output row, X read every other
+ * column (poet_asm_nn_4x4_s2). Same order as the reference: c ascending from +0.0f, then the bias. */
+POET_NOINLINE void poet_fwd_pw_s2_nn(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y)
+{
+    poet_asm_out out = {{0.0f}, NULL, 4 * g->OHW, NULL, NULL};
+    for (int32_t n = 0; n < g->N; ++n)
+        for (int32_t grp = 0; grp < g->G; ++grp) {
+            const float *Xg = X + (n * g->C + grp * g->Cg) * g->IHW;
+            for (int32_t m = grp * g->Mg; m < (grp + 1) * g->Mg; m += 4) {
+                const float *Wm = W + m * g->Cg;
+                float *Ym = Y + (n * g->M + m) * g->OHW;
+                out.rbias = B ? B + m : NULL;
+                for (int32_t oh = 0; oh < g->OH; ++oh)
+                    for (int32_t ow = 0; ow < g->OW; ow += 4) {
+                        out.y = Ym + oh * g->OW + ow;
+                        if (B)
+                            poet_asm_nn_4x4_s2(Wm, g->Cg, Xg + 2 * oh * g->IW + 2 * ow, g->IHW, g->Cg, &out, 2);
+                        else
+                            poet_asm_nn_4x4_s2(Wm, g->Cg, Xg + 2 * oh * g->IW + 2 * ow, g->IHW, g->Cg, &out, 0);
+                    }
+            }
+        }
+}
+#endif
+
 POET_NOINLINE void poet_fwd_pw_s2(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y)
 {
     poet_fwd_all(g, X, W, B, Y, 2, 1, 0);
@@ -1121,6 +1160,10 @@ void poet_conv2d_f32(const float *X, const float *W, const float *B, float *Y, c
         poet_dw_fwd_s2(&g, X, W, B, Y);
     else if (poet_pw1(&g))
         poet_fwd_pw(&g, X, W, B, Y);
+#if defined(POET_GEMM_ASM)
+    else if (poet_pw2_asm(&g, g.Mg))
+        poet_fwd_pw_s2_nn(&g, X, W, B, Y);
+#endif
     else if (g.KH == 1 && g.KW == 1 && g.SW == 2)
         poet_fwd_pw_s2(&g, X, W, B, Y);
     else if (g.SW == 1 && g.KW == 5)
@@ -1293,6 +1336,32 @@ POET_NOINLINE void poet_gi_pw(const poet_cgeo *g, const float *dY, const float *
             poet_gemm_f32(W + grp * g->Mg * g->Cg, dY + (n * g->M + grp * g->Mg) * g->OHW, NULL,
                           dX + (n * g->C + grp * g->Cg) * g->IHW, g->Cg, g->IHW, g->Mg, 1, 0, 1.0f, 0.0f, 0, 0);
 }
+#if defined(POET_GEMM_ASM)
+/* 1x1, stride 2, no padding, channel groups and output rows in multiples of 4, where the GEMM has
+ * assembly blocks (poet_pw2_asm with 4 | Cg): dX[c, 2 oh, 2 ow] = sum over m of W[m, c] * dY[m, oh, ow] is
+ * Wᵀ·dY per sample, group and output row, stored every other input column (poet_asm_tn_4x4_s2); every
+ * other input position gets no product: +0.0f, as in the reference. Same order as the reference: m
+ * ascending from +0.0f. */
+POET_NOINLINE void poet_gi_pw_s2_tn(const poet_cgeo *g, const float *dY, const float *W, float *dX)
+{
+    const int32_t total = g->N * g->C * g->IHW;
+    for (int32_t i = 0; i < total; ++i) dX[i] = 0.0f;
+    poet_asm_out out = {{0.0f}, NULL, 4 * g->IHW, NULL, NULL};
+    for (int32_t n = 0; n < g->N; ++n)
+        for (int32_t grp = 0; grp < g->G; ++grp) {
+            const float *Wg = W + grp * g->Mg * g->Cg, *dYg = dY + (n * g->M + grp * g->Mg) * g->OHW;
+            for (int32_t c = 0; c < g->Cg; c += 4) {
+                float *dXc = dX + (n * g->C + grp * g->Cg + c) * g->IHW;
+                for (int32_t oh = 0; oh < g->OH; ++oh)
+                    for (int32_t ow = 0; ow < g->OW; ow += 4) {
+                        out.y = dXc + 2 * oh * g->IW + 2 * ow;
+                        poet_asm_tn_4x4_s2(Wg + c, g->Cg, dYg + oh * g->OW + ow, g->OHW, g->Mg, &out);
+                    }
+            }
+        }
+}
+#endif
+
 POET_NOINLINE void poet_gi_pw_s2(const poet_cgeo *g, const float *dY, const float *W, float *dX)
 {
     poet_gi_all(g, dY, W, dX, 2, 1, 0);
@@ -1327,6 +1396,10 @@ void poet_conv2d_grad_input_f32(const float *dY, const float *W, float *dX, cons
         poet_dw_gi_s2(&g, dY, W, dX);
     else if (poet_pw1(&g))
         poet_gi_pw(&g, dY, W, dX);
+#if defined(POET_GEMM_ASM)
+    else if (poet_pw2_asm(&g, g.Cg))
+        poet_gi_pw_s2_tn(&g, dY, W, dX);
+#endif
     else if (g.KH == 1 && g.KW == 1 && g.SW == 2)
         poet_gi_pw_s2(&g, dY, W, dX);
     else if (g.SW == 1 && g.KW == 3 && g.KH == 3)
