@@ -53,20 +53,20 @@ class Coefficients:
 # Fitted with `.venv/bin/python bench/kernel_model.py qemu-cortex-m4` (2026-11-23) to 261 distinct dense and
 # convolution calls (the zoo's and `poet calibrate`'s); terms a family does not have, or whose fitted value
 # came out negative, are 0. Fitted count vs measured, rms / max relative error: gemm (with the 1x1
-# convolutions, which call it or its assembly blocks) 1.8 / 9.3%, conv forward 1.6 / 3.0%, input gradient
-# 1.8 / 2.8%, weight gradient 5.3 / 9.0%; depthwise 1.8 to 19% rms by kind and stride (worst: the stride-2
+# convolutions, which call it or its assembly blocks) 1.7 / 9.3%, conv forward 3.3 / 5.9%, input gradient
+# 2.3 / 4.7%, weight gradient 5.3 / 9.0%; depthwise 1.8 to 19% rms by kind and stride (worst: the stride-2
 # input gradient, and maps 5 columns wide).
 COEFFICIENTS: dict[str, Coefficients] = {
-    "gemm": Coefficients(step=3.23, block=41.76, row=131.88, asm_step=1.25, asm_block=32.88),
-    "conv_forward": Coefficients(step=5.67, edge_step=0.07, output=2.79, block=34.12, row=205.16),
-    "conv_grad_input": Coefficients(step=1.86, edge_step=11.88, block=499.19),
-    "conv_grad_weight": Coefficients(edge_step=4.81, output=22.78, line=57.75),
-    "conv_grad_weight_taps": Coefficients(step=7.13, output=61.74, block=3.81, line=87.35),
+    "gemm": Coefficients(step=1.41, block=54.15, row=141.5, asm_step=1.3, asm_block=31.76),
+    "conv_forward": Coefficients(step=4.95, output=0.38, block=77.63, row=202.59),
+    "conv_grad_input": Coefficients(edge_step=14.34, block=511.89),
+    "conv_grad_weight": Coefficients(edge_step=4.81, output=22.77, line=57.73),
+    "conv_grad_weight_taps": Coefficients(step=7.14, output=61.73, block=3.81, line=87.34),
     "depthwise_forward_s1": Coefficients(step=0.85, output=0.09, row=21.16),
-    "depthwise_forward_s2": Coefficients(step=1.09, output=0.12, row=33.18),
+    "depthwise_forward_s2": Coefficients(step=1.09, output=0.12, row=33.16),
     "depthwise_grad_input_s1": Coefficients(step=0.72, output=0.08, row=21.36),
     "depthwise_grad_input_s2": Coefficients(step=0.58, output=0.26),
-    "depthwise_grad_weight_s1": Coefficients(step=0.69, row=4.28),
+    "depthwise_grad_weight_s1": Coefficients(step=0.69, row=4.29),
     "depthwise_grad_weight_s2": Coefficients(step=0.89, row=33.29),
 }
 # instructions per element of a plain elementwise kernel (the fast Relu on qemu-cortex-m4): the unit of the
@@ -170,14 +170,18 @@ def _asm_loads(kind: str, k: int) -> int:
         return 9 * (k // 2 + k % 2)
     if kind == "nt2":  # 4x2 A·Bᵀ: 6 VLDM per 4 steps, 6 per single step for K % 4
         return 6 * (k // 4 + k % 4)
+    if kind == "nn3":  # 4x3 A·B: 4 single-value VLDM, VLDM of 3 y, 1 ADD per step
+        return 6 * k
+    if kind == "tn3":  # 4x3 Aᵀ·B: VLDM of 4 x, VLDM of 3 y, 2 ADD per step
+        return 4 * k
     return 7 * k  # "tn2": 2x12 Aᵀ·B: VLDM of 2 x, 4 VLDM of 3 y, 2 ADD
 
 
 def gemm_tally(m: int, n: int, k: int, trans_a: int = 0, trans_b: int = 0) -> Tally:
     """poet_gemm_f32 as built for Cortex-M (with the assembly blocks, src/optimized/gemm.c): 4-row strips of
-    4x6 assembly blocks (4x5, then 4x2, for A·Bᵀ) with C tails of 4/2/1 columns; for Aᵀ·B two remaining rows
-    in 2x12 assembly blocks; every other row in C blocks of 2/1 rows x 6/4/2/1 columns. Aᵀ·Bᵀ runs C only
-    (no training graph calls it)."""
+    4x6 assembly blocks and a 4x3 one (4x5, then 4x2, for A·Bᵀ) with C tails of 2/1 columns; for Aᵀ·B two
+    remaining rows in 2x12 assembly blocks; every other row in C blocks of 2/1 rows x 6/4/2/1 columns.
+    Aᵀ·Bᵀ runs C only (no training graph calls it)."""
     t = Tally()
     if trans_a and trans_b:
         for r in tiles(m, (4, 2, 1)):
@@ -192,6 +196,9 @@ def gemm_tally(m: int, n: int, k: int, trans_a: int = 0, trans_b: int = 0) -> Ta
         for _ in range(n // width):
             t.asm(4, width, k, _asm_loads(kind, k))
         rest = n % width
+        if kind != "nt" and rest >= 3:
+            t.asm(4, 3, k, _asm_loads(kind + "3", k))
+            rest -= 3
         if kind == "nt":
             for _ in range(rest // 2):
                 t.asm(4, 2, k, _asm_loads("nt2", k))

@@ -28,6 +28,7 @@ typedef struct {
     int32_t ldy;        /* bytes between output rows */
     const float *bias;  /* bias[c] added to column c (the column-bias epilogue) */
     const float *rbias; /* rbias[r] added to row r (the row-bias epilogue: a column vector C) */
+    int32_t step1, step2; /* byte steps a block kernel reads from memory (poet_asm_conv3x3_4x4) */
 } poet_asm_out;
 
 /* s<a> += s<x> */
@@ -130,6 +131,30 @@ typedef struct {
     "vstmia %[" t "], {s4-s5}\n\t" \
     "add %[" t "], %[" t "], %[" u "]\n\t" \
     "vstmia %[" t "], {s6-s7}\n\t"
+#define POET_ASM_COLBIAS3(v) \
+    "ldr %[" v "], [%[out], #104]\n\t" \
+    "vldm %[" v "], {s24-s26}\n\t" \
+    POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 25) POET_ASM_ADD(2, 26) \
+    POET_ASM_ADD(3, 24) POET_ASM_ADD(4, 25) POET_ASM_ADD(5, 26) \
+    POET_ASM_ADD(6, 24) POET_ASM_ADD(7, 25) POET_ASM_ADD(8, 26) \
+    POET_ASM_ADD(9, 24) POET_ASM_ADD(10, 25) POET_ASM_ADD(11, 26)
+#define POET_ASM_ROWBIAS3(v) \
+    "ldr %[" v "], [%[out], #108]\n\t" \
+    "vldm %[" v "], {s24-s27}\n\t" \
+    POET_ASM_ADD(0, 24) POET_ASM_ADD(1, 24) POET_ASM_ADD(2, 24) \
+    POET_ASM_ADD(3, 25) POET_ASM_ADD(4, 25) POET_ASM_ADD(5, 25) \
+    POET_ASM_ADD(6, 26) POET_ASM_ADD(7, 26) POET_ASM_ADD(8, 26) \
+    POET_ASM_ADD(9, 27) POET_ASM_ADD(10, 27) POET_ASM_ADD(11, 27)
+#define POET_ASM_STORE3(t, u) \
+    "ldr %[" t "], [%[out], #96]\n\t" \
+    "ldr %[" u "], [%[out], #100]\n\t" \
+    "vstmia %[" t "], {s0-s2}\n\t" \
+    "add %[" t "], %[" t "], %[" u "]\n\t" \
+    "vstmia %[" t "], {s3-s5}\n\t" \
+    "add %[" t "], %[" t "], %[" u "]\n\t" \
+    "vstmia %[" t "], {s6-s8}\n\t" \
+    "add %[" t "], %[" t "], %[" u "]\n\t" \
+    "vstmia %[" t "], {s9-s11}\n\t"
 /* one asm statement per epilogue (EPI: 0 plain, 1 column bias, 2 row bias; a compile-time constant) */
 #define POET_ASM_WITH_EPILOGUE(EPI, NC, body, t, u, v, operands) \
     do { \
@@ -417,6 +442,115 @@ POET_ALWAYS_INLINE void poet_asm_nn_4x4_s2(const float *a, int32_t lda, const fl
     int32_t sb = 4 * ldb;
     uint32_t k = (uint32_t)K;
     POET_ASM_WITH_EPILOGUE(EPI, 4, POET_ASM_NN44S2_BODY, "a0", "sb", "k", POET_ASM_NN_OPERANDS);
+}
+
+/* A 3x3 convolution block of 4 channels x 4 consecutive pixels with every tap valid (conv.c's poet_block
+ * with R = P = 4 and a full window, stride 1): out[r, p] = sum over k1 < nk1, k2 < 3, k3 < 3 (ascending) of
+ * v[k1 vk1 + k2 vk2 + DIR k3 + p] * w_r[9 k1' + 3 k2 + k3] where w_r = w + r wr walks its 9 taps and then
+ * skips to the next k1 (wk1 floats on). DIR = +1: the forward (inputs x[p + k3]); DIR = -1: the input
+ * gradient (dY values x[p - k3]). One k2 row: the 6 input values the 4 pixels x 3 taps read in one VLDM
+ * (s16..s21), then per tap 4 weights (s22..s25) for 16 MACs: 13 loads for 48 MACs. y rows from the out
+ * struct (ldy bytes apart), + rbias[r] with EPI = 2. */
+#define POET_ASM_CONV3_ROW_FWD \
+    "vldm %[pv], {s16-s21}\n\t" \
+    "vldmia %[w0]!, {s22}\n\t" "vldmia %[w1]!, {s23}\n\t" \
+    "vldmia %[w2]!, {s24}\n\t" "vldmia %[w3]!, {s25}\n\t" \
+    POET_ASM_MAC(0, 22, 16) POET_ASM_MAC(1, 22, 17) POET_ASM_MAC(2, 22, 18) POET_ASM_MAC(3, 22, 19) \
+    POET_ASM_MAC(4, 23, 16) POET_ASM_MAC(5, 23, 17) POET_ASM_MAC(6, 23, 18) POET_ASM_MAC(7, 23, 19) \
+    POET_ASM_MAC(8, 24, 16) POET_ASM_MAC(9, 24, 17) POET_ASM_MAC(10, 24, 18) POET_ASM_MAC(11, 24, 19) \
+    POET_ASM_MAC(12, 25, 16) POET_ASM_MAC(13, 25, 17) POET_ASM_MAC(14, 25, 18) POET_ASM_MAC(15, 25, 19) \
+    "vldmia %[w0]!, {s22}\n\t" "vldmia %[w1]!, {s23}\n\t" \
+    "vldmia %[w2]!, {s24}\n\t" "vldmia %[w3]!, {s25}\n\t" \
+    POET_ASM_MAC(0, 22, 17) POET_ASM_MAC(1, 22, 18) POET_ASM_MAC(2, 22, 19) POET_ASM_MAC(3, 22, 20) \
+    POET_ASM_MAC(4, 23, 17) POET_ASM_MAC(5, 23, 18) POET_ASM_MAC(6, 23, 19) POET_ASM_MAC(7, 23, 20) \
+    POET_ASM_MAC(8, 24, 17) POET_ASM_MAC(9, 24, 18) POET_ASM_MAC(10, 24, 19) POET_ASM_MAC(11, 24, 20) \
+    POET_ASM_MAC(12, 25, 17) POET_ASM_MAC(13, 25, 18) POET_ASM_MAC(14, 25, 19) POET_ASM_MAC(15, 25, 20) \
+    "vldmia %[w0]!, {s22}\n\t" "vldmia %[w1]!, {s23}\n\t" \
+    "vldmia %[w2]!, {s24}\n\t" "vldmia %[w3]!, {s25}\n\t" \
+    POET_ASM_MAC(0, 22, 18) POET_ASM_MAC(1, 22, 19) POET_ASM_MAC(2, 22, 20) POET_ASM_MAC(3, 22, 21) \
+    POET_ASM_MAC(4, 23, 18) POET_ASM_MAC(5, 23, 19) POET_ASM_MAC(6, 23, 20) POET_ASM_MAC(7, 23, 21) \
+    POET_ASM_MAC(8, 24, 18) POET_ASM_MAC(9, 24, 19) POET_ASM_MAC(10, 24, 20) POET_ASM_MAC(11, 24, 21) \
+    POET_ASM_MAC(12, 25, 18) POET_ASM_MAC(13, 25, 19) POET_ASM_MAC(14, 25, 20) POET_ASM_MAC(15, 25, 21)
+#define POET_ASM_CONV3_ROW_GI \
+    "vldm %[pv], {s16-s21}\n\t" \
+    "vldmia %[w0]!, {s22}\n\t" "vldmia %[w1]!, {s23}\n\t" \
+    "vldmia %[w2]!, {s24}\n\t" "vldmia %[w3]!, {s25}\n\t" \
+    POET_ASM_MAC(0, 22, 18) POET_ASM_MAC(1, 22, 19) POET_ASM_MAC(2, 22, 20) POET_ASM_MAC(3, 22, 21) \
+    POET_ASM_MAC(4, 23, 18) POET_ASM_MAC(5, 23, 19) POET_ASM_MAC(6, 23, 20) POET_ASM_MAC(7, 23, 21) \
+    POET_ASM_MAC(8, 24, 18) POET_ASM_MAC(9, 24, 19) POET_ASM_MAC(10, 24, 20) POET_ASM_MAC(11, 24, 21) \
+    POET_ASM_MAC(12, 25, 18) POET_ASM_MAC(13, 25, 19) POET_ASM_MAC(14, 25, 20) POET_ASM_MAC(15, 25, 21) \
+    "vldmia %[w0]!, {s22}\n\t" "vldmia %[w1]!, {s23}\n\t" \
+    "vldmia %[w2]!, {s24}\n\t" "vldmia %[w3]!, {s25}\n\t" \
+    POET_ASM_MAC(0, 22, 17) POET_ASM_MAC(1, 22, 18) POET_ASM_MAC(2, 22, 19) POET_ASM_MAC(3, 22, 20) \
+    POET_ASM_MAC(4, 23, 17) POET_ASM_MAC(5, 23, 18) POET_ASM_MAC(6, 23, 19) POET_ASM_MAC(7, 23, 20) \
+    POET_ASM_MAC(8, 24, 17) POET_ASM_MAC(9, 24, 18) POET_ASM_MAC(10, 24, 19) POET_ASM_MAC(11, 24, 20) \
+    POET_ASM_MAC(12, 25, 17) POET_ASM_MAC(13, 25, 18) POET_ASM_MAC(14, 25, 19) POET_ASM_MAC(15, 25, 20) \
+    "vldmia %[w0]!, {s22}\n\t" "vldmia %[w1]!, {s23}\n\t" \
+    "vldmia %[w2]!, {s24}\n\t" "vldmia %[w3]!, {s25}\n\t" \
+    POET_ASM_MAC(0, 22, 16) POET_ASM_MAC(1, 22, 17) POET_ASM_MAC(2, 22, 18) POET_ASM_MAC(3, 22, 19) \
+    POET_ASM_MAC(4, 23, 16) POET_ASM_MAC(5, 23, 17) POET_ASM_MAC(6, 23, 18) POET_ASM_MAC(7, 23, 19) \
+    POET_ASM_MAC(8, 24, 16) POET_ASM_MAC(9, 24, 17) POET_ASM_MAC(10, 24, 18) POET_ASM_MAC(11, 24, 19) \
+    POET_ASM_MAC(12, 25, 16) POET_ASM_MAC(13, 25, 17) POET_ASM_MAC(14, 25, 18) POET_ASM_MAC(15, 25, 19)
+#define POET_ASM_CONV3_BODY(row) \
+    "vldm %[out], {s0-s15}\n\t" \
+    "1:\n\t" row "add %[pv], %[pv], %[vk2]\n\t" row "add %[pv], %[pv], %[vk2]\n\t" row \
+    "ldr %[t], [%[out], #112]\n\t" \
+    "add %[pv], %[pv], %[t]\n\t" \
+    "ldr %[t], [%[out], #116]\n\t" \
+    "add %[w0], %[w0], %[t]\n\t" \
+    "add %[w1], %[w1], %[t]\n\t" \
+    "add %[w2], %[w2], %[t]\n\t" \
+    "add %[w3], %[w3], %[t]\n\t" \
+    "subs %[k], %[k], #1\n\t" \
+    "bne 1b\n\t"
+#define POET_ASM_CONV3_OPERANDS \
+    : [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2), [w3] "+r"(w3), [pv] "+r"(pv), [k] "+r"(k), [t] "=&r"(t) \
+    : [vk2] "r"(vk2b), [out] "r"(out) : POET_ASM_CLOBBERS
+/* out->step1 = 4 (vk1 - 2 vk2) and out->step2 = 4 (wk1 - 9) must be set (bytes to the next k1) */
+POET_ALWAYS_INLINE void poet_asm_conv3x3_4x4(const float *w, int32_t wr, const float *v, int32_t nk1, int32_t vk2,
+                                             const poet_asm_out *out, const int DIR, const int EPI)
+{
+    const float *w0 = w, *w1 = w + wr, *w2 = w + 2 * wr, *w3 = w + 3 * wr;
+    const float *pv = DIR > 0 ? v : v - 2;
+    const int32_t vk2b = 4 * vk2;
+    uint32_t k = (uint32_t)nk1; /* >= 1 */
+    int32_t t;
+    if (DIR > 0)
+        POET_ASM_WITH_EPILOGUE(EPI, 4, POET_ASM_CONV3_BODY(POET_ASM_CONV3_ROW_FWD), "w0", "w1", "w2",
+                               POET_ASM_CONV3_OPERANDS);
+    else
+        POET_ASM_WITH_EPILOGUE(EPI, 4, POET_ASM_CONV3_BODY(POET_ASM_CONV3_ROW_GI), "w0", "w1", "w2",
+                               POET_ASM_CONV3_OPERANDS);
+}
+
+/* 4x3 blocks for the 3-column tail of A·B and Aᵀ·B (e.g. the 9 pixels of a 3x3 map in a 1x1 convolution:
+ * one 4x6 block, then one 4x3), accumulators s(3r + c). Per k step: A·B 4 single-value VLDM, 1 VLDM of 3,
+ * 1 ADD; Aᵀ·B 2 VLDM, 2 ADD; and 12 x (VMUL + VADD). */
+#define POET_ASM_B3_STEP \
+    "vldm %[pb], {s28-s30}\n\t" \
+    "add %[pb], %[pb], %[sb]\n\t" POET_ASM_4X3(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+#define POET_ASM_NN3_BODY \
+    "vldm %[out], {s0-s11}\n\t" POET_ASM_K_LOOP("vldmia %[a0]!, {s24}\n\t" \
+                                                 "vldmia %[a1]!, {s25}\n\t" \
+                                                 "vldmia %[a2]!, {s26}\n\t" \
+                                                 "vldmia %[a3]!, {s27}\n\t" POET_ASM_B3_STEP)
+POET_ALWAYS_INLINE void poet_asm_nn_4x3(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
+                                        const poet_asm_out *out, const int EPI)
+{
+    const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda;
+    int32_t sb = 4 * ldb;
+    uint32_t k = (uint32_t)K;
+    POET_ASM_WITH_EPILOGUE(EPI, 3, POET_ASM_NN3_BODY, "a0", "sb", "k", POET_ASM_NN_OPERANDS);
+}
+#define POET_ASM_TN3_BODY \
+    "vldm %[out], {s0-s11}\n\t" POET_ASM_K_LOOP("vldm %[pa], {s24-s27}\n\t" \
+                                                 "add %[pa], %[pa], %[sa]\n\t" POET_ASM_B3_STEP)
+POET_ALWAYS_INLINE void poet_asm_tn_4x3(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
+                                        const poet_asm_out *out, const int EPI)
+{
+    int32_t sa = 4 * lda, sb = 4 * ldb;
+    uint32_t k = (uint32_t)K;
+    POET_ASM_WITH_EPILOGUE(EPI, 3, POET_ASM_TN3_BODY, "pa", "sa", "sb", POET_ASM_TN_OPERANDS);
 }
 
 #endif /* POET_GEMM_ASM */

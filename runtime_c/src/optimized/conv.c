@@ -215,6 +215,38 @@ POET_ALWAYS_INLINE void poet_run(poet_blk *b, int32_t n, int32_t step_v, int32_t
     if (n >= 1) poet_block(b, R, 1, K2T, K3, VP, VK3, WK3, WR, WK1);
 }
 
+#if defined(POET_GEMM_ASM)
+/* poet_run for a full 3x3 window at stride 1 with R = 4 (the interior of a 3x3 convolution's forward, DIR =
+ * +1, or input gradient, DIR = -1): 4-pixel blocks in assembly (poet_asm_conv3x3_4x4), the 2- and 1-pixel
+ * tail in C; b->wr, wk1 as the C block reads them, pixels 1 apart in v and y. */
+POET_ALWAYS_INLINE void poet_run_conv3_asm(poet_blk *b, int32_t n, const int DIR)
+{
+    poet_asm_out out = {{0.0f}, b->y, 4 * b->yr, NULL, b->bias, 4 * (b->vk1 - 2 * b->vk2), 4 * (b->wk1 - 9)};
+    /* C 6-pixel blocks while the rest is not a multiple of 4 (6 = 6, 14 = 6 + 2 x 4, 30 = 6 + 6 x 4) */
+    for (; n >= 6 && n % 4 != 0; n -= 6) {
+        poet_block(b, 4, 6, 3, 3, 1, DIR, 1, DIR > 0 ? 0 : 9, 0);
+        b->v += 6;
+        b->y += 6;
+    }
+    for (; n >= 4; n -= 4) {
+        out.y = b->y;
+        if (b->bias)
+            poet_asm_conv3x3_4x4(b->w, b->wr, b->v, b->nk1, b->vk2, &out, DIR, 2);
+        else
+            poet_asm_conv3x3_4x4(b->w, b->wr, b->v, b->nk1, b->vk2, &out, DIR, 0);
+        b->v += 4;
+        b->y += 4;
+    }
+    if (n >= 2) {
+        poet_block(b, 4, 2, 0, 3, 1, DIR, 1, DIR > 0 ? 0 : 9, 0);
+        b->v += 2;
+        b->y += 2;
+        n -= 2;
+    }
+    if (n >= 1) poet_block(b, 4, 1, 0, 3, 1, DIR, 1, DIR > 0 ? 0 : 9, 0);
+}
+#endif
+
 /* ---- depthwise 3x3 (one input and one output channel per group) --------------------------------------
  * The nine weights of a channel stay in registers. poet_dw_plane computes
  *   out[o, q] = sum over kh, kw < 3 (ascending) of in[r, c] * w[kh, kw]  (+ bias)
@@ -1041,6 +1073,10 @@ POET_ALWAYS_INLINE void poet_fwd_rows(const poet_cgeo *g, const float *X, const 
             }
             if (KWC == 1) /* strided 1x1: one tap (or none: nk1 = 0 writes zeros / bias) */
                 poet_run(&b, end - ow, g->SW, 1, R, 1, 1, SWC, 1, 1, 0, 1);
+#if defined(POET_GEMM_ASM)
+            else if (KWC == 3 && SWC == 1 && nkw == 3 && nkh == 3 && g->KW == 3 && R == 4 && b.nk1 > 0)
+                poet_run_conv3_asm(&b, end - ow, 1);
+#endif
             else if (KWC == 3 && nkw == 3 && nkh == 3 && g->KW == 3 && R == 4)
                 poet_run(&b, end - ow, g->SW, 1, R, 3, 3, SWC, 1, 1, 0, 0);
             else if (KWC == 3 && nkw == 3)
@@ -1120,7 +1156,7 @@ static int poet_pw2_asm(const poet_cgeo *g, int32_t channels)
  * column (poet_asm_nn_4x4_s2). Same order as the reference: c ascending from +0.0f, then the bias. */
 POET_NOINLINE void poet_fwd_pw_s2_nn(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y)
 {
-    poet_asm_out out = {{0.0f}, NULL, 4 * g->OHW, NULL, NULL};
+    poet_asm_out out = {{0.0f}, NULL, 4 * g->OHW, NULL, NULL, 0, 0};
     for (int32_t n = 0; n < g->N; ++n)
         for (int32_t grp = 0; grp < g->G; ++grp) {
             const float *Xg = X + (n * g->C + grp * g->Cg) * g->IHW;
@@ -1290,6 +1326,10 @@ POET_ALWAYS_INLINE void poet_gi_rows(const poet_cgeo *g, const float *dY, const 
                 /* taps step by SW along a row: WK3 = SWC (0: run time) */
                 if (KWC == 1) /* strided 1x1: one tap (or none: nk1 = 0 writes zeros) */
                     poet_run(&b, end - q, 1, g->SW, R, 1, 1, 1, -1, SWC, 1, 0);
+#if defined(POET_GEMM_ASM)
+                else if (KWC == 3 && SWC == 1 && nkw == 3 && nkh == 3 && g->SH == 1 && R == 4 && b.nk1 > 0)
+                    poet_run_conv3_asm(&b, end - q, -1);
+#endif
                 else if (KWC == 3 && SWC == 1 && nkw == 3 && nkh == 3 && g->SH == 1 && R == 4)
                     poet_run(&b, end - q, 1, 1, R, 3, 3, 1, -1, 1, 9, 0);
                 else if (KWC == 3 && SWC == 1 && nkw == 3)
@@ -1346,7 +1386,7 @@ POET_NOINLINE void poet_gi_pw_s2_tn(const poet_cgeo *g, const float *dY, const f
 {
     const int32_t total = g->N * g->C * g->IHW;
     for (int32_t i = 0; i < total; ++i) dX[i] = 0.0f;
-    poet_asm_out out = {{0.0f}, NULL, 4 * g->IHW, NULL, NULL};
+    poet_asm_out out = {{0.0f}, NULL, 4 * g->IHW, NULL, NULL, 0, 0};
     for (int32_t n = 0; n < g->N; ++n)
         for (int32_t grp = 0; grp < g->G; ++grp) {
             const float *Wg = W + grp * g->Mg * g->Cg, *dYg = dY + (n * g->M + grp * g->Mg) * g->OHW;

@@ -131,6 +131,12 @@ POET_ALWAYS_INLINE int32_t poet_gemm_strip_asm(const poet_gemm_args *g, int32_t 
             if (EPI == 1) out->bias = C + j;
             poet_asm_tn_4x6(a, M, B + j, N, K, out, EPI);
         }
+        if (N - j >= 3) {
+            out->y = Y + j;
+            if (EPI == 1) out->bias = C + j;
+            poet_asm_tn_4x3(a, M, B + j, N, K, out, EPI);
+            j += 3;
+        }
     } else if (TB) {
         for (; j + 5 <= N; j += 5) {
             out->y = Y + j;
@@ -148,17 +154,23 @@ POET_ALWAYS_INLINE int32_t poet_gemm_strip_asm(const poet_gemm_args *g, int32_t 
             if (EPI == 1) out->bias = C + j;
             poet_asm_nn_4x6(a, K, B + j, N, K, out, EPI);
         }
+        if (N - j >= 3) {
+            out->y = Y + j;
+            if (EPI == 1) out->bias = C + j;
+            poet_asm_nn_4x3(a, K, B + j, N, K, out, EPI);
+            j += 3;
+        }
     }
     return j;
 }
 
-/* Rows i .. i+3 with the assembly blocks of poet/blocked_arm.h (4x6, or 4x5 then 4x2 for A·Bᵀ), the column
- * tail with the C blocks; only for the plain, bias-row and bias-column epilogues (the assembly stores
- * y = acc, acc + C[j] or acc + C[i]), each its own instantiation of the block loop. */
+/* Rows i .. i+3 with the assembly blocks of poet/blocked_arm.h (4x6 and a 4x3 tail, or 4x5 then 4x2 for
+ * A·Bᵀ), the column tail with the C blocks; only for the plain, bias-row and bias-column epilogues (the
+ * assembly stores y = acc, acc + C[j] or acc + C[i]), each its own instantiation of the block loop. */
 POET_ALWAYS_INLINE void poet_gemm_rows_asm(const poet_gemm_args *g, int32_t i, const int TA, const int TB)
 {
     const int32_t N = g->N;
-    poet_asm_out out = {{0.0f}, NULL, 4 * N, NULL, NULL};
+    poet_asm_out out = {{0.0f}, NULL, 4 * N, NULL, NULL, 0, 0};
     int32_t j = g->bias_row   ? poet_gemm_strip_asm(g, i, TA, TB, 1, &out)
                 : g->bias_col ? poet_gemm_strip_asm(g, i, TA, TB, 2, &out)
                               : poet_gemm_strip_asm(g, i, TA, TB, 0, &out);
@@ -171,7 +183,7 @@ POET_ALWAYS_INLINE void poet_gemm_rows_asm(const poet_gemm_args *g, int32_t i, c
 POET_ALWAYS_INLINE void poet_gemm_rows2_tn_asm(const poet_gemm_args *g, int32_t i)
 {
     const int32_t M = g->M, N = g->N, K = g->K;
-    poet_asm_out out = {{0.0f}, g->Y + i * N, 4 * N, NULL, NULL};
+    poet_asm_out out = {{0.0f}, g->Y + i * N, 4 * N, NULL, NULL, 0, 0};
     int32_t j = 0;
     for (; j + 12 <= N; j += 12) {
         out.y = g->Y + i * N + j;
