@@ -53,21 +53,21 @@ class Coefficients:
 # Fitted with `.venv/bin/python bench/kernel_model.py qemu-cortex-m4` (2026-11-23) to 261 distinct dense and
 # convolution calls (the zoo's and `poet calibrate`'s); terms a family does not have, or whose fitted value
 # came out negative, are 0. Fitted count vs measured, rms / max relative error: gemm (with the 1x1
-# convolutions, which call it or its assembly blocks) 1.7 / 9.3%, conv forward 3.3 / 5.9%, input gradient
-# 2.3 / 4.7%, weight gradient 5.3 / 9.0%; depthwise 1.8 to 19% rms by kind and stride (worst: the stride-2
+# convolutions, which call it or its assembly blocks) 1.7 / 9.3%, conv forward 3.5 / 6.1%, input gradient
+# 2.4 / 5.1%, weight gradient 5.3 / 9.0%; depthwise 1.8 to 19% rms by kind and stride (worst: the stride-2
 # input gradient, and maps 5 columns wide).
 COEFFICIENTS: dict[str, Coefficients] = {
-    "gemm": Coefficients(step=1.41, block=54.15, row=141.5, asm_step=1.3, asm_block=31.76),
-    "conv_forward": Coefficients(step=4.95, output=0.38, block=77.63, row=202.59),
-    "conv_grad_input": Coefficients(edge_step=14.34, block=511.89),
+    "gemm": Coefficients(step=1.42, block=54.09, row=141.56, asm_step=1.3, asm_block=31.76),
+    "conv_forward": Coefficients(step=4.7, row=317.93),
+    "conv_grad_input": Coefficients(edge_step=14.39, block=512.42),
     "conv_grad_weight": Coefficients(edge_step=4.81, output=22.77, line=57.73),
-    "conv_grad_weight_taps": Coefficients(step=7.14, output=61.73, block=3.81, line=87.34),
+    "conv_grad_weight_taps": Coefficients(step=7.13, output=61.75, block=3.82, line=87.37),
     "depthwise_forward_s1": Coefficients(step=0.85, output=0.09, row=21.16),
-    "depthwise_forward_s2": Coefficients(step=1.09, output=0.12, row=33.16),
+    "depthwise_forward_s2": Coefficients(step=1.09, output=0.12, row=33.18),
     "depthwise_grad_input_s1": Coefficients(step=0.72, output=0.08, row=21.36),
     "depthwise_grad_input_s2": Coefficients(step=0.58, output=0.26),
     "depthwise_grad_weight_s1": Coefficients(step=0.69, row=4.29),
-    "depthwise_grad_weight_s2": Coefficients(step=0.89, row=33.29),
+    "depthwise_grad_weight_s2": Coefficients(step=0.89, row=33.3),
 }
 # instructions per element of a plain elementwise kernel (the fast Relu on qemu-cortex-m4): the unit of the
 # weights of elementwise ops that call the math helpers (GELU, tanh, softmax...: ops/elementwise.costly)

@@ -448,9 +448,10 @@ POET_ALWAYS_INLINE void poet_asm_nn_4x4_s2(const float *a, int32_t lda, const fl
  * with R = P = 4 and a full window, stride 1): out[r, p] = sum over k1 < nk1, k2 < 3, k3 < 3 (ascending) of
  * v[k1 vk1 + k2 vk2 + DIR k3 + p] * w_r[9 k1' + 3 k2 + k3] where w_r = w + r wr walks its 9 taps and then
  * skips to the next k1 (wk1 floats on). DIR = +1: the forward (inputs x[p + k3]); DIR = -1: the input
- * gradient (dY values x[p - k3]). One k2 row: the 6 input values the 4 pixels x 3 taps read in one VLDM
- * (s16..s21), then per tap 4 weights (s22..s25) for 16 MACs: 13 loads for 48 MACs. y rows from the out
- * struct (ldy bytes apart), + rbias[r] with EPI = 2. */
+ * gradient (dY values x[p - k3]); DIR = 2: the forward at stride 2 (x[2 p + k3]). One k2 row: the input
+ * values the 4 pixels x 3 taps read in one VLDM (6 in s16..s21; 9 in s16..s24 at stride 2), then per tap 4
+ * weights (s22..s25; s25..s28) for 16 MACs: 13 loads for 48 MACs. y rows from the out struct (ldy bytes
+ * apart), + rbias[r] with EPI = 2. */
 #define POET_ASM_CONV3_ROW_FWD \
     "vldm %[pv], {s16-s21}\n\t" \
     "vldmia %[w0]!, {s22}\n\t" "vldmia %[w1]!, {s23}\n\t" \
@@ -491,6 +492,27 @@ POET_ALWAYS_INLINE void poet_asm_nn_4x4_s2(const float *a, int32_t lda, const fl
     POET_ASM_MAC(4, 23, 16) POET_ASM_MAC(5, 23, 17) POET_ASM_MAC(6, 23, 18) POET_ASM_MAC(7, 23, 19) \
     POET_ASM_MAC(8, 24, 16) POET_ASM_MAC(9, 24, 17) POET_ASM_MAC(10, 24, 18) POET_ASM_MAC(11, 24, 19) \
     POET_ASM_MAC(12, 25, 16) POET_ASM_MAC(13, 25, 17) POET_ASM_MAC(14, 25, 18) POET_ASM_MAC(15, 25, 19)
+/* stride 2 (forward only): the 9 input values x[2 p + k3] in s16..s24, weights in s25..s28 */
+#define POET_ASM_CONV3_ROW_FWD2 \
+    "vldm %[pv], {s16-s24}\n\t" \
+    "vldmia %[w0]!, {s25}\n\t" "vldmia %[w1]!, {s26}\n\t" \
+    "vldmia %[w2]!, {s27}\n\t" "vldmia %[w3]!, {s28}\n\t" \
+    POET_ASM_MAC(0, 25, 16) POET_ASM_MAC(1, 25, 18) POET_ASM_MAC(2, 25, 20) POET_ASM_MAC(3, 25, 22) \
+    POET_ASM_MAC(4, 26, 16) POET_ASM_MAC(5, 26, 18) POET_ASM_MAC(6, 26, 20) POET_ASM_MAC(7, 26, 22) \
+    POET_ASM_MAC(8, 27, 16) POET_ASM_MAC(9, 27, 18) POET_ASM_MAC(10, 27, 20) POET_ASM_MAC(11, 27, 22) \
+    POET_ASM_MAC(12, 28, 16) POET_ASM_MAC(13, 28, 18) POET_ASM_MAC(14, 28, 20) POET_ASM_MAC(15, 28, 22) \
+    "vldmia %[w0]!, {s25}\n\t" "vldmia %[w1]!, {s26}\n\t" \
+    "vldmia %[w2]!, {s27}\n\t" "vldmia %[w3]!, {s28}\n\t" \
+    POET_ASM_MAC(0, 25, 17) POET_ASM_MAC(1, 25, 19) POET_ASM_MAC(2, 25, 21) POET_ASM_MAC(3, 25, 23) \
+    POET_ASM_MAC(4, 26, 17) POET_ASM_MAC(5, 26, 19) POET_ASM_MAC(6, 26, 21) POET_ASM_MAC(7, 26, 23) \
+    POET_ASM_MAC(8, 27, 17) POET_ASM_MAC(9, 27, 19) POET_ASM_MAC(10, 27, 21) POET_ASM_MAC(11, 27, 23) \
+    POET_ASM_MAC(12, 28, 17) POET_ASM_MAC(13, 28, 19) POET_ASM_MAC(14, 28, 21) POET_ASM_MAC(15, 28, 23) \
+    "vldmia %[w0]!, {s25}\n\t" "vldmia %[w1]!, {s26}\n\t" \
+    "vldmia %[w2]!, {s27}\n\t" "vldmia %[w3]!, {s28}\n\t" \
+    POET_ASM_MAC(0, 25, 18) POET_ASM_MAC(1, 25, 20) POET_ASM_MAC(2, 25, 22) POET_ASM_MAC(3, 25, 24) \
+    POET_ASM_MAC(4, 26, 18) POET_ASM_MAC(5, 26, 20) POET_ASM_MAC(6, 26, 22) POET_ASM_MAC(7, 26, 24) \
+    POET_ASM_MAC(8, 27, 18) POET_ASM_MAC(9, 27, 20) POET_ASM_MAC(10, 27, 22) POET_ASM_MAC(11, 27, 24) \
+    POET_ASM_MAC(12, 28, 18) POET_ASM_MAC(13, 28, 20) POET_ASM_MAC(14, 28, 22) POET_ASM_MAC(15, 28, 24)
 #define POET_ASM_CONV3_BODY(row) \
     "vldm %[out], {s0-s15}\n\t" \
     "1:\n\t" row "add %[pv], %[pv], %[vk2]\n\t" row "add %[pv], %[pv], %[vk2]\n\t" row \
@@ -511,11 +533,14 @@ POET_ALWAYS_INLINE void poet_asm_conv3x3_4x4(const float *w, int32_t wr, const f
                                              const poet_asm_out *out, const int DIR, const int EPI)
 {
     const float *w0 = w, *w1 = w + wr, *w2 = w + 2 * wr, *w3 = w + 3 * wr;
-    const float *pv = DIR > 0 ? v : v - 2;
+    const float *pv = DIR < 0 ? v - 2 : v;
     const int32_t vk2b = 4 * vk2;
     uint32_t k = (uint32_t)nk1; /* >= 1 */
     int32_t t;
-    if (DIR > 0)
+    if (DIR == 2)
+        POET_ASM_WITH_EPILOGUE(EPI, 4, POET_ASM_CONV3_BODY(POET_ASM_CONV3_ROW_FWD2), "w0", "w1", "w2",
+                               POET_ASM_CONV3_OPERANDS);
+    else if (DIR > 0)
         POET_ASM_WITH_EPILOGUE(EPI, 4, POET_ASM_CONV3_BODY(POET_ASM_CONV3_ROW_FWD), "w0", "w1", "w2",
                                POET_ASM_CONV3_OPERANDS);
     else

@@ -216,16 +216,20 @@ POET_ALWAYS_INLINE void poet_run(poet_blk *b, int32_t n, int32_t step_v, int32_t
 }
 
 #if defined(POET_GEMM_ASM)
-/* poet_run for a full 3x3 window at stride 1 with R = 4 (the interior of a 3x3 convolution's forward, DIR =
- * +1, or input gradient, DIR = -1): 4-pixel blocks in assembly (poet_asm_conv3x3_4x4), the 2- and 1-pixel
- * tail in C; b->wr, wk1 as the C block reads them, pixels 1 apart in v and y. */
+/* poet_run for a full 3x3 window with R = 4 (the interior of a 3x3 convolution's forward at stride 1, DIR =
+ * +1, or 2, DIR = 2, or its input gradient at stride 1, DIR = -1): 4-pixel blocks in assembly
+ * (poet_asm_conv3x3_4x4), a C 6-pixel block first where that saves a tail, the 2- and 1-pixel
+ * tail in C; b->wr, wk1 as the C block reads them, pixels 1 apart in y and 1 (DIR = 2: 2) in v. */
 POET_ALWAYS_INLINE void poet_run_conv3_asm(poet_blk *b, int32_t n, const int DIR)
 {
+    const int S = DIR == 2 ? 2 : 1;
     poet_asm_out out = {{0.0f}, b->y, 4 * b->yr, NULL, b->bias, 4 * (b->vk1 - 2 * b->vk2), 4 * (b->wk1 - 9)};
-    /* C 6-pixel blocks while the rest is not a multiple of 4 (6 = 6, 14 = 6 + 2 x 4, 30 = 6 + 6 x 4) */
-    for (; n >= 6 && n % 4 != 0; n -= 6) {
-        poet_block(b, 4, 6, 3, 3, 1, DIR, 1, DIR > 0 ? 0 : 9, 0);
-        b->v += 6;
+    /* one C 6-pixel block when that leaves a multiple of 4 (6 = 6, 14 = 6 + 2 x 4, 30 = 6 + 6 x 4) or saves
+     * the 2-pixel tail (7 = 6 + 1, 15 = 6 + 2 x 4 + 1) */
+    if (n >= 6 && n % 4 >= 2) {
+        n -= 6;
+        poet_block(b, 4, 6, 3, 3, S, 1 - 2 * (DIR < 0), 1, DIR > 0 ? 0 : 9, 0);
+        b->v += 6 * S;
         b->y += 6;
     }
     for (; n >= 4; n -= 4) {
@@ -234,16 +238,16 @@ POET_ALWAYS_INLINE void poet_run_conv3_asm(poet_blk *b, int32_t n, const int DIR
             poet_asm_conv3x3_4x4(b->w, b->wr, b->v, b->nk1, b->vk2, &out, DIR, 2);
         else
             poet_asm_conv3x3_4x4(b->w, b->wr, b->v, b->nk1, b->vk2, &out, DIR, 0);
-        b->v += 4;
+        b->v += 4 * S;
         b->y += 4;
     }
     if (n >= 2) {
-        poet_block(b, 4, 2, 0, 3, 1, DIR, 1, DIR > 0 ? 0 : 9, 0);
-        b->v += 2;
+        poet_block(b, 4, 2, 0, 3, S, 1 - 2 * (DIR < 0), 1, DIR > 0 ? 0 : 9, 0);
+        b->v += 2 * S;
         b->y += 2;
         n -= 2;
     }
-    if (n >= 1) poet_block(b, 4, 1, 0, 3, 1, DIR, 1, DIR > 0 ? 0 : 9, 0);
+    if (n >= 1) poet_block(b, 4, 1, 0, 3, S, 1 - 2 * (DIR < 0), 1, DIR > 0 ? 0 : 9, 0);
 }
 #endif
 
@@ -1076,6 +1080,8 @@ POET_ALWAYS_INLINE void poet_fwd_rows(const poet_cgeo *g, const float *X, const 
 #if defined(POET_GEMM_ASM)
             else if (KWC == 3 && SWC == 1 && nkw == 3 && nkh == 3 && g->KW == 3 && R == 4 && b.nk1 > 0)
                 poet_run_conv3_asm(&b, end - ow, 1);
+            else if (KWC == 3 && SWC == 2 && nkw == 3 && nkh == 3 && g->KW == 3 && R == 4 && b.nk1 > 0)
+                poet_run_conv3_asm(&b, end - ow, 2);
 #endif
             else if (KWC == 3 && nkw == 3 && nkh == 3 && g->KW == 3 && R == 4)
                 poet_run(&b, end - ow, g->SW, 1, R, 3, 3, SWC, 1, 1, 0, 0);
