@@ -43,6 +43,19 @@ typedef struct {
     POET_ASM_MAC(a6, 26, 28) POET_ASM_MAC(a7, 26, 29) POET_ASM_MAC(a8, 26, 30) \
     POET_ASM_MAC(a9, 27, 28) POET_ASM_MAC(a10, 27, 29) POET_ASM_MAC(a11, 27, 30)
 
+/* 4 rows x 4 columns into accumulators s(4r + c): row r's value in s<r0..r3>, column c's in s<c0..c3> */
+#define POET_ASM_4X4(r0, r1, r2, r3, c0, c1, c2, c3) \
+    POET_ASM_MAC(0, r0, c0) POET_ASM_MAC(1, r0, c1) POET_ASM_MAC(2, r0, c2) POET_ASM_MAC(3, r0, c3) \
+    POET_ASM_MAC(4, r1, c0) POET_ASM_MAC(5, r1, c1) POET_ASM_MAC(6, r1, c2) POET_ASM_MAC(7, r1, c3) \
+    POET_ASM_MAC(8, r2, c0) POET_ASM_MAC(9, r2, c1) POET_ASM_MAC(10, r2, c2) POET_ASM_MAC(11, r2, c3) \
+    POET_ASM_MAC(12, r3, c0) POET_ASM_MAC(13, r3, c1) POET_ASM_MAC(14, r3, c2) POET_ASM_MAC(15, r3, c3)
+/* the next weight of each of 4 channels (pointers w0..w3) into s<a>..s<d> */
+#define POET_ASM_W4(a, b, c, d) \
+    "vldmia %[w0]!, {s" #a "}\n\t" \
+    "vldmia %[w1]!, {s" #b "}\n\t" \
+    "vldmia %[w2]!, {s" #c "}\n\t" \
+    "vldmia %[w3]!, {s" #d "}\n\t"
+
 /* the k step of a 4x6 block once x = op(A)[i : i+4, k] is in s24..s27: op(B)[k, j : j+6] is 6 consecutive
  * floats at %[pb], loaded as two triples into s28..s30; then %[pb] moves on by %[sb] more bytes */
 #define POET_ASM_B6_STEP \
@@ -363,10 +376,7 @@ POET_ALWAYS_INLINE void poet_asm_tn_2x12(const float *a, int32_t lda, const floa
     "add %[pa], %[pa], %[sa]\n\t" \
     "vldm %[pb], {s20-s23}\n\t" \
     "add %[pb], %[pb], %[sb]\n\t" \
-    POET_ASM_MAC(0, 16, 20) POET_ASM_MAC(1, 16, 21) POET_ASM_MAC(2, 16, 22) POET_ASM_MAC(3, 16, 23) \
-    POET_ASM_MAC(4, 17, 20) POET_ASM_MAC(5, 17, 21) POET_ASM_MAC(6, 17, 22) POET_ASM_MAC(7, 17, 23) \
-    POET_ASM_MAC(8, 18, 20) POET_ASM_MAC(9, 18, 21) POET_ASM_MAC(10, 18, 22) POET_ASM_MAC(11, 18, 23) \
-    POET_ASM_MAC(12, 19, 20) POET_ASM_MAC(13, 19, 21) POET_ASM_MAC(14, 19, 22) POET_ASM_MAC(15, 19, 23)
+    POET_ASM_4X4(16, 17, 18, 19, 20, 21, 22, 23)
 POET_ALWAYS_INLINE void poet_asm_tn_4x4_s2(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
                                            const poet_asm_out *out)
 {
@@ -430,10 +440,7 @@ POET_ALWAYS_INLINE void poet_asm_tn_4x4_s2(const float *a, int32_t lda, const fl
     "vldr s22, [%[pb], #16]\n\t" \
     "vldr s23, [%[pb], #24]\n\t" \
     "add %[pb], %[pb], %[sb]\n\t" \
-    POET_ASM_MAC(0, 16, 20) POET_ASM_MAC(1, 16, 21) POET_ASM_MAC(2, 16, 22) POET_ASM_MAC(3, 16, 23) \
-    POET_ASM_MAC(4, 17, 20) POET_ASM_MAC(5, 17, 21) POET_ASM_MAC(6, 17, 22) POET_ASM_MAC(7, 17, 23) \
-    POET_ASM_MAC(8, 18, 20) POET_ASM_MAC(9, 18, 21) POET_ASM_MAC(10, 18, 22) POET_ASM_MAC(11, 18, 23) \
-    POET_ASM_MAC(12, 19, 20) POET_ASM_MAC(13, 19, 21) POET_ASM_MAC(14, 19, 22) POET_ASM_MAC(15, 19, 23)
+    POET_ASM_4X4(16, 17, 18, 19, 20, 21, 22, 23)
 #define POET_ASM_NN44S2_BODY "vldm %[out], {s0-s15}\n\t" POET_ASM_K_LOOP(POET_ASM_NN44S2_STEP)
 POET_ALWAYS_INLINE void poet_asm_nn_4x4_s2(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
                                            const poet_asm_out *out, const int EPI)
@@ -454,65 +461,20 @@ POET_ALWAYS_INLINE void poet_asm_nn_4x4_s2(const float *a, int32_t lda, const fl
  * apart), + rbias[r] with EPI = 2. */
 #define POET_ASM_CONV3_ROW_FWD \
     "vldm %[pv], {s16-s21}\n\t" \
-    "vldmia %[w0]!, {s22}\n\t" "vldmia %[w1]!, {s23}\n\t" \
-    "vldmia %[w2]!, {s24}\n\t" "vldmia %[w3]!, {s25}\n\t" \
-    POET_ASM_MAC(0, 22, 16) POET_ASM_MAC(1, 22, 17) POET_ASM_MAC(2, 22, 18) POET_ASM_MAC(3, 22, 19) \
-    POET_ASM_MAC(4, 23, 16) POET_ASM_MAC(5, 23, 17) POET_ASM_MAC(6, 23, 18) POET_ASM_MAC(7, 23, 19) \
-    POET_ASM_MAC(8, 24, 16) POET_ASM_MAC(9, 24, 17) POET_ASM_MAC(10, 24, 18) POET_ASM_MAC(11, 24, 19) \
-    POET_ASM_MAC(12, 25, 16) POET_ASM_MAC(13, 25, 17) POET_ASM_MAC(14, 25, 18) POET_ASM_MAC(15, 25, 19) \
-    "vldmia %[w0]!, {s22}\n\t" "vldmia %[w1]!, {s23}\n\t" \
-    "vldmia %[w2]!, {s24}\n\t" "vldmia %[w3]!, {s25}\n\t" \
-    POET_ASM_MAC(0, 22, 17) POET_ASM_MAC(1, 22, 18) POET_ASM_MAC(2, 22, 19) POET_ASM_MAC(3, 22, 20) \
-    POET_ASM_MAC(4, 23, 17) POET_ASM_MAC(5, 23, 18) POET_ASM_MAC(6, 23, 19) POET_ASM_MAC(7, 23, 20) \
-    POET_ASM_MAC(8, 24, 17) POET_ASM_MAC(9, 24, 18) POET_ASM_MAC(10, 24, 19) POET_ASM_MAC(11, 24, 20) \
-    POET_ASM_MAC(12, 25, 17) POET_ASM_MAC(13, 25, 18) POET_ASM_MAC(14, 25, 19) POET_ASM_MAC(15, 25, 20) \
-    "vldmia %[w0]!, {s22}\n\t" "vldmia %[w1]!, {s23}\n\t" \
-    "vldmia %[w2]!, {s24}\n\t" "vldmia %[w3]!, {s25}\n\t" \
-    POET_ASM_MAC(0, 22, 18) POET_ASM_MAC(1, 22, 19) POET_ASM_MAC(2, 22, 20) POET_ASM_MAC(3, 22, 21) \
-    POET_ASM_MAC(4, 23, 18) POET_ASM_MAC(5, 23, 19) POET_ASM_MAC(6, 23, 20) POET_ASM_MAC(7, 23, 21) \
-    POET_ASM_MAC(8, 24, 18) POET_ASM_MAC(9, 24, 19) POET_ASM_MAC(10, 24, 20) POET_ASM_MAC(11, 24, 21) \
-    POET_ASM_MAC(12, 25, 18) POET_ASM_MAC(13, 25, 19) POET_ASM_MAC(14, 25, 20) POET_ASM_MAC(15, 25, 21)
+    POET_ASM_W4(22, 23, 24, 25) POET_ASM_4X4(22, 23, 24, 25, 16, 17, 18, 19) \
+    POET_ASM_W4(22, 23, 24, 25) POET_ASM_4X4(22, 23, 24, 25, 17, 18, 19, 20) \
+    POET_ASM_W4(22, 23, 24, 25) POET_ASM_4X4(22, 23, 24, 25, 18, 19, 20, 21)
 #define POET_ASM_CONV3_ROW_GI \
     "vldm %[pv], {s16-s21}\n\t" \
-    "vldmia %[w0]!, {s22}\n\t" "vldmia %[w1]!, {s23}\n\t" \
-    "vldmia %[w2]!, {s24}\n\t" "vldmia %[w3]!, {s25}\n\t" \
-    POET_ASM_MAC(0, 22, 18) POET_ASM_MAC(1, 22, 19) POET_ASM_MAC(2, 22, 20) POET_ASM_MAC(3, 22, 21) \
-    POET_ASM_MAC(4, 23, 18) POET_ASM_MAC(5, 23, 19) POET_ASM_MAC(6, 23, 20) POET_ASM_MAC(7, 23, 21) \
-    POET_ASM_MAC(8, 24, 18) POET_ASM_MAC(9, 24, 19) POET_ASM_MAC(10, 24, 20) POET_ASM_MAC(11, 24, 21) \
-    POET_ASM_MAC(12, 25, 18) POET_ASM_MAC(13, 25, 19) POET_ASM_MAC(14, 25, 20) POET_ASM_MAC(15, 25, 21) \
-    "vldmia %[w0]!, {s22}\n\t" "vldmia %[w1]!, {s23}\n\t" \
-    "vldmia %[w2]!, {s24}\n\t" "vldmia %[w3]!, {s25}\n\t" \
-    POET_ASM_MAC(0, 22, 17) POET_ASM_MAC(1, 22, 18) POET_ASM_MAC(2, 22, 19) POET_ASM_MAC(3, 22, 20) \
-    POET_ASM_MAC(4, 23, 17) POET_ASM_MAC(5, 23, 18) POET_ASM_MAC(6, 23, 19) POET_ASM_MAC(7, 23, 20) \
-    POET_ASM_MAC(8, 24, 17) POET_ASM_MAC(9, 24, 18) POET_ASM_MAC(10, 24, 19) POET_ASM_MAC(11, 24, 20) \
-    POET_ASM_MAC(12, 25, 17) POET_ASM_MAC(13, 25, 18) POET_ASM_MAC(14, 25, 19) POET_ASM_MAC(15, 25, 20) \
-    "vldmia %[w0]!, {s22}\n\t" "vldmia %[w1]!, {s23}\n\t" \
-    "vldmia %[w2]!, {s24}\n\t" "vldmia %[w3]!, {s25}\n\t" \
-    POET_ASM_MAC(0, 22, 16) POET_ASM_MAC(1, 22, 17) POET_ASM_MAC(2, 22, 18) POET_ASM_MAC(3, 22, 19) \
-    POET_ASM_MAC(4, 23, 16) POET_ASM_MAC(5, 23, 17) POET_ASM_MAC(6, 23, 18) POET_ASM_MAC(7, 23, 19) \
-    POET_ASM_MAC(8, 24, 16) POET_ASM_MAC(9, 24, 17) POET_ASM_MAC(10, 24, 18) POET_ASM_MAC(11, 24, 19) \
-    POET_ASM_MAC(12, 25, 16) POET_ASM_MAC(13, 25, 17) POET_ASM_MAC(14, 25, 18) POET_ASM_MAC(15, 25, 19)
+    POET_ASM_W4(22, 23, 24, 25) POET_ASM_4X4(22, 23, 24, 25, 18, 19, 20, 21) \
+    POET_ASM_W4(22, 23, 24, 25) POET_ASM_4X4(22, 23, 24, 25, 17, 18, 19, 20) \
+    POET_ASM_W4(22, 23, 24, 25) POET_ASM_4X4(22, 23, 24, 25, 16, 17, 18, 19)
 /* stride 2 (forward only): the 9 input values x[2 p + k3] in s16..s24, weights in s25..s28 */
 #define POET_ASM_CONV3_ROW_FWD2 \
     "vldm %[pv], {s16-s24}\n\t" \
-    "vldmia %[w0]!, {s25}\n\t" "vldmia %[w1]!, {s26}\n\t" \
-    "vldmia %[w2]!, {s27}\n\t" "vldmia %[w3]!, {s28}\n\t" \
-    POET_ASM_MAC(0, 25, 16) POET_ASM_MAC(1, 25, 18) POET_ASM_MAC(2, 25, 20) POET_ASM_MAC(3, 25, 22) \
-    POET_ASM_MAC(4, 26, 16) POET_ASM_MAC(5, 26, 18) POET_ASM_MAC(6, 26, 20) POET_ASM_MAC(7, 26, 22) \
-    POET_ASM_MAC(8, 27, 16) POET_ASM_MAC(9, 27, 18) POET_ASM_MAC(10, 27, 20) POET_ASM_MAC(11, 27, 22) \
-    POET_ASM_MAC(12, 28, 16) POET_ASM_MAC(13, 28, 18) POET_ASM_MAC(14, 28, 20) POET_ASM_MAC(15, 28, 22) \
-    "vldmia %[w0]!, {s25}\n\t" "vldmia %[w1]!, {s26}\n\t" \
-    "vldmia %[w2]!, {s27}\n\t" "vldmia %[w3]!, {s28}\n\t" \
-    POET_ASM_MAC(0, 25, 17) POET_ASM_MAC(1, 25, 19) POET_ASM_MAC(2, 25, 21) POET_ASM_MAC(3, 25, 23) \
-    POET_ASM_MAC(4, 26, 17) POET_ASM_MAC(5, 26, 19) POET_ASM_MAC(6, 26, 21) POET_ASM_MAC(7, 26, 23) \
-    POET_ASM_MAC(8, 27, 17) POET_ASM_MAC(9, 27, 19) POET_ASM_MAC(10, 27, 21) POET_ASM_MAC(11, 27, 23) \
-    POET_ASM_MAC(12, 28, 17) POET_ASM_MAC(13, 28, 19) POET_ASM_MAC(14, 28, 21) POET_ASM_MAC(15, 28, 23) \
-    "vldmia %[w0]!, {s25}\n\t" "vldmia %[w1]!, {s26}\n\t" \
-    "vldmia %[w2]!, {s27}\n\t" "vldmia %[w3]!, {s28}\n\t" \
-    POET_ASM_MAC(0, 25, 18) POET_ASM_MAC(1, 25, 20) POET_ASM_MAC(2, 25, 22) POET_ASM_MAC(3, 25, 24) \
-    POET_ASM_MAC(4, 26, 18) POET_ASM_MAC(5, 26, 20) POET_ASM_MAC(6, 26, 22) POET_ASM_MAC(7, 26, 24) \
-    POET_ASM_MAC(8, 27, 18) POET_ASM_MAC(9, 27, 20) POET_ASM_MAC(10, 27, 22) POET_ASM_MAC(11, 27, 24) \
-    POET_ASM_MAC(12, 28, 18) POET_ASM_MAC(13, 28, 20) POET_ASM_MAC(14, 28, 22) POET_ASM_MAC(15, 28, 24)
+    POET_ASM_W4(25, 26, 27, 28) POET_ASM_4X4(25, 26, 27, 28, 16, 18, 20, 22) \
+    POET_ASM_W4(25, 26, 27, 28) POET_ASM_4X4(25, 26, 27, 28, 17, 19, 21, 23) \
+    POET_ASM_W4(25, 26, 27, 28) POET_ASM_4X4(25, 26, 27, 28, 18, 20, 22, 24)
 #define POET_ASM_CONV3_BODY(row) \
     "vldm %[out], {s0-s15}\n\t" \
     "1:\n\t" row "add %[pv], %[pv], %[vk2]\n\t" row "add %[pv], %[pv], %[vk2]\n\t" row \
