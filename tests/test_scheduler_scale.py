@@ -325,3 +325,42 @@ def test_stage_model_and_lns_paths(path: str, monkeypatch: pytest.MonkeyPatch) -
     for problem, _, _ in _against_exact(training_chain(5, seed=7)):
         _check(problem)
     assert calls["window" if path == "lns" else "solve"] > 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_stage_model_window(seed: int) -> None:
+    """A window solved on the reduced model (only its columns and rows, the fixed columns moved into
+    the row bounds) gives a point of the whole model that agrees with the start outside the window
+    and costs at most the start; the window over every stage reaches the whole model's optimum."""
+    import numpy as np
+
+    from poet_edge.schedulers import stage_model
+    from poet_edge.schedulers.engine import analyse
+
+    base = random_layered_dag(18, seed + 40, unpageable_prob=0.3 * (seed % 2), n_invalidations=seed)
+    for problem in _budgets(base, (0.7, 0.5)):
+        an = analyse(problem, True)
+        costs = (
+            [n.compute_j for n in problem.nodes],
+            [n.page_in_j for n in problem.nodes],
+            [n.page_out_j for n in problem.nodes],
+        )
+        model = stage_model.build(problem, an, costs, 1.0)
+        schedule = schedule_scale(problem, OPTS)
+        x = stage_model.encode(problem, an, model, schedule)
+        assert x is not None and model.feasible
+        start = float(np.dot(model.cost, x))
+        w = stage_model.windows(model, 1, 1e-9)
+        n = len(problem.nodes)
+        for first, last in ((0, n // 2), (n // 3, n - 1)):
+            got = stage_model.window(w, x, first, last, 30.0)
+            assert got.values is not None and got.objective is not None
+            assert stage_model.violated(model, got.values, 1e-6) == []
+            assert got.objective <= start + 1e-9
+            st = np.array(model.stage)
+            outside = (st >= 0) & ((st < first) | (st > last))
+            assert np.allclose(got.values[outside], x[outside])
+        whole = stage_model.window(w, x, 0, n, 60.0)
+        exact = stage_model.solve(model, 60.0, 1, 1e-9)
+        assert whole.objective is not None and exact.objective is not None and exact.optimal
+        assert abs(whole.objective - exact.objective) <= 1e-6 * max(1.0, abs(exact.objective))

@@ -58,8 +58,11 @@ much sooner), for at most ``STAGE_SHARE`` of the time left: its dual bound is a 
 larger one is reported) and its solution, decoded as a schedule, is offered (the simulator decides
 whether the RAM between stages fits). The local search then goes on while the gap is open. On
 mid-size graphs (at most ``LNS_PAIRS`` pairs) the local search stops at ``LNS_AFTER`` of the time
-limit and a large-neighbourhood search with the stage model takes over (:func:`_lns`: windows of
-stages re-optimized by HiGHS around the incumbent, every other column fixed).
+limit, or once it has not improved the incumbent for ``LNS_STALL`` of it, and a large-neighbourhood
+search with the stage model takes over (:func:`_lns`: windows of stages re-optimized by HiGHS around
+the incumbent, every other column fixed; wider windows after a sweep without improvement); if the
+windows stall at full width, the local search gets the time left. The incumbent is kept across the
+phases (a later phase only replaces it by a cheaper schedule).
 
 Local search. From the cheapest replayed plans: first-improvement descent over plans judged by the
 exact replay (fewer overflow bytes, then lower cost), moves = change one segment (resident / PAGE /
@@ -179,6 +182,7 @@ class _Best:
     origin: str = ""
     first_valid_s: float | None = None
     began: float = field(default_factory=time.perf_counter)
+    improved_at: float = 0.0  # seconds into the run of the last improvement
     plans: list[tuple[float, int, Plan]] = field(default_factory=list)  # (replay cost, order, plan)
 
     def offer(self, schedule: Schedule, sim: SimResult, cost: float, origin: str) -> None:
@@ -186,6 +190,7 @@ class _Best:
             self.first_valid_s = time.perf_counter() - self.began
         if cost < self.cost * (1 - 1e-12):
             self.schedule, self.cost, self.origin = schedule, cost, origin
+            self.improved_at = time.perf_counter() - self.began
 
 
 # -- the model -------------------------------------------------------------------------------------------
@@ -1126,8 +1131,9 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
         bound = max(bound, plain + _stages(run, plain) * norm)
         evals += _search(run, bound)
     elif pairs <= LNS_PAIRS:
-        evals = _search(run, bound, LNS_AFTER * options.time_limit_s)
-        _lns(run, plain, bound)
+        evals = _search(run, bound, LNS_AFTER * options.time_limit_s, stall=LNS_STALL * options.time_limit_s)
+        _lns(run, bound)
+        evals += _search(run, bound)  # the rest of the time, if the windows stall at full width
     else:
         evals = _search(run, bound)
     if best.schedule is None:
@@ -1182,15 +1188,18 @@ def _stages(run: _Run, plain: float) -> float:
 
 LNS_PAIRS = 8000  # larger graphs: after the local search, windows of the stage model re-optimized
 LNS_AFTER = 0.5  # share of the time limit after which the large-neighbourhood search takes over
-LNS_WIDTH, LNS_STEP, LNS_SECONDS = 30, 15, 3.0  # window stages, step between windows, seconds per window
+LNS_STALL = 0.1  # ... or earlier, once the local search has not improved the incumbent for this share
+LNS_WIDTH, LNS_STEP, LNS_SECONDS = 20, 10, 3.0  # window stages, step between windows, seconds per window
 
 
-def _lns(run: _Run, plain: float, bound: float) -> None:
+def _lns(run: _Run, bound: float) -> None:
     """Large-neighbourhood search with the stage model (graphs of at most ``LNS_PAIRS`` value-stage
     pairs): the incumbent as a point of the model, every column outside a window of ``LNS_WIDTH``
     stages fixed, the window re-optimized by HiGHS (at most ``LNS_SECONDS``, from the incumbent); a
     cheaper solution is decoded, checked by the simulator and becomes the incumbent. Windows sweep the
-    stages (step ``LNS_STEP``) until the gap closes or the time limit (less 5%) is reached."""
+    stages (step ``LNS_STEP``); after a whole sweep without improvement the windows and steps double
+    (once they span every stage, the search stops), until the gap closes or the time limit (less 5%)
+    is reached."""
     problem, an, best, options = run.problem, run.an, run.best, run.options
     margin = 0.05 * options.time_limit_s
     if best.schedule is None or _left(best, options) < margin + 1.0:
@@ -1199,15 +1208,20 @@ def _lns(run: _Run, plain: float, bound: float) -> None:
     x = stage_model.encode(problem, an, model, best.schedule)
     if not model.feasible or x is None:
         return
-    h = stage_model.load(model, options.threads, options.gap_rel / 4 * best.cost / run.norm)
-    n, stale = len(problem.nodes), 0
-    while stale < n and best.cost > bound * (1 + options.gap_rel):
-        for first in range(0, n, LNS_STEP):
-            left = _left(best, options) - margin
-            if left < 0.2 or best.cost <= bound * (1 + options.gap_rel):
+    h = stage_model.windows(model, options.threads, options.gap_rel / 4 * best.cost / run.norm)
+    n, stale, width, step = len(problem.nodes), 0, LNS_WIDTH, LNS_STEP
+    while best.cost > bound * (1 + options.gap_rel):
+        if stale >= n:  # a whole sweep without improvement: wider windows
+            if width >= n:
                 return
-            solved = stage_model.window(h, model, x, first, first + LNS_WIDTH, min(LNS_SECONDS, left))
-            stale += LNS_STEP
+            width, step, stale = 2 * width, 2 * step, 0
+        for first in range(0, n, step):
+            left = _left(best, options) - margin
+            if left < 0.5 or best.cost <= bound * (1 + options.gap_rel):
+                return
+            # HiGHS may overshoot its limit a little on wide windows: at most half of what is left
+            solved = stage_model.window(h, x, first, first + width, min(LNS_SECONDS, left / 2))
+            stale += step
             if solved.values is None:
                 continue
             before = best.cost
@@ -1275,12 +1289,15 @@ def _improve(run: _Run, bound: float) -> str:
     return status
 
 
-def _search(run: _Run, bound: float, until: float | None = None, kicks: int | None = None) -> int:
+def _search(
+    run: _Run, bound: float, until: float | None = None, kicks: int | None = None, stall: float | None = None
+) -> int:
     """Local search (:class:`_Search`) from the three cheapest recorded plans (or from no eviction at
     all), then iterated: perturb 1-3 random segments of the best plan (fixed seed) and descend again,
     at most ``options.kicks`` times, while time remains and the gap is open; returns the number of
     replays. ``until``: stop once this many seconds of the run have passed; ``kicks``: at most this
-    many perturbations instead."""
+    many perturbations instead; ``stall``: stop once the incumbent has not improved for this many
+    seconds."""
     problem, an, cover, best, options = run.problem, run.an, run.cover, run.best, run.options
     costs = _costs(problem, run.latency)
     search = _Search(problem, an, cover, costs, _modes(problem, cover))
@@ -1296,6 +1313,8 @@ def _search(run: _Run, bound: float, until: float | None = None, kicks: int | No
             _try(problem, best, options, lambda: schedule, "local search")
 
     def more() -> bool:
+        if stall is not None and time.perf_counter() - best.began - best.improved_at > stall:
+            return False
         return best.cost > bound * (1 + options.gap_rel) and _left(best, options) >= margin
 
     incumbent: Plan | None = None

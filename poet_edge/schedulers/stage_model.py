@@ -420,13 +420,97 @@ def violated(m: StageModel, x: np.ndarray, tol: float = 1e-7) -> list[int]:
     return out
 
 
-def window(h: Any, m: StageModel, x: np.ndarray, first: int, last: int, time_limit: float) -> Result:
+@dataclass
+class Windows:
+    """What :func:`window` needs, computed once per model: each column's rows (row indices per
+    column), the rows as arrays, the W columns' defining columns, HiGHS options."""
+
+    m: StageModel
+    threads: int | None
+    gap_abs: float
+    col_rows: list[list[int]]
+    stage: np.ndarray
+    w_terms: dict[int, list[int]]
+    m_of: dict[int, list[int]]  # value -> its M columns
+
+
+def windows(m: StageModel, threads: int | None, gap_abs: float) -> Windows:
+    col_rows: list[list[int]] = [[] for _ in m.cost]
+    for r, (_, _, idx, _) in enumerate(m.rows):
+        for j in idx:
+            col_rows[j].append(r)
+    m_of: dict[int, list[int]] = {}
+    for (_, i), c in m.M.items():
+        m_of.setdefault(i, []).append(c)
+    return Windows(
+        m, threads, gap_abs, col_rows, np.array(m.stage), {c: [j for j, _ in t] for c, _, t in m.defs}, m_of
+    )
+
+
+def window(w: Windows, x: np.ndarray, first: int, last: int, time_limit: float) -> Result:
     """Large-neighbourhood step: every K, R, M column outside stages [first, last] fixed at its value
-    in ``x`` (a point of the model), the rest re-optimized from x; the bounds are restored after."""
-    st = np.array(m.stage)
-    out = np.flatnonzero((st >= 0) & ((st < first) | (st > last))).astype(np.int32)
-    h.changeColsBounds(len(out), out, x[out], x[out])
-    try:
-        return run(h, time_limit, x)
-    finally:
-        h.changeColsBounds(len(out), out, np.zeros(len(out)), np.ones(len(out)))
+    in ``x`` (a point of the model), the rest re-optimized by HiGHS from x. HiGHS gets only the free
+    columns and the rows that touch them (the fixed columns' contributions moved into the row
+    bounds): a window costs HiGHS time in its size, not in the whole model's; ``time_limit``
+    includes building it. Free: the K, R, M columns of stages [first, last], the page-out columns of
+    values with a free M column, the W columns defined by a free column. Returns the whole point
+    (``x`` outside the window) and its objective."""
+    import time
+
+    import highspy
+
+    began = time.perf_counter()
+    m = w.m
+    free = set(np.flatnonzero((w.stage >= first) & (w.stage <= last)).tolist())
+    free |= {m.out[i] for i, cols in w.m_of.items() if any(c in free for c in cols)}
+    free |= {c for c, terms in w.w_terms.items() if any(j in free for j in terms)}
+    cols = sorted(free)
+    pos = {c: k for k, c in enumerate(cols)}
+    rows = sorted({r for c in cols for r in w.col_rows[c]})
+    low: list[float] = []
+    up: list[float] = []
+    starts: list[int] = []
+    idx: list[int] = []
+    val: list[float] = []
+    for r in rows:
+        lo, hi, ridx, rval = m.rows[r]
+        fixed = 0.0
+        starts.append(len(idx))
+        for j, v in zip(ridx, rval, strict=True):
+            k = pos.get(j)
+            if k is None:
+                fixed += v * x[j]
+            else:
+                idx.append(k)
+                val.append(v)
+        low.append(lo - fixed)
+        up.append(hi - fixed)
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("mip_rel_gap", 0.0)
+    h.setOptionValue("mip_abs_gap", w.gap_abs)
+    h.setOptionValue("random_seed", 0)
+    if w.threads:
+        h.setOptionValue("threads", w.threads)
+    n = len(cols)
+    cost = np.array([m.cost[c] for c in cols])
+    h.addCols(n, cost, np.zeros(n), np.ones(n), 0, np.array([0]), np.array([0]), np.array([0.0]))
+    ints = np.array([k for k, c in enumerate(cols) if c not in m.cont], dtype=np.int32)
+    h.changeColsIntegrality(len(ints), ints, np.ones(len(ints), dtype=np.uint8))
+    if rows:
+        h.addRows(
+            len(rows),
+            np.array(low),
+            np.array(up),
+            len(idx),
+            np.array(starts, dtype=np.int32),
+            np.array(idx, dtype=np.int32),
+            np.array(val, dtype=np.float64),
+        )
+    sub = run(h, time_limit - (time.perf_counter() - began), x[cols])  # the limit covers the build too
+    if sub.values is None:
+        return sub
+    out = x.copy()
+    out[cols] = sub.values
+    obj = float(np.dot(np.array(m.cost), out))
+    return Result(sub.status, sub.infeasible, sub.optimal, obj, 0.0, out)
