@@ -56,6 +56,12 @@ typedef struct {
     "vldmia %[w2]!, {s" #c "}\n\t" \
     "vldmia %[w3]!, {s" #d "}\n\t"
 
+/* the next value of each of 4 rows (pointers a0..a3, walked along k) into s<a>..s<d> */
+#define POET_ASM_A4(a, b, c, d) \
+    "vldmia %[a0]!, {s" #a "}\n\t" \
+    "vldmia %[a1]!, {s" #b "}\n\t" \
+    "vldmia %[a2]!, {s" #c "}\n\t" \
+    "vldmia %[a3]!, {s" #d "}\n\t"
 /* the k step of a 4x6 block once x = op(A)[i : i+4, k] is in s24..s27: op(B)[k, j : j+6] is 6 consecutive
  * floats at %[pb], loaded as two triples into s28..s30; then %[pb] moves on by %[sb] more bytes */
 #define POET_ASM_B6_STEP \
@@ -216,10 +222,7 @@ POET_ALWAYS_INLINE void poet_asm_tn_4x6(const float *a, int32_t lda, const float
 /* A·B, 4x6: op(A)[i + r, k] = a[r * lda + k] (4 rows walked along k), op(B)[k, j + c] = b[k * ldb + c];
  * K >= 1. Per k step: 6 VLDM, 1 ADD and 24 x (VMUL + VADD). */
 #define POET_ASM_NN_BODY \
-    "vldm %[out], {s0-s23}\n\t" POET_ASM_K_LOOP("vldmia %[a0]!, {s24}\n\t" \
-                                                 "vldmia %[a1]!, {s25}\n\t" \
-                                                 "vldmia %[a2]!, {s26}\n\t" \
-                                                 "vldmia %[a3]!, {s27}\n\t" POET_ASM_B6_STEP)
+    "vldm %[out], {s0-s23}\n\t" POET_ASM_K_LOOP(POET_ASM_A4(24, 25, 26, 27) POET_ASM_B6_STEP)
 #define POET_ASM_NN_OPERANDS \
     : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [pb] "+r"(b), [k] "+r"(k), [sb] "+r"(sb) \
     : [out] "r"(out) : POET_ASM_CLOBBERS
@@ -250,10 +253,7 @@ POET_ALWAYS_INLINE void poet_asm_nn_4x6(const float *a, int32_t lda, const float
     POET_ASM_NT_COL2("b2", 2, 7, 12, 17) POET_ASM_NT_COL2("b3", 3, 8, 13, 18) \
     POET_ASM_NT_COL2("b4", 4, 9, 14, 19)
 #define POET_ASM_NT_SINGLE \
-    "vldmia %[a0]!, {s20}\n\t" \
-    "vldmia %[a1]!, {s22}\n\t" \
-    "vldmia %[a2]!, {s24}\n\t" \
-    "vldmia %[a3]!, {s26}\n\t" \
+    POET_ASM_A4(20, 22, 24, 26) \
     POET_ASM_NT_COL1("b0", 0, 5, 10, 15) POET_ASM_NT_COL1("b1", 1, 6, 11, 16) \
     POET_ASM_NT_COL1("b2", 2, 7, 12, 17) POET_ASM_NT_COL1("b3", 3, 8, 13, 18) \
     POET_ASM_NT_COL1("b4", 4, 9, 14, 19)
@@ -300,10 +300,7 @@ POET_ALWAYS_INLINE void poet_asm_nt_4x5(const float *a, int32_t lda, const float
     POET_ASM_MAC(1, 10, 26) POET_ASM_MAC(3, 14, 26) POET_ASM_MAC(5, 18, 26) POET_ASM_MAC(7, 22, 26) \
     POET_ASM_MAC(1, 11, 27) POET_ASM_MAC(3, 15, 27) POET_ASM_MAC(5, 19, 27) POET_ASM_MAC(7, 23, 27)
 #define POET_ASM_NT2_SINGLE \
-    "vldmia %[a0]!, {s8}\n\t" \
-    "vldmia %[a1]!, {s12}\n\t" \
-    "vldmia %[a2]!, {s16}\n\t" \
-    "vldmia %[a3]!, {s20}\n\t" \
+    POET_ASM_A4(8, 12, 16, 20) \
     "vldmia %[b0]!, {s24}\n\t" \
     POET_ASM_MAC(0, 8, 24) POET_ASM_MAC(2, 12, 24) POET_ASM_MAC(4, 16, 24) POET_ASM_MAC(6, 20, 24) \
     "vldmia %[b1]!, {s24}\n\t" \
@@ -431,10 +428,7 @@ POET_ALWAYS_INLINE void poet_asm_tn_4x4_s2(const float *a, int32_t lda, const fl
  * reads even input columns): op(A)[i + r, k] = a[r * lda + k], op(B)[k, j + c] = b[k * ldb + 2 c]. Per k
  * step: 4 single-value VLDM, 4 VLDR, 1 ADD and 16 x (VMUL + VADD). */
 #define POET_ASM_NN44S2_STEP \
-    "vldmia %[a0]!, {s16}\n\t" \
-    "vldmia %[a1]!, {s17}\n\t" \
-    "vldmia %[a2]!, {s18}\n\t" \
-    "vldmia %[a3]!, {s19}\n\t" \
+    POET_ASM_A4(16, 17, 18, 19) \
     "vldr s20, [%[pb]]\n\t" \
     "vldr s21, [%[pb], #8]\n\t" \
     "vldr s22, [%[pb], #16]\n\t" \
@@ -517,10 +511,7 @@ POET_ALWAYS_INLINE void poet_asm_conv3x3_4x4(const float *w, int32_t wr, const f
     "vldm %[pb], {s28-s30}\n\t" \
     "add %[pb], %[pb], %[sb]\n\t" POET_ASM_4X3(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
 #define POET_ASM_NN3_BODY \
-    "vldm %[out], {s0-s11}\n\t" POET_ASM_K_LOOP("vldmia %[a0]!, {s24}\n\t" \
-                                                 "vldmia %[a1]!, {s25}\n\t" \
-                                                 "vldmia %[a2]!, {s26}\n\t" \
-                                                 "vldmia %[a3]!, {s27}\n\t" POET_ASM_B3_STEP)
+    "vldm %[out], {s0-s11}\n\t" POET_ASM_K_LOOP(POET_ASM_A4(24, 25, 26, 27) POET_ASM_B3_STEP)
 POET_ALWAYS_INLINE void poet_asm_nn_4x3(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
                                         const poet_asm_out *out, const int EPI)
 {
