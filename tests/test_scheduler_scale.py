@@ -187,6 +187,48 @@ def test_bound_below_exact_optimum_on_stacked_chains(seed: int) -> None:
             assert simulate(problem, scale).energy_j <= optimum * (1 + 1e-9)
 
 
+def _residual_chain(blocks: int, seed: int) -> SchedulingProblem:
+    """Residual blocks h -> c1 -> c2 -> h' = c2 + h whose backward needs c1 and c2 only (frozen weights,
+    as when only biases train): h, the input of c1, dies inside the segment of c1 (at the add), so a
+    recomputation of c1 for the backward pass needs h held from then on, or restored."""
+    import random
+
+    rng = random.Random(seed)
+
+    def node(name: str, cost: float, kind: str = "forward") -> ProblemNode:
+        b = rng.randint(20, 100)
+        return ProblemNode(name, b, cost, cost, 1 + b / 40, 1 + b / 40, 0.5 + b / 60, 0.5 + b / 60, kind=kind)
+
+    nodes, edges, saved = [node("h0", 1.0)], [], []
+    for k in range(blocks):
+        h = len(nodes) - 1
+        nodes += [
+            node(f"c{k}.1", rng.uniform(2, 8)),
+            node(f"c{k}.2", rng.uniform(2, 8)),
+            node(f"h{k + 1}", 0.2),
+        ]
+        edges += [(h, h + 1), (h + 1, h + 2), (h + 2, h + 3), (h, h + 3)]
+        saved += [h + 1, h + 2]
+    edges.append((len(nodes) - 1, len(nodes)))
+    nodes.append(node("loss", 0.1, "loss"))
+    for v in reversed(saved):
+        edges += [(len(nodes) - 1, len(nodes)), (v, len(nodes))]
+        nodes.append(node(f"g.{nodes[v].name}", rng.uniform(1, 4), "backward"))
+    return SchedulingProblem(tuple(nodes), tuple(sorted(set(edges))), 10**9)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_bound_below_exact_optimum_on_residual_chains(seed: int) -> None:
+    """Inputs that die inside a segment (the bound model's options hold them from their death on or
+    restore them: ``Option.cuts``)."""
+    from poet_edge.schedulers.engine import analyse
+    from poet_edge.schedulers.scale import build_cover
+
+    base = _residual_chain(2, seed)
+    assert any(o.cuts for o in build_cover(base, analyse(base, True)).bound_opts)
+    assert len(list(_against_exact(base))) >= 2
+
+
 def test_deterministic() -> None:
     base = random_layered_dag(60, 7, n_invalidations=2)
     for problem in _budgets(base, (0.7, 0.5)):

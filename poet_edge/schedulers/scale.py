@@ -22,7 +22,10 @@ bound model picks, per dead q: held (q's bytes, shared by q's consumers, lower t
 frees), paged in (cost shared by q's consumers; the page-out of q is then required, once per value),
 or recomputed (compute cost shared likewise), which in turn needs q's own dead inputs held or
 restored, recursively (``DEPTH`` levels, ``EXPAND`` ancestors per segment; beyond, the cheaper of
-page-in and compute is charged). A held ancestor counts the smallest shared bytes on its path to i
+page-in and compute is charged). An input (or ancestor) whose last first computation d is inside the
+segment is gone by its end: held from d on (the option frees that much less from stage d + 1 on:
+``Option.cuts``) or restored; a recomputation before d frees nothing after d, which the first case
+covers. A held ancestor counts the smallest shared bytes on its path to i
 (it is in RAM until the recomputation it feeds, then the value recomputed from it is). Only the
 Pareto-best options (bytes freed vs cost) are kept; a surplus is merged into relaxations. Reported
 lower bound = plain pass (every node once) + the larger of the model's LP-relaxation optimum (solved
@@ -154,13 +157,20 @@ Term = tuple[int, str, float]  # (node, kinds "c" compute / "i" page-in: the che
 class Option:
     """One way to have segment ``seg``'s value absent: PAGE (page-in, plus one page-out of the value)
     or DROP (recompute it, and the inputs in the terms); ``credit`` bytes it frees at the stages the
-    segment spans; ``keep``: segments that must then stay resident (primal model only)."""
+    segment spans; ``keep``: segments that must then stay resident (primal model only); ``cuts``:
+    (stage, bytes) pairs, the credit is that much lower from that stage on (bound model: an input
+    held from its last use, or a recomputation done before then)."""
 
     seg: int
     mode: str
     terms: tuple[Term, ...]
     credit: float
     keep: tuple[int, ...] = ()
+    cuts: tuple[tuple[int, float], ...] = ()
+
+    def credit_at(self, t: int) -> float:
+        """Bytes the option frees at stage t (of the segment's span)."""
+        return max(0.0, self.credit - sum(b for s, b in self.cuts if s <= t))
 
 
 @dataclass
@@ -220,8 +230,8 @@ def _dead(problem: SchedulingProblem, an: Analysis, v: int, a: int) -> list[int]
 
 
 # a way to have an input in RAM: (bytes held, energy, energy with the page-outs its page-ins need,
-# latency, latency with page-outs, its restoration terms)
-Alt = tuple[float, float, float, float, float, tuple[Term, ...]]
+# latency, latency with page-outs, its restoration terms, (stage, bytes): more bytes held from then on)
+Alt = tuple[float, float, float, float, float, tuple[Term, ...], tuple[tuple[int, float], ...]]
 DEPTH = 8  # ancestor levels a DROP option of the bound model charges
 ALTS = 24  # at most this many (Pareto-best) ways per input
 EXPAND = 32  # at most this many ancestors expanded per segment
@@ -232,11 +242,11 @@ def _term(problem: SchedulingProblem, v: int, kinds: str, w: float) -> Alt:
     node, page = problem.nodes[v], kinds == "i"
     e = w * min(node.compute_j if k == "c" else node.page_in_j for k in kinds)  # "i" or "j": page-in
     t = w * min(node.compute_s if k == "c" else node.page_in_s for k in kinds)
-    return 0.0, e, e + node.page_out_j * page, t, t + node.page_out_s * page, ((v, kinds, w),)
+    return 0.0, e, e + node.page_out_j * page, t, t + node.page_out_s * page, ((v, kinds, w),), ()
 
 
 def _priced(problem: SchedulingProblem, byte: float, terms: tuple[Term, ...]) -> Alt:
-    out: Alt = (byte, 0.0, 0.0, 0.0, 0.0, ())
+    out: Alt = (byte, 0.0, 0.0, 0.0, 0.0, (), ())
     for v, kinds, w in terms:
         one = _term(problem, v, kinds, w)
         out = _join(out, one)
@@ -244,7 +254,12 @@ def _priced(problem: SchedulingProblem, byte: float, terms: tuple[Term, ...]) ->
 
 
 def _join(x: Alt, y: Alt) -> Alt:
-    return x[0] + y[0], x[1] + y[1], x[2] + y[2], x[3] + y[3], x[4] + y[4], x[5] + y[5]
+    return x[0] + y[0], x[1] + y[1], x[2] + y[2], x[3] + y[3], x[4] + y[4], x[5] + y[5], x[6] + y[6]
+
+
+def _most(alt: Alt) -> float:
+    """The most bytes the alternative holds at any stage."""
+    return alt[0] + sum(b for _, b in alt[6])
 
 
 def _pages(alt: Alt) -> set[int]:
@@ -269,7 +284,7 @@ class _Prune:
         return alt[4] if self.latency else alt[2]
 
     def beats(self, f: Alt, alt: Alt) -> bool:
-        if f[0] > alt[0] + 1e-9 or self.paid(f) > self.cost(alt) * (1 + 1e-12):
+        if _most(f) > alt[0] + 1e-9 or self.paid(f) > self.cost(alt) * (1 + 1e-12):
             return False
         if not self.tight:
             return True
@@ -294,7 +309,7 @@ class _Prune:
             if fewest <= alt[0] + 1e-9:
                 continue
             front.append(alt)
-            heapq.heappush(waiting, (self.paid(alt), alt[0]))
+            heapq.heappush(waiting, (self.paid(alt), _most(alt)))
         front.sort(key=lambda x: (x[0], self.cost(x)))
         if len(front) <= keep:
             return front
@@ -303,7 +318,7 @@ class _Prune:
         for j in range(0, len(front), size):
             run = front[j : j + size]
             if self.tight:
-                out.append((run[0][0], 0.0, 0.0, 0.0, 0.0, ()))
+                out.append((run[0][0], 0.0, 0.0, 0.0, 0.0, (), ()))
                 continue
             low = min(run, key=self.cost)
             common = set.intersection(*(_pages(x) for x in run))
@@ -325,7 +340,7 @@ def _input_alts(
     problem: SchedulingProblem,
     an: Analysis,
     q: int,
-    a: int,
+    g: Segment,
     w: float,
     cap: float,
     seen: set[int],
@@ -333,31 +348,56 @@ def _input_alts(
     prune: _Prune,
     budget: list[int],
 ) -> list[Alt]:
-    """Ways to have dead input q in RAM (share ``w`` of it) for a recomputation in a segment starting
-    at a: held, paged in, or recomputed, which needs each of q's own dead inputs p (not ``seen``) in
-    turn (share w / consumers of p), recursively up to ``DEPTH`` levels and ``EXPAND`` ancestors per
-    segment (beyond, the cheaper of page-in and compute is charged and nothing else). Held bytes: a
-    value held since before the segment is in RAM until the recomputation it feeds, and from then on
-    the recomputed value on the path to the segment's value is, so an ancestor held counts the
-    smallest (shared) bytes on its path (``cap``)."""
+    """Ways to have dead input q in RAM (share ``w`` of it) for a recomputation in segment g: held,
+    paged in, or recomputed, which needs each of q's own dead inputs p (not ``seen``) in turn (share
+    w / consumers of p), recursively up to ``DEPTH`` levels and ``EXPAND`` ancestors per segment
+    (beyond, the cheaper of page-in and compute is charged and nothing else), and each input that
+    dies inside the segment (:func:`_dying_alts`). Held bytes: a value held since before the segment
+    is in RAM until the recomputation it feeds, and from then on the recomputed value on the path to
+    the segment's value is, so an ancestor held counts the smallest (shared) bytes on its path
+    (``cap``)."""
     held = min(cap, problem.nodes[q].out_bytes * w)
-    kinds = _kinds(problem, an, q, a)
-    alts: list[Alt] = [(held, 0.0, 0.0, 0.0, 0.0, ())]
+    kinds = _kinds(problem, an, q, g.start)
+    alts: list[Alt] = [(held, 0.0, 0.0, 0.0, 0.0, (), ())]
     if "i" in kinds:
         alts.append(_term(problem, q, "i", w))
     if "c" in kinds:
-        dead = [p for p in _dead(problem, an, q, a) if p not in seen]
-        budget[0] -= len(dead)
+        dead = [p for p in _dead(problem, an, q, g.start) if p not in seen]
+        dying = [p for p in _dying(problem, an, q, g) if p not in seen]
+        budget[0] -= len(dead) + len(dying)
         if depth >= DEPTH or len(dead) > 3 or budget[0] < 0:
             alts.append(_term(problem, q, kinds, w))
         else:
-            inner = seen | set(dead)
+            inner = seen | set(dead) | set(dying)
             per = [
-                _input_alts(problem, an, p, a, w / len(an.succs[p]), held, inner, depth + 1, prune, budget)
+                _input_alts(problem, an, p, g, w / len(an.succs[p]), held, inner, depth + 1, prune, budget)
                 for p in dead
             ]
+            per += [_dying_alts(problem, an, p, g, w / len(an.succs[p]), held) for p in dying]
             alts += prune.combine(_term(problem, q, "c", w), per)
     return prune.front(alts, ALTS)
+
+
+def _dying(problem: SchedulingProblem, an: Analysis, v: int, g: Segment) -> list[int]:
+    """Inputs of v whose last first-computation use is strictly inside segment g."""
+    return [q for q in an.preds[v] if problem.nodes[q].out_bytes > 0 and g.start < max(an.succs[q]) < g.end]
+
+
+def _dying_alts(
+    problem: SchedulingProblem, an: Analysis, p: int, g: Segment, w: float, cap: float
+) -> list[Alt]:
+    """Ways to have input p, whose last first-computation use d is inside segment g, in RAM at a
+    recomputation for g: either the recomputation comes by stage d (then the value recomputed for g
+    is in RAM from there on, which frees nothing after d: covered by the next case), or p is held
+    from d until the recomputation (then at every stage after d p or the recomputed value on the path
+    is in RAM: the smaller share, ``cap``, from stage d + 1 on), or p is restored (the cheaper of
+    page-in and compute, share w)."""
+    held = min(cap, problem.nodes[p].out_bytes * w)
+    alts: list[Alt] = [(0.0, 0.0, 0.0, 0.0, 0.0, (), ((max(an.succs[p]) + 1, held),))]
+    kinds = _kinds(problem, an, p, g.start)
+    if kinds:
+        alts.append(_term(problem, p, kinds, w))
+    return alts
 
 
 def _bound_drops(problem: SchedulingProblem, an: Analysis, s: int, g: Segment, prune: _Prune) -> list[Option]:
@@ -365,19 +405,23 @@ def _bound_drops(problem: SchedulingProblem, an: Analysis, s: int, g: Segment, p
     computation uses during the segment in RAM: held (its bytes count where g.value is absent),
     paged in, or recomputed, which needs q's own dead inputs held or restored in turn, recursively
     (:func:`_input_alts`); all shared by the consumers (divided by their number, per level). Each
-    ancestor is charged once per option (on its first path)."""
+    ancestor is charged once per option (on its first path). An input that dies inside the segment
+    is held from its death on or restored (:func:`_dying_alts`): the option's credit is then lower
+    from that stage on (``Option.cuts``)."""
     nodes, i, a = problem.nodes, g.value, g.start
     if not (nodes[i].recomputable and a < an.recomp_until[i]):
         return []
     dead = _dead(problem, an, i, a)
     if len(dead) > 3:
         return [Option(s, DROP, ((i, "c", 1.0),), float(nodes[i].out_bytes))]
-    seen = {i, *dead}
+    dying = _dying(problem, an, i, g)
+    seen = {i, *dead, *dying}
     bi = float(nodes[i].out_bytes)
     budget = [EXPAND]
-    per = [_input_alts(problem, an, q, a, 1.0 / len(an.succs[q]), bi, seen, 2, prune, budget) for q in dead]
+    per = [_input_alts(problem, an, q, g, 1.0 / len(an.succs[q]), bi, seen, 2, prune, budget) for q in dead]
+    per += [_dying_alts(problem, an, q, g, 1.0 / len(an.succs[q]), bi) for q in dying]
     best = prune.combine(_term(problem, i, "c", 1.0), per)
-    return [Option(s, DROP, alt[5], bi - alt[0]) for alt in best if bi - alt[0] > 0]
+    return [Option(s, DROP, alt[5], bi - alt[0], cuts=alt[6]) for alt in best if bi - alt[0] > 0]
 
 
 def _present(an: Analysis, at: dict[tuple[int, int], int], optional: set[int], q: int, b: int) -> int | None:
@@ -476,14 +520,17 @@ def build_cover(problem: SchedulingProblem, an: Analysis, latency: bool = False)
 
 def _dead_ancestors(problem: SchedulingProblem, an: Analysis, g: Segment) -> tuple[int, ...]:
     """Ancestors of g.value reached through inputs dead at g.start (``DEPTH`` levels, at most
-    ``EXPAND``): the values a recomputation of g.value may need."""
+    ``EXPAND``), and the inputs of those that die inside the segment: the values a recomputation of
+    g.value may need."""
     out: list[int] = []
     level, seen = [g.value], {g.value}
     for _ in range(DEPTH):
+        dying = [q for v in level for q in _dying(problem, an, v, g) if q not in seen]
         nxt = [q for v in level for q in _dead(problem, an, v, g.start) if q not in seen]
         nxt = list(dict.fromkeys(nxt))[: max(0, EXPAND - len(out))]
-        seen.update(nxt)
-        out += nxt
+        dying = [q for q in dict.fromkeys(dying) if q not in nxt]
+        seen.update(nxt + dying)
+        out += nxt + dying
         level = nxt
     return tuple(sorted(out))
 
@@ -582,18 +629,19 @@ def _input_cuts(
     again: dict[int, int] = {}  # s' -> column: q is restored once more in s'
     for j, q, k in pairs:
         o, g, h = lp.opts[j], cover.segs[lp.opts[j].seg], cover.segs[k]
-        bq, share = float(nodes[q].out_bytes), o.credit / inputs[j]
+        bq = float(nodes[q].out_bytes)
+        part = [o.credit_at(t) / inputs[j] for t in range(g.start, g.end)]  # share at stage t: part[t - a]
         budget -= h.end - min(g.start, h.start)
         if budget < 0:
             break
         cols = [lp.col(0.0), lp.col(0.0)]
         held.setdefault(k, {}).setdefault(g.end, []).append(cols[0])
         for t in range(max(g.start, h.start) + 1, g.end):
-            lp.ram.setdefault(t, []).append((cols[1], min(bq / near[(k, t)], share)))
+            lp.ram.setdefault(t, []).append((cols[1], min(bq / near[(k, t)], part[t - g.start])))
         if g.start < h.start:  # D: i recomputed before a' and in RAM from a' on
             cols.append(lp.col(0.0))
             for t in range(h.start, g.end):
-                lp.ram.setdefault(t, []).append((cols[-1], share))
+                lp.ram.setdefault(t, []).append((cols[-1], part[t - g.start]))
         kinds = _kinds(problem, an, q, h.start)
         if kinds:  # C: one restoration more of q in s', paid once for all pairs of s' (column y)
             if k not in again:
@@ -624,8 +672,8 @@ def _rows(problem: SchedulingProblem, cover: Cover, lp: _Lp, budget: np.ndarray)
         excess = float(cover.need[t] + sum(nodes[cover.segs[s].value].out_bytes for s in segs) - budget[t])
         if excess <= 0:
             continue
-        idx = [j for s in segs for j in lp.by_seg.get(s, ())]
-        val = [lp.opts[j].credit for j in idx]
+        idx = [j for s in segs for j in lp.by_seg.get(s, ()) if lp.opts[j].credit_at(t) > 0]
+        val = [lp.opts[j].credit_at(t) for j in idx]
         if sum(val) < excess:
             return False
         extra = lp.ram.get(t, ())
