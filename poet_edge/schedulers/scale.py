@@ -51,6 +51,9 @@ replay overflows the budget (transient RAM) the budget rows of those stages are 
 overflow and the model is solved again (a few rounds; the same rounds run on the bound model's
 options, whose plans are replayed the same way). Plans that do not fit are also handed to the
 baseline engine (:mod:`poet_edge.schedulers.engine`), which repairs overflows by the DTR rule.
+The bound model's first solution is also replayed as a held plan (:func:`_held_plan`: the ancestors
+its options hold rather than restore are kept past their last use); when that does not fit, the
+cheapest plan with one more eviction that fits is taken (:func:`_offer_held`).
 
 Stage model. On graphs of at most ``STAGE_PAIRS`` value-stage pairs (the zoo's small models), the
 stage model of :mod:`poet_edge.schedulers.stage_model` (POET's stage model without its RAM between
@@ -975,6 +978,60 @@ def _as_plan(cover: Cover, plan: Plan) -> dict[int, list[tuple[int, str]]]:
     return out
 
 
+def _held_plan(problem: SchedulingProblem, an: Analysis, cover: Cover, lp: _Lp, values: np.ndarray) -> Plan:
+    """A bound-model solution as a plan that holds, past their last use, the ancestors its DROP
+    options neither restore nor pass by (the "held" alternatives), kept until the recomputations that
+    may need them."""
+    plan = _seg_plan(cover, lp, values)
+    for j, o in enumerate(lp.opts):
+        if values[j] > 0.5 and o.mode == DROP:
+            g, restored = cover.segs[o.seg], {v for v, _, _ in o.terms}
+            level, seen = [g.value], {g.value}
+            while level:  # the needed ancestors the option does not restore, and nothing behind them
+                v = level.pop()
+                for q in _dead(problem, an, v, g.start) + _dying(problem, an, v, g):
+                    if q not in seen:
+                        seen.add(q)
+                        if q in restored:
+                            level.append(q)
+                        else:
+                            plan.setdefault(_store_key(q), KEEP)
+    return plan
+
+
+REPAIRS = 400  # at most this many replays when repairing a held plan by one more eviction
+
+
+def _offer_held(run: _Run, plan: Plan) -> None:
+    """Offers a held plan (:func:`_held_plan`); when it does not fit, the cheapest plan with one more
+    segment evicted (DROP or PAGE) that fits (at most ``REPAIRS`` replays). A plan that fits is
+    recorded as a start of the local search."""
+    problem, an, cover, best = run.problem, run.an, run.cover, run.best
+    costs = _costs(problem, run.latency)
+    modes = _modes(problem, cover)
+    found: list[tuple[float, Plan]] = []
+
+    def fits(x: Plan) -> bool:
+        schedule, _ = replay_plan(problem, an, _as_plan(cover, x), costs, strict=True)
+        if schedule is not None:
+            found.append((float(dict(schedule.info)["cost"]), x))  # type: ignore[arg-type]
+        return schedule is not None
+
+    if not fits(plan):
+        tries = [{**plan, k: m} for k, ms in modes.items() if k >= 0 and k not in plan for m in ms]
+        for x in tries[: REPAIRS // 2]:
+            if _left(best, run.options) < 0.1 * run.options.time_limit_s:
+                break
+            if not fits(x):
+                fits({**x, FREE_TEMPS: DROP})
+    if found:
+        cost, x = min(found, key=lambda f: f[0])
+        best.plans.append((cost, len(best.plans), x))
+        schedule, _ = replay_plan(problem, an, _as_plan(cover, x), costs)
+        if schedule is not None:
+            _try(problem, best, run.options, lambda: schedule, "held bound-model plan")  # type: ignore[misc]
+
+
 def _seg_plan(cover: Cover, lp: _Lp, values: np.ndarray) -> Plan:
     """The chosen evictions; an input an option pages in is stored when computed."""
     plan: Plan = {}
@@ -1208,6 +1265,7 @@ def _bound(run: _Run, budget: np.ndarray) -> float:
         )
     if solved.values is not None:
         _offer_plan(run, _seg_plan(cover, lp, solved.values), "bound-model plan")
+        _offer_held(run, _held_plan(problem, run.an, cover, lp, solved.values))
     return max(solved.bound, relaxed.bound)
 
 
