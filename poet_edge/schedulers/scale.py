@@ -27,7 +27,11 @@ segment is gone by its end: held from d on (the option frees that much less from
 ``Option.cuts``) or restored; a recomputation before d frees nothing after d, which the first case
 covers. A held ancestor counts the smallest shared bytes on its path to i
 (it is in RAM until the recomputation it feeds, then the value recomputed from it is). Only the
-Pareto-best options (bytes freed vs cost) are kept; a surplus is merged into relaxations. Reported
+Pareto-best options (bytes freed vs cost) are kept; a surplus is merged into relaxations. A value
+with several consumers restored by the options of several segments is charged there by fractions;
+since any one of those restorations is a whole one, a top-up column makes the charge at least one
+restoration (:func:`_topups`; an option never prunes or absorbs one that restores fewer such values,
+so no schedule loses its point of the model). Reported
 lower bound = plain pass (every node once) + the larger of the model's LP-relaxation optimum (solved
 first, so a bound exists even when the MIP root does not finish in time) and HiGHS's MIP dual bound.
 It bounds the cost of every schedule in which node t is first computed in stage t (the problem's
@@ -273,11 +277,16 @@ def _pages(alt: Alt) -> set[int]:
 class _Prune:
     """How alternatives compare: by the objective's cost; ``tight``: the model has a runtime row or a
     storage row that can bind, so an alternative beats another only when it is cheaper in energy and
-    latency and pages in no other values."""
+    latency and pages in no other values. An alternative never beats one that restores fewer of the
+    ``shared`` values (inputs of several nodes: :func:`_topups` charges them one whole restoration)."""
 
     problem: SchedulingProblem
     latency: bool
     tight: bool
+    shared: frozenset[int] = frozenset()
+
+    def restores(self, alt: Alt) -> frozenset[int]:
+        return frozenset(v for v, _, _ in alt[5] if v in self.shared)
 
     def cost(self, alt: Alt) -> float:
         return alt[3] if self.latency else alt[1]
@@ -288,6 +297,8 @@ class _Prune:
 
     def beats(self, f: Alt, alt: Alt) -> bool:
         if _most(f) > alt[0] + 1e-9 or self.paid(f) > self.cost(alt) * (1 + 1e-12):
+            return False
+        if not self.restores(f) <= self.restores(alt):  # it would trigger a top-up the other does not
             return False
         if not self.tight:
             return True
@@ -300,19 +311,28 @@ class _Prune:
         page-out only when every alternative of the run pages that value in, else "j": a relaxation
         of each; when ``tight``, no terms at all)."""
         front: list[Alt] = []
-        waiting: list[tuple[float, float]] = []  # (cost with page-outs, bytes) of kept alternatives
-        fewest = math.inf  # fewest bytes of a kept alternative that is cheaper, page-outs included
+        # per set of shared values restored: (cost with page-outs, bytes) of kept alternatives waiting
+        # to count, and the fewest bytes of a kept alternative that is cheaper, page-outs included
+        groups: dict[frozenset[int], tuple[list[tuple[float, float]], list[float]]] = {}
         for alt in sorted(alts, key=lambda x: (self.cost(x), x[0])):
             if self.tight:
                 if not any(self.beats(f, alt) for f in front):
                     front.append(alt)
                 continue
-            while waiting and waiting[0][0] <= self.cost(alt) * (1 + 1e-12):
-                fewest = min(fewest, heapq.heappop(waiting)[1])
-            if fewest <= alt[0] + 1e-9:
+            mine = self.restores(alt)
+            beaten = False
+            for key, (waiting, fewest) in groups.items():
+                if not key <= mine:
+                    continue
+                while waiting and waiting[0][0] <= self.cost(alt) * (1 + 1e-12):
+                    fewest[0] = min(fewest[0], heapq.heappop(waiting)[1])
+                if fewest[0] <= alt[0] + 1e-9:
+                    beaten = True
+                    break
+            if beaten:
                 continue
             front.append(alt)
-            heapq.heappush(waiting, (self.paid(alt), _most(alt)))
+            heapq.heappush(groups.setdefault(mine, ([], [math.inf]))[0], (self.paid(alt), _most(alt)))
         front.sort(key=lambda x: (x[0], self.cost(x)))
         if len(front) <= keep:
             return front
@@ -325,8 +345,11 @@ class _Prune:
                 continue
             low = min(run, key=self.cost)
             common = set.intersection(*(_pages(x) for x in run))
-            terms = tuple(
-                (v, "j" if kinds == "i" and v not in common else kinds, w) for v, kinds, w in low[5]
+            every = frozenset.intersection(*(self.restores(x) for x in run))
+            terms = tuple(  # shared values only where every alternative of the run restores them
+                (v, "j" if kinds == "i" and v not in common else kinds, w)
+                for v, kinds, w in low[5]
+                if v not in self.shared or v in every
             )
             out.append(_priced(self.problem, run[0][0], terms))
         return out
@@ -493,7 +516,8 @@ def build_cover(problem: SchedulingProblem, an: Analysis, latency: bool = False)
     tight = problem.max_latency_s is not None or (
         cap is not None and sum(n.out_bytes for n in nodes if n.pageable) > cap
     )
-    prune = _Prune(problem, latency, tight)
+    shared = frozenset(v for v in range(n) if len(an.succs[v]) > 1)
+    prune = _Prune(problem, latency, tight, shared)
     drops = [_bound_drops(problem, an, s, g, prune) for s, g in enumerate(segs)]
     need = np.zeros(n + 1, dtype=np.int64)
     for t in range(n):
@@ -548,9 +572,12 @@ class _Lp:
     z: dict[int, int] = field(default_factory=dict)
     by_seg: dict[int, list[int]] = field(default_factory=dict)
     ram: dict[int, list[tuple[int, float]]] = field(default_factory=dict)  # stage -> (column, bytes it adds)
+    cont: set[int] = field(default_factory=set)  # continuous columns (the others are binary)
 
-    def col(self, cost: float) -> int:
+    def col(self, cost: float, continuous: bool = False) -> int:
         self.cost.append(cost)
+        if continuous:
+            self.cont.add(len(self.cost) - 1)
         return len(self.cost) - 1
 
 
@@ -581,6 +608,35 @@ def _columns(problem: SchedulingProblem, opts: list[Option], latency: bool, norm
         if len(cols) > 1:
             lp.rows.append((-math.inf, 1.0, cols, [1.0] * len(cols)))
     return lp
+
+
+def _topups(
+    problem: SchedulingProblem, an: Analysis, cover: Cover, lp: _Lp, latency: bool, norm: float
+) -> None:
+    """One restoration of an ancestor at least. The bound options charge a shared ancestor's
+    restoration by fractions (w each); when any chosen option restores ancestor v, v is restored at
+    least once after its last first computation (a different event from its segments'
+    restorations), so the charge for v is at least one restoration: continuous T_v >= E_v - the
+    options' fractions of v (in units of c_v, v's cheapest restoration, its cost), binary E_v >=
+    every option that restores v. Sound only with :class:`_Prune`'s rule that an alternative never
+    beats (or is merged into) one that restores fewer values."""
+    comp, pin, _ = _costs(problem, latency)
+    users: dict[int, list[tuple[int, float]]] = {}
+    for j, o in enumerate(lp.opts):
+        own = cover.segs[o.seg].value
+        for v, kinds, w in o.terms:
+            if v != own and len(an.succs[v]) > 1:
+                users.setdefault(v, []).append((j, w * _term_cost(((v, kinds, 1.0),), comp, pin)))
+    for v, uses in sorted(users.items()):
+        if sum(c for _, c in uses) <= 0 or all(c >= min(comp[v], pin[v]) * (1 - 1e-12) for _, c in uses):
+            continue
+        cv = min(comp[v], pin[v])
+        e, top = lp.col(0.0), lp.col(cv / norm, continuous=True)
+        for j, _ in uses:
+            lp.rows.append((-math.inf, 0.0, [j, e], [1.0, -1.0]))
+        lp.rows.append(
+            (0.0, math.inf, [top, e, *(j for j, _ in uses)], [1.0, -1.0, *(c / cv for _, c in uses)])
+        )
 
 
 PAIR_NONZEROS = 200_000  # at most this many budget-row entries of the restoration-input cuts
@@ -742,7 +798,8 @@ def _solve(lp: _Lp, time_limit: float, options: ScaleOptions, integer: bool = Tr
         np.array([0.0]),
     )
     if integer:
-        h.changeColsIntegrality(ncol, np.arange(ncol, dtype=np.int32), np.ones(ncol, dtype=np.uint8))
+        ints = np.array([j for j in range(ncol) if j not in lp.cont], dtype=np.int32)
+        h.changeColsIntegrality(len(ints), ints, np.ones(len(ints), dtype=np.uint8))
     for low, up, idx, val in lp.rows:
         h.addRow(low, up, len(idx), np.array(idx, dtype=np.int32), np.array(val))
     run_highs(h)
@@ -1250,6 +1307,7 @@ def _bound(run: _Run, budget: np.ndarray) -> float:
     problem, cover, best, options = run.problem, run.cover, run.best, run.options
     lp = _columns(problem, cover.bound_opts, run.latency, run.norm)
     _input_cuts(problem, run.an, cover, lp, run.latency, run.norm)
+    _topups(problem, run.an, cover, lp, run.latency, run.norm)
     if not _rows(problem, cover, lp, budget):
         raise PoetError(
             f"no schedule exists within the RAM budget {problem.budget_bytes} bytes in the problem's order: "
