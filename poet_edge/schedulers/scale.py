@@ -628,9 +628,9 @@ def _topups(
             if v != own and len(an.succs[v]) > 1:
                 users.setdefault(v, []).append((j, w * _term_cost(((v, kinds, 1.0),), comp, pin)))
     for v, uses in sorted(users.items()):
-        if sum(c for _, c in uses) <= 0 or all(c >= min(comp[v], pin[v]) * (1 - 1e-12) for _, c in uses):
-            continue
         cv = min(comp[v], pin[v])
+        if sum(c for _, c in uses) <= 0 or all(c >= cv * (1 - 1e-12) for _, c in uses):
+            continue
         e, top = lp.col(0.0), lp.col(cv / norm, continuous=True)
         for j, _ in uses:
             lp.rows.append((-math.inf, 0.0, [j, e], [1.0, -1.0]))
@@ -731,8 +731,9 @@ def _rows(problem: SchedulingProblem, cover: Cover, lp: _Lp, budget: np.ndarray)
         excess = float(cover.need[t] + sum(nodes[cover.segs[s].value].out_bytes for s in segs) - budget[t])
         if excess <= 0:
             continue
-        idx = [j for s in segs for j in lp.by_seg.get(s, ()) if lp.opts[j].credit_at(t) > 0]
-        val = [lp.opts[j].credit_at(t) for j in idx]
+        credits = [(j, lp.opts[j].credit_at(t)) for s in segs for j in lp.by_seg.get(s, ())]
+        idx = [j for j, c in credits if c > 0]
+        val = [c for _, c in credits if c > 0]
         if sum(val) < excess:
             return False
         extra = lp.ram.get(t, ())
