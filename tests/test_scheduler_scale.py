@@ -230,6 +230,33 @@ def test_bound_below_exact_optimum_on_residual_chains(seed: int) -> None:
     assert len(list(_against_exact(base))) >= 2
 
 
+@pytest.mark.parametrize("seed", [3, 4])
+def test_running_sum_budget_rows_are_the_same_model(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large graphs get the budget rows as running sums (``_running_sums``): the same points, so the
+    LP relaxation and the MIP have the same optima as with the dense rows."""
+    import numpy as np
+
+    from poet_edge.schedulers import scale
+    from poet_edge.schedulers.engine import analyse
+
+    base = random_layered_dag(120, seed, n_invalidations=1)
+    an = analyse(base, True)
+    for problem in _budgets(base, (0.6, 0.0)):
+        cover = scale.build_cover(problem, an)
+        optima = []
+        for dense in (10**12, 0):
+            monkeypatch.setattr(scale, "DENSE_NONZEROS", dense)
+            lp = scale._columns(problem, cover.bound_opts, False, 1.0)
+            scale._input_cuts(problem, an, cover, lp, False, 1.0)
+            scale._topups(problem, an, cover, lp, False, 1.0)
+            assert scale._rows(problem, cover, lp, np.full(len(problem.nodes), problem.budget_bytes))
+            assert bool(lp.bounds) == (dense == 0)
+            solved = [scale._solve(lp, 60.0, OPTS, integer) for integer in (False, True)]
+            assert all(s.optimal for s in solved)
+            optima.append([s.objective for s in solved])
+        assert optima[1] == pytest.approx(optima[0], rel=1e-6, abs=1e-9)
+
+
 def test_deterministic() -> None:
     base = random_layered_dag(60, 7, n_invalidations=2)
     for problem in _budgets(base, (0.7, 0.5)):

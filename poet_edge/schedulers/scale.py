@@ -39,7 +39,9 @@ order), hence also POET's stage model. Inputs of a recomputed value that are not
 (:func:`_input_cuts`): when the input's own segment is evicted as well, it is restored twice, or held
 from the recomputation to its next use, or kept until the recomputation (RAM in the budget rows or
 cost). Ignored on purpose (it only adds cost): the transient RAM of deeper restorations. Checked
-against the exact POET MILP optimum on tiny DAGs and chains (tests).
+against the exact POET MILP optimum on tiny DAGs and chains (tests). On large graphs (more than
+``DENSE_NONZEROS`` budget-row entries) the budget rows are written as running sums over the stages
+(:func:`_running_sums`): the same points, a fraction of the entries, and HiGHS keeps to its time limit.
 
 Primal model. The same model where r_s comes with its recompute closure: i is recomputed just
 before b, every input that is dead then is recomputed too, transitively (at most ``CLOSURE`` nodes,
@@ -95,7 +97,7 @@ import heapq
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -573,11 +575,14 @@ class _Lp:
     by_seg: dict[int, list[int]] = field(default_factory=dict)
     ram: dict[int, list[tuple[int, float]]] = field(default_factory=dict)  # stage -> (column, bytes it adds)
     cont: set[int] = field(default_factory=set)  # continuous columns (the others are binary)
+    bounds: dict[int, tuple[float, float]] = field(default_factory=dict)  # column -> bounds, if not [0, 1]
 
-    def col(self, cost: float, continuous: bool = False) -> int:
+    def col(self, cost: float, continuous: bool = False, bounds: tuple[float, float] = (0.0, 1.0)) -> int:
         self.cost.append(cost)
         if continuous:
             self.cont.add(len(self.cost) - 1)
+        if bounds != (0.0, 1.0):
+            self.bounds[len(self.cost) - 1] = bounds
         return len(self.cost) - 1
 
 
@@ -621,13 +626,15 @@ def _topups(
     every option that restores v. Sound only with :class:`_Prune`'s rule that an alternative never
     beats (or is merged into) one that restores fewer values."""
     comp, pin, _ = _costs(problem, latency)
-    users: dict[int, list[tuple[int, float]]] = {}
+    users: dict[int, dict[int, float]] = {}  # v -> option column -> its charge for v (all its terms of v)
     for j, o in enumerate(lp.opts):
         own = cover.segs[o.seg].value
         for v, kinds, w in o.terms:
             if v != own and len(an.succs[v]) > 1:
-                users.setdefault(v, []).append((j, w * _term_cost(((v, kinds, 1.0),), comp, pin)))
-    for v, uses in sorted(users.items()):
+                charge = users.setdefault(v, {})
+                charge[j] = charge.get(j, 0.0) + w * _term_cost(((v, kinds, 1.0),), comp, pin)
+    for v, charges in sorted(users.items()):
+        uses = sorted(charges.items())
         cv = min(comp[v], pin[v])
         if sum(c for _, c in uses) <= 0 or all(c >= cv * (1 - 1e-12) for _, c in uses):
             continue
@@ -727,19 +734,23 @@ def _input_cuts(
 def _rows(problem: SchedulingProblem, cover: Cover, lp: _Lp, budget: np.ndarray) -> bool:
     """Adds the budget, keep, storage and runtime rows; False when a stage cannot fit at all."""
     nodes = problem.nodes
+    stages: list[tuple[int, float, dict[int, float]]] = []  # (stage, excess, column -> bytes it frees)
     for t, segs in enumerate(cover.spans):
         excess = float(cover.need[t] + sum(nodes[cover.segs[s].value].out_bytes for s in segs) - budget[t])
         if excess <= 0:
             continue
         credits = [(j, lp.opts[j].credit_at(t)) for s in segs for j in lp.by_seg.get(s, ())]
-        idx = [j for j, c in credits if c > 0]
-        val = [c for _, c in credits if c > 0]
-        if sum(val) < excess:
+        frees = {j: c for j, c in credits if c > 0}
+        if sum(frees.values()) < excess:
             return False
-        extra = lp.ram.get(t, ())
-        idx += [j for j, _ in extra]
-        val += [-byte for _, byte in extra]
-        lp.rows.append((1.0, math.inf, idx, [v / excess for v in val]))
+        for j, byte in lp.ram.get(t, ()):
+            frees[j] = frees.get(j, 0.0) - byte
+        stages.append((t, excess, frees))
+    if sum(len(frees) for _, _, frees in stages) <= DENSE_NONZEROS:
+        for _, excess, frees in stages:
+            lp.rows.append((1.0, math.inf, list(frees), [v / excess for v in frees.values()]))
+    else:
+        _running_sums(lp, stages)
     for j, o in enumerate(lp.opts):
         for k in o.keep:
             cols = lp.by_seg.get(k, [])
@@ -763,6 +774,29 @@ def _rows(problem: SchedulingProblem, cover: Cover, lp: _Lp, budget: np.ndarray)
         sc = max(room, 1e-300)
         lp.rows.append((-math.inf, room / sc, idx, [v / sc for v in val]))
     return True
+
+
+DENSE_NONZEROS = 100_000  # more budget-row entries than this: the rows as running sums (_running_sums)
+
+
+def _running_sums(lp: _Lp, stages: list[tuple[int, float, dict[int, float]]]) -> None:
+    """The budget rows in a sparse form with the same points: over each run of consecutive stages, a
+    continuous column F_t = the bytes freed at stage t (>= its excess), F_t = F_(t-1) + the columns whose
+    bytes change at t (a segment starts or ends, an input is held from then on). A column enters the
+    rows of the stages where its bytes change, not every stage it spans: a thousand-node graph's rows
+    had 650 thousand entries, which HiGHS's presolve took seconds to read, past its time limit."""
+    scale = max(excess for _, excess, _ in stages)  # F in these units
+    prev: tuple[int, int, dict[int, float]] | None = None  # (stage, F column, bytes)
+    for t, excess, frees in stages:
+        f = lp.col(0.0, continuous=True, bounds=(excess / scale, math.inf))
+        if prev is None or prev[0] != t - 1:
+            delta, idx, val = frees, [f], [-1.0]
+        else:
+            delta = {j: frees.get(j, 0.0) - prev[2].get(j, 0.0) for j in {*frees, *prev[2]}}
+            idx, val = [f, prev[1]], [-1.0, 1.0]
+        changed = sorted(j for j, d in delta.items() if d != 0.0)
+        lp.rows.append((0.0, 0.0, idx + changed, val + [delta[j] / scale for j in changed]))
+        prev = (t, f, frees)
 
 
 @dataclass(frozen=True)
@@ -791,8 +825,8 @@ def _solve(lp: _Lp, time_limit: float, options: ScaleOptions, integer: bool = Tr
     h.addCols(
         ncol,
         np.array(lp.cost),
-        np.zeros(ncol),
-        np.ones(ncol),
+        np.array([lp.bounds.get(j, (0.0, 1.0))[0] for j in range(ncol)]),
+        np.array([lp.bounds.get(j, (0.0, 1.0))[1] for j in range(ncol)]),
         0,
         np.array([0]),
         np.array([0]),
@@ -801,8 +835,18 @@ def _solve(lp: _Lp, time_limit: float, options: ScaleOptions, integer: bool = Tr
     if integer:
         ints = np.array([j for j in range(ncol) if j not in lp.cont], dtype=np.int32)
         h.changeColsIntegrality(len(ints), ints, np.ones(len(ints), dtype=np.uint8))
-    for low, up, idx, val in lp.rows:
-        h.addRow(low, up, len(idx), np.array(idx, dtype=np.int32), np.array(val))
+    starts = np.cumsum([0] + [len(idx) for _, _, idx, _ in lp.rows])[:-1]
+    added = h.addRows(
+        len(lp.rows),
+        np.array([low for low, _, _, _ in lp.rows]),
+        np.array([up for _, up, _, _ in lp.rows]),
+        int(sum(len(idx) for _, _, idx, _ in lp.rows)),
+        starts.astype(np.int32),
+        np.array([k for _, _, idx, _ in lp.rows for k in idx], dtype=np.int32),
+        np.array([x for _, _, _, val in lp.rows for x in val]),
+    )
+    if added != highspy.HighsStatus.kOk:  # e.g. a row naming a column twice: HiGHS drops the rows
+        raise AssertionError(f"HiGHS refused the model's rows ({added})")
     run_highs(h)
     status = h.modelStatusToString(h.getModelStatus())
     info = h.getInfo()
@@ -1134,12 +1178,15 @@ class _Search:
             self.seen[key] = out
         return out
 
-    def neighbours(self, plan: Plan) -> list[Plan]:
-        out: list[Plan] = [dict(plan)]
+    def neighbours(self, plan: Plan) -> Iterator[Plan]:
+        """The moves from ``plan``, lazily (a descent takes the first that improves; on a thousand-node
+        graph the whole list is millions of plans)."""
+        flipped = dict(plan)
         if FREE_TEMPS in plan:
-            del out[0][FREE_TEMPS]
+            del flipped[FREE_TEMPS]
         else:
-            out[0][FREE_TEMPS] = DROP
+            flipped[FREE_TEMPS] = DROP
+        yield flipped
         for k, modes in self.modes.items():
             for mode in (None, *modes):
                 if plan.get(k) != mode:
@@ -1148,7 +1195,7 @@ class _Search:
                         del nxt[k]
                     else:
                         nxt[k] = mode
-                    out.append(nxt)
+                    yield nxt
         for k in sorted(plan):
             if k < 0:
                 continue
@@ -1156,7 +1203,7 @@ class _Search:
             mode, at = _mode(plan[k])
             for t in sorted({g.end - (1 << j) for j in range(1, 6)} - {at}):
                 if g.start < t < g.end - 1:  # restore early
-                    out.append({**plan, k: f"{mode}>{t}"})
+                    yield {**plan, k: f"{mode}>{t}"}
             for k2, modes in self.modes.items():
                 if k2 < 0:
                     continue
@@ -1167,8 +1214,7 @@ class _Search:
                     nxt = dict(plan)
                     del nxt[k]
                     nxt[k2] = mode
-                    out.append(nxt)
-        return out
+                    yield nxt
 
     def run(self, plan: Plan, deadline: float, on_better: Callable[[Plan], None]) -> Plan:
         current = self.score(plan, False)
@@ -1427,14 +1473,17 @@ def _improve(run: _Run, bound: float) -> str:
     problem, cover, best, options = run.problem, run.cover, run.best, run.options
     status = "not run"
     n = len(problem.nodes)
+    margin = 0.05 * options.time_limit_s
     for name, opts, rounds in (
         ("primal", cover.primal_opts, options.rounds),
         ("bound-model", cover.bound_opts, 3 * options.rounds),
     ):
         budget = np.full(n, problem.budget_bytes, dtype=np.int64)
+        spent = 0.0  # seconds the last round took: a round starts only if one more fits the time left
         for k in range(rounds):
-            if best.cost <= bound * (1 + options.gap_rel) or _left(best, options) < 0.2:
+            if best.cost <= bound * (1 + options.gap_rel) or _left(best, options) < margin + spent:
                 break
+            began = time.perf_counter()
             lp = _columns(problem, opts, run.latency, run.norm)
             if opts is cover.bound_opts:
                 _input_cuts(problem, run.an, cover, lp, run.latency, run.norm)
@@ -1451,6 +1500,7 @@ def _improve(run: _Run, bound: float) -> str:
             if not overflow:
                 break
             budget = _tighten(budget, overflow)
+            spent = time.perf_counter() - began
     return status
 
 
