@@ -257,6 +257,45 @@ def test_running_sum_budget_rows_are_the_same_model(seed: int, monkeypatch: pyte
         assert optima[1] == pytest.approx(optima[0], rel=1e-6, abs=1e-9)
 
 
+def test_late_eviction_carries_a_value_to_its_consumers_restoration() -> None:
+    """Plan mode "drop<r": the value leaves RAM after stage r, after that stage's early restorations
+    ("drop>r" of a consumer), which then recompute the consumer from it instead of recomputing it too."""
+    from poet_edge.schedulers.engine import DROP, analyse
+    from poet_edge.schedulers.scale import FREE_TEMPS, _as_plan, _costs, build_cover, replay_plan
+
+    problem = training_chain(6, seed=1)
+    an = analyse(problem, True)
+    cover = build_cover(problem, an)
+    droppable = {o.seg for o in cover.bound_opts if o.mode == DROP}
+    pairs = [
+        (k, k2, h.end - 1)
+        for k in sorted(droppable)
+        for k2 in sorted(droppable)
+        if (g := cover.segs[k]).value in an.preds[(h := cover.segs[k2]).value]
+        and g.start < h.end - 1 < g.end - 1
+    ]
+    assert pairs
+    names = {i: n.name for i, n in enumerate(problem.nodes)}
+    for k, k2, r in pairs:
+        v = cover.segs[k].value
+        runs = []
+        # inputs recomputed for a restoration freed at once: else the consumer's restoration holds v
+        for plan in (
+            {k: DROP, k2: DROP, FREE_TEMPS: DROP},
+            {k: f"{DROP}<{r}", k2: f"{DROP}>{r}", FREE_TEMPS: DROP},
+        ):
+            schedule, overflow = replay_plan(problem, an, _as_plan(cover, plan), _costs(problem, False))
+            assert schedule is not None and not overflow
+            simulate(problem, schedule)  # valid
+            steps = [(type(s).__name__, s.node) for s in schedule.steps]
+            runs.append((steps.count(("Compute", names[v])), float(dict(schedule.info)["cost"])))  # type: ignore[arg-type]
+            if "<" in plan[k]:  # freed right after the consumer's restoration, which follows stage r
+                first = steps.index(("Compute", names[r]))
+                assert ("Free", names[v]) in steps[first:] and ("Free", names[v]) not in steps[:first]
+        assert runs[1][0] == runs[0][0] - 1
+        assert runs[1][1] == pytest.approx(runs[0][1] - problem.nodes[v].compute_j)
+
+
 def test_deterministic() -> None:
     base = random_layered_dag(60, 7, n_invalidations=2)
     for problem in _budgets(base, (0.7, 0.5)):

@@ -79,7 +79,10 @@ phases (a later phase only replaces it by a cheaper schedule).
 Local search. From the cheapest replayed plans: first-improvement descent over plans judged by the
 exact replay (fewer overflow bytes, then lower cost), moves = change one segment (resident / PAGE /
 DROP), move one eviction to another segment overlapping it, flip the replay policy, store / keep /
-release one dead ancestor, restore one evicted value earlier (2, 4, ..., 32 stages before its use);
+release one dead ancestor, restore one evicted value earlier (2, 4, ..., 32 stages before its use),
+evict one later (1, 2, ..., 32 stages after the segment's start, or 2, ..., 32 before its end), carry
+one (hold it until the restoration of a dropped consumer, recomputed from it then; also with one more
+eviction of any segment overlapping the stages it is held longer);
 then iterated: perturb 1-3 random entries of the best plan (fixed seed) and descend again, at most
 ``ScaleOptions.kicks`` times, until the gap closes or the time limit (less a 5% margin) is reached.
 
@@ -145,17 +148,25 @@ FREE_TEMPS = -1  # plan key: free inputs recomputed for a restoration right afte
 STORE = "store"  # plan key -2 - v: page v out right after computing it (restorations then page it in)
 FETCH = "fetch"  # replay entry: restore the value after this stage (an early restoration, see _mode)
 KEEP = "keep"  # plan key -2 - v: hold v after its last use until the last DROP that may need it is restored
+LATE = "late "  # replay entry prefix: evict after this stage's early restorations (see _mode)
 
 
 def _store_key(v: int) -> int:
     return -2 - v
 
 
-def _mode(mode: str) -> tuple[str, int | None]:
-    """A segment's plan mode: "drop" / "page", or "drop>t" / "page>t": restored early, right after
-    stage t (and held to its use), instead of just before its use."""
-    base, _, at = mode.partition(">")
-    return base, int(at) if at else None
+def _mode(mode: str) -> tuple[str, int | None, int | None]:
+    """A segment's plan mode: "drop" / "page"; with ">t": restored early, right after stage t (and
+    held to its use), instead of just before its use; with "<u" (before any ">t"): evicted late,
+    after stage u instead of the segment's start (after the early restorations of stage u, which may
+    use it). Returns (base, t, u)."""
+    head, _, at = mode.partition(">")
+    base, _, late = head.partition("<")
+    return base, int(at) if at else None, int(late) if late else None
+
+
+def _fmt(base: str, at: int | None, late: int | None) -> str:
+    return base + (f"<{late}" if late is not None else "") + (f">{at}" if at is not None else "")
 
 
 Term = tuple[int, str, float]  # (node, kinds "c" compute / "i" page-in: the cheaper one, weight)
@@ -998,7 +1009,7 @@ class _Replay:
             if u in self.ram and max(self.an.last_use[u], self.kept.get(u, -1)) <= t:
                 self.free(u)
         for u, mode in plan.get(t, ()):
-            if u not in self.ram or mode in (KEEP, FETCH):
+            if u not in self.ram or mode in (KEEP, FETCH) or mode.startswith(LATE):
                 continue
             if mode == STORE:
                 self.page_out(u)
@@ -1012,6 +1023,9 @@ class _Replay:
                 and not self.restore(t + 1, u)
             ):
                 return False
+        for u, mode in plan.get(t, ()):
+            if u in self.ram and mode.startswith(LATE) and (mode == LATE + DROP or self.page_out(u)):
+                self.free(u)
         return True
 
 
@@ -1073,8 +1087,11 @@ def _as_plan(cover: Cover, plan: Plan) -> dict[int, list[tuple[int, str]]]:
                     out.setdefault(max(ends), []).append((v, KEEP))
             continue
         g = cover.segs[k]
-        mode, at = _mode(plan[k])
-        out.setdefault(g.start, []).append((g.value, mode))
+        mode, at, late = _mode(plan[k])
+        if late is None:
+            out.setdefault(g.start, []).append((g.value, mode))
+        else:
+            out.setdefault(late, []).append((g.value, LATE + mode))
         if at is not None:
             out.setdefault(at, []).append((g.value, FETCH))
     return out
@@ -1151,8 +1168,10 @@ def _seg_plan(cover: Cover, lp: _Lp, values: np.ndarray) -> Plan:
 class _Search:
     """Local search over plans, judged by the exact replay (:func:`replay_plan`): a plan is better
     when its replay overflows the budget by fewer bytes in total, then when it costs less. Moves, in a
-    fixed order (first improvement): change one segment (resident / PAGE / DROP); move one eviction to
-    another segment of a stage it spans (either mode). Deterministic for the same start."""
+    fixed order (first improvement): flip the replay policy; change one segment (resident / PAGE /
+    DROP) or dead ancestor (KEEP / STORE); restore one eviction earlier, evict it later, or carry it
+    (:meth:`_carry`); move one eviction to another segment of a stage it spans (either mode).
+    Deterministic for the same start."""
 
     problem: SchedulingProblem
     an: Analysis
@@ -1200,10 +1219,17 @@ class _Search:
             if k < 0:
                 continue
             g = self.cover.segs[k]
-            mode, at = _mode(plan[k])
+            mode, at, late = _mode(plan[k])
             for t in sorted({g.end - (1 << j) for j in range(1, 6)} - {at}):
-                if g.start < t < g.end - 1:  # restore early
-                    yield {**plan, k: f"{mode}>{t}"}
+                if g.start < t < g.end - 1 and (late is None or late < t):  # restore early
+                    yield {**plan, k: _fmt(mode, t, late)}
+            last = g.end - 1 if at is None else at
+            for u in sorted({g.start + (1 << j) for j in range(6)} | {g.end - (1 << j) for j in range(1, 6)}):
+                if g.start < u < last and u != late:  # evict late
+                    yield {**plan, k: _fmt(mode, at, u)}
+            if late is not None:
+                yield {**plan, k: _fmt(mode, at, None)}
+            yield from self._carry(plan, k)
             for k2, modes in self.modes.items():
                 if k2 < 0:
                     continue
@@ -1215,6 +1241,32 @@ class _Search:
                     del nxt[k]
                     nxt[k2] = mode
                     yield nxt
+
+    def _carry(self, plan: Plan, k: int) -> Iterator[Plan]:
+        """Segment k's value held until a dropped consumer's restoration, both right after stage r
+        (the consumer's early restoration, or its last stage before its use): it is recomputed from k's
+        value while that is still in RAM."""
+        g = self.cover.segs[k]
+        mode, at, _ = _mode(plan[k])
+        for k2 in sorted(plan):
+            if k2 < 0 or k2 == k:
+                continue
+            h = self.cover.segs[k2]
+            mode2, at2, late2 = _mode(plan[k2])
+            r = h.end - 1 if at2 is None else at2
+            if (
+                mode2 == DROP
+                and g.value in self.an.preds[h.value]
+                and g.start < r < (g.end - 1 if at is None else at)
+                and (late2 is None or late2 < r)
+            ):
+                carried = {**plan, k: _fmt(mode, at, r), k2: _fmt(mode2, r, late2)}
+                yield carried
+                for k3, modes in self.modes.items():  # with one more eviction where k's value stays longer
+                    f = self.cover.segs[k3] if k3 >= 0 else None
+                    if f is not None and k3 not in plan and f.start < r and f.end - 1 > g.start:
+                        for m in modes:
+                            yield {**carried, k3: m}
 
     def run(self, plan: Plan, deadline: float, on_better: Callable[[Plan], None]) -> Plan:
         current = self.score(plan, False)
