@@ -1564,13 +1564,14 @@ def _search(
     at most ``options.kicks`` times, while time remains and the gap is open; returns the number of
     replays. ``until``: stop once this many seconds of the run have passed; ``kicks``: at most this
     many perturbations instead; ``stall``: stop once the incumbent has not improved for this many
-    seconds."""
+    seconds (of this search: it always gets that long)."""
     problem, an, cover, best, options = run.problem, run.an, run.cover, run.best, run.options
     costs = _costs(problem, run.latency)
     search = _Search(problem, an, cover, costs, _modes(problem, cover))
     starts = [plan for _, _, plan in sorted(best.plans, key=lambda x: (x[0], x[1]))] or [{}]
     done: set[tuple[tuple[int, str], ...]] = set()
     margin = 0.05 * options.time_limit_s
+    started = time.perf_counter()
     if until is not None:  # stop once ``until`` seconds of the run have passed
         margin = max(margin, options.time_limit_s - until)
 
@@ -1580,7 +1581,8 @@ def _search(
             _try(problem, best, options, lambda: schedule, "local search")
 
     def more() -> bool:
-        if stall is not None and time.perf_counter() - best.began - best.improved_at > stall:
+        last = max(started, best.began + best.improved_at)  # the search's own start counts as one
+        if stall is not None and time.perf_counter() - last > stall:
             return False
         return best.cost > bound * (1 + options.gap_rel) and _left(best, options) >= margin
 
