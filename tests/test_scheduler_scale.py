@@ -409,13 +409,14 @@ def test_stage_model_and_lns_paths(path: str, monkeypatch: pytest.MonkeyPatch) -
     search on mid-size ones) forced on small DAGs: valid, never worse, honest bound."""
     from poet_edge.schedulers import scale, stage_model
 
-    calls = {"solve": 0, "window": 0}
+    calls = {"solve": 0, "window": 0, "value window": 0}
 
     def counted(name: str):  # type: ignore[no-untyped-def]
         fn = getattr(stage_model, name)
 
         def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
             calls[name] += 1
+            calls["value window"] += bool(kwargs.get("by_value"))
             return fn(*args, **kwargs)
 
         return wrapper
@@ -434,13 +435,15 @@ def test_stage_model_and_lns_paths(path: str, monkeypatch: pytest.MonkeyPatch) -
     for problem, _, _ in _against_exact(training_chain(5, seed=7)):
         _check(problem)
     assert calls["window" if path == "lns" else "solve"] > 0
+    assert (calls["value window"] > 0) == (path == "lns")
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_stage_model_window(seed: int) -> None:
-    """A window solved on the reduced model (only its columns and rows, the fixed columns moved into
-    the row bounds) gives a point of the whole model that agrees with the start outside the window
-    and costs at most the start; the window over every stage reaches the whole model's optimum."""
+    """A window (of stages, or of values at every stage) solved on the reduced model (only its columns
+    and rows, the fixed columns moved into the row bounds) gives a point of the whole model that
+    agrees with the start outside the window and costs at most the start; the window over every stage
+    (every value) reaches the whole model's optimum."""
     import numpy as np
 
     from poet_edge.schedulers import stage_model
@@ -461,15 +464,22 @@ def test_stage_model_window(seed: int) -> None:
         start = float(np.dot(model.cost, x))
         w = stage_model.windows(model, 1, 1e-9)
         n = len(problem.nodes)
-        for first, last in ((0, n // 2), (n // 3, n - 1)):
-            got = stage_model.window(w, x, first, last, 30.0)
-            assert got.values is not None and got.objective is not None
-            assert stage_model.violated(model, got.values, 1e-6) == []
-            assert got.objective <= start + 1e-9
-            st = np.array(model.stage)
-            outside = (st >= 0) & ((st < first) | (st > last))
-            assert np.allclose(got.values[outside], x[outside])
-        whole = stage_model.window(w, x, 0, n, 60.0)
+        value = np.full(len(model.cost), -1)  # each K, R, M, O column's value, from the model's own maps
+        for cols in (model.K, model.R, model.M):
+            for (_, i), c in cols.items():
+                value[c] = i
+        for i, c in model.out.items():
+            value[c] = i
         exact = stage_model.solve(model, 60.0, 1, 1e-9)
-        assert whole.objective is not None and exact.objective is not None and exact.optimal
-        assert abs(whole.objective - exact.objective) <= 1e-6 * max(1.0, abs(exact.objective))
+        assert exact.objective is not None and exact.optimal
+        for by_value, key in ((False, np.array(model.stage)), (True, value)):
+            for first, last in ((0, n // 2), (n // 3, n - 1)):
+                got = stage_model.window(w, x, first, last, 30.0, by_value=by_value)
+                assert got.values is not None and got.objective is not None
+                assert stage_model.violated(model, got.values, 1e-6) == []
+                assert got.objective <= start + 1e-9
+                outside = (key >= 0) & ((key < first) | (key > last))
+                assert np.allclose(got.values[outside], x[outside])
+            whole = stage_model.window(w, x, 0, n, 60.0, by_value=by_value)
+            assert whole.objective is not None
+            assert abs(whole.objective - exact.objective) <= 1e-6 * max(1.0, abs(exact.objective))

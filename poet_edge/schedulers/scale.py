@@ -71,9 +71,10 @@ larger one is reported) and its solution, decoded as a schedule, is offered (the
 whether the RAM between stages fits). The local search then goes on while the gap is open. On
 mid-size graphs (at most ``LNS_PAIRS`` pairs) the local search stops at ``LNS_AFTER`` of the time
 limit, or once it has not improved the incumbent for ``LNS_STALL`` of it, and a large-neighbourhood
-search with the stage model takes over (:func:`_lns`: windows of stages re-optimized by HiGHS around
-the incumbent, every other column fixed; wider windows after a sweep without improvement); if the
-windows stall at full width, the local search gets the time left. The incumbent is kept across the
+search with the stage model takes over (:func:`_lns`: windows of stages, and windows of a few values
+over their whole lives, re-optimized by HiGHS around the incumbent, every other column fixed; the two
+kinds take turns by time spent, each wider after a sweep without improvement); if the windows stall at
+full width, the local search gets the time left. The incumbent is kept across the
 phases (a later phase only replaces it by a cheaper schedule).
 
 Local search. From the cheapest replayed plans: first-improvement descent over plans judged by the
@@ -1453,16 +1454,32 @@ LNS_PAIRS = 8000  # larger graphs: after the local search, windows of the stage 
 LNS_AFTER = 0.5  # share of the time limit after which the large-neighbourhood search takes over
 LNS_STALL = 0.1  # ... or earlier, once the local search has not improved the incumbent for this share
 LNS_WIDTH, LNS_STEP, LNS_SECONDS = 20, 10, 3.0  # window stages, step between windows, seconds per window
+LNS_VALUES, LNS_VALUE_STEP = 3, 2  # value windows: values (+1), step between windows
+
+
+@dataclass
+class _Sweep:
+    """One kind of LNS window (stages, or values at every stage) and where its sweep is."""
+
+    by_value: bool
+    width: int
+    step: int
+    first: int = 0
+    stale: int = 0  # stages (values) swept since the incumbent last improved
+    spent: float = 0.0  # seconds its windows took
 
 
 def _lns(run: _Run, bound: float) -> None:
     """Large-neighbourhood search with the stage model (graphs of at most ``LNS_PAIRS`` value-stage
-    pairs): the incumbent as a point of the model, every column outside a window of ``LNS_WIDTH``
-    stages fixed, the window re-optimized by HiGHS (at most ``LNS_SECONDS``, from the incumbent); a
-    cheaper solution is decoded, checked by the simulator and becomes the incumbent. Windows sweep the
-    stages (step ``LNS_STEP``); after a whole sweep without improvement the windows and steps double
-    (once they span every stage, the search stops), until the gap closes or the time limit (less 5%)
-    is reached."""
+    pairs): the incumbent as a point of the model, every column outside a window fixed, the window
+    re-optimized by HiGHS (at most ``LNS_SECONDS``, from the incumbent); a cheaper solution is
+    decoded, checked by the simulator and becomes the incumbent. Two kinds of windows take turns:
+    ``LNS_WIDTH`` stages (every value), and ``LNS_VALUES`` values (every stage: where a value is
+    held, dropped and restored over its whole life, which a stage window cannot change at once: keep
+    an early activation through the forward pass for the backward's recomputations, drop two others
+    instead). Each kind sweeps its range (steps ``LNS_STEP``, ``LNS_VALUE_STEP``); after a whole sweep
+    without improvement its windows and steps double (once they span everything, that kind stops),
+    until the gap closes, both kinds stop, or the time limit (less 5%) is reached."""
     problem, an, best, options = run.problem, run.an, run.best, run.options
     margin = 0.05 * options.time_limit_s
     if best.schedule is None or _left(best, options) < margin + 1.0:
@@ -1472,32 +1489,41 @@ def _lns(run: _Run, bound: float) -> None:
     if not model.feasible or x is None:
         return
     h = stage_model.windows(model, options.threads, options.gap_rel / 4 * best.cost / run.norm)
-    n, stale, width, step = len(problem.nodes), 0, LNS_WIDTH, LNS_STEP
-    while best.cost > bound * (1 + options.gap_rel):
-        if stale >= n:  # a whole sweep without improvement: wider windows
-            if width >= n:
-                return
-            width, step, stale = 2 * width, 2 * step, 0
-        for first in range(0, n, step):
-            left = _left(best, options) - margin
-            if left < 0.5 or best.cost <= bound * (1 + options.gap_rel):
-                return
-            # HiGHS may overshoot its limit a little on wide windows: at most half of what is left
-            solved = stage_model.window(h, x, first, first + width, min(LNS_SECONDS, left / 2))
-            stale += step
-            if solved.values is None:
+    n = len(problem.nodes)
+    sweeps = [_Sweep(False, LNS_WIDTH, LNS_STEP), _Sweep(True, LNS_VALUES, LNS_VALUE_STEP)]
+    while sweeps:
+        sw = min(sweeps, key=lambda k: (k.spent, k.by_value))  # the kind that has had the least time
+        if sw.stale >= n:  # a whole sweep without improvement: wider windows
+            if sw.width >= n:
+                sweeps.remove(sw)
                 continue
-            before = best.cost
-            _try(
-                problem,
-                best,
-                options,
-                lambda v=solved.values: stage_model.decode(problem, an, model, v),  # type: ignore[misc]
-                "stage LNS",
-            )
-            y = stage_model.encode(problem, an, model, best.schedule) if best.cost < before else None
-            if y is not None:
-                x, stale = y, 0
+            sw.width, sw.step, sw.stale = 2 * sw.width, 2 * sw.step, 0
+        left = _left(best, options) - margin
+        if left < 0.5 or best.cost <= bound * (1 + options.gap_rel):
+            return
+        # HiGHS may overshoot its limit a little on wide windows: at most half of what is left
+        began = time.perf_counter()
+        solved = stage_model.window(
+            h, x, sw.first, sw.first + sw.width, min(LNS_SECONDS, left / 2), by_value=sw.by_value
+        )
+        sw.spent += time.perf_counter() - began
+        sw.first = sw.first + sw.step if sw.first + sw.step < n else 0
+        sw.stale += sw.step
+        if solved.values is None:
+            continue
+        before = best.cost
+        _try(
+            problem,
+            best,
+            options,
+            lambda v=solved.values: stage_model.decode(problem, an, model, v),  # type: ignore[misc]
+            "stage LNS",
+        )
+        y = stage_model.encode(problem, an, model, best.schedule) if best.cost < before else None
+        if y is not None:
+            x = y
+            for other in sweeps:
+                other.stale = 0
 
 
 def _offer_plan(run: _Run, segplan: Plan, origin: str) -> dict[int, int]:

@@ -423,13 +423,14 @@ def violated(m: StageModel, x: np.ndarray, tol: float = 1e-7) -> list[int]:
 @dataclass
 class Windows:
     """What :func:`window` needs, computed once per model: each column's rows (row indices per
-    column), the rows as arrays, the W columns' defining columns, HiGHS options."""
+    column), each column's stage and value, the W columns' defining columns, HiGHS options."""
 
     m: StageModel
     threads: int | None
     gap_abs: float
     col_rows: list[list[int]]
     stage: np.ndarray
+    value: np.ndarray  # per column: its value (-1: W columns)
     w_terms: dict[int, list[int]]
     m_of: dict[int, list[int]]  # value -> its M columns
 
@@ -442,26 +443,34 @@ def windows(m: StageModel, threads: int | None, gap_abs: float) -> Windows:
     m_of: dict[int, list[int]] = {}
     for (_, i), c in m.M.items():
         m_of.setdefault(i, []).append(c)
-    return Windows(
-        m, threads, gap_abs, col_rows, np.array(m.stage), {c: [j for j, _ in t] for c, _, t in m.defs}, m_of
-    )
+    value = np.full(len(m.cost), -1)
+    for cols in (m.K, m.R, m.M):
+        for (_, i), c in cols.items():
+            value[c] = i
+    for i, c in m.out.items():
+        value[c] = i
+    terms = {c: [j for j, _ in t] for c, _, t in m.defs}
+    return Windows(m, threads, gap_abs, col_rows, np.array(m.stage), value, terms, m_of)
 
 
-def window(w: Windows, x: np.ndarray, first: int, last: int, time_limit: float) -> Result:
-    """Large-neighbourhood step: every K, R, M column outside stages [first, last] fixed at its value
-    in ``x`` (a point of the model), the rest re-optimized by HiGHS from x. HiGHS gets only the free
-    columns and the rows that touch them (the fixed columns' contributions moved into the row
-    bounds): a window costs HiGHS time in its size, not in the whole model's; ``time_limit``
-    includes building it. Free: the K, R, M columns of stages [first, last], the page-out columns of
-    values with a free M column, the W columns defined by a free column. Returns the whole point
-    (``x`` outside the window) and its objective."""
+def window(
+    w: Windows, x: np.ndarray, first: int, last: int, time_limit: float, by_value: bool = False
+) -> Result:
+    """Large-neighbourhood step: every K, R, M column outside stages [first, last] (``by_value``:
+    outside values [first, last], at every stage) fixed at its value in ``x`` (a point of the model),
+    the rest re-optimized by HiGHS from x. HiGHS gets only the free columns and the rows that touch
+    them (the fixed columns' contributions moved into the row bounds): a window costs HiGHS time in
+    its size, not in the whole model's; ``time_limit`` includes building it. Free: the K, R, M
+    columns of the window, the page-out columns of values with a free M column, the W columns defined
+    by a free column. Returns the whole point (``x`` outside the window) and its objective."""
     import time
 
     import highspy
 
     began = time.perf_counter()
     m = w.m
-    free = set(np.flatnonzero((w.stage >= first) & (w.stage <= last)).tolist())
+    key = w.value if by_value else w.stage
+    free = set(np.flatnonzero((key >= first) & (key <= last)).tolist())
     free |= {m.out[i] for i, cols in w.m_of.items() if any(c in free for c in cols)}
     free |= {c for c, terms in w.w_terms.items() if any(j in free for j in terms)}
     cols = sorted(free)
