@@ -1455,6 +1455,7 @@ LNS_AFTER = 0.5  # share of the time limit after which the large-neighbourhood s
 LNS_STALL = 0.1  # ... or earlier, once the local search has not improved the incumbent for this share
 LNS_WIDTH, LNS_STEP, LNS_SECONDS = 20, 10, 3.0  # window stages, step between windows, seconds per window
 LNS_VALUES, LNS_VALUE_STEP = 3, 2  # value windows: values (+1), step between windows
+LNS_VALUE_SHARE = 0.5  # share of the LNS time the value windows get
 
 
 @dataclass
@@ -1473,8 +1474,9 @@ def _lns(run: _Run, bound: float) -> None:
     """Large-neighbourhood search with the stage model (graphs of at most ``LNS_PAIRS`` value-stage
     pairs): the incumbent as a point of the model, every column outside a window fixed, the window
     re-optimized by HiGHS (at most ``LNS_SECONDS``, from the incumbent); a cheaper solution is
-    decoded, checked by the simulator and becomes the incumbent. Two kinds of windows take turns:
-    ``LNS_WIDTH`` stages (every value), and ``LNS_VALUES`` values (every stage: where a value is
+    decoded, checked by the simulator and becomes the incumbent. Two kinds of windows share the time
+    (the next window is of the kind furthest below its share; ``LNS_VALUE_SHARE`` for the value
+    windows): ``LNS_WIDTH`` stages (every value), and ``LNS_VALUES`` values (every stage: where a value is
     held, dropped and restored over its whole life, which a stage window cannot change at once: keep
     an early activation through the forward pass for the backward's recomputations, drop two others
     instead). Each kind sweeps its range (steps ``LNS_STEP``, ``LNS_VALUE_STEP``); after a whole sweep
@@ -1492,7 +1494,11 @@ def _lns(run: _Run, bound: float) -> None:
     n = len(problem.nodes)
     sweeps = [_Sweep(False, LNS_WIDTH, LNS_STEP), _Sweep(True, LNS_VALUES, LNS_VALUE_STEP)]
     while sweeps:
-        sw = min(sweeps, key=lambda k: (k.spent, k.by_value))  # the kind that has had the least time
+        # the kind that is furthest below its share of the time
+        sw = min(
+            sweeps,
+            key=lambda k: (k.spent / (LNS_VALUE_SHARE if k.by_value else 1 - LNS_VALUE_SHARE), k.by_value),
+        )
         if sw.stale >= n:  # a whole sweep without improvement: wider windows
             if sw.width >= n:
                 sweeps.remove(sw)
