@@ -422,35 +422,70 @@ def violated(m: StageModel, x: np.ndarray, tol: float = 1e-7) -> list[int]:
 
 @dataclass
 class Windows:
-    """What :func:`window` needs, computed once per model: each column's rows (row indices per
-    column), each column's stage and value, the W columns' defining columns, HiGHS options."""
+    """What :func:`window` needs, computed once per model, as arrays: the rows by row (CSR) and by
+    column, each column's stage and value, which page-out column each M column needs and which
+    columns define each W column, HiGHS options."""
 
     m: StageModel
     threads: int | None
     gap_abs: float
-    col_rows: list[list[int]]
+    low: np.ndarray  # per row
+    up: np.ndarray
+    row_start: np.ndarray  # CSR: row r's entries are [row_start[r], row_start[r + 1])
+    row_col: np.ndarray
+    row_val: np.ndarray
+    col_start: np.ndarray  # by column: column j's rows are col_row[col_start[j]:col_start[j + 1]]
+    col_row: np.ndarray
     stage: np.ndarray
     value: np.ndarray  # per column: its value (-1: W columns)
-    w_terms: dict[int, list[int]]
-    m_of: dict[int, list[int]]  # value -> its M columns
+    m_out: tuple[np.ndarray, np.ndarray]  # (M column, the page-out column it needs)
+    w_def: tuple[np.ndarray, np.ndarray]  # (W column, a column of its definition)
+    cost: np.ndarray
+    integer: np.ndarray  # per column: binary (else continuous)
 
 
 def windows(m: StageModel, threads: int | None, gap_abs: float) -> Windows:
-    col_rows: list[list[int]] = [[] for _ in m.cost]
-    for r, (_, _, idx, _) in enumerate(m.rows):
-        for j in idx:
-            col_rows[j].append(r)
-    m_of: dict[int, list[int]] = {}
-    for (_, i), c in m.M.items():
-        m_of.setdefault(i, []).append(c)
-    value = np.full(len(m.cost), -1)
+    ncol = len(m.cost)
+    sizes = [len(r[2]) for r in m.rows]
+    row_start = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    row_col = np.array([j for r in m.rows for j in r[2]], dtype=np.int64)
+    row_val = np.array([v for r in m.rows for v in r[3]], dtype=np.float64)
+    row_of = np.repeat(np.arange(len(m.rows)), sizes)
+    order = np.argsort(row_col, kind="stable")
+    col_start = np.concatenate(([0], np.cumsum(np.bincount(row_col, minlength=ncol)))).astype(np.int64)
+    value = np.full(ncol, -1)
     for cols in (m.K, m.R, m.M):
         for (_, i), c in cols.items():
             value[c] = i
     for i, c in m.out.items():
         value[c] = i
-    terms = {c: [j for j, _ in t] for c, _, t in m.defs}
-    return Windows(m, threads, gap_abs, col_rows, np.array(m.stage), value, terms, m_of)
+    m_out = [(c, m.out[i]) for (_, i), c in m.M.items()]
+    w_def = [(c, j) for c, _, t in m.defs for j, _ in t]
+    return Windows(
+        m,
+        threads,
+        gap_abs,
+        np.array([r[0] for r in m.rows], dtype=np.float64),
+        np.array([r[1] for r in m.rows], dtype=np.float64),
+        row_start,
+        row_col,
+        row_val,
+        col_start,
+        row_of[order],
+        np.array(m.stage),
+        value,
+        (np.array([a for a, _ in m_out], dtype=np.int64), np.array([o for _, o in m_out], dtype=np.int64)),
+        (np.array([c for c, _ in w_def], dtype=np.int64), np.array([j for _, j in w_def], dtype=np.int64)),
+        np.array(m.cost, dtype=np.float64),
+        np.array([j not in m.cont for j in range(ncol)], dtype=bool),
+    )
+
+
+def _ranges(start: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """The indices [start[k], start[k + 1]) for every k in ``sel``, concatenated."""
+    lo, size = start[sel], start[sel + 1] - start[sel]
+    offsets = np.repeat(np.cumsum(size) - size, size)
+    return np.repeat(lo, size) + np.arange(int(size.sum())) - offsets
 
 
 def window(
@@ -468,32 +503,21 @@ def window(
     import highspy
 
     began = time.perf_counter()
-    m = w.m
     key = w.value if by_value else w.stage
-    free = set(np.flatnonzero((key >= first) & (key <= last)).tolist())
-    free |= {m.out[i] for i, cols in w.m_of.items() if any(c in free for c in cols)}
-    free |= {c for c, terms in w.w_terms.items() if any(j in free for j in terms)}
-    cols = sorted(free)
-    pos = {c: k for k, c in enumerate(cols)}
-    rows = sorted({r for c in cols for r in w.col_rows[c]})
-    low: list[float] = []
-    up: list[float] = []
-    starts: list[int] = []
-    idx: list[int] = []
-    val: list[float] = []
-    for r in rows:
-        lo, hi, ridx, rval = m.rows[r]
-        fixed = 0.0
-        starts.append(len(idx))
-        for j, v in zip(ridx, rval, strict=True):
-            k = pos.get(j)
-            if k is None:
-                fixed += v * x[j]
-            else:
-                idx.append(k)
-                val.append(v)
-        low.append(lo - fixed)
-        up.append(hi - fixed)
+    free = (key >= first) & (key <= last)
+    free[w.m_out[1][free[w.m_out[0]]]] = True
+    free[w.w_def[0][free[w.w_def[1]]]] = True
+    cols = np.flatnonzero(free)
+    pos = np.full(len(free), -1)
+    pos[cols] = np.arange(len(cols))
+    rows = np.unique(w.col_row[_ranges(w.col_start, cols)])
+    entries = _ranges(w.row_start, rows)
+    sizes = w.row_start[rows + 1] - w.row_start[rows]
+    row = np.repeat(np.arange(len(rows)), sizes)
+    col, val = w.row_col[entries], w.row_val[entries]
+    inside = pos[col] >= 0
+    fixed = np.bincount(row[~inside], weights=val[~inside] * x[col[~inside]], minlength=len(rows))
+    row, col, val = row[inside], pos[col[inside]], val[inside]
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("mip_rel_gap", 0.0)
@@ -502,24 +526,23 @@ def window(
     if w.threads:
         h.setOptionValue("threads", w.threads)
     n = len(cols)
-    cost = np.array([m.cost[c] for c in cols])
-    h.addCols(n, cost, np.zeros(n), np.ones(n), 0, np.array([0]), np.array([0]), np.array([0.0]))
-    ints = np.array([k for k, c in enumerate(cols) if c not in m.cont], dtype=np.int32)
+    h.addCols(n, w.cost[cols], np.zeros(n), np.ones(n), 0, np.array([0]), np.array([0]), np.array([0.0]))
+    ints = np.flatnonzero(w.integer[cols]).astype(np.int32)
     h.changeColsIntegrality(len(ints), ints, np.ones(len(ints), dtype=np.uint8))
-    if rows:
+    if len(rows):
         h.addRows(
             len(rows),
-            np.array(low),
-            np.array(up),
-            len(idx),
-            np.array(starts, dtype=np.int32),
-            np.array(idx, dtype=np.int32),
-            np.array(val, dtype=np.float64),
+            w.low[rows] - fixed,
+            w.up[rows] - fixed,
+            len(col),
+            np.searchsorted(row, np.arange(len(rows))).astype(np.int32),
+            col.astype(np.int32),
+            val,
         )
     sub = run(h, time_limit - (time.perf_counter() - began), x[cols])  # the limit covers the build too
     if sub.values is None:
         return sub
     out = x.copy()
     out[cols] = sub.values
-    obj = float(np.dot(np.array(m.cost), out))
+    obj = float(np.dot(w.cost, out))
     return Result(sub.status, sub.infeasible, sub.optimal, obj, 0.0, out)
