@@ -113,7 +113,7 @@ from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 from poet_edge.schedulers import stage_model
 from poet_edge.schedulers.engine import DROP, PAGE, Analysis, Engine, analyse
 from poet_edge.schedulers.greedy import _dtr
-from poet_edge.schedulers.highs_run import run_highs
+from poet_edge.schedulers.highs_run import add_rows, run_highs
 from poet_edge.simulator import SimResult, simulate
 
 NAME = "scale"
@@ -847,16 +847,7 @@ def _solve(lp: _Lp, time_limit: float, options: ScaleOptions, integer: bool = Tr
     if integer:
         ints = np.array([j for j in range(ncol) if j not in lp.cont], dtype=np.int32)
         h.changeColsIntegrality(len(ints), ints, np.ones(len(ints), dtype=np.uint8))
-    starts = np.cumsum([0] + [len(idx) for _, _, idx, _ in lp.rows])[:-1]
-    added = h.addRows(
-        len(lp.rows),
-        np.array([low for low, _, _, _ in lp.rows]),
-        np.array([up for _, up, _, _ in lp.rows]),
-        int(sum(len(idx) for _, _, idx, _ in lp.rows)),
-        starts.astype(np.int32),
-        np.array([k for _, _, idx, _ in lp.rows for k in idx], dtype=np.int32),
-        np.array([x for _, _, _, val in lp.rows for x in val]),
-    )
+    added = add_rows(h, lp.rows)
     if added != highspy.HighsStatus.kOk:  # e.g. a row naming a column twice: HiGHS drops the rows
         raise AssertionError(f"HiGHS refused the model's rows ({added})")
     run_highs(h)

@@ -39,7 +39,7 @@ import numpy as np
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 from poet_edge.schedulers.engine import Analysis
-from poet_edge.schedulers.highs_run import run_highs
+from poet_edge.schedulers.highs_run import add_rows, rows_csr, run_highs
 
 
 @dataclass
@@ -276,12 +276,7 @@ def load(m: StageModel, threads: int | None, gap_abs: float) -> Any:
     )
     ints = np.array([j for j in range(ncol) if j not in m.cont], dtype=np.int32)
     h.changeColsIntegrality(len(ints), ints, np.ones(len(ints), dtype=np.uint8))
-    low = np.array([r[0] for r in m.rows])
-    up = np.array([r[1] for r in m.rows])
-    starts = np.cumsum([0] + [len(r[2]) for r in m.rows[:-1]]).astype(np.int32)
-    idx = np.array([j for r in m.rows for j in r[2]], dtype=np.int32)
-    val = np.array([v for r in m.rows for v in r[3]], dtype=np.float64)
-    h.addRows(len(m.rows), low, up, len(idx), starts, idx, val)
+    add_rows(h, m.rows)
     return h
 
 
@@ -446,11 +441,8 @@ class Windows:
 
 def windows(m: StageModel, threads: int | None, gap_abs: float) -> Windows:
     ncol = len(m.cost)
-    sizes = [len(r[2]) for r in m.rows]
-    row_start = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
-    row_col = np.array([j for r in m.rows for j in r[2]], dtype=np.int64)
-    row_val = np.array([v for r in m.rows for v in r[3]], dtype=np.float64)
-    row_of = np.repeat(np.arange(len(m.rows)), sizes)
+    low, up, row_start, row_col, row_val = rows_csr(m.rows)
+    row_of = np.repeat(np.arange(len(m.rows)), np.diff(row_start))
     order = np.argsort(row_col, kind="stable")
     col_start = np.concatenate(([0], np.cumsum(np.bincount(row_col, minlength=ncol)))).astype(np.int64)
     value = np.full(ncol, -1)
@@ -465,8 +457,8 @@ def windows(m: StageModel, threads: int | None, gap_abs: float) -> Windows:
         m,
         threads,
         gap_abs,
-        np.array([r[0] for r in m.rows], dtype=np.float64),
-        np.array([r[1] for r in m.rows], dtype=np.float64),
+        low,
+        up,
         row_start,
         row_col,
         row_val,
