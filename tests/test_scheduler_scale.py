@@ -1,6 +1,7 @@
-"""Scheduler "scale" (poet_edge/schedulers/scale.py): valid schedules, never worse than the best
-baseline, an honest lower bound (<= the exact POET MILP optimum on tiny DAGs, <= its own cost),
-deterministic; and the "poet-milp" / "scale" registry entries. Correctness only, no timing."""
+"""Scheduler "scale" (poet_edge/schedulers/scale.py and the modules it runs): valid schedules,
+never worse than the best baseline, an honest lower bound (<= the exact POET MILP optimum on tiny
+DAGs, <= its own cost), deterministic; and the "poet-milp" / "scale" registry entries. Correctness
+only, no timing."""
 
 from __future__ import annotations
 
@@ -223,7 +224,7 @@ def test_bound_below_exact_optimum_on_residual_chains(seed: int) -> None:
     restore them: ``Option.cuts``); a block input restored for two recomputations (seed 10: the
     top-up of one whole restoration must be a continuous column, a binary one overcharges)."""
     from poet_edge.schedulers.engine import analyse
-    from poet_edge.schedulers.scale import build_cover
+    from poet_edge.schedulers.segment_cover import build_cover
 
     base = _residual_chain(2, seed)
     assert any(o.cuts for o in build_cover(base, analyse(base, True)).bound_opts)
@@ -236,22 +237,23 @@ def test_running_sum_budget_rows_are_the_same_model(seed: int, monkeypatch: pyte
     LP relaxation and the MIP have the same optima as with the dense rows."""
     import numpy as np
 
-    from poet_edge.schedulers import scale
+    from poet_edge.schedulers import segment_lp as lp_model
     from poet_edge.schedulers.engine import analyse
+    from poet_edge.schedulers.segment_cover import build_cover
 
     base = random_layered_dag(120, seed, n_invalidations=1)
     an = analyse(base, True)
     for problem in _budgets(base, (0.6, 0.0)):
-        cover = scale.build_cover(problem, an)
+        cover = build_cover(problem, an)
         optima = []
         for dense in (10**12, 0):
-            monkeypatch.setattr(scale, "DENSE_NONZEROS", dense)
-            lp = scale._columns(problem, cover.bound_opts, False, 1.0)
-            scale._input_cuts(problem, an, cover, lp, False, 1.0)
-            scale._topups(problem, an, cover, lp, False, 1.0)
-            assert scale._rows(problem, cover, lp, np.full(len(problem.nodes), problem.budget_bytes))
+            monkeypatch.setattr(lp_model, "DENSE_NONZEROS", dense)
+            lp = lp_model._columns(problem, cover.bound_opts, False, 1.0)
+            lp_model._input_cuts(problem, an, cover, lp, False, 1.0)
+            lp_model._topups(problem, an, cover, lp, False, 1.0)
+            assert lp_model._rows(problem, cover, lp, np.full(len(problem.nodes), problem.budget_bytes))
             assert bool(lp.bounds) == (dense == 0)
-            solved = [scale._solve(lp, 60.0, OPTS, integer) for integer in (False, True)]
+            solved = [lp_model._solve(lp, 60.0, OPTS, integer) for integer in (False, True)]
             assert all(s.optimal for s in solved)
             optima.append([s.objective for s in solved])
         assert optima[1] == pytest.approx(optima[0], rel=1e-6, abs=1e-9)
@@ -261,7 +263,9 @@ def test_late_eviction_carries_a_value_to_its_consumers_restoration() -> None:
     """Plan mode "drop<r": the value leaves RAM after stage r, after that stage's early restorations
     ("drop>r" of a consumer), which then recompute the consumer from it instead of recomputing it too."""
     from poet_edge.schedulers.engine import DROP, analyse
-    from poet_edge.schedulers.scale import FREE_TEMPS, _as_plan, _costs, build_cover, replay_plan
+    from poet_edge.schedulers.plan_replay import FREE_TEMPS, _as_plan, replay_plan
+    from poet_edge.schedulers.segment_cover import build_cover
+    from poet_edge.schedulers.segment_lp import _costs
 
     problem = training_chain(6, seed=1)
     an = analyse(problem, True)

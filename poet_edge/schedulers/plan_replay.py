@@ -1,0 +1,306 @@
+"""Plans of scheduler "scale" and their replay as schedules.
+
+A plan says which segments (:mod:`poet_edge.schedulers.segment_cover`) are evicted: after stage a,
+value i is paged out (once) and freed, or dropped; a dead ancestor of a dropped value may also be
+stored (paged out when computed, so restorations page it in) or kept (held past its last use until
+the restoration that needs it; the bound model's plans store the inputs its options page in). A plan
+is replayed exactly (:func:`replay_plan`: restore just before the next use, or right after a planned
+earlier stage, by page-in or recomputation of the value and its missing ancestors; a plan-level
+policy says whether inputs recomputed only for a restoration are freed at once or held to their last
+use); the replay reports the stages where it overflows the budget (transient RAM). Plans that do not
+fit can also be run through the baseline engine (:func:`decode`, :mod:`poet_edge.schedulers.engine`),
+which repairs overflows by the DTR rule. A bound-model solution can also be read as a held plan
+(:func:`_held_plan`: the ancestors its options hold rather than restore are kept past their last use).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from poet_edge.problem import SchedulingProblem
+from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
+from poet_edge.schedulers.engine import DROP, PAGE, Analysis, Engine
+from poet_edge.schedulers.greedy import _dtr
+from poet_edge.schedulers.segment_cover import Cover, _dead, _dying
+from poet_edge.schedulers.segment_lp import _costs, _Lp
+
+NAME = "scale"  # the scheduler these plans belong to: its schedules carry the name
+
+
+Plan = dict[int, str]  # segment -> PAGE or DROP (segments not in it stay resident); FREE_TEMPS: policy
+FREE_TEMPS = -1  # plan key: free inputs recomputed for a restoration right after it
+STORE = "store"  # plan key -2 - v: page v out right after computing it (restorations then page it in)
+FETCH = "fetch"  # replay entry: restore the value after this stage (an early restoration, see _mode)
+KEEP = "keep"  # plan key -2 - v: hold v after its last use until the last DROP that may need it is restored
+LATE = "late "  # replay entry prefix: evict after this stage's early restorations (see _mode)
+
+
+def _store_key(v: int) -> int:
+    return -2 - v
+
+
+def _mode(mode: str) -> tuple[str, int | None, int | None]:
+    """A segment's plan mode: "drop" / "page"; with ">t": restored early, right after stage t (and
+    held to its use), instead of just before its use; with "<u" (before any ">t"): evicted late,
+    after stage u instead of the segment's start (after the early restorations of stage u, which may
+    use it). Returns (base, t, u)."""
+    head, _, at = mode.partition(">")
+    base, _, late = head.partition("<")
+    return base, int(at) if at else None, int(late) if late else None
+
+
+def _fmt(base: str, at: int | None, late: int | None) -> str:
+    return base + (f"<{late}" if late is not None else "") + (f">{at}" if at is not None else "")
+
+
+# -- decoding a plan into a schedule ------------------------------------------------------------------------
+
+
+def plan_from(cover: Cover, lp: _Lp, values: np.ndarray) -> dict[int, list[tuple[int, str]]]:
+    """After which stage each value leaves RAM, and how (PAGE or DROP)."""
+    plan: dict[int, list[tuple[int, str]]] = {}
+    for j, o in enumerate(lp.opts):
+        if values[j] > 0.5:
+            g = cover.segs[o.seg]
+            plan.setdefault(g.start, []).append((g.value, o.mode))
+    return plan
+
+
+class _Planned(Engine):
+    """The baseline engine with planned evictions; records stages where it had to evict by DTR."""
+
+    plan: dict[int, list[tuple[int, str]]]
+    overflow: dict[int, int]
+
+    def make_room(self, v: int, extra: int, what: str) -> None:
+        p = self.problem
+        over = p.fixed_bytes + self.live + extra - p.budget_bytes
+        if over > 0:
+            self.overflow[self.round] = max(self.overflow.get(self.round, 0), over)
+        super().make_room(v, extra, what)
+
+
+def _evict(engine: Engine, t: int) -> None:
+    assert isinstance(engine, _Planned)
+    for u, mode in engine.plan.get(t, ()):
+        if u not in engine.in_ram or mode not in (DROP, PAGE):
+            continue
+        if mode == DROP and engine.an.droppable[u]:
+            engine.free(u)
+        elif engine.can_page(u):
+            if u not in engine.in_storage:
+                engine.page_out(u)
+            engine.free(u)
+
+
+def decode(
+    problem: SchedulingProblem, plan: dict[int, list[tuple[int, str]]]
+) -> tuple[Schedule, dict[int, int]]:
+    """Runs the plan through the engine; returns the schedule and the stages that overflowed (bytes)."""
+    engine = _Planned(
+        problem, NAME, policy=_dtr, allow_recompute=True, allow_paging=True, after_target=_evict
+    )
+    engine.plan, engine.overflow = plan, {}
+    return engine.run(), engine.overflow
+
+
+class _Replay:
+    """Direct decoder of a plan (see :func:`replay_plan`)."""
+
+    def __init__(self, problem: SchedulingProblem, an: Analysis, costs: tuple[list[float], ...] = ()) -> None:
+        self.p, self.an = problem, an
+        self.costs = costs or _costs(problem, False)
+        self.cost = 0.0
+        self.hold = True  # keep inputs recomputed for a restoration until their last use
+        self.work = 20 * len(problem.nodes) + 1000  # recomputations a plan may ask for
+        self.steps: list[Step] = []
+        self.ram: set[int] = set()
+        self.storage: set[int] = set()
+        self.live = self.stored = 0
+        self.overflow: dict[int, int] = {}
+        self.error = ""
+        self.kept: dict[int, int] = {}  # value -> stage after which it is freed (KEEP)
+        self.release: dict[int, list[int]] = {}
+
+    def _fits(self, t: int, extra: int) -> None:
+        over = self.p.fixed_bytes + self.live + extra - self.p.budget_bytes
+        if over > 0:
+            self.overflow[t] = max(self.overflow.get(t, 0), over)
+
+    def compute(self, t: int, v: int) -> None:
+        node = self.p.nodes[v]
+        self._fits(t, node.out_bytes + node.workspace_bytes)
+        self.cost += self.costs[0][v]
+        self.steps.append(Compute(node.name))
+        self.ram.add(v)
+        self.live += node.out_bytes
+
+    def free(self, v: int) -> None:
+        self.steps.append(Free(self.p.nodes[v].name))
+        self.ram.discard(v)
+        self.live -= self.p.nodes[v].out_bytes
+
+    def page_out(self, v: int) -> bool:
+        node, cap = self.p.nodes[v], self.p.storage_bytes
+        if v not in self.storage:
+            if not node.pageable or (cap is not None and self.stored + node.out_bytes > cap):
+                return False
+            self.storage.add(v)
+            self.stored += node.out_bytes
+            self.cost += self.costs[2][v]
+            self.steps.append(PageOut(node.name))
+        return True
+
+    def restore(self, t: int, v: int, depth: int = 0) -> bool:
+        """Brings v back before stage t's compute: page-in, or recomputation (inputs first)."""
+        node = self.p.nodes[v]
+        if v in self.storage:
+            self._fits(t, node.out_bytes)
+            self.cost += self.costs[1][v]
+            self.steps.append(PageIn(node.name))
+            self.ram.add(v)
+            self.live += node.out_bytes
+            return True
+        if not node.recomputable or t > self.an.recomp_until[v] or depth > 50:
+            self.error = f"{node.name} can be neither paged in nor recomputed at stage {t}"
+            return False
+        self.work -= 1
+        if self.work < 0:  # freed temporaries of a deep DAG can make restorations exponential
+            self.error = "too many recomputations"
+            return False
+        temp = [q for q in self.an.preds[v] if q not in self.ram]
+        for q in temp:
+            if not self.restore(t, q, depth + 1):
+                return False
+        self.compute(t, v)
+        for q in temp:
+            if q in self.ram and q not in self.an.preds[t] and (not self.hold or self.an.last_use[q] <= t):
+                self.free(q)
+        return True
+
+    def stage(self, t: int, plan: dict[int, list[tuple[int, str]]]) -> bool:
+        for u in self.an.preds[t]:
+            if u not in self.ram and not self.restore(t, u):
+                return False
+        self.compute(t, t)
+        for u in sorted({*self.an.preds[t], t, *self.release.get(t, ())}):
+            if u in self.ram and max(self.an.last_use[u], self.kept.get(u, -1)) <= t:
+                self.free(u)
+        for u, mode in plan.get(t, ()):
+            if u not in self.ram or mode in (KEEP, FETCH) or mode.startswith(LATE):
+                continue
+            if mode == STORE:
+                self.page_out(u)
+            elif mode == DROP or self.page_out(u):
+                self.free(u)
+        for u, mode in plan.get(t, ()):
+            if (
+                mode == FETCH
+                and u not in self.ram
+                and t + 1 < len(self.p.nodes)
+                and not self.restore(t + 1, u)
+            ):
+                return False
+        for u, mode in plan.get(t, ()):
+            if u in self.ram and mode.startswith(LATE) and (mode == LATE + DROP or self.page_out(u)):
+                self.free(u)
+        return True
+
+
+def replay_plan(
+    problem: SchedulingProblem,
+    an: Analysis,
+    plan: dict[int, list[tuple[int, str]]],
+    costs: tuple[list[float], ...] = (),
+    strict: bool = False,
+) -> tuple[Schedule | None, dict[int, int]]:
+    """Follows the plan exactly: value i leaves RAM after stage a as planned (page-out once, or drop),
+    comes back just before its next use (page-in, or recomputation of it and of its missing inputs);
+    values are freed after their last use. Returns (schedule, {}) or (None, bytes over the budget by
+    stage) when the plan does not fit (transient RAM of restorations) or cannot be followed.
+    ``costs``: (compute, page-in, page-out) per node; the schedule's cost is then in its info.
+    ``strict``: stop at the first overflow (the returned overflow is then partial). With the entry
+    ``plan[FREE_TEMPS]``, inputs recomputed only for a restoration are freed right after it (else
+    they stay until their last use). An entry (v, STORE) pages v out and keeps it (a restoration of
+    a value in storage pages it in, of any other recomputes it); an entry (v, KEEP) at stage t holds
+    v in RAM until stage t (past its last use). A plan needing more than 20 n + 1000
+    recomputations is refused (None, as if it did not fit)."""
+    r = _Replay(problem, an, costs)
+    r.hold = FREE_TEMPS not in plan
+    for t, entries in plan.items():
+        for v, mode in entries:
+            if mode == KEEP and t > an.last_use[v]:
+                r.kept[v] = t
+                r.release.setdefault(t, []).append(v)
+    for t in range(len(problem.nodes)):
+        if not r.stage(t, plan):
+            return None, {**r.overflow, t: 1 << 62}  # cannot be followed: worse than any overflow
+        if strict and r.overflow:
+            return None, r.overflow
+    if r.overflow:
+        return None, r.overflow
+    return Schedule(tuple(r.steps), NAME, (("cost", r.cost),)), {}
+
+
+def _as_plan(cover: Cover, plan: Plan) -> dict[int, list[tuple[int, str]]]:
+    out: dict[int, list[tuple[int, str]]] = {}
+    for k in sorted(plan):
+        if k == FREE_TEMPS:
+            out[FREE_TEMPS] = []
+            continue
+        if k < 0:
+            v = _store_key(k)  # the map is its own inverse
+            if plan[k] == STORE:
+                out.setdefault(v, []).append((v, STORE))
+            else:  # until the last planned DROP whose recomputation may need v is restored
+                ends = [
+                    cover.segs[j].end
+                    for j, m in plan.items()
+                    if j >= 0 and _mode(m)[0] == DROP and v in cover.ancestors.get(j, ())
+                ]
+                if ends:
+                    out.setdefault(max(ends), []).append((v, KEEP))
+            continue
+        g = cover.segs[k]
+        mode, at, late = _mode(plan[k])
+        if late is None:
+            out.setdefault(g.start, []).append((g.value, mode))
+        else:
+            out.setdefault(late, []).append((g.value, LATE + mode))
+        if at is not None:
+            out.setdefault(at, []).append((g.value, FETCH))
+    return out
+
+
+def _held_plan(problem: SchedulingProblem, an: Analysis, cover: Cover, lp: _Lp, values: np.ndarray) -> Plan:
+    """A bound-model solution as a plan that holds, past their last use, the ancestors its DROP
+    options neither restore nor pass by (the "held" alternatives), kept until the recomputations that
+    may need them."""
+    plan = _seg_plan(cover, lp, values)
+    for j, o in enumerate(lp.opts):
+        if values[j] > 0.5 and o.mode == DROP:
+            g, restored = cover.segs[o.seg], {v for v, _, _ in o.terms}
+            level, seen = [g.value], {g.value}
+            while level:  # the needed ancestors the option does not restore, and nothing behind them
+                v = level.pop()
+                for q in _dead(problem, an, v, g.start) + _dying(problem, an, v, g):
+                    if q not in seen:
+                        seen.add(q)
+                        if q in restored:
+                            level.append(q)
+                        else:
+                            plan.setdefault(_store_key(q), KEEP)
+    return plan
+
+
+def _seg_plan(cover: Cover, lp: _Lp, values: np.ndarray) -> Plan:
+    """The chosen evictions; an input an option pages in is stored when computed."""
+    plan: Plan = {}
+    for j, o in enumerate(lp.opts):
+        if values[j] > 0.5:
+            plan[o.seg] = o.mode
+            own = cover.segs[o.seg].value
+            for v, kinds, _ in o.terms:
+                if v != own and kinds in ("i", "j"):
+                    plan[_store_key(v)] = STORE
+    return plan

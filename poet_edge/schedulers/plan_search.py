@@ -1,0 +1,166 @@
+"""Local search over plans of scheduler "scale" (:mod:`poet_edge.schedulers.plan_replay`).
+
+First-improvement descent over plans judged by the exact replay (fewer overflow bytes, then lower
+cost), moves = change one segment (resident / PAGE / DROP), move one eviction to another segment
+overlapping it, flip the replay policy, store / keep / release one dead ancestor, restore one evicted
+value earlier (2, 4, ..., 32 stages before its use), evict one later (1, 2, ..., 32 stages after the
+segment's start, or 2, ..., 32 before its end), carry one (hold it until the restoration of a dropped
+consumer, recomputed from it then; also with one more eviction of any segment overlapping the stages
+it is held longer). :func:`poet_edge.schedulers.scale._search` iterates it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from poet_edge.problem import SchedulingProblem
+from poet_edge.schedulers.engine import DROP, Analysis
+from poet_edge.schedulers.plan_replay import (
+    FREE_TEMPS,
+    KEEP,
+    STORE,
+    Plan,
+    _as_plan,
+    _fmt,
+    _mode,
+    _store_key,
+    replay_plan,
+)
+from poet_edge.schedulers.segment_cover import Cover
+
+
+def _with(plan: Plan, k: int, mode: str | None) -> Plan:
+    """A copy of ``plan`` with key k set to ``mode`` (left out when None)."""
+    out = dict(plan)
+    if mode is None:
+        out.pop(k, None)
+    else:
+        out[k] = mode
+    return out
+
+
+@dataclass
+class _Search:
+    """Local search over plans, judged by the exact replay (:func:`replay_plan`): a plan is better
+    when its replay overflows the budget by fewer bytes in total, then when it costs less. Moves, in a
+    fixed order (first improvement): flip the replay policy; change one segment (resident / PAGE /
+    DROP) or dead ancestor (KEEP / STORE); restore one eviction earlier, evict it later, or carry it
+    (:meth:`_carry`); move one eviction to another segment of a stage it spans (either mode).
+    Deterministic for the same start."""
+
+    problem: SchedulingProblem
+    an: Analysis
+    cover: Cover
+    costs: tuple[list[float], ...]
+    modes: dict[int, tuple[str, ...]]  # modes each plan key may take (segments, stores)
+    seen: dict[tuple[tuple[int, str], ...], tuple[float, float]] = field(default_factory=dict)
+    evals: int = 0
+
+    def score(self, plan: Plan, strict: bool) -> tuple[float, float]:
+        key = tuple(sorted(plan.items()))
+        if key in self.seen:
+            return self.seen[key]
+        self.evals += 1
+        schedule, overflow = replay_plan(
+            self.problem, self.an, _as_plan(self.cover, plan), self.costs, strict
+        )
+        if schedule is None:
+            out = (float(sum(overflow.values())) if not strict else math.inf, math.inf)
+        else:
+            out = (0.0, float(dict(schedule.info)["cost"]))  # type: ignore[arg-type]
+        if not strict or schedule is not None:
+            self.seen[key] = out
+        return out
+
+    def neighbours(self, plan: Plan) -> Iterator[Plan]:
+        """The moves from ``plan``, lazily (a descent takes the first that improves; on a thousand-node
+        graph the whole list is millions of plans)."""
+        yield _with(plan, FREE_TEMPS, None if FREE_TEMPS in plan else DROP)
+        for k, modes in self.modes.items():
+            for mode in (None, *modes):
+                if plan.get(k) != mode:
+                    yield _with(plan, k, mode)
+        for k in sorted(plan):
+            if k < 0:
+                continue
+            g = self.cover.segs[k]
+            mode, at, late = _mode(plan[k])
+            for t in sorted({g.end - (1 << j) for j in range(1, 6)} - {at}):
+                if g.start < t < g.end - 1 and (late is None or late < t):  # restore early
+                    yield {**plan, k: _fmt(mode, t, late)}
+            last = g.end - 1 if at is None else at
+            for u in sorted({g.start + (1 << j) for j in range(6)} | {g.end - (1 << j) for j in range(1, 6)}):
+                if g.start < u < last and u != late:  # evict late
+                    yield {**plan, k: _fmt(mode, at, u)}
+            if late is not None:
+                yield {**plan, k: _fmt(mode, at, None)}
+            yield from self._carry(plan, k)
+            for k2, modes in self.modes.items():
+                if k2 < 0:
+                    continue
+                h = self.cover.segs[k2]
+                if k2 in plan or h.end - 1 <= g.start or g.end - 1 <= h.start:
+                    continue
+                for mode in modes:
+                    nxt = dict(plan)
+                    del nxt[k]
+                    nxt[k2] = mode
+                    yield nxt
+
+    def _carry(self, plan: Plan, k: int) -> Iterator[Plan]:
+        """Segment k's value held until a dropped consumer's restoration, both right after stage r
+        (the consumer's early restoration, or its last stage before its use): it is recomputed from k's
+        value while that is still in RAM."""
+        g = self.cover.segs[k]
+        mode, at, _ = _mode(plan[k])
+        for k2 in sorted(plan):
+            if k2 < 0 or k2 == k:
+                continue
+            h = self.cover.segs[k2]
+            mode2, at2, late2 = _mode(plan[k2])
+            r = h.end - 1 if at2 is None else at2
+            if (
+                mode2 == DROP
+                and g.value in self.an.preds[h.value]
+                and g.start < r < (g.end - 1 if at is None else at)
+                and (late2 is None or late2 < r)
+            ):
+                carried = {**plan, k: _fmt(mode, at, r), k2: _fmt(mode2, r, late2)}
+                yield carried
+                for k3, modes in self.modes.items():  # with one more eviction where k's value stays longer
+                    f = self.cover.segs[k3] if k3 >= 0 else None
+                    if f is not None and k3 not in plan and f.start < r and f.end - 1 > g.start:
+                        for m in modes:
+                            yield {**carried, k3: m}
+
+    def run(self, plan: Plan, deadline: float, on_better: Callable[[Plan], None]) -> Plan:
+        current = self.score(plan, False)
+        improved = True
+        while improved and time.perf_counter() < deadline:
+            improved = False
+            for nxt in self.neighbours(plan):
+                if time.perf_counter() >= deadline:
+                    break
+                sc = self.score(nxt, current[0] == 0.0)
+                if sc < (current[0], current[1] * (1 - 1e-12)) and sc != current:
+                    plan, current, improved = nxt, sc, True
+                    if sc[0] == 0.0:
+                        on_better(plan)
+                    break
+        return plan
+
+
+def _modes(problem: SchedulingProblem, cover: Cover) -> dict[int, tuple[str, ...]]:
+    """The modes of every segment with options, and KEEP / STORE (if pageable) for every dead ancestor
+    a recomputation may need (kept or paged in, it spares recomputing its own inputs)."""
+    modes: dict[int, set[str]] = {}
+    for o in (*cover.bound_opts, *cover.primal_opts):
+        modes.setdefault(o.seg, set()).add(o.mode)
+    for v in sorted({v for anc in cover.ancestors.values() for v in anc}):
+        modes[_store_key(v)] = {KEEP, STORE} if problem.nodes[v].pageable else {KEEP}
+    return {
+        k: tuple(sorted(modes[k])) for k in sorted(modes, key=lambda k: (k < 0, abs(k)))
+    }  # segments first
