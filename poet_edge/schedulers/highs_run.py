@@ -36,5 +36,11 @@ def rows_csr(rows: list[Row]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
 def add_rows(h: Any, rows: list[Row]) -> Any:
     """Adds the rows to HiGHS instance ``h`` in one call; returns HiGHS's status (it refuses, and
     leaves out, rows that name a column twice)."""
-    low, up, start, col, val = rows_csr(rows)
-    return h.addRows(len(rows), low, up, len(col), start[:-1].astype(np.int32), col.astype(np.int32), val)
+    return add_csr(h, *rows_csr(rows))
+
+
+def add_csr(
+    h: Any, low: np.ndarray, up: np.ndarray, start: np.ndarray, col: np.ndarray, val: np.ndarray
+) -> Any:
+    """:func:`add_rows` for rows already as arrays (as :func:`rows_csr` returns them)."""
+    return h.addRows(len(low), low, up, len(col), start[:-1].astype(np.int32), col.astype(np.int32), val)

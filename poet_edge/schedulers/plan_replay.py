@@ -56,16 +56,6 @@ def _fmt(base: str, at: int | None, late: int | None) -> str:
 # -- decoding a plan into a schedule ------------------------------------------------------------------------
 
 
-def plan_from(cover: Cover, lp: _Lp, values: np.ndarray) -> dict[int, list[tuple[int, str]]]:
-    """After which stage each value leaves RAM, and how (PAGE or DROP)."""
-    plan: dict[int, list[tuple[int, str]]] = {}
-    for j, o in enumerate(lp.opts):
-        if values[j] > 0.5:
-            g = cover.segs[o.seg]
-            plan.setdefault(g.start, []).append((g.value, o.mode))
-    return plan
-
-
 class _Planned(Engine):
     """The baseline engine with planned evictions; records stages where it had to evict by DTR."""
 

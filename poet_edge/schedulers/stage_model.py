@@ -39,7 +39,7 @@ import numpy as np
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 from poet_edge.schedulers.engine import Analysis
-from poet_edge.schedulers.highs_run import add_rows, rows_csr, run_highs
+from poet_edge.schedulers.highs_run import add_csr, add_rows, rows_csr, run_highs
 
 
 @dataclass
@@ -252,6 +252,16 @@ def solve(
 
 def load(m: StageModel, threads: int | None, gap_abs: float) -> Any:
     """A highspy instance holding the model."""
+    integer = np.array([j not in m.cont for j in range(len(m.cost))], dtype=bool)
+    h = _highs(np.array(m.cost, dtype=np.float64), integer, threads, gap_abs)
+    if len(m.cost):
+        add_rows(h, m.rows)
+    return h
+
+
+def _highs(cost: np.ndarray, integer: np.ndarray, threads: int | None, gap_abs: float) -> Any:
+    """A highspy instance with the stage model's options and columns in [0, 1] (binary where
+    ``integer``), no rows yet."""
     import highspy
 
     h = highspy.Highs()
@@ -261,22 +271,12 @@ def load(m: StageModel, threads: int | None, gap_abs: float) -> Any:
     h.setOptionValue("random_seed", 0)
     if threads:
         h.setOptionValue("threads", threads)
-    ncol = len(m.cost)
-    if ncol == 0:
+    n = len(cost)
+    if n == 0:
         return h
-    h.addCols(
-        ncol,
-        np.array(m.cost),
-        np.zeros(ncol),
-        np.ones(ncol),
-        0,
-        np.array([0]),
-        np.array([0]),
-        np.array([0.0]),
-    )
-    ints = np.array([j for j in range(ncol) if j not in m.cont], dtype=np.int32)
+    h.addCols(n, cost, np.zeros(n), np.ones(n), 0, np.array([0]), np.array([0]), np.array([0.0]))
+    ints = np.flatnonzero(integer).astype(np.int32)
     h.changeColsIntegrality(len(ints), ints, np.ones(len(ints), dtype=np.uint8))
-    add_rows(h, m.rows)
     return h
 
 
@@ -421,7 +421,6 @@ class Windows:
     column, each column's stage and value, which page-out column each M column needs and which
     columns define each W column, HiGHS options."""
 
-    m: StageModel
     threads: int | None
     gap_abs: float
     low: np.ndarray  # per row
@@ -454,7 +453,6 @@ def windows(m: StageModel, threads: int | None, gap_abs: float) -> Windows:
     m_out = [(c, m.out[i]) for (_, i), c in m.M.items()]
     w_def = [(c, j) for c, _, t in m.defs for j, _ in t]
     return Windows(
-        m,
         threads,
         gap_abs,
         low,
@@ -492,8 +490,6 @@ def window(
     by a free column. Returns the whole point (``x`` outside the window) and its objective."""
     import time
 
-    import highspy
-
     began = time.perf_counter()
     key = w.value if by_value else w.stage
     free = (key >= first) & (key <= last)
@@ -510,27 +506,10 @@ def window(
     inside = pos[col] >= 0
     fixed = np.bincount(row[~inside], weights=val[~inside] * x[col[~inside]], minlength=len(rows))
     row, col, val = row[inside], pos[col[inside]], val[inside]
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("mip_rel_gap", 0.0)
-    h.setOptionValue("mip_abs_gap", w.gap_abs)
-    h.setOptionValue("random_seed", 0)
-    if w.threads:
-        h.setOptionValue("threads", w.threads)
-    n = len(cols)
-    h.addCols(n, w.cost[cols], np.zeros(n), np.ones(n), 0, np.array([0]), np.array([0]), np.array([0.0]))
-    ints = np.flatnonzero(w.integer[cols]).astype(np.int32)
-    h.changeColsIntegrality(len(ints), ints, np.ones(len(ints), dtype=np.uint8))
+    h = _highs(w.cost[cols], w.integer[cols], w.threads, w.gap_abs)
     if len(rows):
-        h.addRows(
-            len(rows),
-            w.low[rows] - fixed,
-            w.up[rows] - fixed,
-            len(col),
-            np.searchsorted(row, np.arange(len(rows))).astype(np.int32),
-            col.astype(np.int32),
-            val,
-        )
+        start = np.concatenate(([0], np.cumsum(np.bincount(row, minlength=len(rows)))))
+        add_csr(h, w.low[rows] - fixed, w.up[rows] - fixed, start, col, val)
     sub = run(h, time_limit - (time.perf_counter() - began), x[cols])  # the limit covers the build too
     if sub.values is None:
         return sub
