@@ -27,8 +27,9 @@ Constraints (what POET has, plus what it leaves out):
 Objective: energy (or latency) of computes, page-ins and page-outs. Costs are divided by the cost of
 one plain pass and bytes by the budget, so coefficients stay near 1 (unscaled joules made both HiGHS
 and CBC report wrong optima). HiGHS runs through PuLP's highspy interface (status, bound and gap are
-read from highspy itself; the best baseline is given as MIP start); CBC through ``PULP_CBC_CMD``
-(warm start via PuLP, status and bound read from CBC's log).
+read from highspy itself; the best baseline is given as MIP start, and a result whose values do not
+give HiGHS's objective is solved again without it: :func:`~poet_edge.schedulers.highs_run.run_checked`);
+CBC through ``PULP_CBC_CMD`` (warm start via PuLP, status and bound read from CBC's log).
 
 Progress: ``MilpOptions.on_progress(elapsed_s, incumbent, bound, gap)`` is called while HiGHS solves
 (highspy's MIP interrupt and improving-solution callbacks; it only observes), in problem units like
@@ -54,7 +55,7 @@ from poet_edge.errors import PoetError
 from poet_edge.memory_floor import check_budget
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import PageIn, PageOut, Schedule
-from poet_edge.schedulers.highs_run import run_highs
+from poet_edge.schedulers.highs_run import consistent, run_checked
 from poet_edge.schedulers.milp_decode import Pair, Stages, StageSolution, decode, encode, stages
 from poet_edge.simulator import InvalidSchedule, SimResult, simulate
 
@@ -314,7 +315,8 @@ class _HighsWithStart(pulp.HiGHS):  # type: ignore[misc, valid-type]
             self.start_status = f"setSolution {status.name}"
         if self.report is not None:
             self._subscribe(lp.solverModel, self.report)
-        run_highs(lp.solverModel)
+        if run_checked(lp.solverModel, bool(self.start)):
+            self.start_status += "; HiGHS returned values that do not give its objective, solved without it"
 
     @staticmethod
     def _subscribe(h: Any, report: Callable[[float, float, float], None]) -> None:
@@ -367,15 +369,16 @@ def _solve_highs(m: _Model, options: MilpOptions, start: dict[str, float] | None
     h = m.lp.solverModel
     info = h.getInfo()
     model_status = h.getModelStatus()
-    has = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    ok = consistent(h)  # else neither the values nor the bound can be trusted (highs_run.consistent)
+    has = info.primal_solution_status == 2 and ok  # kSolutionStatusFeasible
     status = h.modelStatusToString(model_status)
     ms = highspy.HighsModelStatus
     optimal = model_status == ms.kOptimal
     infeasible = model_status in (ms.kInfeasible, ms.kUnboundedOrInfeasible)
     obj = (info.objective_function_value + m.offset) * m.norm if has else None
     bound = info.mip_dual_bound if m.binaries else info.objective_function_value
-    bound_out = None if bound is None or not math.isfinite(bound) else (bound + m.offset) * m.norm
-    return _Outcome(status, has, optimal, infeasible, obj, bound_out, seconds), solver.start_status
+    bound_out = None if bound is None or not ok or not math.isfinite(bound) else (bound + m.offset) * m.norm
+    return _Outcome(status, has, optimal and ok, infeasible, obj, bound_out, seconds), solver.start_status
 
 
 def _cbc_log(path: Path) -> tuple[str, float | None]:
