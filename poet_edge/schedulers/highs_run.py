@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,20 +34,30 @@ def consistent(h: Any) -> bool:
     return abs(value - objective) <= 1e-6 * max(1.0, abs(objective))
 
 
-def run_checked(h: Any, started: bool) -> bool:
-    """:func:`run_highs`; when a MIP start was set (``started``) and the result is not
-    :func:`consistent`, solves again without the start in what is left of the time limit. Returns
-    whether it did (callers say so; they use the values only when :func:`consistent` holds)."""
+@dataclass(frozen=True)
+class Checked:
+    """What :func:`run_checked` found: ``trusted``: the values give the reported objective (else use
+    neither the values nor the dual bound); ``restarted``: it solved again without the start."""
+
+    trusted: bool
+    restarted: bool
+
+
+def run_checked(h: Any, started: bool) -> Checked:
+    """:func:`run_highs`, then :func:`consistent`; when a MIP start was set (``started``) and the
+    result is not consistent, solves again without the start in what is left of the time limit."""
     began = time.perf_counter()
     run_highs(h)
-    if not started or consistent(h):
-        return False
+    if consistent(h):
+        return Checked(True, False)
+    if not started:
+        return Checked(False, False)
     limit = h.getOptionValue("time_limit")[1]
     h.clearSolver()  # also drops the start
     h.setOptionValue("time_limit", max(0.05, limit - (time.perf_counter() - began)))
     run_highs(h)
     h.setOptionValue("time_limit", limit)
-    return True
+    return Checked(consistent(h), True)
 
 
 Row = tuple[float, float, list[int], list[float]]  # (low, up, column indices, coefficients)

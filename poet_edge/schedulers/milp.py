@@ -55,7 +55,7 @@ from poet_edge.errors import PoetError
 from poet_edge.memory_floor import check_budget
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import PageIn, PageOut, Schedule
-from poet_edge.schedulers.highs_run import consistent, run_checked
+from poet_edge.schedulers.highs_run import Checked, run_checked
 from poet_edge.schedulers.milp_decode import Pair, Stages, StageSolution, decode, encode, stages
 from poet_edge.simulator import InvalidSchedule, SimResult, simulate
 
@@ -302,6 +302,7 @@ class _HighsWithStart(pulp.HiGHS):  # type: ignore[misc, valid-type]
         super().__init__(**kwargs)
         self.start = start
         self.start_status = "none"
+        self.checked = Checked(False, False)  # set by callSolver
         self.report = report  # (elapsed_s, primal bound, dual bound) in the solver's units
 
     def callSolver(self, lp: pulp.LpProblem) -> None:  # noqa: N802 (PuLP's name)
@@ -315,7 +316,8 @@ class _HighsWithStart(pulp.HiGHS):  # type: ignore[misc, valid-type]
             self.start_status = f"setSolution {status.name}"
         if self.report is not None:
             self._subscribe(lp.solverModel, self.report)
-        if run_checked(lp.solverModel, bool(self.start)):
+        self.checked = run_checked(lp.solverModel, bool(self.start))
+        if self.checked.restarted:
             self.start_status += "; HiGHS returned values that do not give its objective, solved without it"
 
     @staticmethod
@@ -369,7 +371,7 @@ def _solve_highs(m: _Model, options: MilpOptions, start: dict[str, float] | None
     h = m.lp.solverModel
     info = h.getInfo()
     model_status = h.getModelStatus()
-    ok = consistent(h)  # else neither the values nor the bound can be trusted (highs_run.consistent)
+    ok = solver.checked.trusted  # else neither the values nor the bound can be trusted
     has = info.primal_solution_status == 2 and ok  # kSolutionStatusFeasible
     status = h.modelStatusToString(model_status)
     ms = highspy.HighsModelStatus

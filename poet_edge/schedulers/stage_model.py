@@ -39,7 +39,7 @@ import numpy as np
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 from poet_edge.schedulers.engine import Analysis
-from poet_edge.schedulers.highs_run import add_csr, add_rows, consistent, rows_csr, run_checked
+from poet_edge.schedulers.highs_run import add_csr, add_rows, rows_csr, run_checked
 
 
 @dataclass
@@ -291,11 +291,10 @@ def run(h: Any, time_limit: float, start: np.ndarray | None = None) -> Result:
         sol = highspy.HighsSolution()
         sol.col_value = list(map(float, start))
         h.setSolution(sol)
-    run_checked(h, start is not None)
+    ok = run_checked(h, start is not None).trusted  # else neither the values nor the bound count
     ms = highspy.HighsModelStatus
     model_status = h.getModelStatus()
     info = h.getInfo()
-    ok = consistent(h)  # else neither the values nor the bound can be trusted
     has = info.primal_solution_status == 2 and ok
     obj = info.objective_function_value if has else None
     bound = info.mip_dual_bound
