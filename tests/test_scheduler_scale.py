@@ -407,13 +407,14 @@ def test_stage_model_holds_the_exact_optimum(seed: int) -> None:
         _stage_point_checks(problem, [exact, *_valid_schedules(problem)])
 
 
-@pytest.mark.parametrize("path", ["stage", "lns"])
+@pytest.mark.parametrize("path", ["stage", "lns", "prove"])
 def test_stage_model_and_lns_paths(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both stage-model paths of scale (the model itself on small graphs, the large-neighbourhood
-    search on mid-size ones) forced on small DAGs: valid, never worse, honest bound."""
+    """The stage-model paths of scale (the model itself on small graphs; on mid-size ones the
+    large-neighbourhood search, after the cutoff proof where the gap is above ``prove_gap``) forced on
+    small DAGs: valid, never worse, honest bound (below the exact optimum on the training chain)."""
     from poet_edge.schedulers import scale, stage_model
 
-    calls = {"solve": 0, "window": 0, "value window": 0}
+    calls = {"solve": 0, "window": 0, "value window": 0, "cutoff": 0}
 
     def counted(name: str):  # type: ignore[no-untyped-def]
         fn = getattr(stage_model, name)
@@ -421,25 +422,65 @@ def test_stage_model_and_lns_paths(path: str, monkeypatch: pytest.MonkeyPatch) -
         def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
             calls[name] += 1
             calls["value window"] += bool(kwargs.get("by_value"))
+            calls["cutoff"] += kwargs.get("cutoff") is not None
             return fn(*args, **kwargs)
 
         return wrapper
 
     monkeypatch.setattr(stage_model, "solve", counted("solve"))
     monkeypatch.setattr(stage_model, "window", counted("window"))
-    if path == "lns":
+    if path in ("lns", "prove"):
         monkeypatch.setattr(scale, "STAGE_PAIRS", 0)
         monkeypatch.setattr(scale, "LNS_AFTER", 0.0)
         monkeypatch.setattr(scale, "LNS_WIDTH", 6)
         monkeypatch.setattr(scale, "LNS_STEP", 3)
+    monkeypatch.setattr(scale, "PROVE_PAIRS", 10**9 if path == "prove" else 0)
+    if path == "prove":  # a proof wherever the gap is open: its cutoff just below the incumbent
+        monkeypatch.setitem(globals(), "OPTS", replace(OPTS, prove_gap=1e-6))
     for seed in range(3):
         base = random_layered_dag(30, seed + 20, unpageable_prob=0.2 * seed, n_invalidations=seed)
         for problem in _budgets(base, (0.7, 0.5, 0.0)):
             _check(problem)
     for problem, _, _ in _against_exact(training_chain(5, seed=7)):
         _check(problem)
-    assert calls["window" if path == "lns" else "solve"] > 0
-    assert (calls["value window"] > 0) == (path == "lns")
+    assert calls[{"stage": "solve", "lns": "window", "prove": "cutoff"}[path]] > 0
+    assert (calls["cutoff"] > 0) == (path == "prove")
+    if path != "prove":  # (the proofs close the gap: the windows have nothing to do)
+        assert (calls["value window"] > 0) == (path == "lns")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_stage_model_cutoff(seed: int) -> None:
+    """With a cutoff below the optimum, no point is found and the bound is the cutoff; above it, the
+    optimum is found and is the bound. Never a bound above the optimum (HiGHS reports a point above
+    the cutoff with itself as the dual bound when it finds no cheaper one)."""
+    from poet_edge.schedulers import stage_model
+    from poet_edge.schedulers.engine import analyse
+
+    base = random_layered_dag(18, seed + 50, unpageable_prob=0.3 * (seed % 2), n_invalidations=seed)
+    checked = 0
+    for problem in _budgets(base, (0.7, 0.5)):
+        an = analyse(problem, True)
+        costs = (
+            [n.compute_j for n in problem.nodes],
+            [n.page_in_j for n in problem.nodes],
+            [n.page_out_j for n in problem.nodes],
+        )
+        model = stage_model.build(problem, an, costs, 1.0)
+        exact = stage_model.solve(model, 60.0, 1, 1e-9)
+        assert exact.optimal and exact.objective is not None
+        optimum = exact.objective
+        if optimum < 1e-3:
+            continue
+        checked += 1
+        below = stage_model.solve(model, 60.0, 1, 1e-9, cutoff=0.9 * optimum)
+        assert not below.optimal and not below.infeasible
+        assert below.bound == pytest.approx(0.9 * optimum, rel=1e-9)
+        assert below.objective is None or below.objective >= 0.9 * optimum
+        above = stage_model.solve(model, 60.0, 1, 1e-9, cutoff=1.1 * optimum)
+        assert above.optimal and above.objective == pytest.approx(optimum, rel=1e-7)
+        assert above.bound <= optimum * (1 + 1e-7)
+    assert checked > 0
 
 
 @pytest.mark.parametrize("seed", range(3))

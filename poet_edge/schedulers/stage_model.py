@@ -243,11 +243,25 @@ class Result:
     values: np.ndarray | None
 
 
+CUTOFF_TOL = 1e-6  # scaled units: how far below a node's computed LP bound its true one may be
+
+
 def solve(
-    m: StageModel, time_limit: float, threads: int | None, gap_abs: float, start: np.ndarray | None = None
+    m: StageModel,
+    time_limit: float,
+    threads: int | None,
+    gap_abs: float,
+    start: np.ndarray | None = None,
+    cutoff: float | None = None,
 ) -> Result:
-    """HiGHS on the model; stops at an absolute gap of ``gap_abs`` (scaled units) or the time limit."""
-    return run(load(m, threads, gap_abs), time_limit, start)
+    """HiGHS on the model; stops at an absolute gap of ``gap_abs`` (scaled units) or the time limit.
+    With ``cutoff`` (scaled), HiGHS looks only for points cheaper than it (its ``objective_bound``:
+    every node whose LP bound reaches it is pruned, with ``CUTOFF_TOL`` to spare); the bound returned
+    is then at most ``cutoff``, and ``cutoff`` itself when the search ends with no cheaper point."""
+    h = load(m, threads, gap_abs)
+    if cutoff is not None:
+        h.setOptionValue("objective_bound", cutoff + CUTOFF_TOL)
+    return run(h, time_limit, start, cutoff)
 
 
 def load(m: StageModel, threads: int | None, gap_abs: float) -> Any:
@@ -280,8 +294,8 @@ def _highs(cost: np.ndarray, integer: np.ndarray, threads: int | None, gap_abs: 
     return h
 
 
-def run(h: Any, time_limit: float, start: np.ndarray | None = None) -> Result:
-    """Solves the loaded model (from ``start``, a MIP start, if given)."""
+def run(h: Any, time_limit: float, start: np.ndarray | None = None, cutoff: float | None = None) -> Result:
+    """Solves the loaded model (from ``start``, a MIP start, if given; ``cutoff``: see :func:`solve`)."""
     import highspy
 
     h.setOptionValue("time_limit", max(0.05, time_limit))
@@ -298,13 +312,20 @@ def run(h: Any, time_limit: float, start: np.ndarray | None = None) -> Result:
     has = info.primal_solution_status == 2 and ok
     obj = info.objective_function_value if has else None
     bound = info.mip_dual_bound
+    done = model_status in (ms.kOptimal, ms.kInfeasible)  # the search ended: no point below the limit is left
+    if cutoff is not None and ok:
+        # HiGHS reports a point above the cutoff as optimal when it finds no cheaper one; the proof only
+        # covers points below the cutoff
+        finite = bound is not None and math.isfinite(bound)
+        bound = min(bound, cutoff) if finite else (cutoff if done else 0.0)
     if bound is None or not math.isfinite(bound) or not ok:
         bound = 0.0
     values = np.array(h.getSolution().col_value) if has else None
+    below = cutoff is None or (obj is not None and obj < cutoff)
     return Result(
         h.modelStatusToString(model_status),
-        model_status in (ms.kInfeasible, ms.kUnboundedOrInfeasible),
-        model_status == ms.kOptimal and ok,
+        cutoff is None and model_status in (ms.kInfeasible, ms.kUnboundedOrInfeasible),
+        model_status == ms.kOptimal and ok and below,
         obj,
         max(0.0, bound),
         values,
