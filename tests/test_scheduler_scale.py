@@ -17,8 +17,10 @@ from poet_edge.memory_floor import memory_floor
 from poet_edge.problem import ProblemNode, SchedulingProblem
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers import BASELINES, SCHEDULERS, get_scheduler
+from poet_edge.schedulers.engine import Analysis
 from poet_edge.schedulers.milp import MilpOptions, schedule_milp
 from poet_edge.schedulers.scale import ScaleOptions, schedule_scale
+from poet_edge.schedulers.stage_model import StageModel
 from poet_edge.simulator import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -339,20 +341,27 @@ def test_registry_names() -> None:
     assert "scale" not in str(dict(schedule_milp(problem).info).get("warm_start"))
 
 
-def _stage_point_checks(problem: SchedulingProblem, schedules: list[Schedule]) -> None:
-    """Every schedule whose first computations follow the problem's order is a point of the stage
-    model (no row broken) that costs at most the schedule's cost: the model is a relaxation."""
+def _stage_model(problem: SchedulingProblem) -> tuple[Analysis, StageModel]:
+    """The problem's analysis and its stage model with energy costs, unscaled."""
     from poet_edge.schedulers import stage_model
     from poet_edge.schedulers.engine import analyse
 
     an = analyse(problem, True)
-    plain = sum(n.compute_j for n in problem.nodes)
     costs = (
         [n.compute_j for n in problem.nodes],
         [n.page_in_j for n in problem.nodes],
         [n.page_out_j for n in problem.nodes],
     )
-    model = stage_model.build(problem, an, costs, 1.0)
+    return an, stage_model.build(problem, an, costs, 1.0)
+
+
+def _stage_point_checks(problem: SchedulingProblem, schedules: list[Schedule]) -> None:
+    """Every schedule whose first computations follow the problem's order is a point of the stage
+    model (no row broken) that costs at most the schedule's cost: the model is a relaxation."""
+    from poet_edge.schedulers import stage_model
+
+    an, model = _stage_model(problem)
+    plain = sum(n.compute_j for n in problem.nodes)
     for schedule in schedules:
         x = stage_model.encode(problem, an, model, schedule)
         assert x is not None
@@ -455,18 +464,11 @@ def test_stage_model_cutoff(seed: int) -> None:
     optimum is found and is the bound. Never a bound above the optimum (HiGHS reports a point above
     the cutoff with itself as the dual bound when it finds no cheaper one)."""
     from poet_edge.schedulers import stage_model
-    from poet_edge.schedulers.engine import analyse
 
     base = random_layered_dag(18, seed + 50, unpageable_prob=0.3 * (seed % 2), n_invalidations=seed)
     checked = 0
     for problem in _budgets(base, (0.7, 0.5)):
-        an = analyse(problem, True)
-        costs = (
-            [n.compute_j for n in problem.nodes],
-            [n.page_in_j for n in problem.nodes],
-            [n.page_out_j for n in problem.nodes],
-        )
-        model = stage_model.build(problem, an, costs, 1.0)
+        an, model = _stage_model(problem)
         exact = stage_model.solve(model, 60.0, 1, 1e-9)
         assert exact.optimal and exact.objective is not None
         optimum = exact.objective
@@ -492,17 +494,10 @@ def test_stage_model_window(seed: int) -> None:
     import numpy as np
 
     from poet_edge.schedulers import stage_model
-    from poet_edge.schedulers.engine import analyse
 
     base = random_layered_dag(18, seed + 40, unpageable_prob=0.3 * (seed % 2), n_invalidations=seed)
     for problem in _budgets(base, (0.7, 0.5)):
-        an = analyse(problem, True)
-        costs = (
-            [n.compute_j for n in problem.nodes],
-            [n.page_in_j for n in problem.nodes],
-            [n.page_out_j for n in problem.nodes],
-        )
-        model = stage_model.build(problem, an, costs, 1.0)
+        an, model = _stage_model(problem)
         schedule = schedule_scale(problem, OPTS)
         x = stage_model.encode(problem, an, model, schedule)
         assert x is not None and model.feasible
