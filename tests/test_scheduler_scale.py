@@ -66,6 +66,7 @@ def _check(problem: SchedulingProblem) -> float | None:
     info = dict(schedule.info)
     for key in ("status", "bound", "gap", "seconds", "first_valid_s"):
         assert key in info
+    assert info["bound_from"] in ("segment cover", "stage model", "stage model cutoff", "plain pass")
     cost = sim.energy_j
     bound = float(info["bound"])  # type: ignore[arg-type]
     assert bound <= cost * (1 + 1e-9)
@@ -438,6 +439,15 @@ def test_stage_model_and_lns_paths(path: str, monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setattr(stage_model, "solve", counted("solve"))
     monkeypatch.setattr(stage_model, "window", counted("window"))
+    origins: list[object] = []  # what proved each run's bound
+    finish = scale._finish
+
+    def recorded(*args, **kwargs):  # type: ignore[no-untyped-def]
+        out = finish(*args, **kwargs)
+        origins.append(dict(out.info)["bound_from"])
+        return out
+
+    monkeypatch.setattr(scale, "_finish", recorded)
     if path in ("lns", "prove"):
         monkeypatch.setattr(scale, "STAGE_PAIRS", 0)
         monkeypatch.setattr(scale, "LNS_AFTER", 0.0)
@@ -454,6 +464,7 @@ def test_stage_model_and_lns_paths(path: str, monkeypatch: pytest.MonkeyPatch) -
         _check(problem)
     assert calls[{"stage": "solve", "lns": "window", "prove": "cutoff"}[path]] > 0
     assert (calls["cutoff"] > 0) == (path == "prove")
+    assert ("stage model cutoff" in origins) == (path == "prove")
     if path != "prove":  # (the proofs close the gap: the windows have nothing to do)
         assert (calls["value window"] > 0) == (path == "lns")
 

@@ -48,8 +48,9 @@ The simulator measures every candidate; the cheapest of the plans and the baseli
 the result is never worse than the best baseline. The output is deterministic when the run ends
 before the time limit (gap closed, or kicks exhausted) and the first local search before its share.
 
-``Schedule.info``: status, objective, bound, gap ((cost - bound) / cost), seconds, first_valid_s
-(time to the first valid schedule), the schedule's origin and model sizes.
+``Schedule.info``: status, objective, bound, bound_from (what proved it: segment cover, stage model,
+stage model cutoff, plain pass), gap ((cost - bound) / cost), seconds, first_valid_s (time to the
+first valid schedule), the schedule's origin and model sizes.
 """
 
 from __future__ import annotations
@@ -239,26 +240,27 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     n = len(problem.nodes)
     budget = np.full(n, problem.budget_bytes, dtype=np.int64)
     run = _Run(problem, an, cover, best, options, latency, norm)
-    bound = plain + _bound(run, budget) * norm
+    bound, bound_from = plain + _bound(run, budget) * norm, "segment cover"
     primal_status = _improve(run, bound)
     evals = 0
     pairs = stage_model.pairs(problem, an)
     if pairs <= STAGE_PAIRS:  # a short search first: the stage model's start
         evals = _search(run, bound, SEARCH_FIRST * options.time_limit_s, options.kicks // 10)
-        bound = max(bound, plain + _stages(run, plain) * norm)
+        bound, bound_from = _higher((bound, bound_from), (plain + _stages(run, plain) * norm, "stage model"))
         evals += _search(run, bound)
     elif pairs <= LNS_PAIRS:
         evals = _search(run, bound, LNS_AFTER * options.time_limit_s, stall=LNS_STALL * options.time_limit_s)
         model = stage_model.build(problem, an, _costs(problem, latency), norm)
         if pairs <= PROVE_PAIRS:
-            bound = max(bound, plain + _prove(run, model, bound, plain) * norm)
+            proved = plain + _prove(run, model, bound, plain) * norm
+            bound, bound_from = _higher((bound, bound_from), (proved, "stage model cutoff"))
         _lns(run, model, bound)
         evals += _search(run, bound)  # the rest of the time, if the windows stall at full width
     else:
         evals = _search(run, bound)
     if best.schedule is None:
         raise PoetError(f"scheduler '{NAME}' found no schedule within the budget ({primal_status})")
-    return _finish(best, bound, plain, primal_status, cover, evals)
+    return _finish(best, (bound, bound_from), plain, primal_status, cover, evals)
 
 
 def _bound(run: _Run, budget: np.ndarray) -> float:
@@ -525,9 +527,16 @@ def _search(
     return search.evals
 
 
-def _finish(best: _Best, bound: float, plain: float, status: str, cover: Cover, evals: int) -> Schedule:
+def _higher(held: tuple[float, str], new: tuple[float, str]) -> tuple[float, str]:
+    """The larger of two (bound, what proved it); the one held on a tie."""
+    return new if new[0] > held[0] else held
+
+
+def _finish(
+    best: _Best, proven: tuple[float, str], plain: float, status: str, cover: Cover, evals: int
+) -> Schedule:
     assert best.schedule is not None
-    bound = max(bound, plain)
+    bound, bound_from = _higher(proven, (plain, "plain pass"))
     if bound > best.cost:  # only within the solver's tolerances (the bound is a relaxation)
         bound = best.cost if bound <= best.cost * (1 + 1e-7) else bound
     gap = max(0.0, best.cost - bound) / max(abs(best.cost), 1e-300)
@@ -535,6 +544,7 @@ def _finish(best: _Best, bound: float, plain: float, status: str, cover: Cover, 
         ("status", "optimal" if gap <= 1e-9 else "feasible"),
         ("objective", best.cost),
         ("bound", bound),
+        ("bound_from", bound_from),
         ("gap", gap),
         ("seconds", round(time.perf_counter() - best.began, 3)),
         ("first_valid_s", best.first_valid_s),
