@@ -10,9 +10,8 @@ and primal models for HiGHS (:mod:`poet_edge.schedulers.segment_lp`), plans and 
 Bound. Reported lower bound = plain pass (every node once) + the larger of the bound model's
 LP-relaxation optimum (solved first, so a bound exists even when the MIP root does not finish in
 time), HiGHS's MIP dual bound on it and, where the stage model runs, the stage model's dual bound
-(or the cutoff it proved). It
-bounds the cost of every schedule in which node t is first computed in stage t (the problem's order),
-hence also POET's MILP.
+(or the cutoff it proved). It bounds the cost of every schedule in which node t is first computed in
+stage t (the problem's order), hence also POET's MILP.
 
 Primal rounds. The primal model is solved and its plan replayed; when the replay overflows the budget
 (transient RAM) the budget rows of those stages are tightened by the overflow and the model is solved
