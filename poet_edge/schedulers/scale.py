@@ -121,6 +121,9 @@ class _Best:
             self.improved_at = time.perf_counter() - self.began
 
 
+MARGIN = 0.05  # of the time limit: phases stop this early (HiGHS and the replays may overshoot)
+
+
 REPAIRS = 400  # at most this many replays when repairing a held plan by one more eviction
 
 
@@ -220,6 +223,12 @@ class _Run:
     norm: float
 
 
+def _gap_abs(run: _Run, cost: float) -> float:
+    """The stage model's absolute gap for HiGHS, in its scaled units: a quarter of ``gap_rel`` of
+    ``cost`` (HiGHS stops there; the run's own gap test is on the whole cost)."""
+    return run.options.gap_rel / 4 * cost / run.norm
+
+
 def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = None) -> Schedule:
     """See the module docstring. Raises PoetError (saying why) when no schedule exists or none is found."""
     options = options or ScaleOptions()
@@ -301,7 +310,7 @@ def _stages(run: _Run, plain: float) -> float:
         return 0.0
     start = stage_model.encode(problem, an, model, best.schedule) if best.schedule is not None else None
     # stop when the gap relative to the whole cost (plain pass + the model's objective) is closed
-    gap = options.gap_rel / 4 * (best.cost if math.isfinite(best.cost) else plain) / run.norm
+    gap = _gap_abs(run, best.cost if math.isfinite(best.cost) else plain)
     solved = stage_model.solve(model, STAGE_SHARE * _left(best, options), options.threads, gap, start)
     if solved.values is not None:
         values = solved.values
@@ -321,14 +330,14 @@ def _prove(run: _Run, model: stage_model.StageModel, bound: float, plain: float)
     70 s); when it finds no cheaper point, the cutoff is a lower bound. A cheaper point found is decoded
     and offered. Returns the (scaled) bound, 0 when it does not run."""
     problem, an, best, options = run.problem, run.an, run.best, run.options
-    margin = 0.05 * options.time_limit_s
+    margin = MARGIN * options.time_limit_s
     left = _left(best, options) - margin
     if best.schedule is None or not model.feasible or left < 1.0:
         return 0.0
     if best.cost - bound <= options.prove_gap * best.cost:
         return 0.0
     cutoff = ((1 - options.prove_gap) * best.cost - plain) / run.norm + 1e-12  # the gap: <= prove_gap
-    gap = options.gap_rel / 4 * best.cost / run.norm
+    gap = _gap_abs(run, best.cost)
     solved = stage_model.solve(model, PROVE_SHARE * left, options.threads, gap, cutoff=cutoff)
     if solved.values is not None:
         values = solved.values
@@ -369,13 +378,13 @@ def _lns(run: _Run, model: stage_model.StageModel, bound: float) -> None:
     without improvement its windows and steps double (once they span everything, that kind stops),
     until the gap closes, both kinds stop, or the time limit (less 5%) is reached."""
     problem, an, best, options = run.problem, run.an, run.best, run.options
-    margin = 0.05 * options.time_limit_s
+    margin = MARGIN * options.time_limit_s
     if best.schedule is None or _left(best, options) < margin + 1.0:
         return
     x = stage_model.encode(problem, an, model, best.schedule)
     if not model.feasible or x is None:
         return
-    h = stage_model.windows(model, options.threads, options.gap_rel / 4 * best.cost / run.norm)
+    h = stage_model.windows(model, options.threads, _gap_abs(run, best.cost))
     n = len(problem.nodes)
     sweeps = [_Sweep(False, LNS_WIDTH, LNS_STEP), _Sweep(True, LNS_VALUES, LNS_VALUE_STEP)]
     while sweeps:
@@ -442,7 +451,7 @@ def _improve(run: _Run, bound: float) -> str:
     problem, cover, best, options = run.problem, run.cover, run.best, run.options
     status = "not run"
     n = len(problem.nodes)
-    margin = 0.05 * options.time_limit_s
+    margin = MARGIN * options.time_limit_s
     for name, opts, rounds in (
         ("primal", cover.primal_opts, options.rounds),
         ("bound-model", cover.bound_opts, 3 * options.rounds),
@@ -487,7 +496,7 @@ def _search(
     search = _Search(problem, an, cover, costs, _modes(problem, cover))
     starts = [plan for _, _, plan in sorted(best.plans, key=lambda x: (x[0], x[1]))] or [{}]
     done: set[tuple[tuple[int, str], ...]] = set()
-    margin = 0.05 * options.time_limit_s
+    margin = MARGIN * options.time_limit_s
     started = time.perf_counter()
     if until is not None:  # stop once ``until`` seconds of the run have passed
         margin = max(margin, options.time_limit_s - until)

@@ -258,10 +258,7 @@ def solve(
     With ``cutoff`` (scaled), HiGHS looks only for points cheaper than it (its ``objective_bound``:
     every node whose LP bound reaches it is pruned, with ``CUTOFF_TOL`` to spare); the bound returned
     is then at most ``cutoff``, and ``cutoff`` itself when the search ends with no cheaper point."""
-    h = load(m, threads, gap_abs)
-    if cutoff is not None:
-        h.setOptionValue("objective_bound", cutoff + CUTOFF_TOL)
-    return run(h, time_limit, start, cutoff)
+    return run(load(m, threads, gap_abs), time_limit, start, cutoff)
 
 
 def load(m: StageModel, threads: int | None, gap_abs: float) -> Any:
@@ -299,6 +296,8 @@ def run(h: Any, time_limit: float, start: np.ndarray | None = None, cutoff: floa
     import highspy
 
     h.setOptionValue("time_limit", max(0.05, time_limit))
+    if cutoff is not None:
+        h.setOptionValue("objective_bound", cutoff + CUTOFF_TOL)
     if h.getNumCol() == 0:
         return Result("empty", False, True, 0.0, 0.0, np.zeros(0))
     if start is not None:
