@@ -424,14 +424,15 @@ def test_stage_model_and_lns_paths(path: str, monkeypatch: pytest.MonkeyPatch) -
     small DAGs: valid, never worse, honest bound (below the exact optimum on the training chain)."""
     from poet_edge.schedulers import scale, stage_model
 
-    calls = {"solve": 0, "window": 0, "value window": 0, "cutoff": 0}
+    calls = {"solve": 0, "window": 0, "value window": 0, "near window": 0, "cutoff": 0}
 
     def counted(name: str):  # type: ignore[no-untyped-def]
         fn = getattr(stage_model, name)
 
         def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
             calls[name] += 1
-            calls["value window"] += bool(kwargs.get("by_value"))
+            calls["value window"] += bool(kwargs.get("by_value")) and kwargs.get("near") is None
+            calls["near window"] += kwargs.get("near") is not None
             calls["cutoff"] += kwargs.get("cutoff") is not None
             return fn(*args, **kwargs)
 
@@ -467,6 +468,7 @@ def test_stage_model_and_lns_paths(path: str, monkeypatch: pytest.MonkeyPatch) -
     assert ("stage model cutoff" in origins) == (path == "prove")
     if path != "prove":  # (the proofs close the gap: the windows have nothing to do)
         assert (calls["value window"] > 0) == (path == "lns")
+        assert (calls["near window"] > 0) == (path == "lns")
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -534,3 +536,45 @@ def test_stage_model_window(seed: int) -> None:
             whole = stage_model.window(w, x, 0, n, 60.0, by_value=by_value)
             assert whole.objective is not None
             assert abs(whole.objective - exact.objective) <= 1e-6 * max(1.0, abs(exact.objective))
+        every = stage_model.window(w, x, 0, n, 60.0, by_value=True, near=n)
+        assert every.objective is not None
+        assert abs(every.objective - exact.objective) <= 1e-6 * max(1.0, abs(exact.objective))
+
+
+def test_stage_model_near_window() -> None:
+    """Near windows (``near``): the R and M columns more than ``near`` stages before the value's next
+    consumer stay fixed. Started from the baselines' points (the windows have work to do there), the
+    near window leaves every far column as it was, and the unrestricted one moves some of them (over
+    the graphs: else this test could not tell the two apart)."""
+    import numpy as np
+
+    from poet_edge.schedulers import stage_model
+
+    moved = 0  # far columns the unrestricted windows changed
+    for seed in range(3):
+        base = random_layered_dag(18, seed + 40, unpageable_prob=0.3 * (seed % 2), n_invalidations=seed)
+        for problem in _budgets(base, (0.7, 0.5)):
+            an, model = _stage_model(problem)
+            w = stage_model.windows(model, 1, 1e-9)
+            n = len(problem.nodes)
+            lead = np.zeros(len(model.cost), dtype=np.int64)
+            for cols in (model.R, model.M):
+                for (t, i), c in cols.items():
+                    lead[c] = min((s - t for s in an.succs[i] if s >= t), default=n)
+            for name in BASELINES:
+                try:
+                    x0 = stage_model.encode(problem, an, model, SCHEDULERS[name](problem))
+                except PoetError:
+                    continue
+                if x0 is None or stage_model.violated(model, x0, 1e-6):
+                    continue
+                for near in (0, 2):
+                    got = stage_model.window(w, x0, 0, n, 30.0, by_value=True, near=near)
+                    assert got.values is not None and got.objective is not None
+                    assert stage_model.violated(model, got.values, 1e-6) == []
+                    assert got.objective <= float(np.dot(model.cost, x0)) + 1e-9
+                    assert np.allclose(got.values[lead > near], x0[lead > near])
+                    free = stage_model.window(w, x0, 0, n, 30.0, by_value=True)
+                    assert free.values is not None
+                    moved += int(np.sum(np.abs(free.values - x0)[lead > near] > 0.5))
+    assert moved > 0

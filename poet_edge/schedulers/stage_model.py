@@ -59,10 +59,12 @@ class StageModel:
     )  # W = max(0, low + terms)
 
     stage: list[int] = field(default_factory=list)  # per column: its stage (-1: O and W columns)
+    lead: list[int] = field(default_factory=list)  # per R, M column: stages to the value's next consumer
 
-    def col(self, cost: float, stage: int = -1) -> int:
+    def col(self, cost: float, stage: int = -1, lead: int = 0) -> int:
         self.cost.append(cost)
         self.stage.append(stage)
+        self.lead.append(lead)
         return len(self.cost) - 1
 
     def avail(self, t: int, i: int) -> list[int]:
@@ -92,11 +94,13 @@ def build(
         page = node.pageable and (cap is None or node.out_bytes <= cap)
         for t in range(i, an.req[i]):
             m.K[(t, i)] = m.col(0.0, t)
+        consumers = sorted(an.succs[i])
         for t in range(i + 1, an.req[i] + 1):
+            lead = next((s - t for s in consumers if s >= t), n)
             if node.recomputable and t <= an.recomp_until[i]:
-                m.R[(t, i)] = m.col(comp[i] / norm, t)
+                m.R[(t, i)] = m.col(comp[i] / norm, t, lead)
             if page:
-                m.M[(t, i)] = m.col(pin[i] / norm, t)
+                m.M[(t, i)] = m.col(pin[i] / norm, t, lead)
         if any((t, i) in m.M for t in range(i + 1, an.req[i] + 1)):
             m.out[i] = m.col(pout[i] / norm)
     for (t, i), c in m.K.items():
@@ -456,6 +460,7 @@ class Windows:
     w_def: tuple[np.ndarray, np.ndarray]  # (W column, a column of its definition)
     cost: np.ndarray
     integer: np.ndarray  # per column: binary (else continuous)
+    lead: np.ndarray  # per column: StageModel.lead
 
 
 def windows(m: StageModel, threads: int | None, gap_abs: float) -> Windows:
@@ -488,6 +493,7 @@ def windows(m: StageModel, threads: int | None, gap_abs: float) -> Windows:
         (np.array([c for c, _ in w_def], dtype=np.int64), np.array([j for _, j in w_def], dtype=np.int64)),
         np.array(m.cost, dtype=np.float64),
         np.array([j not in m.cont for j in range(ncol)], dtype=bool),
+        np.array(m.lead, dtype=np.int64),
     )
 
 
@@ -499,20 +505,31 @@ def _ranges(start: np.ndarray, sel: np.ndarray) -> np.ndarray:
 
 
 def window(
-    w: Windows, x: np.ndarray, first: int, last: int, time_limit: float, by_value: bool = False
+    w: Windows,
+    x: np.ndarray,
+    first: int,
+    last: int,
+    time_limit: float,
+    by_value: bool = False,
+    near: int | None = None,
 ) -> Result:
     """Large-neighbourhood step: every K, R, M column outside stages [first, last] (``by_value``:
     outside values [first, last], at every stage) fixed at its value in ``x`` (a point of the model),
-    the rest re-optimized by HiGHS from x. HiGHS gets only the free columns and the rows that touch
-    them (the fixed columns' contributions moved into the row bounds): a window costs HiGHS time in
-    its size, not in the whole model's; ``time_limit`` includes building it. Free: the K, R, M
-    columns of the window, the page-out columns of values with a free M column, the W columns defined
-    by a free column. Returns the whole point (``x`` outside the window) and its objective."""
+    the rest re-optimized by HiGHS from x. With ``near``, the R and M columns more than ``near``
+    stages before the value's next consumer stay fixed too (a restoration long before its use only
+    holds the value longer; leaving those out makes a wide value window much easier for HiGHS).
+    HiGHS gets only the free columns and the rows that touch them (the fixed columns' contributions
+    moved into the row bounds): a window costs HiGHS time in its size, not in the whole model's;
+    ``time_limit`` includes building it. Free: the K, R, M columns of the window, the page-out columns
+    of values with a free M column, the W columns defined by a free column. Returns the whole point
+    (``x`` outside the window) and its objective."""
     import time
 
     began = time.perf_counter()
     key = w.value if by_value else w.stage
     free = (key >= first) & (key <= last)
+    if near is not None:
+        free &= w.lead <= near
     free[w.m_out[1][free[w.m_out[0]]]] = True
     free[w.w_def[0][free[w.w_def[1]]]] = True
     cols = np.flatnonzero(free)
