@@ -324,7 +324,7 @@ def _stages(run: _Run, plain: float) -> float:
 
 PROVE_PAIRS = 5000  # the cutoff proof runs on graphs of at most this many pairs (bert_tiny's 6,568: the
 # root LP of its stage model is not done in 30 s on 2 threads)
-PROVE_SHARE = 0.8  # of the time left (less the margin): the large-neighbourhood search gets the rest
+PROVE_SHARE = 0.95  # of the time left (less the margin): the large-neighbourhood search gets the rest
 
 
 def _prove(run: _Run, model: stage_model.StageModel, bound: float, plain: float) -> float:
@@ -356,6 +356,7 @@ LNS_WIDTH, LNS_STEP, LNS_SECONDS = 20, 10, 3.0  # window stages, step between wi
 LNS_VALUES, LNS_VALUE_STEP = 3, 2  # value windows: values (+1), step between windows
 LNS_VALUE_SHARE = 0.5  # share of the LNS time the value windows get
 NEAR_VALUES, NEAR_STEP, NEAR_STAGES = 6, 3, 16  # near windows: values (+1), step, restorations' lead
+NEAR_SECONDS = 6.0  # seconds per near window
 NEAR_UNTIL = 0.6  # near windows before the cutoff proof: at most until this share of the time limit
 
 
@@ -369,6 +370,7 @@ class _Sweep:
     step: int
     share: float  # of the LNS time
     near: int | None = None
+    seconds: float = LNS_SECONDS  # per window
     widest: int | None = None  # stop after a sweep without improvement at this width (None: the graph's)
     first: int = 0
     stale: int = 0  # stages (values) swept since the incumbent last improved
@@ -390,7 +392,7 @@ def _near_sweep() -> list[_Sweep]:
     two, recompute two others from them instead), which a stage window cannot and a plain value window
     as wide is too slow for (mobilenetv1_025 at 1.1x the floor: 19.96% -> 18.57% in 3.4 s, when the
     plain window takes 30 s to reach 19.07%)."""
-    return [_Sweep(True, NEAR_VALUES, NEAR_STEP, 1.0, NEAR_STAGES, NEAR_VALUES)]
+    return [_Sweep(True, NEAR_VALUES, NEAR_STEP, 1.0, NEAR_STAGES, NEAR_SECONDS, NEAR_VALUES)]
 
 
 def _lns(
@@ -398,7 +400,7 @@ def _lns(
 ) -> None:
     """Large-neighbourhood search with the stage model (graphs of at most ``LNS_PAIRS`` value-stage
     pairs): the incumbent as a point of the model, every column outside a window fixed, the window
-    re-optimized by HiGHS (at most ``LNS_SECONDS``, from the incumbent); a cheaper solution is
+    re-optimized by HiGHS (at most ``_Sweep.seconds``, from the incumbent); a cheaper solution is
     decoded, checked by the simulator and becomes the incumbent. The kinds of windows (``sweeps``)
     share the time: the next window is of the kind furthest below its share. Value windows change
     where a value is held, dropped and restored over its whole life, which a stage window cannot
@@ -434,7 +436,7 @@ def _lns(
             x,
             sw.first,
             sw.first + sw.width,
-            min(LNS_SECONDS, left / 2),
+            min(sw.seconds, left / 2),
             by_value=sw.by_value,
             near=sw.near,
         )
