@@ -61,7 +61,7 @@ import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -262,11 +262,12 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     elif pairs <= LNS_PAIRS:
         evals = _search(run, bound, LNS_AFTER * options.time_limit_s, stall=LNS_STALL * options.time_limit_s)
         model = stage_model.build(problem, an, _costs(problem, latency), norm)
-        _lns(run, model, bound, _near_sweep(), NEAR_UNTIL * options.time_limit_s)
+        windows = stage_model.windows(model, options.threads, 0.0) if model.feasible else None
+        _lns(run, model, windows, bound, _near_sweep(), NEAR_UNTIL * options.time_limit_s)
         if pairs <= PROVE_PAIRS:
             proved = plain + _prove(run, model, bound, plain) * norm
             bound, bound_from = _higher((bound, bound_from), (proved, "stage model cutoff"))
-        _lns(run, model, bound, _sweeps())
+        _lns(run, model, windows, bound, _sweeps())
         evals += _search(run, bound)  # the rest of the time, if the windows stall at full width
     else:
         evals = _search(run, bound)
@@ -371,7 +372,7 @@ class _Sweep:
     share: float  # of the LNS time
     near: int | None = None
     seconds: float = LNS_SECONDS  # per window
-    widest: int | None = None  # stop after a sweep without improvement at this width (None: the graph's)
+    widen: bool = True  # after a sweep without improvement: wider windows (else this kind stops)
     first: int = 0
     stale: int = 0  # stages (values) swept since the incumbent last improved
     spent: float = 0.0  # seconds its windows took
@@ -392,11 +393,16 @@ def _near_sweep() -> list[_Sweep]:
     two, recompute two others from them instead), which a stage window cannot and a plain value window
     as wide is too slow for (mobilenetv1_025 at 1.1x the floor: 19.96% -> 18.57% in 3.4 s, when the
     plain window takes 30 s to reach 19.07%)."""
-    return [_Sweep(True, NEAR_VALUES, NEAR_STEP, 1.0, NEAR_STAGES, NEAR_SECONDS, NEAR_VALUES)]
+    return [_Sweep(True, NEAR_VALUES, NEAR_STEP, 1.0, NEAR_STAGES, NEAR_SECONDS, widen=False)]
 
 
 def _lns(
-    run: _Run, model: stage_model.StageModel, bound: float, sweeps: list[_Sweep], until: float | None = None
+    run: _Run,
+    model: stage_model.StageModel,
+    windows: stage_model.Windows | None,
+    bound: float,
+    sweeps: list[_Sweep],
+    until: float | None = None,
 ) -> None:
     """Large-neighbourhood search with the stage model (graphs of at most ``LNS_PAIRS`` value-stage
     pairs): the incumbent as a point of the model, every column outside a window fixed, the window
@@ -405,9 +411,10 @@ def _lns(
     share the time: the next window is of the kind furthest below its share. Value windows change
     where a value is held, dropped and restored over its whole life, which a stage window cannot
     change at once. Each kind sweeps its range; after a whole sweep without improvement its windows
-    and steps double (once they span everything, or ``widest``, that kind stops), until the gap
+    and steps double (once they span everything, or unless ``widen``, that kind stops), until the gap
     closes, every kind stops, or ``until`` seconds of the run (else the time limit less the margin)
-    have passed."""
+    have passed. ``windows``: the model's arrays (:func:`stage_model.windows`), built once per run;
+    None when the model is infeasible."""
     problem, an, best, options = run.problem, run.an, run.best, run.options
     margin = MARGIN * options.time_limit_s
     if until is not None:
@@ -415,14 +422,14 @@ def _lns(
     if best.schedule is None or _left(best, options) < margin + 1.0:
         return
     x = stage_model.encode(problem, an, model, best.schedule)
-    if not model.feasible or x is None:
+    if windows is None or x is None:
         return
-    h = stage_model.windows(model, options.threads, _gap_abs(run, best.cost))
+    h = replace(windows, gap_abs=_gap_abs(run, best.cost))  # the model's arrays, built once per run
     n = len(problem.nodes)
     while sweeps:
-        sw = min(sweeps, key=lambda k: (k.spent / k.share, k.by_value, k.near is not None))
+        sw = min(sweeps, key=lambda k: (k.spent / k.share, k.by_value))
         if sw.stale >= n:  # a whole sweep without improvement: wider windows
-            if sw.width >= (n if sw.widest is None else sw.widest):
+            if not sw.widen or sw.width >= n:
                 sweeps.remove(sw)
                 continue
             sw.width, sw.step, sw.stale = 2 * sw.width, 2 * sw.step, 0
