@@ -140,7 +140,10 @@ def _input_cuts(
     earliest b of a pair with x_A on), x_B the smaller of q's bytes and o's freed bytes to those of
     (max(a, a'), b), x_D o's freed bytes to those of [a', b), x_C costs a restoration of q (once for
     all pairs of s'). For B q's bytes at a stage are divided by the number of segments pairing with s'
-    whose B range covers it; o's freed bytes by the inputs paired with it."""
+    whose B range covers it; o's freed bytes by the inputs paired with it. At the stages where i is
+    counted as held itself (s is some pair's s' with x_A on, the column of :func:`_held`: i is in RAM
+    from that pair's b on, restored before it), B and D add nothing: after tau only i can be their
+    bytes, and i is counted once (a column w >= x_B - held replaces x_B there)."""
     nodes = problem.nodes
     comp, pin, _ = _costs(problem, latency)
     span = {
@@ -168,6 +171,7 @@ def _input_cuts(
     budget = PAIR_NONZEROS
     held: dict[int, dict[int, list[int]]] = {}  # s' -> b -> A columns of the pairs ending at b
     again: dict[int, int] = {}  # s' -> column: q is restored once more in s'
+    claims: list[tuple[int, int, int, float]] = []  # (B or D column, segment of i, stage, bytes)
     for j, q, k in pairs:
         o, g, h = lp.opts[j], cover.segs[lp.opts[j].seg], cover.segs[k]
         bq = float(nodes[q].out_bytes)
@@ -178,11 +182,10 @@ def _input_cuts(
         cols = [lp.col(0.0), lp.col(0.0)]
         held.setdefault(k, {}).setdefault(g.end, []).append(cols[0])
         for t in range(max(g.start, h.start) + 1, g.end):
-            lp.ram.setdefault(t, []).append((cols[1], min(bq / near[(k, t)], part[t - g.start])))
+            claims.append((cols[1], o.seg, t, min(bq / near[(k, t)], part[t - g.start])))
         if g.start < h.start:  # D: i recomputed before a' and in RAM from a' on
             cols.append(lp.col(0.0))
-            for t in range(h.start, g.end):
-                lp.ram.setdefault(t, []).append((cols[-1], part[t - g.start]))
+            claims += [(cols[-1], o.seg, t, part[t - g.start]) for t in range(h.start, g.end)]
         kinds = _kinds(problem, an, q, h.start)
         if kinds:  # C: one restoration more of q in s', paid once for all pairs of s' (column y)
             if k not in again:
@@ -191,8 +194,27 @@ def _input_cuts(
             lp.rows.append((0.0, math.inf, [again[k], cols[-1]], [1.0, -1.0]))
         evict = lp.by_seg[k]
         lp.rows.append((-1.0, math.inf, [*cols, j, *evict], [1.0] * len(cols) + [-1.0] * (1 + len(evict))))
-    for k, by_end in held.items():  # q in RAM from the earliest b of a pair in case A on: once, not per pair
-        h, bq = cover.segs[k], float(nodes[cover.segs[k].value].out_bytes)
+    steps = _held(problem, cover, lp, held)
+    late: dict[tuple[int, int], int] = {}  # (B or D column, held column) -> w
+    for col, seg, t, byte in claims:
+        on = [c for b, c in steps.get(seg, ()) if b <= t]
+        if not on:
+            lp.ram.setdefault(t, []).append((col, byte))
+            continue
+        if (col, on[-1]) not in late:
+            late[(col, on[-1])] = w = lp.col(0.0, continuous=True)
+            lp.rows.append((0.0, math.inf, [w, col, on[-1]], [1.0, -1.0, 1.0]))
+        lp.ram.setdefault(t, []).append((late[(col, on[-1])], byte))
+
+
+def _held(
+    problem: SchedulingProblem, cover: Cover, lp: _Lp, held: dict[int, dict[int, list[int]]]
+) -> dict[int, list[tuple[int, int]]]:
+    """Case A of :func:`_input_cuts`: q (segment s') in RAM from the earliest b of a pair with x_A on
+    to b', counted once, not per pair. Returns s' -> (b, column: q in RAM from b on), b ascending."""
+    steps: dict[int, list[tuple[int, int]]] = {}
+    for k, by_end in held.items():
+        h, bq = cover.segs[k], float(problem.nodes[cover.segs[k].value].out_bytes)
         ends = sorted(by_end)
         prev = None
         for r, b in enumerate(ends):
@@ -203,7 +225,9 @@ def _input_cuts(
                 lp.rows.append((0.0, math.inf, [col, prev], [1.0, -1.0]))
             for t in range(b, ends[r + 1] if r + 1 < len(ends) else h.end):
                 lp.ram.setdefault(t, []).append((col, bq))
+            steps.setdefault(k, []).append((b, col))
             prev = col
+    return steps
 
 
 def _rows(problem: SchedulingProblem, cover: Cover, lp: _Lp, budget: np.ndarray) -> bool:
