@@ -390,18 +390,25 @@ def _valid_schedules(problem: SchedulingProblem) -> list[Schedule]:
 @pytest.mark.parametrize("flags", FLAGS)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_stage_model_is_a_relaxation(seed: int, flags: tuple[float, float, int, int | None]) -> None:
+    for problem in _flagged_dags(seed, 10, flags):
+        _stage_point_checks(problem, _valid_schedules(problem))
+
+
+def _flagged_dags(
+    seed: int, offset: int, flags: tuple[float, float, int, int | None]
+) -> list[SchedulingProblem]:
+    """A random DAG with FLAGS' unrecomputable / unpageable shares, invalidations and storage, at 90%,
+    60% of its peak and at its floor."""
     unrecomputable, unpageable, invalidations, storage = flags
     base = random_layered_dag(
         20 + 5 * seed,
-        seed + 10,
+        seed + offset,
         fixed_bytes=9 * seed,
         unrecomputable_prob=unrecomputable,
         unpageable_prob=unpageable,
         n_invalidations=invalidations,
     )
-    base = replace(base, storage_bytes=storage)
-    for problem in _budgets(base, (0.9, 0.6, 0.0)):
-        _stage_point_checks(problem, _valid_schedules(problem))
+    return _budgets(replace(base, storage_bytes=storage), (0.9, 0.6, 0.0))
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -651,17 +658,7 @@ def _segment_cover_checks(problem: SchedulingProblem, schedules: list[Schedule])
 @pytest.mark.parametrize("flags", FLAGS)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_segment_cover_keeps_real_evictions(seed: int, flags: tuple[float, float, int, int | None]) -> None:
-    unrecomputable, unpageable, invalidations, storage = flags
-    base = random_layered_dag(
-        20 + 5 * seed,
-        seed + 20,
-        fixed_bytes=9 * seed,
-        unrecomputable_prob=unrecomputable,
-        unpageable_prob=unpageable,
-        n_invalidations=invalidations,
-    )
-    base = replace(base, storage_bytes=storage)
-    for problem in _budgets(base, (0.9, 0.6, 0.0)):
+    for problem in _flagged_dags(seed, 20, flags):
         _segment_cover_checks(problem, _valid_schedules(problem))
 
 
