@@ -690,18 +690,10 @@ def test_segment_cover_keeps_a_zoo_schedules_evictions(
     import sys
 
     sys.path.insert(0, str(ROOT / "bench"))
-    from zoo import MODELS, training
+    from solver import budgets, zoo_graphs
 
-    from poet_edge import planning
-    from poet_edge.profiles import load_profile
-
-    profile = load_profile("cortex-m4")
-    _, spec = training(next(m for m in MODELS if m.name == model), profile)
-    base = planning.price(spec, profile, 1 << 62)
-    if budget == "1.1xfloor":
-        problem = replace(base, budget_bytes=int(1.1 * memory_floor(base).bytes))
-    else:
-        problem = replace(base, budget_bytes=int(float(budget.rstrip("%")) / 100 * _peak(base)))
+    ((_, base),) = zoo_graphs("cortex-m4", [model])
+    problem = replace(base, budget_bytes=dict(budgets(_peak(base), memory_floor(base).bytes))[budget])
     rows = json.loads((ROOT / "tests" / "data" / f"{name}.schedule.json").read_text())
     schedule = Schedule.from_json(rows, "scale")
     sim = simulate(problem, schedule)

@@ -25,6 +25,7 @@ segment s' whose value a recompute closure needs resident.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -197,14 +198,15 @@ def _input_cuts(
     steps = _held(problem, cover, lp, held)
     late: dict[tuple[int, int], int] = {}  # (B or D column, held column) -> w
     for col, seg, t, byte in claims:
-        on = [c for b, c in steps.get(seg, ()) if b <= t]
-        if not on:
+        on = steps.get(seg)
+        if on is None or on[0][0] > t:  # i not held as an input at stage t
             lp.ram.setdefault(t, []).append((col, byte))
             continue
-        if (col, on[-1]) not in late:
-            late[(col, on[-1])] = w = lp.col(0.0, continuous=True)
-            lp.rows.append((0.0, math.inf, [w, col, on[-1]], [1.0, -1.0, 1.0]))
-        lp.ram.setdefault(t, []).append((late[(col, on[-1])], byte))
+        key = (col, on[bisect_right(on, t, key=lambda step: step[0]) - 1][1])  # the last held step <= t
+        if key not in late:
+            late[key] = w = lp.col(0.0, continuous=True)
+            lp.rows.append((0.0, math.inf, [w, col, key[1]], [1.0, -1.0, 1.0]))
+        lp.ram.setdefault(t, []).append((late[key], byte))
 
 
 def _held(
