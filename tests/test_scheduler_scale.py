@@ -507,6 +507,42 @@ def test_stage_model_cutoff(seed: int) -> None:
     assert checked > 0
 
 
+def test_stage_model_decode_orders_a_gap_depth_first() -> None:
+    """decode restores a gap in the order with the least RAM: here gap 6 recomputes a1 -> a2 (a2 kept
+    for node 7) and b1 -> b2 (b2, whose computation needs 20 bytes of workspace, is node 6's input).
+    In topological order a2 is in RAM while b2 runs and the gap needs 10 bytes more than the budget;
+    depth first from b2 it fits, as the schedule it was encoded from does."""
+    from poet_edge.schedule import Compute, Free
+    from poet_edge.schedulers import stage_model
+
+    def node(name: str, size: int = 10, ws: int = 0) -> ProblemNode:
+        return ProblemNode(name, size, compute_j=1.0, workspace_bytes=ws)
+
+    nodes = (
+        node("a1"),
+        node("a2"),
+        node("b1"),
+        node("b2", ws=20),
+        node("x"),
+        node("y", 100),
+        node("z"),
+        node("w"),
+    )
+    edges = ((0, 1), (2, 3), (1, 4), (3, 4), (4, 5), (3, 6), (5, 6), (1, 7), (6, 7))
+    problem = SchedulingProblem(nodes, edges, budget_bytes=140)
+    steps = ["+a1", "+a2", "-a1", "+b1", "+b2", "-b1", "+x", "-a2", "-b2", "+y", "-x"]
+    steps += ["+b1", "+b2", "-b1", "+a1", "+a2", "-a1", "+z", "-b2", "-y", "+w"]
+    schedule = Schedule(tuple(Compute(s[1:]) if s[0] == "+" else Free(s[1:]) for s in steps), "test")
+    assert simulate(problem, schedule).peak_ram_bytes == 140
+    an, model = _stage_model(problem)
+    x = stage_model.encode(problem, an, model, schedule)
+    assert x is not None and stage_model.violated(model, x) == []
+    decoded = stage_model.decode(problem, an, model, x)
+    sim = simulate(problem, decoded)
+    assert sim.peak_ram_bytes == 140
+    assert sim.n_recomputations == 4
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_stage_model_window(seed: int) -> None:
     """A window (of stages, or of values at every stage) solved on the reduced model (only its columns

@@ -23,9 +23,10 @@ what is in RAM when node t runs and still there after it; R, M: what the schedul
 t-1 and t; a value restored twice in one gap only costs more), so its optimum, and HiGHS's dual
 bound, is a lower bound for every such schedule and for POET's stage model. Left out (so it is a
 relaxation): the RAM of restorations between stages, and when the page-out happens. A solution is
-also decoded into a schedule (:func:`decode`: restorations of gap t in topological order, freeing
-every value as soon as gap t and node t no longer need it and it is not kept); the simulator decides
-whether it fits (transient RAM of the restorations may not).
+also decoded into a schedule (:func:`decode`: the restorations of gap t in the order, topological or
+depth first, that holds the least RAM, freeing every value as soon as gap t and node t no longer
+need it and it is not kept); the simulator decides whether it fits (transient RAM of the
+restorations may not).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from poet_edge.problem import SchedulingProblem
+from poet_edge.problem import ProblemNode, SchedulingProblem
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 from poet_edge.schedulers.engine import Analysis
 from poet_edge.schedulers.highs_run import add_csr, add_rows, rows_csr, run_checked
@@ -356,24 +357,13 @@ def decode(problem: SchedulingProblem, an: Analysis, m: StageModel, values: np.n
         ram.discard(v)
 
     for t in range(n):
-        todo = sorted(gap[t])
         ins = {q for q in an.preds[t] if nodes[q].out_bytes > 0}
-        needed_later = {u for i, kind in todo if kind == "c" for u in an.preds[i]}
-        for v in sorted(ram):  # not needed in this gap, by node t, nor kept: leave before restoring
-            if v not in ins and v not in needed_later and (t, v) not in on:
-                free(v)
-        for k, (i, kind) in enumerate(todo):
-            if i in ram:
-                continue
-            if kind == "i" and i in stored:
-                steps.append(PageIn(nodes[i].name))
-            else:
-                steps.append(Compute(nodes[i].name))
-            ram.add(i)
-            later = {u for j, kd in todo[k + 1 :] if kd == "c" for u in an.preds[j]}
-            for v in sorted(ram):
-                if v not in ins and v not in later and (t, v) not in on:
-                    free(v)
+        keep = ins | {v for v in ram | {i for i, _ in gap[t]} if (t, v) in on}
+        orders = _orders(an, gap[t])
+        gap_steps, ram, _ = min(
+            (_restore(nodes, an, order, ram, stored, keep) for order in orders), key=lambda r: r[2]
+        )
+        steps += gap_steps
         steps.append(Compute(nodes[t].name))
         ram.add(t)
         if t in paged and t not in stored:
@@ -387,6 +377,83 @@ def decode(problem: SchedulingProblem, an: Analysis, m: StageModel, values: np.n
             if (t, v) not in on:
                 free(v)
     return Schedule(tuple(steps), "scale")
+
+
+def _orders(an: Analysis, todo: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
+    """Orders in which a gap may restore ``todo`` (each recomputation after the restorations of its
+    inputs): topological, and depth first (each value restored just before the first restoration
+    that needs it) from the values no other restoration needs (the sinks), taken in ascending and in
+    descending order, each also with the sinks that are page-ins last (they need nothing and only
+    hold RAM)."""
+    first = sorted(todo)
+    kind = dict(first)
+    users = {u for i, k in first if k == "c" for u in an.preds[i]}
+    up = [i for i, _ in first if i not in users]
+    out = [first]
+    for sinks in (up, up[::-1]):
+        last = [i for i in sinks if kind[i] == "c"] + [i for i in sinks if kind[i] != "c"]
+        for order in (_depth_first(an, kind, sinks), _depth_first(an, kind, last)):
+            if order not in out:
+                out.append(order)
+    return out
+
+
+def _depth_first(an: Analysis, kind: dict[int, str], sinks: list[int]) -> list[tuple[int, str]]:
+    """Postorder from ``sinks`` through the inputs of recomputations (values in ``kind`` only)."""
+    order: list[tuple[int, str]] = []
+    seen: set[int] = set()
+    for sink in sinks:
+        stack = [(sink, False)]
+        while stack:
+            i, done = stack.pop()
+            if done:
+                order.append((i, kind[i]))
+                continue
+            if i in seen:
+                continue
+            seen.add(i)
+            stack.append((i, True))
+            if kind[i] == "c":
+                stack += [
+                    (u, False) for u in sorted(an.preds[i], reverse=True) if u in kind and u not in seen
+                ]
+    return order
+
+
+def _restore(
+    nodes: tuple[ProblemNode, ...],
+    an: Analysis,
+    order: list[tuple[int, str]],
+    ram: set[int],
+    stored: set[int],
+    keep: set[int],
+) -> tuple[list[Step], set[int], int]:
+    """The steps of one gap restoring ``order``: every value leaves RAM as soon as no later restoration
+    needs it and it is not in ``keep`` (node t's inputs and the values kept across it). Returns the
+    steps, the RAM after them and the most bytes of values in RAM while a restoration runs."""
+    ram = set(ram)
+    steps: list[Step] = []
+    peak = 0
+    for k in range(len(order) + 1):
+        later = {u for j, kd in order[k:] if kd == "c" for u in an.preds[j]}
+        for v in sorted(ram):
+            if v not in keep and v not in later:
+                steps.append(Free(nodes[v].name))
+                ram.discard(v)
+        if k == len(order):
+            break
+        i, kind = order[k]
+        if i in ram:
+            continue
+        held = sum(nodes[v].out_bytes for v in ram) + nodes[i].out_bytes
+        if kind == "i" and i in stored:
+            steps.append(PageIn(nodes[i].name))
+        else:
+            steps.append(Compute(nodes[i].name))
+            held += nodes[i].workspace_bytes
+        peak = max(peak, held)
+        ram.add(i)
+    return steps, ram, peak
 
 
 def encode(problem: SchedulingProblem, an: Analysis, m: StageModel, schedule: Schedule) -> np.ndarray | None:
