@@ -507,6 +507,31 @@ def test_stage_model_cutoff(seed: int) -> None:
     assert checked > 0
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_stage_model_gap_orders_restore_inputs_first(seed: int) -> None:
+    """Every order decode may pick for a gap is a permutation of the gap's restorations in which each
+    recomputation comes after the restorations of its inputs (random gaps of random DAGs, half of
+    the values paged in)."""
+    import random
+
+    from poet_edge.schedulers import stage_model
+    from poet_edge.schedulers.engine import analyse
+
+    problem = random_layered_dag(40, seed)
+    an = analyse(problem, True)
+    rng = random.Random(seed)
+    for _ in range(50):
+        todo = [(v, rng.choice("ci")) for v in sorted(rng.sample(range(40), rng.randint(1, 15)))]
+        orders = stage_model._orders(an, todo)
+        assert orders[0] == sorted(todo) and len(orders) == len({tuple(o) for o in orders})
+        for order in orders:
+            assert sorted(order) == sorted(todo)
+            where = {v: k for k, (v, _) in enumerate(order)}
+            for k, (v, kind) in enumerate(order):
+                if kind == "c":
+                    assert all(where[u] < k for u in an.preds[v] if u in where)
+
+
 def test_stage_model_decode_orders_a_gap_depth_first() -> None:
     """decode restores a gap in the order with the least RAM: here gap 6 recomputes a1 -> a2 (a2 kept
     for node 7) and b1 -> b2 (b2, whose computation needs 20 bytes of workspace, is node 6's input).
