@@ -348,6 +348,9 @@ def decode(problem: SchedulingProblem, an: Analysis, m: StageModel, values: np.n
         if values[c] > 0.5 and not any(x == i for x, _ in gap[t]):
             gap[t].append((i, "i"))
     paged = {i for i, c in m.out.items() if values[c] > 0.5}
+    kept: list[set[int]] = [set() for _ in range(n)]
+    for t, v in on:
+        kept[t].add(v)
     steps: list[Step] = []
     ram: set[int] = set()
     stored: set[int] = set()
@@ -358,7 +361,7 @@ def decode(problem: SchedulingProblem, an: Analysis, m: StageModel, values: np.n
 
     for t in range(n):
         ins = {q for q in an.preds[t] if nodes[q].out_bytes > 0}
-        keep = ins | {v for v in ram | {i for i, _ in gap[t]} if (t, v) in on}
+        keep = ins | kept[t]
         orders = _orders(an, gap[t])
         gap_steps, ram, _ = min(
             (_restore(nodes, an, order, ram, stored, keep) for order in orders), key=lambda r: r[2]
@@ -386,6 +389,8 @@ def _orders(an: Analysis, todo: list[tuple[int, str]]) -> list[list[tuple[int, s
     descending order, each also with the sinks that are page-ins last (they need nothing and only
     hold RAM)."""
     first = sorted(todo)
+    if len(first) < 2:
+        return [first]
     kind = dict(first)
     users = {u for i, k in first if k == "c" for u in an.preds[i]}
     up = [i for i, _ in first if i not in users]
@@ -434,8 +439,11 @@ def _restore(
     ram = set(ram)
     steps: list[Step] = []
     peak = 0
+    needs: list[set[int]] = [set()]  # needs[-1 - k]: inputs of the recomputations from order[k] on
+    for j, kind in reversed(order):
+        needs.append(needs[-1] | set(an.preds[j]) if kind == "c" else needs[-1])
     for k in range(len(order) + 1):
-        later = {u for j, kd in order[k:] if kd == "c" for u in an.preds[j]}
+        later = needs[-1 - k]
         for v in sorted(ram):
             if v not in keep and v not in later:
                 steps.append(Free(nodes[v].name))
