@@ -23,9 +23,10 @@ what is in RAM when node t runs and still there after it; R, M: what the schedul
 t-1 and t; a value restored twice in one gap only costs more), so its optimum, and HiGHS's dual
 bound, is a lower bound for every such schedule and for POET's stage model. Left out (so it is a
 relaxation): the RAM of restorations between stages, and when the page-out happens. A solution is
-also decoded into a schedule (:func:`decode`: the restorations of gap t in the order, topological or
-depth first, that holds the least RAM, freeing every value as soon as gap t and node t no longer
-need it and it is not kept); the simulator decides whether it fits (transient RAM of the
+also decoded into a schedule (:func:`decode`: the restorations of gap t that something needs (not of
+values already in RAM, nor of values neither gap t nor a later stage uses), in the order,
+topological or depth first, that holds the least RAM, freeing every value as soon as gap t and
+node t no longer need it and it is not kept); the simulator decides whether it fits (transient RAM of the
 restorations may not).
 """
 
@@ -362,7 +363,7 @@ def decode(problem: SchedulingProblem, an: Analysis, m: StageModel, values: np.n
     for t in range(n):
         ins = {q for q in an.preds[t] if nodes[q].out_bytes > 0}
         keep = ins | kept[t]
-        orders = _orders(an, gap[t])
+        orders = _orders(an, _needed(an, gap[t], ram, keep))
         gap_steps, ram, _ = min(
             (_restore(nodes, an, order, ram, stored, keep) for order in orders), key=lambda r: r[2]
         )
@@ -380,6 +381,26 @@ def decode(problem: SchedulingProblem, an: Analysis, m: StageModel, values: np.n
             if (t, v) not in on:
                 free(v)
     return Schedule(tuple(steps), "scale")
+
+
+def _needed(
+    an: Analysis, todo: list[tuple[int, str]], ram: set[int], keep: set[int]
+) -> list[tuple[int, str]]:
+    """The restorations of a gap that are needed: of the values in ``keep`` that are not in RAM, and of
+    the inputs their recomputations need that are not in RAM either, transitively. A solution of the
+    model may also restore a value that is in RAM already, or one that nothing uses (a HiGHS point
+    at its time limit often does); those restorations would only cost energy and hold RAM."""
+    kind = dict(todo)
+    need = [i for i in sorted(keep) if i in kind and i not in ram]
+    seen = set(need)
+    while need:
+        i = need.pop()
+        if kind[i] == "c":
+            for q in an.preds[i]:
+                if q in kind and q not in ram and q not in seen:
+                    seen.add(q)
+                    need.append(q)
+    return [(i, k) for i, k in todo if i in seen]
 
 
 def _orders(an: Analysis, todo: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
