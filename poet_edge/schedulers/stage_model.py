@@ -24,9 +24,9 @@ t-1 and t; a value restored twice in one gap only costs more), so its optimum, a
 bound, is a lower bound for every such schedule and for POET's stage model. Left out (so it is a
 relaxation): the RAM of restorations between stages, and when the page-out happens. A solution is
 also decoded into a schedule (:func:`decode`: the restorations of gap t that something needs (not of
-values already in RAM, nor of values neither gap t nor a later stage uses), in the order,
-topological or depth first, that holds the least RAM, freeing every value as soon as gap t and
-node t no longer need it and it is not kept); the simulator decides whether it fits (transient RAM of the
+values already in RAM, nor of values neither gap t nor a later stage uses), in the order, topological
+or depth first, that holds the least RAM, freeing every value as soon as gap t and node t no longer
+need it and it is not kept); the simulator decides whether it fits (transient RAM of the
 restorations may not).
 """
 
@@ -390,16 +390,8 @@ def _needed(
     the inputs their recomputations need that are not in RAM either, transitively. A solution of the
     model may also restore a value that is in RAM already, or one that nothing uses (a HiGHS point
     at its time limit often does); those restorations would only cost energy and hold RAM."""
-    kind = dict(todo)
-    need = [i for i in sorted(keep) if i in kind and i not in ram]
-    seen = set(need)
-    while need:
-        i = need.pop()
-        if kind[i] == "c":
-            for q in an.preds[i]:
-                if q in kind and q not in ram and q not in seen:
-                    seen.add(q)
-                    need.append(q)
+    missing = {i: k for i, k in todo if i not in ram}
+    seen = {i for i, _ in _depth_first(an, missing, [i for i in sorted(keep) if i in missing])}
     return [(i, k) for i, k in todo if i in seen]
 
 
@@ -472,8 +464,6 @@ def _restore(
         if k == len(order):
             break
         i, kind = order[k]
-        if i in ram:
-            continue
         held = sum(nodes[v].out_bytes for v in ram) + nodes[i].out_bytes
         if kind == "i" and i in stored:
             steps.append(PageIn(nodes[i].name))
