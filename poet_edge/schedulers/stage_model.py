@@ -340,7 +340,10 @@ def run(h: Any, time_limit: float, start: np.ndarray | None = None, cutoff: floa
 def decode(problem: SchedulingProblem, an: Analysis, m: StageModel, values: np.ndarray) -> Schedule:
     """The schedule of a solution (see the module docstring); the simulator checks it."""
     nodes, n = problem.nodes, len(problem.nodes)
-    on = {key for key, c in m.K.items() if values[c] > 0.5}
+    kept: list[set[int]] = [set() for _ in range(n)]  # values in RAM across the end of stage t
+    for (t, v), c in m.K.items():
+        if values[c] > 0.5:
+            kept[t].add(v)
     gap: list[list[tuple[int, str]]] = [[] for _ in range(n)]
     for (t, i), c in m.R.items():
         if values[c] > 0.5:
@@ -349,9 +352,6 @@ def decode(problem: SchedulingProblem, an: Analysis, m: StageModel, values: np.n
         if values[c] > 0.5 and not any(x == i for x, _ in gap[t]):
             gap[t].append((i, "i"))
     paged = {i for i, c in m.out.items() if values[c] > 0.5}
-    kept: list[set[int]] = [set() for _ in range(n)]
-    for t, v in on:
-        kept[t].add(v)
     steps: list[Step] = []
     ram: set[int] = set()
     stored: set[int] = set()
@@ -374,11 +374,11 @@ def decode(problem: SchedulingProblem, an: Analysis, m: StageModel, values: np.n
             steps.append(PageOut(nodes[t].name))
             stored.add(t)
         for v in sorted(ram):
-            if v in paged and v not in stored and (t, v) in on:
+            if v in paged and v not in stored and v in kept[t]:
                 steps.append(PageOut(nodes[v].name))
                 stored.add(v)
         for v in sorted(ram):
-            if (t, v) not in on:
+            if v not in kept[t]:
                 free(v)
     return Schedule(tuple(steps), "scale")
 
@@ -452,6 +452,7 @@ def _restore(
     ram = set(ram)
     steps: list[Step] = []
     peak = 0
+    byte = sum(nodes[v].out_bytes for v in ram)  # bytes of the values in RAM
     needs: list[set[int]] = [set()]  # needs[-1 - k]: inputs of the recomputations from order[k] on
     for j, kind in reversed(order):
         needs.append(needs[-1] | set(an.preds[j]) if kind == "c" else needs[-1])
@@ -461,10 +462,11 @@ def _restore(
             if v not in keep and v not in later:
                 steps.append(Free(nodes[v].name))
                 ram.discard(v)
+                byte -= nodes[v].out_bytes
         if k == len(order):
             break
         i, kind = order[k]
-        held = sum(nodes[v].out_bytes for v in ram) + nodes[i].out_bytes
+        held = byte + nodes[i].out_bytes
         if kind == "i" and i in stored:
             steps.append(PageIn(nodes[i].name))
         else:
@@ -472,6 +474,7 @@ def _restore(
             held += nodes[i].workspace_bytes
         peak = max(peak, held)
         ram.add(i)
+        byte += nodes[i].out_bytes
     return steps, ram, peak
 
 
