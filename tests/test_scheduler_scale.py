@@ -68,7 +68,8 @@ def _check(problem: SchedulingProblem) -> float | None:
     info = dict(schedule.info)
     for key in ("status", "bound", "gap", "seconds", "first_valid_s"):
         assert key in info
-    assert info["bound_from"] in ("segment cover", "stage model", "stage model cutoff", "plain pass")
+    sources = ("segment cover", "stage model", "stage model cutoff", "strict segment cover", "plain pass")
+    assert info["bound_from"] in sources
     cost = sim.energy_j
     bound = float(info["bound"])  # type: ignore[arg-type]
     assert bound <= cost * (1 + 1e-9)
@@ -130,6 +131,7 @@ def test_bound_below_exact_optimum_on_tiny_dags(seed: int) -> None:
         bound = float(dict(scale.info)["bound"])  # type: ignore[arg-type]
         assert bound <= optimum * (1 + 1e-7)
         assert simulate(problem, scale).energy_j >= bound * (1 - 1e-9)
+        assert _strict_bound(problem) <= optimum * (1 + 1e-7)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -151,7 +153,29 @@ def _against_exact(base: SchedulingProblem) -> Iterator[tuple[SchedulingProblem,
         optimum = simulate(problem, exact).energy_j
         scale = schedule_scale(problem, OPTS)
         assert float(dict(scale.info)["bound"]) <= optimum * (1 + 1e-7)  # type: ignore[arg-type]
+        assert _strict_bound(problem) <= optimum * (1 + 1e-7)
         yield problem, scale, optimum
+
+
+def _strict_bound(problem: SchedulingProblem) -> float:
+    """The strict bound model's optimum (:mod:`poet_edge.schedulers.segment_strict`), plain pass
+    included (inf when it says no schedule fits)."""
+    import numpy as np
+
+    from poet_edge.schedulers.engine import analyse
+    from poet_edge.schedulers.segment_cover import build_cover
+    from poet_edge.schedulers.segment_lp import _solve
+    from poet_edge.schedulers.segment_strict import strict_model
+
+    an = analyse(problem, True)
+    plain = sum(n.compute_j for n in problem.nodes)
+    budget = np.full(len(problem.nodes), problem.budget_bytes, dtype=np.int64)
+    lp = strict_model(problem, an, build_cover(problem, an), False, 1.0, budget)
+    if lp is None:
+        return math.inf
+    solved = _solve(lp, 60.0, OPTS)
+    assert solved.optimal
+    return plain + solved.bound
 
 
 def _stacked_chain(layers: int, depth: int, seed: int) -> SchedulingProblem:
@@ -709,21 +733,30 @@ def _evictions(problem: SchedulingProblem, segs: list[Segment], schedule: Schedu
 def _segment_cover_checks(problem: SchedulingProblem, schedules: list[Schedule]) -> None:
     """The bound model's optimum with every segment evicted as the schedule evicts it (by the same
     kind of restoration, any of its options, every other column free) costs at most the schedule: the
-    cuts do not cut off a real schedule's evictions."""
+    cuts do not cut off a real schedule's evictions. The same for the strict bound model."""
+    import itertools
+
     import numpy as np
 
     from poet_edge.schedulers import segment_lp as lp_model
     from poet_edge.schedulers.engine import analyse
     from poet_edge.schedulers.segment_cover import build_cover
+    from poet_edge.schedulers.segment_strict import strict_model
 
     an = analyse(problem, True)
     cover = build_cover(problem, an)
     plain = sum(n.compute_j for n in problem.nodes)
-    for schedule in schedules:
-        lp = lp_model._columns(problem, cover.bound_opts, False, 1.0)
-        lp_model._input_cuts(problem, an, cover, lp, False, 1.0)
-        lp_model._topups(problem, an, cover, lp, False, 1.0)
-        assert lp_model._rows(problem, cover, lp, np.full(len(problem.nodes), problem.budget_bytes))
+    budget = np.full(len(problem.nodes), problem.budget_bytes)
+    for schedule, strict in itertools.product(schedules, (False, True)):
+        if strict:  # the strict bound model (its options are pruned otherwise, and it has variants)
+            strict_lp = strict_model(problem, an, cover, False, 1.0, budget)
+            assert strict_lp is not None
+            lp = strict_lp
+        else:
+            lp = lp_model._columns(problem, cover.bound_opts, False, 1.0)
+            lp_model._input_cuts(problem, an, cover, lp, False, 1.0)
+            lp_model._topups(problem, an, cover, lp, False, 1.0)
+            assert lp_model._rows(problem, cover, lp, budget)
         evicted = _evictions(problem, cover.segs, schedule)
         for k, cols in lp.by_seg.items():
             mode = evicted.get(k)
@@ -785,3 +818,52 @@ def test_segment_cover_keeps_a_zoo_schedules_evictions(
     plain = sum(n.compute_j for n in problem.nodes)
     assert sim.energy_j == pytest.approx((1 + extra) * plain, rel=1e-5)
     _segment_cover_checks(problem, [schedule])
+
+
+@pytest.mark.parametrize(
+    ("x1_bytes", "x1_shared", "price"), [(10, False, 1 + 2 + 4), (5, False, 1), (10, True, 1)]
+)
+def test_once_more_prices_the_chain_an_optimal_schedule_cannot_keep(
+    x1_bytes: int, x1_shared: bool, price: float
+) -> None:
+    """Restoring q a second time (strict bound model, case C): x0 -> x1 -> q, x1 dead when q's segment
+    starts. When x1 has one consumer and is no smaller than q, keeping x1 from q's previous presence
+    to the second restoration is never better than keeping q itself, so x1 (and x0, likewise) is
+    recomputed too: 1 + 2 + 4. When x1 is smaller than q, or feeds another node, it may be held: 1."""
+    from poet_edge.schedulers.engine import analyse
+    from poet_edge.schedulers.segment_strict import _once_more
+
+    def node(name: str, size: int, cost: float, kind: str = "forward") -> ProblemNode:
+        return ProblemNode(name, size, cost, cost, 100.0, 100.0, 100.0, 100.0, kind=kind)
+
+    nodes = (node("x0", 10, 4.0), node("x1", x1_bytes, 2.0), node("q", 10, 1.0), node("f", 10, 1.0))
+    nodes += (node("loss", 1, 0.1, "loss"), node("g", 10, 1.0, "backward"), node("gq", 10, 1.0, "backward"))
+    edges = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (2, 6)] + ([(1, 3)] if x1_shared else [])
+    problem = SchedulingProblem(nodes, tuple(sorted(edges)), 10**9)
+    an = analyse(problem, True)
+    comp, pin = [n.compute_j for n in nodes], [n.page_in_j for n in nodes]
+    assert _once_more(problem, an, 2, 3, comp, pin) == pytest.approx(price)
+
+
+def test_strict_phase_runs_while_the_gap_stays_wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The strict bound model's phase of the mid-size path (here forced onto a small chain, and with
+    the gap and time gates opened): it runs once, and scale's bound is still at most its cost."""
+    import numpy as np
+
+    from poet_edge.schedulers import scale as scale_module
+
+    calls: list[float] = []
+    real = scale_module.strict_model
+
+    def spy(*args: object, **kwargs: object) -> object:
+        lp = real(*args, **kwargs)  # type: ignore[arg-type]
+        calls.append(0.0 if lp is None else float(np.sum(lp.cost)))
+        return lp
+
+    monkeypatch.setattr(scale_module, "strict_model", spy)
+    monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
+    monkeypatch.setattr(scale_module, "STRICT_GAP", -1.0)
+    monkeypatch.setattr(scale_module, "STRICT_LEFT", 0.0)
+    (problem,) = _budgets(training_chain(8, seed=1), (0.4,))
+    _check(problem)
+    assert len(calls) == 1 and calls[0] > 0

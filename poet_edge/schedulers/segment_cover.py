@@ -57,7 +57,8 @@ class Segment:
 
 
 Term = tuple[int, str, float]  # (node, kinds "c" compute / "i" page-in: the cheaper one, weight)
-# ("j": page-in whose page-out the model does not require: merged options of the bound model)
+# ("j": page-in whose page-out the model does not require, "k": a recomputation that implies no input
+# cuts: merged options of the bound model)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class Option:
     credit: float
     keep: tuple[int, ...] = ()
     cuts: tuple[tuple[int, float], ...] = ()
+    end: int = -1  # a variant's: the last restoration is before stage ``end`` (-1: the segment's end)
 
     def credit_at(self, t: int) -> float:
         """Bytes the option frees at stage t (of the segment's span)."""
@@ -129,8 +131,8 @@ EXPAND = 32  # at most this many ancestors expanded per segment
 def _term(problem: SchedulingProblem, v: int, kinds: str, w: float) -> Alt:
     """One restoration term (the cheaper of its kinds) as an alternative that holds no bytes."""
     node, page = problem.nodes[v], kinds == "i"
-    e = w * min(node.compute_j if k == "c" else node.page_in_j for k in kinds)  # "i" or "j": page-in
-    t = w * min(node.compute_s if k == "c" else node.page_in_s for k in kinds)
+    e = w * min(node.compute_j if k in "ck" else node.page_in_j for k in kinds)  # "i" or "j": page-in
+    t = w * min(node.compute_s if k in "ck" else node.page_in_s for k in kinds)
     return 0.0, e, e + node.page_out_j * page, t, t + node.page_out_s * page, ((v, kinds, w),), ()
 
 
@@ -160,15 +162,22 @@ class _Prune:
     """How alternatives compare: by the objective's cost; ``tight``: the model has a runtime row or a
     storage row that can bind, so an alternative beats another only when it is cheaper in energy and
     latency and pages in no other values. An alternative never beats one that restores fewer of the
-    ``shared`` values (inputs of several nodes: :func:`_topups` charges them one whole restoration)."""
+    ``shared`` values (inputs of several nodes: :func:`_topups` charges them one whole restoration).
+    ``strict`` (the options of :func:`strict_bound_options`): nor one that recomputes fewer values,
+    whose inputs the strict bound model's cuts then need; a dying input's page-in and recomputation
+    are separate alternatives."""
 
     problem: SchedulingProblem
     latency: bool
     tight: bool
     shared: frozenset[int] = frozenset()
+    strict: bool = False
 
     def restores(self, alt: Alt) -> frozenset[int]:
         return frozenset(v for v, _, _ in alt[5] if v in self.shared)
+
+    def recomputes(self, alt: Alt) -> frozenset[int]:
+        return frozenset(v for v, kinds, _ in alt[5] if kinds == "c") if self.strict else frozenset()
 
     def cost(self, alt: Alt) -> float:
         return alt[3] if self.latency else alt[1]
@@ -181,6 +190,8 @@ class _Prune:
         if _most(f) > alt[0] + 1e-9 or self.paid(f) > self.cost(alt) * (1 + 1e-12):
             return False
         if not self.restores(f) <= self.restores(alt):  # it would trigger a top-up the other does not
+            return False
+        if not self.recomputes(f) <= self.recomputes(alt):  # it would need inputs the other does not
             return False
         if not self.tight:
             return True
@@ -228,8 +239,9 @@ class _Prune:
             low = min(run, key=self.cost)
             common = set.intersection(*(_pages(x) for x in run))
             every = frozenset.intersection(*(self.restores(x) for x in run))
+            recs = frozenset.intersection(*(self.recomputes(x) for x in run))
             terms = tuple(  # shared values only where every alternative of the run restores them
-                (v, "j" if kinds == "i" and v not in common else kinds, w)
+                (v, _merged(kinds, v in common, v in recs, self.strict), w)
                 for v, kinds, w in low[5]
                 if v not in self.shared or v in every
             )
@@ -242,6 +254,17 @@ class _Prune:
         for alts in per:
             acc = self.front([_join(x, y) for x in acc for y in alts], ALTS)
         return acc
+
+
+def _merged(kinds: str, paged_by_all: bool, recomputed_by_all: bool, strict: bool) -> str:
+    """A term's kinds in a merged run: a page-in whose page-out the model does not require ("j")
+    unless every alternative of the run pages the value in; when ``strict``, a recomputation that
+    implies no input cuts ("k") unless every alternative recomputes the value."""
+    if kinds == "i" and not paged_by_all:
+        return "j"
+    if strict and kinds == "c" and not recomputed_by_all:
+        return "k"
+    return kinds
 
 
 def _input_alts(
@@ -281,7 +304,7 @@ def _input_alts(
                 _input_alts(problem, an, p, g, w / len(an.succs[p]), held, inner, depth + 1, prune, budget)
                 for p in dead
             ]
-            per += [_dying_alts(problem, an, p, g, w / len(an.succs[p]), held) for p in dying]
+            per += [_dying_alts(problem, an, p, g, w / len(an.succs[p]), held, prune.strict) for p in dying]
             alts += prune.combine(_term(problem, q, "c", w), per)
     return prune.front(alts, ALTS)
 
@@ -292,19 +315,19 @@ def _dying(problem: SchedulingProblem, an: Analysis, v: int, g: Segment) -> list
 
 
 def _dying_alts(
-    problem: SchedulingProblem, an: Analysis, p: int, g: Segment, w: float, cap: float
+    problem: SchedulingProblem, an: Analysis, p: int, g: Segment, w: float, cap: float, split: bool
 ) -> list[Alt]:
     """Ways to have input p, whose last first-computation use d is inside segment g, in RAM at a
     recomputation for g: either the recomputation comes by stage d (then the value recomputed for g
     is in RAM from there on, which frees nothing after d: covered by the next case), or p is held
     from d until the recomputation (then at every stage after d p or the recomputed value on the path
     is in RAM: the smaller share, ``cap``, from stage d + 1 on), or p is restored (the cheaper of
-    page-in and compute, share w)."""
+    page-in and compute, share w; with ``split``, each of them as an alternative of its own)."""
     held = min(cap, problem.nodes[p].out_bytes * w)
     alts: list[Alt] = [(0.0, 0.0, 0.0, 0.0, 0.0, (), ((max(an.succs[p]) + 1, held),))]
     kinds = _kinds(problem, an, p, g.start)
     if kinds:
-        alts.append(_term(problem, p, kinds, w))
+        alts += [_term(problem, p, k, w) for k in kinds] if split else [_term(problem, p, kinds, w)]
     return alts
 
 
@@ -327,7 +350,7 @@ def _bound_drops(problem: SchedulingProblem, an: Analysis, s: int, g: Segment, p
     bi = float(nodes[i].out_bytes)
     budget = [EXPAND]
     per = [_input_alts(problem, an, q, g, 1.0 / len(an.succs[q]), bi, seen, 2, prune, budget) for q in dead]
-    per += [_dying_alts(problem, an, q, g, 1.0 / len(an.succs[q]), bi) for q in dying]
+    per += [_dying_alts(problem, an, q, g, 1.0 / len(an.succs[q]), bi, prune.strict) for q in dying]
     best = prune.combine(_term(problem, i, "c", 1.0), per)
     return [Option(s, DROP, alt[5], bi - alt[0], cuts=alt[6]) for alt in best if bi - alt[0] > 0]
 
@@ -388,19 +411,7 @@ def build_cover(problem: SchedulingProblem, an: Analysis, latency: bool = False)
     """Segments, the options of both models, and the per-stage needs."""
     nodes, n = problem.nodes, len(problem.nodes)
     segs = _segments(problem, an)
-    pages = [
-        [Option(s, PAGE, ((g.value, "i", 1.0),), float(nodes[g.value].out_bytes))]
-        if "i" in _kinds(problem, an, g.value, g.start)
-        else []
-        for s, g in enumerate(segs)
-    ]
-    cap = problem.storage_bytes
-    tight = problem.max_latency_s is not None or (
-        cap is not None and sum(n.out_bytes for n in nodes if n.pageable) > cap
-    )
-    shared = frozenset(v for v in range(n) if len(an.succs[v]) > 1)
-    prune = _Prune(problem, latency, tight, shared)
-    drops = [_bound_drops(problem, an, s, g, prune) for s, g in enumerate(segs)]
+    pages, drops = _bound_options(problem, an, segs, latency, False)
     need = np.zeros(n + 1, dtype=np.int64)
     for t in range(n):
         need[t] += problem.fixed_bytes + nodes[t].out_bytes + nodes[t].workspace_bytes
@@ -425,6 +436,37 @@ def build_cover(problem: SchedulingProblem, an: Analysis, latency: bool = False)
     bound = page_opts + [o for ds in drops for o in ds]
     ancestors = {s: _dead_ancestors(problem, an, g) for s, g in enumerate(segs) if drops[s]}
     return Cover(segs, bound, page_opts + primal, need[:n], spans, ancestors)
+
+
+def _bound_options(
+    problem: SchedulingProblem, an: Analysis, segs: list[Segment], latency: bool, strict: bool
+) -> tuple[list[list[Option]], list[list[Option]]]:
+    """The PAGE and the DROP options of the bound model, per segment."""
+    nodes = problem.nodes
+    pages = [
+        [Option(s, PAGE, ((g.value, "i", 1.0),), float(nodes[g.value].out_bytes))]
+        if "i" in _kinds(problem, an, g.value, g.start)
+        else []
+        for s, g in enumerate(segs)
+    ]
+    cap = problem.storage_bytes
+    tight = problem.max_latency_s is not None or (
+        cap is not None and sum(n.out_bytes for n in nodes if n.pageable) > cap
+    )
+    shared = frozenset(v for v in range(len(nodes)) if len(an.succs[v]) > 1)
+    prune = _Prune(problem, latency, tight, shared, strict)
+    return pages, [_bound_drops(problem, an, s, g, prune) for s, g in enumerate(segs)]
+
+
+def strict_bound_options(
+    problem: SchedulingProblem, an: Analysis, cover: Cover, latency: bool
+) -> list[Option] | None:
+    """The bound options pruned strictly (:class:`_Prune`), for the strict bound model
+    (:func:`poet_edge.schedulers.segment_strict.strict_model`); None if a segment with options in the
+    cover has none here (it does not happen: a front's fewest-bytes alternative survives merging)."""
+    pages, drops = _bound_options(problem, an, cover.segs, latency, True)
+    opts = [o for ps in pages for o in ps] + [o for ds in drops for o in ds]
+    return opts if {o.seg for o in opts} == {o.seg for o in cover.bound_opts} else None
 
 
 def _dead_ancestors(problem: SchedulingProblem, an: Analysis, g: Segment) -> tuple[int, ...]:

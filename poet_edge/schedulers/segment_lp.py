@@ -70,7 +70,7 @@ def _costs(problem: SchedulingProblem, latency: bool) -> tuple[list[float], list
 
 
 def _term_cost(terms: tuple[Term, ...], comp: list[float], pin: list[float]) -> float:
-    arr = {"c": comp, "i": pin, "j": pin}
+    arr = {"c": comp, "k": comp, "i": pin, "j": pin}
     return sum(w * min(arr[k][v] for k in kinds) for v, kinds, w in terms)
 
 
@@ -125,6 +125,24 @@ def _topups(
 PAIR_NONZEROS = 200_000  # at most this many budget-row entries of the restoration-input cuts
 
 
+def _near(
+    cover: Cover, lp: _Lp, pairs: list[tuple[int, int]]
+) -> tuple[dict[tuple[int, int], int], dict[int, int]]:
+    """For pairs (option column, segment s' of an input): (s', stage) -> the segments pairing with s'
+    whose B range covers the stage, and option column -> its number of pairs."""
+    users: dict[int, set[int]] = {}
+    inputs: dict[int, int] = {}
+    for j, k in pairs:
+        users.setdefault(k, set()).add(lp.opts[j].seg)
+        inputs[j] = inputs.get(j, 0) + 1
+    near: dict[tuple[int, int], int] = {}
+    for k, segs in users.items():
+        for seg in segs:
+            for t in range(max(cover.segs[seg].start, cover.segs[k].start) + 1, cover.segs[seg].end):
+                near[(k, t)] = near.get((k, t), 0) + 1
+    return near, inputs
+
+
 def _input_cuts(
     problem: SchedulingProblem, an: Analysis, cover: Cover, lp: _Lp, latency: bool, norm: float
 ) -> None:
@@ -159,16 +177,7 @@ def _input_cuts(
             k = span.get((q, g.end))
             if k is not None and g.end not in an.succs[q]:
                 pairs.append((j, q, k))
-    users: dict[int, set[int]] = {}
-    inputs: dict[int, int] = {}
-    for j, _, k in pairs:
-        users.setdefault(k, set()).add(lp.opts[j].seg)
-        inputs[j] = inputs.get(j, 0) + 1
-    near: dict[tuple[int, int], int] = {}  # (s', stage) -> segments whose B range covers the stage
-    for k, segs in users.items():
-        for seg in segs:
-            for t in range(max(cover.segs[seg].start, cover.segs[k].start) + 1, cover.segs[seg].end):
-                near[(k, t)] = near.get((k, t), 0) + 1
+    near, inputs = _near(cover, lp, [(j, k) for j, _, k in pairs])
     budget = PAIR_NONZEROS
     held: dict[int, dict[int, list[int]]] = {}  # s' -> b -> A columns of the pairs ending at b
     again: dict[int, int] = {}  # s' -> column: q is restored once more in s'

@@ -1,0 +1,112 @@
+"""Scheduler "scale"'s two segment bound models, each solved alone by HiGHS: the segment bound model
+(segment_lp, what every scale run solves first) against the strict one (segment_strict: variants,
+ancestor pairs, a second restoration priced by the exchange rule; scale runs it only when the gap
+stays wide and time is left). Zoo training graphs on cortex-m4 at bench/solver.py's budgets.
+
+Columns per model: the bound (cost increase over the no-remat pass, %; the dual bound when the time
+limit stops HiGHS), the model's columns, solve seconds (build included) and whether HiGHS proved
+the optimum; then the strict model's gain in percentage points and its time as a multiple of the
+segment model's, both measured in this run.
+Run: .venv/bin/python bench/bound_models.py [--time-limit S] [--threads N] [--models bert_tiny,dscnn]
+     [--budgets 50%,1.1xfloor]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from solver import budgets, zoo_graphs  # noqa: E402
+from zoo import table  # noqa: E402
+
+from poet_edge.memory_floor import memory_floor  # noqa: E402
+from poet_edge.problem import SchedulingProblem  # noqa: E402
+from poet_edge.schedulers import SCHEDULERS  # noqa: E402
+from poet_edge.schedulers.engine import analyse  # noqa: E402
+from poet_edge.schedulers.scale import ScaleOptions  # noqa: E402
+from poet_edge.schedulers.segment_cover import build_cover  # noqa: E402
+from poet_edge.schedulers.segment_lp import _columns, _input_cuts, _Lp, _rows, _solve, _topups  # noqa: E402
+from poet_edge.schedulers.segment_strict import strict_model  # noqa: E402
+from poet_edge.simulator import simulate  # noqa: E402
+
+
+def segment_model(problem: SchedulingProblem, norm: float) -> _Lp | None:
+    an = analyse(problem, True)
+    cover = build_cover(problem, an)
+    lp = _columns(problem, cover.bound_opts, False, norm)
+    _input_cuts(problem, an, cover, lp, False, norm)
+    _topups(problem, an, cover, lp, False, norm)
+    return lp if _rows(problem, cover, lp, np.full(len(problem.nodes), problem.budget_bytes)) else None
+
+
+def strict(problem: SchedulingProblem, norm: float) -> _Lp | None:
+    an = analyse(problem, True)
+    budget = np.full(len(problem.nodes), problem.budget_bytes)
+    return strict_model(problem, an, build_cover(problem, an), False, norm, budget)
+
+
+Build = Callable[[SchedulingProblem, float], "_Lp | None"]
+
+
+def measure(problem: SchedulingProblem, build: Build, norm: float, options: ScaleOptions) -> tuple[str, ...]:
+    start = time.perf_counter()
+    lp = build(problem, norm)
+    if lp is None:
+        return ("no fit", "", f"{time.perf_counter() - start:.1f}", "")
+    solved = _solve(lp, options.time_limit_s, options)
+    return (
+        f"{100 * solved.bound:.2f}",
+        str(len(lp.cost)),
+        f"{time.perf_counter() - start:.1f}",
+        "yes" if solved.optimal else "no",
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--time-limit", type=float, default=60.0, help="seconds per model solve (default 60)")
+    ap.add_argument("--threads", type=int, default=2, help="HiGHS threads (default 2)")
+    ap.add_argument("--models", default="", help="comma-separated zoo models (default: all)")
+    ap.add_argument("--budgets", default="", help="comma-separated budget labels (default: all)")
+    args = ap.parse_args()
+    options = ScaleOptions(time_limit_s=args.time_limit, threads=args.threads)
+    names = [m for m in args.models.split(",") if m]
+    labels = [b for b in args.budgets.split(",") if b]
+    rows: list[dict[str, object]] = []
+    for name, base in zoo_graphs("cortex-m4", names):
+        roomy = replace(base, budget_bytes=10**12)
+        peak = simulate(roomy, SCHEDULERS["none"](roomy)).peak_ram_bytes
+        floor = memory_floor(base).bytes
+        norm = sum(n.compute_j for n in base.nodes)
+        for label, budget in budgets(peak, floor):
+            if (labels and label not in labels) or budget < floor:
+                continue
+            problem = replace(base, budget_bytes=budget)
+            row: dict[str, object] = {"graph": name, "budget": label}
+            models: tuple[tuple[str, Build], ...] = (("seg", segment_model), ("strict", strict))
+            for key, build in models:
+                cells = measure(problem, build, norm, options)
+                row.update(zip((f"{key} %", f"{key} cols", f"{key} s", f"{key} opt"), cells, strict=True))
+            try:
+                row["gain pp"] = f"{float(str(row['strict %'])) - float(str(row['seg %'])):+.2f}"
+                row["time x"] = f"{float(str(row['strict s'])) / max(float(str(row['seg s'])), 0.05):.1f}"
+            except ValueError:
+                pass
+            rows.append(row)
+            print(f"{name} {label} done", file=sys.stderr, flush=True)
+    columns = ["graph", "budget"]
+    columns += [f"{k} {c}" for k in ("seg", "strict") for c in ("%", "cols", "s", "opt")]
+    print(table(rows, [*columns, "gain pp", "time x"]))
+
+
+if __name__ == "__main__":
+    main()
