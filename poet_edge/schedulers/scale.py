@@ -9,9 +9,9 @@ and primal models for HiGHS (:mod:`poet_edge.schedulers.segment_lp`), plans and 
 
 Bound. Reported lower bound = plain pass (every node once) + the larger of the bound model's
 LP-relaxation optimum (solved first, so a bound exists even when the MIP root does not finish in
-time), HiGHS's MIP dual bound on it and, where the stage model runs, the stage model's dual bound
-(or the cutoff it proved). It bounds the cost of every schedule in which node t is first computed in
-stage t (the problem's order), hence also POET's MILP.
+time), HiGHS's MIP dual bound on it and, where they run, the stage model's dual bound (or the cutoff
+it proved) and the strict bound model's. It bounds the least cost of the schedules in which node t
+is first computed in stage t (the problem's order), hence also POET's MILP.
 
 Primal rounds. The primal model is solved and its plan replayed; when the replay overflows the budget
 (transient RAM) the budget rows of those stages are tightened by the overflow and the model is solved
@@ -31,9 +31,10 @@ mid-size graphs (at most ``LNS_PAIRS`` pairs) the local search stops at ``LNS_AF
 limit, or once it has not improved the incumbent for ``LNS_STALL`` of it. Then near windows
 (:func:`_near_sweep`: a few values over their whole lives, re-optimized by HiGHS with restorations
 only shortly before a use; until ``NEAR_UNTIL`` of the time limit at most) move early activations
-held through the forward pass. Then, while the gap is wider than ``STRICT_GAP``, the strict bound
-model (:func:`_strict`, :mod:`poet_edge.schedulers.segment_strict`) for ``STRICT_SHARE`` of the time
-left: its dual bound is a lower bound too. Then, on graphs of at most ``PROVE_PAIRS`` pairs whose
+held through the forward pass. Then, while the gap is wider than ``STRICT_GAP`` and at least
+``STRICT_LEFT`` seconds are left, the strict bound model (:func:`_strict`,
+:mod:`poet_edge.schedulers.segment_strict`) for ``STRICT_SHARE`` of the time left: its dual bound is
+a lower bound too. Then, on graphs of at most ``PROVE_PAIRS`` pairs whose
 gap is still above ``ScaleOptions.prove_gap``, the cutoff proof (:func:`_prove`): HiGHS on the stage
 model, told to look only for points cheaper than (1 - prove_gap) x the incumbent; when there is
 none, that is a lower bound (the incumbent is proven within prove_gap). Then a large-neighbourhood
