@@ -277,10 +277,10 @@ def test_running_sum_budget_rows_are_the_same_model(seed: int, monkeypatch: pyte
         optima = []
         for dense in (10**12, 0):
             monkeypatch.setattr(lp_model, "DENSE_NONZEROS", dense)
-            lp = lp_model._columns(problem, cover.bound_opts, False, 1.0)
-            lp_model._input_cuts(problem, an, cover, lp, False, 1.0)
-            lp_model._topups(problem, an, cover, lp, False, 1.0)
-            assert lp_model._rows(problem, cover, lp, np.full(len(problem.nodes), problem.budget_bytes))
+            lp = lp_model.bound_model(
+                problem, an, cover, False, 1.0, np.full(len(problem.nodes), problem.budget_bytes)
+            )
+            assert lp is not None
             assert bool(lp.bounds) == (dense == 0)
             solved = [lp_model._solve(lp, 60.0, OPTS, integer) for integer in (False, True)]
             assert all(s.optimal for s in solved)
@@ -747,16 +747,9 @@ def _segment_cover_checks(problem: SchedulingProblem, schedules: list[Schedule])
     cover = build_cover(problem, an)
     plain = sum(n.compute_j for n in problem.nodes)
     budget = np.full(len(problem.nodes), problem.budget_bytes)
-    for schedule, strict in itertools.product(schedules, (False, True)):
-        if strict:  # the strict bound model (its options are pruned otherwise, and it has variants)
-            strict_lp = strict_model(problem, an, cover, False, 1.0, budget)
-            assert strict_lp is not None
-            lp = strict_lp
-        else:
-            lp = lp_model._columns(problem, cover.bound_opts, False, 1.0)
-            lp_model._input_cuts(problem, an, cover, lp, False, 1.0)
-            lp_model._topups(problem, an, cover, lp, False, 1.0)
-            assert lp_model._rows(problem, cover, lp, budget)
+    for schedule, build in itertools.product(schedules, (lp_model.bound_model, strict_model)):
+        lp = build(problem, an, cover, False, 1.0, budget)  # strict: other pruning, and variants
+        assert lp is not None
         evicted = _evictions(problem, cover.segs, schedule)
         for k, cols in lp.by_seg.items():
             mode = evicted.get(k)
@@ -838,8 +831,13 @@ def test_once_more_prices_the_chain_an_optimal_schedule_cannot_keep(
     def node(name: str, size: int, cost: float, kind: str = "forward") -> ProblemNode:
         return ProblemNode(name, size, cost, cost, 100.0, 100.0, 100.0, 100.0, kind=kind)
 
-    nodes = (node("x0", 10, 4.0), node("x1", x1_bytes, 2.0), node("q", 10, 1.0), node("f", 10, 1.0))
-    nodes += (node("loss", 1, 0.1, "loss"), node("g", 10, 1.0, "backward"), node("gq", 10, 1.0, "backward"))
+    forward = (node("x0", 10, 4.0), node("x1", x1_bytes, 2.0), node("q", 10, 1.0), node("f", 10, 1.0))
+    nodes = (
+        *forward,
+        node("loss", 1, 0.1, "loss"),
+        node("g", 10, 1.0, "backward"),
+        node("gq", 10, 1.0, "backward"),
+    )
     edges = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (2, 6)] + ([(1, 3)] if x1_shared else [])
     problem = SchedulingProblem(nodes, tuple(sorted(edges)), 10**9)
     an = analyse(problem, True)

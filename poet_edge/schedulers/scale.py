@@ -86,7 +86,7 @@ from poet_edge.schedulers.plan_replay import (
 )
 from poet_edge.schedulers.plan_search import _modes, _Search, _with
 from poet_edge.schedulers.segment_cover import Cover, build_cover
-from poet_edge.schedulers.segment_lp import _columns, _costs, _input_cuts, _rows, _solve, _topups
+from poet_edge.schedulers.segment_lp import _columns, _costs, _input_cuts, _rows, _solve, bound_model
 from poet_edge.schedulers.segment_strict import strict_model
 from poet_edge.simulator import SimResult, simulate
 
@@ -284,10 +284,8 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
 
 def _bound(run: _Run, budget: np.ndarray) -> float:
     problem, cover, best, options = run.problem, run.cover, run.best, run.options
-    lp = _columns(problem, cover.bound_opts, run.latency, run.norm)
-    _input_cuts(problem, run.an, cover, lp, run.latency, run.norm)
-    _topups(problem, run.an, cover, lp, run.latency, run.norm)
-    if not _rows(problem, cover, lp, budget):
+    lp = bound_model(problem, run.an, cover, run.latency, run.norm, budget)
+    if lp is None:
         raise PoetError(
             f"no schedule exists within the RAM budget {problem.budget_bytes} bytes in the problem's order: "
             f"values that can be neither paged out nor recomputed must stay resident"

@@ -286,6 +286,17 @@ def _rows(problem: SchedulingProblem, cover: Cover, lp: _Lp, budget: np.ndarray)
     return True
 
 
+def bound_model(
+    problem: SchedulingProblem, an: Analysis, cover: Cover, latency: bool, norm: float, budget: np.ndarray
+) -> _Lp | None:
+    """The bound model (columns of ``cover.bound_opts``, input cuts, top-ups, rows), ready for
+    :func:`_solve`; None when a stage cannot fit at all."""
+    lp = _columns(problem, cover.bound_opts, latency, norm)
+    _input_cuts(problem, an, cover, lp, latency, norm)
+    _topups(problem, an, cover, lp, latency, norm)
+    return lp if _rows(problem, cover, lp, budget) else None
+
+
 DENSE_NONZEROS = 100_000  # more budget-row entries than this: the rows as running sums (_running_sums)
 
 
