@@ -11,7 +11,8 @@ optimal one):
   there. A schedule's point takes the variant with the least such e, or the option itself.
 - Ancestor pairs (:func:`_pairs`, :func:`_cuts`). Every value an option recomputes needs its live
   inputs in RAM when it is recomputed; the cases A, B, C and D of the segment bound model's input
-  cuts apply to each such input, A as "some option of q's segment ends by e".
+  cuts apply to each such input, A as "some option of q's segment ends by e" (by its first end
+  at or after e when it has no variant at e).
 - The price of one more restoration (case C, :func:`_once_more`) is the restoration of the chain
   that an optimal schedule cannot avoid, not only of the value itself.
 
@@ -142,8 +143,9 @@ def _cuts(
     absent at some stage of s'), then: tau_v is before stage a' runs (D: only when a < a' for v = i;
     a path value at every stage of [a', e)); or q is absent before and after tau_v (C: restored twice
     in s', one restoration more, paid once for all pairs of s'); or only before (A: q restored last
-    by tau_v <= e, so the point of s' is an option of s' that ends by e; without a variant of s' at
-    e, A adds nothing); or only after (B: q in RAM at every stage of (a', tau_v], a path value at
+    by tau_v <= e; a schedule's point takes the option of s' with the least end at or after q's last
+    restoration, so one that ends by e+, the first end of s' at or after e: e itself when s' has a
+    variant there); or only after (B: q in RAM at every stage of (a', tau_v], a path value at
     every stage of [tau_v, e): the smaller of the two at every stage of (max(a, a'), e)). Row x_A +
     x_B + x_C + x_D >= x_o + (s' evicted) - 1. A path value's bytes at stage t: o's freed bytes at t
     (i in RAM) and at most the pair's share, divided by o's pairs; q's bytes are divided by the
@@ -167,9 +169,8 @@ def _cuts(
             break
         part = [min(o.credit_at(t), p.share) / inputs[j] for t in range(g.start, e)]  # stage t: part[t - a]
         cols = [lp.col(0.0), lp.col(0.0)]  # A, B
-        if any(end == e for end, _ in ends[p.k]):
-            by_e = [c for end, c in ends[p.k] if end <= e]
-            lp.rows.append((0.0, math.inf, [*by_e, cols[0]], [1.0] * len(by_e) + [-1.0]))
+        by_e = [c for end, c in ends[p.k] if end <= min(end for end, _ in ends[p.k] if end >= e)]
+        lp.rows.append((0.0, math.inf, [*by_e, cols[0]], [1.0] * len(by_e) + [-1.0]))
         for t in range(max(g.start, h.start) + 1, e):
             lp.ram.setdefault(t, []).append((cols[1], min(bq / near[(p.k, t)], part[t - g.start])))
         if g.start < h.start or math.isfinite(p.share):  # D
