@@ -169,7 +169,8 @@ def _cuts(
             break
         part = [min(o.credit_at(t), p.share) / inputs[j] for t in range(g.start, e)]  # stage t: part[t - a]
         cols = [lp.col(0.0), lp.col(0.0)]  # A, B
-        by_e = [c for end, c in ends[p.k] if end <= min(end for end, _ in ends[p.k] if end >= e)]
+        e_plus = min(end for end, _ in ends[p.k] if end >= e)  # s' spans e: its own end is later
+        by_e = [c for end, c in ends[p.k] if end <= e_plus]
         lp.rows.append((0.0, math.inf, [*by_e, cols[0]], [1.0] * len(by_e) + [-1.0]))
         for t in range(max(g.start, h.start) + 1, e):
             lp.ram.setdefault(t, []).append((cols[1], min(bq / near[(p.k, t)], part[t - g.start])))
