@@ -53,11 +53,11 @@ def _best_baseline(problem: SchedulingProblem) -> float | None:
     return min(costs, default=None)
 
 
-def _check(problem: SchedulingProblem) -> float | None:
+def _check(problem: SchedulingProblem, opts: ScaleOptions = OPTS) -> float | None:
     """Runs scale; asserts validity, bound <= cost, never worse than the best baseline. Returns cost."""
     base = _best_baseline(problem)
     try:
-        schedule = schedule_scale(problem, OPTS)
+        schedule = schedule_scale(problem, opts)
     except PoetError as err:
         assert base is None, f"scale refused ({err}) but a baseline found a schedule"
         return None
@@ -68,7 +68,14 @@ def _check(problem: SchedulingProblem) -> float | None:
     info = dict(schedule.info)
     for key in ("status", "bound", "gap", "seconds", "first_valid_s"):
         assert key in info
-    sources = ("segment cover", "stage model", "stage model cutoff", "strict segment cover", "plain pass")
+    sources = (
+        "segment cover",
+        "stage model",
+        "stage model cutoff",
+        "strict segment cover",
+        "split segment cover",
+    )
+    sources += ("plain pass",)
     assert info["bound_from"] in sources
     cost = sim.energy_j
     bound = float(info["bound"])  # type: ignore[arg-type]
@@ -158,8 +165,9 @@ def _against_exact(base: SchedulingProblem) -> Iterator[tuple[SchedulingProblem,
 
 
 def _strict_bound(problem: SchedulingProblem) -> float:
-    """The strict bound model's optimum (:mod:`poet_edge.schedulers.segment_strict`), plain pass
-    included (inf when it says no schedule fits)."""
+    """The larger of the strict bound model's optimum (:mod:`poet_edge.schedulers.segment_strict`) and
+    that of the same model with every segment's range split down to one stage (split ends,
+    :mod:`poet_edge.schedulers.segment_gap`), plain pass included (inf when it says no schedule fits)."""
     import numpy as np
 
     from poet_edge.schedulers.engine import analyse
@@ -170,12 +178,17 @@ def _strict_bound(problem: SchedulingProblem) -> float:
     an = analyse(problem, True)
     plain = sum(n.compute_j for n in problem.nodes)
     budget = np.full(len(problem.nodes), problem.budget_bytes, dtype=np.int64)
-    lp = strict_model(problem, an, build_cover(problem, an), False, 1.0, budget)
-    if lp is None:
-        return math.inf
-    solved = _solve(lp, 60.0, OPTS)
-    assert solved.optimal
-    return plain + solved.bound
+    cover = build_cover(problem, an)
+    every = {s: set(range(g.start + 1, g.end)) for s, g in enumerate(cover.segs)}
+    bounds = []
+    for splits in (None, every):
+        lp = strict_model(problem, an, cover, False, 1.0, budget, splits)
+        if lp is None:
+            return math.inf
+        solved = _solve(lp, 60.0, OPTS)
+        assert solved.optimal
+        bounds.append(plain + solved.bound)
+    return max(bounds)
 
 
 def _stacked_chain(layers: int, depth: int, seed: int) -> SchedulingProblem:
@@ -893,9 +906,11 @@ def test_once_more_prices_the_chain_an_optimal_schedule_cannot_keep(
     assert _once_more(problem, an, 2, 3, comp, pin) == pytest.approx(price)
 
 
-def test_strict_phase_runs_while_the_gap_stays_wide(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("wide", [True, False])
+def test_strict_phase_runs_while_the_gap_stays_open(monkeypatch: pytest.MonkeyPatch, wide: bool) -> None:
     """The strict bound model's phase of the mid-size path (here forced onto a small chain, and with
-    the gap and time gates opened): it runs once, and scale's bound is still at most its cost."""
+    the gap and time gates opened): with a wide gap it runs once; with a narrow one, twice (then with
+    the split ends its LP relaxation asks for); scale's bound is still at most its cost."""
     import numpy as np
 
     from poet_edge.schedulers import scale as scale_module
@@ -910,8 +925,9 @@ def test_strict_phase_runs_while_the_gap_stays_wide(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(scale_module, "strict_model", spy)
     monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
-    monkeypatch.setattr(scale_module, "STRICT_GAP", -1.0)
+    monkeypatch.setattr(scale_module, "STRICT_GAP", -1.0 if wide else math.inf)
     monkeypatch.setattr(scale_module, "STRICT_LEFT", 0.0)
+    monkeypatch.setattr(scale_module, "SPLIT_LEFT", 0.0)
     (problem,) = _budgets(training_chain(8, seed=1), (0.4,))
-    _check(problem)
-    assert len(calls) == 1 and calls[0] > 0
+    _check(problem, replace(OPTS, prove_gap=-1.0))
+    assert len(calls) == (1 if wide else 2) and min(calls) > 0

@@ -8,6 +8,9 @@ from typing import Any
 
 import numpy as np
 
+CUTOFF_TOL = 1e-6  # scaled units: how far below a node's computed LP bound its true one may be (the
+# margin a cutoff, HiGHS's objective_bound, is given)
+
 
 def run_highs(h: Any) -> None:
     """``h.run()`` on a fresh HiGHS thread pool. HiGHS keeps one pool per process and refuses to run (model

@@ -40,8 +40,11 @@ model, told to look only for points cheaper than (1 - prove_gap) x the incumbent
 none, that is a lower bound (the incumbent is proven within prove_gap). Then a large-neighbourhood
 search with the stage model takes over (:func:`_lns`: windows of stages, and windows of a few values
 over their whole lives, re-optimized by HiGHS around the incumbent, every other column fixed; the two
-kinds take turns by time spent, each wider after a sweep without improvement); if the windows stall
-at full width, the local search gets the time left. The incumbent is kept across the phases (a later
+kinds take turns by time spent, each wider after a sweep without improvement). On long runs
+(``SPLIT_RESERVE`` of the time limit at least ``SPLIT_LEFT`` seconds) the search stops that much
+before the limit for a cutoff proof on the strict model with gap rows and split ends when the gap is
+narrow (:func:`_split_proof`, :mod:`poet_edge.schedulers.segment_gap`), then goes on. If the windows
+stall at full width, the local search gets the time left. The incumbent is kept across the phases (a later
 phase only replaces it by a cheaper schedule).
 
 Local search (:func:`_search`). From the cheapest replayed plans: descents of
@@ -54,8 +57,8 @@ the result is never worse than the best baseline. The output is deterministic wh
 before the time limit (gap closed, or kicks exhausted) and the first local search before its share.
 
 ``Schedule.info``: status, objective, bound, bound_from (what proved it: segment cover, stage model,
-stage model cutoff, strict segment cover, plain pass), gap ((cost - bound) / cost), seconds,
-first_valid_s (time to the first valid schedule), the schedule's origin and model sizes.
+stage model cutoff, strict segment cover, split segment cover, plain pass), gap ((cost - bound) /
+cost), seconds, first_valid_s (time to the first valid schedule), the schedule's origin and model sizes.
 """
 
 from __future__ import annotations
@@ -86,6 +89,7 @@ from poet_edge.schedulers.plan_replay import (
 )
 from poet_edge.schedulers.plan_search import _modes, _Search, _with
 from poet_edge.schedulers.segment_cover import Cover, build_cover
+from poet_edge.schedulers.segment_gap import split_ends
 from poet_edge.schedulers.segment_lp import _columns, _costs, _input_cuts, _rows, _solve, bound_model
 from poet_edge.schedulers.segment_strict import strict_model
 from poet_edge.simulator import SimResult, simulate
@@ -273,7 +277,12 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
         if pairs <= PROVE_PAIRS:
             proved = plain + _prove(run, model, bound, plain) * norm
             bound, bound_from = _higher((bound, bound_from), (proved, "stage model cutoff"))
-        _lns(run, model, windows, bound, _sweeps())
+        sweeps, reserve = _sweeps(), SPLIT_RESERVE * options.time_limit_s
+        if reserve >= SPLIT_LEFT:  # the split model's cutoff proof gets the end of the run
+            _lns(run, model, windows, bound, sweeps, options.time_limit_s - reserve)
+            split = plain + _split_proof(run, budget, bound) * norm
+            bound, bound_from = _higher((bound, bound_from), (split, "split segment cover"))
+        _lns(run, model, windows, bound, sweeps)
         evals += _search(run, bound)  # the rest of the time, if the windows stall at full width
     else:
         evals = _search(run, bound)
@@ -330,25 +339,55 @@ def _stages(run: _Run, plain: float) -> float:
 STRICT_GAP = 0.05  # the strict bound model runs when the gap is wider than this
 STRICT_LEFT = 8.0  # ... and at least this many seconds are left (its seconds come out of the LNS)
 STRICT_SHARE = 0.25  # of the time left
+SPLIT_RESERVE = 0.35  # of the time limit: the split model's cutoff proof, at the end of the run ...
+SPLIT_LEFT = 30.0  # ... when that is at least this many seconds (time limits from 86 s)
 
 
 def _strict(run: _Run, budget: np.ndarray, bound: float) -> float:
-    """The strict bound model (:mod:`poet_edge.schedulers.segment_strict`) for ``STRICT_SHARE`` of the
-    time left, when the incumbent is still more than ``STRICT_GAP`` above ``bound`` and at least
-    ``STRICT_LEFT`` seconds are left: returns its (scaled) MIP dual bound, 0 when it does not run.
-    bert_tiny at 1.1x the floor, 2 threads, 30 s limit (about 12 s left here): the bound goes from
-    79.30% to 85.71% above the plain pass and the schedule stays at 142.05% (3 runs each); with 0.4
-    of the time left instead, the seconds it takes from the large-neighbourhood search cost the
-    schedule 142.05% -> 172.87%."""
+    """The strict bound model (:mod:`poet_edge.schedulers.segment_strict`) without its gap rows (larger:
+    bert_tiny at 1.1x the floor, 2 threads, 5.5 s: no bound above the segment model's 79.30% with
+    them), for ``STRICT_SHARE`` of the time left, when the incumbent is still more than
+    ``STRICT_GAP`` above ``bound`` and at least ``STRICT_LEFT`` seconds are left: returns its (scaled)
+    MIP dual bound, 0 when it does not run. bert_tiny at 1.1x the floor, 2 threads, 30 s limit (about
+    12 s left here): the bound goes from 79.30% to 85.71% above the plain pass and the schedule stays
+    at 142.05% (3 runs each); with 0.4 of the time left instead, the seconds it takes from the
+    large-neighbourhood search cost the schedule 142.05% -> 172.87%."""
     best, options = run.best, run.options
     if best.schedule is None or best.cost - bound <= STRICT_GAP * best.cost:
         return 0.0
     if _left(best, options) < STRICT_LEFT:
         return 0.0
-    lp = strict_model(run.problem, run.an, run.cover, run.latency, run.norm, budget)
+    lp = strict_model(run.problem, run.an, run.cover, run.latency, run.norm, budget, gaps=False)
     if lp is None:
         return 0.0
     return _solve(lp, STRICT_SHARE * _left(best, options), options).bound
+
+
+def _split_proof(run: _Run, budget: np.ndarray, bound: float) -> float:
+    """When the incumbent is above ``bound`` by more than ``ScaleOptions.prove_gap`` and at most
+    ``STRICT_GAP``: the strict model's LP relaxation, then the model (gap rows included) with the
+    split ends that solution asks for (:func:`poet_edge.schedulers.segment_gap.split_ends`), given
+    (1 - prove_gap) x the incumbent as a cutoff, in the time left less the margin. Returns the (scaled)
+    bound, 0 when it does not run. It comes last (``SPLIT_RESERVE``): the cutoff needs the best
+    incumbent, which the large-neighbourhood search finds (bert_tiny at 50%, 120 s limit, the proof
+    after the near windows: the incumbent then 30.52%, the cutoff 29.21% was not proven in 59 s, dual
+    bound 27.99%). bert_tiny at 50%, 1 thread: 28 s to prove 28.06%, 1% below scale's 29.35%; its
+    dual bound without a cutoff is still 27.00% after 40 s."""
+    best, options = run.best, run.options
+    gap = best.cost - bound
+    if best.schedule is None or not options.prove_gap * best.cost < gap <= STRICT_GAP * best.cost:
+        return 0.0
+    lp = strict_model(run.problem, run.an, run.cover, run.latency, run.norm, budget)
+    if lp is None:
+        return 0.0
+    relaxed = _solve(lp, _left(best, options), options, integer=False)
+    if relaxed.values is None:
+        return relaxed.bound
+    splits = split_ends(run.cover, lp, relaxed.values)
+    lp = strict_model(run.problem, run.an, run.cover, run.latency, run.norm, budget, splits) or lp
+    cutoff = ((1 - options.prove_gap) * best.cost - sum(_costs(run.problem, run.latency)[0])) / run.norm
+    left = _left(best, options) - MARGIN * options.time_limit_s
+    return max(relaxed.bound, _solve(lp, left, options, cutoff=cutoff).bound)
 
 
 PROVE_PAIRS = 5000  # the cutoff proof runs on graphs of at most this many pairs (bert_tiny's 6,568: the

@@ -33,7 +33,7 @@ import numpy as np
 
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedulers.engine import DROP, Analysis
-from poet_edge.schedulers.highs_run import add_rows, run_highs
+from poet_edge.schedulers.highs_run import CUTOFF_TOL, add_rows, run_highs
 from poet_edge.schedulers.segment_cover import Cover, Option, Term, _kinds
 
 if TYPE_CHECKING:
@@ -330,7 +330,12 @@ class _Solved:
     values: np.ndarray | None
 
 
-def _solve(lp: _Lp, time_limit: float, options: ScaleOptions, integer: bool = True) -> _Solved:
+def _solve(
+    lp: _Lp, time_limit: float, options: ScaleOptions, integer: bool = True, cutoff: float | None = None
+) -> _Solved:
+    """HiGHS on the model (its LP relaxation unless ``integer``). With ``cutoff`` (scaled), HiGHS looks
+    only for points cheaper than it (as :func:`poet_edge.schedulers.stage_model.solve`): the bound is
+    then at most ``cutoff``, and ``cutoff`` itself when the search ends with no cheaper point."""
     import highspy
 
     h = highspy.Highs()
@@ -340,6 +345,8 @@ def _solve(lp: _Lp, time_limit: float, options: ScaleOptions, integer: bool = Tr
     h.setOptionValue("random_seed", 0)
     if options.threads:
         h.setOptionValue("threads", options.threads)
+    if cutoff is not None:
+        h.setOptionValue("objective_bound", cutoff + CUTOFF_TOL)
     ncol = len(lp.cost)
     if ncol == 0:
         return _Solved("empty", True, True, 0.0, 0.0, np.zeros(0))
@@ -368,6 +375,12 @@ def _solve(lp: _Lp, time_limit: float, options: ScaleOptions, integer: bool = Tr
     optimal = h.getModelStatus() == ms.kOptimal
     obj = info.objective_function_value if has else None
     bound = info.mip_dual_bound if integer else (obj if optimal else 0.0)
+    if cutoff is not None:  # a point above the cutoff may be reported optimal: the proof covers only below
+        if bound is not None and math.isfinite(bound):
+            bound = min(bound, cutoff)
+        else:
+            bound = cutoff if optimal or infeasible else 0.0
+        infeasible, optimal = False, optimal and obj is not None and obj < cutoff
     if bound is None or not math.isfinite(bound):
         bound = 0.0
     if optimal and obj is not None and not integer:

@@ -22,6 +22,7 @@ The options are pruned strictly (:func:`poet_edge.schedulers.segment_cover.stric
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -29,16 +30,12 @@ import numpy as np
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedulers.engine import DROP, Analysis
 from poet_edge.schedulers.segment_cover import DEPTH, Cover, Option, _dead, _kinds, strict_bound_options
+from poet_edge.schedulers.segment_gap import _end, gap_rows
 from poet_edge.schedulers.segment_lp import PAIR_NONZEROS, _columns, _costs, _Lp, _near, _rows, _topups
 
 LEVELS = 3  # variants of variants: a variant's pairs ask for variants of their inputs' segments
 # this deep (bert_tiny 1.1x floor: 81.41% with 1 or 2, 87.25% with 3)
 VARIANTS = 4000  # at most this many variants per level
-
-
-def _end(cover: Cover, o: Option) -> int:
-    """The stage by which option o's last restoration happens (a variant's end, else its segment's)."""
-    return o.end if o.end >= 0 else cover.segs[o.seg].end
 
 
 def _span(cover: Cover, optional: set[int]) -> dict[tuple[int, int], int]:
@@ -135,7 +132,7 @@ def _once_more(
 
 def _cuts(
     problem: SchedulingProblem, an: Analysis, cover: Cover, lp: _Lp, latency: bool, norm: float
-) -> None:
+) -> dict[int, list[tuple[int, int]]]:
     """The input cuts of every pair (:func:`_pairs`). DROP option o of segment s = (i, a, b) with end
     e restores i last at some moment tau in (a, e] (i is in RAM from then to b) and recomputes value
     v of a pair at some tau_v <= tau (from then to tau, a value on a path from v to i is in RAM).
@@ -150,7 +147,7 @@ def _cuts(
     x_B + x_C + x_D >= x_o + (s' evicted) - 1. A path value's bytes at stage t: o's freed bytes at t
     (i in RAM) and at most the pair's share, divided by o's pairs; q's bytes are divided by the
     segments pairing with s' whose B range covers t. The claims stop at e, from where o frees
-    nothing, so i is never counted twice."""
+    nothing, so i is never counted twice. Returns option column -> (s', column of case A) of its pairs."""
     nodes = problem.nodes
     comp, pin, _ = _costs(problem, latency)
     span = _span(cover, set(lp.by_seg))
@@ -161,6 +158,7 @@ def _cuts(
         ends.setdefault(o.seg, []).append((_end(cover, o), j))
     budget = PAIR_NONZEROS
     again: dict[int, int] = {}  # s' -> column: q is restored once more in s' (-1: it cannot be)
+    acols: dict[int, list[tuple[int, int]]] = {}
     for j, p in pairs:
         o, g, h = lp.opts[j], cover.segs[lp.opts[j].seg], cover.segs[p.k]
         e, bq = _end(cover, o), float(nodes[p.q].out_bytes)
@@ -169,6 +167,7 @@ def _cuts(
             break
         part = [min(o.credit_at(t), p.share) / inputs[j] for t in range(g.start, e)]  # stage t: part[t - a]
         cols = [lp.col(0.0), lp.col(0.0)]  # A, B
+        acols.setdefault(j, []).append((p.k, cols[0]))
         e_plus = min(end for end, _ in ends[p.k] if end >= e)  # s' spans e: its own end is later
         by_e = [c for end, c in ends[p.k] if end <= e_plus]
         lp.rows.append((0.0, math.inf, [*by_e, cols[0]], [1.0] * len(by_e) + [-1.0]))
@@ -186,18 +185,45 @@ def _cuts(
             lp.rows.append((0.0, math.inf, [again[p.k], cols[-1]], [1.0, -1.0]))
         evict = lp.by_seg[p.k]
         lp.rows.append((-1.0, math.inf, [*cols, j, *evict], [1.0] * len(cols) + [-1.0] * (1 + len(evict))))
+    return acols
 
 
 def strict_model(
-    problem: SchedulingProblem, an: Analysis, cover: Cover, latency: bool, norm: float, budget: np.ndarray
+    problem: SchedulingProblem,
+    an: Analysis,
+    cover: Cover,
+    latency: bool,
+    norm: float,
+    budget: np.ndarray,
+    splits: Mapping[int, set[int]] | None = None,
+    gaps: bool = True,
 ) -> _Lp | None:
-    """The strict bound model, ready for :func:`poet_edge.schedulers.segment_lp._solve`; None when
-    a stage cannot fit at all (the segment bound model says why) or the strict options miss a
-    segment."""
+    """The strict bound model with its gap rows (:mod:`poet_edge.schedulers.segment_gap`), ready for
+    :func:`poet_edge.schedulers.segment_lp._solve`; ``splits``: segment -> more ends, at each a
+    variant of every option of the segment (:func:`poet_edge.schedulers.segment_gap.split_ends`);
+    ``gaps``: False leaves the gap rows out (to measure what they add).
+    None when a stage cannot fit at all (the segment bound model says why) or the strict options miss
+    a segment."""
     opts = strict_bound_options(problem, an, cover, latency)
     if opts is None:
         return None
-    lp = _columns(problem, with_variants(problem, an, cover, opts), latency, norm)
-    _cuts(problem, an, cover, lp, latency, norm)
+    allv = with_variants(problem, an, cover, opts)
+    have = {(o.seg, _end(cover, o)) for o in allv}
+    for seg, ends in sorted((splits or {}).items()):
+        for e in sorted(set(ends) - {end for s, end in have if s == seg}):
+            allv += [replace(b, cuts=(*b.cuts, (e, b.credit)), end=e) for b in opts if b.seg == seg]
+    lp = _columns(problem, allv, latency, norm)
+    acols = _cuts(problem, an, cover, lp, latency, norm)
     _topups(problem, an, cover, lp, latency, norm)
+    comp, pin, _ = _costs(problem, latency)
+    if gaps:
+        gap_rows(
+            problem,
+            an,
+            cover,
+            lp,
+            budget,
+            acols,
+            lambda y, a: _once_more(problem, an, y, a, comp, pin) / norm,
+        )
     return lp if _rows(problem, cover, lp, budget) else None

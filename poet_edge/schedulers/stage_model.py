@@ -41,7 +41,7 @@ import numpy as np
 from poet_edge.problem import ProblemNode, SchedulingProblem
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 from poet_edge.schedulers.engine import Analysis
-from poet_edge.schedulers.highs_run import add_csr, add_rows, rows_csr, run_checked
+from poet_edge.schedulers.highs_run import CUTOFF_TOL, add_csr, add_rows, rows_csr, run_checked
 
 
 @dataclass
@@ -247,9 +247,6 @@ class Result:
     objective: float | None  # scaled
     bound: float  # scaled dual bound (0 when unknown)
     values: np.ndarray | None
-
-
-CUTOFF_TOL = 1e-6  # scaled units: how far below a node's computed LP bound its true one may be
 
 
 def solve(
