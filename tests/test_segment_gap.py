@@ -9,9 +9,9 @@ from test_scheduler_scale import OPTS, _budgets, _residual_chain, _stacked_chain
 
 from poet_edge.graphgen import training_chain
 from poet_edge.problem import SchedulingProblem
-from poet_edge.schedulers.engine import DROP, analyse
+from poet_edge.schedulers.engine import DROP, Analysis, analyse
 from poet_edge.schedulers.milp import MilpOptions, schedule_milp
-from poet_edge.schedulers.segment_cover import build_cover
+from poet_edge.schedulers.segment_cover import Cover, build_cover
 from poet_edge.schedulers.segment_gap import _end, _ranges, split_ends
 from poet_edge.schedulers.segment_lp import _solve
 from poet_edge.schedulers.segment_strict import strict_model
@@ -37,12 +37,16 @@ def _base(kind: str, seed: int) -> SchedulingProblem:
     return _stacked_chain(2 + seed % 2, 1 + seed % 3, seed)
 
 
+def _setup(problem: SchedulingProblem) -> tuple[Analysis, Cover, np.ndarray]:
+    """The problem's analysis, segment cover and budget array (what strict_model takes)."""
+    an = analyse(problem, True)
+    return an, build_cover(problem, an), np.full(len(problem.nodes), problem.budget_bytes, dtype=np.int64)
+
+
 def _bound(problem: SchedulingProblem, gaps: bool) -> float:
     """The plain pass plus the fully split strict model's optimum."""
-    an = analyse(problem, True)
-    cover = build_cover(problem, an)
+    an, cover, budget = _setup(problem)
     every = {s: set(range(g.start + 1, g.end)) for s, g in enumerate(cover.segs)}
-    budget = np.full(len(problem.nodes), problem.budget_bytes, dtype=np.int64)
     lp = strict_model(problem, an, cover, False, 1.0, budget, every, gaps)
     assert lp is not None
     solved = _solve(lp, 60.0, OPTS)
@@ -63,9 +67,7 @@ def test_gap_rows_raise_the_bound_and_stay_below_the_optimum(kind: str, seed: in
 
 def test_split_ends_halve_the_ranges_of_the_drops_a_solution_uses() -> None:
     (problem,) = _budgets(_base("chain", 3), (0.6,))
-    an = analyse(problem, True)
-    cover = build_cover(problem, an)
-    budget = np.full(len(problem.nodes), problem.budget_bytes, dtype=np.int64)
+    an, cover, budget = _setup(problem)
     lp = strict_model(problem, an, cover, False, 1.0, budget)
     assert lp is not None
     values = np.zeros(len(lp.cost))
@@ -84,9 +86,7 @@ def test_split_ends_halve_the_ranges_of_the_drops_a_solution_uses() -> None:
 
 def test_cutoff_bounds_by_the_cutoff_only_what_it_proves() -> None:
     (problem,) = _budgets(_base("residual", 22), (0.5,))
-    an = analyse(problem, True)
-    cover = build_cover(problem, an)
-    budget = np.full(len(problem.nodes), problem.budget_bytes, dtype=np.int64)
+    an, cover, budget = _setup(problem)
     lp = strict_model(problem, an, cover, False, 1.0, budget)
     assert lp is not None
     optimum = _solve(lp, 60.0, OPTS)

@@ -280,7 +280,7 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
         sweeps, reserve = _sweeps(), SPLIT_RESERVE * options.time_limit_s
         if reserve >= SPLIT_LEFT:  # the split model's cutoff proof gets the end of the run
             _lns(run, model, windows, bound, sweeps, options.time_limit_s - reserve)
-            split = plain + _split_proof(run, budget, bound) * norm
+            split = plain + _split_proof(run, budget, bound, plain) * norm
             bound, bound_from = _higher((bound, bound_from), (split, "split segment cover"))
         _lns(run, model, windows, bound, sweeps)
         evals += _search(run, bound)  # the rest of the time, if the windows stall at full width
@@ -363,7 +363,7 @@ def _strict(run: _Run, budget: np.ndarray, bound: float) -> float:
     return _solve(lp, STRICT_SHARE * _left(best, options), options).bound
 
 
-def _split_proof(run: _Run, budget: np.ndarray, bound: float) -> float:
+def _split_proof(run: _Run, budget: np.ndarray, bound: float, plain: float) -> float:
     """When the incumbent is above ``bound`` by more than ``ScaleOptions.prove_gap`` and at most
     ``STRICT_GAP``: the strict model's LP relaxation, then the model (gap rows included) with the
     split ends that solution asks for (:func:`poet_edge.schedulers.segment_gap.split_ends`), given
@@ -385,14 +385,18 @@ def _split_proof(run: _Run, budget: np.ndarray, bound: float) -> float:
         return relaxed.bound
     splits = split_ends(run.cover, lp, relaxed.values)
     lp = strict_model(run.problem, run.an, run.cover, run.latency, run.norm, budget, splits) or lp
-    cutoff = ((1 - options.prove_gap) * best.cost - sum(_costs(run.problem, run.latency)[0])) / run.norm
     left = _left(best, options) - MARGIN * options.time_limit_s
-    return max(relaxed.bound, _solve(lp, left, options, cutoff=cutoff).bound)
+    return max(relaxed.bound, _solve(lp, left, options, cutoff=_cutoff(run, plain)).bound)
 
 
 PROVE_PAIRS = 5000  # the cutoff proof runs on graphs of at most this many pairs (bert_tiny's 6,568: the
 # root LP of its stage model is not done in 30 s on 2 threads)
 PROVE_SHARE = 0.95  # of the time left (less the margin): the large-neighbourhood search gets the rest
+
+
+def _cutoff(run: _Run, plain: float) -> float:
+    """(1 - prove_gap) x the incumbent, scaled: a bound there puts the gap at most prove_gap."""
+    return ((1 - run.options.prove_gap) * run.best.cost - plain) / run.norm + 1e-12
 
 
 def _prove(run: _Run, model: stage_model.StageModel, bound: float, plain: float) -> float:
@@ -408,7 +412,7 @@ def _prove(run: _Run, model: stage_model.StageModel, bound: float, plain: float)
         return 0.0
     if best.cost - bound <= options.prove_gap * best.cost:
         return 0.0
-    cutoff = ((1 - options.prove_gap) * best.cost - plain) / run.norm + 1e-12  # the gap: <= prove_gap
+    cutoff = _cutoff(run, plain)
     gap = _gap_abs(run, best.cost)
     solved = stage_model.solve(model, PROVE_SHARE * left, options.threads, gap, cutoff=cutoff)
     if solved.values is not None:

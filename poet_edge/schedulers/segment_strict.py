@@ -82,6 +82,11 @@ def _pairs(
     return [_Pair(q, k, cap) for (q, k), cap in sorted(out.items())]
 
 
+def _variant(base: Option, e: int) -> Option:
+    """A copy of ``base`` whose last restoration is before stage e: it frees nothing from e on."""
+    return replace(base, cuts=(*base.cuts, (e, base.credit)), end=e)
+
+
 def with_variants(problem: SchedulingProblem, an: Analysis, cover: Cover, opts: list[Option]) -> list[Option]:
     """``opts`` and their variants: for each stage e at which a recomputation of an option (or of a
     variant) needs q (:func:`_pairs`), copies of the options of q's segment k = (q, a', b') that
@@ -101,7 +106,7 @@ def with_variants(problem: SchedulingProblem, an: Analysis, cover: Cover, opts: 
                 if (pair.k, e) in have or len(nxt) + len(by_seg[pair.k]) > VARIANTS:
                     continue
                 have.add((pair.k, e))
-                nxt += [replace(base, cuts=(*base.cuts, (e, base.credit)), end=e) for base in by_seg[pair.k]]
+                nxt += [_variant(base, e) for base in by_seg[pair.k]]
         out += nxt
         level = nxt
     return out
@@ -211,12 +216,12 @@ def strict_model(
     have = {(o.seg, _end(cover, o)) for o in allv}
     for seg, ends in sorted((splits or {}).items()):
         for e in sorted(set(ends) - {end for s, end in have if s == seg}):
-            allv += [replace(b, cuts=(*b.cuts, (e, b.credit)), end=e) for b in opts if b.seg == seg]
+            allv += [_variant(b, e) for b in opts if b.seg == seg]
     lp = _columns(problem, allv, latency, norm)
     acols = _cuts(problem, an, cover, lp, latency, norm)
     _topups(problem, an, cover, lp, latency, norm)
-    comp, pin, _ = _costs(problem, latency)
     if gaps:
+        comp, pin, _ = _costs(problem, latency)
         gap_rows(
             problem,
             an,
