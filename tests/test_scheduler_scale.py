@@ -931,3 +931,31 @@ def test_strict_phase_runs_while_the_gap_stays_open(monkeypatch: pytest.MonkeyPa
     (problem,) = _budgets(training_chain(8, seed=1), (0.4,))
     _check(problem, replace(OPTS, prove_gap=-1.0))
     assert len(calls) == (1 if wide else 2) and min(calls) > 0
+
+
+def test_local_search_descent_stops_when_told() -> None:
+    """A descent ends as soon as ``stop()`` is true (scale's stall check, within a descent), with the
+    replays it made until then: here every ``stop()`` call after the third is true."""
+    from poet_edge.schedulers.engine import analyse
+    from poet_edge.schedulers.plan_search import _modes, _Search
+    from poet_edge.schedulers.segment_cover import build_cover
+    from poet_edge.schedulers.segment_lp import _costs
+
+    problem = _budgets(random_layered_dag(60, 1, n_invalidations=1), (0.5,))[0]
+    an = analyse(problem, True)
+    cover = build_cover(problem, an, False)
+
+    def search() -> _Search:
+        return _Search(problem, an, cover, _costs(problem, False), _modes(problem, cover))
+
+    free = search()
+    free.run({}, math.inf, lambda plan: None)
+    calls = [0]
+
+    def stop() -> bool:
+        calls[0] += 1
+        return calls[0] > 3
+
+    told = search()
+    told.run({}, math.inf, lambda plan: None, stop)
+    assert told.evals <= 3 < free.evals, (told.evals, free.evals)

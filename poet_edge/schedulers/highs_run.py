@@ -89,3 +89,72 @@ def add_csr(
 ) -> Any:
     """:func:`add_rows` for rows already as arrays (as :func:`rows_csr` returns them)."""
     return h.addRows(len(low), low, up, len(col), start[:-1].astype(np.int32), col.astype(np.int32), val)
+
+
+PROOF_OPTIONS = (  # a cutoff proof on a bound model needs no points: HiGHS's heuristics, and its cut
+    # separation at nodes, only cost time (bert_tiny at 50%, the split model, 2 threads: 24 s -> 17 s)
+    ("mip_heuristic_effort", 0.0),
+    ("mip_allow_cut_separation_at_nodes", False),
+    ("mip_detect_symmetry", False),
+    ("mip_heuristic_run_feasibility_jump", False),
+    ("mip_heuristic_run_rins", False),
+    ("mip_heuristic_run_rens", False),
+    ("mip_heuristic_run_root_reduced_cost", False),
+)
+
+
+def safe_bound(h: Any) -> tuple[float, np.ndarray] | None:
+    """After an LP solve of ``h`` (a minimization, every column bounded): the Lagrangian bound of the
+    row duals HiGHS returns, recomputed here (valid for any duals, so HiGHS's tolerances do not enter),
+    and the reduced costs it uses; None when HiGHS has no dual solution or a column is unbounded."""
+    if h.getInfo().dual_solution_status != 2:
+        return None
+    lp = h.getLp()
+    low, up = np.asarray(lp.col_lower_), np.asarray(lp.col_upper_)
+    if not (np.isfinite(low).all() and np.isfinite(up).all()):
+        return None
+    y = np.asarray(h.getSolution().row_dual, dtype=np.float64)
+    rlow, rup = np.asarray(lp.row_lower_), np.asarray(lp.row_upper_)
+    y = np.where((y > 0) & ~np.isfinite(rlow), 0.0, np.where((y < 0) & ~np.isfinite(rup), 0.0, y))
+    a = lp.a_matrix_
+    start, index, value = (np.asarray(v) for v in (a.start_, a.index_, a.value_))
+    col = np.repeat(np.arange(len(start) - 1), np.diff(start))  # column-wise storage
+    d = np.asarray(lp.col_cost_, dtype=np.float64) - np.bincount(col, y[index] * value, minlength=len(low))
+    rows = np.where(
+        y > 0, y * np.where(np.isfinite(rlow), rlow, 0.0), y * np.where(np.isfinite(rup), rup, 0.0)
+    )
+    return float(rows.sum() + np.minimum(d * low, d * up).sum() + lp.offset_), d
+
+
+def fix_by_reduced_cost(h: Any, cutoff: float) -> tuple[float, int] | None:
+    """Reduced-cost fixing before a MIP solve with ``cutoff``: solves ``h``'s LP relaxation, takes its
+    :func:`safe_bound` ``z`` and reduced costs ``d``, and narrows every integer column's bounds to the
+    values at which ``z`` plus its reduced cost times the step from its cheap bound stays at most the
+    cutoff (a point outside costs more). HiGHS does this at its root node, but only after presolving the
+    whole model (bert_tiny at 50%, the split model: 55% of the integer columns, after 4 s). Returns
+    (``z``, columns narrowed), None when the LP gives no bound (nothing changed)."""
+    integrality = list(h.getLp().integrality_)
+    ints = np.array([j for j, t in enumerate(integrality) if int(t)], dtype=np.int32)
+    if len(ints):
+        h.changeColsIntegrality(len(ints), ints, np.zeros(len(ints), dtype=np.uint8))
+    run_highs(h)
+    got = safe_bound(h)
+    if len(ints):
+        h.changeColsIntegrality(len(ints), ints, np.ones(len(ints), dtype=np.uint8))
+    if got is None:
+        return None
+    z, d = got
+    lp = h.getLp()
+    low, up = np.asarray(lp.col_lower_)[ints], np.asarray(lp.col_upper_)[ints]
+    dj = d[ints]
+    room = cutoff + CUTOFF_TOL - z  # what a column may add to z and stay below the cutoff
+    if room < 0:
+        return z, 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        steps = np.floor(room / np.abs(dj) + 1e-9)
+    new_up = np.where(dj > 0, np.minimum(up, low + steps), up)
+    new_low = np.where(dj < 0, np.maximum(low, up - steps), low)
+    changed = (new_up < up) | (new_low > low)
+    if changed.any():
+        h.changeColsBounds(int(changed.sum()), ints[changed], new_low[changed], new_up[changed])
+    return z, int(changed.sum())

@@ -136,13 +136,23 @@ class _Search:
                         for m in modes:
                             yield {**carried, k3: m}
 
-    def run(self, plan: Plan, deadline: float, on_better: Callable[[Plan], None]) -> Plan:
+    def run(
+        self,
+        plan: Plan,
+        deadline: float,
+        on_better: Callable[[Plan], None],
+        stop: Callable[[], bool] | None = None,
+    ) -> Plan:
+        """Descends from ``plan`` (first improvement) until no neighbour is better, ``deadline``
+        (perf_counter seconds) passes or ``stop()`` is true; ``on_better`` gets every fitting plan
+        that improves."""
+        stop = stop or (lambda: False)
         current = self.score(plan, False)
         improved = True
-        while improved and time.perf_counter() < deadline:
+        while improved and time.perf_counter() < deadline and not stop():
             improved = False
             for nxt in self.neighbours(plan):
-                if time.perf_counter() >= deadline:
+                if time.perf_counter() >= deadline or stop():
                     break
                 sc = self.score(nxt, current[0] == 0.0)
                 if sc < (current[0], current[1] * (1 - 1e-12)) and sc != current:

@@ -25,6 +25,7 @@ segment s' whose value a recompute closure needs resident.
 from __future__ import annotations
 
 import math
+import time
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -33,7 +34,7 @@ import numpy as np
 
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedulers.engine import DROP, Analysis
-from poet_edge.schedulers.highs_run import CUTOFF_TOL, add_rows, run_highs
+from poet_edge.schedulers.highs_run import CUTOFF_TOL, PROOF_OPTIONS, add_rows, fix_by_reduced_cost, run_highs
 from poet_edge.schedulers.segment_cover import Cover, Option, Term, _kinds
 
 if TYPE_CHECKING:
@@ -335,7 +336,10 @@ def _solve(
 ) -> _Solved:
     """HiGHS on the model (its LP relaxation unless ``integer``). With ``cutoff`` (scaled), HiGHS looks
     only for points cheaper than it (as :func:`poet_edge.schedulers.stage_model.solve`): the bound is
-    then at most ``cutoff``, and ``cutoff`` itself when the search ends with no cheaper point."""
+    then at most ``cutoff``, and ``cutoff`` itself when the search ends with no cheaper point. Such a
+    proof on a bound model wants no point: HiGHS runs without its heuristics (``PROOF_OPTIONS``), after
+    :func:`~poet_edge.schedulers.highs_run.fix_by_reduced_cost` (bert_tiny at 50%, the split model, 2
+    threads, 28.06% proven: 24 s -> 16 s; presolve 4 s -> 1 s)."""
     import highspy
 
     h = highspy.Highs()
@@ -366,6 +370,14 @@ def _solve(
     added = add_rows(h, lp.rows)
     if added != highspy.HighsStatus.kOk:  # e.g. a row naming a column twice: HiGHS drops the rows
         raise AssertionError(f"HiGHS refused the model's rows ({added})")
+    if cutoff is not None and integer:  # a proof: no point wanted, fewer columns free
+        for name, value in PROOF_OPTIONS:
+            h.setOptionValue(name, value)
+        began = time.perf_counter()
+        fixed = fix_by_reduced_cost(h, cutoff)
+        if fixed is not None and fixed[0] > cutoff + CUTOFF_TOL:  # the LP alone proves it
+            return _Solved("cutoff by LP", True, False, None, cutoff, None)
+        h.setOptionValue("time_limit", max(0.05, time_limit - (time.perf_counter() - began)))
     run_highs(h)
     status = h.modelStatusToString(h.getModelStatus())
     info = h.getInfo()
