@@ -213,10 +213,16 @@ def strict_model(
     if opts is None:
         return None
     allv = with_variants(problem, an, cover, opts)
-    have = {(o.seg, _end(cover, o)) for o in allv}
-    for seg, ends in sorted((splits or {}).items()):
-        for e in sorted(set(ends) - {end for s, end in have if s == seg}):
-            allv += [_variant(b, e) for b in opts if b.seg == seg]
+    if splits:
+        have: dict[int, set[int]] = {}  # segment -> ends it has
+        for o in allv:
+            have.setdefault(o.seg, set()).add(_end(cover, o))
+        bases: dict[int, list[Option]] = {}  # segment -> its options, in order
+        for b in opts:
+            bases.setdefault(b.seg, []).append(b)
+        for seg, ends in sorted(splits.items()):
+            for e in sorted(set(ends) - have.get(seg, set())):
+                allv += [_variant(b, e) for b in bases.get(seg, [])]
     lp = _columns(problem, allv, latency, norm)
     acols = _cuts(problem, an, cover, lp, latency, norm)
     _topups(problem, an, cover, lp, latency, norm)
