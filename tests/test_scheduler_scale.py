@@ -933,6 +933,39 @@ def test_strict_phase_runs_while_the_gap_stays_open(monkeypatch: pytest.MonkeyPa
     assert len(calls) == (1 if wide else 2) and min(calls) > 0
 
 
+@pytest.mark.parametrize("due", [True, False])
+def test_windows_hand_over_to_the_split_proof_only_when_it_is_due(
+    monkeypatch: pytest.MonkeyPatch, due: bool
+) -> None:
+    """The large-neighbourhood search before the split proof (mid-size path, forced onto a small chain)
+    stops at its stall (here 0 s: before any window) only while the gap is one the split proof takes;
+    with a gap it does not take (STRICT_GAP below every gap), the windows run on."""
+    from poet_edge.schedulers import scale as scale_module
+
+    calls: list[tuple[bool, int]] = []  # (handover given, windows solved)
+    real_lns, real_window = scale_module._lns, scale_module.stage_model.window
+    windows = [0]
+
+    def lns(*args: object, **kwargs: object) -> None:
+        before = windows[0]
+        real_lns(*args, **kwargs)  # type: ignore[arg-type]
+        calls.append((kwargs.get("handover") is not None, windows[0] - before))
+
+    def window(*args: object, **kwargs: object) -> object:
+        windows[0] += 1
+        return real_window(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scale_module, "_lns", lns)
+    monkeypatch.setattr(scale_module.stage_model, "window", window)
+    monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
+    monkeypatch.setattr(scale_module, "STRICT_GAP", math.inf if due else -1.0)
+    monkeypatch.setattr(scale_module, "SPLIT_STALL", 0.0)
+    (problem,) = _budgets(training_chain(8, seed=1), (0.4,))
+    _check(problem, replace(OPTS, prove_gap=-1.0, gap_rel=-1.0))  # the gap never closes: windows run
+    (handed,) = [w for given, w in calls if given]
+    assert (handed == 0) if due else (handed > 0)
+
+
 def test_local_search_descent_stops_when_told() -> None:
     """A descent ends as soon as ``stop()`` is true (scale's stall check, within a descent), with the
     replays it made until then: here every ``stop()`` call after the third is true."""

@@ -40,10 +40,11 @@ model, told to look only for points cheaper than (1 - prove_gap) x the incumbent
 none, that is a lower bound (the incumbent is proven within prove_gap). Then a large-neighbourhood
 search with the stage model takes over (:func:`_lns`: windows of stages, and windows of a few values
 over their whole lives, re-optimized by HiGHS around the incumbent, every other column fixed; the two
-kinds take turns by time spent, each wider after a sweep without improvement). On long runs
-(``SPLIT_RESERVE`` of the time limit at least ``SPLIT_LEFT`` seconds) the search stops that much
-before the limit for a cutoff proof on the strict model with gap rows and split ends when the gap is
-narrow (:func:`_split_proof`, :mod:`poet_edge.schedulers.segment_gap`), then goes on. If the windows
+kinds take turns by time spent, each wider after a sweep without improvement). On time limits of
+at least ``SPLIT_FROM`` seconds and while the gap is narrow, the search stops once it stalls
+(``SPLIT_STALL`` of the limit without improvement), at the latest ``SPLIT_LEFT`` seconds before the
+limit, for a cutoff proof on the strict model with gap rows and split ends (:func:`_split_proof`,
+:mod:`poet_edge.schedulers.segment_gap`), then goes on. If the windows
 stall at full width, the local search gets the time left. The incumbent is kept across the phases (a later
 phase only replaces it by a cheaper schedule).
 
@@ -277,9 +278,10 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
         if pairs <= PROVE_PAIRS:
             proved = plain + _prove(run, model, bound, plain) * norm
             bound, bound_from = _higher((bound, bound_from), (proved, "stage model cutoff"))
-        sweeps, reserve = _sweeps(), SPLIT_RESERVE * options.time_limit_s
-        if reserve >= SPLIT_LEFT:  # the split model's cutoff proof gets the end of the run
-            _lns(run, model, windows, bound, sweeps, options.time_limit_s - reserve)
+        sweeps = _sweeps()
+        if options.time_limit_s >= SPLIT_FROM:  # the split model's cutoff proof, once the windows stall
+            handover = ((1 - MARGIN) * options.time_limit_s - SPLIT_LEFT, SPLIT_STALL * options.time_limit_s)
+            _lns(run, model, windows, bound, sweeps, handover=handover)
             split = plain + _split_proof(run, budget, bound, plain) * norm
             bound, bound_from = _higher((bound, bound_from), (split, "split segment cover"))
         _lns(run, model, windows, bound, sweeps)
@@ -339,8 +341,9 @@ def _stages(run: _Run, plain: float) -> float:
 STRICT_GAP = 0.05  # the strict bound model runs when the gap is wider than this
 STRICT_LEFT = 8.0  # ... and at least this many seconds are left (its seconds come out of the LNS)
 STRICT_SHARE = 0.25  # of the time left
-SPLIT_RESERVE = 0.35  # of the time limit: the split model's cutoff proof, at the end of the run ...
-SPLIT_LEFT = 20.0  # ... when that is at least this many seconds (time limits from 57.2 s)
+SPLIT_FROM = 35.0  # time limits from which the split model's cutoff proof runs ...
+SPLIT_STALL = 0.1  # ... once the windows have not improved the incumbent for this share of the limit,
+SPLIT_LEFT = 17.0  # ... or at the latest when this many seconds (and the margin) are left
 
 
 def _strict(run: _Run, budget: np.ndarray, bound: float) -> float:
@@ -363,21 +366,29 @@ def _strict(run: _Run, budget: np.ndarray, bound: float) -> float:
     return _solve(lp, STRICT_SHARE * _left(best, options), options).bound
 
 
-def _split_proof(run: _Run, budget: np.ndarray, bound: float, plain: float) -> float:
-    """When the incumbent is above ``bound`` by more than ``ScaleOptions.prove_gap`` and at most
-    ``STRICT_GAP``: the strict model's LP relaxation, then the model (gap rows included) with the
-    split ends that solution asks for (:func:`poet_edge.schedulers.segment_gap.split_ends`), given
-    (1 - prove_gap) x the incumbent as a cutoff, in the time left less the margin. Returns the (scaled)
-    bound, 0 when it does not run. It comes last (``SPLIT_RESERVE``): the cutoff needs the best
-    incumbent, which the large-neighbourhood search finds (bert_tiny at 50%, 120 s limit, the proof
-    after the near windows: the incumbent then 30.52%, the cutoff 29.21% was not proven in 59 s, dual
-    bound 27.99%). bert_tiny at 50%, 2 threads: 16 s to prove 28.06%, 1% below scale's 29.35% (24 s
-    before :func:`~poet_edge.schedulers.highs_run.fix_by_reduced_cost`); its dual bound without a
-    cutoff is still 27.00% after 40 s. With a 30 s limit the proof does not fit: that incumbent comes
-    at 14 s; 60 s limit: proven, gap 1.00%."""
-    best, options = run.best, run.options
+def _split_due(run: _Run, bound: float) -> bool:
+    """Whether the incumbent is above ``bound`` by more than ``ScaleOptions.prove_gap`` and at most
+    ``STRICT_GAP``: the gaps :func:`_split_proof` takes."""
+    best = run.best
     gap = best.cost - bound
-    if best.schedule is None or not options.prove_gap * best.cost < gap <= STRICT_GAP * best.cost:
+    return best.schedule is not None and run.options.prove_gap * best.cost < gap <= STRICT_GAP * best.cost
+
+
+def _split_proof(run: _Run, budget: np.ndarray, bound: float, plain: float) -> float:
+    """When the gap is one it takes (:func:`_split_due`): the strict model's LP relaxation, then the
+    model (gap rows included) with the split ends that solution asks for
+    (:func:`poet_edge.schedulers.segment_gap.split_ends`), given (1 - prove_gap) x the incumbent as a
+    cutoff, in the time left less the margin. Returns the (scaled) bound, 0 when it does not run. The
+    cutoff needs the best incumbent, which the large-neighbourhood search finds, so the search hands
+    over once it stalls (``SPLIT_STALL``), at the latest with ``SPLIT_LEFT`` seconds left (bert_tiny at
+    50%, 120 s limit, the proof after the near windows: the incumbent then 30.52%, the cutoff 29.21%
+    was not proven in 59 s, dual bound 27.99%). bert_tiny at 50%, 2 threads: 15-16.5 s to prove
+    28.06%, 1% below scale's 29.35% (24 s before
+    :func:`~poet_edge.schedulers.highs_run.fix_by_reduced_cost`); its dual bound without a cutoff is
+    still 27.00% after 40 s. That incumbent comes at 14-16 s, so the proof fits from a 35 s limit
+    (``SPLIT_FROM``; gap 1.00% at 35, 40, 45 and 60 s), not in 30 s."""
+    best, options = run.best, run.options
+    if not _split_due(run, bound):
         return 0.0
     lp = strict_model(run.problem, run.an, run.cover, run.latency, run.norm, budget)
     if lp is None:
@@ -476,6 +487,7 @@ def _lns(
     bound: float,
     sweeps: list[_Sweep],
     until: float | None = None,
+    handover: tuple[float, float] | None = None,
 ) -> None:
     """Large-neighbourhood search with the stage model (graphs of at most ``LNS_PAIRS`` value-stage
     pairs): the incumbent as a point of the model, every column outside a window fixed, the window
@@ -486,8 +498,10 @@ def _lns(
     change at once. Each kind sweeps its range; after a whole sweep without improvement its windows
     and steps double (once they span everything, or unless ``widen``, that kind stops), until the gap
     closes, every kind stops, or ``until`` seconds of the run (else the time limit less the margin)
-    have passed. ``windows``: the model's arrays (:func:`stage_model.windows`), built once per run;
-    None when the model is infeasible."""
+    have passed. ``handover`` = (at, stall): while the gap is one the split proof takes
+    (:func:`_split_due`), also once ``at`` seconds of the run have passed or the incumbent has not
+    improved for ``stall`` seconds (of this call: it always gets that long). ``windows``: the model's
+    arrays (:func:`stage_model.windows`), built once per run; None when the model is infeasible."""
     problem, an, best, options = run.problem, run.an, run.best, run.options
     margin = MARGIN * options.time_limit_s
     if until is not None:
@@ -499,14 +513,21 @@ def _lns(
         return
     h = replace(windows, gap_abs=_gap_abs(run, best.cost))  # the model's arrays, built once per run
     n = len(problem.nodes)
+    started = time.perf_counter()
     while sweeps:
+        cut = margin  # seconds before the limit this window must end by
+        if handover is not None and _split_due(run, bound):
+            at, stall = handover
+            if time.perf_counter() - max(started, best.began + best.improved_at) > stall:
+                return
+            cut = max(margin, options.time_limit_s - at)
         sw = min(sweeps, key=lambda k: (k.spent / k.share, k.by_value))
         if sw.stale >= n:  # a whole sweep without improvement: wider windows
             if not sw.widen or sw.width >= n:
                 sweeps.remove(sw)
                 continue
             sw.width, sw.step, sw.stale = 2 * sw.width, 2 * sw.step, 0
-        left = _left(best, options) - margin
+        left = _left(best, options) - cut
         if left < 0.5 or best.cost <= bound * (1 + options.gap_rel):
             return
         # HiGHS may overshoot its limit a little on wide windows: at most half of what is left
