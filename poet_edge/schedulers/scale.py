@@ -44,9 +44,9 @@ kinds take turns by time spent, each wider after a sweep without improvement). O
 at least ``SPLIT_FROM`` seconds and while the gap is narrow, the search stops once it stalls
 (``SPLIT_STALL`` of the limit without improvement), at the latest ``SPLIT_LEFT`` seconds before the
 limit, for a cutoff proof on the strict model with gap rows and split ends (:func:`_split_proof`,
-:mod:`poet_edge.schedulers.segment_gap`), then goes on. If the windows
-stall at full width, the local search gets the time left. The incumbent is kept across the phases (a later
-phase only replaces it by a cheaper schedule).
+:mod:`poet_edge.schedulers.segment_gap`), then goes on. If the windows stall at full width, the
+local search gets the time left. The incumbent is kept across the phases (a later phase only replaces
+it by a cheaper schedule).
 
 Local search (:func:`_search`). From the cheapest replayed plans: descents of
 :class:`~poet_edge.schedulers.plan_search._Search`; then iterated: perturb 1-3 random entries of the
