@@ -38,15 +38,14 @@ from poet_edge.schedulers import SCHEDULERS  # noqa: E402
 from poet_edge.schedulers.engine import Analysis, analyse  # noqa: E402
 from poet_edge.schedulers.scale import ScaleOptions  # noqa: E402
 from poet_edge.schedulers.segment_cover import Cover, build_cover  # noqa: E402
-from poet_edge.schedulers.segment_gap import split_ends  # noqa: E402
 from poet_edge.schedulers.segment_lp import _Lp, _solve, bound_model  # noqa: E402
-from poet_edge.schedulers.segment_strict import strict_model  # noqa: E402
+from poet_edge.schedulers.segment_strict import split_model, strict_model  # noqa: E402
 from poet_edge.simulator import simulate  # noqa: E402
 
 Build = Callable[[SchedulingProblem, Analysis, Cover, bool, float, np.ndarray], "_Lp | None"]
 
 
-def split_model(
+def split(
     options: ScaleOptions,
     problem: SchedulingProblem,
     an: Analysis,
@@ -55,17 +54,8 @@ def split_model(
     norm: float,
     budget: np.ndarray,
 ) -> _Lp | None:
-    """The strict model with gap rows and the split ends its LP relaxation asks for (as scale's split
-    proof builds it)."""
-    lp = strict_model(problem, an, cover, latency, norm, budget)
-    if lp is None:
-        return None
-    relaxed = _solve(lp, options.time_limit_s, options, integer=False)
-    if relaxed.values is None:
-        return lp
-    return (
-        strict_model(problem, an, cover, latency, norm, budget, split_ends(cover, lp, relaxed.values)) or lp
-    )
+    """The split model as scale's split proof builds it (its LP relaxation gets the time limit)."""
+    return split_model(problem, an, cover, latency, norm, budget, options.time_limit_s, options)[0]
 
 
 def measure(problem: SchedulingProblem, build: Build, norm: float, options: ScaleOptions) -> tuple[str, ...]:
@@ -101,7 +91,7 @@ def main() -> None:
     models: tuple[tuple[str, Build], ...] = (
         ("seg", bound_model),
         ("strict", strict_model),
-        ("split", partial(split_model, options)),
+        ("split", partial(split, options)),
     )
     for name, base in zoo_graphs("cortex-m4", names):
         roomy = replace(base, budget_bytes=10**12)

@@ -914,6 +914,7 @@ def test_strict_phase_runs_while_the_gap_stays_open(monkeypatch: pytest.MonkeyPa
     import numpy as np
 
     from poet_edge.schedulers import scale as scale_module
+    from poet_edge.schedulers import segment_strict
 
     calls: list[float] = []
     real = scale_module.strict_model
@@ -923,7 +924,8 @@ def test_strict_phase_runs_while_the_gap_stays_open(monkeypatch: pytest.MonkeyPa
         calls.append(0.0 if lp is None else float(np.sum(lp.cost)))
         return lp
 
-    monkeypatch.setattr(scale_module, "strict_model", spy)
+    monkeypatch.setattr(scale_module, "strict_model", spy)  # the strict phase
+    monkeypatch.setattr(segment_strict, "strict_model", spy)  # split_model, in the split proof
     monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
     monkeypatch.setattr(scale_module, "STRICT_GAP", -1.0 if wide else math.inf)
     monkeypatch.setattr(scale_module, "STRICT_LEFT", 0.0)

@@ -90,9 +90,8 @@ from poet_edge.schedulers.plan_replay import (
 )
 from poet_edge.schedulers.plan_search import _modes, _Search, _with
 from poet_edge.schedulers.segment_cover import Cover, build_cover
-from poet_edge.schedulers.segment_gap import split_ends
 from poet_edge.schedulers.segment_lp import _columns, _costs, _input_cuts, _rows, _solve, bound_model
-from poet_edge.schedulers.segment_strict import strict_model
+from poet_edge.schedulers.segment_strict import split_model, strict_model
 from poet_edge.simulator import SimResult, simulate
 
 __all__ = ["NAME", "ScaleOptions", "schedule_scale"]
@@ -391,16 +390,13 @@ def _split_proof(run: _Run, budget: np.ndarray, bound: float, plain: float) -> f
     best, options = run.best, run.options
     if not _split_due(run, bound):
         return 0.0
-    lp = strict_model(run.problem, run.an, run.cover, run.latency, run.norm, budget)
+    lp, relaxed = split_model(
+        run.problem, run.an, run.cover, run.latency, run.norm, budget, _left(best, options), options
+    )
     if lp is None:
-        return 0.0
-    relaxed = _solve(lp, _left(best, options), options, integer=False)
-    if relaxed.values is None:
-        return relaxed.bound
-    splits = split_ends(run.cover, lp, relaxed.values)
-    lp = strict_model(run.problem, run.an, run.cover, run.latency, run.norm, budget, splits) or lp
+        return relaxed
     left = _left(best, options) - MARGIN * options.time_limit_s
-    return max(relaxed.bound, _solve(lp, left, options, cutoff=_cutoff(run, plain)).bound)
+    return max(relaxed, _solve(lp, left, options, cutoff=_cutoff(run, plain)).bound)
 
 
 PROVE_PAIRS = 5000  # the cutoff proof runs on graphs of at most this many pairs (bert_tiny's 6,568: the

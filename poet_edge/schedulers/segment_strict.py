@@ -24,14 +24,27 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedulers.engine import DROP, Analysis
 from poet_edge.schedulers.segment_cover import DEPTH, Cover, Option, _dead, _kinds, strict_bound_options
-from poet_edge.schedulers.segment_gap import _end, gap_rows
-from poet_edge.schedulers.segment_lp import PAIR_NONZEROS, _columns, _costs, _Lp, _near, _rows, _topups
+from poet_edge.schedulers.segment_gap import _end, gap_rows, split_ends
+from poet_edge.schedulers.segment_lp import (
+    PAIR_NONZEROS,
+    _columns,
+    _costs,
+    _Lp,
+    _near,
+    _rows,
+    _solve,
+    _topups,
+)
+
+if TYPE_CHECKING:
+    from poet_edge.schedulers.scale import ScaleOptions
 
 LEVELS = 3  # variants of variants: a variant's pairs ask for variants of their inputs' segments
 # this deep (bert_tiny 1.1x floor: 81.41% with 1 or 2, 87.25% with 3)
@@ -238,3 +251,27 @@ def strict_model(
             lambda y, a: _once_more(problem, an, y, a, comp, pin) / norm,
         )
     return lp if _rows(problem, cover, lp, budget) else None
+
+
+def split_model(
+    problem: SchedulingProblem,
+    an: Analysis,
+    cover: Cover,
+    latency: bool,
+    norm: float,
+    budget: np.ndarray,
+    time_limit: float,
+    options: ScaleOptions,
+) -> tuple[_Lp | None, float]:
+    """The strict model (gap rows included) with the split ends its LP relaxation asks for
+    (:func:`poet_edge.schedulers.segment_gap.split_ends`; the relaxation gets ``time_limit`` seconds),
+    and that relaxation's (scaled) bound. The model is None when the relaxation has no solution, and
+    then the bound 0 as well when :func:`strict_model` is None."""
+    lp = strict_model(problem, an, cover, latency, norm, budget)
+    if lp is None:
+        return None, 0.0
+    relaxed = _solve(lp, time_limit, options, integer=False)
+    if relaxed.values is None:
+        return None, relaxed.bound
+    split = strict_model(problem, an, cover, latency, norm, budget, split_ends(cover, lp, relaxed.values))
+    return split or lp, relaxed.bound
