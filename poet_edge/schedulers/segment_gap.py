@@ -30,6 +30,16 @@ ends of its LP relaxation (31) and 28.06% as a cutoff (1% below scale's 29.35%),
 cutoff in 28 s on 1 thread (16 s on 2 with reduced-cost fixing first), and its dual bound without a
 cutoff is still 27.00% after 40 s. With split ends from MIP solutions instead (a prototype, rounds of
 60-90 s), that model's optimum reached 29.24%.
+
+Limit. The rows see one moment per restoration: i's recomputation, with its direct inputs. They do not
+see the order of the restorations within one gap. Each option may take the others of the same gap to
+come after it, and so be absent at its moment, while a chain holds its shared ancestors throughout. At
+1.1x the floor, bert_tiny's stage 123 holds nothing but its own values, so layer 1's attention is
+recomputed before stage 128 for the backward pass. The strict model's plan for that gap needs seven
+8 KiB values at once, 1,021 bytes over the budget. The stage model's best point (128.5% after 200 s)
+overflows there by the same 1,021 bytes. Split ends iterated from each round's LP and MIP solutions
+(bench/bound_models.py --split-rounds, 120 s per solve) give models whose best points are 91.84-97.39%,
+so none of them bounds above 97.39%. Scale's schedule there is 138.89% (137.7% after 300 s).
 """
 
 from __future__ import annotations
