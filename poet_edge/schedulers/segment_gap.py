@@ -37,9 +37,10 @@ come after it, and so be absent at its moment, while a chain holds its shared an
 1.1x the floor, bert_tiny's stage 123 holds nothing but its own values, so layer 1's attention is
 recomputed before stage 128 for the backward pass. The strict model's plan for that gap needs seven
 8 KiB values at once, 1,021 bytes over the budget. The stage model's best point (128.5% after 200 s)
-overflows there by the same 1,021 bytes. Split ends iterated from each round's LP and MIP solutions
-(bench/bound_models.py --split-rounds, 120 s per solve) give models whose best points are 91.84-97.39%,
-so none of them bounds above 97.39%. Scale's schedule there is 138.89% (137.7% after 300 s).
+overflows by the same 1,021 bytes where it recomputes stage 123's input. Split ends iterated from
+each round's LP and MIP solutions (bench/bound_models.py --split-rounds, 120 s per solve) give models
+whose best points are 91.84-97.39%, so none of them bounds above 97.39%. Scale's schedule there is
+138.89% (137.7% after 300 s).
 """
 
 from __future__ import annotations
