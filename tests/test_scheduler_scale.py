@@ -994,3 +994,39 @@ def test_local_search_descent_stops_when_told() -> None:
     told = search()
     told.run({}, math.inf, lambda plan: None, stop)
     assert told.evals <= 3 < free.evals, (told.evals, free.evals)
+
+
+def test_local_search_stall_is_a_count_of_replays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first local search of the mid-size path stops after ``LNS_STALL`` replays without an
+    improvement, however long each replay takes: with replays slowed by 2 ms each it stops at the same
+    count, and sooner than without the stall (a stall in seconds stopped at different points from run
+    to run, and the windows after it then took different paths)."""
+    import time
+
+    from poet_edge.schedulers import scale as scale_module
+
+    class Stop(Exception):
+        pass
+
+    first: list[int] = []
+    real_search, real_replay = scale_module._search, scale_module.replay_plan
+
+    def search(*args: object, **kwargs: object) -> int:
+        first.append(real_search(*args, **kwargs))  # type: ignore[arg-type]
+        raise Stop  # the rest of the run is not needed
+
+    def slow(*args: object, **kwargs: object) -> object:
+        time.sleep(0.002)
+        return real_replay(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scale_module, "_search", search)
+    monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
+    (problem,) = _budgets(random_layered_dag(60, 1, n_invalidations=1), (0.5,))
+    opts = replace(OPTS, kicks=40, prove_gap=-1.0, gap_rel=-1.0, time_limit_s=600.0)
+    for stall, replay in ((10**9, real_replay), (5, real_replay), (5, slow)):
+        monkeypatch.setattr(scale_module, "LNS_STALL", stall)
+        monkeypatch.setattr(scale_module, "replay_plan", replay)
+        with pytest.raises(Stop):
+            schedule_scale(problem, opts)
+    free, fast, slowed = first
+    assert fast == slowed < free, first

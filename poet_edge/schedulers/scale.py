@@ -28,7 +28,8 @@ much sooner), for at most ``STAGE_SHARE`` of the time left: its dual bound is a 
 larger one is reported) and its solution, decoded as a schedule, is offered (the simulator decides
 whether the RAM between stages fits). The local search then goes on while the gap is open. On
 mid-size graphs (at most ``LNS_PAIRS`` pairs) the local search stops at ``LNS_AFTER`` of the time
-limit, or once it has not improved the incumbent for ``LNS_STALL`` of it. Then near windows
+limit, or once it has not improved the incumbent for ``LNS_STALL`` replays (a count: where it
+stops does not depend on the machine's speed). Then near windows
 (:func:`_near_sweep`: a few values over their whole lives, re-optimized by HiGHS with restorations
 only shortly before a use; until ``NEAR_UNTIL`` of the time limit at most) move early activations
 held through the forward pass. Then, while the gap is wider than ``STRICT_GAP`` and at least
@@ -55,7 +56,8 @@ or the time limit (less a 5% margin) is reached.
 
 The simulator measures every candidate; the cheapest of the plans and the baselines is returned, so
 the result is never worse than the best baseline. The output is deterministic when the run ends
-before the time limit (gap closed, or kicks exhausted) and the first local search before its share.
+before the time limit (gap closed, or kicks exhausted) and the first local search before its share
+(``SEARCH_FIRST``, ``LNS_AFTER``; its stall is a count of replays).
 
 ``Schedule.info``: status, objective, bound, bound_from (what proved it: segment cover, stage model,
 stage model cutoff, strict segment cover, split segment cover, plain pass), gap ((cost - bound) /
@@ -268,7 +270,7 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
         bound, bound_from = _higher((bound, bound_from), (plain + _stages(run, plain) * norm, "stage model"))
         evals += _search(run, bound)
     elif pairs <= LNS_PAIRS:
-        evals = _search(run, bound, LNS_AFTER * options.time_limit_s, stall=LNS_STALL * options.time_limit_s)
+        evals = _search(run, bound, LNS_AFTER * options.time_limit_s, stall=LNS_STALL)
         model = stage_model.build(problem, an, _costs(problem, latency), norm)
         windows = stage_model.windows(model, options.threads, 0.0) if model.feasible else None
         _lns(run, model, windows, bound, _near_sweep(), NEAR_UNTIL * options.time_limit_s)
@@ -342,7 +344,8 @@ STRICT_LEFT = 8.0  # ... and at least this many seconds are left (its seconds co
 STRICT_SHARE = 0.25  # of the time left
 SPLIT_FROM = 30.0  # time limits from which the split model's cutoff proof runs ...
 SPLIT_STALL = 0.1  # ... once the windows have not improved the incumbent for this share of the limit,
-SPLIT_LEFT = 17.0  # ... or at the latest when this many seconds (and the margin) are left
+SPLIT_LEFT = 13.0  # ... or at the latest when this many seconds (and the margin) are left (was 17:
+# bert_tiny at 50%, 30 s, the windows reach 29.24% at 11.8-13.0 s; its proof takes 9.7 s)
 
 
 def _strict(run: _Run, budget: np.ndarray, bound: float) -> float:
@@ -381,12 +384,12 @@ def _split_proof(run: _Run, budget: np.ndarray, bound: float, plain: float) -> f
     cutoff needs the best incumbent, which the large-neighbourhood search finds, so the search hands
     over once it stalls (``SPLIT_STALL``), at the latest with ``SPLIT_LEFT`` seconds left (bert_tiny at
     50%, 120 s limit, the proof after the near windows: the incumbent then 30.52%, the cutoff 29.21%
-    was not proven in 59 s, dual bound 27.99%). bert_tiny at 50%, 2 threads: 15-16.5 s to prove
-    28.06%, 1% below scale's 29.35% (24 s before
-    :func:`~poet_edge.schedulers.highs_run.fix_by_reduced_cost`); its dual bound without a cutoff is
-    still 27.00% after 40 s. That incumbent comes at 11 s of a 30 s run (``LNS_STALL``,
-    ``LNS_VALUE_HEAD``; before them, 14.4 s), so the proof fits from a 30 s limit (``SPLIT_FROM``):
-    gap 1.00% at 30 s (bench/solver.py) and at 35 s."""
+    was not proven in 59 s, dual bound 27.99%). bert_tiny at 50%, 2 threads, the time to prove the
+    cutoff 1% below an incumbent of 29.24%, 29.34%, 29.74% or 30.50%: 9.7 s, 13.9 s, 19.6 s, not in
+    41 s (the split model's optimum is 29.24%); its dual bound without a cutoff is still 27.00% after
+    40 s. The 29.24% incumbent comes at 11.8-13.0 s of a 30 s run (``LNS_STALL``,
+    ``LNS_VALUE_HEAD``), the hand-over by 15.5 s (``SPLIT_LEFT``), and the proof ends by 25.5 s: gap
+    1.00% from a 30 s limit (``SPLIT_FROM``)."""
     best, options = run.best, run.options
     if not _split_due(run, bound):
         return 0.0
@@ -433,7 +436,12 @@ def _prove(run: _Run, model: stage_model.StageModel, bound: float, plain: float)
 
 LNS_PAIRS = 8000  # larger graphs: after the local search, windows of the stage model re-optimized
 LNS_AFTER = 0.5  # share of the time limit after which the large-neighbourhood search takes over
-LNS_STALL = 0.03  # ... or earlier, once the local search has not improved the incumbent for this share
+LNS_STALL = 1000  # ... or earlier, once the local search has not improved the incumbent in this many
+# replays (about 1 s on bert_tiny), STALL_FIRST times as many before its first improvement (bert_tiny at
+# 1.1x the floor needs more than 1,000 for its first). bert_tiny, 30 s, stall 500 / 1,000 / 2,000 /
+# 4,000: at 1.1x the floor 175.28% / 138.89% / 140.20% / 169.71%; at 50% the windows reach 29.24% at
+# 10.5 s / 11.8-13.0 s, and with 1,500 they stop at 29.35%
+STALL_FIRST = 4
 LNS_WIDTH, LNS_STEP, LNS_SECONDS = 20, 10, 3.0  # window stages, step between windows, seconds per window
 LNS_VALUES, LNS_VALUE_STEP = 3, 2  # value windows: values (+1), step between windows
 LNS_VALUE_SHARE = 0.5  # share of the LNS time the value windows get
@@ -618,33 +626,42 @@ def _improve(run: _Run, bound: float) -> str:
 
 
 def _search(
-    run: _Run, bound: float, until: float | None = None, kicks: int | None = None, stall: float | None = None
+    run: _Run, bound: float, until: float | None = None, kicks: int | None = None, stall: int | None = None
 ) -> int:
     """Local search (:class:`_Search`) from the three cheapest recorded plans (or from no eviction at
     all), then iterated: perturb 1-3 random segments of the best plan (fixed seed) and descend again,
     at most ``options.kicks`` times, while time remains and the gap is open; returns the number of
     replays. ``until``: stop once this many seconds of the run have passed; ``kicks``: at most this
     many perturbations instead; ``stall``: stop once the incumbent has not improved for this many
-    seconds (of this search: it always gets that long), checked within a descent too (bert_tiny at
-    50%, 30 s: the search handed over 3.5 s sooner and the windows found 29.35% at 14 s, not 18 s)."""
+    replays (``STALL_FIRST`` x that many before its first improvement), checked within a descent too.
+    A count, not seconds: bert_tiny at 50%, 30 s, with a stall of 0.9 s the search stopped after
+    38.40% in some runs and after 33.53% in others (the next improvement came 0.87 s later), and the
+    windows then took different paths (incumbent at the proof's hand-over 29.35% or 32.25%, gap 1.00%
+    or 3.97%); at 1.1x the floor it stopped before its first improvement in some runs (221.75%) and
+    not in others (138.89%)."""
     problem, an, cover, best, options = run.problem, run.an, run.cover, run.best, run.options
     costs = _costs(problem, run.latency)
     search = _Search(problem, an, cover, costs, _modes(problem, cover))
     starts = [plan for _, _, plan in sorted(best.plans, key=lambda x: (x[0], x[1]))] or [{}]
     done: set[tuple[tuple[int, str], ...]] = set()
     margin = MARGIN * options.time_limit_s
-    started = time.perf_counter()
     if until is not None:  # stop once ``until`` seconds of the run have passed
         margin = max(margin, options.time_limit_s - until)
+
+    improved = [0]  # replays of this search when it last improved the incumbent
 
     def offer(plan: Plan) -> None:
         schedule, _ = replay_plan(problem, an, _as_plan(cover, plan), costs)
         if schedule is not None:
+            before = best.cost
             _try(problem, best, options, lambda: schedule, "local search")
+            if best.cost < before:
+                improved[0] = search.evals
 
-    def stalled() -> bool:
-        last = max(started, best.began + best.improved_at)  # the search's own start counts as one
-        return stall is not None and time.perf_counter() - last > stall
+    def stalled() -> bool:  # before its first improvement, the search gets STALL_FIRST x stall replays
+        return stall is not None and search.evals - improved[0] > (
+            stall if improved[0] else STALL_FIRST * stall
+        )
 
     def more() -> bool:
         return not stalled() and best.cost > bound * (1 + options.gap_rel) and _left(best, options) >= margin
