@@ -1003,6 +1003,7 @@ def test_local_search_stall_is_a_count_of_replays(monkeypatch: pytest.MonkeyPatc
     to run, and the windows after it then took different paths)."""
     import time
 
+    from poet_edge.schedulers import plan_search
     from poet_edge.schedulers import scale as scale_module
 
     class Stop(Exception):
@@ -1025,7 +1026,8 @@ def test_local_search_stall_is_a_count_of_replays(monkeypatch: pytest.MonkeyPatc
     opts = replace(OPTS, kicks=40, prove_gap=-1.0, gap_rel=-1.0, time_limit_s=600.0)
     for stall, replay in ((10**9, real_replay), (5, real_replay), (5, slow)):
         monkeypatch.setattr(scale_module, "LNS_STALL", stall)
-        monkeypatch.setattr(scale_module, "replay_plan", replay)
+        monkeypatch.setattr(scale_module, "replay_plan", replay)  # the incumbent's replays
+        monkeypatch.setattr(plan_search, "replay_plan", replay)  # the search's own (its count)
         with pytest.raises(Stop):
             schedule_scale(problem, opts)
     free, fast, slowed = first

@@ -648,20 +648,19 @@ def _search(
     if until is not None:  # stop once ``until`` seconds of the run have passed
         margin = max(margin, options.time_limit_s - until)
 
-    improved = [0]  # replays of this search when it last improved the incumbent
+    improved = 0  # replays of this search when it last improved the incumbent
 
     def offer(plan: Plan) -> None:
+        nonlocal improved
         schedule, _ = replay_plan(problem, an, _as_plan(cover, plan), costs)
         if schedule is not None:
             before = best.cost
             _try(problem, best, options, lambda: schedule, "local search")
             if best.cost < before:
-                improved[0] = search.evals
+                improved = search.evals
 
     def stalled() -> bool:  # before its first improvement, the search gets STALL_FIRST x stall replays
-        return stall is not None and search.evals - improved[0] > (
-            stall if improved[0] else STALL_FIRST * stall
-        )
+        return stall is not None and search.evals - improved > (stall if improved else STALL_FIRST * stall)
 
     def more() -> bool:
         return not stalled() and best.cost > bound * (1 + options.gap_rel) and _left(best, options) >= margin
