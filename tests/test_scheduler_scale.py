@@ -559,7 +559,7 @@ def test_stage_model_gap_orders_restore_inputs_first(seed: int) -> None:
     rng = random.Random(seed)
     for _ in range(50):
         todo = [(v, rng.choice("ci")) for v in sorted(rng.sample(range(40), rng.randint(1, 15)))]
-        orders = stage_model._orders(an, todo)
+        orders = stage_model._orders(problem.nodes, an, todo)
         assert orders[0] == sorted(todo) and len(orders) == len({tuple(o) for o in orders})
         for order in orders:
             assert sorted(order) == sorted(todo)
@@ -603,6 +603,32 @@ def test_stage_model_decode_orders_a_gap_depth_first() -> None:
     sim = simulate(problem, decoded)
     assert sim.peak_ram_bytes == 140
     assert sim.n_recomputations == 4
+
+
+def test_stage_model_decode_restores_the_input_needing_most_ram_first() -> None:
+    """decode also tries depth-first orders that restore first the input whose own restoration needs
+    the most RAM beyond its bytes (Sethi-Ullman): gap 8 recomputes j from a (one step from s) and b
+    (from b1 and b2, both held until b runs), with s and the 100-byte x in RAM. Restoring a first, as
+    the topological and the by-index depth-first orders do, holds a while b1, b2 and b are in RAM,
+    10 bytes over the budget; b's inputs first, it fits (bert_tiny at 1.1x the floor: the attention's
+    value projection restored after the softmax, not before)."""
+    from poet_edge.schedule import Compute, Free
+    from poet_edge.schedulers import stage_model
+
+    sizes = {"s": 10, "a": 10, "b1": 10, "b2": 10, "b": 10, "j": 10, "y": 30, "x": 100, "z": 10}
+    nodes = tuple(ProblemNode(name, size, compute_j=1.0) for name, size in sizes.items())
+    edges = ((0, 1), (0, 2), (0, 3), (2, 4), (3, 4), (1, 5), (4, 5), (5, 6), (6, 7), (7, 8), (5, 8), (0, 8))
+    problem = SchedulingProblem(nodes, edges, budget_bytes=140)
+    steps = ["+s", "+a", "+b1", "+b2", "+b", "-b1", "-b2", "+j", "-a", "-b", "+y", "-j", "+x", "-y"]
+    steps += ["+b1", "+b2", "+b", "-b1", "-b2", "+a", "+j", "-a", "-b", "+z"]
+    schedule = Schedule(tuple(Compute(s[1:]) if s[0] == "+" else Free(s[1:]) for s in steps), "test")
+    assert simulate(problem, schedule).peak_ram_bytes == 140
+    an, model = _stage_model(problem)
+    x = stage_model.encode(problem, an, model, schedule)
+    assert x is not None and stage_model.violated(model, x) == []
+    sim = simulate(problem, stage_model.decode(problem, an, model, x))
+    assert sim.peak_ram_bytes == 140
+    assert sim.n_recomputations == 5
 
 
 def test_stage_model_decode_skips_restorations_nothing_needs() -> None:

@@ -360,7 +360,7 @@ def decode(problem: SchedulingProblem, an: Analysis, m: StageModel, values: np.n
     for t in range(n):
         ins = {q for q in an.preds[t] if nodes[q].out_bytes > 0}
         keep = ins | kept[t]
-        orders = _orders(an, _needed(an, gap[t], ram, keep))
+        orders = _orders(nodes, an, _needed(an, gap[t], ram, keep))
         gap_steps, ram, _ = min(
             (_restore(nodes, an, order, ram, stored, keep) for order in orders), key=lambda r: r[2]
         )
@@ -392,12 +392,15 @@ def _needed(
     return [(i, k) for i, k in todo if i in seen]
 
 
-def _orders(an: Analysis, todo: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
+def _orders(
+    nodes: tuple[ProblemNode, ...], an: Analysis, todo: list[tuple[int, str]]
+) -> list[list[tuple[int, str]]]:
     """Orders in which a gap may restore ``todo`` (each recomputation after the restorations of its
     inputs): topological, and depth first (each value restored just before the first restoration
     that needs it) from the values no other restoration needs (the sinks), taken in ascending and in
     descending order, each also with the sinks that are page-ins last (they need nothing and only
-    hold RAM)."""
+    hold RAM); the depth-first orders visit the inputs of a recomputation by index and, again, by
+    :func:`_labels` (the input whose restoration needs the most RAM beyond its own bytes first)."""
     first = sorted(todo)
     if len(first) < 2:
         return [first]
@@ -405,16 +408,38 @@ def _orders(an: Analysis, todo: list[tuple[int, str]]) -> list[list[tuple[int, s
     users = {u for i, k in first if k == "c" for u in an.preds[i]}
     up = [i for i, _ in first if i not in users]
     out = [first]
-    for sinks in (up, up[::-1]):
-        last = [i for i in sinks if kind[i] == "c"] + [i for i in sinks if kind[i] != "c"]
-        for order in (_depth_first(an, kind, sinks), _depth_first(an, kind, last)):
-            if order not in out:
-                out.append(order)
+    for priority in (None, _labels(nodes, an, kind)):
+        for sinks in (up, up[::-1]):
+            last = [i for i in sinks if kind[i] == "c"] + [i for i in sinks if kind[i] != "c"]
+            for order in (_depth_first(an, kind, sinks, priority), _depth_first(an, kind, last, priority)):
+                if order not in out:
+                    out.append(order)
     return out
 
 
-def _depth_first(an: Analysis, kind: dict[int, str], sinks: list[int]) -> list[tuple[int, str]]:
-    """Postorder from ``sinks`` through the inputs of recomputations (values in ``kind`` only)."""
+def _labels(nodes: tuple[ProblemNode, ...], an: Analysis, kind: dict[int, str]) -> dict[int, int]:
+    """Sethi-Ullman priorities of the restorations of a gap: the bytes a restoration and those of its
+    inputs (transitively, a shared input counted for every user; values in RAM not counted) need when
+    the inputs are restored depth first by priority, less its own bytes."""
+    need: dict[int, int] = {}
+    for i in sorted(kind):  # inputs have lower indices
+        own = nodes[i].out_bytes
+        held, peak = 0, 0
+        if kind[i] == "c":
+            kids = {u for u in an.preds[i] if u in kind}
+            for u in sorted(kids, key=lambda u: (nodes[u].out_bytes - need[u], u)):
+                peak = max(peak, held + need[u])
+                held += nodes[u].out_bytes
+            peak = max(peak, held + own + nodes[i].workspace_bytes)
+        need[i] = max(peak, own)
+    return {i: need[i] - nodes[i].out_bytes for i in kind}
+
+
+def _depth_first(
+    an: Analysis, kind: dict[int, str], sinks: list[int], priority: dict[int, int] | None = None
+) -> list[tuple[int, str]]:
+    """Postorder from ``sinks`` through the inputs of recomputations (values in ``kind`` only); the
+    inputs of a recomputation by index, or with ``priority`` the highest first."""
     order: list[tuple[int, str]] = []
     seen: set[int] = set()
     for sink in sinks:
@@ -429,9 +454,10 @@ def _depth_first(an: Analysis, kind: dict[int, str], sinks: list[int]) -> list[t
             seen.add(i)
             stack.append((i, True))
             if kind[i] == "c":
-                stack += [
-                    (u, False) for u in sorted(an.preds[i], reverse=True) if u in kind and u not in seen
-                ]
+                us = sorted(u for u in an.preds[i] if u in kind and u not in seen)
+                if priority is not None:
+                    us.sort(key=lambda u: -priority[u])
+                stack += [(u, False) for u in reversed(us)]  # the first to visit pushed last
     return order
 
 
