@@ -23,7 +23,7 @@ from poet_edge.schedulers.milp import MilpOptions, schedule_milp
 from poet_edge.schedulers.scale import ScaleOptions, schedule_scale
 from poet_edge.schedulers.segment_cover import Segment
 from poet_edge.schedulers.stage_model import StageModel
-from poet_edge.simulator import simulate
+from poet_edge.simulator import SimResult, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 OPTS = ScaleOptions(time_limit_s=60.0, threads=1, kicks=3)  # few kicks: ends before the limit
@@ -569,13 +569,31 @@ def test_stage_model_gap_orders_restore_inputs_first(seed: int) -> None:
                     assert all(where[u] < k for u in an.preds[v] if u in where)
 
 
+def _plus_minus(steps: list[str]) -> Schedule:
+    """A schedule from "+name" (compute) and "-name" (free) steps."""
+    from poet_edge.schedule import Compute, Free
+
+    return Schedule(tuple(Compute(s[1:]) if s[0] == "+" else Free(s[1:]) for s in steps), "test")
+
+
+def _decoded(problem: SchedulingProblem, steps: list[str]) -> SimResult:
+    """The replay of what decode makes of the stage-model point of ``steps`` (a schedule that fills the
+    budget exactly and breaks no row of the model)."""
+    from poet_edge.schedulers import stage_model
+
+    schedule = _plus_minus(steps)
+    assert simulate(problem, schedule).peak_ram_bytes == problem.budget_bytes
+    an, model = _stage_model(problem)
+    x = stage_model.encode(problem, an, model, schedule)
+    assert x is not None and stage_model.violated(model, x) == []
+    return simulate(problem, stage_model.decode(problem, an, model, x))
+
+
 def test_stage_model_decode_orders_a_gap_depth_first() -> None:
     """decode restores a gap in the order with the least RAM: here gap 6 recomputes a1 -> a2 (a2 kept
     for node 7) and b1 -> b2 (b2, whose computation needs 20 bytes of workspace, is node 6's input).
     In topological order a2 is in RAM while b2 runs and the gap needs 10 bytes more than the budget;
     depth first from b2 it fits, as the schedule it was encoded from does."""
-    from poet_edge.schedule import Compute, Free
-    from poet_edge.schedulers import stage_model
 
     def node(name: str, size: int = 10, ws: int = 0) -> ProblemNode:
         return ProblemNode(name, size, compute_j=1.0, workspace_bytes=ws)
@@ -594,13 +612,7 @@ def test_stage_model_decode_orders_a_gap_depth_first() -> None:
     problem = SchedulingProblem(nodes, edges, budget_bytes=140)
     steps = ["+a1", "+a2", "-a1", "+b1", "+b2", "-b1", "+x", "-a2", "-b2", "+y", "-x"]
     steps += ["+b1", "+b2", "-b1", "+a1", "+a2", "-a1", "+z", "-b2", "-y", "+w"]
-    schedule = Schedule(tuple(Compute(s[1:]) if s[0] == "+" else Free(s[1:]) for s in steps), "test")
-    assert simulate(problem, schedule).peak_ram_bytes == 140
-    an, model = _stage_model(problem)
-    x = stage_model.encode(problem, an, model, schedule)
-    assert x is not None and stage_model.violated(model, x) == []
-    decoded = stage_model.decode(problem, an, model, x)
-    sim = simulate(problem, decoded)
+    sim = _decoded(problem, steps)
     assert sim.peak_ram_bytes == 140
     assert sim.n_recomputations == 4
 
@@ -612,21 +624,13 @@ def test_stage_model_decode_restores_the_input_needing_most_ram_first() -> None:
     the topological and the by-index depth-first orders do, holds a while b1, b2 and b are in RAM,
     10 bytes over the budget; b's inputs first, it fits (bert_tiny at 1.1x the floor: the attention's
     value projection restored after the softmax, not before)."""
-    from poet_edge.schedule import Compute, Free
-    from poet_edge.schedulers import stage_model
-
     sizes = {"s": 10, "a": 10, "b1": 10, "b2": 10, "b": 10, "j": 10, "y": 30, "x": 100, "z": 10}
     nodes = tuple(ProblemNode(name, size, compute_j=1.0) for name, size in sizes.items())
     edges = ((0, 1), (0, 2), (0, 3), (2, 4), (3, 4), (1, 5), (4, 5), (5, 6), (6, 7), (7, 8), (5, 8), (0, 8))
     problem = SchedulingProblem(nodes, edges, budget_bytes=140)
     steps = ["+s", "+a", "+b1", "+b2", "+b", "-b1", "-b2", "+j", "-a", "-b", "+y", "-j", "+x", "-y"]
     steps += ["+b1", "+b2", "+b", "-b1", "-b2", "+a", "+j", "-a", "-b", "+z"]
-    schedule = Schedule(tuple(Compute(s[1:]) if s[0] == "+" else Free(s[1:]) for s in steps), "test")
-    assert simulate(problem, schedule).peak_ram_bytes == 140
-    an, model = _stage_model(problem)
-    x = stage_model.encode(problem, an, model, schedule)
-    assert x is not None and stage_model.violated(model, x) == []
-    sim = simulate(problem, stage_model.decode(problem, an, model, x))
+    sim = _decoded(problem, steps)
     assert sim.peak_ram_bytes == 140
     assert sim.n_recomputations == 5
 
@@ -635,14 +639,13 @@ def test_stage_model_decode_skips_restorations_nothing_needs() -> None:
     """A point of the stage model may restore a value that is in RAM already, or one that neither the
     gap nor a later stage uses (HiGHS's points at a time limit do): decode leaves those out, so the
     point decodes to the schedule of the point without them (old decode: two computations more)."""
-    from poet_edge.schedule import Compute, Free
     from poet_edge.schedulers import stage_model
 
     nodes = tuple(ProblemNode(name, 10, compute_j=1.0) for name in ("a", "b", "c", "d", "e"))
     edges = ((0, 1), (1, 2), (2, 3), (1, 4), (3, 4))
     problem = SchedulingProblem(nodes, edges, budget_bytes=40)
     steps = ["+a", "+b", "-a", "+c", "+d", "-c", "+e"]
-    schedule = Schedule(tuple(Compute(s[1:]) if s[0] == "+" else Free(s[1:]) for s in steps), "test")
+    schedule = _plus_minus(steps)
     an, model = _stage_model(problem)
     x = stage_model.encode(problem, an, model, schedule)
     assert x is not None and stage_model.violated(model, x) == []
