@@ -635,6 +635,30 @@ def test_stage_model_decode_restores_the_input_needing_most_ram_first() -> None:
     assert sim.n_recomputations == 5
 
 
+def test_stage_model_decode_repairs_a_gap_no_order_fits() -> None:
+    """The model counts a restoration once per gap: here gap 5 recomputes c (kept for z) for the chain
+    c -> d -> e (e is t's input), frees it and recomputes it again at the end, as the schedule does.
+    Holding c while e runs is 5 bytes over the budget, so no order of c, d, e fits; decode frees a
+    value the step does not need (w, the cheapest per byte to recompute) and restores it again at the
+    end (gap_repair): the schedule fits with as many recomputations as the one encoded. (bert_tiny at
+    1.1x the floor: the windows' points at 130.56-131.71% that overflowed by 1,021 bytes.)"""
+    from poet_edge.schedulers import stage_model
+
+    sizes = {"p": 10, "c": 10, "d": 10, "e": 10, "w": 25, "t": 5, "z": 5}
+    nodes = tuple(ProblemNode(k, size, compute_j=1.0, recomputable=k != "p") for k, size in sizes.items())
+    edges = ((0, 1), (1, 2), (2, 3), (0, 4), (3, 5), (4, 5), (1, 6), (5, 6))
+    problem = SchedulingProblem(nodes, edges, budget_bytes=60)
+    steps = ["+p", "+c", "+d", "-c", "+e", "-d", "-e", "+w"]
+    steps += ["+c", "+d", "-c", "+e", "-d", "+c", "+t", "-e", "-w", "+z"]
+    sim = _decoded(problem, steps)
+    assert sim.peak_ram_bytes <= 60
+    assert sim.n_recomputations == 4
+    an, _ = _stage_model(problem)
+    order = [(1, "c"), (2, "c"), (3, "c")]
+    assert stage_model._orders(nodes, an, order) == [order]  # c, d, e: the only order
+    assert stage_model._restore(nodes, an, order, {0, 4}, set(), {0, 1, 3, 4})[2] == 65
+
+
 def test_stage_model_decode_skips_restorations_nothing_needs() -> None:
     """A point of the stage model may restore a value that is in RAM already, or one that neither the
     gap nor a later stage uses (HiGHS's points at a time limit do): decode leaves those out, so the

@@ -27,7 +27,8 @@ also decoded into a schedule (:func:`decode`: the restorations of gap t that som
 values already in RAM, nor of values neither gap t nor a later stage uses), in the order, topological
 or depth first, that holds the least RAM, freeing every value as soon as gap t and node t no longer
 need it and it is not kept); the simulator decides whether it fits (transient RAM of the
-restorations may not).
+restorations may not). A gap that fits in no such order is repaired where possible
+(:mod:`poet_edge.schedulers.gap_repair`: a value freed and restored again within the gap).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import numpy as np
 from poet_edge.problem import ProblemNode, SchedulingProblem
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 from poet_edge.schedulers.engine import Analysis
+from poet_edge.schedulers.gap_repair import restore_evicting
 from poet_edge.schedulers.highs_run import CUTOFF_TOL, add_csr, add_rows, rows_csr, run_checked
 
 
@@ -335,7 +337,9 @@ def run(h: Any, time_limit: float, start: np.ndarray | None = None, cutoff: floa
 
 
 def decode(problem: SchedulingProblem, an: Analysis, m: StageModel, values: np.ndarray) -> Schedule:
-    """The schedule of a solution (see the module docstring); the simulator checks it."""
+    """The schedule of a solution (see the module docstring); the simulator checks it. A gap that no
+    order fits is restored by :func:`~poet_edge.schedulers.gap_repair.restore_evicting` where that
+    fits (the schedule then costs more than the point)."""
     nodes, n = problem.nodes, len(problem.nodes)
     kept: list[set[int]] = [set() for _ in range(n)]  # values in RAM across the end of stage t
     for (t, v), c in m.K.items():
@@ -352,6 +356,7 @@ def decode(problem: SchedulingProblem, an: Analysis, m: StageModel, values: np.n
     steps: list[Step] = []
     ram: set[int] = set()
     stored: set[int] = set()
+    room = problem.budget_bytes - problem.fixed_bytes
 
     def free(v: int) -> None:
         steps.append(Free(nodes[v].name))
@@ -361,9 +366,18 @@ def decode(problem: SchedulingProblem, an: Analysis, m: StageModel, values: np.n
         ins = {q for q in an.preds[t] if nodes[q].out_bytes > 0}
         keep = ins | kept[t]
         orders = _orders(nodes, an, _needed(an, gap[t], ram, keep))
-        gap_steps, ram, _ = min(
-            (_restore(nodes, an, order, ram, stored, keep) for order in orders), key=lambda r: r[2]
-        )
+        tried = [_restore(nodes, an, order, ram, stored, keep) for order in orders]
+        gap_steps, after, peak = min(tried, key=lambda r: r[2])
+        if peak > room:  # no order fits: free and restore again what does not (gap_repair)
+            fixed = [
+                restore_evicting(nodes, an, t, o, ram, stored, keep, room, paged)
+                for paged in (False, True)
+                for o in orders
+            ]
+            fits = [r for r in fixed if r is not None]
+            if fits:
+                gap_steps, after, _ = min(fits, key=lambda r: _price(nodes, r[0]))
+        ram = after
         steps += gap_steps
         steps.append(Compute(nodes[t].name))
         ram.add(t)
@@ -378,6 +392,16 @@ def decode(problem: SchedulingProblem, an: Analysis, m: StageModel, values: np.n
             if v not in kept[t]:
                 free(v)
     return Schedule(tuple(steps), "scale")
+
+
+def _price(nodes: tuple[ProblemNode, ...], steps: list[Step]) -> float:
+    """The energy of a gap's recomputations and page-ins."""
+    index = {node.name: node for node in nodes}
+    return sum(
+        index[s.node].compute_j if isinstance(s, Compute) else index[s.node].page_in_j
+        for s in steps
+        if isinstance(s, (Compute, PageIn))
+    )
 
 
 def _needed(
