@@ -635,21 +635,27 @@ def test_stage_model_decode_restores_the_input_needing_most_ram_first() -> None:
     assert sim.n_recomputations == 5
 
 
-def test_stage_model_decode_repairs_a_gap_no_order_fits() -> None:
-    """The model counts a restoration once per gap: here gap 5 recomputes c (kept for z) for the chain
-    c -> d -> e (e is t's input), frees it and recomputes it again at the end, as the schedule does.
-    Holding c while e runs is 5 bytes over the budget, so no order of c, d, e fits; decode frees a
-    value the step does not need (w, the cheapest per byte to recompute) and restores it again at the
-    end (gap_repair): the schedule fits with as many recomputations as the one encoded. (bert_tiny at
-    1.1x the floor: the windows' points at 130.56-131.71% that overflowed by 1,021 bytes.)"""
-    from poet_edge.schedulers import stage_model
-
+def _gap_no_order_fits() -> tuple[SchedulingProblem, list[str]]:
+    """Gap 5 recomputes c (kept for z) for the chain c -> d -> e (e is t's input), frees it and
+    recomputes it again at the end: the schedule fits (60 bytes), but holding c while e runs is 5
+    bytes over, so the model's point of it fits in no order of c, d, e."""
     sizes = {"p": 10, "c": 10, "d": 10, "e": 10, "w": 25, "t": 5, "z": 5}
     nodes = tuple(ProblemNode(k, size, compute_j=1.0, recomputable=k != "p") for k, size in sizes.items())
     edges = ((0, 1), (1, 2), (2, 3), (0, 4), (3, 5), (4, 5), (1, 6), (5, 6))
-    problem = SchedulingProblem(nodes, edges, budget_bytes=60)
     steps = ["+p", "+c", "+d", "-c", "+e", "-d", "-e", "+w"]
     steps += ["+c", "+d", "-c", "+e", "-d", "+c", "+t", "-e", "-w", "+z"]
+    return SchedulingProblem(nodes, edges, budget_bytes=60), steps
+
+
+def test_stage_model_decode_repairs_a_gap_no_order_fits() -> None:
+    """The model counts a restoration once per gap (:func:`_gap_no_order_fits`): no order of gap 5
+    fits, so decode frees a value the step does not need (w, the cheapest per byte to recompute) and
+    restores it again at the end (gap_repair): the schedule fits with as many recomputations as the
+    one encoded. (bert_tiny at 1.1x the floor: window points that overflowed by 1,021 bytes.)"""
+    from poet_edge.schedulers import stage_model
+
+    problem, steps = _gap_no_order_fits()
+    nodes = problem.nodes
     sim = _decoded(problem, steps)
     assert sim.peak_ram_bytes <= 60
     assert sim.n_recomputations == 4
@@ -657,6 +663,36 @@ def test_stage_model_decode_repairs_a_gap_no_order_fits() -> None:
     order = [(1, "c"), (2, "c"), (3, "c")]
     assert stage_model._orders(nodes, an, order) == [order]  # c, d, e: the only order
     assert stage_model._restore(nodes, an, order, {0, 4}, set(), {0, 1, 3, 4})[2] == 65
+
+
+def test_lns_takes_a_repaired_window_point_only_when_it_gains_more_than_the_repair_hides() -> None:
+    """A window's point whose gap needed a repair costs more than the point (here 4 recomputations
+    against the model's 3). The windows search below the model's cost of the incumbent, so such an
+    incumbent hides the schedules between the two: _window_schedule takes the repaired schedule only
+    when it beats the incumbent by at least that difference, else raises (bert_tiny at 50%: 29.63%
+    with every repair taken, 29.35% and gap 0.66% with this rule)."""
+    import numpy as np
+
+    from poet_edge.schedulers import scale, stage_model
+    from poet_edge.schedulers.segment_cover import build_cover
+
+    problem, steps = _gap_no_order_fits()
+    an, model = _stage_model(problem)
+    x = stage_model.encode(problem, an, model, _plus_minus(steps))
+    assert x is not None
+    point = float(np.dot(model.cost, x))
+    solved = stage_model.Result("test", False, True, point, 0.0, x)
+    repaired: list[int] = []
+    assert simulate(problem, stage_model.decode(problem, an, model, x, repaired)).energy_j == 7 + 4
+    assert repaired == [5] and point == pytest.approx(3)  # c, d, e (the model's costs are not scaled)
+    for incumbent, taken in ((13.0, True), (12.0, True), (11.5, False)):  # 11 + what the repair hides
+        best = scale._Best(cost=incumbent)
+        run = scale._Run(problem, an, build_cover(problem, an, False), best, OPTS, False, 1.0)
+        if taken:
+            assert simulate(problem, scale._window_schedule(run, model, solved)).energy_j == 11
+        else:
+            with pytest.raises(PoetError, match="repair of gaps"):
+                scale._window_schedule(run, model, solved)
 
 
 def test_stage_model_decode_skips_restorations_nothing_needs() -> None:

@@ -336,10 +336,17 @@ def run(h: Any, time_limit: float, start: np.ndarray | None = None, cutoff: floa
     )
 
 
-def decode(problem: SchedulingProblem, an: Analysis, m: StageModel, values: np.ndarray) -> Schedule:
+def decode(
+    problem: SchedulingProblem,
+    an: Analysis,
+    m: StageModel,
+    values: np.ndarray,
+    repaired: list[int] | None = None,
+) -> Schedule:
     """The schedule of a solution (see the module docstring); the simulator checks it. A gap that no
     order fits is restored by :func:`~poet_edge.schedulers.gap_repair.restore_evicting` where that
-    fits (the schedule then costs more than the point)."""
+    fits (the schedule then costs more than the point); the stages of such gaps are appended to
+    ``repaired``."""
     nodes, n = problem.nodes, len(problem.nodes)
     kept: list[set[int]] = [set() for _ in range(n)]  # values in RAM across the end of stage t
     for (t, v), c in m.K.items():
@@ -377,6 +384,8 @@ def decode(problem: SchedulingProblem, an: Analysis, m: StageModel, values: np.n
             fits = [r for r in fixed if r is not None]
             if fits:
                 gap_steps, after, _ = min(fits, key=lambda r: _price(nodes, r[0]))
+                if repaired is not None:
+                    repaired.append(t)
         ram = after
         steps += gap_steps
         steps.append(Compute(nodes[t].name))
