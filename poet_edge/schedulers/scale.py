@@ -41,7 +41,9 @@ model, told to look only for points cheaper than (1 - prove_gap) x the incumbent
 none, that is a lower bound (the incumbent is proven within prove_gap). Then a large-neighbourhood
 search with the stage model takes over (:func:`_lns`: windows of stages, and windows of a few values
 over their whole lives, re-optimized by HiGHS around the incumbent, every other column fixed; the two
-kinds take turns by time spent, each wider after a sweep without improvement). On time limits of
+kinds take turns by time spent, each wider after a sweep without improvement; a point whose decode
+needed a repair is taken only when it gains more than the repair hides: :func:`_window_schedule`). On
+time limits of
 at least ``SPLIT_FROM`` seconds and while the gap is narrow, the search stops once it stalls
 (``SPLIT_STALL`` of the limit without improvement), at the latest ``SPLIT_LEFT`` seconds before the
 limit, for a cutoff proof on the strict model with gap rows and split ends (:func:`_split_proof`,
