@@ -41,10 +41,10 @@ def test_restore_evicting_replays_within_the_room(seed: int) -> None:
         if out is None:
             failed += 1
             continue
-        steps, after, peak = out
+        steps, after, peak, spent = out
         repaired += room < plain
         held = set(ram)
-        most = 0
+        most, energy = 0, 0.0
         for step in steps:
             v = index[step.node]
             if isinstance(step, Free):
@@ -52,6 +52,7 @@ def test_restore_evicting_replays_within_the_room(seed: int) -> None:
                 held.discard(v)
                 continue
             assert v not in held
+            energy += nodes[v].page_in_j if isinstance(step, PageIn) else nodes[v].compute_j
             if isinstance(step, PageIn):
                 assert v in stored
                 most = max(most, sum(nodes[u].out_bytes for u in held) + nodes[v].out_bytes)
@@ -64,7 +65,7 @@ def test_restore_evicting_replays_within_the_room(seed: int) -> None:
                     sum(nodes[u].out_bytes for u in held) + nodes[v].out_bytes + nodes[v].workspace_bytes,
                 )
             held.add(v)
-        assert held == after and most == peak <= room
+        assert held == after and most == peak <= room and energy == pytest.approx(spent)
         assert after <= keep
         assert (set(ram) | {v for v, _ in order}) & keep <= after
     assert repaired > 0 and failed > 0

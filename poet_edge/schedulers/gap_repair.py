@@ -38,6 +38,7 @@ class _Gap:
     steps: list[Step] = field(default_factory=list)
     byte: int = 0
     peak: int = 0
+    spent: float = 0.0  # energy of the steps' recomputations and page-ins
     later: set[int] = field(default_factory=set)  # inputs of the order's restorations still to come
     cap: int = 0
     paged_first: bool = False
@@ -127,11 +128,10 @@ class _Gap:
                     return False
                 held.add(u)
         extra = node.out_bytes + (0 if by_page else node.workspace_bytes)
-        if not self.make_room(extra, held):
+        if not self.make_room(extra, held):  # (held: v's inputs stay, as they did while brought)
             return False
-        if not all(u in self.ram for u in ([] if by_page else self.inputs(v))):
-            return False  # an input was freed to make room for another: give up rather than loop
         self.steps.append(PageIn(node.name) if by_page else Compute(node.name))
+        self.spent += node.page_in_j if by_page else node.compute_j
         self.peak = max(self.peak, self.byte + extra)
         self.ram.add(v)
         self.byte += node.out_bytes
@@ -149,19 +149,20 @@ def restore_evicting(
     keep: set[int],
     room: int,
     paged_first: bool = False,
-) -> tuple[list[Step], set[int], int] | None:
+) -> tuple[list[Step], set[int], int, float] | None:
     """The steps of gap ``stage`` restoring ``order`` (``"c"``: recompute, ``"i"``: page in) within
     ``room`` bytes of values, freeing and restoring again what does not fit (see the module
     docstring; ``paged_first``: see :meth:`_Gap.rank`). Returns the steps, the RAM after them
-    (``keep``'s values that were in RAM or restored) and the most bytes in RAM while a step runs;
-    None when the gap cannot be made to fit this way."""
+    (``keep``'s values that were in RAM or restored), the most bytes in RAM while a step runs and the
+    energy of the steps' recomputations and page-ins; None when the gap cannot be made to fit this
+    way."""
     try:
         return _repair(_Gap(nodes, an, stage, stored, keep, room, set(ram), paged_first=paged_first), order)
     except RecursionError:  # a chain of evicted inputs deeper than Python's stack: not repaired
         return None
 
 
-def _repair(g: _Gap, order: list[tuple[int, str]]) -> tuple[list[Step], set[int], int] | None:
+def _repair(g: _Gap, order: list[tuple[int, str]]) -> tuple[list[Step], set[int], int, float] | None:
     ram, keep, room = set(g.ram), g.keep, g.room
     g.byte = sum(g.size(v) for v in g.ram)
     g.cap = max(64, MAX_STEPS * len(order))
@@ -181,4 +182,4 @@ def _repair(g: _Gap, order: list[tuple[int, str]]) -> tuple[list[Step], set[int]
     g.tidy(set())
     if g.peak > room or not target <= g.ram:
         return None
-    return g.steps, g.ram, g.peak
+    return g.steps, g.ram, g.peak, g.spent

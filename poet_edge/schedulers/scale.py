@@ -73,6 +73,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import numpy as np
 
@@ -557,7 +558,7 @@ def _lns(
         if solved.values is None:
             continue
         before = best.cost
-        _try(problem, best, options, lambda s=solved: _window_schedule(run, model, s), "stage LNS")  # type: ignore[misc]
+        _try(problem, best, options, partial(_window_schedule, run, model, solved), "stage LNS")
         y = stage_model.encode(problem, an, model, best.schedule) if best.cost < before else None
         if y is not None:
             x = y

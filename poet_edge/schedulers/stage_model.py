@@ -383,7 +383,7 @@ def decode(
             ]
             fits = [r for r in fixed if r is not None]
             if fits:
-                gap_steps, after, _ = min(fits, key=lambda r: _price(nodes, r[0]))
+                gap_steps, after, _, _ = min(fits, key=lambda r: r[3])  # the cheapest repair
                 if repaired is not None:
                     repaired.append(t)
         ram = after
@@ -401,16 +401,6 @@ def decode(
             if v not in kept[t]:
                 free(v)
     return Schedule(tuple(steps), "scale")
-
-
-def _price(nodes: tuple[ProblemNode, ...], steps: list[Step]) -> float:
-    """The energy of a gap's recomputations and page-ins."""
-    index = {node.name: node for node in nodes}
-    return sum(
-        index[s.node].compute_j if isinstance(s, Compute) else index[s.node].page_in_j
-        for s in steps
-        if isinstance(s, (Compute, PageIn))
-    )
 
 
 def _needed(
