@@ -16,8 +16,8 @@ from poet_edge.errors import PoetError
 from poet_edge.graphgen import random_layered_dag, training_chain
 from poet_edge.memory_floor import memory_floor
 from poet_edge.problem import ProblemNode, SchedulingProblem
-from poet_edge.schedule import Schedule
-from poet_edge.schedulers import BASELINES, SCHEDULERS, get_scheduler
+from poet_edge.schedule import Compute, Schedule
+from poet_edge.schedulers import BASELINES, SCHEDULERS, configured, get_scheduler
 from poet_edge.schedulers.engine import Analysis
 from poet_edge.schedulers.milp import MilpOptions, schedule_milp
 from poet_edge.schedulers.scale import ScaleOptions, schedule_scale
@@ -369,6 +369,52 @@ def test_small_zoo_training_graphs(model: str) -> None:
     floor = memory_floor(base).bytes
     for budget in sorted({floor, int(1.1 * floor), (floor + _peak(base)) // 2}):
         _check(replace(base, budget_bytes=budget))
+
+
+@pytest.mark.parametrize(("graph", "seed"), [("dag", 0), ("dag", 2), ("dag", 4), ("chain", 0), ("chain", 3)])
+@pytest.mark.parametrize("without", ["paging", "remat"])
+def test_no_paging_and_no_remat(graph: str, seed: int, without: str) -> None:
+    """--no-paging / --no-remat (through the registry, as the command lines pass them): scale's
+    schedule pages nothing out / computes every node once and its bound is at most the restricted
+    MILP's optimum. Scale may find schedules where the MILP finds none: POET's stages recompute in
+    the problem's order, scale's gaps in any order."""
+    if graph == "dag":
+        base = random_layered_dag(7 + seed % 3, seed, fixed_bytes=3 * seed)
+    else:
+        base = training_chain(4 + seed, seed=seed)
+    solved = 0
+    for problem in _budgets(base, (0.95, 0.9, 0.8, 0.0)):
+        milp = MilpOptions(time_limit_s=None, threads=1, **{without: False})  # type: ignore[arg-type]
+        try:
+            exact: Schedule | None = schedule_milp(problem, milp)
+        except PoetError:
+            exact = None
+        try:
+            schedule = configured("scale", replace(milp, time_limit_s=OPTS.time_limit_s))(problem)
+        except PoetError:
+            assert exact is None, "scale refused where the MILP found a schedule"
+            continue
+        sim = simulate(problem, schedule)
+        if without == "paging":
+            assert sim.n_page_outs == 0
+        else:
+            computed = [s.node for s in schedule.steps if isinstance(s, Compute)]
+            assert len(computed) == len(set(computed))
+        bound = float(dict(schedule.info)["bound"])  # type: ignore[arg-type]
+        assert bound <= sim.energy_j * (1 + 1e-9)
+        if exact is not None:
+            assert dict(exact.info)["status"] == "Optimal"
+            assert bound <= simulate(problem, exact).energy_j * (1 + 1e-7)
+            solved += 1
+    assert solved > 1  # budgets below the peak, where the restriction matters
+
+
+def test_no_paging_no_remat_below_the_peak_names_the_values_held() -> None:
+    problem = _budgets(training_chain(5, seed=1), (0.8,))[0]
+    both = MilpOptions(paging=False, remat=False)
+    for scheduler in ("milp", "scale"):
+        with pytest.raises(PoetError, match=r"neither paged out \(paging is disabled\) nor recomputed"):
+            configured(scheduler, both)(problem)
 
 
 def test_registry_names() -> None:

@@ -55,7 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "local search: fast on large graphs, gap reported), none (every node once), recompute-all, "
         "page-all, greedy",
     )
-    m = p.add_argument_group("solver options (milp, poet-milp; scale takes objective, time limit, threads)")
+    m = p.add_argument_group("solver options (milp, poet-milp; scale takes all but --milp-solver)")
     m.add_argument("--objective", choices=("energy", "latency"), default="energy", help="what to minimise")
     m.add_argument("--time-limit", type=float, default=60.0, help="solver time limit in seconds (default 60)")
     m.add_argument("--threads", type=int, help="solver threads (default: the solver's choice)")

@@ -34,8 +34,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, metavar="N", help="MILP solver threads")
     p.add_argument("--milp-solver", choices=("highs", "cbc"), default="highs", help="MILP solver")
     p.add_argument("--scheduler", default="milp", choices=sorted(SCHEDULERS), help="scheduler (default milp)")
-    p.add_argument("--no-paging", action="store_true", help="MILP: recomputation only")
-    p.add_argument("--no-remat", action="store_true", help="MILP: paging only")
+    p.add_argument("--no-paging", action="store_true", help="milp, scale: recomputation only")
+    p.add_argument("--no-remat", action="store_true", help="milp, scale: paging only")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     p.set_defaults(run=run)
     return p

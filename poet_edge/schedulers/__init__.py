@@ -50,15 +50,19 @@ def get_scheduler(name: str) -> Callable[[SchedulingProblem], Schedule]:
 
 def configured(name: str, options: MilpOptions) -> Callable[[SchedulingProblem], Schedule]:
     """Scheduler ``name`` with the solver options of a command line: the MILP (``milp``, ``poet-milp``)
-    takes them all; ``scale`` its objective, time limit and threads (``None``: no limit) and refuses
-    --no-paging / --no-remat, which only the MILP models; the baselines take none."""
+    takes them all; ``scale`` its objective, time limit, threads (``None``: no limit) and --no-paging /
+    --no-remat; the baselines take none."""
     get_scheduler(name)  # unknown names fail here, listing the known ones
     if ALIASES.get(name, name) == "milp":
         return lambda p: replace(schedule_milp(p, options), solver=name)
     if name == "scale":
-        if not (options.paging and options.remat):
-            raise PoetError("--no-paging and --no-remat restrict the MILP only; scale always uses both")
         limit = 1e9 if options.time_limit_s is None else options.time_limit_s
-        scale = ScaleOptions(objective=options.objective, time_limit_s=limit, threads=options.threads)
+        scale = ScaleOptions(
+            objective=options.objective,
+            time_limit_s=limit,
+            threads=options.threads,
+            paging=options.paging,
+            remat=options.remat,
+        )
         return lambda p: schedule_scale(p, scale)
     return get_scheduler(name)

@@ -83,6 +83,8 @@ from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers import stage_model
 from poet_edge.schedulers.engine import DROP, Analysis, analyse
+from poet_edge.schedulers.milp import MilpOptions, pinned_check
+from poet_edge.schedulers.milp_decode import stages
 from poet_edge.schedulers.plan_replay import (
     FREE_TEMPS,
     NAME,
@@ -107,7 +109,9 @@ class ScaleOptions:
     """``time_limit_s``: wall-clock limit of the whole run; ``gap_rel``: stop when the returned cost
     is within this fraction of the bound; ``rounds``: at most this many primal re-solves; ``kicks``:
     at most this many perturb-and-descend rounds of the local search (fixed seed); ``prove_gap``: on
-    mid-size graphs, the gap the cutoff proof (:func:`_prove`) tries to establish."""
+    mid-size graphs, the gap the cutoff proof (:func:`_prove`) tries to establish; ``paging`` /
+    ``remat`` False (--no-paging / --no-remat): no value is paged out / recomputed, as in the MILP
+    (every node of the problem is made unpageable / computed once, so every phase and the bound obey it)."""
 
     objective: str = "energy"  # energy | latency
     time_limit_s: float = 30.0
@@ -117,6 +121,8 @@ class ScaleOptions:
     kicks: int = 300  # iterated local search: at most this many perturbations of the best plan
     prove_gap: float = 0.01  # mid-size graphs: try to prove the incumbent within this of the optimum
     msg: bool = False
+    paging: bool = True
+    remat: bool = True
 
 
 @dataclass
@@ -254,6 +260,9 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     if not problem.nodes:
         return Schedule((), NAME, (("status", "empty problem"),))
     check_budget(problem)
+    restrictions = MilpOptions(paging=options.paging, remat=options.remat)
+    pinned_check(problem, stages(problem, options.paging, options.remat), restrictions)  # says which values
+    problem = _restricted(problem, options)
     an = analyse(problem, True)
     latency = options.objective == "latency"
     comp = _costs(problem, latency)[0]
@@ -295,6 +304,18 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     if best.schedule is None:
         raise PoetError(f"scheduler '{NAME}' found no schedule within the budget ({primal_status})")
     return _finish(best, (bound, bound_from), plain, primal_status, cover, evals)
+
+
+def _restricted(problem: SchedulingProblem, options: ScaleOptions) -> SchedulingProblem:
+    """The problem with --no-paging / --no-remat written into its nodes (a schedule of the restricted
+    problem is one of the original's)."""
+    if options.paging and options.remat:
+        return problem
+    nodes = tuple(
+        replace(n, pageable=n.pageable and options.paging, recomputable=n.recomputable and options.remat)
+        for n in problem.nodes
+    )
+    return replace(problem, nodes=nodes)
 
 
 def _bound(run: _Run, budget: np.ndarray) -> float:
