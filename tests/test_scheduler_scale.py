@@ -348,6 +348,16 @@ def test_deterministic() -> None:
         assert schedule_scale(problem, OPTS).steps == schedule_scale(problem, OPTS).steps
 
 
+def test_status_says_when_a_time_limit_cut_the_run_short() -> None:
+    # at a time limit of 0 every phase is late (the bound model's first solve does not close the gap
+    # here); with 60 s the local search closes it
+    problem = _budgets(training_chain(20, seed=3), (0.0,))[0]
+    cut = schedule_scale(problem, replace(OPTS, time_limit_s=0.0))
+    assert dict(cut.info)["status"] == "feasible, time-limited"
+    assert float(dict(cut.info)["gap"]) > 0  # type: ignore[arg-type]
+    assert dict(schedule_scale(problem, OPTS).info)["status"] == "optimal"
+
+
 def test_below_floor_is_refused() -> None:
     problem = training_chain(8, seed=3)
     floor = memory_floor(problem)

@@ -57,13 +57,17 @@ best plan (fixed seed) and descend again, at most ``ScaleOptions.kicks`` times, 
 or the time limit (less a 5% margin) is reached.
 
 The simulator measures every candidate; the cheapest of the plans and the baselines is returned, so
-the result is never worse than the best baseline. The output is deterministic when the run ends
-before the time limit (gap closed, or kicks exhausted) and the first local search before its share
-(``SEARCH_FIRST``, ``LNS_AFTER``; its stall is a count of replays).
+the result is never worse than the best baseline. The output is deterministic when no time limit
+cut anything short: the gap closed, or the kicks ran out, before any phase's share of the time limit
+(``SEARCH_FIRST``, ``LNS_AFTER``; the local search's stall is a count of replays) and within every HiGHS
+solve's limit; the status says which (``_Best.timed``).
 
-``Schedule.info``: status, objective, bound, bound_from (what proved it: segment cover, stage model,
-stage model cutoff, strict segment cover, split segment cover, plain pass), gap ((cost - bound) /
-cost), seconds, first_valid_s (time to the first valid schedule), the schedule's origin and model sizes.
+``Schedule.info``: status (``optimal``: the gap is closed; ``feasible, time-limited``: a time limit
+cut a phase or a HiGHS solve short, so another run, on this machine or a faster one, may return another
+schedule; ``feasible`` otherwise: kicks exhausted, the same schedule every run), objective, bound,
+bound_from (what proved it: segment cover, stage model, stage model cutoff, strict segment cover, split
+segment cover, plain pass), gap ((cost - bound) / cost), seconds, first_valid_s (time to the first valid
+schedule), the schedule's origin and model sizes.
 """
 
 from __future__ import annotations
@@ -134,6 +138,7 @@ class _Best:
     began: float = field(default_factory=time.perf_counter)
     improved_at: float = 0.0  # seconds into the run of the last improvement
     plans: list[tuple[float, int, Plan]] = field(default_factory=list)  # (replay cost, order, plan)
+    timed: bool = False  # a time limit cut a phase or a solve short: another run may return another schedule
 
     def offer(self, schedule: Schedule, sim: SimResult, cost: float, origin: str) -> None:
         if self.first_valid_s is None:
@@ -142,7 +147,18 @@ class _Best:
             self.schedule, self.cost, self.origin = schedule, cost, origin
             self.improved_at = time.perf_counter() - self.began
 
+    def clock(self, status: str) -> None:
+        """Notes a HiGHS solve that stopped at its time limit."""
+        self.timed = self.timed or status == TIME_LIMIT
 
+    def late(self, late: bool) -> bool:
+        """Notes a phase that stops (or does not start) because its time is up (``late``); returns it."""
+        self.timed = self.timed or late
+        return late
+
+
+TIME_LIMIT = "Time limit reached"  # HiGHS's words
+TIMED = "feasible, time-limited"  # the status when a time limit cut something short (``_Best.timed``)
 MARGIN = 0.05  # of the time limit: phases stop this early (HiGHS and the replays may overshoot)
 
 
@@ -167,7 +183,7 @@ def _offer_held(run: _Run, plan: Plan) -> None:
     if not fits(plan):
         tries = [{**plan, k: m} for k, ms in modes.items() if k >= 0 and k not in plan for m in ms]
         for x in tries[: REPAIRS // 2]:
-            if _left(best, run.options) < 0.1 * run.options.time_limit_s:
+            if best.late(_left(best, run.options) < 0.1 * run.options.time_limit_s):
                 break
             if not fits(x):
                 fits({**x, FREE_TEMPS: DROP})
@@ -329,6 +345,8 @@ def _bound(run: _Run, budget: np.ndarray) -> float:
     # the LP relaxation first: its optimum is a bound even when the MIP's root is not done in time
     relaxed = _solve(lp, max(0.5, 0.25 * _left(best, options)), options, integer=False)
     solved = _solve(lp, max(0.5, 0.3 * _left(best, options)), options)
+    best.clock(relaxed.status)
+    best.clock(solved.status)
     if not solved.feasible:
         raise PoetError(
             f"no schedule exists within the RAM budget {problem.budget_bytes} bytes in the problem's order "
@@ -357,6 +375,7 @@ def _stages(run: _Run, plain: float) -> float:
     # stop when the gap relative to the whole cost (plain pass + the model's objective) is closed
     gap = _gap_abs(run, best.cost if math.isfinite(best.cost) else plain)
     solved = stage_model.solve(model, STAGE_SHARE * _left(best, options), options.threads, gap, start)
+    best.clock(solved.status)
     if solved.values is not None:
         values = solved.values
         _try(problem, best, options, lambda: stage_model.decode(problem, an, model, values), "stage model")
@@ -384,12 +403,14 @@ def _strict(run: _Run, budget: np.ndarray, bound: float) -> float:
     best, options = run.best, run.options
     if best.schedule is None or best.cost - bound <= STRICT_GAP * best.cost:
         return 0.0
-    if _left(best, options) < STRICT_LEFT:
+    if best.late(_left(best, options) < STRICT_LEFT):
         return 0.0
     lp = strict_model(run.problem, run.an, run.cover, run.latency, run.norm, budget, gaps=False)
     if lp is None:
         return 0.0
-    return _solve(lp, STRICT_SHARE * _left(best, options), options).bound
+    solved = _solve(lp, STRICT_SHARE * _left(best, options), options)
+    best.clock(solved.status)
+    return solved.bound
 
 
 def _split_due(run: _Run, bound: float) -> bool:
@@ -420,10 +441,13 @@ def _split_proof(run: _Run, budget: np.ndarray, bound: float, plain: float) -> f
     lp, relaxed = split_model(
         run.problem, run.an, run.cover, run.latency, run.norm, budget, _left(best, options), options
     )
+    best.late(_left(best, options) <= 0.0)  # the relaxation had all the time left
     if lp is None:
         return relaxed
     left = _left(best, options) - MARGIN * options.time_limit_s
-    return max(relaxed, _solve(lp, left, options, cutoff=_cutoff(run, plain)).bound)
+    solved = _solve(lp, left, options, cutoff=_cutoff(run, plain))
+    best.clock(solved.status)
+    return max(relaxed, solved.bound)
 
 
 PROVE_PAIRS = 5000  # the cutoff proof runs on graphs of at most this many pairs (bert_tiny's 6,568: the
@@ -445,13 +469,14 @@ def _prove(run: _Run, model: stage_model.StageModel, bound: float, plain: float)
     problem, an, best, options = run.problem, run.an, run.best, run.options
     margin = MARGIN * options.time_limit_s
     left = _left(best, options) - margin
-    if best.schedule is None or not model.feasible or left < 1.0:
+    if best.schedule is None or not model.feasible or best.cost - bound <= options.prove_gap * best.cost:
         return 0.0
-    if best.cost - bound <= options.prove_gap * best.cost:
+    if best.late(left < 1.0):
         return 0.0
     cutoff = _cutoff(run, plain)
     gap = _gap_abs(run, best.cost)
     solved = stage_model.solve(model, PROVE_SHARE * left, options.threads, gap, cutoff=cutoff)
+    best.clock(solved.status)
     if solved.values is not None:
         values = solved.values
         _try(problem, best, options, lambda: stage_model.decode(problem, an, model, values), "stage cutoff")
@@ -538,7 +563,9 @@ def _lns(
     margin = MARGIN * options.time_limit_s
     if until is not None:
         margin = max(margin, options.time_limit_s - until)
-    if best.schedule is None or _left(best, options) < margin + 1.0:
+    if best.schedule is None:
+        return
+    if best.late(_left(best, options) < margin + 1.0):
         return
     x = stage_model.encode(problem, an, model, best.schedule)
     if windows is None or x is None:
@@ -550,7 +577,7 @@ def _lns(
         cut = margin  # seconds before the limit this window must end by
         if handover is not None and _split_due(run, bound):
             at, stall = handover
-            if time.perf_counter() - max(started, best.began + best.improved_at) > stall:
+            if best.late(time.perf_counter() - max(started, best.began + best.improved_at) > stall):
                 return
             cut = max(margin, options.time_limit_s - at)
         sw = min(sweeps, key=lambda k: (k.spent / k.share, k.by_value))
@@ -560,7 +587,9 @@ def _lns(
                 continue
             sw.width, sw.step, sw.stale = 2 * sw.width, 2 * sw.step, 0
         left = _left(best, options) - cut
-        if left < 0.5 or best.cost <= bound * (1 + options.gap_rel):
+        if best.cost <= bound * (1 + options.gap_rel):
+            return
+        if best.late(left < 0.5):
             return
         # HiGHS may overshoot its limit a little on wide windows: at most half of what is left
         began = time.perf_counter()
@@ -574,6 +603,7 @@ def _lns(
             near=sw.near,
         )
         sw.spent += time.perf_counter() - began
+        best.clock(solved.status)
         sw.first = sw.first + sw.step if sw.first + sw.step < n else 0
         sw.stale += sw.step
         if solved.values is None:
@@ -641,7 +671,9 @@ def _improve(run: _Run, bound: float) -> str:
         budget = np.full(n, problem.budget_bytes, dtype=np.int64)
         spent = 0.0  # seconds the last round took: a round starts only if one more fits the time left
         for k in range(rounds):
-            if best.cost <= bound * (1 + options.gap_rel) or _left(best, options) < margin + spent:
+            if best.cost <= bound * (1 + options.gap_rel):
+                break
+            if best.late(_left(best, options) < margin + spent):
                 break
             began = time.perf_counter()
             lp = _columns(problem, opts, run.latency, run.norm)
@@ -651,6 +683,7 @@ def _improve(run: _Run, bound: float) -> str:
                 status = f"{name} round {k}: a tightened stage cannot fit"
                 break
             solved = _solve(lp, min(_left(best, options) / 4, 0.1 * options.time_limit_s), options)
+            best.clock(solved.status)
             if name == "primal":
                 status = f"primal round {k}: {solved.status}"
             if solved.values is None:
@@ -702,7 +735,15 @@ def _search(
         return stall is not None and search.evals - improved > (stall if improved else STALL_FIRST * stall)
 
     def more() -> bool:
-        return not stalled() and best.cost > bound * (1 + options.gap_rel) and _left(best, options) >= margin
+        if stalled() or best.cost <= bound * (1 + options.gap_rel):
+            return False
+        return not best.late(_left(best, options) < margin)
+
+    def descend(plan: Plan) -> Plan:
+        deadline = time.perf_counter() + _left(best, options) - margin
+        found = search.run(plan, deadline, offer, stalled)
+        best.late(time.perf_counter() >= deadline)
+        return found
 
     incumbent: Plan | None = None
     for plan in starts[:3]:
@@ -710,7 +751,7 @@ def _search(
         if key in done or not more():
             continue
         done.add(key)
-        found = search.run(plan, time.perf_counter() + _left(best, options) - margin, offer, stalled)
+        found = descend(plan)
         if incumbent is None or search.score(found, False) < search.score(incumbent, False):
             incumbent = found
     rng = random.Random(0)
@@ -721,7 +762,7 @@ def _search(
         plan = incumbent
         for k in rng.sample(movable, min(len(movable), rng.randint(1, 3))):
             plan = _with(plan, k, rng.choice((None, *search.modes[k])))
-        found = search.run(plan, time.perf_counter() + _left(best, options) - margin, offer, stalled)
+        found = descend(plan)
         if search.score(found, False) < search.score(incumbent, False):
             incumbent = found
     return search.evals
@@ -741,7 +782,7 @@ def _finish(
         bound = best.cost if bound <= best.cost * (1 + 1e-7) else bound
     gap = max(0.0, best.cost - bound) / max(abs(best.cost), 1e-300)
     info = (
-        ("status", "optimal" if gap <= 1e-9 else "feasible"),
+        ("status", "optimal" if gap <= 1e-9 else TIMED if best.timed else "feasible"),
         ("objective", best.cost),
         ("bound", bound),
         ("bound_from", bound_from),
