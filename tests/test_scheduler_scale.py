@@ -353,7 +353,7 @@ def test_status_says_when_a_time_limit_cut_the_run_short() -> None:
     # here); with 60 s the local search closes it
     problem = _budgets(training_chain(20, seed=3), (0.0,))[0]
     cut = schedule_scale(problem, replace(OPTS, time_limit_s=0.0))
-    assert dict(cut.info)["status"] == "feasible, time-limited"
+    assert dict(cut.info)["status"] == "feasible, time-dependent"
     assert float(dict(cut.info)["gap"]) > 0  # type: ignore[arg-type]
     assert dict(schedule_scale(problem, OPTS).info)["status"] == "optimal"
 

@@ -58,13 +58,15 @@ or the time limit (less a 5% margin) is reached.
 
 The simulator measures every candidate; the cheapest of the plans and the baselines is returned, so
 the result is never worse than the best baseline. The output is deterministic when no time limit
-cut anything short: the gap closed, or the kicks ran out, before any phase's share of the time limit
-(``SEARCH_FIRST``, ``LNS_AFTER``; the local search's stall is a count of replays) and within every HiGHS
-solve's limit; the status says which (``_Best.timed``).
+cut anything short and no measured time steered the search: the gap closed, or the kicks ran out, before
+any phase's share of the time limit (``SEARCH_FIRST``, ``LNS_AFTER``; the local search's stall is a count
+of replays), within every HiGHS solve's limit, and with at most one kind of LNS window (the kinds share
+the time by measured seconds); the status says which (``_Best.timed``).
 
-``Schedule.info``: status (``optimal``: the gap is closed; ``feasible, time-limited``: a time limit
-cut a phase or a HiGHS solve short, so another run, on this machine or a faster one, may return another
-schedule; ``feasible`` otherwise: kicks exhausted, the same schedule every run), objective, bound,
+``Schedule.info``: status (``optimal``: the gap is closed; ``feasible, time-dependent``: a time limit
+cut a phase or a HiGHS solve short, or measured seconds chose the next LNS window, so another run, on
+this machine or a faster one, may return another schedule; ``feasible`` otherwise: the same schedule
+every run), objective, bound,
 bound_from (what proved it: segment cover, stage model, stage model cutoff, strict segment cover, split
 segment cover, plain pass), gap ((cost - bound) / cost), seconds, first_valid_s (time to the first valid
 schedule), the schedule's origin and model sizes.
@@ -138,7 +140,7 @@ class _Best:
     began: float = field(default_factory=time.perf_counter)
     improved_at: float = 0.0  # seconds into the run of the last improvement
     plans: list[tuple[float, int, Plan]] = field(default_factory=list)  # (replay cost, order, plan)
-    timed: bool = False  # a time limit cut a phase or a solve short: another run may return another schedule
+    timed: bool = False  # a time limit, or a measured time, decided something: another run may differ
 
     def offer(self, schedule: Schedule, sim: SimResult, cost: float, origin: str) -> None:
         if self.first_valid_s is None:
@@ -158,7 +160,7 @@ class _Best:
 
 
 TIME_LIMIT = "Time limit reached"  # HiGHS's words
-TIMED = "feasible, time-limited"  # the status when a time limit cut something short (``_Best.timed``)
+TIMED = "feasible, time-dependent"  # the status when a time decided something (``_Best.timed``)
 MARGIN = 0.05  # of the time limit: phases stop this early (HiGHS and the replays may overshoot)
 
 
@@ -581,6 +583,7 @@ def _lns(
                 return
             cut = max(margin, options.time_limit_s - at)
         sw = min(sweeps, key=lambda k: (k.spent / k.share, k.by_value))
+        best.timed = best.timed or len(sweeps) > 1  # the kinds take turns by the seconds they took
         if sw.stale >= n:  # a whole sweep without improvement: wider windows
             if not sw.widen or sw.width >= n:
                 sweeps.remove(sw)
