@@ -16,7 +16,7 @@ from poet_edge.errors import PoetError
 from poet_edge.graphgen import random_layered_dag, training_chain
 from poet_edge.memory_floor import memory_floor
 from poet_edge.problem import ProblemNode, SchedulingProblem
-from poet_edge.schedule import Compute, Schedule
+from poet_edge.schedule import Compute, Free, Schedule
 from poet_edge.schedulers import BASELINES, SCHEDULERS, configured, get_scheduler
 from poet_edge.schedulers.engine import Analysis
 from poet_edge.schedulers.milp import MilpOptions, schedule_milp
@@ -629,8 +629,6 @@ def test_stage_model_gap_orders_restore_inputs_first(seed: int) -> None:
 
 def _plus_minus(steps: list[str]) -> Schedule:
     """A schedule from "+name" (compute) and "-name" (free) steps."""
-    from poet_edge.schedule import Compute, Free
-
     return Schedule(tuple(Compute(s[1:]) if s[0] == "+" else Free(s[1:]) for s in steps), "test")
 
 
@@ -860,7 +858,7 @@ def test_stage_model_near_window() -> None:
 def _evictions(problem: SchedulingProblem, segs: list[Segment], schedule: Schedule) -> dict[int, str]:
     """Segment -> how the schedule has its value absent there (PAGE or DROP: the last restoration
     before the segment's end), for the segments whose value is absent at one of their stages."""
-    from poet_edge.schedule import Compute, PageIn, PageOut
+    from poet_edge.schedule import PageIn, PageOut
     from poet_edge.schedulers.engine import DROP, PAGE
 
     index = problem.index()

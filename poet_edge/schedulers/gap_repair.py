@@ -163,10 +163,9 @@ def restore_evicting(
 
 
 def _repair(g: _Gap, order: list[tuple[int, str]]) -> tuple[list[Step], set[int], int, float] | None:
-    ram, keep, room = set(g.ram), g.keep, g.room
     g.byte = sum(g.size(v) for v in g.ram)
     g.cap = max(64, MAX_STEPS * len(order))
-    target = (set(ram) | {i for i, _ in order}) & keep
+    target = (g.ram | {i for i, _ in order}) & g.keep
     needs: list[set[int]] = [set()]
     for j, kind in reversed(order):
         needs.append(needs[-1] | set(g.inputs(j)) if kind == "c" else needs[-1])
@@ -180,6 +179,6 @@ def _repair(g: _Gap, order: list[tuple[int, str]]) -> tuple[list[Step], set[int]
         if not g.bring(min(target - g.ram), set(), False):
             return None
     g.tidy(set())
-    if g.peak > room or not target <= g.ram:
+    if g.peak > g.room or not target <= g.ram:
         return None
     return g.steps, g.ram, g.peak, g.spent
