@@ -10,17 +10,22 @@ the graph's order and 1.1x the memory floor (budgets below the floor are marked 
 
 Columns per solver: cost increase over the no-remat pass in % (energy; every node once = 0%),
 peak/budget, time to the first valid schedule, total solve time, proven gap ((cost - bound) / cost;
-for greedy and the best baseline against the best bound any solver proved on that row). Every
-schedule is replayed by the simulator. Same --time-limit for scale and poet-milp; poet-milp is skipped
-above --poet-max-nodes nodes (its model has ~5T^2 + T|E| binaries; it does not build in reasonable
-time or memory there; default 100).
+for greedy and the best baseline against the best bound any solver proved on that row) and, for scale
+and poet-milp, the status: opt (proven optimal), time (a time limit, or for scale measured seconds,
+decided something: another run may return another schedule), feas (scale: the same schedule every run).
+Every schedule is replayed by the simulator. After the tables, issue 7's criteria are checked on the rows
+that ran (:func:`checks`); --json FILE also writes every row's numbers and the checks. Same --time-limit
+for scale and poet-milp; poet-milp is skipped above --poet-max-nodes nodes (its model has ~5T^2 + T|E|
+binaries; it does not build in reasonable time or memory there; default 100).
 Run: .venv/bin/python bench/solver.py [--quick] [--time-limit S] [--threads N] [--sizes 100,250]
      [--only zoo|random] [--models resnet8,dscnn] [--budgets 80%,1.1xfloor] [--poet-max-nodes N]
+     [--json results.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import tempfile
@@ -28,6 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -49,6 +55,12 @@ from poet_edge.simulator import simulate  # noqa: E402
 
 FRACTIONS = (0.9, 0.8, 0.7, 0.6, 0.5)
 SOLVERS = ("scale", "poet-milp", "greedy", "best-base")
+ZOO_GAP_PCT, ZOO_SECONDS = 1.0, 30.0  # issue 7: zoo rows within 1% of the proven bound in at most 30 s
+BIG_NODES, BIG_BUDGET, BIG_SECONDS = 1000, "80%", 60.0  # ... layered-1000 at 80%: valid within 60 s
+FIRST_SECONDS = 5.0  # ... a first valid schedule within 5 s at every size
+
+Row = dict[str, object]  # table cells by column, and "_raw": the row's JSON record
+Check = tuple[str, int, int, list[str]]
 
 
 @dataclass
@@ -59,6 +71,7 @@ class Run:
     total_s: float = 0.0
     bound: float | None = None
     note: str = ""
+    status: str = ""  # the solver's own (scale: optimal / feasible, time-dependent / feasible)
 
 
 def zoo_graphs(device: str, names: list[str]) -> list[tuple[str, SchedulingProblem]]:
@@ -101,6 +114,7 @@ def run_scale(problem: SchedulingProblem, limit: float, threads: int) -> Run:
         total_s=time.perf_counter() - began,
         first_s=float(first) if isinstance(first, float) else None,
         bound=float(info["bound"]),  # type: ignore[arg-type]
+        status=str(info.get("status", "")),
     )
     return _measured(problem, schedule, run)
 
@@ -122,8 +136,11 @@ def run_poet(problem: SchedulingProblem, limit: float, threads: int) -> Run:
     total = time.perf_counter() - began
     bound = info.get("bound")
     run = Run(
-        total_s=total, first_s=first[0] if first else total, bound=float(bound) if bound is not None else None
-    )  # type: ignore[arg-type]
+        total_s=total,
+        first_s=first[0] if first else total,
+        bound=float(bound) if bound is not None else None,  # type: ignore[arg-type]
+        status=str(info.get("status", "")),
+    )
     if info.get("fallback"):
         run.note = "fallback"
     return _measured(problem, schedule, run)
@@ -149,16 +166,44 @@ def run_best_base(problem: SchedulingProblem) -> Run:
     return Run(best.cost, best.peak_ratio, total, total)
 
 
-def _cells(prefix: str, run: Run, plain: float, bound: float | None) -> dict[str, str]:
-    if run.cost is None:
-        return {f"{prefix} %": run.note or "none", f"{prefix} t": f"{run.total_s:.1f}"}
-    gap = None if bound is None else max(0.0, run.cost - bound) / run.cost
+def short_status(status: str) -> str:
+    """The table's status cell: opt (proven optimal), time (a time limit or measured seconds decided
+    something: another run may differ), feas (feasible, the same every run), else the solver's words."""
+    low = status.lower()
+    if low.startswith("optimal"):
+        return "opt"
+    if "time" in low:
+        return "time"
+    return "feas" if low == "feasible" else low[:12]
+
+
+def _record(run: Run, plain: float, bound: float | None) -> dict[str, object]:
+    """One solver's measurements on one row (the JSON record; the table's cells are made from it)."""
+    gap = None if bound is None or run.cost is None else max(0.0, run.cost - bound) / run.cost
     return {
-        f"{prefix} %": f"{100 * (run.cost / plain - 1):.2f}",
-        f"{prefix} pk/B": f"{run.peak_ratio:.3f}",
-        f"{prefix} 1st": f"{run.first_s:.2f}" if run.first_s is not None else "",
-        f"{prefix} t": f"{run.total_s:.1f}",
-        f"{prefix} gap%": "" if gap is None else f"{100 * gap:.2f}",
+        "cost_pct": None if run.cost is None else 100 * (run.cost / plain - 1),
+        "peak_ratio": run.peak_ratio,
+        "first_s": run.first_s,
+        "total_s": run.total_s,
+        "bound_pct": None if bound is None else 100 * (bound / plain - 1),
+        "gap_pct": None if gap is None else 100 * gap,
+        "status": run.status,
+        "note": run.note,
+    }
+
+
+def _cells(prefix: str, rec: dict[str, object]) -> dict[str, str]:
+    total = f"{rec['total_s']:.1f}"
+    if rec["cost_pct"] is None:
+        return {f"{prefix} %": str(rec["note"] or "none"), f"{prefix} t": total}
+    first, gap = rec["first_s"], rec["gap_pct"]
+    return {
+        f"{prefix} %": f"{rec['cost_pct']:.2f}",
+        f"{prefix} pk/B": f"{rec['peak_ratio']:.3f}",
+        f"{prefix} 1st": "" if first is None else f"{first:.2f}",
+        f"{prefix} t": total,
+        f"{prefix} gap%": "" if gap is None else f"{gap:.2f}",
+        f"{prefix} st": short_status(str(rec["status"])),
     }
 
 
@@ -169,8 +214,8 @@ def budgets(peak: int, floor: int) -> list[tuple[str, int]]:
 
 def bench_row(
     name: str, label: str, problem: SchedulingProblem, plain: float, args: argparse.Namespace
-) -> dict[str, str]:
-    row = {"graph": name, "T": str(len(problem.nodes)), "budget": label}
+) -> Row:
+    row: dict[str, object] = {"graph": name, "T": str(len(problem.nodes)), "budget": label}
     runs = {"scale": run_scale(problem, args.time_limit, args.threads)}
     if len(problem.nodes) <= args.poet_max_nodes:
         runs["poet-milp"] = run_poet(problem, args.time_limit, args.threads)
@@ -178,26 +223,33 @@ def bench_row(
     runs["best-base"] = run_best_base(problem)
     bounds = [r.bound for r in runs.values() if r.bound is not None]
     best_bound = max(bounds) if bounds else None
+    records: dict[str, dict[str, object]] = {}
     for solver in SOLVERS:
         if solver not in runs:
             row[f"{solver} %"] = f"skipped (T>{args.poet_max_nodes})"
             continue
         own = runs[solver].bound if solver in ("scale", "poet-milp") else best_bound
-        row.update(_cells(solver, runs[solver], plain, own))
-    row["_scale_t"] = f"{runs['scale'].total_s}"
+        records[solver] = _record(runs[solver], plain, own)
+        row.update(_cells(solver, records[solver]))
+    row["_raw"] = {
+        "graph": name,
+        "nodes": len(problem.nodes),
+        "budget": label,
+        "budget_bytes": problem.budget_bytes,
+        "plain_j": plain,
+        "solvers": records,
+    }
     return row
 
 
-def graph_rows(
-    name: str, base: SchedulingProblem, tmp: Path, args: argparse.Namespace
-) -> list[dict[str, str]]:
+def graph_rows(name: str, base: SchedulingProblem, tmp: Path, args: argparse.Namespace) -> list[Row]:
     path = tmp / f"{name}.json"
     write_graph(base, path)
     problem = read_graph(path)
     plain = sum(n.compute_j for n in problem.nodes)
     peak = simulate(problem, SCHEDULERS["none"](problem)).peak_ram_bytes
     floor = memory_floor(problem).bytes
-    rows = []
+    rows: list[Row] = []
     for label, budget in budgets(peak, floor):
         if label not in args.budget_labels:
             continue
@@ -220,12 +272,13 @@ def fitted_exponent(points: list[tuple[int, float]]) -> float | None:
     return sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
 
 
-def scaling_table(rows: list[dict[str, str]]) -> str:
+def scaling_table(rows: list[Row]) -> str:
     by_n: dict[int, list[float]] = {}
-    for r in rows:
-        if r["graph"].startswith("layered-") and "_scale_t" in r:
-            by_n.setdefault(int(r["T"]), []).append(float(r["_scale_t"]))
-    lines = [
+    for raw in _raws(rows):
+        scale = raw["solvers"].get("scale")
+        if str(raw["graph"]).startswith("layered-") and scale is not None:
+            by_n.setdefault(int(raw["nodes"]), []).append(float(scale["total_s"]))
+    lines: list[dict[str, object]] = [
         {
             "n": str(n),
             "budgets": str(len(ts)),
@@ -243,7 +296,94 @@ def scaling_table(rows: list[dict[str, str]]) -> str:
     )
 
 
-COLUMNS = ["graph", "T", "budget"] + [f"{s} {c}" for s in SOLVERS for c in ("%", "pk/B", "1st", "t", "gap%")]
+def _raws(rows: list[Row]) -> list[dict[str, Any]]:
+    return [r["_raw"] for r in rows if "_raw" in r]  # type: ignore[misc]
+
+
+def _valid(rec: dict[str, Any] | None) -> bool:
+    return rec is not None and rec["cost_pct"] is not None and rec["peak_ratio"] <= 1.0 + 1e-9
+
+
+def _at_most(rec: dict[str, Any] | None, other: dict[str, Any] | None) -> bool:
+    """rec's cost is not above other's (True when other has no schedule)."""
+    if not _valid(other):
+        return True
+    return _valid(rec) and rec["cost_pct"] <= other["cost_pct"] + 1e-6  # type: ignore[index]
+
+
+def _name(raw: dict[str, Any]) -> str:
+    return f"{raw['graph']} {raw['budget']}"
+
+
+def checks(rows: list[Row]) -> list[Check]:
+    """Issue 7's criteria, evaluated on the rows that ran: (what, rows passing, rows checked, misses)."""
+    raws = _raws(rows)
+    zoo = [r for r in raws if not str(r["graph"]).startswith("layered-")]
+    layered = [r for r in raws if str(r["graph"]).startswith("layered-")]
+    big = [r for r in layered if r["nodes"] == BIG_NODES and r["budget"] == BIG_BUDGET]
+
+    def near(r: dict[str, Any]) -> bool:
+        s = r["solvers"]["scale"]
+        return _valid(s) and s["gap_pct"] <= ZOO_GAP_PCT and s["total_s"] <= ZOO_SECONDS
+
+    def gap(r: dict[str, Any]) -> str:
+        s = r["solvers"]["scale"]
+        return "no schedule" if s["gap_pct"] is None else f"gap {s['gap_pct']:.2f}%, {s['total_s']:.1f} s"
+
+    specs: list[tuple[str, list[dict[str, Any]], Callable[[dict[str, Any]], bool], Callable[..., str]]] = [
+        (
+            f"zoo rows: scale within {ZOO_GAP_PCT:g}% of its proven bound in at most {ZOO_SECONDS:g} s",
+            zoo,
+            near,
+            gap,
+        ),
+        (
+            f"layered-{BIG_NODES} at {BIG_BUDGET}: a valid schedule within {BIG_SECONDS:g} s",
+            big,
+            lambda r: _valid(r["solvers"]["scale"]) and r["solvers"]["scale"]["total_s"] <= BIG_SECONDS,
+            lambda r: f"{r['solvers']['scale']['total_s']:.1f} s",
+        ),
+        (
+            f"layered rows: scale's first valid schedule within {FIRST_SECONDS:g} s",
+            layered,
+            lambda r: (
+                _valid(r["solvers"]["scale"]) and (r["solvers"]["scale"]["first_s"] or 0) <= FIRST_SECONDS
+            ),
+            lambda r: f"first {r['solvers']['scale']['first_s']} s",
+        ),
+        (
+            "every row: scale at or below the best baseline",
+            raws,
+            lambda r: _at_most(r["solvers"]["scale"], r["solvers"].get("best-base")),
+            lambda r: f"{r['solvers']['scale']['cost_pct']} vs {r['solvers']['best-base']['cost_pct']}",
+        ),
+        (
+            "rows where poet-milp ran: scale at or below poet-milp",
+            [r for r in raws if "poet-milp" in r["solvers"]],
+            lambda r: _at_most(r["solvers"]["scale"], r["solvers"]["poet-milp"]),
+            lambda r: f"{r['solvers']['scale']['cost_pct']} vs {r['solvers']['poet-milp']['cost_pct']}",
+        ),
+    ]
+    return [
+        (what, sum(map(ok, rs)), len(rs), [f"{_name(r)} ({why(r)})" for r in rs if not ok(r)])
+        for what, rs, ok, why in specs
+    ]
+
+
+def checks_text(found: list[Check]) -> str:
+    lines = ["checks (issue 7's criteria, on the rows that ran):"]
+    for what, good, total, misses in found:
+        tally = "not run" if total == 0 else f"{good}/{total}"
+        lines.append(f"  {what}: {tally}" + (f"; misses: {', '.join(misses)}" if misses else ""))
+    return "\n".join(lines)
+
+
+COLUMNS = ["graph", "T", "budget"] + [
+    f"{s} {c}"
+    for s in SOLVERS
+    for c in ("%", "pk/B", "1st", "t", "gap%", "st")
+    if c != "st" or s in ("scale", "poet-milp")
+]
 
 
 def main() -> int:
@@ -260,6 +400,7 @@ def main() -> int:
     ap.add_argument("--only", choices=("zoo", "random"), help="only the zoo graphs / only the random DAGs")
     ap.add_argument("--quick", action="store_true", help="time limit 10 s, poet-milp up to 100 nodes")
     ap.add_argument("--device", default="cortex-m4")
+    ap.add_argument("--json", type=Path, help="also write the rows and the checks to this JSON file")
     args = ap.parse_args()
     if args.quick:
         args.time_limit = min(args.time_limit, 10.0)
@@ -269,7 +410,7 @@ def main() -> int:
     graphs = zoo_graphs(args.device, [m for m in args.models.split(",") if m]) if zoo else []
     if args.only != "zoo":
         graphs += random_graphs([int(s) for s in args.sizes.split(",") if s])
-    rows: list[dict[str, str]] = []
+    rows: list[Row] = []
     began = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for name, problem in graphs:
@@ -281,6 +422,18 @@ def main() -> int:
     print(table(rows, COLUMNS))
     print()
     print(scaling_table(rows))
+    print()
+    found = checks(rows)
+    print(checks_text(found))
+    if args.json:
+        report = {
+            "time_limit_s": args.time_limit,
+            "threads": args.threads,
+            "device": args.device,
+            "rows": _raws(rows),
+            "checks": [{"what": w, "passed": g, "checked": n, "misses": m} for w, g, n, m in found],
+        }
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
     return 0
 
 

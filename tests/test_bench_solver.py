@@ -1,0 +1,81 @@
+"""bench/solver.py's checks of issue 7's criteria: every row that breaks one is named as a miss."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from solver import checks, checks_text, short_status  # noqa: E402
+
+
+def _rec(cost: float, gap: float = 0.0, total: float = 1.0, first: float = 0.0, peak: float = 0.9) -> dict:
+    return {
+        "cost_pct": cost,
+        "peak_ratio": peak,
+        "first_s": first,
+        "total_s": total,
+        "bound_pct": None,
+        "gap_pct": gap,
+        "status": "",
+        "note": "",
+    }
+
+
+def _row(graph: str, nodes: int, budget: str, **solvers: dict) -> dict[str, object]:
+    raw = {"graph": graph, "nodes": nodes, "budget": budget, "solvers": solvers}
+    return {"graph": graph, "_raw": {**raw, "solvers": {k.replace("_", "-"): v for k, v in solvers.items()}}}
+
+
+def test_checks_name_the_rows_that_miss() -> None:
+    rows = [
+        _row("resnet8", 54, "80%", scale=_rec(11.47), best_base=_rec(76.27), poet_milp=_rec(12.0)),
+        _row(
+            "bert_tiny", 166, "1.1xfloor", scale=_rec(130.58, gap=18.79, total=28.5), best_base=_rec(344.86)
+        ),
+        _row("dscnn", 45, "50%", scale=_rec(49.34, gap=0.5, total=31.0), best_base=_rec(522.41)),
+        _row("layered-1000", 1000, "80%", scale=_rec(0.97, total=61.0, first=0.05), best_base=_rec(0.96)),
+        _row("layered-100", 100, "50%", scale=_rec(5.10, first=5.5), best_base=_rec(5.11)),
+        {"graph": "mlp", "budget": "80%", "scale %": "below floor"},  # no measurement: not checked
+    ]
+    found = {what.split(":")[0]: (good, total, misses) for what, good, total, misses in checks(rows)}
+    assert found["zoo rows"] == (
+        1,
+        3,
+        ["bert_tiny 1.1xfloor (gap 18.79%, 28.5 s)", "dscnn 50% (gap 0.50%, 31.0 s)"],
+    )
+    assert found["layered-1000 at 80%"] == (0, 1, ["layered-1000 80% (61.0 s)"])
+    assert found["layered rows"][:2] == (1, 2)
+    assert found["every row"][:2] == (4, 5)
+    assert found["every row"][2][0].startswith("layered-1000 80%")
+    assert found["rows where poet-milp ran"] == (1, 1, [])
+    text = checks_text(checks(rows))
+    assert "1/3; misses: bert_tiny 1.1xfloor (gap 18.79%, 28.5 s)" in text
+
+
+def test_a_schedule_over_the_budget_is_no_valid_schedule() -> None:
+    rows = [_row("lenet5", 37, "90%", scale=_rec(0.0, peak=1.01), best_base=_rec(5.0))]
+    found = {what.split(":")[0]: (good, total) for what, good, total, _ in checks(rows)}
+    assert found["zoo rows"] == (0, 1)
+    assert found["every row"] == (0, 1)
+
+
+def test_checks_on_no_rows_say_not_run() -> None:
+    assert checks_text(checks([])).count("not run") == 5
+
+
+@pytest.mark.parametrize(
+    ("status", "cell"),
+    [
+        ("optimal", "opt"),
+        ("Optimal", "opt"),
+        ("feasible, time-dependent", "time"),
+        ("Time limit reached", "time"),
+        ("feasible", "feas"),
+        ("Infeasible", "infeasible"),
+    ],
+)
+def test_short_status(status: str, cell: str) -> None:
+    assert short_status(status) == cell
