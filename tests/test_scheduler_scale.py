@@ -354,10 +354,17 @@ def test_status_says_when_a_time_limit_cut_the_run_short() -> None:
     # at a time limit of 0 every phase is late (the bound model's first solve does not close the gap
     # here); with 60 s the local search closes it
     problem = _budgets(training_chain(20, seed=3), (0.0,))[0]
-    cut = schedule_scale(problem, replace(OPTS, time_limit_s=0.0))
-    assert dict(cut.info)["status"] == "feasible, time-dependent"
-    assert float(dict(cut.info)["gap"]) > 0  # type: ignore[arg-type]
-    assert dict(schedule_scale(problem, OPTS).info)["status"] == "optimal"
+    cut = dict(schedule_scale(problem, replace(OPTS, time_limit_s=0.0)).info)
+    assert cut["status"] == "feasible, time-dependent"
+    assert float(cut["gap"]) > 0  # type: ignore[arg-type]
+    # within_1pct_s: when the schedule first came within 1% of the bound reported (never, when the gap
+    # stays wider)
+    assert (cut["within_1pct_s"] is None) == (float(cut["gap"]) > 0.01)  # type: ignore[arg-type]
+    done = dict(schedule_scale(problem, OPTS).info)
+    assert done["status"] == "optimal"
+    near, first = done["within_1pct_s"], done["first_valid_s"]
+    assert isinstance(near, float) and isinstance(first, float)
+    assert first <= near <= float(done["seconds"])  # type: ignore[arg-type]
 
 
 def test_below_floor_is_refused() -> None:

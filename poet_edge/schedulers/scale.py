@@ -69,7 +69,8 @@ this machine or a faster one, may return another schedule; ``feasible`` otherwis
 every run), objective, bound,
 bound_from (what proved it: segment cover, stage model, stage model cutoff, strict segment cover, split
 segment cover, plain pass), gap ((cost - bound) / cost), seconds, first_valid_s (time to the first valid
-schedule), the schedule's origin and model sizes.
+schedule), within_1pct_s (time to the first schedule within 1% of the reported bound, which may have been
+proven later; None when the gap stays wider), the schedule's origin and model sizes.
 """
 
 from __future__ import annotations
@@ -139,6 +140,7 @@ class _Best:
     first_valid_s: float | None = None
     began: float = field(default_factory=time.perf_counter)
     improved_at: float = 0.0  # seconds into the run of the last improvement
+    improvements: list[tuple[float, float]] = field(default_factory=list)  # (seconds into the run, cost)
     plans: list[tuple[float, int, Plan]] = field(default_factory=list)  # (replay cost, order, plan)
     timed: bool = False  # a time limit, or a measured time, decided something: another run may differ
 
@@ -148,6 +150,7 @@ class _Best:
         if cost < self.cost * (1 - 1e-12):
             self.schedule, self.cost, self.origin = schedule, cost, origin
             self.improved_at = time.perf_counter() - self.began
+            self.improvements.append((self.improved_at, cost))
 
     def clock(self, status: str) -> None:
         """Notes a HiGHS solve that stopped at its time limit."""
@@ -162,6 +165,7 @@ class _Best:
 TIME_LIMIT = "Time limit reached"  # HiGHS's words
 TIMED = "feasible, time-dependent"  # the status when a time decided something (``_Best.timed``)
 MARGIN = 0.05  # of the time limit: phases stop this early (HiGHS and the replays may overshoot)
+NEAR_GAP = 0.01  # info within_1pct_s: when the schedule first came within this of the reported bound
 
 
 REPAIRS = 400  # at most this many replays when repairing a held plan by one more eviction
@@ -792,6 +796,7 @@ def _finish(
         ("gap", gap),
         ("seconds", round(time.perf_counter() - best.began, 3)),
         ("first_valid_s", best.first_valid_s),
+        ("within_1pct_s", next((t for t, c in best.improvements if c - bound <= NEAR_GAP * c), None)),
         ("schedule_from", best.origin),
         ("primal", status),
         ("segments", len(cover.segs)),
