@@ -289,10 +289,10 @@ def exact_slots(items: list[tuple[int, int, int]], k: int, nodes: int = EXACT_NO
     import highspy
     import numpy as np
 
-    from poet_edge.schedulers.highs_run import run_highs
+    from poet_edge.schedulers.highs_run import new_highs, run_highs
 
-    h = highspy.Highs()
-    for key, value in (("output_flag", False), ("threads", 1), ("mip_max_nodes", nodes), ("random_seed", 0)):
+    h = new_highs()
+    for key, value in (("threads", 1), ("mip_max_nodes", nodes), ("random_seed", 0)):
         h.setOptionValue(key, value)
     first: list[int] = []
     for _, _, w in items:

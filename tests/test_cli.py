@@ -119,3 +119,35 @@ def test_refuses_to_overwrite_foreign_folder(mlp_path, tmp_path):
     (out / "thesis.tex").write_text("precious")
     r = poet("compile", mlp_path, "--ram", "64KB", "-o", out)
     assert r.returncode != 0 and "refusing" in r.stderr and (out / "thesis.tex").exists()
+
+
+def test_machine_readable_output_has_no_solver_banner(mlp_path, tmp_path):
+    # HiGHS prints a banner to the process's stdout when its first instance is made; each poet process
+    # below makes one (the MILP, scale's models), so a banner would break the JSON and -q
+    from poet_edge.graphgen import random_layered_dag
+    from poet_edge.graphio import write_graph
+
+    graph = tmp_path / "g.json"
+    write_graph(random_layered_dag(30, 0, budget_bytes=1 << 62), graph)
+    for scheduler in ("milp", "scale"):
+        r = poet("solve", graph, "--ram", "600", "--json", "--time-limit", "5", "--scheduler", scheduler)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["valid"] is True, r.stdout[:200]
+    out = tmp_path / "out"
+    r = poet(
+        "compile",
+        mlp_path,
+        "--device",
+        "cortex-m4",
+        "--ram",
+        "36KB",
+        "--batch",
+        "8",
+        "-q",
+        "-o",
+        out,
+        "--scheduler",
+        "scale",
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ""

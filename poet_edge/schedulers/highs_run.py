@@ -12,6 +12,46 @@ CUTOFF_TOL = 1e-6  # scaled units: how far below a node's computed LP bound its 
 # margin a cutoff, HiGHS's objective_bound, is given)
 
 
+_BANNER_DONE = False
+
+
+def quiet_banner() -> None:
+    """HiGHS prints its banner ("Running HiGHS ...") to the process's standard output when the first
+    instance is made, whatever its options: that would break ``poet solve --json`` and ``-q``. The
+    first call makes that instance with file descriptor 1 pointed at /dev/null (C's buffer flushed
+    before it is restored); later calls do nothing."""
+    global _BANNER_DONE
+    if _BANNER_DONE:
+        return
+    _BANNER_DONE = True
+    import ctypes
+    import os
+    import sys
+
+    import highspy
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            highspy.Highs()
+            ctypes.CDLL(None).fflush(None)
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def new_highs() -> Any:
+    """A highspy instance with its output off (and no banner: :func:`quiet_banner`)."""
+    quiet_banner()
+    import highspy
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    return h
+
+
 def run_highs(h: Any) -> None:
     """``h.run()`` on a fresh HiGHS thread pool. HiGHS keeps one pool per process and refuses to run (model
     status "Not Set") with a thread count other than the one that pool was started with, so a solve with

@@ -55,7 +55,7 @@ from poet_edge.errors import PoetError
 from poet_edge.memory_floor import check_budget
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import PageIn, PageOut, Schedule
-from poet_edge.schedulers.highs_run import Checked, run_checked
+from poet_edge.schedulers.highs_run import Checked, quiet_banner, run_checked
 from poet_edge.schedulers.milp_decode import Pair, Stages, StageSolution, decode, encode, stages
 from poet_edge.simulator import InvalidSchedule, SimResult, simulate
 
@@ -365,6 +365,7 @@ def _solve_highs(m: _Model, options: MilpOptions, start: dict[str, float] | None
         mip_feasibility_tolerance=1e-9,
         primal_feasibility_tolerance=1e-9,
     )
+    quiet_banner()
     began = time.perf_counter()
     m.lp.solve(solver)
     seconds = time.perf_counter() - began

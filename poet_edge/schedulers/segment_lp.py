@@ -34,7 +34,14 @@ import numpy as np
 
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedulers.engine import DROP, Analysis
-from poet_edge.schedulers.highs_run import CUTOFF_TOL, PROOF_OPTIONS, add_rows, fix_by_reduced_cost, run_highs
+from poet_edge.schedulers.highs_run import (
+    CUTOFF_TOL,
+    PROOF_OPTIONS,
+    add_rows,
+    fix_by_reduced_cost,
+    new_highs,
+    run_highs,
+)
 from poet_edge.schedulers.segment_cover import Cover, Option, Term, _kinds
 
 if TYPE_CHECKING:
@@ -342,7 +349,7 @@ def _solve(
     threads, 28.06% proven: 24 s -> 16 s; presolve 4 s -> 1 s)."""
     import highspy
 
-    h = highspy.Highs()
+    h = new_highs()
     h.setOptionValue("output_flag", options.msg)
     h.setOptionValue("time_limit", max(0.05, time_limit))
     h.setOptionValue("mip_rel_gap", options.gap_rel / 4)

@@ -43,7 +43,7 @@ from poet_edge.problem import ProblemNode, SchedulingProblem
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 from poet_edge.schedulers.engine import Analysis
 from poet_edge.schedulers.gap_repair import restore_evicting
-from poet_edge.schedulers.highs_run import CUTOFF_TOL, add_csr, add_rows, rows_csr, run_checked
+from poet_edge.schedulers.highs_run import CUTOFF_TOL, add_csr, add_rows, new_highs, rows_csr, run_checked
 
 
 @dataclass
@@ -278,10 +278,7 @@ def load(m: StageModel, threads: int | None, gap_abs: float) -> Any:
 def _highs(cost: np.ndarray, integer: np.ndarray, threads: int | None, gap_abs: float) -> Any:
     """A highspy instance with the stage model's options and columns in [0, 1] (binary where
     ``integer``), no rows yet."""
-    import highspy
-
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     h.setOptionValue("mip_rel_gap", 0.0)
     h.setOptionValue("mip_abs_gap", gap_abs)
     h.setOptionValue("random_seed", 0)
