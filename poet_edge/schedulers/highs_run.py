@@ -36,7 +36,10 @@ def quiet_banner() -> None:
         with open(os.devnull, "w") as null:
             os.dup2(null.fileno(), 1)
             highspy.Highs()
-            ctypes.CDLL(None).fflush(None)
+            try:
+                ctypes.CDLL(None).fflush(None)
+            except (OSError, TypeError, AttributeError):  # no C library handle (not a POSIX system)
+                pass
     finally:
         os.dup2(saved, 1)
         os.close(saved)
