@@ -162,9 +162,9 @@ def max_latency_s(text: str | None, problem: SchedulingProblem) -> float | None:
 def _schedule(problem: SchedulingProblem, opts: CompileOptions) -> Schedule:
     """Runs the scheduler. `none` cannot trade anything for memory: over budget, its simulated peak is
     the error.
-    `milp`: when the no-remat schedule fits (and no latency bound binds it), it is optimal — every node once,
-    nothing paged is the least energy and time possible — so the solver is not needed."""
-    if ALIASES.get(opts.scheduler, opts.scheduler) == "milp":
+    `scale`, `milp`: when the no-remat schedule fits (and no latency bound binds it), it is optimal — every
+    node once, nothing paged is the least energy and time possible — so the solver is not needed."""
+    if ALIASES.get(opts.scheduler, opts.scheduler) in ("milp", "scale"):
         schedule, peak = _no_remat(problem)
         if peak <= problem.budget_bytes and problem.max_latency_s is None:
             return Schedule(
@@ -178,7 +178,7 @@ def _schedule(problem: SchedulingProblem, opts: CompileOptions) -> Schedule:
     if peak > problem.budget_bytes:
         raise PoetError(
             f"without recomputation or paging the training step peaks at {fmt_bytes(peak)}, above "
-            f"--ram {fmt_bytes(problem.budget_bytes)}; try --scheduler milp, greedy or page-all"
+            f"--ram {fmt_bytes(problem.budget_bytes)}; try --scheduler scale, milp, greedy or page-all"
         )
     return schedule
 
@@ -194,6 +194,8 @@ DETERMINISTIC_INFO = (
     "warm_start",
     "fallback",
     "objective_kind",
+    "bound_from",
+    "schedule_from",
 )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from poet_edge.graphio import read_graph
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule
-from poet_edge.schedulers import SCHEDULERS, configured
+from poet_edge.schedulers import SCHEDULERS, configured, milp_solver
 from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.simulator import InvalidSchedule, SimResult, format_report, simulate
 from poet_edge.units import SIZE_HELP, parse_size
@@ -19,21 +19,29 @@ from poet_edge.units import SIZE_HELP, parse_size
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "solve",
-        help="schedule a plain graph file (MILP or a baseline) and simulate the schedule",
+        help="schedule a plain graph file (scale, the MILP or a baseline) and simulate the schedule",
         description="Read a networkx node-link JSON graph (poet-edge's own node fields, or Checkmate-style "
-        "cost_ram/cost_cpu), schedule one step within --ram with the POET MILP (recomputation "
-        "+ paging, HiGHS or CBC) or a baseline, replay the schedule in the simulator and report "
-        "it. "
+        "cost_ram/cost_cpu), schedule one step within --ram with scale (the default), the POET MILP "
+        "(recomputation + paging, HiGHS or CBC) or a baseline, replay the schedule in the simulator "
+        "and report it. "
         "compute_cost is the simulated total of the objective (energy, or latency with "
         "--objective latency) in the graph's cost unit.",
     )
     p.add_argument("graph", help="node-link JSON graph file")
     p.add_argument("--ram", required=True, type=parse_size, metavar="BYTES", help=f"RAM budget; {SIZE_HELP}")
     p.add_argument("--objective", choices=("energy", "latency"), default="energy", help="what to minimise")
-    p.add_argument("--time-limit", type=float, default=60.0, metavar="S", help="MILP time limit in seconds")
-    p.add_argument("--threads", type=int, default=None, metavar="N", help="MILP solver threads")
-    p.add_argument("--milp-solver", choices=("highs", "cbc"), default="highs", help="MILP solver")
-    p.add_argument("--scheduler", default="milp", choices=sorted(SCHEDULERS), help="scheduler (default milp)")
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="scale, milp: time limit in seconds (default 60)",
+    )
+    p.add_argument("--threads", type=int, default=None, metavar="N", help="scale, milp: solver threads")
+    p.add_argument("--milp-solver", choices=("highs", "cbc"), help="milp: HiGHS (default) or CBC")
+    p.add_argument(
+        "--scheduler", default="scale", choices=sorted(SCHEDULERS), help="scheduler (default scale)"
+    )
     p.add_argument("--no-paging", action="store_true", help="milp, scale: recomputation only")
     p.add_argument("--no-remat", action="store_true", help="milp, scale: paging only")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
@@ -47,7 +55,7 @@ def _schedule(problem: SchedulingProblem, args: argparse.Namespace) -> tuple[Sch
         objective=args.objective,
         time_limit_s=args.time_limit,
         threads=args.threads,
-        solver=args.milp_solver,
+        solver=milp_solver(args.scheduler, args.milp_solver),
         paging=not args.no_paging,
         remat=not args.no_remat,
     )

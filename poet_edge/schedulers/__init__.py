@@ -1,7 +1,8 @@
 """Registry of schedulers: name -> function(problem) -> Schedule (or PoetError saying why none exists).
 
+``scale`` (the command lines' default) is the segment-cover scheduler (:mod:`poet_edge.schedulers.scale`);
 ``milp`` and ``poet-milp`` are the same POET MILP (``poet-milp`` names it explicitly, its schedules say
-so); ``scale`` is the segment-cover scheduler for large graphs (:mod:`poet_edge.schedulers.scale`).
+so).
 """
 
 from __future__ import annotations
@@ -48,10 +49,20 @@ def get_scheduler(name: str) -> Callable[[SchedulingProblem], Schedule]:
         raise PoetError(f"unknown scheduler '{name}'; available: {', '.join(SCHEDULERS)}") from None
 
 
+def milp_solver(scheduler: str, solver: str | None) -> str:
+    """The MILP's solver from a command line's --milp-solver (None: not given, HiGHS); refused with any
+    scheduler but the MILP, which alone would use it."""
+    if solver is not None and ALIASES.get(scheduler, scheduler) != "milp":
+        raise PoetError(
+            f"--milp-solver {solver} applies to the MILP only; add --scheduler milp (this run: {scheduler})"
+        )
+    return solver or "highs"
+
+
 def configured(name: str, options: MilpOptions) -> Callable[[SchedulingProblem], Schedule]:
     """Scheduler ``name`` with the solver options of a command line: the MILP (``milp``, ``poet-milp``)
-    takes them all; ``scale`` its objective, time limit, threads (``None``: no limit) and --no-paging /
-    --no-remat; the baselines take none."""
+    takes them all; ``scale`` all but the MILP solver (its time limit ``None``: no limit); the
+    baselines take none."""
     get_scheduler(name)  # unknown names fail here, listing the known ones
     if ALIASES.get(name, name) == "milp":
         return lambda p: replace(schedule_milp(p, options), solver=name)
@@ -63,6 +74,7 @@ def configured(name: str, options: MilpOptions) -> Callable[[SchedulingProblem],
             threads=options.threads,
             paging=options.paging,
             remat=options.remat,
+            on_progress=options.on_progress,
         )
         return lambda p: schedule_scale(p, scale)
     return get_scheduler(name)

@@ -90,7 +90,7 @@ from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers import stage_model
 from poet_edge.schedulers.engine import DROP, Analysis, analyse
-from poet_edge.schedulers.milp import MilpOptions, pinned_check
+from poet_edge.schedulers.milp import MilpOptions, ProgressCallback, pinned_check
 from poet_edge.schedulers.milp_decode import stages
 from poet_edge.schedulers.plan_replay import (
     FREE_TEMPS,
@@ -118,7 +118,9 @@ class ScaleOptions:
     at most this many perturb-and-descend rounds of the local search (fixed seed); ``prove_gap``: on
     mid-size graphs, the gap the cutoff proof (:func:`_prove`) tries to establish; ``paging`` /
     ``remat`` False (--no-paging / --no-remat): no value is paged out / recomputed, as in the MILP
-    (every node of the problem is made unpageable / computed once, so every phase and the bound obey it)."""
+    (every node of the problem is made unpageable / computed once, so every phase and the bound obey it);
+    ``on_progress(elapsed_s, incumbent, None, None)``: called at every cheaper schedule, as the MILP's
+    (it only observes)."""
 
     objective: str = "energy"  # energy | latency
     time_limit_s: float = 30.0
@@ -130,6 +132,7 @@ class ScaleOptions:
     msg: bool = False
     paging: bool = True
     remat: bool = True
+    on_progress: ProgressCallback | None = field(default=None, compare=False, repr=False)  # see _Best
 
 
 @dataclass
@@ -143,6 +146,7 @@ class _Best:
     improvements: list[tuple[float, float]] = field(default_factory=list)  # (seconds into the run, cost)
     plans: list[tuple[float, int, Plan]] = field(default_factory=list)  # (replay cost, order, plan)
     timed: bool = False  # a time limit, or a measured time, decided something: another run may differ
+    on_progress: ProgressCallback | None = None  # told of every cheaper schedule
 
     def offer(self, schedule: Schedule, sim: SimResult, cost: float, origin: str) -> None:
         if self.first_valid_s is None:
@@ -151,6 +155,8 @@ class _Best:
             self.schedule, self.cost, self.origin = schedule, cost, origin
             self.improved_at = time.perf_counter() - self.began
             self.improvements.append((self.improved_at, cost))
+            if self.on_progress is not None:
+                self.on_progress(self.improved_at, cost, None, None)
 
     def clock(self, status: str) -> None:
         """Notes a HiGHS solve that stopped at its time limit."""
@@ -278,7 +284,7 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     options = options or ScaleOptions()
     if options.objective not in ("energy", "latency"):
         raise PoetError(f"unknown objective '{options.objective}'; use energy or latency")
-    best = _Best()
+    best = _Best(on_progress=options.on_progress)
     if not problem.nodes:
         return Schedule((), NAME, (("status", "empty problem"),))
     check_budget(problem)
