@@ -151,3 +151,16 @@ def test_machine_readable_output_has_no_solver_banner(mlp_path, tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout == ""
+
+
+def test_scale_is_the_default_and_milp_solver_needs_the_milp(mlp_path, tmp_path):
+    out = tmp_path / "out"
+    r = poet("compile", mlp_path, "--device", "cortex-m4", "--ram", "36KB", "--batch", "8", "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert json.loads((out / "plan.json").read_text())["schedule"]["solver"] == "scale"
+    r = poet("compile", mlp_path, "--ram", "64KB", "--milp-solver", "cbc", "-o", tmp_path / "cbc")
+    assert r.returncode == 2 and "add --scheduler milp" in r.stderr, r.stderr
+    assert not (tmp_path / "cbc").exists()
+    r = poet("compile", mlp_path, "--ram", "64KB", "--milp-solver", "cbc", "--scheduler", "milp", "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert json.loads((out / "plan.json").read_text())["schedule"]["solver"] == "milp"
