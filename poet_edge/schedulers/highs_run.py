@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -12,18 +13,12 @@ CUTOFF_TOL = 1e-6  # scaled units: how far below a node's computed LP bound its 
 # margin a cutoff, HiGHS's objective_bound, is given)
 
 
-_BANNER_DONE = False
-
-
+@functools.cache
 def quiet_banner() -> None:
     """HiGHS prints its banner ("Running HiGHS ...") to the process's standard output when the first
     instance is made, whatever its options: that would break ``poet solve --json`` and ``-q``. The
     first call makes that instance with file descriptor 1 pointed at /dev/null (C's buffer flushed
-    before it is restored); later calls do nothing."""
-    global _BANNER_DONE
-    if _BANNER_DONE:
-        return
-    _BANNER_DONE = True
+    before it is restored); later calls do nothing (cached)."""
     import ctypes
     import os
     import sys
