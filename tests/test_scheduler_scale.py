@@ -367,19 +367,24 @@ def test_status_says_when_a_time_limit_cut_the_run_short() -> None:
     assert first <= near <= float(done["seconds"])  # type: ignore[arg-type]
 
 
-def test_progress_is_told_every_cheaper_schedule() -> None:
+def test_progress_is_told_every_cheaper_schedule_and_higher_bound() -> None:
     # as the command line shows it: through configured(), the MILP's options carrying the callback
     problem = _budgets(training_chain(20, seed=3), (0.0,))[0]
     seen: list[tuple[float, float | None, float | None, float | None]] = []
     options = MilpOptions(time_limit_s=60.0, threads=1, on_progress=lambda *a: seen.append(a))
     schedule = configured("scale", options)(problem)
-    assert len(seen) >= 2  # the first baseline, then cheaper schedules
+    info = dict(schedule.info)
+    assert info["status"] == "optimal" and len(seen) >= 3  # the first baseline, cheaper ones, a bound
     times = [t for t, _, _, _ in seen]
     costs = [c for _, c, _, _ in seen]
+    bounds = [b for _, _, b, _ in seen if b is not None]
     assert times == sorted(times) and all(c is not None for c in costs)
-    assert all(b < a for a, b in zip(costs, costs[1:], strict=False))  # type: ignore[operator]
+    assert all(b <= a for a, b in zip(costs, costs[1:], strict=False))  # type: ignore[operator]
+    assert len(set(costs)) >= 2 and bounds == sorted(bounds) and len(bounds) >= 1
+    assert all(b is None or b <= c for _, c, b, _ in seen)  # type: ignore[operator]
     assert costs[-1] == pytest.approx(simulate(problem, schedule).energy_j, rel=1e-9)
-    assert all(b is None and g is None for _, _, b, g in seen)
+    assert bounds[-1] == pytest.approx(float(info["bound"]), rel=1e-9)  # type: ignore[arg-type]
+    assert all(g is None for _, _, _, g in seen)
 
 
 def test_below_floor_is_refused() -> None:

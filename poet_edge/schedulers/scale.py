@@ -119,8 +119,8 @@ class ScaleOptions:
     mid-size graphs, the gap the cutoff proof (:func:`_prove`) tries to establish; ``paging`` /
     ``remat`` False (--no-paging / --no-remat): no value is paged out / recomputed, as in the MILP
     (every node of the problem is made unpageable / computed once, so every phase and the bound obey it);
-    ``on_progress(elapsed_s, incumbent, None, None)``: called at every cheaper schedule, as the MILP's
-    (it only observes)."""
+    ``on_progress(elapsed_s, incumbent, bound, None)``: called at every cheaper schedule and every higher
+    lower bound (None until known), as the MILP's (it only observes)."""
 
     objective: str = "energy"  # energy | latency
     time_limit_s: float = 30.0
@@ -146,7 +146,8 @@ class _Best:
     improvements: list[tuple[float, float]] = field(default_factory=list)  # (seconds into the run, cost)
     plans: list[tuple[float, int, Plan]] = field(default_factory=list)  # (replay cost, order, plan)
     timed: bool = False  # a time limit, or a measured time, decided something: another run may differ
-    on_progress: ProgressCallback | None = None  # told of every cheaper schedule
+    on_progress: ProgressCallback | None = None  # told of every cheaper schedule and higher bound
+    bound: float | None = None  # the highest lower bound proven so far (for on_progress)
 
     def offer(self, schedule: Schedule, sim: SimResult, cost: float, origin: str) -> None:
         if self.first_valid_s is None:
@@ -155,8 +156,20 @@ class _Best:
             self.schedule, self.cost, self.origin = schedule, cost, origin
             self.improved_at = time.perf_counter() - self.began
             self.improvements.append((self.improved_at, cost))
-            if self.on_progress is not None:
-                self.on_progress(self.improved_at, cost, None, None)
+            self._tell()
+
+    def proved(self, bound: tuple[float, str]) -> tuple[float, str]:
+        """Notes the highest bound so far, (bound, what proved it); returns it."""
+        if self.bound is None or bound[0] > self.bound:
+            self.bound = bound[0]
+            self._tell()
+        return bound
+
+    def _tell(self) -> None:
+        if self.on_progress is not None:
+            cost = self.cost if math.isfinite(self.cost) else None
+            bound = self.bound if self.bound is None or cost is None else min(self.bound, cost)
+            self.on_progress(time.perf_counter() - self.began, cost, bound, None)
 
     def clock(self, status: str) -> None:
         """Notes a HiGHS solve that stopped at its time limit."""
@@ -301,13 +314,15 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     n = len(problem.nodes)
     budget = np.full(n, problem.budget_bytes, dtype=np.int64)
     run = _Run(problem, an, cover, best, options, latency, norm)
-    bound, bound_from = plain + _bound(run, budget) * norm, "segment cover"
+    bound, bound_from = best.proved((plain + _bound(run, budget) * norm, "segment cover"))
     primal_status = _improve(run, bound)
     evals = 0
     pairs = stage_model.pairs(problem, an)
     if pairs <= STAGE_PAIRS:  # a short search first: the stage model's start
         evals = _search(run, bound, SEARCH_FIRST * options.time_limit_s, options.kicks // 10)
-        bound, bound_from = _higher((bound, bound_from), (plain + _stages(run, plain) * norm, "stage model"))
+        bound, bound_from = best.proved(
+            _higher((bound, bound_from), (plain + _stages(run, plain) * norm, "stage model"))
+        )
         evals += _search(run, bound)
     elif pairs <= LNS_PAIRS:
         evals = _search(run, bound, LNS_AFTER * options.time_limit_s, stall=LNS_STALL)
@@ -315,16 +330,16 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
         windows = stage_model.windows(model, options.threads, 0.0) if model.feasible else None
         _lns(run, model, windows, bound, _near_sweep(), NEAR_UNTIL * options.time_limit_s)
         strict = plain + _strict(run, budget, bound) * norm
-        bound, bound_from = _higher((bound, bound_from), (strict, "strict segment cover"))
+        bound, bound_from = best.proved(_higher((bound, bound_from), (strict, "strict segment cover")))
         if pairs <= PROVE_PAIRS:
             proved = plain + _prove(run, model, bound, plain) * norm
-            bound, bound_from = _higher((bound, bound_from), (proved, "stage model cutoff"))
+            bound, bound_from = best.proved(_higher((bound, bound_from), (proved, "stage model cutoff")))
         sweeps = _sweeps()
         if options.time_limit_s >= SPLIT_FROM:  # the split model's cutoff proof, once the windows stall
             handover = ((1 - MARGIN) * options.time_limit_s - SPLIT_LEFT, SPLIT_STALL * options.time_limit_s)
             _lns(run, model, windows, bound, sweeps, handover=handover)
             split = plain + _split_proof(run, budget, bound, plain) * norm
-            bound, bound_from = _higher((bound, bound_from), (split, "split segment cover"))
+            bound, bound_from = best.proved(_higher((bound, bound_from), (split, "split segment cover")))
         _lns(run, model, windows, bound, sweeps)
         evals += _search(run, bound)  # the rest of the time, if the windows stall at full width
     else:
