@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from statistics import mean
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -279,35 +280,37 @@ def scaling_table(rows: list[Row]) -> str:
     the gap stays open), the time to a first valid schedule and the time to its first schedule within 1%
     of the bound it reported (which may have been proven later), each with the exponent of a power law
     fitted over n."""
-    total: dict[int, list[float]] = {}
-    first: dict[int, list[float]] = {}
-    near: dict[int, list[float | None]] = {}
+    by_n: dict[int, list[dict[str, Any]]] = {}
     for raw in _raws(rows):
         scale = raw["solvers"].get("scale")
-        if str(raw["graph"]).startswith("layered-") and _valid(scale):
-            total.setdefault(int(raw["nodes"]), []).append(float(scale["total_s"]))
-            first.setdefault(int(raw["nodes"]), []).append(float(scale["first_s"] or 0.0))
-            near.setdefault(int(raw["nodes"]), []).append(scale["near_s"])
-    lines: list[dict[str, object]] = []
-    for n, ts in sorted(total.items()):
-        ns = [t for t in near[n] if t is not None]
-        lines.append(
-            {
-                "n": str(n),
-                "budgets": str(len(ts)),
-                "mean s": f"{sum(ts) / len(ts):.2f}",
-                "max s": f"{max(ts):.2f}",
-                "mean 1st s": f"{sum(first[n]) / len(ts):.3f}",
-                "within 1%": f"{len(ns)}/{len(ts)}",
-                "mean s to 1%": f"{sum(ns) / len(ns):.2f}" if ns else "",
-                "max s to 1%": f"{max(ns):.2f}" if ns else "",
-            }
-        )
-    means = {n: [t for t in near[n] if t is not None] for n in near}
+        if _layered(raw) and _valid(scale):
+            by_n.setdefault(int(raw["nodes"]), []).append(scale)
+
+    def times(key: str) -> dict[int, list[float]]:
+        """Per size, the rows' seconds under ``key`` (rows without it left out)."""
+        return {n: [float(r[key]) for r in rs if r[key] is not None] for n, rs in sorted(by_n.items())}
+
+    total, first, near = times("total_s"), times("first_s"), times("near_s")
+    lines: list[dict[str, object]] = [
+        {
+            "n": str(n),
+            "budgets": str(len(ts)),
+            "mean s": f"{mean(ts):.2f}",
+            "max s": f"{max(ts):.2f}",
+            "mean 1st s": f"{mean(first[n]):.3f}",
+            "within 1%": f"{len(near[n])}/{len(ts)}",
+            "mean s to 1%": f"{mean(near[n]):.2f}" if near[n] else "",
+            "max s to 1%": f"{max(near[n]):.2f}" if near[n] else "",
+        }
+        for n, ts in total.items()
+    ]
     fits = [
-        ("whole run", fitted_exponent([(n, sum(ts) / len(ts)) for n, ts in total.items()])),
-        ("to a first valid schedule", fitted_exponent([(n, sum(ts) / len(ts)) for n, ts in first.items()])),
-        ("to within 1%", fitted_exponent([(n, sum(ts) / len(ts)) for n, ts in means.items() if ts])),
+        (what, fitted_exponent([(n, mean(ts)) for n, ts in series.items() if ts]))
+        for what, series in (
+            ("whole run", total),
+            ("to a first valid schedule", first),
+            ("to within 1%", near),
+        )
     ]
     text = table(
         lines, ["n", "budgets", "mean s", "max s", "mean 1st s", "within 1%", "mean s to 1%", "max s to 1%"]
@@ -321,6 +324,10 @@ def scaling_table(rows: list[Row]) -> str:
 
 def _raws(rows: list[Row]) -> list[dict[str, Any]]:
     return [r["_raw"] for r in rows if "_raw" in r]  # type: ignore[misc]
+
+
+def _layered(raw: dict[str, Any]) -> bool:
+    return str(raw["graph"]).startswith("layered-")
 
 
 def _valid(rec: dict[str, Any] | None) -> bool:
@@ -341,8 +348,8 @@ def _name(raw: dict[str, Any]) -> str:
 def checks(rows: list[Row]) -> list[Check]:
     """Issue 7's criteria, evaluated on the rows that ran: (what, rows passing, rows checked, misses)."""
     raws = _raws(rows)
-    zoo = [r for r in raws if not str(r["graph"]).startswith("layered-")]
-    layered = [r for r in raws if str(r["graph"]).startswith("layered-")]
+    zoo = [r for r in raws if not _layered(r)]
+    layered = [r for r in raws if _layered(r)]
     big = [r for r in layered if r["nodes"] == BIG_NODES and r["budget"] == BIG_BUDGET]
 
     def near(r: dict[str, Any]) -> bool:

@@ -142,33 +142,37 @@ class _Best:
     origin: str = ""
     first_valid_s: float | None = None
     began: float = field(default_factory=time.perf_counter)
-    improved_at: float = 0.0  # seconds into the run of the last improvement
     improvements: list[tuple[float, float]] = field(default_factory=list)  # (seconds into the run, cost)
     plans: list[tuple[float, int, Plan]] = field(default_factory=list)  # (replay cost, order, plan)
     timed: bool = False  # a time limit, or a measured time, decided something: another run may differ
     on_progress: ProgressCallback | None = None  # told of every cheaper schedule and higher bound
-    bound: float | None = None  # the highest lower bound proven so far (for on_progress)
+    proven: tuple[float, str] | None = None  # the highest lower bound so far, and what proved it
+
+    @property
+    def improved_at(self) -> float:
+        """Seconds into the run of the last improvement (0 before any)."""
+        return self.improvements[-1][0] if self.improvements else 0.0
 
     def offer(self, schedule: Schedule, sim: SimResult, cost: float, origin: str) -> None:
         if self.first_valid_s is None:
             self.first_valid_s = time.perf_counter() - self.began
         if cost < self.cost * (1 - 1e-12):
             self.schedule, self.cost, self.origin = schedule, cost, origin
-            self.improved_at = time.perf_counter() - self.began
-            self.improvements.append((self.improved_at, cost))
+            self.improvements.append((time.perf_counter() - self.began, cost))
             self._tell()
 
-    def proved(self, bound: tuple[float, str]) -> tuple[float, str]:
-        """Notes the highest bound so far, (bound, what proved it); returns it."""
-        if self.bound is None or bound[0] > self.bound:
-            self.bound = bound[0]
+    def proved(self, new: tuple[float, str]) -> tuple[float, str]:
+        """The highest (bound, what proved it) so far, ``new`` included (the one held on a tie)."""
+        if self.proven is None or new[0] > self.proven[0]:
+            self.proven = new
             self._tell()
-        return bound
+        return self.proven
 
     def _tell(self) -> None:
         if self.on_progress is not None:
             cost = self.cost if math.isfinite(self.cost) else None
-            bound = self.bound if self.bound is None or cost is None else min(self.bound, cost)
+            bound = None if self.proven is None else self.proven[0]
+            bound = bound if bound is None or cost is None else min(bound, cost)
             self.on_progress(time.perf_counter() - self.began, cost, bound, None)
 
     def clock(self, status: str) -> None:
@@ -314,15 +318,13 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     n = len(problem.nodes)
     budget = np.full(n, problem.budget_bytes, dtype=np.int64)
     run = _Run(problem, an, cover, best, options, latency, norm)
-    bound, bound_from = best.proved((plain + _bound(run, budget) * norm, "segment cover"))
+    bound = best.proved((plain + _bound(run, budget) * norm, "segment cover"))[0]
     primal_status = _improve(run, bound)
     evals = 0
     pairs = stage_model.pairs(problem, an)
     if pairs <= STAGE_PAIRS:  # a short search first: the stage model's start
         evals = _search(run, bound, SEARCH_FIRST * options.time_limit_s, options.kicks // 10)
-        bound, bound_from = best.proved(
-            _higher((bound, bound_from), (plain + _stages(run, plain) * norm, "stage model"))
-        )
+        bound = best.proved((plain + _stages(run, plain) * norm, "stage model"))[0]
         evals += _search(run, bound)
     elif pairs <= LNS_PAIRS:
         evals = _search(run, bound, LNS_AFTER * options.time_limit_s, stall=LNS_STALL)
@@ -330,23 +332,23 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
         windows = stage_model.windows(model, options.threads, 0.0) if model.feasible else None
         _lns(run, model, windows, bound, _near_sweep(), NEAR_UNTIL * options.time_limit_s)
         strict = plain + _strict(run, budget, bound) * norm
-        bound, bound_from = best.proved(_higher((bound, bound_from), (strict, "strict segment cover")))
+        bound = best.proved((strict, "strict segment cover"))[0]
         if pairs <= PROVE_PAIRS:
             proved = plain + _prove(run, model, bound, plain) * norm
-            bound, bound_from = best.proved(_higher((bound, bound_from), (proved, "stage model cutoff")))
+            bound = best.proved((proved, "stage model cutoff"))[0]
         sweeps = _sweeps()
         if options.time_limit_s >= SPLIT_FROM:  # the split model's cutoff proof, once the windows stall
             handover = ((1 - MARGIN) * options.time_limit_s - SPLIT_LEFT, SPLIT_STALL * options.time_limit_s)
             _lns(run, model, windows, bound, sweeps, handover=handover)
             split = plain + _split_proof(run, budget, bound, plain) * norm
-            bound, bound_from = best.proved(_higher((bound, bound_from), (split, "split segment cover")))
+            bound = best.proved((split, "split segment cover"))[0]
         _lns(run, model, windows, bound, sweeps)
         evals += _search(run, bound)  # the rest of the time, if the windows stall at full width
     else:
         evals = _search(run, bound)
     if best.schedule is None:
         raise PoetError(f"scheduler '{NAME}' found no schedule within the budget ({primal_status})")
-    return _finish(best, (bound, bound_from), plain, primal_status, cover, evals)
+    return _finish(best, plain, primal_status, cover, evals)
 
 
 def _restricted(problem: SchedulingProblem, options: ScaleOptions) -> SchedulingProblem:
@@ -796,16 +798,9 @@ def _search(
     return search.evals
 
 
-def _higher(held: tuple[float, str], new: tuple[float, str]) -> tuple[float, str]:
-    """The larger of two (bound, what proved it); the one held on a tie."""
-    return new if new[0] > held[0] else held
-
-
-def _finish(
-    best: _Best, proven: tuple[float, str], plain: float, status: str, cover: Cover, evals: int
-) -> Schedule:
+def _finish(best: _Best, plain: float, status: str, cover: Cover, evals: int) -> Schedule:
     assert best.schedule is not None
-    bound, bound_from = _higher(proven, (plain, "plain pass"))
+    bound, bound_from = best.proved((plain, "plain pass"))
     if bound > best.cost:  # only within the solver's tolerances (the bound is a relaxation)
         bound = best.cost if bound <= best.cost * (1 + 1e-7) else bound
     gap = max(0.0, best.cost - bound) / max(abs(best.cost), 1e-300)
