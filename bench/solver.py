@@ -19,12 +19,16 @@ for scale and poet-milp; poet-milp is skipped above --poet-max-nodes nodes (its 
 binaries; it does not build in reasonable time or memory there; default 100).
 Run: .venv/bin/python bench/solver.py [--quick] [--time-limit S] [--threads N] [--sizes 100,250]
      [--only zoo|random] [--models resnet8,dscnn] [--budgets 80%,1.1xfloor] [--poet-max-nodes N]
-     [--json results.json]
+     [--json results.json] [--repeat N]
+With --repeat N, scale runs N times per row: the table shows its first run, a table of the spread over
+the runs follows it (cost, gap, the zoo criterion, how many different schedules), and the checks count
+every run.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import sys
@@ -74,6 +78,7 @@ class Run:
     bound: float | None = None
     note: str = ""
     status: str = ""  # the solver's own (scale: optimal / feasible, time-dependent / feasible)
+    digest: str = ""  # scale: a hash of the schedule's steps (runs that differ in it returned others)
 
 
 def zoo_graphs(device: str, names: list[str]) -> list[tuple[str, SchedulingProblem]]:
@@ -118,6 +123,7 @@ def run_scale(problem: SchedulingProblem, limit: float, threads: int) -> Run:
         near_s=float(near) if isinstance(near, float) else None,
         bound=float(info["bound"]),  # type: ignore[arg-type]
         status=str(info.get("status", "")),
+        digest=hashlib.sha256(repr(schedule.steps).encode()).hexdigest()[:12],
     )
     return _measured(problem, schedule, run)
 
@@ -193,7 +199,7 @@ def _record(run: Run, plain: float, bound: float | None) -> dict[str, object]:
         "gap_pct": None if gap is None else 100 * gap,
         "status": run.status,
         "note": run.note,
-    }
+    } | ({"digest": run.digest} if run.digest else {})
 
 
 def _cells(prefix: str, rec: dict[str, object]) -> dict[str, str]:
@@ -219,12 +225,13 @@ def bench_row(
     name: str, label: str, problem: SchedulingProblem, plain: float, args: argparse.Namespace
 ) -> Row:
     row: dict[str, object] = {"graph": name, "T": str(len(problem.nodes)), "budget": label}
-    runs = {"scale": run_scale(problem, args.time_limit, args.threads)}
+    scale_runs = [run_scale(problem, args.time_limit, args.threads) for _ in range(args.repeat)]
+    runs = {"scale": scale_runs[0]}
     if len(problem.nodes) <= args.poet_max_nodes:
         runs["poet-milp"] = run_poet(problem, args.time_limit, args.threads)
     runs["greedy"] = run_plain(problem, SCHEDULERS["greedy"])
     runs["best-base"] = run_best_base(problem)
-    bounds = [r.bound for r in runs.values() if r.bound is not None]
+    bounds = [r.bound for r in [*runs.values(), *scale_runs] if r.bound is not None]
     best_bound = max(bounds) if bounds else None
     records: dict[str, dict[str, object]] = {}
     for solver in SOLVERS:
@@ -242,6 +249,8 @@ def bench_row(
         "plain_j": plain,
         "solvers": records,
     }
+    if args.repeat > 1:  # every run of scale (the first is the table's)
+        row["_raw"]["scale_runs"] = [_record(r, plain, r.bound) for r in scale_runs]  # type: ignore[index]
     return row
 
 
@@ -322,6 +331,38 @@ def scaling_table(rows: list[Row]) -> str:
     return text
 
 
+def spread_table(rows: list[Row]) -> str:
+    """Run-to-run spread of scale (--repeat N): per row, the least and the largest cost and gap over the
+    runs, in how many runs it was within 1% of its own bound in at most 30 s (issue 7's zoo criterion),
+    how many different schedules the runs returned (by the hash of their steps) and their statuses."""
+    lines: list[dict[str, object]] = []
+    for raw in _raws(rows):
+        runs = [r for r in raw.get("scale_runs", []) if _valid(r)]
+        if not runs:
+            continue
+        costs, gaps = [r["cost_pct"] for r in runs], [r["gap_pct"] for r in runs]
+        near = sum(r["gap_pct"] <= ZOO_GAP_PCT and r["total_s"] <= ZOO_SECONDS for r in runs)
+        statuses = [short_status(str(r["status"])) for r in runs]
+        lines.append(
+            {
+                "graph": raw["graph"],
+                "budget": raw["budget"],
+                "runs": str(len(runs)),
+                "min %": f"{min(costs):.2f}",
+                "max %": f"{max(costs):.2f}",
+                "min gap%": f"{min(gaps):.2f}",
+                "max gap%": f"{max(gaps):.2f}",
+                "1% in 30 s": f"{near}/{len(runs)}",
+                "schedules": str(len({r.get("digest") for r in runs})),
+                "status": " ".join(f"{st} x{statuses.count(st)}" for st in sorted(set(statuses))),
+            }
+        )
+    if not lines:
+        return ""
+    columns = ["graph", "budget", "runs", "min %", "max %", "min gap%", "max gap%", "1% in 30 s"]
+    return "scale run to run:\n" + table(lines, columns + ["schedules", "status"])
+
+
 def _raws(rows: list[Row]) -> list[dict[str, Any]]:
     return [r["_raw"] for r in rows if "_raw" in r]  # type: ignore[misc]
 
@@ -342,12 +383,25 @@ def _at_most(rec: dict[str, Any] | None, other: dict[str, Any] | None) -> bool:
 
 
 def _name(raw: dict[str, Any]) -> str:
-    return f"{raw['graph']} {raw['budget']}"
+    return f"{raw['graph']} {raw['budget']}" + (f" run {raw['run']}" if "run" in raw else "")
+
+
+def _per_run(raws: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each row once per run of scale (--repeat): a copy with that run as its scale record, named
+    "run k" when there are several."""
+    out = []
+    for raw in raws:
+        runs = raw.get("scale_runs") or [raw["solvers"]["scale"]]
+        for k, rec in enumerate(runs, 1):
+            tag = {"run": k} if len(runs) > 1 else {}
+            out.append(raw | {"solvers": raw["solvers"] | {"scale": rec}} | tag)
+    return out
 
 
 def checks(rows: list[Row]) -> list[Check]:
-    """Issue 7's criteria, evaluated on the rows that ran: (what, rows passing, rows checked, misses)."""
-    raws = _raws(rows)
+    """Issue 7's criteria, evaluated on the rows that ran, every run of scale (--repeat) counted on its
+    own: (what, rows (runs) passing, rows (runs) checked, misses)."""
+    raws = _per_run(_raws(rows))
     zoo = [r for r in raws if not _layered(r)]
     layered = [r for r in raws if _layered(r)]
     big = [r for r in layered if r["nodes"] == BIG_NODES and r["budget"] == BIG_BUDGET]
@@ -431,7 +485,16 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="time limit 10 s, poet-milp up to 100 nodes")
     ap.add_argument("--device", default="cortex-m4")
     ap.add_argument("--json", type=Path, help="also write the rows and the checks to this JSON file")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run scale this many times per row (the table shows the first run; a spread table and the "
+        "checks cover every run)",
+    )
     args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
     if args.quick:
         args.time_limit = min(args.time_limit, 10.0)
         args.poet_max_nodes = min(args.poet_max_nodes, 100)
@@ -451,6 +514,9 @@ def main() -> int:
     )
     print(table(rows, COLUMNS))
     print()
+    if spread := spread_table(rows):
+        print(spread)
+        print()
     print(scaling_table(rows))
     print()
     found = checks(rows)

@@ -8,11 +8,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from solver import checks, checks_text, short_status  # noqa: E402
+from solver import checks, checks_text, short_status, spread_table  # noqa: E402
 
 
-def _rec(cost: float, gap: float = 0.0, total: float = 1.0, first: float = 0.0, peak: float = 0.9) -> dict:
+def _rec(
+    cost: float, gap: float = 0.0, total: float = 1.0, first: float = 0.0, peak: float = 0.9, digest: str = ""
+) -> dict:
     return {
+        "digest": digest,
         "cost_pct": cost,
         "peak_ratio": peak,
         "first_s": first,
@@ -60,6 +63,39 @@ def test_a_schedule_over_the_budget_is_no_valid_schedule() -> None:
     found = {what.split(":")[0]: (good, total) for what, good, total, _ in checks(rows)}
     assert found["zoo rows"] == (0, 1)
     assert found["every row"] == (0, 1)
+
+
+def _repeated(runs: list[dict]) -> dict[str, object]:
+    row = _row("bert_tiny", 166, "50%", scale=runs[0], best_base=_rec(255.6))
+    row["_raw"]["scale_runs"] = runs  # type: ignore[index]
+    return row
+
+
+def test_checks_count_every_run_of_scale() -> None:
+    runs = [_rec(29.35, gap=0.66, total=28.5), _rec(29.63, gap=1.2, total=28.6), _rec(300.0, gap=0.5)]
+    found = {
+        what.split(":")[0]: (good, total, misses) for what, good, total, misses in checks([_repeated(runs)])
+    }
+    assert found["zoo rows"] == (2, 3, ["bert_tiny 50% run 2 (gap 1.20%, 28.6 s)"])
+    assert found["every row"][:2] == (2, 3)
+    assert found["every row"][2][0].startswith("bert_tiny 50% run 3")
+
+
+def test_spread_table_gives_the_range_over_runs_and_the_schedules_returned() -> None:
+    runs = [
+        _rec(29.35, gap=0.66, total=28.5, digest="a"),
+        _rec(29.63, gap=1.2, total=28.6, digest="b"),
+        _rec(29.35, gap=0.66, total=28.4, digest="a"),
+    ]
+    for r, st in zip(runs, ("feasible, time-dependent", "feasible, time-dependent", "optimal"), strict=True):
+        r["status"] = st
+    text = spread_table([_repeated(runs), _row("lenet5", 37, "90%", scale=_rec(0.0))])
+    lines = text.splitlines()
+    assert len(lines) == 4  # title, header, rule and one row: lenet5 ran once
+    assert lines[3].split() == [
+        "bert_tiny", "50%", "3", "29.35", "29.63", "0.66", "1.20", "2/3", "2", "opt", "x1", "time", "x2"
+    ]  # fmt: skip
+    assert spread_table([_row("lenet5", 37, "90%", scale=_rec(0.0))]) == ""
 
 
 def test_checks_on_no_rows_say_not_run() -> None:
