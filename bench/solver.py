@@ -337,22 +337,23 @@ def spread_table(rows: list[Row]) -> str:
     how many different schedules the runs returned (by the hash of their steps) and their statuses."""
     lines: list[dict[str, object]] = []
     for raw in _raws(rows):
-        runs = [r for r in raw.get("scale_runs", []) if _valid(r)]
+        every = raw.get("scale_runs", [])
+        runs = [r for r in every if _valid(r)]  # a run without a valid schedule counts as a miss
         if not runs:
             continue
         costs, gaps = [r["cost_pct"] for r in runs], [r["gap_pct"] for r in runs]
         near = sum(r["gap_pct"] <= ZOO_GAP_PCT and r["total_s"] <= ZOO_SECONDS for r in runs)
-        statuses = [short_status(str(r["status"])) for r in runs]
+        statuses = [short_status(str(r["status"]) or "none") for r in every]
         lines.append(
             {
                 "graph": raw["graph"],
                 "budget": raw["budget"],
-                "runs": str(len(runs)),
+                "runs": str(len(every)),
                 "min %": f"{min(costs):.2f}",
                 "max %": f"{max(costs):.2f}",
                 "min gap%": f"{min(gaps):.2f}",
                 "max gap%": f"{max(gaps):.2f}",
-                "1% in 30 s": f"{near}/{len(runs)}",
+                "1% in 30 s": f"{near}/{len(every)}",
                 "schedules": str(len({r.get("digest") for r in runs})),
                 "status": " ".join(f"{st} x{statuses.count(st)}" for st in sorted(set(statuses))),
             }

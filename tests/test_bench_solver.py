@@ -96,6 +96,15 @@ def test_spread_table_gives_the_range_over_runs_and_the_schedules_returned() -> 
         "bert_tiny", "50%", "3", "29.35", "29.63", "0.66", "1.20", "2/3", "2", "opt", "x1", "time", "x2"
     ]  # fmt: skip
     assert spread_table([_row("lenet5", 37, "90%", scale=_rec(0.0))]) == ""
+    runs[1]["peak_ratio"] = 1.01  # over the budget: no valid schedule, a miss, not left out
+    assert spread_table([_repeated(runs)]).splitlines()[3].split()[2:8] == [
+        "3",
+        "29.35",
+        "29.35",
+        "0.66",
+        "0.66",
+        "2/3",
+    ]
 
 
 def test_checks_on_no_rows_say_not_run() -> None:
