@@ -19,7 +19,10 @@ for scale and poet-milp; poet-milp is skipped above --poet-max-nodes nodes (its 
 binaries; it does not build in reasonable time or memory there; default 100).
 Run: .venv/bin/python bench/solver.py [--quick] [--time-limit S] [--threads N] [--sizes 100,250]
      [--only zoo|random] [--models resnet8,dscnn] [--budgets 80%,1.1xfloor] [--poet-max-nodes N]
-     [--json results.json] [--repeat N]
+     [--json results.json] [--repeat N] [--gap 1%]
+With --gap G, scale and poet-milp stop once proven within G ((cost - bound) / cost), as
+`poet compile --gap G` does: the "t" column is then the time to a proven G; without it they close the
+gap as far as the time limit allows.
 With --repeat N, scale runs N times per row: the table shows its first run, a table of the spread over
 the runs follows it (cost, gap, the zoo criterion, how many different schedules), and the checks count
 every run.
@@ -57,6 +60,7 @@ from poet_edge.schedulers import BASELINES, SCHEDULERS  # noqa: E402
 from poet_edge.schedulers.milp import MilpOptions, schedule_milp  # noqa: E402
 from poet_edge.schedulers.scale import ScaleOptions, schedule_scale  # noqa: E402
 from poet_edge.simulator import simulate  # noqa: E402
+from poet_edge.units import parse_gap  # noqa: E402
 
 FRACTIONS = (0.9, 0.8, 0.7, 0.6, 0.5)
 SOLVERS = ("scale", "poet-milp", "greedy", "best-base")
@@ -109,10 +113,11 @@ def _measured(problem: SchedulingProblem, schedule: Schedule, run: Run) -> Run:
     return run
 
 
-def run_scale(problem: SchedulingProblem, limit: float, threads: int) -> Run:
+def run_scale(problem: SchedulingProblem, limit: float, threads: int, gap: float | None = None) -> Run:
     began = time.perf_counter()
     try:
-        schedule = schedule_scale(problem, ScaleOptions(time_limit_s=limit, threads=threads))
+        options = ScaleOptions(time_limit_s=limit, threads=threads).with_gap(gap)
+        schedule = schedule_scale(problem, options)
     except PoetError as err:
         return Run(total_s=time.perf_counter() - began, note=str(err)[:40])
     info = dict(schedule.info)
@@ -128,7 +133,7 @@ def run_scale(problem: SchedulingProblem, limit: float, threads: int) -> Run:
     return _measured(problem, schedule, run)
 
 
-def run_poet(problem: SchedulingProblem, limit: float, threads: int) -> Run:
+def run_poet(problem: SchedulingProblem, limit: float, threads: int, gap: float | None = None) -> Run:
     began = time.perf_counter()
     first: list[float] = []
 
@@ -136,7 +141,7 @@ def run_poet(problem: SchedulingProblem, limit: float, threads: int) -> Run:
         if inc is not None and not first:
             first.append(time.perf_counter() - began)
 
-    options = MilpOptions(time_limit_s=limit, threads=threads, on_progress=progress)
+    options = MilpOptions(time_limit_s=limit, threads=threads, gap_rel=gap, on_progress=progress)
     try:
         schedule = replace(schedule_milp(problem, options), solver="poet-milp")
     except PoetError as err:
@@ -225,10 +230,10 @@ def bench_row(
     name: str, label: str, problem: SchedulingProblem, plain: float, args: argparse.Namespace
 ) -> Row:
     row: dict[str, object] = {"graph": name, "T": str(len(problem.nodes)), "budget": label}
-    scale_runs = [run_scale(problem, args.time_limit, args.threads) for _ in range(args.repeat)]
+    scale_runs = [run_scale(problem, args.time_limit, args.threads, args.gap) for _ in range(args.repeat)]
     runs = {"scale": scale_runs[0]}
     if len(problem.nodes) <= args.poet_max_nodes:
-        runs["poet-milp"] = run_poet(problem, args.time_limit, args.threads)
+        runs["poet-milp"] = run_poet(problem, args.time_limit, args.threads, args.gap)
     runs["greedy"] = run_plain(problem, SCHEDULERS["greedy"])
     runs["best-base"] = run_best_base(problem)
     bounds = [r.bound for r in [*runs.values(), *scale_runs] if r.bound is not None]
@@ -473,6 +478,13 @@ COLUMNS = ["graph", "T", "budget"] + [
 ]
 
 
+def _gap(text: str) -> float:
+    try:
+        return parse_gap(text)
+    except PoetError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument(
@@ -495,6 +507,12 @@ def main() -> int:
         help="run scale this many times per row (the table shows the first run; a spread table and the "
         "checks cover every run)",
     )
+    ap.add_argument(
+        "--gap",
+        type=_gap,
+        help="scale and poet-milp stop once proven within this, e.g. 1%% (default: as close as the time "
+        "limit allows)",
+    )
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error("--repeat must be at least 1")
@@ -512,7 +530,9 @@ def main() -> int:
         for name, problem in graphs:
             rows += graph_rows(name, problem, Path(tmp), args)
     print(
-        f"time limit {args.time_limit:g} s per solver run, {args.threads} threads, poet-milp up to "
+        f"time limit {args.time_limit:g} s per solver run, "
+        + ("" if args.gap is None else f"stop at a proven gap of {100 * args.gap:g}%, ")
+        + f"{args.threads} threads, poet-milp up to "
         f"{args.poet_max_nodes} nodes; total bench time {time.perf_counter() - began:.0f} s"
     )
     print(table(rows, COLUMNS))

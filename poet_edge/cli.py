@@ -37,8 +37,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
     try:
+        args = parser().parse_args(argv)  # an option's own parser (--ram, --gap) may raise PoetError
         return int(args.run(args) or 0)
     except PoetError as e:
         print(f"poet: error: {e}", file=sys.stderr)

@@ -1,5 +1,5 @@
-"""Byte sizes on the command line. KB, MB are binary (1 KB = 1024 bytes, the embedded convention), as are
-KiB and MiB; plain numbers are bytes."""
+"""Byte sizes and relative gaps on the command line. KB, MB are binary (1 KB = 1024 bytes, the embedded
+convention), as are KiB and MiB; plain numbers are bytes. A gap is a fraction (0.01) or a percentage (1%)."""
 
 from __future__ import annotations
 
@@ -37,3 +37,22 @@ def parse_size(text: str) -> int:
 def fmt_bytes(n: int | float) -> str:
     n = int(n)
     return f"{n} B ({n / 1024:.1f} KiB)" if n >= 1024 else f"{n} B"
+
+
+GAP_FORMS = "a fraction or a percentage, e.g. 0.01 or 1%"
+GAP_HELP = (  # argparse help (its % doubled)
+    "stop once the schedule is proven within this of the lower bound: (cost - bound) / cost, the gap "
+    "plan.json reports; e.g. 1%% or 0.01 (default: 0.01%% for scale, 0.0001%% for milp; a wider gap "
+    "ends the solve sooner)"
+)
+
+
+def parse_gap(text: str) -> float:
+    """A relative gap in [0, 1): ``0.01`` or ``1%``."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(%?)\s*", str(text))
+    if not m:
+        raise PoetError(f"cannot read gap '{text}': use {GAP_FORMS}")
+    value = float(m.group(1)) / (100.0 if m.group(2) else 1.0)
+    if value >= 1.0:
+        raise PoetError(f"gap '{text}' must be below 1 (100%): it is a fraction of the schedule's cost")
+    return value

@@ -164,3 +164,28 @@ def test_scale_is_the_default_and_milp_solver_needs_the_milp(mlp_path, tmp_path)
     r = poet("compile", mlp_path, "--ram", "64KB", "--milp-solver", "cbc", "--scheduler", "milp", "-o", out)
     assert r.returncode == 0, r.stderr
     assert json.loads((out / "plan.json").read_text())["schedule"]["solver"] == "milp"
+
+
+def test_gap_option_and_option_errors(tmp_path):
+    from poet_edge.graphgen import random_layered_dag
+    from poet_edge.graphio import write_graph
+    from poet_edge.units import parse_gap
+
+    assert [parse_gap(t) for t in ("1%", "0.01", " 2.5 % ", "1e-3", "0")] == [0.01, 0.01, 0.025, 0.001, 0.0]
+    graph = tmp_path / "g.json"
+    write_graph(random_layered_dag(30, 0, budget_bytes=1 << 62), graph)
+    for scheduler in ("scale", "milp"):
+        r = poet("solve", graph, "--ram", "600", "--json", "--gap", "5%", "--scheduler", scheduler)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["gap"] <= 0.05 + 1e-9
+    # an option's own parser fails with one line and exit code 2, not a traceback
+    for args, needle in (
+        (("--gap", "100%"), "gap '100%' must be below 1"),
+        (("--gap=-1%",), "cannot read gap '-1%'"),
+        (("--gap", "abc"), "cannot read gap 'abc': use a fraction or a percentage"),
+    ):
+        r = poet("solve", graph, "--ram", "600", *args)
+        assert r.returncode == 2 and r.stderr.startswith(f"poet: error: {needle}"), r.stderr
+        assert "Traceback" not in r.stderr
+    r = poet("solve", graph, "--ram", "abc")
+    assert r.returncode == 2 and r.stderr.startswith("poet: error: cannot read size 'abc'"), r.stderr

@@ -464,3 +464,34 @@ def test_solve_command_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert json.loads(capsys.readouterr().out)["valid"] is True
     assert main(["solve", str(path), "--ram", "1", "--json"]) == 2
     assert "floor" in capsys.readouterr().err
+
+
+def test_gap_is_on_the_whole_cost() -> None:
+    # the MILP's objective leaves out the plain pass; --gap is on the whole cost, as info's gap
+    base = random_layered_dag(40, 9)
+    problem = replace(base, budget_bytes=(memory_floor(base).bytes + _peak(base)) // 2)
+    exact = simulate(problem, schedule_milp(problem, MilpOptions(time_limit_s=60, threads=1))).energy_j
+    for gap in (0.3, 0.02):
+        schedule = schedule_milp(problem, MilpOptions(time_limit_s=60, threads=1, gap_rel=gap))
+        info = dict(schedule.info)
+        cost = simulate(problem, schedule).energy_j
+        assert info["status"] == "Optimal"  # HiGHS's word for "within the gap asked for"
+        assert float(info["gap"]) <= gap + 1e-9  # type: ignore[arg-type]
+        assert cost <= exact / (1 - gap) * (1 + 1e-9)
+
+
+def test_gap_conversion_holds_on_the_whole_cost() -> None:
+    # whichever of its two gaps HiGHS reaches (relative on its objective, or absolute), the whole cost
+    # (its objective + the plain pass, m.offset) is within the gap asked for
+    import pulp
+
+    from poet_edge.schedulers.milp import GAP_REL, _gaps, _Model
+
+    m = _Model(pulp.LpProblem("gaps"))
+    m.offset = 3.0
+    assert _gaps(m, MilpOptions()) == {"gapRel": GAP_REL, "gapAbs": 1e-9}
+    g = _gaps(m, MilpOptions(gap_rel=0.02))
+    for ub in (0.0, 0.5, 10.0, 1e3):
+        for lb in (ub - g["gapAbs"], ub * (1 - g["gapRel"])):
+            assert (ub - lb) / (ub + m.offset) <= 0.02 + 1e-12
+    assert g["gapAbs"] == pytest.approx(0.02 * m.offset)  # not looser than it may be

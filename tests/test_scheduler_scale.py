@@ -1204,3 +1204,25 @@ def test_local_search_stall_is_a_count_of_replays(monkeypatch: pytest.MonkeyPatc
             schedule_scale(problem, opts)
     free, fast, slowed = first
     assert fast == slowed < free, first
+
+
+def test_gap_option_stops_once_proven_within_it() -> None:
+    # --gap: scale stops once (cost - bound) / cost is at most the gap asked for; the inner solves stay
+    # as exact as the default's, and a run that ends there returns the same schedule every time
+    assert OPTS.with_gap(None) is OPTS
+    wide = OPTS.with_gap(0.05)
+    assert (wide.gap_rel, wide.prove_gap, wide.inner_gap) == (0.05, 0.05, OPTS.inner_gap)
+    base = random_layered_dag(60, 7, n_invalidations=2)
+    for problem in _budgets(base, (0.7, 0.5)):
+        exact = simulate(problem, schedule_scale(problem, OPTS)).energy_j
+        first = schedule_scale(problem, wide)
+        info = dict(first.info)
+        cost = simulate(problem, first).energy_j
+        assert cost - float(info["bound"]) <= 0.05 * cost * (1 + 1e-9)  # type: ignore[arg-type]
+        assert float(info["gap"]) <= 0.05 + 1e-12  # type: ignore[arg-type]
+        assert cost <= exact / (1 - 0.05) * (1 + 1e-9)  # bound <= optimum <= exact
+        assert info["status"] != "feasible, time-dependent"
+        assert first.steps == schedule_scale(problem, wide).steps
+        # as the command line passes it: configured() with the MILP's options
+        line = configured("scale", MilpOptions(time_limit_s=60.0, threads=1, gap_rel=0.05))
+        assert line(problem).steps == schedule_scale(problem, replace(wide, kicks=ScaleOptions.kicks)).steps

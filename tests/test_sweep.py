@@ -113,3 +113,16 @@ def test_sweep_rows_equal_individual_compiles(swept: Path, tmp_path: Path) -> No
         assert int(row["recomputations"]) == sim["n_recomputations"]
         assert int(row["page_outs"]) == sim["n_page_outs"]
         assert int(row["arena_bytes"]) == plan["arena"]["arena_bytes"]
+
+
+def test_sweep_passes_the_solver_options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from poet_edge.cli import main
+
+    seen = []
+    monkeypatch.setattr(sweep, "run", lambda spec, jobs, tell: seen.append(spec.base.milp) or [])
+    monkeypatch.setattr(sweep, "write_outputs", lambda *a: None)
+    monkeypatch.setattr(sweep, "floor_bytes", lambda opts: None)
+    argv = ["sweep", str(MLP), "--ram", "32KB", "-q", "-o", str(tmp_path / "s")]
+    assert main([*argv, "--time-limit", "7", "--gap", "2%"]) == 0
+    assert main(argv) == 0
+    assert [(m.time_limit_s, m.gap_rel) for m in seen] == [(7.0, 0.02), (60.0, None)]

@@ -14,7 +14,7 @@ from poet_edge.progress import Progress
 from poet_edge.schedulers import SCHEDULERS, milp_solver
 from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.trainable import TRAIN_HELP
-from poet_edge.units import SIZE_HELP, fmt_bytes, parse_size
+from poet_edge.units import GAP_HELP, SIZE_HELP, fmt_bytes, parse_gap, parse_size
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -59,6 +59,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--objective", choices=("energy", "latency"), default="energy", help="what to minimise")
     m.add_argument("--time-limit", type=float, default=60.0, help="solver time limit in seconds (default 60)")
     m.add_argument("--threads", type=int, help="solver threads (default: the solver's choice)")
+    m.add_argument("--gap", type=parse_gap, metavar="G", help=GAP_HELP)
     m.add_argument(
         "--milp-solver", choices=("highs", "cbc"), help="the MILP's solver: HiGHS (default) or CBC"
     )
@@ -110,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
             milp_solver(args.scheduler, args.milp_solver),
             not args.no_paging,
             not args.no_remat,
+            gap_rel=args.gap,
             on_progress=lambda t, inc, bnd, gap: progress.update(incumbent=inc, bound=bnd, gap=gap),
         ),
         max_latency=args.max_latency,

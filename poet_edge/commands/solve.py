@@ -13,7 +13,7 @@ from poet_edge.schedule import Schedule
 from poet_edge.schedulers import SCHEDULERS, configured, milp_solver
 from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.simulator import InvalidSchedule, SimResult, format_report, simulate
-from poet_edge.units import SIZE_HELP, parse_size
+from poet_edge.units import GAP_HELP, SIZE_HELP, parse_gap, parse_size
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -38,6 +38,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="scale, milp: time limit in seconds (default 60)",
     )
     p.add_argument("--threads", type=int, default=None, metavar="N", help="scale, milp: solver threads")
+    p.add_argument("--gap", type=parse_gap, metavar="G", help=f"scale, milp: {GAP_HELP}")
     p.add_argument("--milp-solver", choices=("highs", "cbc"), help="milp: HiGHS (default) or CBC")
     p.add_argument(
         "--scheduler", default="scale", choices=sorted(SCHEDULERS), help="scheduler (default scale)"
@@ -58,6 +59,7 @@ def _schedule(problem: SchedulingProblem, args: argparse.Namespace) -> tuple[Sch
         solver=milp_solver(args.scheduler, args.milp_solver),
         paging=not args.no_paging,
         remat=not args.no_remat,
+        gap_rel=args.gap,
     )
     schedule = configured(args.scheduler, options)(problem)
     return schedule, time.perf_counter() - began

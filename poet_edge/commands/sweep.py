@@ -1,4 +1,5 @@
-"""poet sweep MODEL.onnx --device D --ram LO..HI [--points N] [--schedulers A,B] [--jobs N] -o DIR"""
+"""poet sweep MODEL.onnx --device D --ram LO..HI [--points N] [--schedulers A,B] [--jobs N]
+[--time-limit S] [--gap G] -o DIR"""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from poet_edge.errors import PoetError
 from poet_edge.planning import INPUT_HELP, InputPlace
 from poet_edge.progress import Progress
 from poet_edge.schedulers import ALIASES, SCHEDULERS
+from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.trainable import TRAIN_HELP
-from poet_edge.units import SIZE_HELP, parse_size
+from poet_edge.units import GAP_HELP, SIZE_HELP, parse_gap, parse_size
 
 DEFAULT_SCHEDULERS = sorted(n for n in SCHEDULERS if n not in ALIASES)
 
@@ -49,6 +51,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=f"comma-separated (default all: {','.join(DEFAULT_SCHEDULERS)}; also {', '.join(ALIASES)})",
     )
     p.add_argument("-j", "--jobs", type=int, default=None, help="worker processes (default: CPU count)")
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="scale, milp: solver time limit in seconds per point (default 60)",
+    )
+    p.add_argument("--gap", type=parse_gap, metavar="G", help=f"scale, milp: {GAP_HELP}")
     p.add_argument("-o", "--out", type=Path, help="output folder (default: <model name>.sweep)")
     p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
     p.add_argument(
@@ -115,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         "none",
         args.train,
         kernels=args.kernels,
+        milp=MilpOptions(time_limit_s=args.time_limit, gap_rel=args.gap),
         input=InputPlace(args.input),
     )
     if not args.model.is_file():

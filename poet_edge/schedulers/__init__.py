@@ -61,8 +61,8 @@ def milp_solver(scheduler: str, solver: str | None) -> str:
 
 def configured(name: str, options: MilpOptions) -> Callable[[SchedulingProblem], Schedule]:
     """Scheduler ``name`` with the solver options of a command line: the MILP (``milp``, ``poet-milp``)
-    takes them all; ``scale`` all but the MILP solver (its time limit ``None``: no limit); the
-    baselines take none."""
+    takes them all; ``scale`` all but the MILP solver (its time limit ``None``: no limit; its gap None:
+    scale's default); the baselines take none."""
     get_scheduler(name)  # unknown names fail here, listing the known ones
     if ALIASES.get(name, name) == "milp":
         return lambda p: replace(schedule_milp(p, options), solver=name)
@@ -75,6 +75,6 @@ def configured(name: str, options: MilpOptions) -> Callable[[SchedulingProblem],
             paging=options.paging,
             remat=options.remat,
             on_progress=options.on_progress,
-        )
+        ).with_gap(options.gap_rel)
         return lambda p: schedule_scale(p, scale)
     return get_scheduler(name)

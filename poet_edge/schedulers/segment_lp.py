@@ -352,7 +352,7 @@ def _solve(
     h = new_highs()
     h.setOptionValue("output_flag", options.msg)
     h.setOptionValue("time_limit", max(0.05, time_limit))
-    h.setOptionValue("mip_rel_gap", options.gap_rel / 4)
+    h.setOptionValue("mip_rel_gap", options.inner_gap)
     h.setOptionValue("random_seed", 0)
     if options.threads:
         h.setOptionValue("threads", options.threads)
