@@ -547,6 +547,7 @@ def main() -> int:
     if args.json:
         report = {
             "time_limit_s": args.time_limit,
+            "gap": args.gap,
             "threads": args.threads,
             "device": args.device,
             "rows": _raws(rows),
