@@ -1210,6 +1210,9 @@ def test_gap_option_stops_once_proven_within_it() -> None:
     # --gap: scale stops once (cost - bound) / cost is at most the gap asked for; the inner solves stay
     # as exact as the default's, and a run that ends there returns the same schedule every time
     assert OPTS.with_gap(None) is OPTS
+    from poet_edge.schedulers.scale import _closed
+
+    assert not _closed(math.inf, 0.0, OPTS)  # no schedule yet: never closed (the phases must run)
     wide = OPTS.with_gap(0.05)
     assert (wide.gap_rel, wide.prove_gap, wide.inner_gap) == (0.05, 0.05, OPTS.inner_gap)
     base = random_layered_dag(60, 7, n_invalidations=2)

@@ -309,8 +309,8 @@ class _Run:
 
 def _closed(cost: float, bound: float, options: ScaleOptions) -> bool:
     """Whether ``cost`` is proven within ``options.gap_rel`` of the lower bound: (cost - bound) / cost
-    at most that, the gap ``Schedule.info`` reports."""
-    return cost - bound <= options.gap_rel * cost
+    at most that, the gap ``Schedule.info`` reports. Never without a schedule (cost inf)."""
+    return math.isfinite(cost) and cost - bound <= options.gap_rel * cost
 
 
 def _gap_abs(run: _Run, cost: float) -> float:
