@@ -1212,7 +1212,7 @@ def test_gap_option_stops_once_proven_within_it() -> None:
     assert OPTS.with_gap(None) is OPTS
     from poet_edge.schedulers.scale import _closed
 
-    assert not _closed(math.inf, 0.0, OPTS)  # no schedule yet: never closed (the phases must run)
+    assert not _closed(math.inf, 0.0, OPTS.gap_rel)  # no schedule yet: never closed (the phases must run)
     wide = OPTS.with_gap(0.05)
     assert (wide.gap_rel, wide.prove_gap, wide.inner_gap) == (0.05, 0.05, OPTS.inner_gap)
     base = random_layered_dag(60, 7, n_invalidations=2)

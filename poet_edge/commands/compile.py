@@ -8,13 +8,14 @@ from typing import cast
 
 from poet_edge import report
 from poet_edge.autodiff import Loss
+from poet_edge.commands import add_solve_limits
 from poet_edge.compiler import CompileOptions, compile_model
 from poet_edge.planning import INPUT_HELP, InputPlace
 from poet_edge.progress import Progress
 from poet_edge.schedulers import SCHEDULERS, milp_solver
 from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.trainable import TRAIN_HELP
-from poet_edge.units import GAP_HELP, SIZE_HELP, fmt_bytes, parse_gap, parse_size
+from poet_edge.units import SIZE_HELP, fmt_bytes, parse_size
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -57,9 +58,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     m = p.add_argument_group("solver options (scale, milp, poet-milp; --milp-solver: milp only)")
     m.add_argument("--objective", choices=("energy", "latency"), default="energy", help="what to minimise")
-    m.add_argument("--time-limit", type=float, default=60.0, help="solver time limit in seconds (default 60)")
+    add_solve_limits(m)
     m.add_argument("--threads", type=int, help="solver threads (default: the solver's choice)")
-    m.add_argument("--gap", type=parse_gap, metavar="G", help=GAP_HELP)
     m.add_argument(
         "--milp-solver", choices=("highs", "cbc"), help="the MILP's solver: HiGHS (default) or CBC"
     )

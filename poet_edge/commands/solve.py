@@ -7,13 +7,14 @@ import json
 import time
 from typing import Any
 
+from poet_edge.commands import add_solve_limits
 from poet_edge.graphio import read_graph
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers import SCHEDULERS, configured, milp_solver
 from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.simulator import InvalidSchedule, SimResult, format_report, simulate
-from poet_edge.units import GAP_HELP, SIZE_HELP, parse_gap, parse_size
+from poet_edge.units import SIZE_HELP, parse_size
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -30,15 +31,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("graph", help="node-link JSON graph file")
     p.add_argument("--ram", required=True, type=parse_size, metavar="BYTES", help=f"RAM budget; {SIZE_HELP}")
     p.add_argument("--objective", choices=("energy", "latency"), default="energy", help="what to minimise")
-    p.add_argument(
-        "--time-limit",
-        type=float,
-        default=60.0,
-        metavar="S",
-        help="scale, milp: time limit in seconds (default 60)",
-    )
+    add_solve_limits(p, "scale, milp: ")
     p.add_argument("--threads", type=int, default=None, metavar="N", help="scale, milp: solver threads")
-    p.add_argument("--gap", type=parse_gap, metavar="G", help=f"scale, milp: {GAP_HELP}")
     p.add_argument("--milp-solver", choices=("highs", "cbc"), help="milp: HiGHS (default) or CBC")
     p.add_argument(
         "--scheduler", default="scale", choices=sorted(SCHEDULERS), help="scheduler (default scale)"

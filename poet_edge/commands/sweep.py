@@ -9,6 +9,7 @@ from pathlib import Path
 
 from poet_edge import sweep
 from poet_edge.autodiff import Loss
+from poet_edge.commands import add_solve_limits
 from poet_edge.compiler import CompileOptions
 from poet_edge.errors import PoetError
 from poet_edge.planning import INPUT_HELP, InputPlace
@@ -16,7 +17,7 @@ from poet_edge.progress import Progress
 from poet_edge.schedulers import ALIASES, SCHEDULERS
 from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.trainable import TRAIN_HELP
-from poet_edge.units import GAP_HELP, SIZE_HELP, parse_gap, parse_size
+from poet_edge.units import SIZE_HELP, parse_size
 
 DEFAULT_SCHEDULERS = sorted(n for n in SCHEDULERS if n not in ALIASES)
 
@@ -51,14 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=f"comma-separated (default all: {','.join(DEFAULT_SCHEDULERS)}; also {', '.join(ALIASES)})",
     )
     p.add_argument("-j", "--jobs", type=int, default=None, help="worker processes (default: CPU count)")
-    p.add_argument(
-        "--time-limit",
-        type=float,
-        default=60.0,
-        metavar="S",
-        help="scale, milp: solver time limit in seconds per point (default 60)",
-    )
-    p.add_argument("--gap", type=parse_gap, metavar="G", help=f"scale, milp: {GAP_HELP}")
+    add_solve_limits(p, "scale, milp: ")
     p.add_argument("-o", "--out", type=Path, help="output folder (default: <model name>.sweep)")
     p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
     p.add_argument(

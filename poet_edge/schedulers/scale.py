@@ -307,10 +307,11 @@ class _Run:
     norm: float
 
 
-def _closed(cost: float, bound: float, options: ScaleOptions) -> bool:
-    """Whether ``cost`` is proven within ``options.gap_rel`` of the lower bound: (cost - bound) / cost
-    at most that, the gap ``Schedule.info`` reports. Never without a schedule (cost inf)."""
-    return math.isfinite(cost) and cost - bound <= options.gap_rel * cost
+def _closed(cost: float, bound: float, gap: float) -> bool:
+    """Whether ``cost`` is proven within ``gap`` of the lower bound: (cost - bound) / cost at most
+    that, the gap ``Schedule.info`` reports (the run stops at ``ScaleOptions.gap_rel``). Never without
+    a schedule (cost inf)."""
+    return math.isfinite(cost) and cost - bound <= gap * cost
 
 
 def _gap_abs(run: _Run, cost: float) -> float:
@@ -453,7 +454,7 @@ def _strict(run: _Run, budget: np.ndarray, bound: float) -> float:
     at 142.05% (3 runs each); with 0.4 of the time left instead, the seconds it takes from the
     large-neighbourhood search cost the schedule 142.05% -> 172.87%."""
     best, options = run.best, run.options
-    if best.schedule is None or best.cost - bound <= STRICT_GAP * best.cost:
+    if best.schedule is None or _closed(best.cost, bound, STRICT_GAP):
         return 0.0
     if best.late(_left(best, options) < STRICT_LEFT):
         return 0.0
@@ -469,8 +470,8 @@ def _split_due(run: _Run, bound: float) -> bool:
     """Whether the incumbent is above ``bound`` by more than ``ScaleOptions.prove_gap`` and at most
     ``STRICT_GAP``: the gaps :func:`_split_proof` takes."""
     best = run.best
-    gap = best.cost - bound
-    return best.schedule is not None and run.options.prove_gap * best.cost < gap <= STRICT_GAP * best.cost
+    wide = not _closed(best.cost, bound, run.options.prove_gap)
+    return best.schedule is not None and wide and _closed(best.cost, bound, STRICT_GAP)
 
 
 def _split_proof(run: _Run, budget: np.ndarray, bound: float, plain: float) -> float:
@@ -521,7 +522,7 @@ def _prove(run: _Run, model: stage_model.StageModel, bound: float, plain: float)
     problem, an, best, options = run.problem, run.an, run.best, run.options
     margin = MARGIN * options.time_limit_s
     left = _left(best, options) - margin
-    if best.schedule is None or not model.feasible or best.cost - bound <= options.prove_gap * best.cost:
+    if best.schedule is None or not model.feasible or _closed(best.cost, bound, options.prove_gap):
         return 0.0
     if best.late(left < 1.0):
         return 0.0
@@ -641,7 +642,7 @@ def _lns(
                 continue
             sw.width, sw.step, sw.stale = 2 * sw.width, 2 * sw.step, 0
         left = _left(best, options) - cut
-        if _closed(best.cost, bound, options):
+        if _closed(best.cost, bound, options.gap_rel):
             return
         if best.late(left < 0.5):
             return
@@ -726,7 +727,7 @@ def _improve(run: _Run, bound: float) -> str:
         budget = np.full(n, problem.budget_bytes, dtype=np.int64)
         spent = 0.0  # seconds the last round took: a round starts only if one more fits the time left
         for k in range(rounds):
-            if _closed(best.cost, bound, options):
+            if _closed(best.cost, bound, options.gap_rel):
                 break
             if best.late(_left(best, options) < margin + spent):
                 break
@@ -790,7 +791,7 @@ def _search(
         return stall is not None and search.evals - improved > (stall if improved else STALL_FIRST * stall)
 
     def more() -> bool:
-        if stalled() or _closed(best.cost, bound, options):
+        if stalled() or _closed(best.cost, bound, options.gap_rel):
             return False
         return not best.late(_left(best, options) < margin)
 
@@ -837,7 +838,7 @@ def _finish(best: _Best, plain: float, status: str, cover: Cover, evals: int) ->
         ("gap", gap),
         ("seconds", round(time.perf_counter() - best.began, 3)),
         ("first_valid_s", best.first_valid_s),
-        ("within_1pct_s", next((t for t, c in best.improvements if c - bound <= NEAR_GAP * c), None)),
+        ("within_1pct_s", next((t for t, c in best.improvements if _closed(c, bound, NEAR_GAP)), None)),
         ("schedule_from", best.origin),
         ("primal", status),
         ("segments", len(cover.segs)),
