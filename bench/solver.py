@@ -2,6 +2,8 @@
 8000 value-stage pairs also its stage model, a second bound and primal) vs the POET MILP ("poet-milp"),
 greedy and the best baseline, on every zoo training graph (cortex-m4) and on random layered DAGs.
 
+Zoo models are trained as bench/zoo.py says (only the biases of resnet8, dscnn, the MobileNets and
+bert_tiny); --train all trains every parameter of each, as `poet compile` does by default.
 Graphs are written as node-link graph files to a temp dir and read back (graphio). Random layered
 DAGs: graphgen.random_layered_dag(n, seed=0, width=4, max_in_degree=5, skip_prob=0.3) with its other
 defaults (bytes 1..100, workspace probability 0.2, compute cost 1..10, page-out 0.5 + bytes/100,
@@ -19,7 +21,7 @@ for scale and poet-milp; poet-milp is skipped above --poet-max-nodes nodes (its 
 binaries; it does not build in reasonable time or memory there; default 100).
 Run: .venv/bin/python bench/solver.py [--quick] [--time-limit S] [--threads N] [--sizes 100,250]
      [--only zoo|random] [--models resnet8,dscnn] [--budgets 80%,1.1xfloor] [--poet-max-nodes N]
-     [--json results.json] [--repeat N] [--gap 1%]
+     [--json results.json] [--repeat N] [--gap 1%] [--train all]
 With --gap G, scale and poet-milp stop once proven within G ((cost - bound) / cost), as
 `poet compile --gap G` does: the "t" column is then the time to a proven G; without it they close the
 gap as far as the time limit allows.
@@ -85,13 +87,16 @@ class Run:
     digest: str = ""  # scale: a hash of the schedule's steps (runs that differ in it returned others)
 
 
-def zoo_graphs(device: str, names: list[str]) -> list[tuple[str, SchedulingProblem]]:
+def zoo_graphs(
+    device: str, names: list[str], train: str | None = None
+) -> list[tuple[str, SchedulingProblem]]:
+    """The zoo's training graphs, each trained as bench/zoo.py's MODELS say, or all with ``train``."""
     profile = load_profile(device)
     out = []
     for m in MODELS:
         if names and m.name not in names:
             continue
-        _, spec = training(m, profile)
+        _, spec = training(m if train is None else replace(m, train=train), profile)
         out.append((f"{m.name}", planning.price(spec, profile, 1 << 62)))
     return out
 
@@ -499,6 +504,12 @@ def main() -> int:
     ap.add_argument("--only", choices=("zoo", "random"), help="only the zoo graphs / only the random DAGs")
     ap.add_argument("--quick", action="store_true", help="time limit 10 s, poet-milp up to 100 nodes")
     ap.add_argument("--device", default="cortex-m4")
+    ap.add_argument(
+        "--train",
+        help="trainable parameters of every zoo model, as poet compile's --train (default: each model's "
+        "own, bench/zoo.py: biases only for resnet8, dscnn, the MobileNets and bert_tiny; compile's "
+        "default is all)",
+    )
     ap.add_argument("--json", type=Path, help="also write the rows and the checks to this JSON file")
     ap.add_argument(
         "--repeat",
@@ -521,7 +532,7 @@ def main() -> int:
         args.poet_max_nodes = min(args.poet_max_nodes, 100)
     args.budget_labels = set(args.budgets.split(","))
     zoo = not args.no_zoo and args.only != "random"
-    graphs = zoo_graphs(args.device, [m for m in args.models.split(",") if m]) if zoo else []
+    graphs = zoo_graphs(args.device, [m for m in args.models.split(",") if m], args.train) if zoo else []
     if args.only != "zoo":
         graphs += random_graphs([int(s) for s in args.sizes.split(",") if s])
     rows: list[Row] = []
@@ -532,6 +543,7 @@ def main() -> int:
     print(
         f"time limit {args.time_limit:g} s per solver run, "
         + ("" if args.gap is None else f"stop at a proven gap of {100 * args.gap:g}%, ")
+        + ("" if args.train is None else f"zoo models trained with --train {args.train}, ")
         + f"{args.threads} threads, poet-milp up to "
         f"{args.poet_max_nodes} nodes; total bench time {time.perf_counter() - began:.0f} s"
     )
@@ -548,6 +560,7 @@ def main() -> int:
         report = {
             "time_limit_s": args.time_limit,
             "gap": args.gap,
+            "train": args.train,
             "threads": args.threads,
             "device": args.device,
             "rows": _raws(rows),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from solver import checks, checks_text, short_status, spread_table  # noqa: E402
+from solver import checks, checks_text, short_status, spread_table, zoo_graphs  # noqa: E402
 
 
 def _rec(
@@ -124,3 +124,13 @@ def test_checks_on_no_rows_say_not_run() -> None:
 )
 def test_short_status(status: str, cell: str) -> None:
     assert short_status(status) == cell
+
+
+def test_train_option_trains_every_parameter_of_each_zoo_model() -> None:
+    # dscnn is benchmarked with its biases trained; --train all adds the weight gradients and updates
+    ((_, own),) = zoo_graphs("cortex-m4", ["dscnn"])
+    ((_, whole),) = zoo_graphs("cortex-m4", ["dscnn"], "all")
+    assert (len(own.nodes), len(whole.nodes)) == (45, 65)
+    assert sum(n.name.startswith("update/") for n in whole.nodes) > sum(
+        n.name.startswith("update/") for n in own.nodes
+    )

@@ -189,3 +189,25 @@ def test_gap_option_and_option_errors(tmp_path):
         assert "Traceback" not in r.stderr
     r = poet("solve", graph, "--ram", "abc")
     assert r.returncode == 2 and r.stderr.startswith("poet: error: cannot read size 'abc'"), r.stderr
+
+
+def test_open_gap_is_explained():
+    from poet_edge.commands.compile import _bound_lines
+
+    timed = {"status": "feasible, time-dependent", "bound": 0.012, "gap": 0.4}
+    lines = _bound_lines(timed, 0.01, "energy", 30.0, None)
+    assert lines[0].startswith("lower bound: 12.0000 mJ (+20.00% energy)")
+    assert lines[0].endswith("costs at most 66.67% more than the best")  # cost = bound / (1 - gap)
+    assert lines[1].startswith("hint: the 30 s time limit left the gap open")
+    assert _bound_lines({**timed, "status": "Time limit reached"}, 0.01, "latency", 5.0, None)[0].startswith(
+        "lower bound: 12.0000 ms (+20.00% latency)"
+    )
+    assert (
+        len(_bound_lines({**timed, "status": "feasible"}, 0.01, "energy", 30.0, None)) == 1
+    )  # time was not it
+    assert (
+        len(_bound_lines({**timed, "gap": 0.005}, 0.01, "energy", 30.0, None)) == 1
+    )  # within the default 1%
+    assert len(_bound_lines(timed, 0.01, "energy", 30.0, 0.5)) == 1  # within the asked --gap
+    for info in ({}, {**timed, "gap": 0.0}, {**timed, "bound": None}, {"status": "heuristic"}):
+        assert _bound_lines(info, 0.01, "energy", 30.0, None) == []

@@ -148,8 +148,34 @@ def run(args: argparse.Namespace) -> int:
             + (f", {float(cast(float, info['seconds'])):.1f} s" if "seconds" in info else "")
             + (f"; fell back: {info['fallback']}" if info.get("fallback") else "")
         )
+        plain = base[0] if args.objective == "energy" else base[1]
+        for line in _bound_lines(info, plain, args.objective, args.time_limit, args.gap):
+            say(line)
     say(
         f"wrote {out}/ (plan.json, {'' if args.no_report else 'report.html, memory.png, '}"
         "poet_model.c, poet_model.h, Makefile, README.md)"
     )
     return 0
+
+
+def _bound_lines(
+    info: dict[str, object], plain: float, objective: str, time_limit: float, gap_asked: float | None
+) -> list[str]:
+    """What the solver's lower bound means, when the gap is open; with a hint when the time limit
+    left it wider than asked (``--gap``, else 1%)."""
+    bound, gap, status = info.get("bound"), info.get("gap"), str(info.get("status", ""))
+    if bound is None or gap is None or float(cast(float, gap)) <= 0.0 or plain <= 0.0:
+        return []
+    b = float(cast(float, bound))
+    shown = f"{b * 1e3:.4f} {'mJ' if objective == 'energy' else 'ms'}"
+    above = 1 / (1 - float(cast(float, gap))) - 1  # gap = (cost - bound) / cost
+    lines = [
+        f"lower bound: {shown} ({100 * (b / plain - 1):+.2f}% {objective}): no schedule that computes "
+        f"the nodes in this order costs less, so this one costs at most {100 * above:.2f}% more than the best"
+    ]
+    if "time" in status.lower() and float(cast(float, gap)) > (gap_asked if gap_asked is not None else 0.01):
+        lines.append(
+            f"hint: the {time_limit:g} s time limit left the gap open; a longer --time-limit may narrow "
+            "it (--gap G stops once it is proven within G)"
+        )
+    return lines
