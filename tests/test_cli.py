@@ -209,5 +209,11 @@ def test_open_gap_is_explained():
         len(_bound_lines({**timed, "gap": 0.005}, 0.01, "energy", 30.0, None)) == 1
     )  # within the default 1%
     assert len(_bound_lines(timed, 0.01, "energy", 30.0, 0.5)) == 1  # within the asked --gap
-    for info in ({}, {**timed, "gap": 0.0}, {**timed, "bound": None}, {"status": "heuristic"}):
+    for info in (
+        {},
+        {**timed, "gap": 0.0},
+        {**timed, "gap": 1.0},
+        {**timed, "bound": None},
+        {"status": "heuristic"},
+    ):
         assert _bound_lines(info, 0.01, "energy", 30.0, None) == []

@@ -164,7 +164,7 @@ def _bound_lines(
     """What the solver's lower bound means, when the gap is open; with a hint when the time limit
     left it wider than asked (``--gap``, else 1%)."""
     bound, gap, status = info.get("bound"), info.get("gap"), str(info.get("status", ""))
-    if bound is None or gap is None or float(cast(float, gap)) <= 0.0 or plain <= 0.0:
+    if bound is None or gap is None or not 0.0 < float(cast(float, gap)) < 1.0 or plain <= 0.0:
         return []
     b = float(cast(float, bound))
     shown = f"{b * 1e3:.4f} {'mJ' if objective == 'energy' else 'ms'}"
