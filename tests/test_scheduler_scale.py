@@ -595,7 +595,8 @@ def test_stage_model_and_lns_paths(path: str, monkeypatch: pytest.MonkeyPatch) -
     for problem, _, _ in _against_exact(training_chain(5, seed=7)):
         _check(problem)
     assert calls[{"stage": "solve", "lns": "window", "prove": "cutoff"}[path]] > 0
-    assert (calls["cutoff"] > 0) == (path == "prove")
+    if path != "stage":  # (the stage path's cut rounds solve with a cutoff too, when a decode needs a repair)
+        assert (calls["cutoff"] > 0) == (path == "prove")
     assert ("stage model cutoff" in origins) == (path == "prove")
     if path != "prove":  # (the proofs close the gap: the windows have nothing to do)
         assert (calls["value window"] > 0) == (path == "lns")
@@ -776,6 +777,62 @@ def test_lns_takes_a_repaired_window_point_only_when_it_gains_more_than_the_repa
         else:
             with pytest.raises(PoetError, match="repair of gaps"):
                 scale._window_schedule(run, model, solved)
+
+
+def test_stage_model_gap_cut_removes_that_gap_configuration() -> None:
+    """gap_cut of gap 5 of :func:`_gap_no_order_fits`: its restorations (c, d, e recomputed) and the
+    values held through it (p and w, in RAM across stages 4 and 5); the point breaks it, a point that
+    leaves out any one of them does not."""
+    from poet_edge.schedulers import stage_model
+
+    problem, steps = _gap_no_order_fits()
+    an, model = _stage_model(problem)
+    x = stage_model.encode(problem, an, model, _plus_minus(steps))
+    assert x is not None
+    low, up, cols, vals = stage_model.gap_cut(model, an, x, 5)
+    held = [model.K[(t, i)] for t in (4, 5) for i in (0, 4)]
+    assert sorted(cols) == sorted([model.R[(5, 1)], model.R[(5, 2)], model.R[(5, 3)], *held])
+    assert low == -math.inf and up == 6 and vals == [1.0] * 7
+    assert sum(x[c] for c in cols) > up
+    for c in cols:
+        y = x.copy()
+        y[c] = 0.0
+        assert sum(y[c] for c in cols) <= up
+
+
+def test_stage_model_cut_rounds_find_a_schedule_the_repair_hides(monkeypatch: pytest.MonkeyPatch) -> None:
+    """_stages: when the model's point decodes only with a repaired gap (here the first solve returns
+    the point of :func:`_gap_no_order_fits`, 3 recomputations that decode to 4, as HiGHS may at its
+    time limit), that gap's configuration is cut off and the model solved again below the incumbent:
+    the cut round finds the plain pass (energy 7, not 11). The bound returned is the first solve's,
+    of the model without the cut. Without cut rounds the incumbent stays the repaired schedule."""
+    import numpy as np
+
+    from poet_edge.schedulers import scale, stage_model
+    from poet_edge.schedulers.segment_cover import build_cover
+
+    problem, steps = _gap_no_order_fits()
+    an, _ = _stage_model(problem)
+    solve = stage_model.solve
+    cutoffs: list[float | None] = []
+
+    def first_the_point(model, *args, **kwargs):  # type: ignore[no-untyped-def]
+        cutoffs.append(kwargs.get("cutoff"))
+        if len(cutoffs) > 1:
+            return solve(model, *args, **kwargs)
+        x = stage_model.encode(problem, an, model, _plus_minus(steps))
+        return stage_model.Result("test", False, False, float(np.dot(model.cost, x)), 2.5, x)
+
+    monkeypatch.setattr(stage_model, "solve", first_the_point)
+    runs = ((scale.CUT_ROUNDS, 7.0, "stage model, cut round 1"), (0, 11.0, "stage model"))
+    for rounds, cost, origin in runs:
+        monkeypatch.setattr(scale, "CUT_ROUNDS", rounds)
+        cutoffs.clear()
+        best = scale._Best()
+        run = scale._Run(problem, an, build_cover(problem, an, False), best, OPTS, False, 1.0)
+        assert scale._stages(run, 7.0) == 2.5
+        assert (best.cost, best.origin) == (cost, origin)
+        assert cutoffs == ([None, 11.0 - 7.0] if rounds else [None])
 
 
 def test_stage_model_decode_skips_restorations_nothing_needs() -> None:

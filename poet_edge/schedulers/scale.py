@@ -26,7 +26,10 @@ between) runs after a first, short local search (``ScaleOptions.kicks`` / 10 per
 ``SEARCH_FIRST`` of the time limit), started from the incumbent (a MIP start: it proves optimality
 much sooner), for at most ``STAGE_SHARE`` of the time left: its dual bound is a lower bound too (the
 larger one is reported) and its solution, decoded as a schedule, is offered (the simulator decides
-whether the RAM between stages fits). The local search then goes on while the gap is open. On
+whether the RAM between stages fits). Where the decode needs a repair, or does not fit, cut rounds
+follow within the same time (:func:`_stages`: that gap's configuration cut off, the model solved
+again below the incumbent; the bound stays the model's without cuts). The local search then goes on
+while the gap is open. On
 mid-size graphs (at most ``LNS_PAIRS`` pairs) the local search stops at ``LNS_AFTER`` of the time
 limit, or once it has not improved the incumbent for ``LNS_STALL`` replays (a count: where it
 stops does not depend on the machine's speed). Then near windows
@@ -414,12 +417,19 @@ def _bound(run: _Run, budget: np.ndarray) -> float:
 STAGE_PAIRS = 3000  # the stage model runs on graphs of at most this many value-stage pairs
 STAGE_SHARE = 0.85  # of the time left (the local search after it gets the rest)
 SEARCH_FIRST = 0.3  # with the stage model, the local search runs first until this share of the time limit
+CUT_ROUNDS = 20  # at most this many re-solves of the stage model with no-good cuts (:func:`_stages`)
 
 
 def _stages(run: _Run, plain: float) -> float:
     """The stage model (:mod:`poet_edge.schedulers.stage_model`) on graphs of at most ``STAGE_PAIRS``
     value-stage pairs, started from the incumbent: its solution decoded and offered as a schedule;
-    returns its (scaled) dual bound, 0 when it does not run."""
+    returns its (scaled) dual bound, 0 when it does not run. Cut rounds: while the decode of the
+    model's point needs a repair in some gap, or does not fit there, that gap's configuration is cut
+    off (:func:`stage_model.gap_cut`) and the model solved again for a point cheaper than the
+    incumbent, at most ``CUT_ROUNDS`` times within the same share of the time. The bound returned
+    is the first solve's, of the model without cuts (resnet8, every parameter trained, at 70% of its
+    peak: its point decodes to 98.74% with a repaired gap; one cut round, 4.9 s, finds 86.97%
+    against the bound 86.26%, a point POET's MILP needs 83 s for)."""
     problem, an, best, options = run.problem, run.an, run.best, run.options
     model = stage_model.build(problem, an, _costs(problem, run.latency), run.norm)
     if not model.feasible:
@@ -427,12 +437,28 @@ def _stages(run: _Run, plain: float) -> float:
     start = stage_model.encode(problem, an, model, best.schedule) if best.schedule is not None else None
     # stop when the gap relative to the whole cost (plain pass + the model's objective) is closed
     gap = _gap_abs(run, best.cost if math.isfinite(best.cost) else plain)
-    solved = stage_model.solve(model, STAGE_SHARE * _left(best, options), options.threads, gap, start)
+    until = time.perf_counter() + STAGE_SHARE * _left(best, options)
+    solved = stage_model.solve(model, until - time.perf_counter(), options.threads, gap, start)
     best.clock(solved.status)
-    if solved.values is not None:
+    bound = solved.bound
+    for k in range(CUT_ROUNDS + 1):
         values = solved.values
-        _try(problem, best, options, lambda: stage_model.decode(problem, an, model, values), "stage model")
-    return solved.bound
+        if values is None:
+            break
+        gaps: list[int] = []
+        origin = f"stage model, cut round {k}" if k else "stage model"
+        decoded = partial(stage_model.decode, problem, an, model, values, gaps, gaps)  # repaired or not
+        _try(problem, best, options, decoded, origin)
+        proven = max(plain + bound * run.norm, best.proven[0] if best.proven else plain)
+        if not gaps or _closed(best.cost, proven, options.gap_rel) or k == CUT_ROUNDS:
+            break
+        if best.late(until - time.perf_counter() < MARGIN * options.time_limit_s):
+            break
+        model.rows += [stage_model.gap_cut(model, an, values, t) for t in sorted(set(gaps))]
+        cutoff = (best.cost - plain) / run.norm if math.isfinite(best.cost) else None
+        solved = stage_model.solve(model, until - time.perf_counter(), options.threads, gap, cutoff=cutoff)
+        best.clock(solved.status)
+    return bound
 
 
 STRICT_GAP = 0.05  # the strict bound model runs when the gap is wider than this

@@ -28,7 +28,8 @@ values already in RAM, nor of values neither gap t nor a later stage uses), in t
 or depth first, that holds the least RAM, freeing every value as soon as gap t and node t no longer
 need it and it is not kept); the simulator decides whether it fits (transient RAM of the
 restorations may not). A gap that fits in no such order is repaired where possible
-(:mod:`poet_edge.schedulers.gap_repair`: a value freed and restored again within the gap).
+(:mod:`poet_edge.schedulers.gap_repair`: a value freed and restored again within the gap); scale can
+also cut that gap's configuration off (:func:`gap_cut`) and solve again.
 """
 
 from __future__ import annotations
@@ -43,7 +44,15 @@ from poet_edge.problem import ProblemNode, SchedulingProblem
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 from poet_edge.schedulers.engine import Analysis
 from poet_edge.schedulers.gap_repair import restore_evicting
-from poet_edge.schedulers.highs_run import CUTOFF_TOL, add_csr, add_rows, new_highs, rows_csr, run_checked
+from poet_edge.schedulers.highs_run import (
+    CUTOFF_TOL,
+    Row,
+    add_csr,
+    add_rows,
+    new_highs,
+    rows_csr,
+    run_checked,
+)
 
 
 @dataclass
@@ -339,11 +348,12 @@ def decode(
     m: StageModel,
     values: np.ndarray,
     repaired: list[int] | None = None,
+    unfit: list[int] | None = None,
 ) -> Schedule:
     """The schedule of a solution (see the module docstring); the simulator checks it. A gap that no
     order fits is restored by :func:`~poet_edge.schedulers.gap_repair.restore_evicting` where that
     fits (the schedule then costs more than the point); the stages of such gaps are appended to
-    ``repaired``."""
+    ``repaired``, those of gaps no repair fits either (the schedule overflows there) to ``unfit``."""
     nodes, n = problem.nodes, len(problem.nodes)
     kept: list[set[int]] = [set() for _ in range(n)]  # values in RAM across the end of stage t
     for (t, v), c in m.K.items():
@@ -383,6 +393,8 @@ def decode(
                 gap_steps, after, _, _ = min(fits, key=lambda r: r[3])  # the cheapest repair
                 if repaired is not None:
                     repaired.append(t)
+            elif unfit is not None:
+                unfit.append(t)
         ram = after
         steps += gap_steps
         steps.append(Compute(nodes[t].name))
@@ -398,6 +410,24 @@ def decode(
             if v not in kept[t]:
                 free(v)
     return Schedule(tuple(steps), "scale")
+
+
+def gap_cut(m: StageModel, an: Analysis, values: np.ndarray, t: int) -> Row:
+    """A row that ``values`` breaks: not every column of gap t's configuration at 1 again (its
+    restorations R[t,.] and M[t,.], and K[t-1,i], K[t,i] of each value i held through the gap: kept
+    across both stages, or kept across t-1 as an input of node t). A no-good cut for a gap the decode
+    could not fit without a repair: it removes points that some schedule may realise, so it serves the
+    primal side only (a model with it gives no lower bound)."""
+    on = [c for (s, _), c in (*m.R.items(), *m.M.items()) if s == t and values[c] > 0.5]
+    for (s, i), c in m.K.items():
+        if s != t - 1 or values[c] <= 0.5:
+            continue
+        after = m.K.get((t, i), -1)
+        if after >= 0 and values[after] > 0.5:
+            on += [c, after]
+        elif i in an.preds[t]:
+            on.append(c)
+    return (-math.inf, len(on) - 1.0, on, [1.0] * len(on))
 
 
 def _needed(
