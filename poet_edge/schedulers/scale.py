@@ -441,20 +441,20 @@ def _stages(run: _Run, plain: float) -> float:
     solved = stage_model.solve(model, until - time.perf_counter(), options.threads, gap, start)
     best.clock(solved.status)
     bound = solved.bound
+    proven = best.proved((plain + bound * run.norm, "stage model"))[0]  # the cut rounds do not change it
     for k in range(CUT_ROUNDS + 1):
         values = solved.values
         if values is None:
             break
-        gaps: list[int] = []
+        gaps: list[int] = []  # in stage order: the gaps decode repaired, and those it could not fit
         origin = f"stage model, cut round {k}" if k else "stage model"
-        decoded = partial(stage_model.decode, problem, an, model, values, gaps, gaps)  # repaired or not
+        decoded = partial(stage_model.decode, problem, an, model, values, gaps, gaps)
         _try(problem, best, options, decoded, origin)
-        proven = max(plain + bound * run.norm, best.proven[0] if best.proven else plain)
         if not gaps or _closed(best.cost, proven, options.gap_rel) or k == CUT_ROUNDS:
             break
         if best.late(until - time.perf_counter() < MARGIN * options.time_limit_s):
             break
-        model.rows += [stage_model.gap_cut(model, an, values, t) for t in sorted(set(gaps))]
+        model.rows += [stage_model.gap_cut(model, an, values, t) for t in gaps]
         cutoff = (best.cost - plain) / run.norm if math.isfinite(best.cost) else None
         solved = stage_model.solve(model, until - time.perf_counter(), options.threads, gap, cutoff=cutoff)
         best.clock(solved.status)
