@@ -342,6 +342,60 @@ def test_late_eviction_carries_a_value_to_its_consumers_restoration() -> None:
         assert runs[1][1] == pytest.approx(runs[0][1] - problem.nodes[v].compute_j)
 
 
+def _updated_before_its_use() -> SchedulingProblem:
+    """x (100 bytes, not pageable) is used at stage 4, but its input a's parameter update u runs at
+    stage 3 (x may not run after it); stage 2 does not fit with x in RAM (budget 200: 270 with it)."""
+    nodes = (
+        ProblemNode("a", 10, compute_j=1.0),
+        ProblemNode("x", 100, compute_j=2.0, pageable=False),
+        ProblemNode("big", 10, compute_j=1.0, workspace_bytes=150),
+        ProblemNode("u", 10, compute_j=1.0, kind="update"),
+        ProblemNode("y", 10, compute_j=1.0),
+    )
+    edges = ((0, 1), (0, 2), (0, 3), (1, 4), (2, 4), (3, 4))
+    return SchedulingProblem(nodes, edges, 200, invalidated_by=((1, 3),))
+
+
+def test_a_value_updated_before_its_use_is_dropped_and_restored_early(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A DROP whose value may not be recomputed just before its use (an in-place update of a parameter
+    it reads runs first) is restored right after the last stage before the update, and held: the plan
+    mode "drop>t" (:func:`_drop_mode`), the primal model's option (it frees nothing from the update's
+    stage on), the local search's mode; a plain DROP cannot be followed. On the path of the largest
+    graphs (no stage model; it finds this on small ones) scale finds the optimum, x recomputed once
+    (before: no schedule at all here; mobilenetv2_035 with every parameter trained at 1.1x the floor
+    paged a 432 KB gradient out instead, 204.79% against 18.92%)."""
+    from poet_edge.schedulers import scale as scale_module
+    from poet_edge.schedulers.engine import DROP, analyse
+    from poet_edge.schedulers.plan_replay import _as_plan, _drop_mode, replay_plan
+    from poet_edge.schedulers.plan_search import _modes
+    from poet_edge.schedulers.segment_cover import build_cover
+    from poet_edge.schedulers.segment_lp import _costs
+
+    problem = _updated_before_its_use()
+    an = analyse(problem, True)
+    assert an.recomp_until[1] == 3
+    cover = build_cover(problem, an)
+    k = cover.segs.index(Segment(1, 1, 4))
+    assert _drop_mode(an, cover.segs[k]) == "drop>2"
+    assert _modes(problem, an, cover)[k] == ("drop>2",)  # x cannot be paged
+    (option,) = [o for o in cover.primal_opts if o.seg == k]
+    assert (option.end, option.credit_at(2), option.credit_at(3)) == (3, 100.0, 0.0)
+    costs = _costs(problem, False)
+    assert replay_plan(problem, an, _as_plan(cover, {k: DROP}), costs)[0] is None
+    schedule, overflow = replay_plan(problem, an, _as_plan(cover, {k: "drop>2"}), costs)
+    assert schedule is not None and not overflow
+    steps = [f"{type(s).__name__} {s.node}" for s in schedule.steps]
+    assert steps.index("Compute x", steps.index("Free x")) < steps.index("Compute u")
+    assert simulate(problem, schedule).peak_ram_bytes <= 200
+    monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
+    monkeypatch.setattr(scale_module, "LNS_PAIRS", 0)
+    best = schedule_scale(problem, OPTS)
+    assert simulate(problem, best).energy_j == pytest.approx(6.0 + 2.0)
+    assert dict(best.info)["status"] == "optimal"
+
+
 def test_deterministic() -> None:
     base = random_layered_dag(60, 7, n_invalidations=2)
     for problem in _budgets(base, (0.7, 0.5)):
@@ -1210,7 +1264,7 @@ def test_local_search_descent_stops_when_told() -> None:
     cover = build_cover(problem, an, False)
 
     def search() -> _Search:
-        return _Search(problem, an, cover, _costs(problem, False), _modes(problem, cover))
+        return _Search(problem, an, cover, _costs(problem, False), _modes(problem, an, cover))
 
     free = search()
     free.run({}, math.inf, lambda plan: None)

@@ -1,12 +1,14 @@
 """Local search over plans of scheduler "scale" (:mod:`poet_edge.schedulers.plan_replay`).
 
 First-improvement descent over plans judged by the exact replay (fewer overflow bytes, then lower
-cost), moves = change one segment (resident / PAGE / DROP), move one eviction to another segment
-overlapping it, flip the replay policy, store / keep / release one dead ancestor, restore one evicted
-value earlier (2, 4, ..., 32 stages before its use), evict one later (1, 2, ..., 32 stages after the
-segment's start, or 2, ..., 32 before its end), carry one (hold it until the restoration of a dropped
-consumer, recomputed from it then; also with one more eviction of any segment overlapping the stages
-it is held longer). :func:`poet_edge.schedulers.scale._search` iterates it.
+cost), moves = change one segment (resident / PAGE / DROP; a DROP is restored early where its value
+may not be recomputed at its use: :func:`~poet_edge.schedulers.plan_replay._drop_mode`), move one
+eviction to another segment overlapping it, flip the replay policy, store / keep / release one dead
+ancestor, restore one evicted value earlier (2, 4, ..., 32 stages before its use), evict one later
+(1, 2, ..., 32 stages after the segment's start, or 2, ..., 32 before its end), carry one (hold it
+until the restoration of a dropped consumer, recomputed from it then; also with one more eviction of
+any segment overlapping the stages it is held longer). :func:`poet_edge.schedulers.scale._search`
+iterates it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from poet_edge.schedulers.plan_replay import (
     STORE,
     Plan,
     _as_plan,
+    _drop_mode,
     _fmt,
     _mode,
     _store_key,
@@ -163,12 +166,14 @@ class _Search:
         return plan
 
 
-def _modes(problem: SchedulingProblem, cover: Cover) -> dict[int, tuple[str, ...]]:
-    """The modes of every segment with options, and KEEP / STORE (if pageable) for every dead ancestor
-    a recomputation may need (kept or paged in, it spares recomputing its own inputs)."""
+def _modes(problem: SchedulingProblem, an: Analysis, cover: Cover) -> dict[int, tuple[str, ...]]:
+    """The modes of every segment with options (DROP as :func:`_drop_mode`), and KEEP / STORE (if
+    pageable) for every dead ancestor a recomputation may need (kept or paged in, it spares recomputing
+    its own inputs)."""
     modes: dict[int, set[str]] = {}
     for o in (*cover.bound_opts, *cover.primal_opts):
-        modes.setdefault(o.seg, set()).add(o.mode)
+        mode = _drop_mode(an, cover.segs[o.seg]) if o.mode == DROP else o.mode
+        modes.setdefault(o.seg, set()).add(mode)
     for v in sorted({v for anc in cover.ancestors.values() for v in anc}):
         modes[_store_key(v)] = {KEEP, STORE} if problem.nodes[v].pageable else {KEEP}
     return {

@@ -220,7 +220,7 @@ def _offer_held(run: _Run, plan: Plan) -> None:
     recorded as a start of the local search."""
     problem, an, cover, best = run.problem, run.an, run.cover, run.best
     costs = _costs(problem, run.latency)
-    modes = _modes(problem, cover)
+    modes = _modes(problem, an, cover)
     found: list[tuple[float, Plan]] = []
 
     def fits(x: Plan) -> bool:
@@ -409,7 +409,7 @@ def _bound(run: _Run, budget: np.ndarray) -> float:
             f"(the segment relaxation is infeasible)"
         )
     if solved.values is not None:
-        _offer_plan(run, _seg_plan(cover, lp, solved.values), "bound-model plan")
+        _offer_plan(run, _seg_plan(run.an, cover, lp, solved.values), "bound-model plan")
         _offer_held(run, _held_plan(problem, run.an, cover, lp, solved.values))
     return max(solved.bound, relaxed.bound)
 
@@ -770,7 +770,7 @@ def _improve(run: _Run, bound: float) -> str:
                 status = f"primal round {k}: {solved.status}"
             if solved.values is None:
                 break
-            segplan = _seg_plan(cover, lp, solved.values)
+            segplan = _seg_plan(run.an, cover, lp, solved.values)
             overflow = _offer_plan(run, segplan, f"{name} plan, round {k}")
             if not overflow:
                 break
@@ -795,7 +795,7 @@ def _search(
     not in others (138.89%)."""
     problem, an, cover, best, options = run.problem, run.an, run.cover, run.best, run.options
     costs = _costs(problem, run.latency)
-    search = _Search(problem, an, cover, costs, _modes(problem, cover))
+    search = _Search(problem, an, cover, costs, _modes(problem, an, cover))
     starts = [plan for _, _, plan in sorted(best.plans, key=lambda x: (x[0], x[1]))] or [{}]
     done: set[tuple[tuple[int, str], ...]] = set()
     margin = MARGIN * options.time_limit_s

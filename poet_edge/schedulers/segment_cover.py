@@ -376,13 +376,16 @@ def _primal_drop(
 ) -> Option | None:
     """The DROP option of the primal model: g.value is recomputed just before g.end, and with it the
     recompute closure: every input that is dead then is recomputed too, transitively (at most
-    ``limit`` nodes); every other input reached must be resident there (kept segments)."""
-    nodes, i, b = problem.nodes, g.value, g.end
+    ``limit`` nodes); every other input reached must be resident there (kept segments). Where g.value
+    may no longer be recomputed at g.end (``Analysis.recomp_until``), it is recomputed just before the
+    last stage b it may, and held from there on (the option frees nothing from b on: ``end`` = b)."""
+    nodes, i = problem.nodes, g.value
+    b = min(g.end, an.recomp_until[i])
 
     def can(v: int) -> bool:
         return nodes[v].recomputable and b <= an.recomp_until[v]
 
-    if not can(i):
+    if not can(i) or b <= g.start + 1:
         return None
     keep: set[int] = set()
     closure: list[int] = [i]
@@ -404,7 +407,9 @@ def _primal_drop(
             closure.append(q)
             stack.append(q)
     terms = tuple((v, "c", 1.0) for v in closure)
-    return Option(s, DROP, terms, float(nodes[i].out_bytes), tuple(sorted(keep - {s})))
+    freed = float(nodes[i].out_bytes)
+    early = ((b, freed),) if b < g.end else ()
+    return Option(s, DROP, terms, freed, tuple(sorted(keep - {s})), early, b if early else -1)
 
 
 def build_cover(problem: SchedulingProblem, an: Analysis, latency: bool = False) -> Cover:
