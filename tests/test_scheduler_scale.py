@@ -1192,7 +1192,8 @@ def test_once_more_prices_the_chain_an_optimal_schedule_cannot_keep(
 @pytest.mark.parametrize("wide", [True, False])
 def test_strict_phase_runs_while_the_gap_stays_open(monkeypatch: pytest.MonkeyPatch, wide: bool) -> None:
     """The strict bound model's phase of the mid-size path (here forced onto a small chain, and with
-    the gap and time gates opened): with a wide gap it runs once; with a narrow one, twice (then with
+    the gap and time gates opened, and the run's own gap never taken as closed: else the path stops
+    after its first local search): with a wide gap it runs once; with a narrow one, twice (then with
     the split ends its LP relaxation asks for); scale's bound is still at most its cost."""
     import numpy as np
 
@@ -1210,6 +1211,12 @@ def test_strict_phase_runs_while_the_gap_stays_open(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(scale_module, "strict_model", spy)  # the strict phase
     monkeypatch.setattr(segment_strict, "strict_model", spy)  # split_model, in the split proof
     monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
+    closed = scale_module._closed  # the run's own gap never closes: every phase runs
+
+    def never(cost: float, bound: float, gap: float) -> bool:
+        return gap != OPTS.gap_rel and closed(cost, bound, gap)
+
+    monkeypatch.setattr(scale_module, "_closed", never)
     monkeypatch.setattr(scale_module, "STRICT_GAP", -1.0 if wide else math.inf)
     monkeypatch.setattr(scale_module, "STRICT_LEFT", 0.0)
     monkeypatch.setattr(scale_module, "SPLIT_LEFT", 0.0)
