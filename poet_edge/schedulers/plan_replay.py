@@ -21,7 +21,7 @@ from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 from poet_edge.schedulers.engine import DROP, PAGE, Analysis, Engine
 from poet_edge.schedulers.greedy import _dtr
-from poet_edge.schedulers.segment_cover import Cover, Segment, _dead, _dying
+from poet_edge.schedulers.segment_cover import Cover, Segment, _dead, _dying, _restore_by
 from poet_edge.schedulers.segment_lp import _costs, _Lp
 
 NAME = "scale"  # the scheduler these plans belong to: its schedules carry the name
@@ -53,14 +53,15 @@ def _fmt(base: str, at: int | None, late: int | None) -> str:
     return base + (f"<{late}" if late is not None else "") + (f">{at}" if at is not None else "")
 
 
-def _drop_mode(an: Analysis, g: Segment, end: int = -1) -> str:
-    """The plan mode of dropping segment g: recomputed just before stage ``end`` (-1: its use), or,
-    where its value may no longer be recomputed then (an in-place update of a parameter it reads runs
-    first: ``Analysis.recomp_until``), right after the stage before the last one it may (restored early,
-    held to its use). mobilenetv2_035, every parameter trained, 1.1x the floor: the input gradient of a
-    convolution may be recomputed only until its weight's update, three stages before its use; dropped
-    to that stage instead of paged out, the local search goes from 204.79% to 22.21%."""
-    e = min(g.end if end < 0 else end, an.recomp_until[g.value])
+def _drop_mode(an: Analysis, g: Segment) -> str:
+    """The plan mode of dropping segment g: recomputed just before its use, or, where its value may no
+    longer be recomputed then (an in-place update of a parameter it reads runs first:
+    :func:`~poet_edge.schedulers.segment_cover._restore_by`), right after the stage before the last one
+    it may (restored early, held to its use), as the primal model's DROP option. mobilenetv2_035,
+    every parameter trained, 1.1x the floor: the input gradient of a convolution may be recomputed
+    only until its weight's update, three stages before its use; dropped to that stage instead of paged
+    out, the local search goes from 204.79% to 22.21%."""
+    e = _restore_by(an, g)
     return DROP if e >= g.end or e - 1 <= g.start else _fmt(DROP, e - 1, None)
 
 
@@ -300,7 +301,7 @@ def _seg_plan(an: Analysis, cover: Cover, lp: _Lp, values: np.ndarray) -> Plan:
     plan: Plan = {}
     for j, o in enumerate(lp.opts):
         if values[j] > 0.5:
-            plan[o.seg] = _drop_mode(an, cover.segs[o.seg], o.end) if o.mode == DROP else o.mode
+            plan[o.seg] = _drop_mode(an, cover.segs[o.seg]) if o.mode == DROP else o.mode
             own = cover.segs[o.seg].value
             for v, kinds, _ in o.terms:
                 if v != own and kinds in ("i", "j"):

@@ -115,6 +115,12 @@ def _kinds(problem: SchedulingProblem, an: Analysis, q: int, stage: int) -> str:
     return ("i" if page else "") + ("c" if node.recomputable and stage < an.recomp_until[q] else "")
 
 
+def _restore_by(an: Analysis, g: Segment) -> int:
+    """The stage before which a recomputation restores g.value: its use, or the last stage it may run
+    (``Analysis.recomp_until``: an in-place update of a parameter it reads runs before its use)."""
+    return min(g.end, an.recomp_until[g.value])
+
+
 def _dead(problem: SchedulingProblem, an: Analysis, v: int, a: int) -> list[int]:
     """Inputs of v that no first computation uses after stage a."""
     return [q for q in an.preds[v] if problem.nodes[q].out_bytes > 0 and max(an.succs[q]) <= a]
@@ -379,8 +385,7 @@ def _primal_drop(
     ``limit`` nodes); every other input reached must be resident there (kept segments). Where g.value
     may no longer be recomputed at g.end (``Analysis.recomp_until``), it is recomputed just before the
     last stage b it may, and held from there on (the option frees nothing from b on: ``end`` = b)."""
-    nodes, i = problem.nodes, g.value
-    b = min(g.end, an.recomp_until[i])
+    nodes, i, b = problem.nodes, g.value, _restore_by(an, g)
 
     def can(v: int) -> bool:
         return nodes[v].recomputable and b <= an.recomp_until[v]
