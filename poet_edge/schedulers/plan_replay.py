@@ -21,7 +21,7 @@ from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 from poet_edge.schedulers.engine import DROP, PAGE, Analysis, Engine
 from poet_edge.schedulers.greedy import _dtr
-from poet_edge.schedulers.segment_cover import Cover, Segment, _dead, _dying, _restore_by
+from poet_edge.schedulers.segment_cover import Cover, Option, Segment, _dead, _dying, _restore_by
 from poet_edge.schedulers.segment_lp import _costs, _Lp
 
 NAME = "scale"  # the scheduler these plans belong to: its schedules carry the name
@@ -63,6 +63,11 @@ def _drop_mode(an: Analysis, g: Segment) -> str:
     out, the local search goes from 204.79% to 22.21%."""
     e = _restore_by(an, g)
     return DROP if e >= g.end or e - 1 <= g.start else _fmt(DROP, e - 1, None)
+
+
+def _option_mode(an: Analysis, cover: Cover, o: Option) -> str:
+    """The plan mode of option o (a DROP as :func:`_drop_mode`)."""
+    return _drop_mode(an, cover.segs[o.seg]) if o.mode == DROP else o.mode
 
 
 # -- decoding a plan into a schedule ------------------------------------------------------------------------
@@ -301,7 +306,7 @@ def _seg_plan(an: Analysis, cover: Cover, lp: _Lp, values: np.ndarray) -> Plan:
     plan: Plan = {}
     for j, o in enumerate(lp.opts):
         if values[j] > 0.5:
-            plan[o.seg] = _drop_mode(an, cover.segs[o.seg]) if o.mode == DROP else o.mode
+            plan[o.seg] = _option_mode(an, cover, o)
             own = cover.segs[o.seg].value
             for v, kinds, _ in o.terms:
                 if v != own and kinds in ("i", "j"):

@@ -26,9 +26,9 @@ from poet_edge.schedulers.plan_replay import (
     STORE,
     Plan,
     _as_plan,
-    _drop_mode,
     _fmt,
     _mode,
+    _option_mode,
     _store_key,
     replay_plan,
 )
@@ -167,13 +167,12 @@ class _Search:
 
 
 def _modes(problem: SchedulingProblem, an: Analysis, cover: Cover) -> dict[int, tuple[str, ...]]:
-    """The modes of every segment with options (DROP as :func:`_drop_mode`), and KEEP / STORE (if
-    pageable) for every dead ancestor a recomputation may need (kept or paged in, it spares recomputing
-    its own inputs)."""
+    """The modes of every segment with options (:func:`~poet_edge.schedulers.plan_replay._option_mode`),
+    and KEEP / STORE (if pageable) for every dead ancestor a recomputation may need (kept or paged in,
+    it spares recomputing its own inputs)."""
     modes: dict[int, set[str]] = {}
     for o in (*cover.bound_opts, *cover.primal_opts):
-        mode = _drop_mode(an, cover.segs[o.seg]) if o.mode == DROP else o.mode
-        modes.setdefault(o.seg, set()).add(mode)
+        modes.setdefault(o.seg, set()).add(_option_mode(an, cover, o))
     for v in sorted({v for anc in cover.ancestors.values() for v in anc}):
         modes[_store_key(v)] = {KEEP, STORE} if problem.nodes[v].pageable else {KEEP}
     return {
