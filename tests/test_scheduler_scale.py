@@ -824,13 +824,12 @@ def test_lns_takes_a_repaired_window_point_only_when_it_gains_more_than_the_repa
     assert simulate(problem, stage_model.decode(problem, an, model, x, repaired)).energy_j == 7 + 4
     assert repaired == [5] and point == pytest.approx(3)  # c, d, e (the model's costs are not scaled)
     for incumbent, taken in ((13.0, True), (12.0, True), (11.5, False)):  # 11 + what the repair hides
-        best = scale._Best(cost=incumbent)
-        run = scale._Run(problem, an, build_cover(problem, an, False), best, OPTS, False, 1.0)
+        run = scale._Run(problem, an, build_cover(problem, an, False), scale._Best(), OPTS, False, 1.0)
         if taken:
-            assert simulate(problem, scale._window_schedule(run, model, solved)).energy_j == 11
+            assert simulate(problem, scale._window_schedule(run, model, solved, incumbent)).energy_j == 11
         else:
             with pytest.raises(PoetError, match="repair of gaps"):
-                scale._window_schedule(run, model, solved)
+                scale._window_schedule(run, model, solved, incumbent)
 
 
 def test_stage_model_gap_cut_removes_that_gap_configuration() -> None:
@@ -1231,7 +1230,8 @@ def test_windows_hand_over_to_the_split_proof_only_when_it_is_due(
 ) -> None:
     """The large-neighbourhood search before the split proof (mid-size path, forced onto a small chain)
     stops at its stall (here 0 s: before any window) only while the gap is one the split proof takes;
-    with a gap it does not take (STRICT_GAP below every gap), the windows run on."""
+    with a gap it does not take (STRICT_GAP below every gap), the windows run on (from the run's
+    incumbent, and from a second start)."""
     from poet_edge.schedulers import scale as scale_module
 
     calls: list[tuple[bool, int]] = []  # (handover given, windows solved)
@@ -1254,8 +1254,52 @@ def test_windows_hand_over_to_the_split_proof_only_when_it_is_due(
     monkeypatch.setattr(scale_module, "SPLIT_STALL", 0.0)
     (problem,) = _budgets(training_chain(8, seed=1), (0.4,))
     _check(problem, replace(OPTS, prove_gap=-1.0, gap_rel=-1.0))  # the gap never closes: windows run
-    (handed,) = [w for given, w in calls if given]
-    assert (handed == 0) if due else (handed > 0)
+    handed = [w for given, w in calls if given]
+    assert handed == [0] if due else (len(handed) > 1 and sum(handed) > 0), handed
+
+
+def test_second_start_windows_keep_their_own_incumbent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the gap stays wide (STRICT_GAP below every gap) and the windows stall (SECOND_STALL 0:
+    at once), the mid-size path (forced onto a small chain) runs them from a second start: the local
+    optimum from the plan of the other model than the first local search began with. Those windows
+    (here run until their sweeps end) take a point when it is cheaper than their own incumbent, which
+    starts at the second start's cost and falls, even while the run's incumbent is cheaper still;
+    every schedule the run returns is valid and within its bound."""
+    from poet_edge.schedulers import scale as scale_module
+
+    real_lns, real_window_schedule = scale_module._lns, scale_module._window_schedule
+    starts: list[float] = []  # the cost of each second start
+    owns: list[tuple[float, float]] = []  # (windows' own incumbent, the run's) at each second-start window
+
+    def lns(run: scale_module._Run, *args: object, **kwargs: object) -> None:
+        start = kwargs.get("start")
+        if start is not None:
+            assert isinstance(start, Schedule)
+            starts.append(simulate(run.problem, start).energy_j)
+            kwargs["stall"] = None  # these windows run until their sweeps end
+        real_lns(run, *args, **kwargs)  # type: ignore[arg-type]
+
+    def window_schedule(run: scale_module._Run, model: object, solved: object, own: float) -> Schedule:
+        if starts and not math.isclose(own, run.best.cost):
+            owns.append((own, run.best.cost))
+        return real_window_schedule(run, model, solved, own)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scale_module, "_lns", lns)
+    monkeypatch.setattr(scale_module, "_window_schedule", window_schedule)
+    monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
+    monkeypatch.setattr(scale_module, "STRICT_GAP", -1.0)
+    monkeypatch.setattr(scale_module, "SECOND_STALL", 0.0)
+    found = False
+    for seed in range(6):
+        for problem in _budgets(training_chain(8, seed=seed), (0.3, 0.5)):
+            starts.clear()
+            owns.clear()
+            _check(problem, replace(OPTS, prove_gap=-1.0, gap_rel=-1.0))
+            assert len(starts) <= 1
+            found = found or bool(owns and owns[0][0] > owns[0][1])
+            assert all(own <= starts[0] + 1e-9 for own, _ in owns)
+            assert [o for o, _ in owns] == sorted((o for o, _ in owns), reverse=True)
+    assert found  # some second start costs more than the run's incumbent, and its windows ran from it
 
 
 def test_local_search_descent_stops_when_told() -> None:

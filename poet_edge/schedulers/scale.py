@@ -50,9 +50,11 @@ time limits of
 at least ``SPLIT_FROM`` seconds and while the gap is narrow, the search stops once it stalls
 (``SPLIT_STALL`` of the limit without improvement), at the latest ``SPLIT_LEFT`` seconds before the
 limit, for a cutoff proof on the strict model with gap rows and split ends (:func:`_split_proof`,
-:mod:`poet_edge.schedulers.segment_gap`), then goes on. If the windows stall at full width, the
-local search gets the time left. The incumbent is kept across the phases (a later phase only replaces
-it by a cheaper schedule).
+:mod:`poet_edge.schedulers.segment_gap`), then goes on; while the gap is wide, once it stalls
+(``SECOND_STALL``) the windows run from a second start, the local optimum from the other model's plan
+(:func:`_second_start`), until those stall too, then on from the run's incumbent. If the windows stall
+at full width, the local search gets the time left. The incumbent is kept across the phases (a later
+phase only replaces it by a cheaper schedule).
 
 Local search (:func:`_search`). From the cheapest replayed plans: descents of
 :class:`~poet_edge.schedulers.plan_search._Search`; then iterated: perturb 1-3 random entries of the
@@ -164,6 +166,7 @@ class _Best:
     began: float = field(default_factory=time.perf_counter)
     improvements: list[tuple[float, float]] = field(default_factory=list)  # (seconds into the run, cost)
     plans: list[tuple[float, int, Plan]] = field(default_factory=list)  # (replay cost, order, plan)
+    primal: set[int] = field(default_factory=set)  # the orders of the plans the primal model gave
     timed: bool = False  # a time limit, or a measured time, decided something: another run may differ
     on_progress: ProgressCallback | None = None  # told of every cheaper schedule and higher bound
     proven: tuple[float, str] | None = None  # the highest lower bound so far, and what proved it
@@ -380,11 +383,54 @@ def _mid_size(run: _Run, budget: np.ndarray, bound: float, plain: float, pairs: 
     sweeps = _sweeps()
     if options.time_limit_s >= SPLIT_FROM:  # the split model's cutoff proof, once the windows stall
         handover = ((1 - MARGIN) * options.time_limit_s - SPLIT_LEFT, SPLIT_STALL * options.time_limit_s)
-        _lns(run, model, windows, bound, sweeps, handover=handover)
+        stall = SECOND_STALL * options.time_limit_s
+        _lns(run, model, windows, bound, sweeps, handover=handover, stall=stall)
+        if not _split_due(run, bound):  # the gap is still wide: windows from a second start, then on
+            second = _second_start(run, bound)
+            if second is not None:
+                _lns(run, model, windows, bound, _sweeps(), handover=handover, start=second, stall=stall)
+            _lns(run, model, windows, bound, sweeps, handover=handover)
         split = plain + _split_proof(run, budget, bound, plain) * norm
         bound = best.proved((split, "split segment cover"))[0]
     _lns(run, model, windows, bound, sweeps)
     return _search(run, bound)  # the rest of the time, if the windows stall at full width
+
+
+SECOND_STALL = 0.1  # share of the time limit: the windows hand over to the second start (and it back)
+# once their incumbent has not improved for this long, while the gap is wider than STRICT_GAP
+SECOND_SEARCH = 0.1  # share of the time limit the second start's local search may take at most
+
+
+def _second_start(run: _Run, bound: float) -> Schedule | None:
+    """A second start for the windows where those from the first stall with a wide gap: the local
+    optimum (a descent of the local search, stopped as the first is by ``LNS_STALL``) from the
+    cheapest plan of the other model than the first local search started from (primal or bound
+    model); None when there is none or it does not replay. The first start is a trap on some graphs:
+    bert_tiny with every parameter trained, 70%, 30 s: the bound model's plan (87.43%) descends to
+    63.27% and the windows stall at 41.53% from 8.6 s (37.71% at the end); from the primal model's
+    plan (160.64%, 59.89% after its descent) one stage window reaches 32.18%, and the run ends at
+    29.65% (gap 9.15% -> 3.50%)."""
+    problem, an, cover, best, options = run.problem, run.an, run.cover, run.best, run.options
+    ranked = sorted(best.plans, key=lambda x: (x[0], x[1]))
+    if not ranked or _closed(best.cost, bound, options.gap_rel):
+        return None
+    other = [plan for _, k, plan in ranked if (k in best.primal) != (ranked[0][1] in best.primal)]
+    if not other:
+        return None
+    costs = _costs(problem, run.latency)
+    search = _Search(problem, an, cover, costs, _modes(problem, an, cover))
+    left = _left(best, options) - MARGIN * options.time_limit_s
+    deadline = time.perf_counter() + min(left, SECOND_SEARCH * options.time_limit_s)
+    improved = [0]  # replays when the descent last improved
+
+    def better(plan: Plan) -> None:
+        improved[0] = search.evals
+
+    found = search.run(other[0], deadline, better, lambda: _stalled(search.evals, improved[0], LNS_STALL))
+    schedule, _ = replay_plan(problem, an, _as_plan(cover, found), costs)
+    if schedule is not None:
+        _try(problem, best, options, lambda: schedule, "local search, second start")
+    return schedule
 
 
 def _restricted(problem: SchedulingProblem, options: ScaleOptions) -> SchedulingProblem:
@@ -636,6 +682,8 @@ def _lns(
     sweeps: list[_Sweep],
     until: float | None = None,
     handover: tuple[float, float] | None = None,
+    start: Schedule | None = None,
+    stall: float | None = None,
 ) -> None:
     """Large-neighbourhood search with the stage model (graphs of at most ``LNS_PAIRS`` value-stage
     pairs): the incumbent as a point of the model, every column outside a window fixed, the window
@@ -649,7 +697,11 @@ def _lns(
     have passed. ``handover`` = (at, stall): while the gap is one the split proof takes
     (:func:`_split_due`), also once ``at`` seconds of the run have passed or the incumbent has not
     improved for ``stall`` seconds (of this call: it always gets that long). ``windows``: the model's
-    arrays (:func:`stage_model.windows`), built once per run; None when the model is infeasible."""
+    arrays (:func:`stage_model.windows`), built once per run; None when the model is infeasible.
+    ``start``: the windows start from this schedule instead of the run's incumbent, and keep their own
+    incumbent (the cheapest schedule they found); a schedule cheaper than the run's incumbent becomes
+    that too. ``stall``: stop once their own incumbent has not improved for this many seconds (of
+    this call)."""
     problem, an, best, options = run.problem, run.an, run.best, run.options
     margin = MARGIN * options.time_limit_s
     if until is not None:
@@ -658,17 +710,21 @@ def _lns(
         return
     if best.late(_left(best, options) < margin + 1.0):
         return
-    x = stage_model.encode(problem, an, model, best.schedule)
+    own = best.cost if start is None else _metric(simulate(problem, start), options)  # its incumbent's
+    x = stage_model.encode(problem, an, model, start or best.schedule)
     if windows is None or x is None:
         return
-    h = replace(windows, gap_abs=_gap_abs(run, best.cost))  # the model's arrays, built once per run
+    h = replace(windows, gap_abs=_gap_abs(run, own))  # the model's arrays, built once per run
     n = len(problem.nodes)
     started = time.perf_counter()
+    own_at = started  # when its incumbent last improved
     while sweeps:
+        if stall is not None and best.late(time.perf_counter() - own_at > stall):
+            return
         cut = margin  # seconds before the limit this window must end by
         if handover is not None and _split_due(run, bound):
-            at, stall = handover
-            if best.late(time.perf_counter() - max(started, best.began + best.improved_at) > stall):
+            at, quiet = handover
+            if best.late(time.perf_counter() - max(started, best.began + best.improved_at) > quiet):
                 return
             cut = max(margin, options.time_limit_s - at)
         sw = min(sweeps, key=lambda k: (k.spent / k.share, k.by_value))
@@ -702,24 +758,33 @@ def _lns(
         sw.stale += sw.step
         if solved.values is None:
             continue
-        before = best.cost
-        _try(problem, best, options, partial(_window_schedule, run, model, solved), "stage LNS")
-        y = stage_model.encode(problem, an, model, best.schedule) if best.cost < before else None
+        try:
+            found = _window_schedule(run, model, solved, own)
+        except PoetError:  # a repair hides more than the point gains
+            continue
+        origin = "stage LNS" if start is None else "stage LNS, second start"
+        # the run's incumbent too when it is cheaper than that
+        sim = _try(problem, best, options, lambda found=found: found, origin)  # type: ignore[misc]
+        if sim is None or not _admissible(problem, sim) or _metric(sim, options) >= own * (1 - 1e-12):
+            continue
+        y = stage_model.encode(problem, an, model, found)
         if y is not None:
-            x = y
+            x, own, own_at = y, _metric(sim, options), time.perf_counter()
             for other in sweeps:
                 other.stale = 0
 
 
-def _window_schedule(run: _Run, model: stage_model.StageModel, solved: stage_model.Result) -> Schedule:
+def _window_schedule(
+    run: _Run, model: stage_model.StageModel, solved: stage_model.Result, own: float
+) -> Schedule:
     """A window's point decoded. Where a gap fits in no order the decode repairs it
     (:mod:`~poet_edge.schedulers.gap_repair`), and the schedule costs more than the point; it is taken
-    only when it beats the incumbent by at least that much more (else PoetError). The windows search
-    below the model's cost of the incumbent, so an incumbent that costs more than its point hides the
-    schedules between the two: bert_tiny at 50%, 30 s, every repair taken, a point at 27.00% (in the
-    model) became the incumbent at 29.63% and the windows stopped there (29.24%, gap 1.00%, without
-    repairs); with this rule 29.35%, gap 0.66%, and at 1.1x the floor 130.69% (136.65% without
-    repairs, 130.58-130.69% with every repair taken)."""
+    only when it beats the windows' incumbent (cost ``own``) by at least that much more (else
+    PoetError). The windows search below the model's cost of the incumbent, so an incumbent that costs
+    more than its point hides the schedules between the two: bert_tiny at 50%, 30 s, every repair
+    taken, a point at 27.00% (in the model) became the incumbent at 29.63% and the windows stopped
+    there (29.24%, gap 1.00%, without repairs); with this rule 29.35%, gap 0.66%, and at 1.1x the
+    floor 130.69% (136.65% without repairs, 130.58-130.69% with every repair taken)."""
     problem = run.problem
     assert solved.values is not None and solved.objective is not None
     gaps: list[int] = []
@@ -727,15 +792,15 @@ def _window_schedule(run: _Run, model: stage_model.StageModel, solved: stage_mod
     if gaps:
         cost = _metric(simulate(problem, schedule), run.options)
         extra = cost - (sum(_costs(problem, run.latency)[0]) + solved.objective * run.norm)
-        if cost + extra > run.best.cost:
+        if cost + extra > own:
             raise PoetError(f"the repair of gaps {gaps} hides {extra / run.norm:.2%} of the plain pass")
     return schedule
 
 
-def _offer_plan(run: _Run, segplan: Plan, origin: str) -> dict[int, int]:
-    """Offers the plan replayed exactly (and records it for the local search), else through the
-    engine (which repairs overflows by DTR); returns the overflow of the exact replay (empty when it
-    fits)."""
+def _offer_plan(run: _Run, segplan: Plan, origin: str, primal: bool = False) -> dict[int, int]:
+    """Offers the plan replayed exactly (and records it for the local search, ``primal``: as a plan of
+    the primal model), else through the engine (which repairs overflows by DTR); returns the overflow
+    of the exact replay (empty when it fits)."""
     problem, an, cover, best, options = run.problem, run.an, run.cover, run.best, run.options
     costs = _costs(problem, run.latency)
     overflows = []
@@ -744,6 +809,8 @@ def _offer_plan(run: _Run, segplan: Plan, origin: str) -> dict[int, int]:
         schedule, overflow = replay_plan(problem, an, plan, costs)
         if schedule is not None:
             cost = float(dict(schedule.info)["cost"])  # type: ignore[arg-type]
+            if primal:
+                best.primal.add(len(best.plans))
             best.plans.append((cost, len(best.plans), variant))
             _try(problem, best, options, lambda schedule=schedule: schedule, origin)  # type: ignore[misc]
         else:
@@ -783,7 +850,7 @@ def _improve(run: _Run, bound: float) -> str:
             if solved.values is None:
                 break
             segplan = _seg_plan(run.an, cover, lp, solved.values)
-            overflow = _offer_plan(run, segplan, f"{name} plan, round {k}")
+            overflow = _offer_plan(run, segplan, f"{name} plan, round {k}", name == "primal")
             if not overflow:
                 break
             budget = _tighten(budget, overflow)
@@ -825,8 +892,8 @@ def _search(
             if best.cost < before:
                 improved = search.evals
 
-    def stalled() -> bool:  # before its first improvement, the search gets STALL_FIRST x stall replays
-        return stall is not None and search.evals - improved > (stall if improved else STALL_FIRST * stall)
+    def stalled() -> bool:
+        return _stalled(search.evals, improved, stall)
 
     def more() -> bool:
         if stalled() or _closed(best.cost, bound, options.gap_rel):
@@ -860,6 +927,13 @@ def _search(
         if search.score(found, False) < search.score(incumbent, False):
             incumbent = found
     return search.evals
+
+
+def _stalled(evals: int, improved: int, stall: int | None) -> bool:
+    """Whether a local search with ``evals`` replays, the last improvement at ``improved`` (0: none
+    yet), has stalled: ``stall`` replays since that improvement, ``STALL_FIRST`` x as many before the
+    first; never without a stall."""
+    return stall is not None and evals - improved > (stall if improved else STALL_FIRST * stall)
 
 
 def _finish(best: _Best, plain: float, status: str, cover: Cover, evals: int) -> Schedule:
