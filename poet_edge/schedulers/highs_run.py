@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+TIME_LIMIT = "Time limit reached"  # HiGHS's model status when it stops at its time limit
 CUTOFF_TOL = 1e-6  # scaled units: how far below a node's computed LP bound its true one may be (the
 # margin a cutoff, HiGHS's objective_bound, is given)
 
@@ -104,7 +105,10 @@ def run_checked(h: Any, started: bool) -> Checked:
 Row = tuple[float, float, list[int], list[float]]  # (low, up, column indices, coefficients)
 
 
-def rows_csr(rows: list[Row]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+Csr = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # rows as rows_csr gives them
+
+
+def rows_csr(rows: list[Row]) -> Csr:
     """Rows as arrays: (low, up, start, column, value), row r's entries at [start[r], start[r + 1])."""
     sizes = [len(r[2]) for r in rows]
     return (

@@ -27,8 +27,9 @@ from __future__ import annotations
 import math
 import time
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,6 +38,8 @@ from poet_edge.schedulers.engine import DROP, Analysis
 from poet_edge.schedulers.highs_run import (
     CUTOFF_TOL,
     PROOF_OPTIONS,
+    Csr,
+    add_csr,
     add_rows,
     fix_by_reduced_cost,
     new_highs,
@@ -60,6 +63,7 @@ class _Lp:
     ram: dict[int, list[tuple[int, float]]] = field(default_factory=dict)  # stage -> (column, bytes it adds)
     cont: set[int] = field(default_factory=set)  # continuous columns (the others are binary)
     bounds: dict[int, tuple[float, float]] = field(default_factory=dict)  # column -> bounds, if not [0, 1]
+    csr: Csr | None = None  # the rows as arrays (rows_csr), in place of ``rows``
 
     def col(self, cost: float, continuous: bool = False, bounds: tuple[float, float] = (0.0, 1.0)) -> int:
         self.cost.append(cost)
@@ -339,14 +343,20 @@ class _Solved:
 
 
 def _solve(
-    lp: _Lp, time_limit: float, options: ScaleOptions, integer: bool = True, cutoff: float | None = None
+    lp: _Lp,
+    time_limit: float,
+    options: ScaleOptions,
+    integer: bool = True,
+    cutoff: float | None = None,
+    on_bound: Callable[[float], None] | None = None,
 ) -> _Solved:
     """HiGHS on the model (its LP relaxation unless ``integer``). With ``cutoff`` (scaled), HiGHS looks
     only for points cheaper than it (as :func:`poet_edge.schedulers.stage_model.solve`): the bound is
     then at most ``cutoff``, and ``cutoff`` itself when the search ends with no cheaper point. Such a
     proof on a bound model wants no point: HiGHS runs without its heuristics (``PROOF_OPTIONS``), after
     :func:`~poet_edge.schedulers.highs_run.fix_by_reduced_cost` (bert_tiny at 50%, the split model, 2
-    threads, 28.06% proven: 24 s -> 16 s; presolve 4 s -> 1 s)."""
+    threads, 28.06% proven: 24 s -> 16 s; presolve 4 s -> 1 s). ``on_bound``: told HiGHS's MIP dual bound
+    (scaled; with ``cutoff``, at most that) whenever it checks for an interrupt."""
     import highspy
 
     h = new_highs()
@@ -374,7 +384,7 @@ def _solve(
     if integer:
         ints = np.array([j for j in range(ncol) if j not in lp.cont], dtype=np.int32)
         h.changeColsIntegrality(len(ints), ints, np.ones(len(ints), dtype=np.uint8))
-    added = add_rows(h, lp.rows)
+    added = add_rows(h, lp.rows) if lp.csr is None else add_csr(h, *lp.csr)
     if added != highspy.HighsStatus.kOk:  # e.g. a row naming a column twice: HiGHS drops the rows
         raise AssertionError(f"HiGHS refused the model's rows ({added})")
     if cutoff is not None and integer:  # a proof: no point wanted, fewer columns free
@@ -385,6 +395,15 @@ def _solve(
         if fixed is not None and fixed[0] > cutoff + CUTOFF_TOL:  # the LP alone proves it
             return _Solved("cutoff by LP", True, False, None, cutoff, None)
         h.setOptionValue("time_limit", max(0.05, time_limit - (time.perf_counter() - began)))
+    if on_bound is not None and integer:
+        tell = on_bound
+
+        def check(e: Any) -> None:
+            bound = e.data_out.mip_dual_bound
+            if math.isfinite(bound):
+                tell(bound if cutoff is None else min(bound, cutoff))
+
+        h.cbMipInterrupt.subscribe(check)
     run_highs(h)
     status = h.modelStatusToString(h.getModelStatus())
     info = h.getInfo()
