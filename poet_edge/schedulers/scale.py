@@ -4,8 +4,9 @@ schedules near it, for training graphs of a thousand nodes.
 The pieces: the segment cover and its options (:mod:`poet_edge.schedulers.segment_cover`), its bound
 and primal models for HiGHS (:mod:`poet_edge.schedulers.segment_lp`), plans and their exact replay
 (:mod:`poet_edge.schedulers.plan_replay`), the local search over plans
-(:mod:`poet_edge.schedulers.plan_search`) and POET's stage model without its RAM between stages
-(:mod:`poet_edge.schedulers.stage_model`). This module runs them in turn on one incumbent.
+(:mod:`poet_edge.schedulers.plan_search`), POET's stage model without its RAM between stages
+(:mod:`poet_edge.schedulers.stage_model`), and a child process for the split model's cutoff proof
+(:mod:`poet_edge.schedulers.proof_process`). This module runs them in turn on one incumbent.
 
 Bound. Reported lower bound = plain pass (every node once) + the larger of the bound model's
 LP-relaxation optimum (solved first, so a bound exists even when the MIP root does not finish in
