@@ -53,14 +53,16 @@ def prove(lp: _Lp, time_limit: float, options: ScaleOptions, cutoff: float) -> _
             bound = [0.0]
             reader = threading.Thread(target=_read_bounds, args=(child.stdout, bound), daemon=True)
             reader.start()
+            stopped = False
             try:
                 child.wait(timeout=max(0.0, began + time_limit + GRACE - time.time()))
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
-                reader.join()
-                return _Solved(TIME_LIMIT, True, False, None, max(0.0, bound[0]), None)
+                stopped = True
             reader.join()
+        if stopped:
+            return _Solved(TIME_LIMIT, True, False, None, max(0.0, bound[0]), None)
         if child.returncode != 0 or not out.exists():
             why = err.read_text().strip()[-2000:]
             raise RuntimeError(f"the proof process failed (exit {child.returncode}): {why}")
@@ -78,12 +80,13 @@ def _env() -> dict[str, str]:
 
 
 def _read_bounds(stream: IO[str] | None, bound: list[float]) -> None:
+    """Keeps the last bound the child wrote (it writes each only when it is higher than the last)."""
     if stream is None:
         return
     for line in stream:
         try:
-            bound[0] = max(bound[0], float(line))
-        except ValueError:  # not a bound (nothing else is written there)
+            bound[0] = float(line)
+        except ValueError:  # HiGHS writes nothing there with its output off: ignore whatever else comes
             continue
 
 
