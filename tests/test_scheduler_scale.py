@@ -74,6 +74,7 @@ def _check(problem: SchedulingProblem, opts: ScaleOptions = OPTS) -> float | Non
         "stage model cutoff",
         "strict segment cover",
         "split segment cover",
+        "interval model",
     )
     sources += ("plain pass",)
     assert info["bound_from"] in sources

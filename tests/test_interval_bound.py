@@ -1,0 +1,213 @@
+"""The interval model of scheduler "scale" (:mod:`poet_edge.schedulers.interval_bound`): every schedule
+in the problem's order is a point of it, for any bottleneck stages, that costs at most the schedule
+(so it is a relaxation); its refined bound stays below the exact optimum."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from poet_edge.errors import PoetError
+from poet_edge.graphgen import random_layered_dag, training_chain
+from poet_edge.memory_floor import memory_floor
+from poet_edge.problem import SchedulingProblem
+from poet_edge.schedule import Compute, Schedule
+from poet_edge.schedulers import BASELINES, SCHEDULERS
+from poet_edge.schedulers import interval_bound as ib
+from poet_edge.schedulers.engine import analyse
+from poet_edge.schedulers.milp import MilpOptions, schedule_milp
+from poet_edge.schedulers.scale import ScaleOptions, schedule_scale
+from poet_edge.simulator import simulate
+
+OPTS = ScaleOptions(time_limit_s=60.0, threads=1, kicks=3)
+FLAGS = [
+    (0.0, 0.0, 0, None),
+    (0.3, 0.0, 0, None),
+    (0.0, 0.5, 0, None),
+    (0.2, 0.2, 3, None),
+    (0.0, 0.0, 2, 150),
+]
+
+
+def _budgets(problem: SchedulingProblem, fractions: tuple[float, ...]) -> list[SchedulingProblem]:
+    roomy = replace(problem, budget_bytes=10**12)
+    peak = simulate(roomy, SCHEDULERS["none"](roomy)).peak_ram_bytes
+    floor = memory_floor(problem).bytes
+    return [replace(problem, budget_bytes=b) for b in sorted({max(floor, int(f * peak)) for f in fractions})]
+
+
+def _schedules(problem: SchedulingProblem) -> list[Schedule]:
+    out = []
+    for name in (*BASELINES, "scale"):
+        try:
+            schedule = SCHEDULERS[name](problem) if name != "scale" else schedule_scale(problem, OPTS)
+            sim = simulate(problem, schedule)
+        except PoetError:
+            continue
+        if problem.max_latency_s is None or sim.latency_s <= problem.max_latency_s * (1 + 1e-9):
+            out.append(schedule)
+    return out
+
+
+def _stage_sets(problem: SchedulingProblem, seed: int) -> list[tuple[int, ...]]:
+    n = len(problem.nodes)
+    rng = random.Random(seed)
+    return [
+        (),
+        ib._tightest(problem, analyse(problem, True)),
+        tuple(range(0, n, 3)),
+        tuple(range(n)),
+        tuple(sorted(rng.sample(range(n), n // 4))),
+    ]
+
+
+def _point_checks(problem: SchedulingProblem, schedules: list[Schedule], seed: int) -> int:
+    """Checks every schedule against the models of several bottleneck sets; returns how many schedules."""
+    an = analyse(problem, True)
+    plain = sum(n.compute_j for n in problem.nodes)
+    for stages in _stage_sets(problem, seed):
+        model = ib.build(problem, an, False, 1.0, stages)
+        assert model.feasible
+        for schedule in schedules:
+            x = ib.encode(problem, an, model, schedule)
+            assert x is not None
+            assert ib.violated(model, x) == [], (stages, schedule.solver)
+            paid = simulate(problem, schedule).energy_j
+            assert plain + float(sum(c * v for c, v in zip(model.lp.cost, x, strict=True))) <= paid * (
+                1 + 1e-9
+            )
+    return len(schedules)
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_every_schedule_is_a_point_of_the_model(
+    seed: int, flags: tuple[float, float, int, int | None]
+) -> None:
+    unrecomputable, unpageable, invalidations, storage = flags
+    base = random_layered_dag(
+        18 + 4 * seed,
+        seed + 30,
+        fixed_bytes=7 * seed,
+        unrecomputable_prob=unrecomputable,
+        unpageable_prob=unpageable,
+        n_invalidations=invalidations,
+    )
+    problems = _budgets(replace(base, storage_bytes=storage), (0.9, 0.6, 0.0))
+    checked = [_point_checks(p, _schedules(p), seed) for p in problems]
+    assert sum(checked) > 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_exact_optimal_schedules_are_points_and_the_bound_stays_below(seed: int) -> None:
+    """The exact POET MILP's optimal schedules (which recompute and page where it pays) are points of
+    every model, and the refined bound is at most their cost; at the floor it is above the plain pass."""
+    base = training_chain(4 + seed % 2, seed=seed) if seed % 2 else random_layered_dag(9, seed + 50)
+    an = analyse(base, True)
+    above = []
+    for problem in _budgets(base, (0.8, 0.6, 0.0)):
+        try:
+            exact = schedule_milp(problem, MilpOptions(time_limit_s=None, threads=1))
+        except PoetError:
+            continue
+        assert dict(exact.info)["status"] == "Optimal"
+        _point_checks(problem, [exact], seed)
+        plain = sum(n.compute_j for n in problem.nodes)
+        optimum = simulate(problem, exact).energy_j
+        refined = ib.refine(problem, an, False, plain, OPTS, 60.0)
+        assert not refined.stopped
+        assert plain * (1 + refined.bound) <= optimum * (1 + 1e-7)
+        above.append(refined.bound > 0)
+    assert any(above)  # some budget needs a restoration, and the bound sees it
+
+
+def test_refinement_adds_the_overfilled_stages_until_none_is() -> None:
+    """A training chain at about half its peak: the tightest stage first, then one overfilled stage a
+    round (two here); the bound does not fall, and the last point overfills no stage."""
+    problem = replace(training_chain(8, seed=0), budget_bytes=220)
+    an = analyse(problem, True)
+    plain = sum(n.compute_j for n in problem.nodes)
+    refined = ib.refine(problem, an, False, plain, OPTS, 60.0)
+    first = ib.build(problem, an, False, plain, ib._tightest(problem, an))
+    assert refined.rounds >= 3 and not refined.stopped
+    assert set(first.stages) < set(refined.stages)
+    assert len(refined.stages) == len(first.stages) + refined.rounds - 1
+    from poet_edge.schedulers.segment_lp import _solve
+
+    assert refined.bound >= _solve(first.lp, 60.0, OPTS).bound - 1e-9
+    last = ib.build(problem, an, False, plain, refined.stages)
+    solved = _solve(last.lp, 60.0, OPTS)
+    assert solved.values is not None
+    assert ib.overfill(problem, an, last, solved.values) is None
+
+
+def test_encode_refuses_a_schedule_out_of_the_problems_order() -> None:
+    problem = random_layered_dag(10, 3)
+    schedule = SCHEDULERS["none"](problem)
+    steps = list(schedule.steps)
+    i, j = [k for k, s in enumerate(steps) if isinstance(s, Compute)][:2]  # the first two computations
+    steps[i], steps[j] = steps[j], steps[i]
+    swapped = Schedule(tuple(steps), "x")
+    an = analyse(problem, True)
+    model = ib.build(problem, an, False, 1.0, ())
+    assert ib.encode(problem, an, model, swapped) is None
+
+
+def test_mid_size_path_reports_the_interval_bound_and_proves_below_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The mid-size path (forced onto a small chain, the run's own gap never taken as closed: else it
+    stops after its first local search) refines the interval model, and the bound it reports is at
+    least that model's; where that bound already puts the gap within prove_gap, the cutoff proof
+    looks for any cheaper point ((1 - gap_rel) x the incumbent)."""
+    from poet_edge.schedulers import scale, stage_model
+
+    monkeypatch.setattr(scale, "STAGE_PAIRS", 0)
+    monkeypatch.setattr(scale, "PROVE_PAIRS", 10**9)
+    closed = scale._closed
+
+    def never(cost: float, bound: float, gap: float) -> bool:
+        return gap != OPTS.gap_rel and closed(cost, bound, gap)
+
+    monkeypatch.setattr(scale, "_closed", never)
+    refined: list[float] = []
+    real_refine = ib.refine
+
+    def spy_refine(*args: object, **kwargs: object) -> ib.Refined:
+        out = real_refine(*args, **kwargs)  # type: ignore[arg-type]
+        refined.append(out.bound)
+        return out
+
+    monkeypatch.setattr(ib, "refine", spy_refine)
+    problem = replace(training_chain(8, seed=0), budget_bytes=220)
+    schedule = schedule_scale(problem, OPTS)
+    info = dict(schedule.info)
+    plain = sum(n.compute_j for n in problem.nodes)
+    assert refined and max(refined) > 0
+    assert float(info["bound"]) >= plain * (1 + max(refined)) * (1 - 1e-9)  # type: ignore[arg-type]
+
+    cutoffs: list[tuple[float, float]] = []  # (cutoff asked, (1 - gap_rel) x incumbent), both scaled
+    real_solve = stage_model.solve
+
+    def spy_solve(*args: object, **kwargs: object) -> stage_model.Result:
+        if kwargs.get("cutoff") is not None:
+            cutoffs.append((float(kwargs["cutoff"]), ((1 - OPTS.gap_rel) * seen[-1] - plain) / plain))  # type: ignore[arg-type]
+        return real_solve(*args, **kwargs)  # type: ignore[arg-type]
+
+    seen: list[float] = []
+    real_prove = scale._prove
+
+    def spy_prove(run: scale._Run, *args: object) -> float:
+        seen.append(run.best.cost)
+        return real_prove(run, *args)  # type: ignore[arg-type]
+
+    def within(run: scale._Run, bound: float, plain: float) -> float:  # a bound 0.5 x prove_gap below
+        return ((1 - OPTS.prove_gap / 2) * run.best.cost - plain) / run.norm
+
+    monkeypatch.setattr(scale, "_interval", within)
+    monkeypatch.setattr(scale, "_prove", spy_prove)
+    monkeypatch.setattr(stage_model, "solve", spy_solve)
+    schedule_scale(problem, OPTS)
+    assert cutoffs and all(abs(c - want) <= 1e-9 for c, want in cutoffs)
