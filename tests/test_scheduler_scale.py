@@ -1259,6 +1259,39 @@ def test_windows_hand_over_to_the_split_proof_only_when_it_is_due(
     assert handed == [0] if due else (len(handed) > 1 and sum(handed) > 0), handed
 
 
+@pytest.mark.parametrize("far", [True, False])
+def test_split_proof_skips_its_mip_when_its_lp_is_too_far_below_the_cutoff(
+    monkeypatch: pytest.MonkeyPatch, far: bool
+) -> None:
+    """The split proof (mid-size path, forced onto a small chain, always due) runs its MIP only when
+    the split model's LP relaxation is within STRICT_GAP of the cutoff: with the relaxation taken as 0
+    on a schedule more than 6% above the plain pass it does not; with STRICT_GAP infinite it does."""
+    from poet_edge.schedulers import proof_process
+    from poet_edge.schedulers import scale as scale_module
+
+    proofs = [0]
+    real_prove, real_split = proof_process.prove, scale_module.split_model
+
+    def prove(*args: object, **kwargs: object) -> object:
+        proofs[0] += 1
+        return real_prove(*args, **kwargs)  # type: ignore[arg-type]
+
+    def split(*args: object, **kwargs: object) -> object:
+        lp, relaxed = real_split(*args, **kwargs)  # type: ignore[arg-type]
+        return lp, 0.0 if far else relaxed
+
+    monkeypatch.setattr(proof_process, "prove", prove)
+    monkeypatch.setattr(scale_module, "split_model", split)
+    monkeypatch.setattr(scale_module, "_split_due", lambda run, bound: True)
+    monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
+    monkeypatch.setattr(scale_module, "STRICT_GAP", 0.05 if far else math.inf)
+    monkeypatch.setattr(scale_module, "SPLIT_LEFT", 0.0)
+    (problem,) = _budgets(training_chain(8, seed=1), (0.4,))
+    cost = _check(problem, replace(OPTS, prove_gap=-1.0, gap_rel=-1.0))
+    assert cost is not None and cost > 1.06 * sum(n.compute_j for n in problem.nodes)
+    assert proofs[0] == (0 if far else 1)
+
+
 def test_second_start_windows_keep_their_own_incumbent(monkeypatch: pytest.MonkeyPatch) -> None:
     """While the gap stays wide (STRICT_GAP below every gap) and the windows stall (SECOND_STALL 0:
     at once), the mid-size path (forced onto a small chain) runs them from a second start: the local
