@@ -8,13 +8,13 @@ import random
 from dataclasses import replace
 
 import pytest
+from scaleutil import FLAGS, scale_budgets, valid_schedules
 
 from poet_edge.errors import PoetError
 from poet_edge.graphgen import random_layered_dag, training_chain
-from poet_edge.memory_floor import memory_floor
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Compute, Schedule
-from poet_edge.schedulers import BASELINES, SCHEDULERS
+from poet_edge.schedulers import SCHEDULERS
 from poet_edge.schedulers import interval_bound as ib
 from poet_edge.schedulers.engine import analyse
 from poet_edge.schedulers.milp import MilpOptions, schedule_milp
@@ -22,33 +22,6 @@ from poet_edge.schedulers.scale import ScaleOptions, schedule_scale
 from poet_edge.simulator import simulate
 
 OPTS = ScaleOptions(time_limit_s=60.0, threads=1, kicks=3)
-FLAGS = [
-    (0.0, 0.0, 0, None),
-    (0.3, 0.0, 0, None),
-    (0.0, 0.5, 0, None),
-    (0.2, 0.2, 3, None),
-    (0.0, 0.0, 2, 150),
-]
-
-
-def _budgets(problem: SchedulingProblem, fractions: tuple[float, ...]) -> list[SchedulingProblem]:
-    roomy = replace(problem, budget_bytes=10**12)
-    peak = simulate(roomy, SCHEDULERS["none"](roomy)).peak_ram_bytes
-    floor = memory_floor(problem).bytes
-    return [replace(problem, budget_bytes=b) for b in sorted({max(floor, int(f * peak)) for f in fractions})]
-
-
-def _schedules(problem: SchedulingProblem) -> list[Schedule]:
-    out = []
-    for name in (*BASELINES, "scale"):
-        try:
-            schedule = SCHEDULERS[name](problem) if name != "scale" else schedule_scale(problem, OPTS)
-            sim = simulate(problem, schedule)
-        except PoetError:
-            continue
-        if problem.max_latency_s is None or sim.latency_s <= problem.max_latency_s * (1 + 1e-9):
-            out.append(schedule)
-    return out
 
 
 def _stage_sets(problem: SchedulingProblem, seed: int) -> list[tuple[int, ...]]:
@@ -95,8 +68,8 @@ def test_every_schedule_is_a_point_of_the_model(
         unpageable_prob=unpageable,
         n_invalidations=invalidations,
     )
-    problems = _budgets(replace(base, storage_bytes=storage), (0.9, 0.6, 0.0))
-    checked = [_point_checks(p, _schedules(p), seed) for p in problems]
+    problems = scale_budgets(replace(base, storage_bytes=storage), (0.9, 0.6, 0.0))
+    checked = [_point_checks(p, valid_schedules(p, OPTS), seed) for p in problems]
     assert sum(checked) > 0
 
 
@@ -107,7 +80,7 @@ def test_exact_optimal_schedules_are_points_and_the_bound_stays_below(seed: int)
     base = training_chain(4 + seed % 2, seed=seed) if seed % 2 else random_layered_dag(9, seed + 50)
     an = analyse(base, True)
     above = []
-    for problem in _budgets(base, (0.8, 0.6, 0.0)):
+    for problem in scale_budgets(base, (0.8, 0.6, 0.0)):
         try:
             exact = schedule_milp(problem, MilpOptions(time_limit_s=None, threads=1))
         except PoetError:

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from scaleutil import FLAGS, peak_ram, scale_budgets, valid_schedules
 
 from poet_edge.errors import PoetError
 from poet_edge.graphgen import random_layered_dag, training_chain
@@ -27,17 +28,6 @@ from poet_edge.simulator import SimResult, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 OPTS = ScaleOptions(time_limit_s=60.0, threads=1, kicks=3)  # few kicks: ends before the limit
-
-
-def _peak(problem: SchedulingProblem) -> int:
-    roomy = replace(problem, budget_bytes=10**12)
-    return simulate(roomy, SCHEDULERS["none"](roomy)).peak_ram_bytes
-
-
-def _budgets(problem: SchedulingProblem, fractions: tuple[float, ...]) -> list[SchedulingProblem]:
-    floor, peak = memory_floor(problem).bytes, _peak(problem)
-    budgets = sorted({max(floor, int(f * peak)) for f in fractions})
-    return [replace(problem, budget_bytes=b) for b in budgets]
 
 
 def _best_baseline(problem: SchedulingProblem) -> float | None:
@@ -88,15 +78,6 @@ def _check(problem: SchedulingProblem, opts: ScaleOptions = OPTS) -> float | Non
     return cost
 
 
-FLAGS = [
-    (0.0, 0.0, 0, None),
-    (0.3, 0.0, 0, None),
-    (0.0, 0.5, 0, None),
-    (0.2, 0.2, 3, None),
-    (0.0, 0.0, 2, 150),
-]
-
-
 @pytest.mark.parametrize("flags", FLAGS)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_valid_and_never_worse_on_random_dags(seed: int, flags: tuple[float, float, int, int | None]) -> None:
@@ -110,7 +91,7 @@ def test_valid_and_never_worse_on_random_dags(seed: int, flags: tuple[float, flo
         n_invalidations=invalidations,
     )
     base = replace(base, storage_bytes=storage)
-    for problem in _budgets(base, (0.9, 0.7, 0.5, 0.0)):
+    for problem in scale_budgets(base, (0.9, 0.7, 0.5, 0.0)):
         _check(problem)
 
 
@@ -118,7 +99,7 @@ def test_training_chain_with_invalidations_and_latency() -> None:
     problem = training_chain(10, seed=4)
     index = problem.index()
     inval = tuple((index[f"f{i}"], index[f"g{i - 2}"]) for i in range(2, 10))
-    for p in _budgets(replace(problem, invalidated_by=inval), (0.8, 0.6, 0.0)):
+    for p in scale_budgets(replace(problem, invalidated_by=inval), (0.8, 0.6, 0.0)):
         _check(p)
         plain = sum(n.compute_s for n in p.nodes)
         _check(replace(p, max_latency_s=1.05 * plain))
@@ -127,7 +108,7 @@ def test_training_chain_with_invalidations_and_latency() -> None:
 @pytest.mark.parametrize("seed", range(12))
 def test_bound_below_exact_optimum_on_tiny_dags(seed: int) -> None:
     base = random_layered_dag(6 + seed % 3, seed, n_invalidations=seed % 2)
-    for problem in _budgets(base, (0.8, 0.6, 0.0)):
+    for problem in scale_budgets(base, (0.8, 0.6, 0.0)):
         try:
             exact = schedule_milp(problem, MilpOptions(time_limit_s=None, threads=1))
         except PoetError:
@@ -152,7 +133,7 @@ def test_bound_below_exact_optimum_on_training_chains(seed: int) -> None:
 def _against_exact(base: SchedulingProblem) -> Iterator[tuple[SchedulingProblem, Schedule, float]]:
     """(problem, scale's schedule, exact optimum) at 80%, 60% and 0% between floor and peak where the
     exact MILP solves; asserts scale's bound is at most the optimum."""
-    for problem in _budgets(base, (0.8, 0.6, 0.0)):
+    for problem in scale_budgets(base, (0.8, 0.6, 0.0)):
         try:
             exact = schedule_milp(problem, MilpOptions(time_limit_s=None, threads=1))
         except PoetError:
@@ -286,7 +267,7 @@ def test_running_sum_budget_rows_are_the_same_model(seed: int, monkeypatch: pyte
 
     base = random_layered_dag(120, seed, n_invalidations=1)
     an = analyse(base, True)
-    for problem in _budgets(base, (0.6, 0.0)):
+    for problem in scale_budgets(base, (0.6, 0.0)):
         cover = build_cover(problem, an)
         optima = []
         for dense in (10**12, 0):
@@ -399,7 +380,7 @@ def test_a_value_updated_before_its_use_is_dropped_and_restored_early(
 
 def test_deterministic() -> None:
     base = random_layered_dag(60, 7, n_invalidations=2)
-    for problem in _budgets(base, (0.7, 0.5)):
+    for problem in scale_budgets(base, (0.7, 0.5)):
         first = schedule_scale(problem, OPTS)
         assert dict(first.info)["status"] != "feasible, time-dependent"  # what the status promises
         assert first.steps == schedule_scale(problem, OPTS).steps
@@ -408,7 +389,7 @@ def test_deterministic() -> None:
 def test_status_says_when_a_time_limit_cut_the_run_short() -> None:
     # at a time limit of 0 every phase is late (the bound model's first solve does not close the gap
     # here); with 60 s the local search closes it
-    problem = _budgets(training_chain(20, seed=3), (0.0,))[0]
+    problem = scale_budgets(training_chain(20, seed=3), (0.0,))[0]
     cut = dict(schedule_scale(problem, replace(OPTS, time_limit_s=0.0)).info)
     assert cut["status"] == "feasible, time-dependent"
     assert float(cut["gap"]) > 0  # type: ignore[arg-type]
@@ -424,7 +405,7 @@ def test_status_says_when_a_time_limit_cut_the_run_short() -> None:
 
 def test_progress_is_told_every_cheaper_schedule_and_higher_bound() -> None:
     # as the command line shows it: through configured(), the MILP's options carrying the callback
-    problem = _budgets(training_chain(20, seed=3), (0.0,))[0]
+    problem = scale_budgets(training_chain(20, seed=3), (0.0,))[0]
     seen: list[tuple[float, float | None, float | None, float | None]] = []
     options = MilpOptions(time_limit_s=60.0, threads=1, on_progress=lambda *a: seen.append(a))
     schedule = configured("scale", options)(problem)
@@ -461,7 +442,7 @@ def test_small_zoo_training_graphs(model: str) -> None:
     spec = planning.spec_from_graph(tg, profile.mcu.ram_reserve_bytes)
     base = planning.price(spec, profile, 1 << 62)
     floor = memory_floor(base).bytes
-    for budget in sorted({floor, int(1.1 * floor), (floor + _peak(base)) // 2}):
+    for budget in sorted({floor, int(1.1 * floor), (floor + peak_ram(base)) // 2}):
         _check(replace(base, budget_bytes=budget))
 
 
@@ -477,7 +458,7 @@ def test_no_paging_and_no_remat(graph: str, seed: int, without: str) -> None:
     else:
         base = training_chain(4 + seed, seed=seed)
     solved = 0
-    for problem in _budgets(base, (0.95, 0.9, 0.8, 0.0)):
+    for problem in scale_budgets(base, (0.95, 0.9, 0.8, 0.0)):
         milp = MilpOptions(time_limit_s=None, threads=1, **{without: False})  # type: ignore[arg-type]
         try:
             exact: Schedule | None = schedule_milp(problem, milp)
@@ -504,7 +485,7 @@ def test_no_paging_and_no_remat(graph: str, seed: int, without: str) -> None:
 
 
 def test_no_paging_no_remat_below_the_peak_names_the_values_held() -> None:
-    problem = _budgets(training_chain(5, seed=1), (0.8,))[0]
+    problem = scale_budgets(training_chain(5, seed=1), (0.8,))[0]
     both = MilpOptions(paging=False, remat=False)
     for scheduler in ("milp", "scale"):
         with pytest.raises(PoetError, match=r"neither paged out \(paging is disabled\) nor recomputed"):
@@ -512,7 +493,7 @@ def test_no_paging_no_remat_below_the_peak_names_the_values_held() -> None:
 
 
 def test_registry_names() -> None:
-    problem = _budgets(random_layered_dag(10, 2), (0.7,))[0]
+    problem = scale_budgets(random_layered_dag(10, 2), (0.7,))[0]
     assert get_scheduler("scale")(problem).solver == "scale"
     poet = get_scheduler("poet-milp")(problem)
     assert poet.solver == "poet-milp"
@@ -551,24 +532,11 @@ def _stage_point_checks(problem: SchedulingProblem, schedules: list[Schedule]) -
         assert plain + float(sum(c * v for c, v in zip(model.cost, x, strict=True))) <= cost * (1 + 1e-9)
 
 
-def _valid_schedules(problem: SchedulingProblem) -> list[Schedule]:
-    out = []
-    for name in (*BASELINES, "scale"):
-        try:
-            schedule = get_scheduler(name)(problem) if name != "scale" else schedule_scale(problem, OPTS)
-            sim = simulate(problem, schedule)
-        except PoetError:
-            continue
-        if problem.max_latency_s is None or sim.latency_s <= problem.max_latency_s * (1 + 1e-9):
-            out.append(schedule)
-    return out
-
-
 @pytest.mark.parametrize("flags", FLAGS)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_stage_model_is_a_relaxation(seed: int, flags: tuple[float, float, int, int | None]) -> None:
     for problem in _flagged_dags(seed, 10, flags):
-        _stage_point_checks(problem, _valid_schedules(problem))
+        _stage_point_checks(problem, valid_schedules(problem, OPTS))
 
 
 def _flagged_dags(
@@ -585,7 +553,7 @@ def _flagged_dags(
         unpageable_prob=unpageable,
         n_invalidations=invalidations,
     )
-    return _budgets(replace(base, storage_bytes=storage), (0.9, 0.6, 0.0))
+    return scale_budgets(replace(base, storage_bytes=storage), (0.9, 0.6, 0.0))
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -595,12 +563,12 @@ def test_stage_model_holds_the_exact_optimum(seed: int) -> None:
     if seed == 3:  # a runtime budget (its row) and a storage capacity
         plain = sum(n.compute_s for n in base.nodes)
         base = replace(base, max_latency_s=1.2 * plain, storage_bytes=max(n.out_bytes for n in base.nodes))
-    for problem in _budgets(base, (0.8, 0.6, 0.0)):
+    for problem in scale_budgets(base, (0.8, 0.6, 0.0)):
         try:
             exact = schedule_milp(problem, MilpOptions(time_limit_s=None, threads=1))
         except PoetError:
             continue
-        _stage_point_checks(problem, [exact, *_valid_schedules(problem)])
+        _stage_point_checks(problem, [exact, *valid_schedules(problem, OPTS)])
 
 
 @pytest.mark.parametrize("path", ["stage", "lns", "prove"])
@@ -645,7 +613,7 @@ def test_stage_model_and_lns_paths(path: str, monkeypatch: pytest.MonkeyPatch) -
         monkeypatch.setitem(globals(), "OPTS", replace(OPTS, prove_gap=1e-6))
     for seed in range(3):
         base = random_layered_dag(30, seed + 20, unpageable_prob=0.2 * seed, n_invalidations=seed)
-        for problem in _budgets(base, (0.7, 0.5, 0.0)):
+        for problem in scale_budgets(base, (0.7, 0.5, 0.0)):
             _check(problem)
     for problem, _, _ in _against_exact(training_chain(5, seed=7)):
         _check(problem)
@@ -667,7 +635,7 @@ def test_stage_model_cutoff(seed: int) -> None:
 
     base = random_layered_dag(18, seed + 50, unpageable_prob=0.3 * (seed % 2), n_invalidations=seed)
     checked = 0
-    for problem in _budgets(base, (0.7, 0.5)):
+    for problem in scale_budgets(base, (0.7, 0.5)):
         an, model = _stage_model(problem)
         exact = stage_model.solve(model, 60.0, 1, 1e-9)
         assert exact.optimal and exact.objective is not None
@@ -922,7 +890,7 @@ def test_stage_model_window(seed: int) -> None:
     from poet_edge.schedulers import stage_model
 
     base = random_layered_dag(18, seed + 40, unpageable_prob=0.3 * (seed % 2), n_invalidations=seed)
-    for problem in _budgets(base, (0.7, 0.5)):
+    for problem in scale_budgets(base, (0.7, 0.5)):
         an, model = _stage_model(problem)
         schedule = schedule_scale(problem, OPTS)
         x = stage_model.encode(problem, an, model, schedule)
@@ -966,7 +934,7 @@ def test_stage_model_near_window() -> None:
     moved = 0  # far columns the unrestricted windows changed
     for seed in range(3):
         base = random_layered_dag(18, seed + 40, unpageable_prob=0.3 * (seed % 2), n_invalidations=seed)
-        for problem in _budgets(base, (0.7, 0.5)):
+        for problem in scale_budgets(base, (0.7, 0.5)):
             an, model = _stage_model(problem)
             w = stage_model.windows(model, 1, 1e-9)
             n = len(problem.nodes)
@@ -1065,14 +1033,14 @@ def _segment_cover_checks(problem: SchedulingProblem, schedules: list[Schedule])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_segment_cover_keeps_real_evictions(seed: int, flags: tuple[float, float, int, int | None]) -> None:
     for problem in _flagged_dags(seed, 20, flags):
-        _segment_cover_checks(problem, _valid_schedules(problem))
+        _segment_cover_checks(problem, valid_schedules(problem, OPTS))
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_segment_cover_keeps_real_evictions_on_chains(seed: int) -> None:
     for base in (training_chain(8, seed=seed), _stacked_chain(3, 2, seed), _residual_chain(3, seed)):
-        for problem in _budgets(base, (0.7, 0.4, 0.0)):
-            _segment_cover_checks(problem, _valid_schedules(problem))
+        for problem in scale_budgets(base, (0.7, 0.4, 0.0)):
+            _segment_cover_checks(problem, valid_schedules(problem, OPTS))
 
 
 @pytest.mark.parametrize(
@@ -1108,7 +1076,7 @@ def _zoo_row(model: str, budget: str, name: str, extra: float) -> tuple[Scheduli
     from solver import budgets, zoo_graphs
 
     ((_, base),) = zoo_graphs("cortex-m4", [model])
-    problem = replace(base, budget_bytes=dict(budgets(_peak(base), memory_floor(base).bytes))[budget])
+    problem = replace(base, budget_bytes=dict(budgets(peak_ram(base), memory_floor(base).bytes))[budget])
     rows = json.loads((ROOT / "tests" / "data" / f"{name}.schedule.json").read_text())
     schedule = Schedule.from_json(rows, "scale")
     sim = simulate(problem, schedule)
@@ -1220,7 +1188,7 @@ def test_strict_phase_runs_while_the_gap_stays_open(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(scale_module, "STRICT_GAP", -1.0 if wide else math.inf)
     monkeypatch.setattr(scale_module, "STRICT_LEFT", 0.0)
     monkeypatch.setattr(scale_module, "SPLIT_LEFT", 0.0)
-    (problem,) = _budgets(training_chain(8, seed=1), (0.4,))
+    (problem,) = scale_budgets(training_chain(8, seed=1), (0.4,))
     _check(problem, replace(OPTS, prove_gap=-1.0))
     assert len(calls) == (1 if wide else 2) and min(calls) > 0
 
@@ -1253,7 +1221,7 @@ def test_windows_hand_over_to_the_split_proof_only_when_it_is_due(
     monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
     monkeypatch.setattr(scale_module, "STRICT_GAP", math.inf if due else -1.0)
     monkeypatch.setattr(scale_module, "SPLIT_STALL", 0.0)
-    (problem,) = _budgets(training_chain(8, seed=1), (0.4,))
+    (problem,) = scale_budgets(training_chain(8, seed=1), (0.4,))
     _check(problem, replace(OPTS, prove_gap=-1.0, gap_rel=-1.0))  # the gap never closes: windows run
     handed = [w for given, w in calls if given]
     assert handed == [0] if due else (len(handed) > 1 and sum(handed) > 0), handed
@@ -1286,7 +1254,7 @@ def test_split_proof_skips_its_mip_when_its_lp_is_too_far_below_the_cutoff(
     monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
     monkeypatch.setattr(scale_module, "STRICT_GAP", 0.05 if far else math.inf)
     monkeypatch.setattr(scale_module, "SPLIT_LEFT", 0.0)
-    (problem,) = _budgets(training_chain(8, seed=1), (0.4,))
+    (problem,) = scale_budgets(training_chain(8, seed=1), (0.4,))
     cost = _check(problem, replace(OPTS, prove_gap=-1.0, gap_rel=-1.0))
     assert cost is not None and cost > 1.06 * sum(n.compute_j for n in problem.nodes)
     assert proofs[0] == (0 if far else 1)
@@ -1325,7 +1293,7 @@ def test_second_start_windows_keep_their_own_incumbent(monkeypatch: pytest.Monke
     monkeypatch.setattr(scale_module, "SECOND_STALL", 0.0)
     found = False
     for seed in range(6):
-        for problem in _budgets(training_chain(8, seed=seed), (0.3, 0.5)):
+        for problem in scale_budgets(training_chain(8, seed=seed), (0.3, 0.5)):
             starts.clear()
             owns.clear()
             _check(problem, replace(OPTS, prove_gap=-1.0, gap_rel=-1.0))
@@ -1344,7 +1312,7 @@ def test_local_search_descent_stops_when_told() -> None:
     from poet_edge.schedulers.segment_cover import build_cover
     from poet_edge.schedulers.segment_lp import _costs
 
-    problem = _budgets(random_layered_dag(60, 1, n_invalidations=1), (0.5,))[0]
+    problem = scale_budgets(random_layered_dag(60, 1, n_invalidations=1), (0.5,))[0]
     an = analyse(problem, True)
     cover = build_cover(problem, an, False)
 
@@ -1390,7 +1358,7 @@ def test_local_search_stall_is_a_count_of_replays(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(scale_module, "_search", search)
     monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
-    (problem,) = _budgets(random_layered_dag(60, 1, n_invalidations=1), (0.5,))
+    (problem,) = scale_budgets(random_layered_dag(60, 1, n_invalidations=1), (0.5,))
     opts = replace(OPTS, kicks=40, prove_gap=-1.0, gap_rel=-1.0, time_limit_s=600.0)
     for stall, replay in ((10**9, real_replay), (5, real_replay), (5, slow)):
         monkeypatch.setattr(scale_module, "LNS_STALL", stall)
@@ -1412,7 +1380,7 @@ def test_gap_option_stops_once_proven_within_it() -> None:
     wide = OPTS.with_gap(0.05)
     assert (wide.gap_rel, wide.prove_gap, wide.inner_gap) == (0.05, 0.05, OPTS.inner_gap)
     base = random_layered_dag(60, 7, n_invalidations=2)
-    for problem in _budgets(base, (0.7, 0.5)):
+    for problem in scale_budgets(base, (0.7, 0.5)):
         exact = simulate(problem, schedule_scale(problem, OPTS)).energy_j
         first = schedule_scale(problem, wide)
         info = dict(first.info)

@@ -108,6 +108,16 @@ Row = tuple[float, float, list[int], list[float]]  # (low, up, column indices, c
 Csr = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # rows as rows_csr gives them
 
 
+def broken_rows(rows: list[Row], x: np.ndarray, tol: float = 1e-7) -> list[int]:
+    """The indices of the rows point ``x`` breaks by more than ``tol``."""
+    out = []
+    for r, (low, up, idx, val) in enumerate(rows):
+        s = sum(v * x[j] for j, v in zip(idx, val, strict=True))
+        if s < low - tol or s > up + tol:
+            out.append(r)
+    return out
+
+
 def rows_csr(rows: list[Row]) -> Csr:
     """Rows as arrays: (low, up, start, column, value), row r's entries at [start[r], start[r + 1])."""
     sizes = [len(r[2]) for r in rows]

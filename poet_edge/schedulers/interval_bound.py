@@ -48,6 +48,7 @@ import numpy as np
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Compute, PageIn, PageOut, Schedule
 from poet_edge.schedulers.engine import Analysis
+from poet_edge.schedulers.highs_run import broken_rows
 from poet_edge.schedulers.segment_lp import _costs, _Lp, _solve
 
 if TYPE_CHECKING:
@@ -74,6 +75,12 @@ def _need(an: Analysis, t: int) -> set[int]:
     return set(an.preds[t]) | {t}
 
 
+def _own(problem: SchedulingProblem, an: Analysis, t: int) -> int:
+    """The RAM node t needs for itself while it runs: its inputs, its output, its workspace."""
+    nodes = problem.nodes
+    return nodes[t].workspace_bytes + sum(nodes[u].out_bytes for u in _need(an, t))
+
+
 def build(
     problem: SchedulingProblem, an: Analysis, latency: bool, norm: float, stages: tuple[int, ...]
 ) -> IntervalModel:
@@ -87,9 +94,11 @@ def build(
         if nodes[v].pageable:
             cols[("O", -1, v)] = lp.col(pout[v] / norm)
     starts = (-1, *stages)
+    held: dict[int, list[tuple[int, int]]] = {}  # bottleneck b -> (value, its H column), in column order
     for b in starts:
         for v in (v for v in sized if v <= b and an.req[v] > b):
             cols[("H", b, v)] = lp.col(0.0)
+            held.setdefault(b, []).append((v, cols[("H", b, v)]))
             if nodes[v].recomputable and an.recomp_until[v] > b:
                 cols[("C", b, v)] = lp.col(comp[v] / norm)
             if nodes[v].pageable:
@@ -99,8 +108,8 @@ def build(
         end = starts[k + 1] if k + 1 < len(starts) else n - 1
         _interval_rows(problem, an, lp, cols, b, end)
         if b >= 0:
-            feasible &= _ram_row(problem, an, lp, cols, b)
-            _link_rows(lp, cols, starts[k - 1], b)
+            feasible &= _ram_row(problem, an, lp, held.get(b, []), b)
+            _link_rows(lp, cols, held.get(b, []), starts[k - 1])
     if problem.storage_bytes is not None:
         paged = sorted((j, float(nodes[v].out_bytes)) for (kind, _, v), j in cols.items() if kind == "O")
         if paged:
@@ -136,27 +145,24 @@ def _interval_rows(
             lp.rows.append((-math.inf, 0.0, [p, cols[("O", -1, v)]], [1.0, -1.0]))
 
 
-def _ram_row(problem: SchedulingProblem, an: Analysis, lp: _Lp, cols: dict[Key, int], b: int) -> bool:
-    """RAM while node b runs; False when b's own inputs and output do not fit."""
-    nodes = problem.nodes
+def _ram_row(problem: SchedulingProblem, an: Analysis, lp: _Lp, held: list[tuple[int, int]], b: int) -> bool:
+    """RAM while node b runs (``held``: b's H columns); False when b's own inputs and output do not fit."""
     need = _need(an, b)
-    cap = _avail(problem) - nodes[b].workspace_bytes - sum(nodes[u].out_bytes for u in need)
-    held = []
-    for (kind, at, v), j in sorted(cols.items(), key=lambda kv: kv[1]):
-        if kind == "H" and at == b:
-            if v in need:
-                lp.bounds[j] = (1.0, 1.0)
-            else:
-                held.append((j, float(nodes[v].out_bytes)))
-    if held:
-        lp.rows.append((-math.inf, float(max(cap, 0)), [j for j, _ in held], [w for _, w in held]))
+    cap = _avail(problem) - _own(problem, an, b)
+    others = [(j, float(problem.nodes[v].out_bytes)) for v, j in held if v not in need]
+    for v, j in held:
+        if v in need:
+            lp.bounds[j] = (1.0, 1.0)
+    if others:
+        lp.rows.append((-math.inf, float(max(cap, 0)), [j for j, _ in others], [w for _, w in others]))
     return cap >= 0
 
 
-def _link_rows(lp: _Lp, cols: dict[Key, int], prev: int, b: int) -> None:
-    """A value in RAM at b was in RAM at ``prev`` or restored in between."""
-    for (kind, at, v), j in sorted(cols.items(), key=lambda kv: kv[1]):
-        if kind == "H" and at == b and v <= prev:
+def _link_rows(lp: _Lp, cols: dict[Key, int], held: list[tuple[int, int]], prev: int) -> None:
+    """A value in RAM at a bottleneck (``held``: its H columns) was in RAM at ``prev`` or restored in
+    between."""
+    for v, j in held:
+        if v <= prev:
             have = _have(cols, prev, v)
             lp.rows.append((-math.inf, 0.0, [j, *have], [1.0] + [-1.0] * len(have)))
 
@@ -205,11 +211,7 @@ def encode(
 def violated(model: IntervalModel, x: np.ndarray, tol: float = 1e-7) -> list[int]:
     """Rows the point breaks (-1 - j for a column j outside its bounds)."""
     out = [-1 - j for j, (low, up) in sorted(model.lp.bounds.items()) if not low - tol <= x[j] <= up + tol]
-    for r, (low, up, idx, val) in enumerate(model.lp.rows):
-        s = sum(v * x[j] for j, v in zip(idx, val, strict=True))
-        if s < low - tol or s > up + tol:
-            out.append(r)
-    return out
+    return out + broken_rows(model.lp.rows, x, tol)
 
 
 def overfill(
@@ -224,16 +226,16 @@ def overfill(
     first use)."""
     nodes, n = problem.nodes, len(problem.nodes)
     on = {key for key, j in model.cols.items() if values[j] > 0.5}
-    starts = (-1, *model.stages)
+    starts, avail = (-1, *model.stages), _avail(problem)
     worst: tuple[int, int] | None = None  # (bytes over, -stage)
     for k, b in enumerate(starts):
         end = starts[k + 1] if k + 1 < len(starts) else n
         spans = _spans(problem, an, on, b, end)
         for t in range(b + 1, min(end, n)):
             need = _need(an, t)
-            ram = nodes[t].workspace_bytes + sum(nodes[u].out_bytes for u in need)
+            ram = _own(problem, an, t)
             ram += sum(nodes[v].out_bytes for v, (lo, hi) in spans.items() if lo < t < hi and v not in need)
-            over = ram - _avail(problem)
+            over = ram - avail
             if over > 0 and (worst is None or (over, -t) > worst):
                 worst = (over, -t)
     return None if worst is None else -worst[1]
@@ -270,10 +272,7 @@ def _spans(
 
 def _tightest(problem: SchedulingProblem, an: Analysis) -> tuple[int, ...]:
     """The stages whose own inputs, output and workspace leave the least RAM free (the floor's)."""
-    nodes = problem.nodes
-    own = [
-        nodes[t].workspace_bytes + sum(nodes[u].out_bytes for u in _need(an, t)) for t in range(len(nodes))
-    ]
+    own = [_own(problem, an, t) for t in range(len(problem.nodes))]
     top = max(own, default=0)
     return tuple(t for t, x in enumerate(own) if x == top)
 

@@ -49,6 +49,7 @@ from poet_edge.schedulers.highs_run import (
     Row,
     add_csr,
     add_rows,
+    broken_rows,
     new_highs,
     rows_csr,
     run_checked,
@@ -593,12 +594,7 @@ def encode(problem: SchedulingProblem, an: Analysis, m: StageModel, schedule: Sc
 
 def violated(m: StageModel, x: np.ndarray, tol: float = 1e-7) -> list[int]:
     """Rows the point breaks."""
-    out = []
-    for r, (low, up, idx, val) in enumerate(m.rows):
-        s = sum(v * x[j] for j, v in zip(idx, val, strict=True))
-        if s < low - tol or s > up + tol:
-            out.append(r)
-    return out
+    return broken_rows(m.rows, x, tol)
 
 
 @dataclass
