@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
+from scaleutil import peak_ram
 
 from poet_edge.cli import main
 from poet_edge.errors import PoetError
@@ -25,11 +26,6 @@ from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 from poet_edge.schedulers import BASELINES, SCHEDULERS
 from poet_edge.schedulers.milp import MilpOptions, schedule_milp
 from poet_edge.simulator import SimResult, simulate
-
-
-def _peak(problem: SchedulingProblem) -> int:
-    roomy = replace(problem, budget_bytes=10**12)
-    return simulate(roomy, SCHEDULERS["none"](roomy)).peak_ram_bytes
 
 
 def _metric(sim: SimResult, objective: str) -> float:
@@ -213,7 +209,7 @@ def _tiny(seed: int) -> SchedulingProblem:
         replace(n, compute_j=n.compute_j * cheap, compute_s=n.compute_s * cheap) for n in base.nodes
     )
     base = replace(base, nodes=nodes)
-    floor, peak = memory_floor(base).bytes, _peak(base)
+    floor, peak = memory_floor(base).bytes, peak_ram(base)
     storage = rng.choice([None, None, 60, 150])
     return replace(base, budget_bytes=floor + int(rng.random() ** 2 * (peak - floor)), storage_bytes=storage)
 
@@ -293,7 +289,7 @@ def _unit_chain(layers: int, seed: int | None) -> SchedulingProblem:
 @pytest.mark.parametrize(("layers", "seed"), [(3, None), (4, None), (5, None), (4, 1), (5, 2)])
 def test_chain_without_paging_matches_shortest_path(layers: int, seed: int | None) -> None:
     base = _unit_chain(layers, seed)
-    floor, peak = memory_floor(base).bytes, _peak(base)
+    floor, peak = memory_floor(base).bytes, peak_ram(base)
     for budget in range(floor, peak + 1):
         problem = replace(base, budget_bytes=budget)
         optimum = _all_schedules_optimum(problem)
@@ -312,7 +308,7 @@ def test_schedules_replay_with_matching_terms(seed: int) -> None:
     base = random_layered_dag(
         14, seed, fixed_bytes=7, unrecomputable_prob=0.2, unpageable_prob=0.2, n_invalidations=2
     )
-    floor, peak = memory_floor(base).bytes, _peak(base)
+    floor, peak = memory_floor(base).bytes, peak_ram(base)
     problem = replace(base, budget_bytes=floor + (peak - floor) * rng.choice([1, 2]) // 3)
     for kw in ({}, {"objective": "latency"}, {"remat": False}, {"paging": False}, {"solver": "cbc"}):
         try:
@@ -344,7 +340,7 @@ def test_objective_matches_the_schedule_after_a_mip_start(n: int, seed: int, sha
     start's column values with an objective that is not theirs (highs_run.consistent); the schedule
     must still cost what its info says, and the bound must not exceed it."""
     base = random_layered_dag(n, seed)
-    floor, peak = memory_floor(base).bytes, _peak(base)
+    floor, peak = memory_floor(base).bytes, peak_ram(base)
     problem = replace(base, budget_bytes=floor + (peak - floor) * share // 3)
     _, sim, info = _solve(problem)
     assert info["fallback"] is None
@@ -354,7 +350,7 @@ def test_objective_matches_the_schedule_after_a_mip_start(n: int, seed: int, sha
 
 def test_highs_and_cbc_agree() -> None:
     base = random_layered_dag(16, 5)
-    problem = replace(base, budget_bytes=(memory_floor(base).bytes + _peak(base)) // 2)
+    problem = replace(base, budget_bytes=(memory_floor(base).bytes + peak_ram(base)) // 2)
     a = _solve(problem, solver="highs")[2]
     b = _solve(problem, solver="cbc")[2]
     assert a["objective"] == pytest.approx(b["objective"], rel=1e-6)
@@ -362,7 +358,7 @@ def test_highs_and_cbc_agree() -> None:
 
 def test_runtime_budget_is_respected() -> None:
     base = random_layered_dag(12, 3)
-    floor, peak = memory_floor(base).bytes, _peak(base)
+    floor, peak = memory_floor(base).bytes, peak_ram(base)
     problem = replace(base, budget_bytes=floor + (peak - floor) // 4)
     _, cheap, _ = _solve(problem, objective="energy")
     _, fast, _ = _solve(problem, objective="latency")
@@ -402,7 +398,7 @@ def test_invalidation_forbids_late_recomputation() -> None:
 
 def test_time_limit_returns_a_valid_schedule_with_its_gap() -> None:
     base = random_layered_dag(40, 9)
-    problem = replace(base, budget_bytes=(memory_floor(base).bytes + _peak(base)) // 2)
+    problem = replace(base, budget_bytes=(memory_floor(base).bytes + peak_ram(base)) // 2)
     schedule = schedule_milp(problem, MilpOptions(time_limit_s=2, threads=1))
     info = dict(schedule.info)
     sim = simulate(problem, schedule)
@@ -414,7 +410,7 @@ def test_time_limit_returns_a_valid_schedule_with_its_gap() -> None:
 
 def test_progress_callback_reports_incumbent_bound_and_gap() -> None:
     base = random_layered_dag(30, 1)
-    problem = replace(base, budget_bytes=_peak(base) * 7 // 10)
+    problem = replace(base, budget_bytes=peak_ram(base) * 7 // 10)
     calls: list[tuple[float, float | None, float | None, float | None]] = []
     options = MilpOptions(time_limit_s=20, threads=1, on_progress=lambda *a: calls.append(a))
     assert options == MilpOptions(time_limit_s=20, threads=1)  # the callback is not part of eq/hash
@@ -449,7 +445,7 @@ def test_solve_command_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     base = random_layered_dag(10, 4)
     path = tmp_path / "g.json"
     write_graph(base, path)
-    budget = (memory_floor(base).bytes + _peak(base)) // 2
+    budget = (memory_floor(base).bytes + peak_ram(base)) // 2
     args = ["solve", str(path), "--ram", str(budget), "--json", "--time-limit", "30", "--threads", "2"]
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
@@ -469,7 +465,7 @@ def test_solve_command_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 def test_gap_is_on_the_whole_cost() -> None:
     # the MILP's objective leaves out the plain pass; --gap is on the whole cost, as info's gap
     base = random_layered_dag(40, 9)
-    problem = replace(base, budget_bytes=(memory_floor(base).bytes + _peak(base)) // 2)
+    problem = replace(base, budget_bytes=(memory_floor(base).bytes + peak_ram(base)) // 2)
     exact = simulate(problem, schedule_milp(problem, MilpOptions(time_limit_s=60, threads=1))).energy_j
     for gap in (0.3, 0.02):
         schedule = schedule_milp(problem, MilpOptions(time_limit_s=60, threads=1, gap_rel=gap))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_scheduler_scale import OPTS, _budgets, _residual_chain, _stacked_chain
+from scaleutil import scale_budgets
+from test_scheduler_scale import OPTS, _residual_chain, _stacked_chain
 
 from poet_edge.graphgen import training_chain
 from poet_edge.problem import SchedulingProblem
@@ -56,7 +57,7 @@ def _bound(problem: SchedulingProblem, gaps: bool) -> float:
 
 @pytest.mark.parametrize(("kind", "seed", "fraction"), GAINS)
 def test_gap_rows_raise_the_bound_and_stay_below_the_optimum(kind: str, seed: int, fraction: float) -> None:
-    (problem,) = _budgets(_base(kind, seed), (fraction,))
+    (problem,) = scale_budgets(_base(kind, seed), (fraction,))
     exact = schedule_milp(problem, MilpOptions(time_limit_s=None, threads=1))
     assert dict(exact.info)["status"] == "Optimal"
     optimum = simulate(problem, exact).energy_j
@@ -66,7 +67,7 @@ def test_gap_rows_raise_the_bound_and_stay_below_the_optimum(kind: str, seed: in
 
 
 def test_split_ends_halve_the_ranges_of_the_drops_a_solution_uses() -> None:
-    (problem,) = _budgets(_base("chain", 3), (0.6,))
+    (problem,) = scale_budgets(_base("chain", 3), (0.6,))
     an, cover, budget = _setup(problem)
     lp = strict_model(problem, an, cover, False, 1.0, budget)
     assert lp is not None
@@ -85,7 +86,7 @@ def test_split_ends_halve_the_ranges_of_the_drops_a_solution_uses() -> None:
 
 
 def test_cutoff_bounds_by_the_cutoff_only_what_it_proves() -> None:
-    (problem,) = _budgets(_base("residual", 22), (0.5,))
+    (problem,) = scale_budgets(_base("residual", 22), (0.5,))
     an, cover, budget = _setup(problem)
     lp = strict_model(problem, an, cover, False, 1.0, budget)
     assert lp is not None
