@@ -28,19 +28,24 @@ bound on every schedule in the problem's order, for every choice of bottlenecks;
 a larger model and, with the RAM rows of more stages, a higher optimum (with every stage a bottleneck
 it is the stage model, whose LP relaxation is weak: bert_tiny at 1.1x its floor, 22% at the root).
 
-Refinement (:func:`refine`). From no bottleneck: solve, then look for the stage whose RAM the point
-overfills most (:func:`overfill`: what the point must hold at a stage inside an interval, restorations
-taken as late as they can be); make it a bottleneck and solve again, until no stage overfills or the
-time is up. bert_tiny (biases trained) at 1.1x its floor, 2 threads: 92.23% above the plain pass with
-the two tightest stages, 116.19% with 9 bottlenecks after 4.7 s, 119.91% with 13 after 35 s (the segment
-models: 87.25%; the schedule 129.22% after 130 s).
+Refinement (:func:`refine`). From the tightest stages: solve, then look, in each interval, for the
+stage whose RAM the point overfills most (:func:`overfilled`: what the point must hold at a stage
+inside an interval, restorations taken as late as they can be); make those bottlenecks and solve
+again, until no stage overfills or the time is up. bert_tiny (biases trained) at 1.1x its floor, 2
+threads: 92.23% above the plain pass with the two tightest stages, 116.28% with 12 bottlenecks after
+5.7 s, 119.92% with 14 after 12.9 s (the segment models: 87.25%; the schedule 129.22% after 130 s);
+mobilenetv1_025 with every parameter trained at 60%: 39.99% after 4.2 s (one stage a round: 7.7 s).
+
+Where no stage overfills, the point is one of the stage model's but for the RAM of the restorations
+between stages (:func:`stage_point`); decoded, it is a schedule at the bound where those fit (scale
+offers it, :func:`poet_edge.schedulers.scale._interval`).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -50,6 +55,7 @@ from poet_edge.schedule import Compute, PageIn, PageOut, Schedule
 from poet_edge.schedulers.engine import Analysis
 from poet_edge.schedulers.highs_run import broken_rows
 from poet_edge.schedulers.segment_lp import _costs, _Lp, _solve
+from poet_edge.schedulers.stage_model import StageModel
 
 if TYPE_CHECKING:
     from poet_edge.schedulers.scale import ScaleOptions
@@ -220,17 +226,28 @@ def overfill(
     """The stage (not a bottleneck) whose RAM the model's point overfills most, None if none does.
     At a stage t inside an interval (b, b'] the point must hold, besides t's inputs, output and
     workspace: a value held at b and not restored, until its last use in the interval; a value first
-    computed in the interval, from then until its last use; a restored value from its first use to its
-    last (one restoration, as late as it can be). Uses: the nodes first computed in the interval, b'
-    when the value is held there, and the restorations of the values it is an input of (at their
-    first use)."""
+    computed in the interval, from then until its last use; a restored value from its restoration (one,
+    as late as it can be: :func:`_spans`) to its last use. Uses: the nodes first computed in the
+    interval, b' when the value is held there, and the recomputations of the values it is an input
+    of. Where no stage overfills, the point is one of the stage model's but for the RAM of
+    restorations between stages (:func:`stage_point`)."""
+    worst = overfilled(problem, an, model, values)
+    return None if not worst else max(worst, key=lambda x: (x[1], -x[0]))[0]
+
+
+def overfilled(
+    problem: SchedulingProblem, an: Analysis, model: IntervalModel, values: np.ndarray
+) -> list[tuple[int, int]]:
+    """Per interval that has one, (the stage the point overfills most, by how many bytes); see
+    :func:`overfill`."""
     nodes, n = problem.nodes, len(problem.nodes)
     on = {key for key, j in model.cols.items() if values[j] > 0.5}
     starts, avail = (-1, *model.stages), _avail(problem)
-    worst: tuple[int, int] | None = None  # (bytes over, -stage)
+    out = []
     for k, b in enumerate(starts):
         end = starts[k + 1] if k + 1 < len(starts) else n
         spans = _spans(problem, an, on, b, end)
+        worst: tuple[int, int] | None = None  # (bytes over, -stage)
         for t in range(b + 1, min(end, n)):
             need = _need(an, t)
             ram = _own(problem, an, t)
@@ -238,15 +255,21 @@ def overfill(
             over = ram - avail
             if over > 0 and (worst is None or (over, -t) > worst):
                 worst = (over, -t)
-    return None if worst is None else -worst[1]
+        if worst is not None:
+            out.append((-worst[1], worst[0]))
+    return out
 
 
 def _spans(
     problem: SchedulingProblem, an: Analysis, on: set[Key], b: int, end: int
 ) -> dict[int, tuple[int, int]]:
-    """value -> (from, to): it is in RAM at the stages strictly between (see :func:`overfill`)."""
+    """value -> (from, to): it is in RAM at the stages strictly between (see :func:`overfill`). A
+    restored value comes back in the gap before its first use, a recomputed one at the latest in the
+    last gap that may still recompute it (``Analysis.recomp_until``); from then it is in RAM while the
+    nodes up to its last use run (at its first use only as an input when that node uses it)."""
     nodes = problem.nodes
     uses: dict[int, list[int]] = {}
+    back: dict[int, int] = {}  # restored value -> the gap it comes back in
     for v in range(min(end, len(nodes)) - 1, -1, -1):
         if nodes[v].out_bytes == 0:
             continue
@@ -254,17 +277,19 @@ def _spans(
         if ("H", end, v) in on:
             at.append(end)
         if v <= b:
-            at += [min(uses[w]) for w in an.succs[v] if ("C", b, w) in on and uses.get(w)]
+            at += [back[w] for w in an.succs[v] if ("C", b, w) in on and w in back]
+            if at and (("C", b, v) in on or ("P", b, v) in on):
+                late = min(at) if ("P", b, v) in on else min(min(at), max(an.recomp_until[v], b + 1))
+                back[v] = late
         uses[v] = at
     spans: dict[int, tuple[int, int]] = {}
     for v, at in uses.items():
         if not at:
             continue
-        restored = ("C", b, v) in on or ("P", b, v) in on
         if v > b:
             spans[v] = (v, max(at))
-        elif restored:
-            spans[v] = (min(at), max(at))
+        elif v in back:
+            spans[v] = (back[v] - 1, max(at))
         elif ("H", b, v) in on:
             spans[v] = (b, max(at))
     return spans
@@ -277,6 +302,37 @@ def _tightest(problem: SchedulingProblem, an: Analysis) -> tuple[int, ...]:
     return tuple(t for t, x in enumerate(own) if x == top)
 
 
+def stage_point(
+    problem: SchedulingProblem, an: Analysis, model: IntervalModel, values: np.ndarray, stages: StageModel
+) -> np.ndarray:
+    """The stage model's point (:mod:`poet_edge.schedulers.stage_model`) of a point of this model that
+    overfills no stage (:func:`overfill`): a value in RAM over the stages of its span (:func:`_spans`)
+    is kept after each of them but the last, a restored one is recomputed (paged in) in the gap it
+    comes back in, the W columns follow their definitions. It costs what the point costs; of the
+    stage model's rows it breaks at most those of the RAM of restorations between stages (which this
+    model leaves out), and :func:`~poet_edge.schedulers.stage_model.decode` makes it a schedule."""
+    n = len(problem.nodes)
+    on = {key for key, j in model.cols.items() if values[j] > 0.5}
+    x = np.zeros(len(stages.cost))
+    starts = (-1, *model.stages)
+    for k, b in enumerate(starts):
+        end = starts[k + 1] if k + 1 < len(starts) else n
+        for v, (lo, hi) in _spans(problem, an, on, b, end).items():
+            first = lo
+            if v <= b and (("C", b, v) in on or ("P", b, v) in on):
+                first = lo + 1
+                recompute = ("C", b, v) in on and (first, v) in stages.R
+                x[(stages.R if recompute else stages.M)[(first, v)]] = 1.0
+            for t in range(first, hi):
+                x[stages.K[(t, v)]] = 1.0
+    for (kind, _, v), j in model.cols.items():
+        if kind == "O" and values[j] > 0.5:
+            x[stages.out[v]] = 1.0
+    for col, low, terms in stages.defs:
+        x[col] = max(0.0, low + sum(x[c] * w for c, w in terms))
+    return x
+
+
 @dataclass(frozen=True)
 class Refined:
     bound: float  # scaled: the highest dual bound of the rounds (0 when none finished)
@@ -284,6 +340,8 @@ class Refined:
     rounds: int
     status: str  # the last solve's HiGHS status
     stopped: bool  # the time was up before a round found no overfilled stage
+    model: IntervalModel | None = None  # the last model where its optimum overfills no stage ...
+    point: np.ndarray | None = field(default=None, compare=False)  # ... and that optimum
 
 
 def refine(
@@ -312,9 +370,8 @@ def refine(
         if not solved.optimal or solved.values is None or bound >= enough:
             stopped = not solved.optimal
             break
-        t = overfill(problem, an, model, solved.values)
-        if t is None:
-            stopped = False
-            break
-        stages = tuple(sorted((*stages, t)))
+        worst = overfilled(problem, an, model, solved.values)
+        if not worst:
+            return Refined(bound, stages, rounds, status, False, model, solved.values)
+        stages = tuple(sorted((*stages, *(t for t, _ in worst))))
     return Refined(bound, stages, rounds, status, stopped)
