@@ -4,6 +4,7 @@ in the problem's order is a point of it, for any bottleneck stages, that costs a
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import replace
 
@@ -253,7 +254,7 @@ def test_mid_size_path_reports_the_interval_bound_and_proves_below_it(
         seen.append(run.best.cost)
         return real_prove(run, *args)  # type: ignore[arg-type]
 
-    def within(run: scale._Run, bound: float, plain: float) -> float:  # a bound 0.5 x prove_gap below
+    def within(run: scale._Run, model: object, bound: float, plain: float) -> float:  # 0.5 x prove_gap below
         return ((1 - OPTS.prove_gap / 2) * run.best.cost - plain) / run.norm
 
     monkeypatch.setattr(scale, "_interval", within)
@@ -261,3 +262,46 @@ def test_mid_size_path_reports_the_interval_bound_and_proves_below_it(
     monkeypatch.setattr(stage_model, "solve", spy_solve)
     schedule_scale(problem, OPTS)
     assert cutoffs and all(abs(c - want) <= 1e-9 for c, want in cutoffs)
+
+
+def test_mid_size_path_offers_the_interval_point_decoded_and_repaired(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where refinement ends at a point that overfills no stage, the mid-size path decodes it and
+    offers the schedule (origin "interval model"); where the decode repairs a gap, windows around it
+    give further points ("interval model, repair round k"). Every offer the simulator accepts costs at
+    least the reported bound, and the result at most the cheapest of them."""
+    from poet_edge.schedulers import scale
+
+    monkeypatch.setattr(scale, "STAGE_PAIRS", 0)
+    closed = scale._closed
+
+    def never(cost: float, bound: float, gap: float) -> bool:  # else the first local search ends the run
+        return gap != OPTS.gap_rel and closed(cost, bound, gap)
+
+    monkeypatch.setattr(scale, "_closed", never)
+    offers: list[tuple[str, float]] = []
+    real_try = scale._try
+
+    def spy_try(
+        problem: SchedulingProblem, best: object, options: ScaleOptions, make: object, origin: str
+    ) -> object:
+        sim = real_try(problem, best, options, make, origin)  # type: ignore[arg-type]
+        if origin.startswith("interval model") and sim is not None:
+            offers.append((origin, sim.energy_j if sim.peak_ram_bytes <= problem.budget_bytes else math.inf))
+        return sim
+
+    monkeypatch.setattr(scale, "_try", spy_try)
+    origins = set()
+    for seed in (105, 109):  # graphs whose interval point needs a repair (gap 18, gap 6) at 60%
+        base = random_layered_dag(40, seed, n_invalidations=2)
+        for problem in scale_budgets(base, (0.6,)):
+            offers.clear()
+            schedule = schedule_scale(problem, OPTS)
+            info = dict(schedule.info)
+            cost = simulate(problem, schedule).energy_j
+            for origin, paid in offers:
+                origins.add(origin.split(",")[0] if "repair" not in origin else "repair")
+                assert paid >= float(info["bound"]) * (1 - 1e-9)  # type: ignore[arg-type]
+                assert cost <= paid * (1 + 1e-12)
+    assert {"interval model", "repair"} <= origins
