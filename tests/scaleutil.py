@@ -3,6 +3,7 @@ and no-remat peak, the random-DAG flags, and the valid schedules the baselines a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 from poet_edge.errors import PoetError
@@ -10,6 +11,7 @@ from poet_edge.memory_floor import memory_floor
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers import BASELINES, get_scheduler
+from poet_edge.schedulers.milp import MilpOptions, schedule_milp
 from poet_edge.schedulers.scale import ScaleOptions, schedule_scale
 from poet_edge.simulator import simulate
 
@@ -48,3 +50,13 @@ def valid_schedules(problem: SchedulingProblem, opts: ScaleOptions) -> list[Sche
         if problem.max_latency_s is None or sim.latency_s <= problem.max_latency_s * (1 + 1e-9):
             out.append(schedule)
     return out
+
+
+def exact_schedules(base: SchedulingProblem) -> Iterator[tuple[SchedulingProblem, Schedule]]:
+    """(problem, the exact POET MILP's schedule, no time limit) at 80%, 60% and 0% between floor and peak
+    (:func:`scale_budgets`), where the MILP finds one."""
+    for problem in scale_budgets(base, (0.8, 0.6, 0.0)):
+        try:
+            yield problem, schedule_milp(problem, MilpOptions(time_limit_s=None, threads=1))
+        except PoetError:
+            continue

@@ -9,16 +9,14 @@ import random
 from dataclasses import replace
 
 import pytest
-from scaleutil import FLAGS, peak_ram, scale_budgets, valid_schedules
+from scaleutil import FLAGS, exact_schedules, peak_ram, scale_budgets, valid_schedules
 
-from poet_edge.errors import PoetError
 from poet_edge.graphgen import random_layered_dag, training_chain
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Compute, Schedule
 from poet_edge.schedulers import SCHEDULERS
 from poet_edge.schedulers import interval_bound as ib
 from poet_edge.schedulers.engine import analyse
-from poet_edge.schedulers.milp import MilpOptions, schedule_milp
 from poet_edge.schedulers.scale import ScaleOptions, schedule_scale
 from poet_edge.simulator import simulate
 
@@ -81,11 +79,7 @@ def test_exact_optimal_schedules_are_points_and_the_bound_stays_below(seed: int)
     base = training_chain(4 + seed % 2, seed=seed) if seed % 2 else random_layered_dag(9, seed + 50)
     an = analyse(base, True)
     above = []
-    for problem in scale_budgets(base, (0.8, 0.6, 0.0)):
-        try:
-            exact = schedule_milp(problem, MilpOptions(time_limit_s=None, threads=1))
-        except PoetError:
-            continue
+    for problem, exact in exact_schedules(base):
         assert dict(exact.info)["status"] == "Optimal"
         _point_checks(problem, [exact], seed)
         plain = sum(n.compute_j for n in problem.nodes)
@@ -115,7 +109,7 @@ def test_refinement_adds_the_overfilled_stages_until_none_is() -> None:
     last = ib.build(problem, an, False, plain, refined.stages)
     solved = _solve(last.lp, 60.0, OPTS)
     assert solved.values is not None
-    assert ib.overfill(problem, an, last, solved.values) is None
+    assert ib.overfilled(problem, an, last, solved.values) == []
 
 
 @pytest.mark.parametrize("flags", FLAGS)
@@ -125,7 +119,7 @@ def test_a_point_that_overfills_no_stage_is_a_stage_model_point(
 ) -> None:
     """Where refinement ends (no stage overfilled), the point lifted to the stage model breaks none of
     that model's rows but those of the RAM of restorations between stages (built without them here),
-    and costs what the point costs: RAM inside an interval is what :func:`overfill` counts (a value
+    and costs what the point costs: RAM inside an interval is what :func:`overfilled` counts (a value
     recomputed for a recomputation is in RAM from then; one recomputed before its invalidator from
     then)."""
     from poet_edge.schedulers import stage_model
@@ -151,7 +145,7 @@ def test_a_point_that_overfills_no_stage_is_a_stage_model_point(
         assert not refined.stopped
         if refined.model is None or refined.point is None:  # the model has no point
             continue
-        assert ib.overfill(problem, an, refined.model, refined.point) is None
+        assert ib.overfilled(problem, an, refined.model, refined.point) == []
         assert refined.bound == pytest.approx(_solve(refined.model.lp, 60.0, OPTS).bound, abs=1e-6)
         stages = stage_model.build(problem, an, _costs(problem, False), 1.0)
         x = ib.stage_point(problem, an, refined.model, refined.point, stages)

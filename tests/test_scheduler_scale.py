@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from scaleutil import FLAGS, peak_ram, scale_budgets, valid_schedules
+from scaleutil import FLAGS, exact_schedules, peak_ram, scale_budgets, valid_schedules
 
 from poet_edge.errors import PoetError
 from poet_edge.graphgen import random_layered_dag, training_chain
@@ -108,11 +108,7 @@ def test_training_chain_with_invalidations_and_latency() -> None:
 @pytest.mark.parametrize("seed", range(12))
 def test_bound_below_exact_optimum_on_tiny_dags(seed: int) -> None:
     base = random_layered_dag(6 + seed % 3, seed, n_invalidations=seed % 2)
-    for problem in scale_budgets(base, (0.8, 0.6, 0.0)):
-        try:
-            exact = schedule_milp(problem, MilpOptions(time_limit_s=None, threads=1))
-        except PoetError:
-            continue
+    for problem, exact in exact_schedules(base):
         info = dict(exact.info)
         assert info["status"] == "Optimal"
         optimum = simulate(problem, exact).energy_j
@@ -133,11 +129,7 @@ def test_bound_below_exact_optimum_on_training_chains(seed: int) -> None:
 def _against_exact(base: SchedulingProblem) -> Iterator[tuple[SchedulingProblem, Schedule, float]]:
     """(problem, scale's schedule, exact optimum) at 80%, 60% and 0% between floor and peak where the
     exact MILP solves; asserts scale's bound is at most the optimum."""
-    for problem in scale_budgets(base, (0.8, 0.6, 0.0)):
-        try:
-            exact = schedule_milp(problem, MilpOptions(time_limit_s=None, threads=1))
-        except PoetError:
-            continue
+    for problem, exact in exact_schedules(base):
         assert dict(exact.info)["status"] == "Optimal"
         optimum = simulate(problem, exact).energy_j
         scale = schedule_scale(problem, OPTS)
@@ -563,11 +555,7 @@ def test_stage_model_holds_the_exact_optimum(seed: int) -> None:
     if seed == 3:  # a runtime budget (its row) and a storage capacity
         plain = sum(n.compute_s for n in base.nodes)
         base = replace(base, max_latency_s=1.2 * plain, storage_bytes=max(n.out_bytes for n in base.nodes))
-    for problem in scale_budgets(base, (0.8, 0.6, 0.0)):
-        try:
-            exact = schedule_milp(problem, MilpOptions(time_limit_s=None, threads=1))
-        except PoetError:
-            continue
+    for problem, exact in exact_schedules(base):
         _stage_point_checks(problem, [exact, *valid_schedules(problem, OPTS)])
 
 

@@ -220,26 +220,17 @@ def violated(model: IntervalModel, x: np.ndarray, tol: float = 1e-7) -> list[int
     return out + broken_rows(model.lp.rows, x, tol)
 
 
-def overfill(
-    problem: SchedulingProblem, an: Analysis, model: IntervalModel, values: np.ndarray
-) -> int | None:
-    """The stage (not a bottleneck) whose RAM the model's point overfills most, None if none does.
-    At a stage t inside an interval (b, b'] the point must hold, besides t's inputs, output and
-    workspace: a value held at b and not restored, until its last use in the interval; a value first
-    computed in the interval, from then until its last use; a restored value from its restoration (one,
-    as late as it can be: :func:`_spans`) to its last use. Uses: the nodes first computed in the
-    interval, b' when the value is held there, and the recomputations of the values it is an input
-    of. Where no stage overfills, the point is one of the stage model's but for the RAM of
-    restorations between stages (:func:`stage_point`)."""
-    worst = overfilled(problem, an, model, values)
-    return None if not worst else max(worst, key=lambda x: (x[1], -x[0]))[0]
-
-
 def overfilled(
     problem: SchedulingProblem, an: Analysis, model: IntervalModel, values: np.ndarray
-) -> list[tuple[int, int]]:
-    """Per interval that has one, (the stage the point overfills most, by how many bytes); see
-    :func:`overfill`."""
+) -> list[int]:
+    """In each interval, the stage (not a bottleneck) whose RAM the model's point overfills most, if it
+    overfills one (empty: none is overfilled). At a stage t inside an interval (b, b'] the point must
+    hold, besides t's inputs, output and workspace: a value held at b and not restored, until its last
+    use in the interval; a value first computed in the interval, from then until its last use; a
+    restored value from its restoration (one, as late as it can be: :func:`_spans`) to its last use.
+    Uses: the nodes first computed in the interval, b' when the value is held there, and the
+    recomputations of the values it is an input of. Where no stage overfills, the point is one of the
+    stage model's but for the RAM of restorations between stages (:func:`stage_point`)."""
     nodes, n = problem.nodes, len(problem.nodes)
     on = {key for key, j in model.cols.items() if values[j] > 0.5}
     starts, avail = (-1, *model.stages), _avail(problem)
@@ -256,14 +247,14 @@ def overfilled(
             if over > 0 and (worst is None or (over, -t) > worst):
                 worst = (over, -t)
         if worst is not None:
-            out.append((-worst[1], worst[0]))
+            out.append(-worst[1])
     return out
 
 
 def _spans(
     problem: SchedulingProblem, an: Analysis, on: set[Key], b: int, end: int
 ) -> dict[int, tuple[int, int]]:
-    """value -> (from, to): it is in RAM at the stages strictly between (see :func:`overfill`). A
+    """value -> (from, to): it is in RAM at the stages strictly between (see :func:`overfilled`). A
     restored value comes back in the gap before its first use, a recomputed one at the latest in the
     last gap that may still recompute it (``Analysis.recomp_until``); from then it is in RAM while the
     nodes up to its last use run (at its first use only as an input when that node uses it)."""
@@ -279,8 +270,7 @@ def _spans(
         if v <= b:
             at += [back[w] for w in an.succs[v] if ("C", b, w) in on and w in back]
             if at and (("C", b, v) in on or ("P", b, v) in on):
-                late = min(at) if ("P", b, v) in on else min(min(at), max(an.recomp_until[v], b + 1))
-                back[v] = late
+                back[v] = min(at) if ("P", b, v) in on else min(min(at), max(an.recomp_until[v], b + 1))
         uses[v] = at
     spans: dict[int, tuple[int, int]] = {}
     for v, at in uses.items():
@@ -306,7 +296,7 @@ def stage_point(
     problem: SchedulingProblem, an: Analysis, model: IntervalModel, values: np.ndarray, stages: StageModel
 ) -> np.ndarray:
     """The stage model's point (:mod:`poet_edge.schedulers.stage_model`) of a point of this model that
-    overfills no stage (:func:`overfill`): a value in RAM over the stages of its span (:func:`_spans`)
+    overfills no stage (:func:`overfilled`): a value in RAM over the stages of its span (:func:`_spans`)
     is kept after each of them but the last, a restored one is recomputed (paged in) in the gap it
     comes back in, the W columns follow their definitions. It costs what the point costs; of the
     stage model's rows it breaks at most those of the RAM of restorations between stages (which this
@@ -373,5 +363,5 @@ def refine(
         worst = overfilled(problem, an, model, solved.values)
         if not worst:
             return Refined(bound, stages, rounds, status, False, model, solved.values)
-        stages = tuple(sorted((*stages, *(t for t, _ in worst))))
+        stages = tuple(sorted((*stages, *worst)))
     return Refined(bound, stages, rounds, status, stopped)

@@ -587,11 +587,12 @@ def _repair(run: _Run, model: stage_model.StageModel, point: np.ndarray, bound: 
         _try(problem, best, options, partial(stage_model.decode, problem, an, cut, point, gaps, gaps), origin)
         if not gaps or _closed(best.cost, bound, options.gap_rel) or k == REPAIR_ROUNDS:
             return
+        bad = sorted(set(gaps))
         if k:
-            cut.rows += [stage_model.gap_cut(cut, an, point, t) for t in sorted(set(gaps))]
+            cut.rows += [stage_model.gap_cut(cut, an, point, t) for t in bad]
         if k or wins is None:
             wins = stage_model.windows(cut, options.threads, 0.0)
-        for t in sorted(set(gaps)):
+        for t in bad:
             seconds = min(REPAIR_SECONDS, until - time.perf_counter() - MARGIN * options.time_limit_s)
             if best.late(seconds <= 0.0):
                 return
@@ -682,9 +683,11 @@ PROVE_PAIRS = 5000  # the cutoff proof runs on graphs of at most this many pairs
 PROVE_SHARE = 0.95  # of the time left (less the margin): the large-neighbourhood search gets the rest
 
 
-def _cutoff(run: _Run, plain: float) -> float:
-    """(1 - prove_gap) x the incumbent, scaled: a bound there puts the gap at most prove_gap."""
-    return ((1 - run.options.prove_gap) * run.best.cost - plain) / run.norm + 1e-12
+def _cutoff(run: _Run, plain: float, gap: float | None = None) -> float:
+    """(1 - gap) x the incumbent, scaled (``gap`` by default ``ScaleOptions.prove_gap``): a bound there
+    puts the gap at most that."""
+    gap = run.options.prove_gap if gap is None else gap
+    return ((1 - gap) * run.best.cost - plain) / run.norm + 1e-12
 
 
 def _prove(run: _Run, model: stage_model.StageModel, bound: float, plain: float) -> float:
@@ -703,9 +706,8 @@ def _prove(run: _Run, model: stage_model.StageModel, bound: float, plain: float)
         return 0.0
     if best.late(left < 1.0):
         return 0.0
-    cutoff = _cutoff(run, plain)
-    if _closed(best.cost, bound, options.prove_gap):
-        cutoff = ((1 - options.gap_rel) * best.cost - plain) / run.norm + 1e-12
+    within = _closed(best.cost, bound, options.prove_gap)  # then any cheaper point
+    cutoff = _cutoff(run, plain, options.gap_rel if within else None)
     gap = _gap_abs(run, best.cost)
     solved = stage_model.solve(model, PROVE_SHARE * left, options.threads, gap, cutoff=cutoff)
     best.clock(solved.status)
