@@ -299,3 +299,30 @@ def test_mid_size_path_offers_the_interval_point_decoded_and_repaired(
                 assert paid >= float(info["bound"]) * (1 - 1e-9)  # type: ignore[arg-type]
                 assert cost <= paid * (1 + 1e-12)
     assert {"interval model", "repair"} <= origins
+
+
+def test_a_round_starts_only_when_twice_the_last_ones_seconds_are_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The chain of the test above needs three rounds; with each solve taking one second (a fake clock)
+    and 3.5 s given, the third does not start (2 s left, the last round took 1 s: ROUND_GROWTH x 1 s
+    are not left) and the refinement reports that it stopped; with 4.5 s all three run."""
+    from types import SimpleNamespace
+
+    from poet_edge.schedulers.segment_lp import _solve
+
+    now = [0.0]
+
+    def solve(*args: object, **kwargs: object) -> object:
+        now[0] += 1.0
+        return _solve(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ib, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    monkeypatch.setattr(ib, "_solve", solve)
+    problem = replace(training_chain(8, seed=0), budget_bytes=220)
+    an = analyse(problem, True)
+    plain = sum(n.compute_j for n in problem.nodes)
+    for seconds, rounds, stopped in ((3.5, 2, True), (4.5, 3, False)):
+        now[0] = 0.0
+        refined = ib.refine(problem, an, False, plain, OPTS, seconds)
+        assert (refined.rounds, refined.stopped) == (rounds, stopped)

@@ -1145,12 +1145,17 @@ def test_once_more_prices_the_chain_an_optimal_schedule_cannot_keep(
     assert _once_more(problem, an, 2, 3, comp, pin) == pytest.approx(price)
 
 
+@pytest.mark.parametrize("above", [False, True])
 @pytest.mark.parametrize("wide", [True, False])
-def test_strict_phase_runs_while_the_gap_stays_open(monkeypatch: pytest.MonkeyPatch, wide: bool) -> None:
+def test_strict_phase_runs_while_the_gap_stays_open(
+    monkeypatch: pytest.MonkeyPatch, wide: bool, above: bool
+) -> None:
     """The strict bound model's phase of the mid-size path (here forced onto a small chain, and with
     the gap and time gates opened, and the run's own gap never taken as closed: else the path stops
     after its first local search): with a wide gap it runs once; with a narrow one, twice (then with
-    the split ends its LP relaxation asks for); scale's bound is still at most its cost."""
+    the split ends its LP relaxation asks for); scale's bound is still at most its cost. With a wide
+    gap not where the bound is already above the segment cover's by more than STRICT_ABOVE (``above``:
+    every bound is)."""
     import numpy as np
 
     from poet_edge.schedulers import scale as scale_module
@@ -1176,9 +1181,10 @@ def test_strict_phase_runs_while_the_gap_stays_open(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(scale_module, "STRICT_GAP", -1.0 if wide else math.inf)
     monkeypatch.setattr(scale_module, "STRICT_LEFT", 0.0)
     monkeypatch.setattr(scale_module, "SPLIT_LEFT", 0.0)
+    monkeypatch.setattr(scale_module, "STRICT_ABOVE", -1.0 if above else math.inf)
     (problem,) = scale_budgets(training_chain(8, seed=1), (0.4,))
     _check(problem, replace(OPTS, prove_gap=-1.0))
-    assert len(calls) == (1 if wide else 2) and min(calls) > 0
+    assert len(calls) == ((0 if above else 1) if wide else 2) and min(calls, default=1) > 0
 
 
 @pytest.mark.parametrize("due", [True, False])
