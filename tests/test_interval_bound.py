@@ -207,7 +207,7 @@ def test_mid_size_path_reports_the_interval_bound_and_proves_below_it(
     stops after its first local search) refines the interval model, and the bound it reports is at
     least that model's; where that bound already puts the gap within prove_gap, the cutoff proof
     looks for any cheaper point ((1 - gap_rel) x the incumbent)."""
-    from poet_edge.schedulers import scale, stage_model
+    from poet_edge.schedulers import proof_process, scale, stage_model
 
     monkeypatch.setattr(scale, "STAGE_PAIRS", 0)
     monkeypatch.setattr(scale, "PROVE_PAIRS", 10**9)
@@ -218,14 +218,14 @@ def test_mid_size_path_reports_the_interval_bound_and_proves_below_it(
 
     monkeypatch.setattr(scale, "_closed", never)
     refined: list[float] = []
-    real_refine = ib.refine
+    real_refined = proof_process.refined
 
-    def spy_refine(*args: object, **kwargs: object) -> ib.Refined:
-        out = real_refine(*args, **kwargs)  # type: ignore[arg-type]
-        refined.append(out.bound)
+    def spy_refined(job: proof_process.Job) -> tuple[ib.Refined | None, float]:
+        out = real_refined(job)  # the child's refinement
+        refined.append(out[1])
         return out
 
-    monkeypatch.setattr(ib, "refine", spy_refine)
+    monkeypatch.setattr(proof_process, "refined", spy_refined)
     problem = replace(training_chain(8, seed=0), budget_bytes=220)
     schedule = schedule_scale(problem, OPTS)
     info = dict(schedule.info)
@@ -248,7 +248,7 @@ def test_mid_size_path_reports_the_interval_bound_and_proves_below_it(
         seen.append(run.best.cost)
         return real_prove(run, *args)  # type: ignore[arg-type]
 
-    def within(run: scale._Run, model: object, bound: float, plain: float) -> float:  # 0.5 x prove_gap below
+    def within(run: scale._Run, job: object, model: object, plain: float) -> float:  # 0.5 x prove_gap below
         return ((1 - OPTS.prove_gap / 2) * run.best.cost - plain) / run.norm
 
     monkeypatch.setattr(scale, "_interval", within)

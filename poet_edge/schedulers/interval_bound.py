@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -345,12 +346,14 @@ def refine(
     options: ScaleOptions,
     seconds: float,
     enough: float = math.inf,
+    on_bound: Callable[[float], None] | None = None,
 ) -> Refined:
     """Solve, add the most overfilled stage as a bottleneck, solve again (see the module docstring),
     for at most ``seconds``, stopping early once the bound reaches ``enough`` (scaled) or a solve
     stops short of optimal (its dual bound still counts), and not starting a round when less than
     ``ROUND_GROWTH`` x the last round's seconds are left (bias-trained bert_tiny at 1.1x its floor, 2
-    threads: rounds of 0.03, 0.02, 1.0, 1.6, 3.1 s, and the sixth does not end in the 4.7 s left)."""
+    threads: rounds of 0.03, 0.02, 1.0, 1.6, 3.1 s, and the sixth does not end in the 4.7 s left).
+    ``on_bound(bound)``: called with the bound after each round that raised it."""
     deadline = time.perf_counter() + seconds
     stages = _tightest(problem, an)
     bound, rounds, status, stopped = 0.0, 0, "not run", True
@@ -364,6 +367,8 @@ def refine(
         solved = _solve(model.lp, deadline - began, options)
         took = time.perf_counter() - began
         rounds, status = rounds + 1, solved.status
+        if solved.bound > bound and on_bound is not None:
+            on_bound(solved.bound)
         bound = max(bound, solved.bound)
         if not solved.optimal or solved.values is None or bound >= enough:
             stopped = not solved.optimal

@@ -35,10 +35,11 @@ while the gap is open. On
 mid-size graphs (at most ``LNS_PAIRS`` pairs) the local search stops at ``LNS_AFTER`` of the time
 limit, or once it has not improved the incumbent for ``LNS_STALL`` replays (a count: where it
 stops does not depend on the machine's speed). Then the interval model
-(:func:`_interval`, :mod:`poet_edge.schedulers.interval_bound`) is refined, for at most
-``INTERVAL_SHARE`` of the time limit: its bound is a lower bound too, and where its point overfills
+(:func:`_interval`, :mod:`poet_edge.schedulers.interval_bound`) is refined in a child process, on the
+second core, until ``INTERVAL_UNTIL`` of the time limit at most, while near windows (then stage and
+value windows) search here: its bound is a lower bound too, and where its point overfills
 no stage that point, as one of the stage model's, is decoded and offered, the windows around the gaps
-whose restorations do not fit re-optimized (:func:`_repair`). Then near windows
+whose restorations do not fit re-optimized (:func:`_repair`). Then near windows, where they stopped
 (:func:`_near_sweep`: a few values over their whole lives, re-optimized by HiGHS with restorations
 only shortly before a use; until ``NEAR_UNTIL`` of the time limit at most) move early activations
 held through the forward pass. Then, while the gap is wider than ``STRICT_GAP`` and at least
@@ -349,14 +350,27 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     problem = _restricted(problem, options)
     an = analyse(problem, True)
     latency = options.objective == "latency"
-    comp = _costs(problem, latency)[0]
-    plain = sum(comp)
-    norm = plain if plain > 0 else 1.0
+    norm = sum(_costs(problem, latency)[0]) or 1.0
+    pairs = stage_model.pairs(problem, an)
+    job = None  # the mid-size path's interval model, on the second core from the start
+    if STAGE_PAIRS < pairs <= LNS_PAIRS:
+        job = _interval_start(problem, an, latency, norm, options)
+    try:
+        return _phases(
+            _Run(problem, an, build_cover(problem, an, latency), best, options, latency, norm), job
+        )
+    finally:
+        if job is not None:
+            job.stop()
+
+
+def _phases(run: _Run, job: proof_process.Job | None) -> Schedule:
+    """The phases of the run (the module docstring); ``job``: the interval model's refinement, started
+    on the mid-size path."""
+    problem, an, best, options, cover = run.problem, run.an, run.best, run.options, run.cover
+    plain, norm = sum(_costs(problem, run.latency)[0]), run.norm
     _baselines(problem, best, options)
-    cover = build_cover(problem, an, latency)
-    n = len(problem.nodes)
-    budget = np.full(n, problem.budget_bytes, dtype=np.int64)
-    run = _Run(problem, an, cover, best, options, latency, norm)
+    budget = np.full(len(problem.nodes), problem.budget_bytes, dtype=np.int64)
     bound = best.proved((plain + _bound(run, budget) * norm, "segment cover"))[0]
     primal_status = _improve(run, bound)
     evals = 0
@@ -368,7 +382,7 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     elif pairs <= LNS_PAIRS:
         evals = _search(run, bound, LNS_AFTER * options.time_limit_s, stall=LNS_STALL)
         if not _closed(best.cost, bound, options.gap_rel):  # else no model to build
-            evals += _mid_size(run, budget, bound, plain, pairs)
+            evals += _mid_size(run, budget, bound, plain, pairs, job)
     else:
         evals = _search(run, bound)
     if best.schedule is None:
@@ -376,7 +390,9 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     return _finish(best, plain, primal_status, cover, evals)
 
 
-def _mid_size(run: _Run, budget: np.ndarray, bound: float, plain: float, pairs: int) -> int:
+def _mid_size(
+    run: _Run, budget: np.ndarray, bound: float, plain: float, pairs: int, job: proof_process.Job | None
+) -> int:
     """The phases of the mid-size path after its first local search (the module docstring): the
     interval model, near windows, the strict bound model, the cutoff proof, the windows with the split
     proof, the local search; returns the local search's replays."""
@@ -384,9 +400,14 @@ def _mid_size(run: _Run, budget: np.ndarray, bound: float, plain: float, pairs: 
     model = stage_model.build(problem, run.an, _costs(problem, run.latency), norm)
     windows = stage_model.windows(model, options.threads, 0.0) if model.feasible else None
     cover = bound  # the segment cover's
-    interval = plain + _interval(run, model, bound, plain) * norm
+    near = _near_sweep()
+    if job is not None:  # the windows search while the child refines the interval model
+        _lns(run, model, windows, bound, near, NEAR_UNTIL * options.time_limit_s, stop=job.done)
+        if not job.done():
+            _lns(run, model, windows, bound, _sweeps(), _until(best, job.deadline), stop=job.done)
+    interval = plain + _interval(run, job, model, plain) * norm
     bound = best.proved((interval, "interval model"))[0]
-    _lns(run, model, windows, bound, _near_sweep(), NEAR_UNTIL * options.time_limit_s)
+    _lns(run, model, windows, bound, near, NEAR_UNTIL * options.time_limit_s)
     strict = plain + _strict(run, budget, bound, cover) * norm
     bound = best.proved((strict, "strict segment cover"))[0]
     if pairs <= PROVE_PAIRS:
@@ -534,29 +555,44 @@ def _stages(run: _Run, plain: float) -> float:
     return bound
 
 
-INTERVAL_SHARE = 0.35  # of the time limit: the interval model's refinement takes at most this (was 0.2,
-# after the near windows: mobilenetv1_025 with every parameter trained at 60% needs 4-5 s for it, and
-# its point then decodes to the optimum)
+INTERVAL_UNTIL = 0.65  # of the time limit: the interval model's refinement ends by then into the run (it
+# took 0.35 of the limit from the windows when it ran in this process; mobilenetv1_025 with every
+# parameter trained at 60% needs 4-5 s for it, and its point then decodes to the optimum)
 
 
-def _interval(run: _Run, model: stage_model.StageModel, bound: float, plain: float) -> float:
-    """The interval model's bound (:mod:`poet_edge.schedulers.interval_bound`), refined for at most
-    ``INTERVAL_SHARE`` of the time limit, until it closes the gap; returns it (scaled), 0 when it does
-    not run (the gap already closed). Where the refinement ends at a point that overfills no stage,
-    that point, as one of the stage ``model``'s (:func:`interval_bound.stage_point`), is decoded and
-    offered: where the RAM of its restorations fits, a schedule at the bound (bert_tiny with every
-    parameter trained at 1.1x its floor: 31.08%, optimal in 1.3 s; the windows had reached 51.52%)."""
-    best, options = run.best, run.options
-    if _closed(best.cost, bound, options.gap_rel):
+def _interval_start(
+    problem: SchedulingProblem, an: Analysis, latency: bool, norm: float, options: ScaleOptions
+) -> proof_process.Job:
+    """The interval model's refinement (:mod:`poet_edge.schedulers.interval_bound`) started in a child
+    process (:func:`proof_process.start_refine`), for at most ``INTERVAL_UNTIL`` of the time limit
+    (less the margin). It runs on the machine's second core while this process searches: HiGHS's MIP
+    search keeps one core busy (bias-trained bert_tiny at 1.1x its floor, 30 s: 28.7 s of CPU in
+    29.4 s). It is stopped when the run ends before it does (a gap closed)."""
+    limit = options.time_limit_s
+    seconds = min(INTERVAL_UNTIL, 1 - MARGIN) * limit
+    return proof_process.start_refine(problem, an, latency, norm, options, seconds, math.inf)
+
+
+def _until(best: _Best, deadline: float) -> float:
+    """Seconds into the run at wall-clock ``deadline`` (``time.time()``)."""
+    return time.perf_counter() - best.began + deadline - time.time()
+
+
+def _interval(run: _Run, job: proof_process.Job | None, model: stage_model.StageModel, plain: float) -> float:
+    """The interval model's bound from its refinement ``job`` (:func:`_interval_start`; waited for
+    until its deadline), scaled; 0 when it did not run. Where the refinement ended at a point that
+    overfills no stage, that point, as one of the stage ``model``'s (:func:`interval_bound.stage_point`),
+    is decoded and offered: where the RAM of its restorations fits, a schedule at the bound (bert_tiny
+    with every parameter trained at 1.1x its floor: 31.08%, optimal in 1.3 s; the windows had reached
+    51.52%)."""
+    if job is None:
         return 0.0
-    seconds = min(INTERVAL_SHARE * options.time_limit_s, _left(best, options) - MARGIN * options.time_limit_s)
-    if best.late(seconds <= 0.0):
-        return 0.0
-    enough = ((1 - options.gap_rel) * best.cost - plain) / run.norm
-    problem, an = run.problem, run.an
-    refined = interval_bound.refine(problem, an, run.latency, run.norm, options, seconds, enough)
+    best, problem, an = run.best, run.problem, run.an
+    refined, bound = proof_process.refined(job)
+    best.late(refined is None or refined.stopped)
+    if refined is None:
+        return bound
     best.clock(refined.status)
-    best.late(refined.stopped)
     if refined.model is not None and refined.point is not None and model.feasible:
         point = interval_bound.stage_point(problem, an, refined.model, refined.point, model)
         _repair(run, model, point, plain + refined.bound * run.norm)
@@ -794,6 +830,7 @@ def _lns(
     handover: tuple[float, float] | None = None,
     start: Schedule | None = None,
     stall: float | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> None:
     """Large-neighbourhood search with the stage model (graphs of at most ``LNS_PAIRS`` value-stage
     pairs): the incumbent as a point of the model, every column outside a window fixed, the window
@@ -811,7 +848,7 @@ def _lns(
     ``start``: the windows start from this schedule instead of the run's incumbent, and keep their own
     incumbent (the cheapest schedule they found); a schedule cheaper than the run's incumbent becomes
     that too. ``stall``: stop once their own incumbent has not improved for this many seconds (of
-    this call)."""
+    this call). ``stop``: asked between windows; the search stops once it says True."""
     problem, an, best, options = run.problem, run.an, run.best, run.options
     margin = MARGIN * options.time_limit_s
     if until is not None:
@@ -830,6 +867,8 @@ def _lns(
     own_at = started  # when its incumbent last improved
     while sweeps:
         if stall is not None and best.late(time.perf_counter() - own_at > stall):
+            return
+        if stop is not None and stop():
             return
         cut = margin  # seconds before the limit this window must end by
         if handover is not None and _split_due(run, bound):
