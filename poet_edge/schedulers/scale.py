@@ -351,8 +351,9 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     an = analyse(problem, True)
     latency = options.objective == "latency"
     norm = sum(_costs(problem, latency)[0]) or 1.0
+    _baselines(problem, best, options)  # a first valid schedule before anything else
     pairs = stage_model.pairs(problem, an)
-    job = None  # the mid-size path's interval model, on the second core from the start
+    job = None  # the mid-size path's interval model, on the second core from here on
     if STAGE_PAIRS < pairs <= LNS_PAIRS:
         job = _interval_start(problem, an, latency, norm, options)
     try:
@@ -369,7 +370,6 @@ def _phases(run: _Run, job: proof_process.Job | None) -> Schedule:
     on the mid-size path."""
     problem, an, best, options, cover = run.problem, run.an, run.best, run.options, run.cover
     plain, norm = sum(_costs(problem, run.latency)[0]), run.norm
-    _baselines(problem, best, options)
     budget = np.full(len(problem.nodes), problem.budget_bytes, dtype=np.int64)
     bound = best.proved((plain + _bound(run, budget) * norm, "segment cover"))[0]
     primal_status = _improve(run, bound)
