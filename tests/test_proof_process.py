@@ -85,7 +85,7 @@ def test_the_childs_refinement_is_this_process_refinement() -> None:
     problem, an, plain = _chain()
     told: list[float] = []
     here = interval_bound.refine(problem, an, False, plain, OPTIONS, 60.0, on_bound=told.append)  # type: ignore[arg-type]
-    job = proof_process.start_refine(problem, an, False, plain, OPTIONS, 60.0, math.inf)  # type: ignore[arg-type]
+    job = proof_process.start_refine(problem, an, False, plain, OPTIONS, 60.0)  # type: ignore[arg-type]
     there, bound = proof_process.refined(job)
     assert there is not None and not here.stopped and here.rounds >= 3
     assert (there.bound, there.stages, there.rounds, there.stopped) == (
@@ -105,14 +105,14 @@ def test_a_refinement_stopped_at_its_limit_gives_its_last_reported_bound(
 ) -> None:
     monkeypatch.setattr(proof_process, "GRACE", 0.0)
     problem, an, plain = _chain()
-    job = proof_process.start_refine(problem, an, False, plain, OPTIONS, 0.0, math.inf)  # type: ignore[arg-type]
+    job = proof_process.start_refine(problem, an, False, plain, OPTIONS, 0.0)  # type: ignore[arg-type]
     assert proof_process.refined(job) == (None, 0.0)
     assert not Path(job.tmp.name).exists()
 
 
 def test_a_stopped_job_leaves_no_process_and_no_files() -> None:
     problem, an, plain = _chain()
-    job = proof_process.start_refine(problem, an, False, plain, OPTIONS, 60.0, math.inf)  # type: ignore[arg-type]
+    job = proof_process.start_refine(problem, an, False, plain, OPTIONS, 60.0)  # type: ignore[arg-type]
     job.stop()
     assert job.child.returncode is not None
     assert not Path(job.tmp.name).exists()

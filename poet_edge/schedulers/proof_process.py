@@ -65,16 +65,9 @@ class Job:
         None when it was stopped; stopped). Raises RuntimeError when the child failed."""
         folder = Path(self.tmp.name)
         try:
-            stopped = False
             try:
                 self.child.wait(timeout=max(0.0, self.deadline + GRACE - time.time()))
             except subprocess.TimeoutExpired:
-                self.child.kill()
-                self.child.wait()
-                stopped = True
-            if self.reader is not None:
-                self.reader.join()
-            if stopped:
                 return None, True
             out = folder / "out.pkl"
             if self.child.returncode != 0 or not out.exists():
@@ -82,10 +75,7 @@ class Job:
                 raise RuntimeError(f"the proof process failed (exit {self.child.returncode}): {why}")
             return pickle.loads(out.read_bytes()), False
         finally:
-            if self.child.poll() is None:
-                self.child.kill()
-                self.child.wait()
-            self.tmp.cleanup()
+            self.stop()  # the bound read last (the reader joined), the files removed
 
 
 def _start(kind: str, args: tuple[Any, ...], began: float, time_limit: float) -> Job:
@@ -128,13 +118,12 @@ def start_refine(
     norm: float,
     options: ScaleOptions,
     seconds: float,
-    enough: float,
 ) -> Job:
-    """:func:`poet_edge.schedulers.interval_bound.refine` started in a child process, on one thread;
-    ``Job.finish`` gives its ``Refined`` (None when it was stopped: then ``Job.bound`` has the last
-    round's bound)."""
+    """:func:`poet_edge.schedulers.interval_bound.refine` for at most ``seconds``, started in a child
+    process, on one thread; ``Job.finish`` gives its ``Refined`` (None when it was stopped: then
+    ``Job.bound`` has the last round's bound)."""
     quiet = replace(_quiet(options), threads=1)
-    return _start("refine", (problem, an, latency, norm, quiet, seconds, enough), time.time(), seconds)
+    return _start("refine", (problem, an, latency, norm, quiet), time.time(), seconds)
 
 
 def refined(job: Job) -> tuple[Refined | None, float]:
@@ -185,8 +174,8 @@ def main(argv: list[str]) -> int:
     else:
         from poet_edge.schedulers.interval_bound import refine
 
-        problem, an, latency, norm, options, _, enough = args
-        result = refine(problem, an, latency, norm, options, left, enough, on_bound=tell)
+        problem, an, latency, norm, options = args
+        result = refine(problem, an, latency, norm, options, left, on_bound=tell)
     tmp = out.with_suffix(".part")
     tmp.write_bytes(pickle.dumps(result, pickle.HIGHEST_PROTOCOL))
     tmp.replace(out)

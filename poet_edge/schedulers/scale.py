@@ -350,7 +350,8 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     problem = _restricted(problem, options)
     an = analyse(problem, True)
     latency = options.objective == "latency"
-    norm = sum(_costs(problem, latency)[0]) or 1.0
+    plain = sum(_costs(problem, latency)[0])
+    norm = plain if plain > 0 else 1.0
     _baselines(problem, best, options)  # a first valid schedule before anything else
     pairs = stage_model.pairs(problem, an)
     job = None  # the mid-size path's interval model, on the second core from here on
@@ -358,18 +359,18 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
         job = _interval_start(problem, an, latency, norm, options)
     try:
         return _phases(
-            _Run(problem, an, build_cover(problem, an, latency), best, options, latency, norm), job
+            _Run(problem, an, build_cover(problem, an, latency), best, options, latency, norm), plain, job
         )
     finally:
         if job is not None:
             job.stop()
 
 
-def _phases(run: _Run, job: proof_process.Job | None) -> Schedule:
-    """The phases of the run (the module docstring); ``job``: the interval model's refinement, started
-    on the mid-size path."""
+def _phases(run: _Run, plain: float, job: proof_process.Job | None) -> Schedule:
+    """The phases of the run (the module docstring), ``plain`` the cost of the plain pass; ``job``:
+    the interval model's refinement, started on the mid-size path."""
     problem, an, best, options, cover = run.problem, run.an, run.best, run.options, run.cover
-    plain, norm = sum(_costs(problem, run.latency)[0]), run.norm
+    norm = run.norm
     budget = np.full(len(problem.nodes), problem.budget_bytes, dtype=np.int64)
     bound = best.proved((plain + _bound(run, budget) * norm, "segment cover"))[0]
     primal_status = _improve(run, bound)
@@ -570,7 +571,7 @@ def _interval_start(
     29.4 s). It is stopped when the run ends before it does (a gap closed)."""
     limit = options.time_limit_s
     seconds = min(INTERVAL_UNTIL, 1 - MARGIN) * limit
-    return proof_process.start_refine(problem, an, latency, norm, options, seconds, math.inf)
+    return proof_process.start_refine(problem, an, latency, norm, options, seconds)
 
 
 def _until(best: _Best, deadline: float) -> float:
