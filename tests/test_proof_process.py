@@ -1,12 +1,10 @@
-"""The cutoff proof in a child process (proof_process.prove) against the same proof in this process
-(segment_lp._solve) on random covering MIPs, with cutoffs above and below their optimum; a child
-stopped at its limit returns no point and no bound it did not report; a child that fails raises. The
-interval model's refinement in a child (proof_process.start_refine) against the same in this process;
-a job stopped early leaves no process and no files behind."""
+"""The interval model's refinement in a child process (proof_process.start_refine) against the same in
+this process; the split model's child (proof_process.start_split) against split_model and its cutoff
+proof in this process (segment_lp._solve); a child stopped at its limit gives only the bounds it
+reported; a child that fails raises; a job stopped early leaves no process and no files behind."""
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -19,59 +17,17 @@ from poet_edge.schedulers import interval_bound, proof_process
 from poet_edge.schedulers.engine import analyse
 from poet_edge.schedulers.highs_run import TIME_LIMIT
 from poet_edge.schedulers.scale import ScaleOptions
-from poet_edge.schedulers.segment_lp import _Lp, _solve
+from poet_edge.schedulers.segment_lp import _solve
 
 OPTIONS = ScaleOptions(threads=1)
 
 
-def _covering(seed: int) -> _Lp:
-    """min c.x over 24 binary columns and 4 continuous ones in [0, 2], 10 covering rows."""
-    rng = np.random.default_rng(seed)
-    lp = _Lp()
-    for _ in range(24):
-        lp.col(float(rng.uniform(0.5, 3.0)))
-    for _ in range(4):
-        lp.col(float(rng.uniform(2.0, 4.0)), continuous=True, bounds=(0.0, 2.0))
-    for _ in range(10):
-        cols = sorted(int(j) for j in rng.choice(len(lp.cost), 6, replace=False))
-        lp.rows.append(
-            (float(rng.uniform(1.0, 3.0)), math.inf, cols, [float(v) for v in rng.uniform(0.5, 2.0, 6)])
-        )
-    return lp
-
-
-@pytest.mark.parametrize("seed", range(3))
-@pytest.mark.parametrize("above", [True, False])
-def test_the_child_proves_what_this_process_proves(seed: int, above: bool) -> None:
-    lp = _covering(seed)
-    optimum = _solve(lp, 10.0, OPTIONS).objective
-    assert optimum is not None
-    cutoff = optimum * (1.1 if above else 0.9)
-    here = _solve(lp, 10.0, OPTIONS, cutoff=cutoff)
-    there = proof_process.prove(lp, 10.0, OPTIONS, cutoff)
-    assert (there.status, there.feasible, there.optimal) == (here.status, here.feasible, here.optimal)
-    assert there.bound == pytest.approx(here.bound, abs=1e-9)
-    assert there.bound == pytest.approx(optimum if above else cutoff, abs=1e-6)
-    assert (there.objective is None) == (here.objective is None)
-
-
-def test_a_child_stopped_at_its_limit_returns_no_point(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No time at all (limit and grace 0): the child is stopped before it reports anything."""
-    monkeypatch.setattr(proof_process, "GRACE", 0.0)
-    stopped = proof_process.prove(_covering(0), 0.0, OPTIONS, 100.0)
-    assert (stopped.status, stopped.optimal, stopped.objective, stopped.values) == (
-        TIME_LIMIT,
-        False,
-        None,
-        None,
-    )
-    assert stopped.bound == 0.0
-
-
 def test_a_failing_child_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "executable", "false")
+    problem, an, plain = _chain()
+    job = proof_process.start_refine(problem, an, False, plain, OPTIONS, 10.0)  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match="the proof process failed"):
-        proof_process.prove(_covering(0), 10.0, OPTIONS, 100.0)
+        proof_process.refined(job)
 
 
 def _chain() -> tuple[object, object, float]:
@@ -97,7 +53,7 @@ def test_the_childs_refinement_is_this_process_refinement() -> None:
     assert there.point is not None and here.point is not None
     assert np.array_equal(there.point, here.point)
     assert bound == here.bound == told[-1] and told == sorted(set(told))
-    assert job.bound[0] == told[-1]
+    assert job.bounds == told and job.last == told[-1]
 
 
 def test_a_refinement_stopped_at_its_limit_gives_its_last_reported_bound(
@@ -117,3 +73,48 @@ def test_a_stopped_job_leaves_no_process_and_no_files() -> None:
     assert job.child.returncode is not None
     assert not Path(job.tmp.name).exists()
     job.stop()  # again: nothing left to do
+
+
+def _split_args() -> tuple[object, object, object, float, np.ndarray]:
+    from poet_edge.schedulers.segment_cover import build_cover
+
+    problem, an, plain = _chain()
+    cover = build_cover(problem, an, False)  # type: ignore[arg-type]
+    return problem, an, cover, plain, np.full(len(problem.nodes), problem.budget_bytes, dtype=np.int64)  # type: ignore[attr-defined]
+
+
+def test_the_split_child_reports_its_relaxation_and_proves_the_last_cutoff_it_was_sent() -> None:
+    """The split model's child reports first the bound of the LP relaxation split_model gives here; sent
+    two cutoffs (above the model's optimum, then below), it proves the last, as _solve does here."""
+    from poet_edge.schedulers.segment_strict import split_model
+
+    problem, an, cover, plain, budget = _split_args()
+    lp, relaxed = split_model(problem, an, cover, False, plain, budget, 10.0, OPTIONS)  # type: ignore[arg-type]
+    assert lp is not None
+    optimum = _solve(lp, 10.0, OPTIONS).objective
+    assert optimum is not None and optimum > 0
+    cutoffs = (1.1 * optimum, 0.9 * optimum)
+    job = proof_process.start_split(problem, an, cover, False, plain, budget, OPTIONS, 60.0)  # type: ignore[arg-type]
+    for cutoff in cutoffs:
+        proof_process.send(job, cutoff)
+    assert proof_process.split_relaxed(job, wait=True) == pytest.approx(relaxed, abs=1e-9)
+    there = proof_process.split_proved(job)
+    here = _solve(lp, 10.0, OPTIONS, cutoff=cutoffs[-1])
+    assert there.status == here.status and there.bound == pytest.approx(here.bound, abs=1e-9)
+    assert there.bound == pytest.approx(cutoffs[-1], abs=1e-6)
+    assert not Path(job.tmp.name).exists()
+
+
+def test_a_split_child_sent_no_cutoff_gives_its_relaxation_when_stopped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without a cutoff the child waits after its relaxation; stopped at its limit, its result is that
+    bound alone (no point), and nothing is left behind."""
+    monkeypatch.setattr(proof_process, "GRACE", 0.0)
+    problem, an, cover, plain, budget = _split_args()
+    job = proof_process.start_split(problem, an, cover, False, plain, budget, OPTIONS, 3.0)  # type: ignore[arg-type]
+    relaxed = proof_process.split_relaxed(job, wait=True)
+    assert relaxed is not None and relaxed > 0
+    solved = proof_process.split_proved(job)
+    assert (solved.status, solved.values, solved.bound) == (TIME_LIMIT, None, relaxed)
+    assert job.child.returncode is not None and not Path(job.tmp.name).exists()

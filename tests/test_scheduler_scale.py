@@ -1152,15 +1152,25 @@ def test_strict_phase_runs_while_the_gap_stays_open(
 ) -> None:
     """The strict bound model's phase of the mid-size path (here forced onto a small chain, and with
     the gap and time gates opened, and the run's own gap never taken as closed: else the path stops
-    after its first local search): with a wide gap it runs once; with a narrow one, twice (then with
-    the split ends its LP relaxation asks for); scale's bound is still at most its cost. With a wide
-    gap not where the bound is already above the segment cover's by more than STRICT_ABOVE (``above``:
-    every bound is)."""
+    after its first local search): with a wide gap it runs once; with a narrow one not (the split
+    model, built in its child process, reports its relaxation's bound instead); scale's bound is still
+    at most its cost. With a wide gap not where the bound is already above the segment cover's by more
+    than STRICT_ABOVE (``above``: every bound is)."""
     import numpy as np
 
+    from poet_edge.schedulers import proof_process
     from poet_edge.schedulers import scale as scale_module
-    from poet_edge.schedulers import segment_strict
 
+    relaxed: list[float] = []
+    real_relaxed = proof_process.split_relaxed
+
+    def spy_relaxed(*args: object, **kwargs: object) -> float | None:
+        out = real_relaxed(*args, **kwargs)  # type: ignore[arg-type]
+        if out is not None:
+            relaxed.append(out)
+        return out
+
+    monkeypatch.setattr(proof_process, "split_relaxed", spy_relaxed)
     calls: list[float] = []
     real = scale_module.strict_model
 
@@ -1170,7 +1180,6 @@ def test_strict_phase_runs_while_the_gap_stays_open(
         return lp
 
     monkeypatch.setattr(scale_module, "strict_model", spy)  # the strict phase
-    monkeypatch.setattr(segment_strict, "strict_model", spy)  # split_model, in the split proof
     monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
     closed = scale_module._closed  # the run's own gap never closes: every phase runs
 
@@ -1180,78 +1189,108 @@ def test_strict_phase_runs_while_the_gap_stays_open(
     monkeypatch.setattr(scale_module, "_closed", never)
     monkeypatch.setattr(scale_module, "STRICT_GAP", -1.0 if wide else math.inf)
     monkeypatch.setattr(scale_module, "STRICT_LEFT", 0.0)
-    monkeypatch.setattr(scale_module, "SPLIT_LEFT", 0.0)
     monkeypatch.setattr(scale_module, "STRICT_ABOVE", -1.0 if above else math.inf)
     (problem,) = scale_budgets(training_chain(8, seed=1), (0.4,))
     _check(problem, replace(OPTS, prove_gap=-1.0))
-    assert len(calls) == ((0 if above else 1) if wide else 2) and min(calls, default=1) > 0
+    assert len(calls) == ((0 if above else 1) if wide else 0) and min(calls, default=1) > 0
+    assert relaxed and max(relaxed) > 0
 
 
 @pytest.mark.parametrize("due", [True, False])
-def test_windows_hand_over_to_the_split_proof_only_when_it_is_due(
+def test_windows_send_the_split_child_cutoffs_only_when_its_proof_is_due(
     monkeypatch: pytest.MonkeyPatch, due: bool
 ) -> None:
-    """The large-neighbourhood search before the split proof (mid-size path, forced onto a small chain)
-    stops at its stall (here 0 s: before any window) only while the gap is one the split proof takes;
-    with a gap it does not take (STRICT_GAP below every gap), the windows run on (from the run's
-    incumbent, and from a second start)."""
+    """The mid-size path (forced onto a small chain, the gap never closing) sends the split model's
+    child (1 - prove_gap) x the incumbent as its cutoff only while the gap is one the split proof takes
+    (with STRICT_GAP below every gap, never), again whenever the incumbent has improved (SPLIT_AGAIN 0:
+    by anything), so each cutoff lower than the last; the windows search on after the first (they
+    do not hand over), and the bound reported is at least the last proof's."""
+    from poet_edge.schedulers import proof_process
     from poet_edge.schedulers import scale as scale_module
 
-    calls: list[tuple[bool, int]] = []  # (handover given, windows solved)
-    real_lns, real_window = scale_module._lns, scale_module.stage_model.window
+    sent: list[tuple[float, float, int]] = []  # (cutoff, the cutoff the incumbent asks, windows solved)
+    real_send, real_window, real_proved = (
+        proof_process.send,
+        scale_module.stage_model.window,
+        proof_process.split_proved,
+    )
     windows = [0]
+    proved: list[float] = []
 
-    def lns(*args: object, **kwargs: object) -> None:
-        before = windows[0]
-        real_lns(*args, **kwargs)  # type: ignore[arg-type]
-        calls.append((kwargs.get("handover") is not None, windows[0] - before))
+    def send(job: proof_process.Job, cutoff: float) -> None:
+        run = runs[-1]
+        want = ((1 - run.options.prove_gap) * run.best.cost - run.split.plain) / run.norm + 1e-12  # type: ignore[union-attr]
+        sent.append((cutoff, want, windows[0]))
+        real_send(job, cutoff)
 
     def window(*args: object, **kwargs: object) -> object:
         windows[0] += 1
         return real_window(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(scale_module, "_lns", lns)
+    def split_proved(job: proof_process.Job) -> object:
+        out = real_proved(job)
+        proved.append(out.bound)
+        return out
+
+    runs: list[scale_module._Run] = []
+    real_poll = scale_module._split_poll
+
+    def poll(run: scale_module._Run, bound: float) -> float:
+        runs.append(run)
+        return real_poll(run, bound)
+
+    monkeypatch.setattr(proof_process, "send", send)
+    monkeypatch.setattr(proof_process, "split_proved", split_proved)
+    monkeypatch.setattr(scale_module, "_split_poll", poll)
     monkeypatch.setattr(scale_module.stage_model, "window", window)
     monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
     monkeypatch.setattr(scale_module, "STRICT_GAP", math.inf if due else -1.0)
-    monkeypatch.setattr(scale_module, "SPLIT_STALL", 0.0)
+    monkeypatch.setattr(scale_module, "SPLIT_AGAIN", 0.0)
     (problem,) = scale_budgets(training_chain(8, seed=1), (0.4,))
-    _check(problem, replace(OPTS, prove_gap=-1.0, gap_rel=-1.0))  # the gap never closes: windows run
-    handed = [w for given, w in calls if given]
-    assert handed == [0] if due else (len(handed) > 1 and sum(handed) > 0), handed
+    options = replace(OPTS, prove_gap=-1.0, gap_rel=-1.0, time_limit_s=30.0)  # the gap never closes
+    schedule = schedule_scale(problem, options)
+    assert runs, "the windows never polled the split model's child"
+    if not due:
+        assert not sent
+        return
+    assert sent and all(abs(cutoff - want) <= 1e-12 for cutoff, want, _ in sent)
+    assert all(b[0] < a[0] for a, b in zip(sent, sent[1:], strict=False))
+    assert windows[0] > sent[0][2]  # windows after the first cutoff
+    plain = runs[-1].split.plain  # type: ignore[union-attr]
+    bound = float(dict(schedule.info)["bound"])  # type: ignore[arg-type]
+    assert proved and bound >= (plain + proved[-1] * runs[-1].norm) * (1 - 1e-9)
 
 
 @pytest.mark.parametrize("far", [True, False])
-def test_split_proof_skips_its_mip_when_its_lp_is_too_far_below_the_cutoff(
+def test_split_proof_is_not_sent_when_its_lp_is_too_far_below_the_cutoff(
     monkeypatch: pytest.MonkeyPatch, far: bool
 ) -> None:
-    """The split proof (mid-size path, forced onto a small chain, always due) runs its MIP only when
-    the split model's LP relaxation is within STRICT_GAP of the cutoff: with the relaxation taken as 0
-    on a schedule more than 6% above the plain pass it does not; with STRICT_GAP infinite it does."""
+    """The split model's child is sent a cutoff (mid-size path, forced onto a small chain, always due)
+    only when its LP relaxation is within STRICT_GAP of the cutoff: with the relaxation taken as 0 on a
+    schedule more than 6% above the plain pass it is not; with STRICT_GAP infinite it is."""
     from poet_edge.schedulers import proof_process
     from poet_edge.schedulers import scale as scale_module
 
-    proofs = [0]
-    real_prove, real_split = proof_process.prove, scale_module.split_model
+    sends = [0]
+    real_send, real_relaxed = proof_process.send, proof_process.split_relaxed
 
-    def prove(*args: object, **kwargs: object) -> object:
-        proofs[0] += 1
-        return real_prove(*args, **kwargs)  # type: ignore[arg-type]
+    def send(*args: object, **kwargs: object) -> None:
+        sends[0] += 1
+        real_send(*args, **kwargs)  # type: ignore[arg-type]
 
-    def split(*args: object, **kwargs: object) -> object:
-        lp, relaxed = real_split(*args, **kwargs)  # type: ignore[arg-type]
-        return lp, 0.0 if far else relaxed
+    def relaxed(*args: object, **kwargs: object) -> float | None:
+        out = real_relaxed(*args, **kwargs)  # type: ignore[arg-type]
+        return 0.0 if far and out is not None else out
 
-    monkeypatch.setattr(proof_process, "prove", prove)
-    monkeypatch.setattr(scale_module, "split_model", split)
+    monkeypatch.setattr(proof_process, "send", send)
+    monkeypatch.setattr(proof_process, "split_relaxed", relaxed)
     monkeypatch.setattr(scale_module, "_split_due", lambda run, bound: True)
     monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
     monkeypatch.setattr(scale_module, "STRICT_GAP", 0.05 if far else math.inf)
-    monkeypatch.setattr(scale_module, "SPLIT_LEFT", 0.0)
     (problem,) = scale_budgets(training_chain(8, seed=1), (0.4,))
-    cost = _check(problem, replace(OPTS, prove_gap=-1.0, gap_rel=-1.0))
+    cost = _check(problem, replace(OPTS, prove_gap=-1.0, gap_rel=-1.0, time_limit_s=30.0))
     assert cost is not None and cost > 1.06 * sum(n.compute_j for n in problem.nodes)
-    assert proofs[0] == (0 if far else 1)
+    assert (sends[0] == 0) if far else (sends[0] >= 1)
 
 
 def test_second_start_windows_keep_their_own_incumbent(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -347,18 +347,20 @@ def refine(
     seconds: float,
     enough: float = math.inf,
     on_bound: Callable[[float], None] | None = None,
+    growth: float = ROUND_GROWTH,
 ) -> Refined:
     """Solve, add the most overfilled stage as a bottleneck, solve again (see the module docstring),
     for at most ``seconds``, stopping early once the bound reaches ``enough`` (scaled) or a solve
     stops short of optimal (its dual bound still counts), and not starting a round when less than
     ``ROUND_GROWTH`` x the last round's seconds are left (bias-trained bert_tiny at 1.1x its floor, 2
     threads: rounds of 0.03, 0.02, 1.0, 1.6, 3.1 s, and the sixth does not end in the 4.7 s left).
-    ``on_bound(bound)``: called with the bound after each round that raised it."""
+    ``on_bound(bound)``: called with the bound after each round that raised it. ``growth``: in place of
+    ``ROUND_GROWTH`` (0: a round starts whenever time is left)."""
     deadline = time.perf_counter() + seconds
     stages = _tightest(problem, an)
     bound, rounds, status, stopped = 0.0, 0, "not run", True
     took = 0.0  # seconds the last round took: the next, larger, needs more (ROUND_GROWTH)
-    while time.perf_counter() + ROUND_GROWTH * took < deadline:
+    while time.perf_counter() + growth * took < deadline:
         model = build(problem, an, latency, norm, stages)
         if not model.feasible:
             stopped = False

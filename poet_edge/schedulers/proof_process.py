@@ -1,16 +1,16 @@
-"""Bound computations of scheduler "scale" in a child process that is stopped at its deadline: the
-split model's cutoff proof (:func:`prove`) and the interval model's refinement (:func:`start_refine`,
-which runs beside the parent's own search).
+"""Bound computations of scheduler "scale" in child processes that run beside the parent's search and
+are stopped at their deadline: the interval model's refinement (:func:`start_refine`) and the split
+model with its cutoff proofs (:func:`start_split`).
 
-HiGHS checks its time limit between root cut rounds, and one round on a large model can take seconds:
-on mobilenetv2_035 with every parameter trained, at 50% of its peak, the split model (65,175 rows,
-935,161 nonzeros after presolve, 2 threads) spent 4.8 s -> 9.9 s in one round, and given 9, 10 or 11 s
-the solve took 2.2, 3.6 and 2.1 s longer; interrupt callbacks are not called inside a round. A child
-process can be stopped at any moment: it then gives the last bound it reported. And HiGHS's MIP search
-keeps one core busy: a child uses the machine's second core while the parent searches (the interval
-model's refinement, :func:`start_refine`). Run as ``python -m poet_edge.schedulers.proof_process IN
-OUT``: reads the job's kind and pickled arguments from IN, writes the pickled result to OUT, and each
-new bound to its standard output.
+HiGHS's MIP search keeps one core busy, so a child uses the machine's second core while the parent
+searches. And HiGHS checks its time limit between root cut rounds, and one round on a large model can
+take seconds: on mobilenetv2_035 with every parameter trained, at 50% of its peak, the split model
+(65,175 rows, 935,161 nonzeros after presolve, 2 threads) spent 4.8 s -> 9.9 s in one round, and
+given 9, 10 or 11 s the solve took 2.2, 3.6 and 2.1 s longer; interrupt callbacks are not called
+inside a round. A child can be stopped at any moment: it then gives the last bound it reported. Run as
+``python -m poet_edge.schedulers.proof_process IN OUT``: reads the job's kind and pickled arguments
+from IN, writes the pickled result to OUT, and each new bound to its standard output (the split
+model's child reads its cutoffs from its standard input).
 """
 
 from __future__ import annotations
@@ -22,19 +22,25 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from poet_edge.schedulers.highs_run import TIME_LIMIT, rows_csr
-from poet_edge.schedulers.segment_lp import _Lp, _solve, _Solved
+from poet_edge.schedulers.highs_run import TIME_LIMIT
+from poet_edge.schedulers.segment_lp import _solve, _Solved
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from poet_edge.problem import SchedulingProblem
     from poet_edge.schedulers.engine import Analysis
     from poet_edge.schedulers.interval_bound import Refined
     from poet_edge.schedulers.scale import ScaleOptions
+    from poet_edge.schedulers.segment_cover import Cover
 
+INTERRUPTED = "Interrupted by user"  # HiGHS's status when a solve's stop() said True
 GRACE = 0.2  # seconds the child gets past its time limit to write what it found before it is stopped
 
 
@@ -45,8 +51,13 @@ class Job:
     child: subprocess.Popen[str]
     tmp: tempfile.TemporaryDirectory[str]
     deadline: float
-    bound: list[float] = field(default_factory=lambda: [0.0])
+    bounds: list[float] = field(default_factory=list)  # each bound the child reported, in order (rising)
     reader: threading.Thread | None = None
+
+    @property
+    def last(self) -> float:
+        """The last bound the child reported (0 before any)."""
+        return max(0.0, self.bounds[-1]) if self.bounds else 0.0
 
     def done(self) -> bool:
         return self.child.poll() is not None
@@ -56,6 +67,11 @@ class Job:
         if self.child.poll() is None:
             self.child.kill()
             self.child.wait()
+        if self.child.stdin is not None:
+            try:
+                self.child.stdin.close()
+            except BrokenPipeError:
+                pass
         if self.reader is not None:
             self.reader.join()
         self.tmp.cleanup()
@@ -78,8 +94,9 @@ class Job:
             self.stop()  # the bound read last (the reader joined), the files removed
 
 
-def _start(kind: str, args: tuple[Any, ...], began: float, time_limit: float) -> Job:
-    """Starts the child on job ``kind`` with ``args``; its deadline is ``began + time_limit``."""
+def _start(kind: str, args: tuple[Any, ...], began: float, time_limit: float, told: bool = False) -> Job:
+    """Starts the child on job ``kind`` with ``args``; its deadline is ``began + time_limit``. ``told``:
+    its standard input is a pipe (:func:`send`), else closed."""
     tmp = tempfile.TemporaryDirectory(prefix="poet-proof-")
     folder = Path(tmp.name)
     src, out = folder / "in.pkl", folder / "out.pkl"
@@ -87,28 +104,16 @@ def _start(kind: str, args: tuple[Any, ...], began: float, time_limit: float) ->
     with (folder / "err.txt").open("w") as errors:
         child = subprocess.Popen(
             [sys.executable, "-m", __name__, str(src), str(out)],
+            stdin=subprocess.PIPE if told else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=errors,
             text=True,
             env=_env(),
         )
     job = Job(child, tmp, began + time_limit)
-    job.reader = threading.Thread(target=_read_bounds, args=(child.stdout, job.bound), daemon=True)
+    job.reader = threading.Thread(target=_read_bounds, args=(child.stdout, job.bounds), daemon=True)
     job.reader.start()
     return job
-
-
-def prove(lp: _Lp, time_limit: float, options: ScaleOptions, cutoff: float) -> _Solved:
-    """``_solve(lp, time_limit, options, cutoff=cutoff)`` in a child process, stopped at most ``GRACE``
-    seconds after ``time_limit``; then the result has the last dual bound HiGHS reported (0 without
-    one) and no point. Raises RuntimeError when the child fails."""
-    slim = _Lp(cost=lp.cost, cont=lp.cont, bounds=lp.bounds, csr=rows_csr(lp.rows))  # 10x faster to load
-    job = _start("proof", (slim, _quiet(options), cutoff), time.time(), time_limit)
-    solved, stopped = job.finish()
-    if stopped:
-        return _Solved(TIME_LIMIT, True, False, None, max(0.0, job.bound[0]), None)
-    assert isinstance(solved, _Solved)
-    return solved
 
 
 def start_refine(
@@ -121,7 +126,10 @@ def start_refine(
 ) -> Job:
     """:func:`poet_edge.schedulers.interval_bound.refine` for at most ``seconds``, started in a child
     process, on one thread; ``Job.finish`` gives its ``Refined`` (None when it was stopped: then
-    ``Job.bound`` has the last round's bound)."""
+    ``Job.last`` is the last round's bound). A round starts whenever time is left (``growth`` 0): one
+    stopped at the deadline costs the parent nothing, it searches meanwhile (mobilenetv1_025 with every
+    parameter trained at 60%, 30 s: beside the split model's child, round 7 took 4.6-5.5 s and with
+    ``ROUND_GROWTH`` round 8, 3.7 s, whose point is the optimum, did not start in some runs)."""
     quiet = replace(_quiet(options), threads=1)
     return _start("refine", (problem, an, latency, norm, quiet), time.time(), seconds)
 
@@ -129,7 +137,61 @@ def start_refine(
 def refined(job: Job) -> tuple[Refined | None, float]:
     """The refinement's result (None when the child was stopped) and its bound (the last reported)."""
     out, _ = job.finish()
-    return out, out.bound if out is not None else max(0.0, job.bound[0])
+    return out, out.bound if out is not None else job.last
+
+
+def start_split(
+    problem: SchedulingProblem,
+    an: Analysis,
+    cover: Cover,
+    latency: bool,
+    norm: float,
+    budget: np.ndarray,
+    options: ScaleOptions,
+    seconds: float,
+) -> Job:
+    """The split model (:func:`poet_edge.schedulers.segment_strict.split_model`) built in a child
+    process, on one thread, for at most ``seconds``: it reports its LP relaxation's bound first
+    (:func:`split_relaxed`), then waits for a cutoff (:func:`send`) and proves it as :func:`prove`
+    does (:func:`split_proved`), while this process searches on."""
+    args = (problem, an, cover, latency, norm, budget, replace(_quiet(options), threads=1))
+    return _start("split", args, time.time(), seconds, told=True)
+
+
+def split_relaxed(job: Job, wait: bool = False) -> float | None:
+    """The split model's LP-relaxation bound, once the child of :func:`start_split` has reported it
+    (None before; 0 when it ended without one). ``wait``: for it, until the child's deadline (None
+    when it is not known by then)."""
+    while True:
+        if job.bounds:
+            return max(0.0, job.bounds[0])
+        if job.done() and job.reader is not None:
+            job.reader.join()  # every line it wrote is read
+            return max(0.0, job.bounds[0]) if job.bounds else 0.0
+        if not wait or time.time() >= job.deadline:
+            return None
+        time.sleep(0.01)
+
+
+def send(job: Job, cutoff: float) -> None:
+    """Tells the child of :func:`start_split` to prove ``cutoff``: it starts the proof again when it
+    was proving another."""
+    assert job.child.stdin is not None
+    try:
+        job.child.stdin.write(f"{cutoff!r}\n")
+        job.child.stdin.flush()
+    except BrokenPipeError:  # it has ended (no model to prove on): split_proved says so
+        pass
+
+
+def split_proved(job: Job) -> _Solved:
+    """The proof of the cutoff :func:`send` gave the child of :func:`start_split`, waited for until
+    its deadline: as :func:`prove`'s result (when it was stopped, or had no model, only a bound)."""
+    out, stopped = job.finish()
+    if stopped or out is None:
+        return _Solved(TIME_LIMIT, True, False, None, job.last, None)
+    assert isinstance(out, _Solved)
+    return out
 
 
 def _quiet(options: ScaleOptions) -> ScaleOptions:
@@ -145,13 +207,13 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _read_bounds(stream: IO[str] | None, bound: list[float]) -> None:
-    """Keeps the last bound the child wrote (it writes each only when it is higher than the last)."""
+def _read_bounds(stream: IO[str] | None, bounds: list[float]) -> None:
+    """Appends each bound the child writes (it writes one only when it is higher than the last)."""
     if stream is None:
         return
     for line in stream:
         try:
-            bound[0] = float(line)
+            bounds.append(float(line))
         except ValueError:  # HiGHS writes nothing there with its output off: ignore whatever else comes
             continue
 
@@ -168,18 +230,53 @@ def main(argv: list[str]) -> int:
 
     left = time_limit - (time.time() - began)
     result: object
-    if kind == "proof":
-        lp, options, cutoff = args
-        result = _solve(lp, left, options, cutoff=cutoff, on_bound=tell)
+    if kind == "split":
+        result = _split(args, began + time_limit, tell)
     else:
         from poet_edge.schedulers.interval_bound import refine
 
         problem, an, latency, norm, options = args
-        result = refine(problem, an, latency, norm, options, left, on_bound=tell)
+        result = refine(problem, an, latency, norm, options, left, on_bound=tell, growth=0.0)
     tmp = out.with_suffix(".part")
     tmp.write_bytes(pickle.dumps(result, pickle.HIGHEST_PROTOCOL))
     tmp.replace(out)
     return 0
+
+
+def _split(args: tuple[Any, ...], deadline: float, tell: Callable[[float], None]) -> _Solved | None:
+    """The child of :func:`start_split`: the split model and its relaxation's bound (told first), then
+    the proof of the last cutoff read from standard input, started again whenever a new one comes;
+    None without a model or a cutoff."""
+    from poet_edge.schedulers.segment_strict import split_model
+
+    problem, an, cover, latency, norm, budget, options = args
+    cutoffs: list[float] = []
+    came = threading.Event()
+
+    def listen() -> None:
+        for line in sys.stdin:
+            cutoffs.append(float(line))
+            came.set()
+        came.set()  # the end of the input: no more
+
+    threading.Thread(target=listen, daemon=True).start()
+    lp, relaxed = split_model(problem, an, cover, latency, norm, budget, deadline - time.time(), options)
+    tell(relaxed)
+    if lp is None:
+        return None
+    came.wait()
+    solved = None
+    while cutoffs and (solved is None or solved.status == INTERRUPTED):
+        if solved is not None and time.time() >= deadline:
+            break
+        cutoff = cutoffs[-1]
+        newer = partial(_newer, cutoffs, cutoff)
+        solved = _solve(lp, deadline - time.time(), options, cutoff=cutoff, on_bound=tell, stop=newer)
+    return solved
+
+
+def _newer(cutoffs: list[float], cutoff: float) -> bool:
+    return cutoffs[-1] != cutoff
 
 
 if __name__ == "__main__":

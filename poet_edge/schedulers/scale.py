@@ -6,8 +6,9 @@ and primal models for HiGHS (:mod:`poet_edge.schedulers.segment_lp`), plans and 
 (:mod:`poet_edge.schedulers.plan_replay`), the local search over plans
 (:mod:`poet_edge.schedulers.plan_search`), POET's stage model without its RAM between stages
 (:mod:`poet_edge.schedulers.stage_model`), that model coarsened to a few bottleneck stages
-(:mod:`poet_edge.schedulers.interval_bound`), and a child process for the split model's cutoff proof
-(:mod:`poet_edge.schedulers.proof_process`). This module runs them in turn on one incumbent.
+(:mod:`poet_edge.schedulers.interval_bound`), and child processes for that model's refinement and the
+split model's cutoff proof (:mod:`poet_edge.schedulers.proof_process`). This module runs them in turn
+on one incumbent.
 
 Bound. Reported lower bound = plain pass (every node once) + the larger of the bound model's
 LP-relaxation optimum (solved first, so a bound exists even when the MIP root does not finish in
@@ -54,16 +55,16 @@ search with the stage model takes over (:func:`_lns`: windows of stages, and win
 over their whole lives, re-optimized by HiGHS around the incumbent, every other column fixed; the two
 kinds take turns by time spent, each wider after a sweep without improvement; a point whose decode
 needed a repair is taken only when it gains more than the repair hides: :func:`_window_schedule`). On
-time limits of
-at least ``SPLIT_FROM`` seconds and while the gap is narrow, the search stops once it stalls
-(``SPLIT_STALL`` of the limit without improvement), at the latest ``SPLIT_LEFT`` seconds before the
-limit, for a cutoff proof on the strict model with gap rows and split ends (:func:`_split_proof`,
-:mod:`poet_edge.schedulers.segment_gap`), then goes on; while the split proof is not due (the gap
-wider than ``STRICT_GAP``, or already within ``prove_gap``), once it stalls (``SECOND_STALL``) the
-windows run from a second start, the local optimum from the other model's plan
-(:func:`_second_start`), until those stall too, then on from the run's incumbent. If the windows stall
-at full width, the local search gets the time left. The incumbent is kept across the phases (a later
-phase only replaces it by a cheaper schedule).
+time limits of at least ``SPLIT_FROM`` seconds, a second child process builds the strict model with gap
+rows and split ends from the start of the run (:func:`_split_start`,
+:mod:`poet_edge.schedulers.segment_gap`) and solves its LP relaxation; while the gap is narrow, the
+windows send it the cutoff (1 - prove_gap) x the incumbent to prove, a new one whenever the incumbent
+has improved by more than ``SPLIT_AGAIN``, and search on while it proves (:func:`_split_poll`); its
+bounds are lower bounds too. While the split proof is not due (the gap wider than ``STRICT_GAP``, or
+already within ``prove_gap``), once the windows stall (``SECOND_STALL``) they run from a second start,
+the local optimum from the other model's plan (:func:`_second_start`), until those stall too, then on
+from the run's incumbent. If the windows stall at full width, the local search gets the time left.
+The incumbent is kept across the phases (a later phase only replaces it by a cheaper schedule).
 
 Local search (:func:`_search`). From the cheapest replayed plans: descents of
 :class:`~poet_edge.schedulers.plan_search._Search`; then iterated: perturb 1-3 random entries of the
@@ -121,7 +122,7 @@ from poet_edge.schedulers.plan_replay import (
 from poet_edge.schedulers.plan_search import _modes, _Search, _with
 from poet_edge.schedulers.segment_cover import Cover, build_cover
 from poet_edge.schedulers.segment_lp import _columns, _costs, _input_cuts, _rows, _solve, bound_model
-from poet_edge.schedulers.segment_strict import split_model, strict_model
+from poet_edge.schedulers.segment_strict import strict_model
 from poet_edge.simulator import SimResult, simulate
 
 __all__ = ["NAME", "ScaleOptions", "schedule_scale"]
@@ -321,6 +322,7 @@ class _Run:
     options: ScaleOptions
     latency: bool
     norm: float
+    split: _Split | None = None  # the mid-size path's split model, in a child process
 
 
 def _closed(cost: float, bound: float, gap: float) -> bool:
@@ -354,16 +356,18 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     norm = plain if plain > 0 else 1.0
     _baselines(problem, best, options)  # a first valid schedule before anything else
     pairs = stage_model.pairs(problem, an)
+    run = _Run(problem, an, build_cover(problem, an, latency), best, options, latency, norm)
     job = None  # the mid-size path's interval model, on the second core from here on
     if STAGE_PAIRS < pairs <= LNS_PAIRS:
         job = _interval_start(problem, an, latency, norm, options)
+        if options.time_limit_s >= SPLIT_FROM:  # and its split model
+            run = replace(run, split=_Split(_split_start(run), plain))
     try:
-        return _phases(
-            _Run(problem, an, build_cover(problem, an, latency), best, options, latency, norm), plain, job
-        )
+        return _phases(run, plain, job)
     finally:
-        if job is not None:
-            job.stop()
+        for child in (job, run.split.job if run.split is not None else None):
+            if child is not None:
+                child.stop()
 
 
 def _phases(run: _Run, plain: float, job: proof_process.Job | None) -> Schedule:
@@ -409,25 +413,30 @@ def _mid_size(
     interval = plain + _interval(run, job, model, plain) * norm
     bound = best.proved((interval, "interval model"))[0]
     _lns(run, model, windows, bound, near, NEAR_UNTIL * options.time_limit_s)
-    strict = plain + _strict(run, budget, bound, cover) * norm
+    strict = plain + _strict(run, budget, _proven(run, bound), cover) * norm
     bound = best.proved((strict, "strict segment cover"))[0]
     if pairs <= PROVE_PAIRS:
-        proved = plain + _prove(run, model, bound, plain) * norm
+        proved = plain + _prove(run, model, _proven(run, bound), plain) * norm
         bound = best.proved((proved, "stage model cutoff"))[0]
     sweeps = _sweeps()
-    if options.time_limit_s >= SPLIT_FROM:  # the split model's cutoff proof, once the windows stall
-        handover = ((1 - MARGIN) * options.time_limit_s - SPLIT_LEFT, SPLIT_STALL * options.time_limit_s)
+    if run.split is not None:  # windows from a second start where they stall while the split proof is not due
         stall = SECOND_STALL * options.time_limit_s
-        _lns(run, model, windows, bound, sweeps, handover=handover, stall=stall)
-        if not _split_due(run, bound):  # windows from a second start, then on
-            second = _second_start(run, bound)
+        _lns(run, model, windows, bound, sweeps, stall=stall)
+        if not _split_due(run, _proven(run, bound)):
+            second = _second_start(run, _proven(run, bound))
             if second is not None:
-                _lns(run, model, windows, bound, _sweeps(), handover=handover, start=second, stall=stall)
-            _lns(run, model, windows, bound, sweeps, handover=handover)
-        split = plain + _split_proof(run, budget, bound, plain) * norm
-        bound = best.proved((split, "split segment cover"))[0]
+                _lns(run, model, windows, bound, _sweeps(), start=second, stall=stall)
     _lns(run, model, windows, bound, sweeps)
-    return _search(run, bound)  # the rest of the time, if the windows stall at full width
+    if run.split is not None:
+        _split_collect(run)  # waits for the proof, if one was sent
+    return _search(run, _proven(run, bound))  # the rest of the time, if the windows stall at full width
+
+
+def _proven(run: _Run, bound: float) -> float:
+    """``bound`` or, where higher, the highest bound proven so far in the run (the split proof's
+    child reports its bound between windows)."""
+    proven = run.best.proven
+    return bound if proven is None else max(bound, proven[0])
 
 
 SECOND_STALL = 0.1  # share of the time limit: the windows hand over to the second start (and it back)
@@ -631,7 +640,8 @@ def _repair(run: _Run, model: stage_model.StageModel, point: np.ndarray, bound: 
         if k or wins is None:
             wins = stage_model.windows(cut, options.threads, 0.0)
         for t in bad:
-            seconds = min(REPAIR_SECONDS, until - time.perf_counter() - MARGIN * options.time_limit_s)
+            now = time.perf_counter()
+            seconds = min(REPAIR_SECONDS, until - now, _left(best, options) - MARGIN * options.time_limit_s)
             if best.late(seconds <= 0.0):
                 return
             solved = stage_model.window(wins, point, t - REPAIR_WIDTH, t + REPAIR_WIDTH, seconds)
@@ -644,10 +654,11 @@ STRICT_GAP = 0.05  # the strict bound model runs when the gap is wider than this
 STRICT_LEFT = 8.0  # ... and at least this many seconds are left (its seconds come out of the LNS)
 STRICT_SHARE = 0.25  # of the time left
 STRICT_ABOVE = 0.05  # ... and the bound is at most this above the segment cover's (relative to it)
-SPLIT_FROM = 30.0  # time limits from which the split model's cutoff proof runs ...
-SPLIT_STALL = 0.1  # ... once the windows have not improved the incumbent for this share of the limit,
-SPLIT_LEFT = 13.0  # ... or at the latest when this many seconds (and the margin) are left (was 17:
-# bert_tiny at 50%, 30 s, the windows reach 29.24% at 11.8-13.0 s; its proof takes 9.7 s)
+SPLIT_FROM = 30.0  # time limits from which the split model's child runs (mid-size path)
+SPLIT_AGAIN = 0.0025  # its proof starts again with a new cutoff once the incumbent has improved by more
+# than this (relative to its cost) since the cutoff it proves (bert_tiny at 50%, 2 threads, the time to
+# prove the cutoff 1% below an incumbent of 29.24%, 29.34%, 29.74% or 30.50%: 9.7 s, 13.9 s, 19.6 s, not
+# in 41 s)
 
 
 def _strict(run: _Run, budget: np.ndarray, bound: float, cover: float) -> float:
@@ -685,41 +696,79 @@ def _split_due(run: _Run, bound: float) -> bool:
     return best.schedule is not None and wide and _closed(best.cost, bound, STRICT_GAP)
 
 
-def _split_proof(run: _Run, budget: np.ndarray, bound: float, plain: float) -> float:
-    """When the gap is one it takes (:func:`_split_due`): the strict model's LP relaxation, then the
-    model (gap rows included) with the split ends that solution asks for
-    (:func:`poet_edge.schedulers.segment_gap.split_ends`), given (1 - prove_gap) x the incumbent as a
-    cutoff, in the time left less the margin, in a child process stopped at that limit
-    (:mod:`poet_edge.schedulers.proof_process`: one root cut round of HiGHS on mobilenetv2_035's split
-    model takes seconds without a time check); not when that LP relaxation is more than ``STRICT_GAP``
-    below the cutoff (bert_tiny with every parameter trained, 70%: 23.32% against 30.86%, where the
-    interval model's bound is 28.79% and the MIP got to 24.73% in 9.6 s: the windows take that time
-    and the schedule goes from 32.18% to 29.65%; where the proof pays, the relaxation was within 1.8%:
-    bias-trained bert_tiny at 50%, mobilenetv2_035 at 50% and 1.1x its floor). Returns the (scaled)
-    bound, 0 when it does not run. The
-    cutoff needs the best incumbent, which the large-neighbourhood search finds, so the search hands
-    over once it stalls (``SPLIT_STALL``), at the latest with ``SPLIT_LEFT`` seconds left (bert_tiny at
-    50%, 120 s limit, the proof after the near windows: the incumbent then 30.52%, the cutoff 29.21%
-    was not proven in 59 s, dual bound 27.99%). bert_tiny at 50%, 2 threads, the time to prove the
-    cutoff 1% below an incumbent of 29.24%, 29.34%, 29.74% or 30.50%: 9.7 s, 13.9 s, 19.6 s, not in
-    41 s (the split model's optimum is 29.24%); its dual bound without a cutoff is still 27.00% after
-    40 s. The 29.24% incumbent comes at 11.8-13.0 s of a 30 s run (``LNS_STALL``,
-    ``LNS_VALUE_HEAD``), the hand-over by 15.5 s (``SPLIT_LEFT``), and the proof ends by 25.5 s: gap
-    1.00% from a 30 s limit (``SPLIT_FROM``)."""
-    best, options = run.best, run.options
-    if not _split_due(run, bound):
-        return 0.0
-    lp, relaxed = split_model(
-        run.problem, run.an, run.cover, run.latency, run.norm, budget, _left(best, options), options
+@dataclass
+class _Split:
+    """The split model's child process (:func:`_split_start`) and what became of its proof."""
+
+    job: proof_process.Job
+    plain: float  # the cost of the plain pass
+    sent: float | None = None  # the cutoff it was told to prove (scaled)
+    collected: bool = False  # its proof's result taken
+
+
+def _split_start(run: _Run) -> proof_process.Job:
+    """The split model (:func:`poet_edge.schedulers.segment_strict.split_model`: the strict model with
+    gap rows and the split ends its LP relaxation asks for) built, and that relaxation solved, in a
+    child process from the start of the run until the margin before the limit
+    (:func:`proof_process.start_split`), beside the interval model's child; :func:`_split_poll` sends
+    it cutoffs. mobilenetv2_035 with every parameter trained at 50%, 30 s, with the relaxation in this
+    process after the windows: 4.6 s (17.6 -> 22.2 s), the proof then had 6.3 s (it needs 10.9 s alone,
+    1 or 2 threads) and stopped at 1.56%; that relaxation takes 4.3 s alone on one thread."""
+    options = run.options
+    seconds = (1 - MARGIN) * options.time_limit_s - (time.perf_counter() - run.best.began)
+    budget = np.full(len(run.problem.nodes), run.problem.budget_bytes, dtype=np.int64)
+    return proof_process.start_split(
+        run.problem, run.an, run.cover, run.latency, run.norm, budget, options, seconds
     )
-    best.late(_left(best, options) <= 0.0)  # the relaxation had all the time left
+
+
+def _split_poll(run: _Run, bound: float) -> float:
+    """Asked between windows: the split model's bounds as its child reports them (its LP relaxation's,
+    then its proof's dual bound), and the returned ``bound`` raised by them. While the gap is one it
+    takes (:func:`_split_due`), the child is sent (1 - prove_gap) x the incumbent as its cutoff, and a
+    new one whenever the incumbent has improved by more than ``SPLIT_AGAIN`` since; not where its LP
+    relaxation is more than ``STRICT_GAP`` below the cutoff (bert_tiny with every parameter trained,
+    70%: 23.32% against 30.86%, where the interval model's bound is 28.79% and the MIP got to 24.73%
+    in 9.6 s; where the proof pays, the relaxation was within 1.8%: bias-trained bert_tiny at 50%,
+    mobilenetv2_035 at 50% and 1.1x its floor). The windows search on here while the child proves
+    (:mod:`poet_edge.schedulers.proof_process`: one root cut round of HiGHS on mobilenetv2_035's split
+    model takes seconds without a time check). mobilenetv2_035 with every parameter trained at 50%,
+    30 s: the cutoff 1% below +13.99% is proven at 27.5 s (sent at 13.9 s, 10.9 s alone)."""
+    split, best = run.split, run.best
+    bound = _proven(run, bound)
+    if split is None or split.collected:
+        return bound
+    relaxed = proof_process.split_relaxed(split.job)
+    if relaxed is None:
+        return bound
+    norm, plain = run.norm, split.plain
+    bound = best.proved((plain + relaxed * norm, "split segment cover"))[0]
+    if split.sent is not None and split.job.done():
+        return _split_collect(run)
+    if split.sent is not None:  # its proof's dual bound so far (at most the cutoff: a bound too)
+        bound = best.proved((plain + split.job.last * norm, "split segment cover"))[0]
     cutoff = _cutoff(run, plain)
-    if lp is None or not _closed(plain + cutoff * run.norm, plain + relaxed * run.norm, STRICT_GAP):
-        return relaxed  # (too far below the cutoff for the proof: the windows get the time)
-    left = _left(best, options) - MARGIN * options.time_limit_s
-    solved = proof_process.prove(lp, left, options, cutoff)  # stopped at the limit
-    best.clock(solved.status)
-    return max(relaxed, solved.bound)
+    near = _closed(plain + cutoff * norm, plain + relaxed * norm, STRICT_GAP)
+    lower = split.sent is None or split.sent - cutoff > SPLIT_AGAIN * best.cost / norm
+    if _split_due(run, bound) and near and lower:
+        proof_process.send(split.job, cutoff)
+        split.sent = cutoff
+        best.timed = True  # its result depends on when the windows found the incumbent
+    return bound
+
+
+def _split_collect(run: _Run) -> float:
+    """The split proof's result (waited for until its child's deadline) once its cutoff was sent; the
+    run's highest bound."""
+    split, best = run.split, run.best
+    assert split is not None
+    if split.sent is not None and not split.collected:
+        split.collected = True
+        solved = proof_process.split_proved(split.job)  # stopped at the limit
+        best.clock(solved.status)
+        best.proved((split.plain + solved.bound * run.norm, "split segment cover"))
+    assert best.proven is not None
+    return best.proven[0]
 
 
 PROVE_PAIRS = 5000  # the cutoff proof runs on graphs of at most this many pairs (bert_tiny's 6,568: the
@@ -828,7 +877,6 @@ def _lns(
     bound: float,
     sweeps: list[_Sweep],
     until: float | None = None,
-    handover: tuple[float, float] | None = None,
     start: Schedule | None = None,
     stall: float | None = None,
     stop: Callable[[], bool] | None = None,
@@ -842,9 +890,8 @@ def _lns(
     change at once. Each kind sweeps its range; after a whole sweep without improvement its windows
     and steps double (once they span everything, or unless ``widen``, that kind stops), until the gap
     closes, every kind stops, or ``until`` seconds of the run (else the time limit less the margin)
-    have passed. ``handover`` = (at, stall): while the gap is one the split proof takes
-    (:func:`_split_due`), also once ``at`` seconds of the run have passed or the incumbent has not
-    improved for ``stall`` seconds (of this call: it always gets that long). ``windows``: the model's
+    have passed. Between windows the split model's child is polled (:func:`_split_poll`: it may be
+    sent its cutoff, or report a higher bound). ``windows``: the model's
     arrays (:func:`stage_model.windows`), built once per run; None when the model is infeasible.
     ``start``: the windows start from this schedule instead of the run's incumbent, and keep their own
     incumbent (the cheapest schedule they found); a schedule cheaper than the run's incumbent becomes
@@ -871,12 +918,7 @@ def _lns(
             return
         if stop is not None and stop():
             return
-        cut = margin  # seconds before the limit this window must end by
-        if handover is not None and _split_due(run, bound):
-            at, quiet = handover
-            if best.late(time.perf_counter() - max(started, best.began + best.improved_at) > quiet):
-                return
-            cut = max(margin, options.time_limit_s - at)
+        bound = _split_poll(run, bound)
         sw = min(sweeps, key=lambda k: (k.spent / k.share, k.by_value))
         by_seconds = len(sweeps) > 1 and any(k.spent > 0 for k in sweeps)  # the kinds take turns by
         # the seconds they took (not before any has run)
@@ -885,7 +927,7 @@ def _lns(
                 sweeps.remove(sw)
                 continue
             sw.width, sw.step, sw.stale = 2 * sw.width, 2 * sw.step, 0
-        left = _left(best, options) - cut
+        left = _left(best, options) - margin
         if _closed(best.cost, bound, options.gap_rel):
             return
         if best.late(left < 0.5):

@@ -349,6 +349,7 @@ def _solve(
     integer: bool = True,
     cutoff: float | None = None,
     on_bound: Callable[[float], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> _Solved:
     """HiGHS on the model (its LP relaxation unless ``integer``). With ``cutoff`` (scaled), HiGHS looks
     only for points cheaper than it (as :func:`poet_edge.schedulers.stage_model.solve`): the bound is
@@ -356,7 +357,8 @@ def _solve(
     proof on a bound model wants no point: HiGHS runs without its heuristics (``PROOF_OPTIONS``), after
     :func:`~poet_edge.schedulers.highs_run.fix_by_reduced_cost` (bert_tiny at 50%, the split model, 2
     threads, 28.06% proven: 24 s -> 16 s; presolve 4 s -> 1 s). ``on_bound``: told HiGHS's MIP dual bound
-    (scaled; with ``cutoff``, at most that) whenever it checks for an interrupt."""
+    (scaled; with ``cutoff``, at most that) whenever it checks for an interrupt; ``stop()``: asked then
+    too, the solve ends once it says True (status "Interrupted by user")."""
     import highspy
 
     h = new_highs()
@@ -395,13 +397,14 @@ def _solve(
         if fixed is not None and fixed[0] > cutoff + CUTOFF_TOL:  # the LP alone proves it
             return _Solved("cutoff by LP", True, False, None, cutoff, None)
         h.setOptionValue("time_limit", max(0.05, time_limit - (time.perf_counter() - began)))
-    if on_bound is not None and integer:
-        tell = on_bound
+    if (on_bound is not None or stop is not None) and integer:
 
         def check(e: Any) -> None:
             bound = e.data_out.mip_dual_bound
-            if math.isfinite(bound):
-                tell(bound if cutoff is None else min(bound, cutoff))
+            if on_bound is not None and math.isfinite(bound):
+                on_bound(bound if cutoff is None else min(bound, cutoff))
+            if stop is not None and stop():
+                e.interrupt()
 
         h.cbMipInterrupt.subscribe(check)
     run_highs(h)
