@@ -152,8 +152,9 @@ def start_split(
 ) -> Job:
     """The split model (:func:`poet_edge.schedulers.segment_strict.split_model`) built in a child
     process, on one thread, for at most ``seconds``: it reports its LP relaxation's bound first
-    (:func:`split_relaxed`), then waits for a cutoff (:func:`send`) and proves it as :func:`prove`
-    does (:func:`split_proved`), while this process searches on."""
+    (:func:`split_relaxed`), then waits for a cutoff (:func:`send`) and proves it, HiGHS told to look
+    only below it (:func:`poet_edge.schedulers.segment_lp._solve`; result: :func:`split_proved`),
+    while this process searches on; it starts again on a new cutoff."""
     args = (problem, an, cover, latency, norm, budget, replace(_quiet(options), threads=1))
     return _start("split", args, time.time(), seconds, told=True)
 
@@ -185,8 +186,9 @@ def send(job: Job, cutoff: float) -> None:
 
 
 def split_proved(job: Job) -> _Solved:
-    """The proof of the cutoff :func:`send` gave the child of :func:`start_split`, waited for until
-    its deadline: as :func:`prove`'s result (when it was stopped, or had no model, only a bound)."""
+    """The proof of the last cutoff :func:`send` gave the child of :func:`start_split`, waited for
+    until its deadline: HiGHS's result (when the child was stopped, or had no model, status "Time
+    limit reached", no point, and the last bound it reported)."""
     out, stopped = job.finish()
     if stopped or out is None:
         return _Solved(TIME_LIMIT, True, False, None, job.last, None)
