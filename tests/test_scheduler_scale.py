@@ -1261,6 +1261,35 @@ def test_windows_send_the_split_child_cutoffs_only_when_its_proof_is_due(
     assert proved and bound >= (plain + proved[-1] * runs[-1].norm) * (1 - 1e-9)
 
 
+@pytest.mark.parametrize("fraction", [1.0, 0.4])
+def test_the_split_child_starts_only_where_the_segment_cover_leaves_the_gap_open(
+    monkeypatch: pytest.MonkeyPatch, fraction: float
+) -> None:
+    """The mid-size path (forced onto a small chain) starts the split model's child only after the
+    segment cover's bound and only where that leaves the gap open: at the no-remat peak (nothing to
+    evict, the plain pass is optimal and proven at once) never; at 40% of it (the gap kept open) once,
+    and the child is gone when the run returns."""
+    from poet_edge.schedulers import proof_process
+    from poet_edge.schedulers import scale as scale_module
+
+    jobs: list[proof_process.Job] = []
+    real_start = proof_process.start_split
+
+    def start(*args: object, **kwargs: object) -> proof_process.Job:
+        jobs.append(real_start(*args, **kwargs))  # type: ignore[arg-type]
+        return jobs[-1]
+
+    monkeypatch.setattr(proof_process, "start_split", start)
+    monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
+    (problem,) = scale_budgets(training_chain(8, seed=1), (fraction,))
+    open_gap = fraction < 1.0
+    options = replace(OPTS, time_limit_s=30.0, gap_rel=-1.0 if open_gap else OPTS.gap_rel)
+    cost = _check(problem, options)
+    assert cost is not None
+    assert len(jobs) == (1 if open_gap else 0)
+    assert all(job.child.returncode is not None and not Path(job.tmp.name).exists() for job in jobs)
+
+
 @pytest.mark.parametrize("far", [True, False])
 def test_split_proof_is_not_sent_when_its_lp_is_too_far_below_the_cutoff(
     monkeypatch: pytest.MonkeyPatch, far: bool

@@ -56,7 +56,8 @@ over their whole lives, re-optimized by HiGHS around the incumbent, every other 
 kinds take turns by time spent, each wider after a sweep without improvement; a point whose decode
 needed a repair is taken only when it gains more than the repair hides: :func:`_window_schedule`). On
 time limits of at least ``SPLIT_FROM`` seconds, a second child process builds the strict model with gap
-rows and split ends from the segment cover's bound on (:func:`_split_start`,
+rows and split ends (from the start of the run on graphs too large for the stage model's cutoff proof,
+else after the segment cover's bound; :func:`_split_start`,
 :mod:`poet_edge.schedulers.segment_gap`) and solves its LP relaxation; while the gap is narrow, the
 windows send it the cutoff (1 - prove_gap) x the incumbent to prove, a new one whenever the incumbent
 has improved by more than ``SPLIT_AGAIN``, and search on while it proves (:func:`_split_poll`); its
@@ -373,12 +374,15 @@ def _phases(run: _Run, plain: float, job: proof_process.Job | None) -> Schedule:
     problem, an, best, options, cover = run.problem, run.an, run.best, run.options, run.cover
     norm = run.norm
     budget = np.full(len(problem.nodes), problem.budget_bytes, dtype=np.int64)
-    bound = best.proved((plain + _bound(run, budget) * norm, "segment cover"))[0]
     pairs = stage_model.pairs(problem, an)
     mid = STAGE_PAIRS < pairs <= LNS_PAIRS
-    if mid and options.time_limit_s >= SPLIT_FROM and not _closed(best.cost, bound, options.gap_rel):
-        run = replace(run, split=_Split(_split_start(run), plain))  # the split model's child
     try:
+        if mid and pairs > PROVE_PAIRS and options.time_limit_s >= SPLIT_FROM:  # the split model's child
+            run = replace(run, split=_Split(_split_start(run), plain))
+        bound = best.proved((plain + _bound(run, budget) * norm, "segment cover"))[0]
+        if mid and run.split is None and options.time_limit_s >= SPLIT_FROM:
+            if not _closed(best.cost, bound, options.gap_rel):
+                run = replace(run, split=_Split(_split_start(run), plain))
         primal_status = _improve(run, bound)
         evals = 0
         if pairs <= STAGE_PAIRS:  # a short search first: the stage model's start
@@ -713,8 +717,11 @@ class _Split:
 def _split_start(run: _Run) -> proof_process.Job:
     """The split model (:func:`poet_edge.schedulers.segment_strict.split_model`: the strict model with
     gap rows and the split ends its LP relaxation asks for) built, and that relaxation solved, in a
-    child process from the segment cover's bound on (where the gap is still open; starting it sooner
-    costs graphs that close there, layered-100 at 60%, 1.1 s -> 2.0 s) until the margin before the limit
+    child process until the margin before the limit: from the start of the run on graphs of more than
+    ``PROVE_PAIRS`` pairs (where the stage model's cutoff proof does not run: mobilenetv2_035 with every
+    parameter trained at 50%, 30 s, proven within 1% in 2 of 3 runs started so, 1 of 3 started after
+    the segment cover's bound, 1.8 s), else after the segment cover's bound where that leaves the gap
+    open (starting it sooner costs graphs that close there: layered-100 at 60%, 1.1 s -> 2.0 s)
     (:func:`proof_process.start_split`), beside the interval model's child; :func:`_split_poll` sends
     it cutoffs. mobilenetv2_035 with every parameter trained at 50%, 30 s, with the relaxation in this
     process after the windows: 4.6 s (17.6 -> 22.2 s), the proof then had 6.3 s (it needs 10.9 s alone,
