@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from poet_edge.schedulers.engine import analyse
 from poet_edge.schedulers.highs_run import TIME_LIMIT
 from poet_edge.schedulers.scale import ScaleOptions
 from poet_edge.schedulers.segment_lp import _solve
+from poet_edge.schedulers.segment_strict import split_model
 
 OPTIONS = ScaleOptions(threads=1)
 
@@ -25,7 +27,7 @@ OPTIONS = ScaleOptions(threads=1)
 def test_a_failing_child_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "executable", "false")
     problem, an, plain = _chain()
-    job = proof_process.start_refine(problem, an, False, plain, OPTIONS, 10.0)  # type: ignore[arg-type]
+    job = proof_process.start_refine(_refine(problem, an, plain), OPTIONS, 10.0)  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match="the proof process failed"):
         proof_process.refined(job)
 
@@ -35,13 +37,18 @@ def _chain() -> tuple[object, object, float]:
     return problem, analyse(problem, True), sum(n.compute_j for n in problem.nodes)
 
 
+def _refine(problem: object, an: object, plain: float) -> object:
+    """interval_bound.refine with the chain's problem arguments bound, as the child is given it."""
+    return partial(interval_bound.refine, problem, an, False, plain)
+
+
 def test_the_childs_refinement_is_this_process_refinement() -> None:
     """Refined to the end (no stage overfilled): the same bound, bottlenecks, rounds and point; the
     bounds the child reported rise to that bound, as on_bound reports them here."""
     problem, an, plain = _chain()
     told: list[float] = []
     here = interval_bound.refine(problem, an, False, plain, OPTIONS, 60.0, on_bound=told.append)  # type: ignore[arg-type]
-    job = proof_process.start_refine(problem, an, False, plain, OPTIONS, 60.0)  # type: ignore[arg-type]
+    job = proof_process.start_refine(_refine(problem, an, plain), OPTIONS, 60.0)  # type: ignore[arg-type]
     there, bound = proof_process.refined(job)
     assert there is not None and not here.stopped and here.rounds >= 3
     assert (there.bound, there.stages, there.rounds, there.stopped) == (
@@ -61,14 +68,14 @@ def test_a_refinement_stopped_at_its_limit_gives_its_last_reported_bound(
 ) -> None:
     monkeypatch.setattr(proof_process, "GRACE", 0.0)
     problem, an, plain = _chain()
-    job = proof_process.start_refine(problem, an, False, plain, OPTIONS, 0.0)  # type: ignore[arg-type]
+    job = proof_process.start_refine(_refine(problem, an, plain), OPTIONS, 0.0)  # type: ignore[arg-type]
     assert proof_process.refined(job) == (None, 0.0)
     assert not Path(job.tmp.name).exists()
 
 
 def test_a_stopped_job_leaves_no_process_and_no_files() -> None:
     problem, an, plain = _chain()
-    job = proof_process.start_refine(problem, an, False, plain, OPTIONS, 60.0)  # type: ignore[arg-type]
+    job = proof_process.start_refine(_refine(problem, an, plain), OPTIONS, 60.0)  # type: ignore[arg-type]
     job.stop()
     assert job.child.returncode is not None
     assert not Path(job.tmp.name).exists()
@@ -86,15 +93,15 @@ def _split_args() -> tuple[object, object, object, float, np.ndarray]:
 def test_the_split_child_reports_its_relaxation_and_proves_the_last_cutoff_it_was_sent() -> None:
     """The split model's child reports first the bound of the LP relaxation split_model gives here; sent
     two cutoffs (above the model's optimum, then below), it proves the last, as _solve does here."""
-    from poet_edge.schedulers.segment_strict import split_model
-
     problem, an, cover, plain, budget = _split_args()
     lp, relaxed = split_model(problem, an, cover, False, plain, budget, 10.0, OPTIONS)  # type: ignore[arg-type]
     assert lp is not None
     optimum = _solve(lp, 10.0, OPTIONS).objective
     assert optimum is not None and optimum > 0
     cutoffs = (1.1 * optimum, 0.9 * optimum)
-    job = proof_process.start_split(problem, an, cover, False, plain, budget, OPTIONS, 60.0)  # type: ignore[arg-type]
+    job = proof_process.start_split(
+        partial(split_model, problem, an, cover, False, plain, budget), OPTIONS, 60.0
+    )  # type: ignore[arg-type]
     for cutoff in cutoffs:
         proof_process.send(job, cutoff)
     assert proof_process.split_relaxed(job, wait=True) == pytest.approx(relaxed, abs=1e-9)
@@ -112,7 +119,9 @@ def test_a_split_child_sent_no_cutoff_gives_its_relaxation_when_stopped(
     bound alone (no point), and nothing is left behind."""
     monkeypatch.setattr(proof_process, "GRACE", 0.0)
     problem, an, cover, plain, budget = _split_args()
-    job = proof_process.start_split(problem, an, cover, False, plain, budget, OPTIONS, 3.0)  # type: ignore[arg-type]
+    job = proof_process.start_split(
+        partial(split_model, problem, an, cover, False, plain, budget), OPTIONS, 3.0
+    )  # type: ignore[arg-type]
     relaxed = proof_process.split_relaxed(job, wait=True)
     assert relaxed is not None and relaxed > 0
     solved = proof_process.split_proved(job)

@@ -32,13 +32,11 @@ from poet_edge.schedulers.highs_run import TIME_LIMIT
 from poet_edge.schedulers.segment_lp import _solve, _Solved
 
 if TYPE_CHECKING:
-    import numpy as np
-
-    from poet_edge.problem import SchedulingProblem
-    from poet_edge.schedulers.engine import Analysis
     from poet_edge.schedulers.interval_bound import Refined
     from poet_edge.schedulers.scale import ScaleOptions
-    from poet_edge.schedulers.segment_cover import Cover
+    from poet_edge.schedulers.segment_lp import _Lp
+
+    Split = tuple[_Lp | None, float]  # the split model and its LP relaxation's bound (scaled)
 
 INTERRUPTED = "Interrupted by user"  # HiGHS's status when a solve's stop() said True
 GRACE = 0.2  # seconds the child gets past its time limit to write what it found before it is stopped
@@ -116,22 +114,16 @@ def _start(kind: str, args: tuple[Any, ...], began: float, time_limit: float, to
     return job
 
 
-def start_refine(
-    problem: SchedulingProblem,
-    an: Analysis,
-    latency: bool,
-    norm: float,
-    options: ScaleOptions,
-    seconds: float,
-) -> Job:
-    """:func:`poet_edge.schedulers.interval_bound.refine` for at most ``seconds``, started in a child
-    process, on one thread; ``Job.finish`` gives its ``Refined`` (None when it was stopped: then
-    ``Job.last`` is the last round's bound). A round starts whenever time is left (``growth`` 0): one
-    stopped at the deadline costs the parent nothing, it searches meanwhile (mobilenetv1_025 with every
-    parameter trained at 60%, 30 s: beside the split model's child, round 7 took 4.6-5.5 s and with
-    ``ROUND_GROWTH`` round 8, 3.7 s, whose point is the optimum, did not start in some runs)."""
-    quiet = replace(_quiet(options), threads=1)
-    return _start("refine", (problem, an, latency, norm, quiet), time.time(), seconds)
+def start_refine(refine: Callable[..., Refined], options: ScaleOptions, seconds: float) -> Job:
+    """``refine(options, seconds, on_bound=..., growth=0)`` started in a child process, on one thread,
+    for at most ``seconds``: :func:`poet_edge.schedulers.interval_bound.refine` with its problem
+    arguments bound (a ``functools.partial``, pickled to the child). ``Job.finish`` gives its
+    ``Refined`` (None when it was stopped: then ``Job.last`` is the last round's bound). A round starts
+    whenever time is left (``growth`` 0): one stopped at the deadline costs the parent nothing, it
+    searches meanwhile (mobilenetv1_025 with every parameter trained at 60%, 30 s: beside the split
+    model's child, round 7 took 4.6-5.5 s and with ``ROUND_GROWTH`` round 8, 3.7 s, whose point is the
+    optimum, did not start in some runs)."""
+    return _start("refine", (refine, replace(_quiet(options), threads=1)), time.time(), seconds)
 
 
 def refined(job: Job) -> tuple[Refined | None, float]:
@@ -140,23 +132,14 @@ def refined(job: Job) -> tuple[Refined | None, float]:
     return out, out.bound if out is not None else job.last
 
 
-def start_split(
-    problem: SchedulingProblem,
-    an: Analysis,
-    cover: Cover,
-    latency: bool,
-    norm: float,
-    budget: np.ndarray,
-    options: ScaleOptions,
-    seconds: float,
-) -> Job:
-    """The split model (:func:`poet_edge.schedulers.segment_strict.split_model`) built in a child
-    process, on one thread, for at most ``seconds``: it reports its LP relaxation's bound first
+def start_split(build: Callable[[float, ScaleOptions], Split], options: ScaleOptions, seconds: float) -> Job:
+    """``build(seconds, options)`` started in a child process, on one thread, for at most ``seconds``:
+    :func:`poet_edge.schedulers.segment_strict.split_model` with its model arguments bound (a
+    ``functools.partial``, pickled to the child). The child reports the LP relaxation's bound first
     (:func:`split_relaxed`), then waits for a cutoff (:func:`send`) and proves it, HiGHS told to look
     only below it (:func:`poet_edge.schedulers.segment_lp._solve`; result: :func:`split_proved`),
     while this process searches on; it starts again on a new cutoff."""
-    args = (problem, an, cover, latency, norm, budget, replace(_quiet(options), threads=1))
-    return _start("split", args, time.time(), seconds, told=True)
+    return _start("split", (build, replace(_quiet(options), threads=1)), time.time(), seconds, told=True)
 
 
 def split_relaxed(job: Job, wait: bool = False) -> float | None:
@@ -235,10 +218,8 @@ def main(argv: list[str]) -> int:
     if kind == "split":
         result = _split(args, began + time_limit, tell)
     else:
-        from poet_edge.schedulers.interval_bound import refine
-
-        problem, an, latency, norm, options = args
-        result = refine(problem, an, latency, norm, options, left, on_bound=tell, growth=0.0)
+        refine, options = args
+        result = refine(options, left, on_bound=tell, growth=0.0)
     tmp = out.with_suffix(".part")
     tmp.write_bytes(pickle.dumps(result, pickle.HIGHEST_PROTOCOL))
     tmp.replace(out)
@@ -249,9 +230,7 @@ def _split(args: tuple[Any, ...], deadline: float, tell: Callable[[float], None]
     """The child of :func:`start_split`: the split model and its relaxation's bound (told first), then
     the proof of the last cutoff read from standard input, started again whenever a new one comes;
     None without a model or a cutoff."""
-    from poet_edge.schedulers.segment_strict import split_model
-
-    problem, an, cover, latency, norm, budget, options = args
+    build, options = args
     cutoffs: list[float] = []
     came = threading.Event()
 
@@ -262,7 +241,7 @@ def _split(args: tuple[Any, ...], deadline: float, tell: Callable[[float], None]
         came.set()  # the end of the input: no more
 
     threading.Thread(target=listen, daemon=True).start()
-    lp, relaxed = split_model(problem, an, cover, latency, norm, budget, deadline - time.time(), options)
+    lp, relaxed = build(deadline - time.time(), options)
     tell(relaxed)
     if lp is None:
         return None

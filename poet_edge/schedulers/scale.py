@@ -123,7 +123,7 @@ from poet_edge.schedulers.plan_replay import (
 from poet_edge.schedulers.plan_search import _modes, _Search, _with
 from poet_edge.schedulers.segment_cover import Cover, build_cover
 from poet_edge.schedulers.segment_lp import _columns, _costs, _input_cuts, _rows, _solve, bound_model
-from poet_edge.schedulers.segment_strict import strict_model
+from poet_edge.schedulers.segment_strict import split_model, strict_model
 from poet_edge.simulator import SimResult, simulate
 
 __all__ = ["NAME", "ScaleOptions", "schedule_scale"]
@@ -362,27 +362,27 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     if STAGE_PAIRS < pairs <= LNS_PAIRS:
         job = _interval_start(problem, an, latency, norm, options)
     try:
-        return _phases(run, plain, job)
+        return _phases(run, plain, pairs, job)
     finally:
         if job is not None:
             job.stop()
 
 
-def _phases(run: _Run, plain: float, job: proof_process.Job | None) -> Schedule:
-    """The phases of the run (the module docstring), ``plain`` the cost of the plain pass; ``job``:
-    the interval model's refinement, started on the mid-size path."""
-    problem, an, best, options, cover = run.problem, run.an, run.best, run.options, run.cover
+def _phases(run: _Run, plain: float, pairs: int, job: proof_process.Job | None) -> Schedule:
+    """The phases of the run (the module docstring), ``plain`` the cost of the plain pass, ``pairs``
+    the stage model's value-stage pairs; ``job``: the interval model's refinement, started on the
+    mid-size path."""
+    problem, best, options, cover = run.problem, run.best, run.options, run.cover
     norm = run.norm
     budget = np.full(len(problem.nodes), problem.budget_bytes, dtype=np.int64)
-    pairs = stage_model.pairs(problem, an)
     mid = STAGE_PAIRS < pairs <= LNS_PAIRS
+    split = mid and options.time_limit_s >= SPLIT_FROM  # the split model's child runs (_split_start)
     try:
-        if mid and pairs > PROVE_PAIRS and options.time_limit_s >= SPLIT_FROM:  # the split model's child
-            run = replace(run, split=_Split(_split_start(run), plain))
+        if split and pairs > PROVE_PAIRS:
+            run = _split_start(run, budget, plain)
         bound = best.proved((plain + _bound(run, budget) * norm, "segment cover"))[0]
-        if mid and run.split is None and options.time_limit_s >= SPLIT_FROM:
-            if not _closed(best.cost, bound, options.gap_rel):
-                run = replace(run, split=_Split(_split_start(run), plain))
+        if split and run.split is None and not _closed(best.cost, bound, options.gap_rel):
+            run = _split_start(run, budget, plain)
         primal_status = _improve(run, bound)
         evals = 0
         if pairs <= STAGE_PAIRS:  # a short search first: the stage model's start
@@ -588,7 +588,8 @@ def _interval_start(
     29.4 s). It is stopped when the run ends before it does (a gap closed)."""
     limit = options.time_limit_s
     seconds = min(INTERVAL_UNTIL, 1 - MARGIN) * limit
-    return proof_process.start_refine(problem, an, latency, norm, options, seconds)
+    refine = partial(interval_bound.refine, problem, an, latency, norm)
+    return proof_process.start_refine(refine, options, seconds)
 
 
 def _until(best: _Best, deadline: float) -> float:
@@ -714,7 +715,7 @@ class _Split:
     collected: bool = False  # its proof's result taken
 
 
-def _split_start(run: _Run) -> proof_process.Job:
+def _split_start(run: _Run, budget: np.ndarray, plain: float) -> _Run:
     """The split model (:func:`poet_edge.schedulers.segment_strict.split_model`: the strict model with
     gap rows and the split ends its LP relaxation asks for) built, and that relaxation solved, in a
     child process until the margin before the limit: from the start of the run on graphs of more than
@@ -723,15 +724,14 @@ def _split_start(run: _Run) -> proof_process.Job:
     the segment cover's bound, 1.8 s), else after the segment cover's bound where that leaves the gap
     open (starting it sooner costs graphs that close there: layered-100 at 60%, 1.1 s -> 2.0 s)
     (:func:`proof_process.start_split`), beside the interval model's child; :func:`_split_poll` sends
-    it cutoffs. mobilenetv2_035 with every parameter trained at 50%, 30 s, with the relaxation in this
-    process after the windows: 4.6 s (17.6 -> 22.2 s), the proof then had 6.3 s (it needs 10.9 s alone,
-    1 or 2 threads) and stopped at 1.56%; that relaxation takes 4.3 s alone on one thread."""
+    it cutoffs. Returns ``run`` with that child. mobilenetv2_035 with every parameter trained at 50%,
+    30 s, with the relaxation in this process after the windows: 4.6 s (17.6 -> 22.2 s), the proof then
+    had 6.3 s (it needs 10.9 s alone, 1 or 2 threads) and stopped at 1.56%; that relaxation takes 4.3 s
+    alone on one thread."""
     options = run.options
     seconds = (1 - MARGIN) * options.time_limit_s - (time.perf_counter() - run.best.began)
-    budget = np.full(len(run.problem.nodes), run.problem.budget_bytes, dtype=np.int64)
-    return proof_process.start_split(
-        run.problem, run.an, run.cover, run.latency, run.norm, budget, options, seconds
-    )
+    build = partial(split_model, run.problem, run.an, run.cover, run.latency, run.norm, budget)
+    return replace(run, split=_Split(proof_process.start_split(build, options, seconds), plain))
 
 
 def _split_poll(run: _Run, bound: float) -> float:
