@@ -1,7 +1,8 @@
 """The interval model's refinement in a child process (proof_process.start_refine) against the same in
 this process; the split model's child (proof_process.start_split) against split_model and its cutoff
-proof in this process (segment_lp._solve); a child stopped at its limit gives only the bounds it
-reported; a child that fails raises; a job stopped early leaves no process and no files behind."""
+proofs, on the strict model, then the split model, in this process (segment_lp._solve); a child
+stopped at its limit gives only the bounds it reported; a child that fails raises; a job stopped early
+leaves no process and no files behind."""
 
 from __future__ import annotations
 
@@ -91,12 +92,13 @@ def _split_args() -> tuple[object, object, object, float, np.ndarray]:
 
 
 def test_the_split_child_reports_its_relaxation_and_proves_the_last_cutoff_it_was_sent() -> None:
-    """The split model's child reports first the bound of the LP relaxation split_model gives here; sent
-    two cutoffs (above the model's optimum, then below), it proves the last, as _solve does here."""
+    """The split model's child reports first the bound of the strict model's LP relaxation, as
+    split_model gives it here; sent two cutoffs (above the strict model's optimum, then below), it
+    proves the last on the strict model, as _solve does here."""
     problem, an, cover, plain, budget = _split_args()
-    lp, relaxed = split_model(problem, an, cover, False, plain, budget, 10.0, OPTIONS)  # type: ignore[arg-type]
-    assert lp is not None
-    optimum = _solve(lp, 10.0, OPTIONS).objective
+    models = split_model(problem, an, cover, False, plain, budget, 10.0, OPTIONS)  # type: ignore[arg-type]
+    assert models.strict is not None
+    optimum = _solve(models.strict, 10.0, OPTIONS).objective
     assert optimum is not None and optimum > 0
     cutoffs = (1.1 * optimum, 0.9 * optimum)
     job = proof_process.start_split(
@@ -104,12 +106,47 @@ def test_the_split_child_reports_its_relaxation_and_proves_the_last_cutoff_it_wa
     )  # type: ignore[arg-type]
     for cutoff in cutoffs:
         proof_process.send(job, cutoff)
-    assert proof_process.split_relaxed(job, wait=True) == pytest.approx(relaxed, abs=1e-9)
+    assert proof_process.split_relaxed(job, wait=True) == pytest.approx(models.bound, abs=1e-9)
     there = proof_process.split_proved(job)
-    here = _solve(lp, 10.0, OPTIONS, cutoff=cutoffs[-1])
+    here = _solve(models.strict, 10.0, OPTIONS, cutoff=cutoffs[-1])
     assert there.status == here.status and there.bound == pytest.approx(here.bound, abs=1e-9)
-    assert there.bound == pytest.approx(cutoffs[-1], abs=1e-6)
+    assert there.bound == pytest.approx(cutoffs[-1], abs=1e-6) and there.objective is None
     assert not Path(job.tmp.name).exists()
+
+
+def test_where_the_strict_model_has_a_point_below_the_cutoff_the_child_proves_on_the_split_model() -> None:
+    problem, an, cover, plain, budget = _split_args()
+    models = split_model(problem, an, cover, False, plain, budget, 10.0, OPTIONS)  # type: ignore[arg-type]
+    split = models.split()
+    assert models.strict is not None and split is not None and split is not models.strict
+    optimum = _solve(models.strict, 10.0, OPTIONS).objective
+    assert optimum is not None
+    cutoff = 1.1 * optimum
+    job = proof_process.start_split(
+        partial(split_model, problem, an, cover, False, plain, budget), OPTIONS, 60.0
+    )  # type: ignore[arg-type]
+    proof_process.send(job, cutoff)
+    there = proof_process.split_proved(job)
+    here = _solve(split, 10.0, OPTIONS, cutoff=cutoff)
+    assert here.objective is not None and here.objective < cutoff
+    assert (there.status, there.objective) == (here.status, pytest.approx(here.objective, abs=1e-9))
+
+
+def test_a_proof_given_the_relaxations_reduced_costs_is_the_proof_that_solves_the_lp_again() -> None:
+    """_solve(reduced=True) on the LP relaxation returns its safe bound (at most the LP optimum) and
+    reduced costs; a cutoff proof given them ends as one that solves the LP itself."""
+    problem, an, cover, plain, budget = _split_args()
+    models = split_model(problem, an, cover, False, plain, budget, 10.0, OPTIONS)  # type: ignore[arg-type]
+    assert models.strict is not None and models.reduced is not None
+    z, d = models.reduced
+    assert z == pytest.approx(models.bound, abs=1e-7) and z <= models.bound + 1e-9
+    assert len(d) == len(models.strict.cost)
+    optimum = _solve(models.strict, 10.0, OPTIONS).objective
+    assert optimum is not None
+    for cutoff in (0.9 * optimum, 1.1 * optimum):
+        again = _solve(models.strict, 10.0, OPTIONS, cutoff=cutoff)
+        given = _solve(models.strict, 10.0, OPTIONS, cutoff=cutoff, reduced=models.reduced)
+        assert (given.status, given.objective, given.bound) == (again.status, again.objective, again.bound)
 
 
 def test_a_split_child_sent_no_cutoff_gives_its_relaxation_when_stopped(

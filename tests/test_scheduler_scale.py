@@ -1432,6 +1432,44 @@ def test_local_search_stall_is_a_count_of_replays(monkeypatch: pytest.MonkeyPatc
     assert fast == slowed < free, first
 
 
+def test_the_first_local_search_stops_once_the_interval_models_child_is_done(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The mid-size path's first local search is told to stop when the interval model's child is done
+    (its point, decoded, is often far cheaper than what the search has found by then: mobilenetv2_035
+    with every parameter trained at 1.1x its floor, +15.85% against +58.92%); once it is done, that
+    search replays nothing, where it would otherwise run its kicks."""
+    import time
+
+    from poet_edge.schedulers import scale as scale_module
+
+    class Stop(Exception):
+        pass
+
+    replays: list[int] = []
+    real_search = scale_module._search
+
+    def search(*args: object, **kwargs: object) -> int:
+        stop = kwargs.get("stop")
+        if stop is not None:
+            while not stop():  # type: ignore[operator]
+                time.sleep(0.01)
+        replays.append(real_search(*args, **kwargs))  # type: ignore[arg-type]
+        raise Stop  # the rest of the run is not needed
+
+    monkeypatch.setattr(scale_module, "_search", search)
+    monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
+    monkeypatch.setattr(scale_module, "LNS_STALL", 10**9)
+    (problem,) = scale_budgets(random_layered_dag(60, 1, n_invalidations=1), (0.5,))
+    opts = replace(OPTS, kicks=40, prove_gap=-1.0, gap_rel=-1.0, time_limit_s=600.0)
+    with pytest.raises(Stop):
+        schedule_scale(problem, opts)
+    monkeypatch.setattr(scale_module, "_interval_start", lambda *args: None)  # no child: no stop
+    with pytest.raises(Stop):
+        schedule_scale(problem, opts)
+    assert replays[0] == 0 < replays[1], replays
+
+
 def test_gap_option_stops_once_proven_within_it() -> None:
     # --gap: scale stops once (cost - bound) / cost is at most the gap asked for; the inner solves stay
     # as exact as the default's, and a run that ends there returns the same schedule every time

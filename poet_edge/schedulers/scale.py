@@ -34,8 +34,9 @@ follow within the same time (:func:`_stages`: that gap's configuration cut off, 
 again below the incumbent; the bound stays the model's without cuts). The local search then goes on
 while the gap is open. On
 mid-size graphs (at most ``LNS_PAIRS`` pairs) the local search stops at ``LNS_AFTER`` of the time
-limit, or once it has not improved the incumbent for ``LNS_STALL`` replays (a count: where it
-stops does not depend on the machine's speed). Then the interval model
+limit, once it has not improved the incumbent for ``LNS_STALL`` replays (a count: where it
+stops does not depend on the machine's speed), or once the interval model's child is done (its point
+is often far cheaper). Then the interval model
 (:func:`_interval`, :mod:`poet_edge.schedulers.interval_bound`) is refined in a child process, on the
 second core, until ``INTERVAL_UNTIL`` of the time limit at most, while near windows (then stage and
 value windows) search here: its bound is a lower bound too, and where its point overfills
@@ -56,10 +57,11 @@ over their whole lives, re-optimized by HiGHS around the incumbent, every other 
 kinds take turns by time spent, each wider after a sweep without improvement; a point whose decode
 needed a repair is taken only when it gains more than the repair hides: :func:`_window_schedule`). On
 time limits of at least ``SPLIT_FROM`` seconds, a second child process builds the strict model with gap
-rows and split ends (from the start of the run on graphs too large for the stage model's cutoff proof,
+rows (from the start of the run on graphs too large for the stage model's cutoff proof,
 else after the segment cover's bound; :func:`_split_start`,
 :mod:`poet_edge.schedulers.segment_gap`) and solves its LP relaxation; while the gap is narrow, the
-windows send it the cutoff (1 - prove_gap) x the incumbent to prove, a new one whenever the incumbent
+windows send it the cutoff (1 - prove_gap) x the incumbent to prove (on the strict model first, then,
+where that has a point below it, on the split model: split ends where the relaxation asks), a new one whenever the incumbent
 has improved by more than ``SPLIT_AGAIN``, and search on while it proves (:func:`_split_poll`); its
 bounds are lower bounds too. While the split proof is not due (the gap wider than ``STRICT_GAP``, or
 already within ``prove_gap``), once the windows stall (``SECOND_STALL``) they run from a second start,
@@ -390,7 +392,8 @@ def _phases(run: _Run, plain: float, pairs: int, job: proof_process.Job | None) 
             bound = best.proved((plain + _stages(run, plain) * norm, "stage model"))[0]
             evals += _search(run, bound)
         elif mid:
-            evals = _search(run, bound, LNS_AFTER * options.time_limit_s, stall=LNS_STALL)
+            until = LNS_AFTER * options.time_limit_s  # or once the interval model's child is done
+            evals = _search(run, bound, until, stall=LNS_STALL, stop=None if job is None else job.done)
             if not _closed(best.cost, bound, options.gap_rel):  # else no model to build
                 evals += _mid_size(run, budget, bound, plain, pairs, job)
         else:
@@ -1063,15 +1066,21 @@ def _improve(run: _Run, bound: float) -> str:
 
 
 def _search(
-    run: _Run, bound: float, until: float | None = None, kicks: int | None = None, stall: int | None = None
+    run: _Run,
+    bound: float,
+    until: float | None = None,
+    kicks: int | None = None,
+    stall: int | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> int:
     """Local search (:class:`_Search`) from the three cheapest recorded plans (or from no eviction at
     all), then iterated: perturb 1-3 random segments of the best plan (fixed seed) and descend again,
     at most ``options.kicks`` times, while time remains and the gap is open; returns the number of
     replays. ``until``: stop once this many seconds of the run have passed; ``kicks``: at most this
     many perturbations instead; ``stall``: stop once the incumbent has not improved for this many
-    replays (``STALL_FIRST`` x that many before its first improvement), checked within a descent too.
-    A count, not seconds: bert_tiny at 50%, 30 s, with a stall of 0.9 s the search stopped after
+    replays (``STALL_FIRST`` x that many before its first improvement), checked within a descent too;
+    ``stop()``: stop once it says True, checked there too (then the result depends on timing). The
+    stall is a count, not seconds: bert_tiny at 50%, 30 s, with a stall of 0.9 s the search stopped after
     38.40% in some runs and after 33.53% in others (the next improvement came 0.87 s later), and the
     windows then took different paths (incumbent at the proof's hand-over 29.35% or 32.25%, gap 1.00%
     or 3.97%); at 1.1x the floor it stopped before its first improvement in some runs (221.75%) and
@@ -1097,6 +1106,9 @@ def _search(
                 improved = search.evals
 
     def stalled() -> bool:
+        if stop is not None and stop():
+            best.timed = True
+            return True
         return _stalled(search.evals, improved, stall)
 
     def more() -> bool:

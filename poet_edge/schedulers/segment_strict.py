@@ -22,8 +22,9 @@ The options are pruned strictly (:func:`poet_edge.schedulers.segment_cover.stric
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -253,6 +254,28 @@ def strict_model(
     return lp if _rows(problem, cover, lp, budget) else None
 
 
+@dataclass(frozen=True)
+class SplitModels:
+    """What :func:`split_model` gives: the strict model (None when it or its relaxation has no
+    solution), its LP relaxation's (scaled) bound, that relaxation's
+    :func:`~poet_edge.schedulers.highs_run.safe_bound` and reduced costs (a proof on the strict model
+    need not solve its LP again), and what :meth:`split` needs."""
+
+    strict: _Lp | None
+    bound: float
+    reduced: tuple[float, np.ndarray] | None = None
+    build: Callable[[Mapping[int, set[int]]], _Lp | None] | None = None  # strict_model, its arguments bound
+    cover: Cover | None = None
+    values: np.ndarray | None = None  # the relaxation's point
+
+    def split(self) -> _Lp | None:
+        """The split model: the strict model with the split ends its relaxation asks for
+        (:func:`poet_edge.schedulers.segment_gap.split_ends`; the strict model itself when none)."""
+        if self.strict is None or self.build is None or self.cover is None or self.values is None:
+            return None
+        return self.build(split_ends(self.cover, self.strict, self.values)) or self.strict
+
+
 def split_model(
     problem: SchedulingProblem,
     an: Analysis,
@@ -262,16 +285,14 @@ def split_model(
     budget: np.ndarray,
     time_limit: float,
     options: ScaleOptions,
-) -> tuple[_Lp | None, float]:
-    """The strict model (gap rows included) with the split ends its LP relaxation asks for
-    (:func:`poet_edge.schedulers.segment_gap.split_ends`; the relaxation gets ``time_limit`` seconds),
-    and that relaxation's (scaled) bound. The model is None when the relaxation has no solution, and
-    then the bound 0 as well when :func:`strict_model` is None."""
+) -> SplitModels:
+    """The strict model (gap rows included) and its LP relaxation (``time_limit`` seconds), from which
+    :meth:`SplitModels.split` builds the split model."""
     lp = strict_model(problem, an, cover, latency, norm, budget)
     if lp is None:
-        return None, 0.0
-    relaxed = _solve(lp, time_limit, options, integer=False)
+        return SplitModels(None, 0.0)
+    relaxed = _solve(lp, time_limit, options, integer=False, reduced=True)
     if relaxed.values is None:
-        return None, relaxed.bound
-    split = strict_model(problem, an, cover, latency, norm, budget, split_ends(cover, lp, relaxed.values))
-    return split or lp, relaxed.bound
+        return SplitModels(None, relaxed.bound)
+    build = partial(strict_model, problem, an, cover, latency, norm, budget)
+    return SplitModels(lp, relaxed.bound, relaxed.reduced, build, cover, relaxed.values)
