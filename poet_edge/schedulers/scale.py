@@ -56,17 +56,16 @@ search with the stage model takes over (:func:`_lns`: windows of stages, and win
 over their whole lives, re-optimized by HiGHS around the incumbent, every other column fixed; the two
 kinds take turns by time spent, each wider after a sweep without improvement; a point whose decode
 needed a repair is taken only when it gains more than the repair hides: :func:`_window_schedule`). On
-time limits of at least ``SPLIT_FROM`` seconds, a second child process builds the strict model with gap
-rows (from the start of the run on graphs too large for the stage model's cutoff proof,
-else after the segment cover's bound; :func:`_split_start`,
-:mod:`poet_edge.schedulers.segment_gap`) and solves its LP relaxation; while the gap is narrow, the
-windows send it the cutoff (1 - prove_gap) x the incumbent to prove (on the strict model first, then,
-where that has a point below it, on the split model: split ends where the relaxation asks), a new one whenever the incumbent
-has improved by more than ``SPLIT_AGAIN``, and search on while it proves (:func:`_split_poll`); its
-bounds are lower bounds too. While the split proof is not due (the gap wider than ``STRICT_GAP``, or
-already within ``prove_gap``), once the windows stall (``SECOND_STALL``) they run from a second start,
-the local optimum from the other model's plan (:func:`_second_start`), until those stall too, then on
-from the run's incumbent. If the windows stall at full width, the local search gets the time left.
+time limits of at least ``SPLIT_FROM`` seconds, a second child process builds the strict model with gap rows
+(from the start of the run on graphs too large for the stage model's cutoff proof, else after the segment
+cover's bound; :func:`_split_start`, :mod:`poet_edge.schedulers.segment_gap`) and solves its LP relaxation;
+while the gap is narrow, the windows send it the cutoff (1 - prove_gap) x the incumbent to prove (on the
+strict model first, then, where that has a point below it, on the split model: split ends where the relaxation
+asks), a new one whenever the incumbent has improved by more than ``SPLIT_AGAIN``, and search on while it
+proves (:func:`_split_poll`); its bounds are lower bounds too. While the split proof is not due (the gap wider
+than ``STRICT_GAP``, or already within ``prove_gap``), once the windows stall (``SECOND_STALL``) they run from
+a second start, the local optimum from the other model's plan (:func:`_second_start`), until those stall too,
+then on from the run's incumbent. If the windows stall at full width, the local search gets the time left.
 The incumbent is kept across the phases (a later phase only replaces it by a cheaper schedule).
 
 Local search (:func:`_search`). From the cheapest replayed plans: descents of
