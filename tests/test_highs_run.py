@@ -1,5 +1,6 @@
 """highs_run's reduced-cost fixing against a cutoff: its bound is HiGHS's LP optimum, it never cuts off a
-point below the cutoff, and it does narrow columns (random covering MIPs, fixed seeds)."""
+point below the cutoff, it narrows as much given the LP's reduced costs as when it solves the LP, and
+it does narrow columns (random covering MIPs, fixed seeds)."""
 
 from __future__ import annotations
 
@@ -42,8 +43,9 @@ def test_fixing_keeps_every_point_below_the_cutoff(seed: int) -> None:
     lp = _mip(seed)
     fixed = fix_by_reduced_cost(lp, np.inf)  # nothing is narrowed with no cutoff; the LP is solved
     assert fixed is not None and fixed[1] == 0
-    assert fixed[0] == pytest.approx(lp.getInfo().objective_function_value, abs=1e-9)
+    assert fixed[0] == pytest.approx(_relaxed(seed)[0], abs=1e-9)
     assert fixed[0] <= optimum + 1e-9
+    assert lp.getInfo().primal_solution_status == 0  # its solution cleared: HiGHS would take it as a start
     for share in (1.0, 1.01, 1.1):  # the optimum itself, just below the cutoff, stays
         h = _mip(seed)
         got = fix_by_reduced_cost(h, share * optimum)
@@ -58,6 +60,39 @@ def test_fixing_keeps_every_point_below_the_cutoff(seed: int) -> None:
     assert status == highspy.HighsModelStatus.kInfeasible or (
         status == highspy.HighsModelStatus.kOptimal and h.getInfo().objective_function_value >= optimum - 1e-9
     )
+
+
+def _relaxed(seed: int) -> tuple[float, np.ndarray]:
+    """The LP relaxation's optimum and safe_bound (with its reduced costs) of _mip(seed)."""
+    h = _mip(seed)
+    ints = np.flatnonzero(np.asarray(h.getLp().integrality_, dtype=int)).astype(np.int32)
+    h.changeColsIntegrality(len(ints), ints, np.zeros(len(ints), dtype=np.uint8))
+    run_highs(h)
+    got = safe_bound(h)
+    assert got is not None and got[0] == pytest.approx(h.getInfo().objective_function_value, abs=1e-9)
+    return got
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fixing_given_the_lps_reduced_costs_narrows_as_solving_it_does(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from poet_edge.schedulers import highs_run
+
+    optimum = _optimum(_mip(seed))
+    relaxed = _relaxed(seed)
+    solves: list[int] = []
+    monkeypatch.setattr(highs_run, "run_highs", lambda h: (solves.append(1), run_highs(h)))
+    solved, given = _mip(seed), _mip(seed)
+    first = fix_by_reduced_cost(solved, 1.01 * optimum)
+    assert first is not None and len(solves) == 1
+    assert fix_by_reduced_cost(given, 1.01 * optimum, relaxed) == first and len(solves) == 1  # no LP
+    for a, b in (
+        (solved.getLp().col_lower_, given.getLp().col_lower_),
+        (solved.getLp().col_upper_, given.getLp().col_upper_),
+    ):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+    assert _optimum(given) == pytest.approx(optimum, abs=1e-9)
 
 
 def test_fixing_narrows_columns() -> None:
