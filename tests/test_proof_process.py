@@ -133,7 +133,7 @@ def test_where_the_strict_model_has_a_point_below_the_cutoff_the_child_proves_on
 
 
 def test_a_proof_given_the_relaxations_reduced_costs_is_the_proof_that_solves_the_lp_again() -> None:
-    """_solve(reduced=True) on the LP relaxation returns its safe bound (at most the LP optimum) and
+    """_solve(with_reduced=True) on the LP relaxation returns its safe bound (at most the LP optimum) and
     reduced costs; a cutoff proof given them ends as one that solves the LP itself."""
     problem, an, cover, plain, budget = _split_args()
     models = split_model(problem, an, cover, False, plain, budget, 10.0, OPTIONS)  # type: ignore[arg-type]

@@ -253,7 +253,7 @@ def _split(args: tuple[Any, ...], deadline: float, tell: Callable[[float], None]
     if models.strict is None:
         return None
     came.wait()
-    lp, reduced, solved = models.strict, models.reduced or False, None
+    lp, reduced, solved = models.strict, models.reduced, None
     while cutoffs and time.time() < deadline:
         cutoff = cutoffs[-1]
         newer = partial(_newer, cutoffs, cutoff)
@@ -269,7 +269,7 @@ def _split(args: tuple[Any, ...], deadline: float, tell: Callable[[float], None]
         split = models.split()  # the strict model has a point below the cutoff
         if split is None or split is models.strict:
             break
-        lp, reduced = split, False
+        lp, reduced = split, None
     return solved
 
 

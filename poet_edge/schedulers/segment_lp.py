@@ -341,7 +341,7 @@ class _Solved:
     objective: float | None  # scaled, None without a solution
     bound: float  # scaled dual bound (0 when unknown)
     values: np.ndarray | None
-    reduced: tuple[float, np.ndarray] | None = None  # an LP's safe bound and reduced costs (``reduced``)
+    reduced: tuple[float, np.ndarray] | None = None  # an LP's safe bound and reduced costs (``with_reduced``)
 
 
 def _solve(
@@ -352,7 +352,8 @@ def _solve(
     cutoff: float | None = None,
     on_bound: Callable[[float], None] | None = None,
     stop: Callable[[], bool] | None = None,
-    reduced: tuple[float, np.ndarray] | bool = False,
+    with_reduced: bool = False,
+    reduced: tuple[float, np.ndarray] | None = None,
     first_point: bool = False,
 ) -> _Solved:
     """HiGHS on the model (its LP relaxation unless ``integer``). With ``cutoff`` (scaled), HiGHS looks
@@ -362,9 +363,9 @@ def _solve(
     :func:`~poet_edge.schedulers.highs_run.fix_by_reduced_cost` (bert_tiny at 50%, the split model, 2
     threads, 28.06% proven: 24 s -> 16 s; presolve 4 s -> 1 s). ``on_bound``: told HiGHS's MIP dual bound
     (scaled; with ``cutoff``, at most that) whenever it checks for an interrupt; ``stop()``: asked then
-    too, the solve ends once it says True (status "Interrupted by user"). ``reduced``: for an LP
-    relaxation, True returns its :func:`~poet_edge.schedulers.highs_run.safe_bound` and reduced costs
-    (``_Solved.reduced``); for a proof, those of the same model (its LP then not solved again).
+    too, the solve ends once it says True (status "Interrupted by user"). ``with_reduced``: an LP
+    relaxation also returns its :func:`~poet_edge.schedulers.highs_run.safe_bound` and reduced costs
+    (``_Solved.reduced``); ``reduced``: a proof is given those of the same model (its LP not solved again).
     ``first_point``: a proof ends at the first point below the cutoff (it has failed then)."""
     import highspy
 
@@ -400,7 +401,7 @@ def _solve(
         for name, value in PROOF_OPTIONS:
             h.setOptionValue(name, value)
         began = time.perf_counter()
-        fixed = fix_by_reduced_cost(h, cutoff, None if isinstance(reduced, bool) else reduced)
+        fixed = fix_by_reduced_cost(h, cutoff, reduced)
         if fixed is not None and fixed[0] > cutoff + CUTOFF_TOL:  # the LP alone proves it
             return _Solved("cutoff by LP", True, False, None, cutoff, None)
         h.setOptionValue("time_limit", max(0.05, time_limit - (time.perf_counter() - began)))
@@ -435,5 +436,5 @@ def _solve(
     if optimal and obj is not None and not integer:
         bound = obj
     values = np.array(h.getSolution().col_value) if has else None
-    got = safe_bound(h) if reduced is True and not integer and optimal else None
+    got = safe_bound(h) if with_reduced and not integer and optimal else None
     return _Solved(status, not infeasible, optimal, obj, max(0.0, bound), values, got)

@@ -259,21 +259,16 @@ class SplitModels:
     """What :func:`split_model` gives: the strict model (None when it or its relaxation has no
     solution), its LP relaxation's (scaled) bound, that relaxation's
     :func:`~poet_edge.schedulers.highs_run.safe_bound` and reduced costs (a proof on the strict model
-    need not solve its LP again), and what :meth:`split` needs."""
+    need not solve its LP again), and the split model's build from that relaxation (:meth:`split`)."""
 
     strict: _Lp | None
     bound: float
     reduced: tuple[float, np.ndarray] | None = None
-    build: Callable[[Mapping[int, set[int]]], _Lp | None] | None = None  # strict_model, its arguments bound
-    cover: Cover | None = None
-    values: np.ndarray | None = None  # the relaxation's point
+    make_split: Callable[[], _Lp] | None = None  # _split_of with its arguments bound
 
     def split(self) -> _Lp | None:
-        """The split model: the strict model with the split ends its relaxation asks for
-        (:func:`poet_edge.schedulers.segment_gap.split_ends`; the strict model itself when none)."""
-        if self.strict is None or self.build is None or self.cover is None or self.values is None:
-            return None
-        return self.build(split_ends(self.cover, self.strict, self.values)) or self.strict
+        """The split model (None without a strict model)."""
+        return None if self.make_split is None else self.make_split()
 
 
 def split_model(
@@ -291,8 +286,23 @@ def split_model(
     lp = strict_model(problem, an, cover, latency, norm, budget)
     if lp is None:
         return SplitModels(None, 0.0)
-    relaxed = _solve(lp, time_limit, options, integer=False, reduced=True)
+    relaxed = _solve(lp, time_limit, options, integer=False, with_reduced=True)
     if relaxed.values is None:
         return SplitModels(None, relaxed.bound)
-    build = partial(strict_model, problem, an, cover, latency, norm, budget)
-    return SplitModels(lp, relaxed.bound, relaxed.reduced, build, cover, relaxed.values)
+    make = partial(_split_of, problem, an, cover, latency, norm, budget, lp, relaxed.values)
+    return SplitModels(lp, relaxed.bound, relaxed.reduced, make)
+
+
+def _split_of(
+    problem: SchedulingProblem,
+    an: Analysis,
+    cover: Cover,
+    latency: bool,
+    norm: float,
+    budget: np.ndarray,
+    lp: _Lp,
+    values: np.ndarray,
+) -> _Lp:
+    """The strict model ``lp`` with the split ends its relaxation's point ``values`` asks for
+    (:func:`poet_edge.schedulers.segment_gap.split_ends`; ``lp`` itself when that model is None)."""
+    return strict_model(problem, an, cover, latency, norm, budget, split_ends(cover, lp, values)) or lp
