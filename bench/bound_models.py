@@ -62,7 +62,7 @@ def split(
     budget: np.ndarray,
 ) -> _Lp | None:
     """The split model as scale's split proof builds it (its LP relaxation gets the time limit)."""
-    return split_model(problem, an, cover, latency, norm, budget, options.time_limit_s, options)[0]
+    return split_model(problem, an, cover, latency, norm, budget, options.time_limit_s, options).split()
 
 
 def measure(problem: SchedulingProblem, build: Build, norm: float, options: ScaleOptions) -> tuple[str, ...]:

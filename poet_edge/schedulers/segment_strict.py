@@ -264,7 +264,7 @@ class SplitModels:
     strict: _Lp | None
     bound: float
     reduced: tuple[float, np.ndarray] | None = None
-    make_split: Callable[[], _Lp] | None = None  # _split_of with its arguments bound
+    make_split: Callable[[], _Lp] | None = None  # _split_of, its arguments bound
 
     def split(self) -> _Lp | None:
         """The split model (None without a strict model)."""
@@ -289,20 +289,15 @@ def split_model(
     relaxed = _solve(lp, time_limit, options, integer=False, with_reduced=True)
     if relaxed.values is None:
         return SplitModels(None, relaxed.bound)
-    make = partial(_split_of, problem, an, cover, latency, norm, budget, lp, relaxed.values)
+    build = partial(strict_model, problem, an, cover, latency, norm, budget)
+    make = partial(_split_of, build, cover, lp, relaxed.values)
     return SplitModels(lp, relaxed.bound, relaxed.reduced, make)
 
 
 def _split_of(
-    problem: SchedulingProblem,
-    an: Analysis,
-    cover: Cover,
-    latency: bool,
-    norm: float,
-    budget: np.ndarray,
-    lp: _Lp,
-    values: np.ndarray,
+    build: Callable[[Mapping[int, set[int]]], _Lp | None], cover: Cover, lp: _Lp, values: np.ndarray
 ) -> _Lp:
-    """The strict model ``lp`` with the split ends its relaxation's point ``values`` asks for
+    """The strict model ``lp`` rebuilt (``build``: :func:`strict_model` with the problem's arguments
+    bound) with the split ends its relaxation's point ``values`` asks for
     (:func:`poet_edge.schedulers.segment_gap.split_ends`; ``lp`` itself when that model is None)."""
-    return strict_model(problem, an, cover, latency, norm, budget, split_ends(cover, lp, values)) or lp
+    return build(split_ends(cover, lp, values)) or lp
