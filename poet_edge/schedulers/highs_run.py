@@ -190,8 +190,8 @@ def fix_by_reduced_cost(
     Returns (``z``, columns narrowed), None when the LP gives no bound (nothing changed). The LP's
     solution is cleared: HiGHS would take it as a start and solve a sub-MIP to repair it
     (mobilenetv2_035 with every parameter trained at 1.1x its floor, the split model: 0.7 s)."""
-    integrality = list(h.getLp().integrality_)
-    ints = np.array([j for j, t in enumerate(integrality) if int(t)], dtype=np.int32)
+    lp = h.getLp()  # a copy of the whole model: taken once (the LP solve below changes no bound)
+    ints = np.array([j for j, t in enumerate(lp.integrality_) if int(t)], dtype=np.int32)
     if got is None:
         if len(ints):
             h.changeColsIntegrality(len(ints), ints, np.zeros(len(ints), dtype=np.uint8))
@@ -203,7 +203,6 @@ def fix_by_reduced_cost(
     if got is None:
         return None
     z, d = got
-    lp = h.getLp()
     low, up = np.asarray(lp.col_lower_)[ints], np.asarray(lp.col_upper_)[ints]
     dj = d[ints]
     room = cutoff + CUTOFF_TOL - z  # what a column may add to z and stay below the cutoff
