@@ -199,6 +199,13 @@ CONV_GEOMETRIES = [
     ((1, 8, 8, 8), (8, 8, 1, 1), 2, (0, 0, 0, 0), 1),
     ((2, 8, 8, 8), (8, 4, 1, 1), 2, (0, 0, 0, 0), 2),
     ((1, 4, 6, 15), (12, 4, 1, 1), 2, (0, 0, 0, 0), 1),
+    # width-5 kernels of height 1 and 3 with several input channels (the 5-wide input-gradient path took
+    # the weights of one channel 25 apart, as for 5x5: wrong bits and reads past W; issue 54): a Conv1d
+    # of an accelerometer CNN (k5 p2, 16 -> 32 channels, length 64) and (3, 5) kernels
+    ((1, 16, 1, 64), (32, 16, 1, 5), 1, (0, 2, 0, 2), 1),
+    ((1, 3, 1, 128), (16, 3, 1, 5), 1, (0, 2, 0, 2), 1),
+    ((1, 3, 8, 8), (4, 3, 3, 5), 1, (1, 2, 1, 2), 1),
+    ((2, 4, 6, 9), (3, 4, 3, 5), 1, (1, 2, 1, 2), 1),
 ]
 
 

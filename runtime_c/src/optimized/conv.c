@@ -1344,8 +1344,10 @@ POET_ALWAYS_INLINE void poet_gi_rows(const poet_cgeo *g, const float *dY, const 
                     poet_run(&b, end - q, 1, g->SW, R, 0, 2, 1, -1, SWC, 9, 0);
                 else if (KWC == 3 && nkw == 1 && R == 4)
                     poet_run(&b, end - q, 1, g->SW, R, 0, 1, 1, -1, SWC, 9, 0);
-                else if (KWC == 5 && SWC == 1 && nkw == 5)
+                else if (KWC == 5 && SWC == 1 && nkw == 5 && g->KH == 5) /* 5x5: channels 25 apart */
                     poet_run(&b, end - q, 1, 1, R, 0, 5, 1, -1, 1, 25, 0);
+                else if (KWC == 5 && SWC == 1 && nkw == 5) /* (1,5), (3,5), ...: KH * 5 apart (run time) */
+                    poet_run(&b, end - q, 1, 1, R, 0, 5, 1, -1, 1, 0, 0);
                 else
                     poet_run(&b, end - q, 1, g->SW, R, 0, 0, 1, -1, SWC, 0, 0);
                 b.nk1 = g->Mg;
