@@ -36,6 +36,32 @@ def c_float(v: float) -> str:
     return f"{mant}f" if int(exp) == 0 else f"{mant}e{int(exp)}f"
 
 
+def c_comment(text: str) -> str:
+    """``text`` made safe inside a C block comment: no comment end or nested start, no line break, no
+    trigraph, printable ASCII only (anything else becomes '?'); the comment keeps the name
+    recognisable, not exact."""
+    safe = "".join(ch if " " <= ch <= "~" else "?" for ch in text)
+    safe = safe.replace("*/", "* /").replace("/*", "/ *")
+    while "??" in safe:
+        safe = safe.replace("??", "? ?")
+    return safe
+
+
+def c_string(text: str) -> str:
+    """``text`` as a C string literal (with its quotes) holding exactly its UTF-8 bytes: quote, backslash and
+    '?' (trigraphs) escaped, every byte outside printable ASCII as a three-digit octal escape."""
+    out = []
+    for b in text.encode("utf-8"):
+        ch = chr(b)
+        if ch in '"\\?':
+            out.append("\\" + ch)
+        elif 0x20 <= b < 0x7F:
+            out.append(ch)
+        else:
+            out.append(f"\\{b:03o}")
+    return '"' + "".join(out) + '"'
+
+
 def c_name(name: str, taken: set[str]) -> str:
     base = "poet_param_" + re.sub(r"[^0-9A-Za-z_]", "_", name)
     out, k = base, 1
@@ -193,19 +219,19 @@ def body(
             for i, name in enumerate((s.node, *groups[s.node].epilogue)):
                 n = nodes[name]
                 where = " (in place)" if i else again
-                lines.append(f"    /* {k}: {n.name} = {n.op}{where} */")
+                lines.append(f"    /* {k}: {c_comment(n.name)} = {n.op}{where} */")
                 lines.append(call_line(kernel_call(n, tg), ptrs.tensor_ptr, arrays, kinds[n.op]))
                 if n.outputs and tg.tensor(n.outputs[0]).role == Role.LOSS:
                     lines.append(f"    loss = *{ptrs.tensor_ptr(n.outputs[0])};")
         elif isinstance(s, PageOut):
-            lines.append(f"    /* {k}: page out {s.node} */")
+            lines.append(f"    /* {k}: page out {c_comment(s.node)} */")
             lines.append(
                 f"    poet_storage_write({storage.offsets[s.node]}u, {ptrs.value_ptr(s.node)}, "
                 f"{value_bytes[s.node]}u);"
             )
         elif isinstance(s, PageIn):
             ptrs.born(k, s.node)
-            lines.append(f"    /* {k}: page in {s.node} */")
+            lines.append(f"    /* {k}: page in {c_comment(s.node)} */")
             lines.append(
                 f"    poet_storage_read({storage.offsets[s.node]}u, {ptrs.value_ptr(s.node)}, "
                 f"{value_bytes[s.node]}u);"
@@ -227,10 +253,11 @@ def _param_arrays(tg: Graph) -> tuple[str, str, dict[str, str]]:
         qual = "static float" if trainable else "static const float"
         rows = [", ".join(c_float(v) for v in arr[i : i + 8]) for i in range(0, arr.size, 8)]
         decls.append(
-            f"/* {name} {list(tg.params[name].shape)}, {'trainable' if trainable else 'frozen'} */\n"
+            f"/* {c_comment(name)} {list(tg.params[name].shape)}, {'trainable' if trainable else 'frozen'} */"
+            "\n"
             f"{qual} {var}[{arr.size}] POET_ALIGNED = {{\n    " + ",\n    ".join(rows) + "\n};"
         )
-        table.append(f'    {{"{name}", {var}, {arr.size}, {int(trainable)}}},')
+        table.append(f"    {{{c_string(name)}, {var}, {arr.size}, {int(trainable)}}},")
     return "\n".join(decls), "\n".join(table), vars_
 
 
@@ -247,7 +274,7 @@ def generate(
     param_decls, table, vars_ = _param_arrays(tg)
     arrays = IntArrays()
     step_lines = body(tg, spec, schedule, plan, storage, vars_, arrays)  # fills ``arrays``
-    common = {"version": __version__, "model": meta["model"], "arena_bytes": plan.arena_bytes}
+    common = {"version": __version__, "model": c_comment(str(meta["model"])), "arena_bytes": plan.arena_bytes}
     header = render(
         "poet_model.h.in",
         **common,

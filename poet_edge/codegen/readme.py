@@ -31,13 +31,19 @@ SIM_KEYS = (
 FIXED_KEYS = ("fixed_bytes", "trainable_bytes", "inputs_bytes", "reserve_bytes")
 
 
+def md_text(text: str) -> str:
+    """A name on one line of a Markdown table: escapes for line breaks and other control characters, no
+    backquote or column bar."""
+    return text.encode("unicode_escape").decode("ascii").replace("|", "\\|").replace("`", "'")
+
+
 def _param_rows(tg: Graph) -> tuple[str, int]:
     rows, frozen = [], 0
     for i, name in enumerate(sorted(tg.params)):
         count, trainable = int(np.asarray(tg.params[name]).size), name in tg.trainable
         frozen += 0 if trainable else 4 * count
         where = "RAM (`.data`)" if trainable else "flash (`const`)"
-        rows.append(f"| {i} | `{name}` | {count} | {'yes' if trainable else 'no'} | {where} |")
+        rows.append(f"| {i} | `{md_text(name)}` | {count} | {'yes' if trainable else 'no'} | {where} |")
     return "\n".join(rows), frozen
 
 
@@ -104,7 +110,7 @@ def render_readme(
     budget, ram = meta.get("budget_bytes"), meta["predicted_ram_bytes"]
     values: dict[str, object] = {
         "version": __version__,
-        "model": meta["model"],
+        "model": md_text(str(meta["model"])),
         "device": meta.get("device", "?"),
         "budget_bytes": "?" if budget is None else budget,
         "budget_kib": "?" if budget is None else f"{budget / 1024:.1f}",
