@@ -82,6 +82,28 @@ def test_one_problem_keeps_the_one_line_error():
     assert "\n" not in str(e.value)
 
 
+I64S = (("zero", 0), ("axes", [0]), ("minus1", [-1]))
+
+
+def test_a_refusal_does_not_cascade_through_shape_computations():
+    """TorchScript's flatten after a refused op: Shape/Gather/Unsqueeze/Concat/Reshape on an unknown shape
+    and a Gemm on an unknown value add no error of their own."""
+    w = numpy_helper.from_array(np.ones((48, 2), np.float32), "w")
+    nodes = [
+        k("LRN", ["x"], ["n"], name="norm1", size=3),
+        k("Shape", ["n"], ["s"]),
+        k("Gather", ["s", "zero"], ["b"], axis=0),
+        k("Unsqueeze", ["b", "axes"], ["b1"]),
+        k("Concat", ["b1", "minus1"], ["shape"], axis=0),
+        k("Reshape", ["n", "shape"], ["f"]),
+        k("Gemm", ["f", "w"], ["y"], name="fc"),
+    ]
+    inits = [w, *(numpy_helper.from_array(np.array(v, np.int64), n) for n, v in I64S)]
+    with pytest.raises(PoetError, match=r"^node 'norm1': unsupported op LRN; supported: ") as e:
+        frontend.to_ir(_save(nodes, [1, 3, 4, 4], "y", [1, 2], inits))
+    assert "\n" not in str(e.value)
+
+
 @pytest.mark.parametrize("command", ["compile", "inspect"])
 def test_cli_reports_every_problem_and_writes_nothing(tmp_path, command):
     model = tmp_path / "four.onnx"
