@@ -129,6 +129,8 @@ class _Builder:
             names = [vi.name for vi in self.inputs]
             raise PoetError(f"the model must have exactly one data input, it has {len(names)}: {names}")
         vi = self.inputs[0]
+        if batch != 1:  # 1 is every caller's default: on a fixed batch it means "the export's"
+            resolve_batch(vi, batch)  # refuses a batch the export fixed otherwise
         self.tensors[vi.name] = Tensor(vi.name, _input_shape(vi, batch), "float32", Role.INPUT)
 
     def add(self, pn: onnx.NodeProto, index: int) -> None:
@@ -269,8 +271,9 @@ class _Builder:
 
 
 def to_ir(model: onnx.ModelProto, batch: int = 1) -> Graph:
-    """The IR graph. ``batch`` sets a dynamic batch dimension; a fixed one keeps the export's value (the
-    commands refuse a --batch that differs from it, see resolve_batch; graph_batch tells the one used)."""
+    """The IR graph. ``batch`` sets a dynamic batch dimension. On a fixed one, the default 1 keeps the
+    export's value and any other batch that differs is refused (the commands also refuse an explicit
+    --batch 1 there, see resolve_batch); graph_batch tells the batch used."""
     if batch < 1:
         raise PoetError(f"--batch must be at least 1, got {batch}")
     b = _Builder(model, batch)

@@ -144,6 +144,9 @@ def test_batch_on_a_fixed_batch_dimension_is_refused(tmp_path):
         assert r.stderr.rstrip().endswith("or drop --batch")
         assert not (tmp_path / "out").exists()
     assert poet("inspect", model, "--batch", "1").returncode == 0  # the same batch is no conflict
+    with pytest.raises(PoetError, match="fixed at 1, --batch 4 cannot apply"):
+        frontend.load(model, 4)  # the library refuses it too
+    assert frontend.graph_batch(frontend.load(_static(tmp_path / "static3.onnx", 3))) == 3  # default 1
 
 
 def test_inspect_and_plan_show_the_batch_used(tmp_path):
