@@ -310,7 +310,7 @@ def _collected(problems: list[PoetError]) -> PoetError:
     lines += [f"  - {e}" for e in problems]
     if any(isinstance(e, UnsupportedOp) for e in problems):
         lines.append(f"  {supported}")
-    lines.append("  see docs/models.md, 'Unsupported ops', for what to do")
+    lines.append("  what to do: docs/models.md, 'When poet refuses a model'")
     return PoetError("\n".join(lines))
 
 
@@ -380,8 +380,9 @@ def trainable_candidates(nodes: list[Node], params: dict[str, np.ndarray]) -> fr
 
 
 def graph_batch(g: Graph) -> int:
-    """The batch a graph was built with: axis 0 of its data input."""
-    return g.shape(g.inputs[0])[0]
+    """The batch a graph was built with: axis 0 of its data input (1 for a scalar input)."""
+    shape = g.shape(g.inputs[0])
+    return shape[0] if shape else 1
 
 
 def batch_of(path: str | Path, batch: int | None = None) -> int:
