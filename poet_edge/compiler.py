@@ -207,7 +207,7 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
         "model_sha256": hashlib.sha256(opts.model.read_bytes()).hexdigest(),
         "device": c.profile.name,
         "ram_budget_bytes": opts.ram_bytes,
-        "batch": opts.batch,
+        "batch": frontend.graph_batch(c.graph),  # the batch used, also where the export fixed it
         "loss": opts.loss.value,
         "lr": opts.lr,
         "train": opts.train,

@@ -13,6 +13,7 @@ from onnx import numpy_helper
 from poet_edge import ops
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Node, Role, Tensor
+from poet_edge.trainable import zero_states
 
 _DTYPES = {onnx.TensorProto.FLOAT: "float32"}
 
@@ -22,6 +23,10 @@ _DTYPES = {onnx.TensorProto.FLOAT: "float32"}
 # folded (they are parameters). The fold-only ops exist in a poet graph only this way.
 FOLD_ONLY = ("Shape", "Gather", "Unsqueeze", "Squeeze", "ConstantOfShape", "Cast")
 FOLDABLE = FOLD_ONLY + ("Concat", "Add", "Sub", "Mul", "Div", "Identity", "Slice", "Reshape")
+
+
+class UnsupportedOp(PoetError):
+    """A node whose op poet does not implement; the collected error lists the supported ops once."""
 
 
 def load_onnx(path: str | Path) -> onnx.ModelProto:
@@ -51,6 +56,32 @@ def _attrs(node: onnx.NodeProto) -> dict[str, object]:
             v = tuple(x.decode() if isinstance(x, bytes) else x for x in v)
         out[a.name] = v
     return out
+
+
+def fixed_batch(vi: onnx.ValueInfoProto) -> int | None:
+    """The batch dimension (axis 0) of a data input when the export fixed it, None when it is dynamic."""
+    dims = vi.type.tensor_type.shape.dim
+    if dims and dims[0].HasField("dim_value") and dims[0].dim_value > 0:
+        return int(dims[0].dim_value)
+    return None
+
+
+def resolve_batch(vi: onnx.ValueInfoProto, batch: int | None) -> int:
+    """The batch a compile uses: --batch on a dynamic batch dimension (default 1), the export's own on a
+    fixed one. A --batch that differs from a fixed batch is refused: silently using another batch than
+    asked would mislead, and a static export's reshapes often bake its batch in."""
+    fixed = fixed_batch(vi)
+    if batch is not None and batch < 1:
+        raise PoetError(f"--batch must be at least 1, got {batch}")
+    if fixed is None:
+        return 1 if batch is None else batch
+    if batch is not None and batch != fixed:
+        raise PoetError(
+            f"input '{vi.name}': the model's batch dimension is fixed at {fixed}, --batch {batch} cannot "
+            f"apply; re-export with a dynamic batch dimension (torch.onnx.export(..., dynamic_axes="
+            f"{{'{vi.name}': {{0: 'batch'}}}}) or dynamic_shapes) or drop --batch"
+        )
+    return fixed
 
 
 def _input_shape(vi: onnx.ValueInfoProto, batch: int) -> tuple[int, ...]:
@@ -85,6 +116,7 @@ class _Builder:
         self.params: dict[str, np.ndarray] = {}
         self.consts: dict[str, np.ndarray] = {}
         self.frozen: set[str] = set()  # float constants used as data: parameters that are never trained
+        self.unknown: set[str] = set()  # outputs of refused nodes: later readers get only op/attribute checks
         for init in g.initializer:
             arr = numpy_helper.to_array(init)
             if arr.dtype == np.float32:
@@ -97,15 +129,14 @@ class _Builder:
             names = [vi.name for vi in self.inputs]
             raise PoetError(f"the model must have exactly one data input, it has {len(names)}: {names}")
         vi = self.inputs[0]
+        if batch != 1:  # 1 is every caller's default: on a fixed batch it means "the export's"
+            resolve_batch(vi, batch)  # refuses a batch the export fixed otherwise
         self.tensors[vi.name] = Tensor(vi.name, _input_shape(vi, batch), "float32", Role.INPUT)
 
     def add(self, pn: onnx.NodeProto, index: int) -> None:
         name = pn.name or f"{pn.op_type}_{index}"
         if pn.domain not in ("", "ai.onnx"):
-            raise PoetError(
-                f"node '{name}': op {pn.domain}::{pn.op_type} is not in the ONNX domain; "
-                f"supported: {', '.join(ops.supported_onnx_ops())}"
-            )
+            raise UnsupportedOp(f"node '{name}': op {pn.domain}::{pn.op_type} is not in the ONNX domain")
         if pn.op_type == "Constant":
             self.consts[pn.output[0]] = self._constant(pn, name)
             return
@@ -123,10 +154,7 @@ class _Builder:
                     f" (its inputs are compile-time constants, but {pn.op_type} is not evaluated at "
                     f"compile time; foldable: {', '.join(FOLDABLE)})"
                 )
-            raise PoetError(
-                f"node '{name}': unsupported op {pn.op_type}{why}; supported: "
-                f"{', '.join(ops.supported_onnx_ops())}"
-            )
+            raise UnsupportedOp(f"node '{name}': unsupported op {pn.op_type}{why}")
         attrs, inputs = _attrs(pn), []
         for i, t in enumerate(pin):
             if i in op.const_inputs:
@@ -154,6 +182,37 @@ class _Builder:
         for out, shape in zip(node.outputs, shapes, strict=False):
             self.tensors[out] = Tensor(out, tuple(int(d) for d in shape), "float32", Role.ACTIVATION)
         self.nodes.append(node)
+
+    def refused(self, pn: onnx.NodeProto) -> None:
+        """Marks the outputs of a node that could not be added, so that readers are checked, not shaped."""
+        self.unknown.update(t for t in pn.output if t)
+
+    def reads_refused(self, pn: onnx.NodeProto) -> bool:
+        return any(t in self.unknown for t in pn.input)
+
+    def check_only(self, pn: onnx.NodeProto, index: int) -> None:
+        """A node that reads a refused node's output: its shapes are unknown, but whether its op and its
+        attributes are supported can still be told (so that one error lists every problem)."""
+        name = pn.name or f"{pn.op_type}_{index}"
+        self.refused(pn)
+        if pn.domain not in ("", "ai.onnx"):
+            raise UnsupportedOp(f"node '{name}': op {pn.domain}::{pn.op_type} is not in the ONNX domain")
+        op = ops.REGISTRY.get(pn.op_type)
+        if op is None and pn.op_type in FOLDABLE:
+            return  # a shape computation on an unknown value: nothing to tell
+        if op is None or op.internal:
+            raise UnsupportedOp(f"node '{name}': unsupported op {pn.op_type}")
+        pin = _trim(pn.input)
+        if any(i < len(pin) and pin[i] in self.unknown for i in op.const_inputs):
+            return  # its constant inputs are unknown: the attribute checks would guess
+        attrs = _attrs(pn)
+        for i, key in op.const_inputs.items():
+            value = self.consts.get(pin[i], self.params.get(pin[i])) if i < len(pin) and pin[i] else None
+            if value is not None:
+                attrs[key] = tuple(np.asarray(value).reshape(-1).tolist())
+        inputs = tuple(t for i, t in enumerate(pin) if i not in op.const_inputs)
+        if op.check:
+            op.check(Node(name, pn.op_type, inputs, tuple(_trim(pn.output)), attrs))
 
     def _known(self, op: str, pin: list[str]) -> bool:
         if op == "Shape":
@@ -212,11 +271,24 @@ class _Builder:
 
 
 def to_ir(model: onnx.ModelProto, batch: int = 1) -> Graph:
+    """The IR graph. ``batch`` sets a dynamic batch dimension. On a fixed one, the default 1 keeps the
+    export's value and any other batch that differs is refused (the commands also refuse an explicit
+    --batch 1 there, see resolve_batch); graph_batch tells the batch used."""
     if batch < 1:
         raise PoetError(f"--batch must be at least 1, got {batch}")
     b = _Builder(model, batch)
+    problems: list[PoetError] = []
     for i, pn in enumerate(model.graph.node):
-        b.add(pn, i)
+        try:
+            if b.reads_refused(pn):
+                b.check_only(pn, i)
+            else:
+                b.add(pn, i)
+        except PoetError as e:
+            problems.append(e)
+            b.refused(pn)
+    if problems:
+        raise _collected(problems)
     outputs = tuple(o.name for o in model.graph.output)
     missing = [o for o in outputs if o not in b.tensors or b.tensors[o].role != Role.ACTIVATION]
     if missing:
@@ -224,8 +296,22 @@ def to_ir(model: onnx.ModelProto, batch: int = 1) -> Graph:
     used = {t for n in b.nodes for t in n.inputs}
     params = {k: v for k, v in b.params.items() if k in used}
     tensors = {k: v for k, v in b.tensors.items() if v.role != Role.PARAMETER or k in used}
-    trainable = trainable_candidates(b.nodes, params) - b.frozen
+    trainable = trainable_candidates(b.nodes, params) - b.frozen - zero_states(b.nodes, params)
     return Graph(tensors, tuple(b.nodes), (b.inputs[0].name,), outputs, params, trainable)
+
+
+def _collected(problems: list[PoetError]) -> PoetError:
+    """One error for every refused node: each on its own line, then the supported ops once."""
+    supported = f"supported: {', '.join(ops.supported_onnx_ops())}"
+    if len(problems) == 1:
+        e = problems[0]
+        return PoetError(f"{e}; {supported}") if isinstance(e, UnsupportedOp) else e
+    lines = [f"the model has {len(problems)} problems (every node poet cannot compile is listed):"]
+    lines += [f"  - {e}" for e in problems]
+    if any(isinstance(e, UnsupportedOp) for e in problems):
+        lines.append(f"  {supported}")
+    lines.append("  what to do: docs/models.md, 'When poet refuses a model'")
+    return PoetError("\n".join(lines))
 
 
 def _trim(names) -> list[str]:
@@ -283,7 +369,7 @@ def _fold_value(op: str, xs: list, attrs: dict[str, object]) -> np.ndarray:
 def trainable_candidates(nodes: list[Node], params: dict[str, np.ndarray]) -> frozenset[str]:
     """Parameters that may be trained: those read by at least one op input that is not frozen.
     Scalar initializers (an attention scale, a clip bound) are constants of the exported graph, not
-    weights."""
+    weights. to_ir also leaves out zero states (see poet_edge/trainable.py for the whole rule)."""
     out: set[str] = set()
     for n in nodes:
         frozen = ops.get(n.op).frozen_inputs
@@ -291,6 +377,20 @@ def trainable_candidates(nodes: list[Node], params: dict[str, np.ndarray]) -> fr
             t for i, t in enumerate(n.inputs) if t in params and i not in frozen and params[t].size > 1
         )
     return frozenset(out)
+
+
+def graph_batch(g: Graph) -> int:
+    """The batch a graph was built with: axis 0 of its data input (1 for a scalar input)."""
+    shape = g.shape(g.inputs[0])
+    return shape[0] if shape else 1
+
+
+def batch_of(path: str | Path, batch: int | None = None) -> int:
+    """The batch a compile of the model at ``path`` with ``--batch batch`` uses (see resolve_batch)."""
+    model = load_onnx(path)
+    names = {i.name for i in model.graph.initializer}
+    data = [vi for vi in model.graph.input if vi.name not in names]
+    return resolve_batch(data[0], batch) if len(data) == 1 else 1 if batch is None else batch
 
 
 def load(path: str | Path, batch: int = 1) -> Graph:

@@ -24,7 +24,10 @@ class Inspection:
     training_nodes: dict[str, int]
     forward_ops: dict[str, int]
     backward_ops: dict[str, int]
-    params_trainable: tuple[int, int]  # count, bytes
+    params_trainable: tuple[int, int]  # count, bytes (RAM for the whole step)
+    gradient_bytes: (
+        int  # one gradient per trainable parameter, in the arena from its backward node to its update
+    )
     params_frozen: tuple[int, int]
     activation_bytes: int
     forward_macs: int
@@ -63,15 +66,17 @@ def inspect(
     floor = memory_floor(problem)
     peak = simulate(problem, get_scheduler("none")(problem)).peak_ram_bytes
     frozen = [p for p in g.params if p not in chosen]
+    grads = [n.inputs[1] for n in tg.nodes if n.phase == Phase.UPDATE]
     return Inspection(
         path.name,
-        batch,
+        frontend.graph_batch(g),
         train,
         len(g.nodes),
         {p.value: sum(n.phase == p for n in tg.nodes) for p in Phase},
         dict(sorted(Counter(n.op for n in g.nodes).items())),
         dict(sorted(Counter(n.op for n in tg.nodes if n.phase == Phase.BACKWARD).items())),
         (len(chosen), sum(tg.tensor(p).nbytes for p in chosen)),
+        sum(tg.tensor(t).nbytes for t in grads),
         (len(frozen), sum(tg.tensor(p).nbytes for p in frozen)),
         sum(tg.tensor(o).nbytes for n in g.nodes for o in n.outputs),
         _macs(tg, {Phase.FORWARD}),
@@ -96,8 +101,10 @@ def format_inspection(r: Inspection) -> str:
         f"backward {tn['backward']}, update {tn['update']}",
         "backward ops     " + (", ".join(f"{k} {v}" for k, v in r.backward_ops.items()) or "none"),
         f"parameters       trainable {r.params_trainable[0]} = {kb(r.params_trainable[1])} "
-        "(RAM, with gradients); "
+        "(RAM, the whole step); "
         f"frozen {r.params_frozen[0]} = {kb(r.params_frozen[1])} (flash)",
+        f"gradients        {kb(r.gradient_bytes)} (RAM, each from its backward node to its SGD update; "
+        "not in the parameter bytes)",
         f"activations      {kb(r.activation_bytes)} (all forward outputs)",
         f"MACs per step    forward {r.forward_macs:,}, backward {r.backward_macs:,}",
         f"memory floor     {kb(r.floor_bytes)} at node {r.floor_node}",

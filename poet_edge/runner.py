@@ -54,6 +54,25 @@ class RunOutcome:
         return ticks * per if per else None
 
 
+RUN_LOG = "run.log"  # a failed run's whole output, in the run's work folder
+REPORT_LINES = 60  # of a failed run's report shown in the error
+
+
+def failure_report(exit_code: int, stdout: str, stderr: str, log: Path) -> str:
+    """The error of a failed run: the start of its report (a sanitizer's report from its first line, else
+    the end of the output) and where the whole output was written."""
+    log.write_text(f"exit code {exit_code}\n--- stdout\n{stdout}--- stderr\n{stderr}")
+    lines = stderr.strip().splitlines() or stdout.strip().splitlines()[-REPORT_LINES:]
+    start = next((i for i, ln in enumerate(lines) if "Sanitizer" in ln or "runtime error:" in ln), 0)
+    shown = lines[start : start + REPORT_LINES]
+    more = len(lines) - start - len(shown)
+    return "\n".join(
+        [f"the training program exited with code {exit_code}; its report:", *shown]
+        + ([f"... {more} more lines"] if more else [])
+        + [f"the whole output is in {log}"]
+    )
+
+
 def load_plan(out: Path) -> dict[str, Any]:
     path = Path(out) / PLAN
     if not path.is_file():
@@ -73,7 +92,7 @@ def batches(
     if data is None:
         x, y = synthetic(xshape, yshape, is_int, _num_classes(plan) if is_int else 0, seed)
     else:
-        x, y = _load_npz(Path(data), xshape, yshape, is_int)
+        x, y = _load_npz(Path(data), xshape, yshape, _num_classes(plan) if is_int else 0)
     return [
         (
             np.take(x, range(i * b, i * b + b), axis=0, mode="wrap"),
@@ -105,8 +124,9 @@ def _num_classes(plan: dict[str, Any]) -> int:
 
 
 def _load_npz(
-    path: Path, xshape: tuple[int, ...], yshape: tuple[int, ...], is_int: bool
+    path: Path, xshape: tuple[int, ...], yshape: tuple[int, ...], classes: int
 ) -> tuple[np.ndarray, np.ndarray]:
+    """x and y of an npz file, checked (see check_data); ``classes`` > 0: y holds integer class labels."""
     if not path.is_file():
         raise PoetError(f"--data {path}: no such file")
     try:
@@ -119,7 +139,47 @@ def _load_npz(
             f"--data {path}: x{tuple(x.shape)} / y{tuple(y.shape)} do not match the model's "
             f"x(N, {', '.join(map(str, xshape[1:]))}) / y(N{''.join(', ' + str(d) for d in yshape[1:])})"
         )
-    return x.astype(np.float32), (y.astype(np.int32) if is_int else y.astype(np.float32))
+    check_data(f"--data {path}", x, y, classes)
+    return x.astype(np.float32), (y.astype(np.int32) if classes else y.astype(np.float32))
+
+
+def check_data(where: str, x: np.ndarray, y: np.ndarray, classes: int) -> None:
+    """Refuses data a training step would silently misuse, naming the first bad value: x must be finite
+    real numbers; class labels (``classes`` > 0) integers, or floats with integral values, in [0, classes);
+    regression targets (``classes`` == 0) finite."""
+    _check_real(where, "x", x)
+    _check_real(where, "y", y)
+    first = _first(~np.isfinite(x))
+    if first is not None:
+        raise PoetError(f"{where}: x{list(first)} is {x[first]}; inputs must be finite")
+    if not classes:
+        first = _first(~np.isfinite(y))
+        if first is not None:
+            raise PoetError(f"{where}: y{list(first)} is {y[first]}; targets must be finite")
+        return
+    if y.dtype.kind == "f":
+        first = _first(~np.isfinite(y) | (y != np.round(y)))
+        if first is not None:
+            raise PoetError(
+                f"{where}: label y{list(first)} is {y[first]}; labels must be whole numbers (class indices)"
+            )
+    first = _first((y < 0) | (y >= classes))
+    if first is not None:
+        raise PoetError(
+            f"{where}: label y{list(first)} is {y[first]}, outside [0, {classes}): the model has "
+            f"{classes} classes"
+        )
+
+
+def _check_real(where: str, name: str, a: np.ndarray) -> None:
+    if a.dtype.kind not in "biuf":
+        raise PoetError(f"{where}: {name} has dtype {a.dtype}; numbers (integer or float) are needed")
+
+
+def _first(bad: np.ndarray) -> tuple[int, ...] | None:
+    """The index of the first True element (row-major), or None."""
+    flat = np.flatnonzero(bad)
+    return tuple(int(i) for i in np.unravel_index(flat[0], bad.shape)) if flat.size else None
 
 
 def write_data(path: Path, data: list[tuple[np.ndarray, np.ndarray]], lr: float) -> None:
@@ -212,8 +272,7 @@ def run_project(
 
     res = targets.run(target, built, work, timeout_s, on_line)
     if res.exit_code != 0:
-        tail = (res.stdout + res.stderr).strip().splitlines()[-5:]
-        raise PoetError(f"the training program exited with code {res.exit_code}: " + " | ".join(tail))
+        raise PoetError(failure_report(res.exit_code, res.stdout, res.stderr, work / RUN_LOG))
     if len(logs) != steps or not done:
         raise PoetError(
             f"the training program printed {len(logs)} of {steps} steps; output ends: "

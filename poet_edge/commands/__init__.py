@@ -3,9 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
+from poet_edge.profiles import load_profile
 from poet_edge.schedulers.milp import MilpOptions
-from poet_edge.units import GAP_HELP, parse_gap
+from poet_edge.units import GAP_HELP, fmt_bytes, parse_gap
+
+BATCH_HELP = (
+    "batch size of a model exported with a dynamic batch dimension (default 1); a model whose batch "
+    "dimension is fixed uses its own, and another --batch is refused"
+)
+
+
+def add_batch(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--batch", type=int, default=None, metavar="N", help=BATCH_HELP)
+
+
+def warn_ram_above_device(ram_bytes: int, device: str) -> None:
+    """A budget larger than the device's RAM cannot be met on the device: say so on stderr, go on."""
+    profile = load_profile(device)
+    if ram_bytes > profile.mcu.ram_bytes:
+        print(
+            f"poet: warning: --ram {fmt_bytes(ram_bytes)} is more than the RAM of {profile.name}, "
+            f"{fmt_bytes(profile.mcu.ram_bytes)} (ram_bytes of its profile); the program will not fit "
+            "that device",
+            file=sys.stderr,
+        )
 
 
 def add_solve_limits(p: argparse.ArgumentParser | argparse._ArgumentGroup, who: str = "") -> None:

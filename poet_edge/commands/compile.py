@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 from typing import cast
 
-from poet_edge import report
+from poet_edge import frontend, report
 from poet_edge.autodiff import Loss
-from poet_edge.commands import add_solve_limits
+from poet_edge.commands import add_batch, add_solve_limits, warn_ram_above_device
 from poet_edge.compiler import CompileOptions, compile_model
 from poet_edge.planning import INPUT_HELP, InputPlace
 from poet_edge.progress import Progress
@@ -29,9 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="host", help="device profile name or TOML path (see 'poet profiles')")
     p.add_argument("--ram", required=True, help=f"RAM budget for one training step, {SIZE_HELP}")
     p.add_argument("-o", "--out", type=Path, help="output folder (default: <model name>.poet)")
-    p.add_argument(
-        "--batch", type=int, default=1, help="batch size; resolves a dynamic first dimension (default 1)"
-    )
+    add_batch(p)
     p.add_argument(
         "--loss",
         choices=[x.value for x in Loss],
@@ -92,12 +90,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     out = args.out or args.model.with_suffix(".poet")
     progress = Progress.from_flags(args.quiet, args.verbose)
+    warn_ram_above_device(parse_size(args.ram), args.device)
     opts = CompileOptions(
         args.model,
         args.device,
         parse_size(args.ram),
         out,
-        args.batch,
+        frontend.batch_of(args.model, args.batch),
         Loss(args.loss),
         args.lr,
         parse_size(args.reserve) if args.reserve else None,

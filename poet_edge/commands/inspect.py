@@ -6,7 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
+from poet_edge import frontend
 from poet_edge.autodiff import Loss
+from poet_edge.commands import add_batch
 from poet_edge.inspect_model import format_inspection, inspect
 from poet_edge.planning import INPUT_HELP, InputPlace
 from poet_edge.trainable import TRAIN_HELP
@@ -22,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", type=Path, help="ONNX model")
     p.add_argument("--train", default="all", help=TRAIN_HELP)
-    p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    add_batch(p)
     p.add_argument("--loss", choices=[x.value for x in Loss], default=Loss.CROSS_ENTROPY.value)
     p.add_argument(
         "--reserve", default="8KB", help=f"stack/runtime reserve counted in the floor, {SIZE_HELP}"
@@ -38,7 +40,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     r = inspect(
-        args.model, args.batch, Loss(args.loss), args.train, parse_size(args.reserve), InputPlace(args.input)
+        args.model,
+        frontend.batch_of(args.model, args.batch),
+        Loss(args.loss),
+        args.train,
+        parse_size(args.reserve),
+        InputPlace(args.input),
     )
     print(json.dumps(r.to_json(), indent=1) if args.json else format_inspection(r))
     return 0

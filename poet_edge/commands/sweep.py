@@ -7,9 +7,9 @@ import argparse
 import os
 from pathlib import Path
 
-from poet_edge import sweep
+from poet_edge import frontend, sweep
 from poet_edge.autodiff import Loss
-from poet_edge.commands import add_solve_limits
+from poet_edge.commands import add_batch, add_solve_limits, warn_ram_above_device
 from poet_edge.compiler import CompileOptions
 from poet_edge.errors import PoetError
 from poet_edge.planning import INPUT_HELP, InputPlace
@@ -54,7 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-j", "--jobs", type=int, default=None, help="worker processes (default: CPU count)")
     add_solve_limits(p, "scale, milp: ")
     p.add_argument("-o", "--out", type=Path, help="output folder (default: <model name>.sweep)")
-    p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    add_batch(p)
     p.add_argument(
         "--loss",
         choices=[x.value for x in Loss],
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         args.device,
         0,
         out,
-        args.batch,
+        frontend.batch_of(args.model, args.batch),
         Loss(args.loss),
         args.lr,
         parse_size(args.reserve) if args.reserve else None,
@@ -125,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.model.is_file():
         raise PoetError(f"{args.model}: no such file")
     budgets = sweep.parse_budgets(args.ram, args.points, args.scale)
+    warn_ram_above_device(max(budgets), args.device)
     spec = sweep.Sweep(base, budgets, _schedulers(args.schedulers), out, report=not args.no_report)
     progress = Progress.from_flags(args.quiet, args.verbose)
     jobs = args.jobs or os.cpu_count() or 1

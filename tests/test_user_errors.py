@@ -1,0 +1,328 @@
+"""What a user bringing a model meets first: every unsupported op and attribute in one error, a --batch a
+static export cannot take, zero initial states that must not train, bad training data, a --ram the
+device does not have, a failed run's whole report, and what inspect says about parameters and gradients."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from conftest import need_tools, poet
+from onnx import TensorProto, helper, numpy_helper
+
+from poet_edge import autodiff, frontend, runner, trainable
+from poet_edge.compiler import CompileOptions, plan_json, plan_training
+from poet_edge.errors import PoetError
+from poet_edge.inspect_model import format_inspection, inspect
+from poet_edge.ir import Phase
+
+k = helper.make_node
+
+
+def _save(nodes, x_shape, y_name, y_shape, inits=(), path: Path | None = None) -> onnx.ModelProto:
+    m = helper.make_model(
+        helper.make_graph(
+            nodes,
+            "m",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+            [helper.make_tensor_value_info(y_name, TensorProto.FLOAT, y_shape)],
+            list(inits),
+        ),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    if path is not None:
+        onnx.save(m, str(path))
+    return m
+
+
+# ---- 1. every unsupported op and attribute in one error ---------------------------------------------
+def _four_problems(path: Path | None = None) -> onnx.ModelProto:
+    """3 unsupported ops (LRN, Einsum, TopK) and one unsupported attribute (Conv dilations=2); the nodes
+    between them (Relu, Flatten) read refused outputs and must not add errors of their own."""
+    w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    kk = numpy_helper.from_array(np.array([10], np.int64), "kk")
+    nodes = [
+        k("Conv", ["x", "w"], ["c"], name="conv1", dilations=[2, 2], pads=[2, 2, 2, 2]),
+        k("LRN", ["c"], ["n"], name="norm1", size=3),
+        k("Relu", ["n"], ["r"], name="relu1"),
+        k("Einsum", ["r"], ["e"], name="mix", equation="nchw->nchw"),
+        k("Flatten", ["e"], ["f"], name="flat"),
+        k("TopK", ["f", "kk"], ["t", "ti"], name="top10"),
+    ]
+    return _save(nodes, [1, 3, 8, 8], "t", [1, 10], [w, kk], path)
+
+
+def _problem_lines(message: str) -> list[str]:
+    return [ln for ln in message.splitlines() if ln.startswith("  - ")]
+
+
+def test_all_unsupported_ops_and_attributes_in_one_error():
+    with pytest.raises(PoetError) as e:
+        frontend.to_ir(_four_problems())
+    lines = _problem_lines(str(e.value))
+    assert len(lines) == 4, str(e.value)
+    assert "node 'conv1' (Conv): unsupported attribute dilations=[2, 2]" in lines[0]
+    assert [re.search(r"unsupported op (\w+)", ln).group(1) for ln in lines[1:]] == ["LRN", "Einsum", "TopK"]
+    assert ["norm1", "mix", "top10"] == [re.search(r"node '(\w+)'", ln).group(1) for ln in lines[1:]]
+    assert str(e.value).count("supported: ") == 1 and "Conv, " in str(e.value)  # listed once, at the end
+
+
+def test_one_problem_keeps_the_one_line_error():
+    m = _save(
+        [k("Relu", ["x"], ["r"]), k("LRN", ["r"], ["y"], name="n1", size=3)], [1, 3, 4, 4], "y", [1, 3, 4, 4]
+    )
+    with pytest.raises(PoetError, match=r"^node 'n1': unsupported op LRN; supported: .*Conv") as e:
+        frontend.to_ir(m)
+    assert "\n" not in str(e.value)
+
+
+I64S = (("zero", 0), ("axes", [0]), ("minus1", [-1]))
+
+
+def test_a_refusal_does_not_cascade_through_shape_computations():
+    """TorchScript's flatten after a refused op: Shape/Gather/Unsqueeze/Concat/Reshape on an unknown shape
+    and a Gemm on an unknown value add no error of their own."""
+    w = numpy_helper.from_array(np.ones((48, 2), np.float32), "w")
+    nodes = [
+        k("LRN", ["x"], ["n"], name="norm1", size=3),
+        k("Shape", ["n"], ["s"]),
+        k("Gather", ["s", "zero"], ["b"], axis=0),
+        k("Unsqueeze", ["b", "axes"], ["b1"]),
+        k("Concat", ["b1", "minus1"], ["shape"], axis=0),
+        k("Reshape", ["n", "shape"], ["f"]),
+        k("Gemm", ["f", "w"], ["y"], name="fc"),
+    ]
+    inits = [w, *(numpy_helper.from_array(np.array(v, np.int64), n) for n, v in I64S)]
+    with pytest.raises(PoetError, match=r"^node 'norm1': unsupported op LRN; supported: ") as e:
+        frontend.to_ir(_save(nodes, [1, 3, 4, 4], "y", [1, 2], inits))
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("command", ["compile", "inspect"])
+def test_cli_reports_every_problem_and_writes_nothing(tmp_path, command):
+    model = tmp_path / "four.onnx"
+    _four_problems(model)
+    out = tmp_path / "out"
+    args = ("--ram", "64KB", "-o", out) if command == "compile" else ()
+    r = poet(command, model, *args)
+    assert r.returncode == 2, r.stderr
+    assert r.stdout == ""
+    assert r.stderr.startswith("poet: error: the model has 4 problems")
+    for needle in ("conv1", "dilations", "norm1", "LRN", "mix", "Einsum", "top10", "TopK"):
+        assert needle in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["four.onnx"]
+
+
+# ---- 2. --batch on a static-batch export --------------------------------------------------------------
+def _static(path: Path, batch: int) -> Path:
+    w = numpy_helper.from_array(np.full((4, 3), 0.1, np.float32), "fc.weight")
+    b = numpy_helper.from_array(np.zeros(3, np.float32), "fc.bias")
+    _save(
+        [k("Gemm", ["x", "fc.weight", "fc.bias"], ["y"], name="fc")],
+        [batch, 4],
+        "y",
+        [batch, 3],
+        [w, b],
+        path,
+    )
+    return path
+
+
+def test_batch_on_a_fixed_batch_dimension_is_refused(tmp_path):
+    model = _static(tmp_path / "static1.onnx", 1)
+    for command, args in (("compile", ("--ram", "64KB", "-o", tmp_path / "out")), ("inspect", ())):
+        r = poet(command, model, "--batch", "4", *args)
+        assert r.returncode == 2, r.stderr
+        assert "the model's batch dimension is fixed at 1" in r.stderr
+        assert "--batch 4 cannot apply; re-export with a dynamic batch dimension" in r.stderr
+        assert r.stderr.rstrip().endswith("or drop --batch")
+        assert not (tmp_path / "out").exists()
+    assert poet("inspect", model, "--batch", "1").returncode == 0  # the same batch is no conflict
+    with pytest.raises(PoetError, match="fixed at 1, --batch 4 cannot apply"):
+        frontend.load(model, 4)  # the library refuses it too
+    assert frontend.graph_batch(frontend.load(_static(tmp_path / "static3.onnx", 3))) == 3  # default 1
+
+
+def test_inspect_and_plan_show_the_batch_used(tmp_path):
+    model = _static(tmp_path / "static2.onnx", 2)
+    r = poet("inspect", model, "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["batch"] == 2
+    # the library's default (batch=1) does not override a fixed batch, and plan.json says which was used
+    opts = CompileOptions(model, "host", 64 * 1024, tmp_path / "out")
+    assert opts.batch == 1
+    assert plan_json(opts, plan_training(opts))["batch"] == 2
+    assert frontend.batch_of(model) == 2 and frontend.batch_of(tmp_path / "static2.onnx", 2) == 2
+
+
+def test_batch_on_a_dynamic_dimension_applies(mlp_path):
+    assert frontend.batch_of(mlp_path, 4) == 4 and frontend.batch_of(mlp_path) == 1
+    assert inspect(mlp_path, 4).batch == 4
+
+
+# ---- 3. a zero initial state is not trained ------------------------------------------------------------
+def _gru_like(path: Path | None = None) -> onnx.ModelProto:
+    """One unrolled recurrent step, as exporters write it: h0 = zeros is an initializer read as data by a
+    MatMul (left operand), a Sub and a Mul; zero biases (Gemm C, an Add after a MatMul) must still train."""
+    rng = np.random.default_rng(0)
+
+    def init(name, a):
+        return numpy_helper.from_array(np.asarray(a, np.float32), name)
+
+    inits = [
+        init("h0", np.zeros((2, 5))),
+        init("W_ih", rng.standard_normal((4, 5)) * 0.3),
+        init("W_hh", rng.standard_normal((5, 5)) * 0.3),
+        init("b_hh", np.zeros(5)),
+        init("W_z", rng.standard_normal((5, 4)) * 0.3),
+        init("b_z", np.zeros(4)),
+        init("W_out", rng.standard_normal((4, 5)) * 0.3),
+    ]
+    nodes = [
+        k("MatMul", ["x", "W_ih"], ["gi"]),
+        k("MatMul", ["h0", "W_hh"], ["gh0"]),
+        k("Add", ["gh0", "b_hh"], ["gh"]),
+        k("Add", ["gi", "gh"], ["pre"]),
+        k("Tanh", ["pre"], ["n"]),
+        k("Gemm", ["n", "W_z", "b_z"], ["zl"]),
+        k("Sigmoid", ["zl"], ["z"]),
+        k("MatMul", ["z", "W_out"], ["zo"]),
+        k("Sub", ["h0", "n"], ["d"]),
+        k("Mul", ["zo", "d"], ["zd"]),
+        k("Add", ["n", "zd"], ["h1"]),
+        k("Gemm", ["h1", "W_z", "b_z"], ["y"]),
+    ]
+    return _save(nodes, [2, 4], "y", [2, 4], inits, path)
+
+
+def test_zero_initial_state_is_not_trained_but_zero_biases_are():
+    g = frontend.to_ir(_gru_like())
+    assert g.trainable == {"W_ih", "W_hh", "b_hh", "W_z", "b_z", "W_out"}
+    assert trainable.zero_states(g.nodes, g.params) == {"h0"}
+    tg = autodiff.training_graph(g)
+    assert "h0" not in {n.inputs[0] for n in tg.nodes if n.phase == Phase.UPDATE}
+    for spec in ("all", "bias", "last:3"):
+        assert "h0" not in trainable.select(g, spec)
+    assert trainable.select(g, "^h0$") == {"h0"}  # named explicitly, it trains
+
+
+def test_inspect_counts_the_zero_state_as_frozen(tmp_path):
+    r = inspect(Path(_gru_like(tmp_path / "gru.onnx") and tmp_path / "gru.onnx"))
+    assert r.params_trainable[0] == 6 and r.params_frozen == (1, 4 * 10)
+
+
+# ---- 4. training data is checked before anything runs --------------------------------------------------
+@pytest.mark.parametrize(
+    ("y", "x_bad", "message"),
+    [
+        (np.array([1, 2, 10, 3]), False, r"label y\[2\] is 10, outside \[0, 10\): the model has 10 classes"),
+        (np.array([1, -1, 0, 3]), False, r"label y\[1\] is -1, outside \[0, 10\)"),
+        (np.array([1.0, 2.0, 2.5, 3.0]), False, r"label y\[2\] is 2.5; labels must be whole numbers"),
+        (np.array([1.0, np.nan, 2.0, 3.0]), False, r"label y\[1\] is nan; labels must be whole numbers"),
+        (np.array(["a", "b", "c", "d"]), False, r"y has dtype <U1; numbers"),
+        (np.array([1, 2, 3, 4]), True, r"x\[2, 0, 5, 1\] is inf; inputs must be finite"),
+    ],
+)
+def test_bad_training_data_names_the_first_bad_value(y, x_bad, message):
+    x = np.zeros((4, 1, 8, 8), np.float32)
+    if x_bad:
+        x[2, 0, 5, 1] = np.inf
+        x[3, 0, 0, 0] = np.nan
+    with pytest.raises(PoetError, match=message):
+        runner.check_data("--data d.npz", x, y, 10)
+
+
+def test_integral_float_labels_and_finite_targets_pass():
+    x = np.ones((3, 2), np.float32)
+    runner.check_data("d", x, np.array([0.0, 9.0, 3.0]), 10)
+    runner.check_data("d", x, np.array([[0.5], [-2.0], [1e9]]), 0)  # regression targets: any finite value
+    with pytest.raises(PoetError, match=r"y\[1, 0\] is nan; targets must be finite"):
+        runner.check_data("d", x, np.array([[0.5], [np.nan], [1.0]]), 0)
+
+
+def test_run_refuses_out_of_range_labels_before_building(mlp_path, tmp_path):
+    out = tmp_path / "out"
+    assert poet("compile", mlp_path, "--ram", "64KB", "-o", out, "--batch", "2").returncode == 0
+    x = np.zeros((4, 1, 8, 8), np.float32)
+    np.savez(tmp_path / "d.npz", x=x, y=np.array([0, 3, 12, 1]))
+    r = poet("run", out, "--data", tmp_path / "d.npz")
+    assert r.returncode == 2 and "label y[2] is 12, outside [0, 10)" in r.stderr, r.stderr
+    assert not (out / "run-host" / "build").exists()
+
+
+# ---- 5. --ram above the device's RAM -------------------------------------------------------------------
+def test_ram_above_the_device_warns(mlp_path, tmp_path):
+    r = poet("compile", mlp_path, "--device", "cortex-m0plus", "--ram", "64KB", "-o", tmp_path / "out", "-q")
+    assert r.returncode == 0, r.stderr
+    assert (
+        "poet: warning: --ram 65536 B (64.0 KiB) is more than the RAM of cortex-m0plus, 32768 B" in r.stderr
+    )
+    r = poet(
+        "sweep", mlp_path, "--device", "cortex-m0plus", "--ram", "40KB,48KB", "--schedulers", "none",
+        "-o", tmp_path / "sw", "-j", "1", "--no-report", "-q",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "--ram 49152 B (48.0 KiB) is more than the RAM of cortex-m0plus" in r.stderr
+    r = poet("compile", mlp_path, "--device", "cortex-m4", "--ram", "64KB", "-o", tmp_path / "ok", "-q")
+    assert r.returncode == 0 and "warning" not in r.stderr
+
+
+# ---- 6. a failed run shows its whole report ------------------------------------------------------------
+def test_failure_report_keeps_the_sanitizer_report(tmp_path):
+    report = ["=" * 65, "==7==ERROR: AddressSanitizer: global-buffer-overflow on address 0x55"]
+    report += [f"    #{i} 0x55 in poet_frame_{i} poet_model.c:{i}" for i in range(80)]
+    stderr = (
+        "some earlier line\n" + "\n".join(report) + "\nSUMMARY: AddressSanitizer: global-buffer-overflow\n"
+    )
+    msg = runner.failure_report(1, "step 0 loss_bits 00000000\n", stderr, tmp_path / "run.log")
+    lines = msg.splitlines()
+    assert lines[1] == "==7==ERROR: AddressSanitizer: global-buffer-overflow on address 0x55"
+    assert lines[1 : 1 + runner.REPORT_LINES] == report[1 : 1 + runner.REPORT_LINES]
+    assert lines[-2] == "... 22 more lines" and lines[-1] == f"the whole output is in {tmp_path / 'run.log'}"
+    assert "SUMMARY: AddressSanitizer" in (tmp_path / "run.log").read_text()
+
+
+def test_sanitized_run_shows_the_report(mlp_path, tmp_path):
+    need_tools("gcc")
+    out = tmp_path / "out"
+    assert poet("compile", mlp_path, "--ram", "64KB", "-o", out, "--batch", "2").returncode == 0
+    src = out / "poet_model.c"  # a bug planted in the generated code: a read past the end of a global
+    src.write_text(
+        src.read_text()
+        + "\nstatic const float poet_planted[4] = {1, 2, 3, 4};\n"
+        + "const float *volatile poet_planted_p = poet_planted;\n"  # volatile: UBSan cannot see the bound
+        + "float poet_planted_read(void) { return poet_planted_p[4]; }\n"
+    )
+    harness = out / "harness" / "main.c"
+    text = harness.read_text()
+    main = re.search(r"int main\([^)]*\)\s*\{", text)
+    assert main, "harness has no main"
+    harness.write_text(
+        text[: main.start()]
+        + "float poet_planted_read(void);\nvolatile float poet_planted_sink;\n"
+        + text[main.start() : main.end()]
+        + "\n    poet_planted_sink = poet_planted_read();\n"
+        + text[main.end() :]
+    )
+    r = poet("run", out, "--sanitize", "--steps", "1")
+    assert r.returncode != 0
+    assert "ERROR: AddressSanitizer: global-buffer-overflow" in r.stderr, r.stderr
+    assert re.search(r"#0 .* in poet_planted_read", r.stderr), r.stderr
+    assert "SUMMARY: AddressSanitizer" in r.stderr and "Shadow bytes" in r.stderr  # the whole report
+    assert "the whole output is in" in r.stderr and (out / "run-host-sanitize" / "run.log").is_file()
+
+
+# ---- 7. inspect: parameters and gradients ---------------------------------------------------------------
+@pytest.mark.parametrize(("train", "grad_bytes"), [("all", 13864), ("bias", 4 * (32 + 32 + 10))])
+def test_inspect_shows_parameters_and_gradients_apart(mlp_path, train, grad_bytes):
+    r = inspect(mlp_path, 8, train=train)
+    assert r.gradient_bytes == grad_bytes == r.params_trainable[1]
+    text = format_inspection(r)
+    assert "with gradients" not in text
+    assert re.search(rf"^gradients +{grad_bytes:,} B", text, re.M), text
