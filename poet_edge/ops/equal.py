@@ -5,7 +5,8 @@ compile-time constants (exporters' shape patterns) is folded by the frontend ins
 
 from __future__ import annotations
 
-from poet_edge.ops.base import KernelCall, OpDef, TensorArg, elementwise_work
+from poet_edge.ops import elementwise as ew
+from poet_edge.ops.base import KernelCall, OpDef, TensorArg
 from poet_edge.ops.broadcast import bcast_args, broadcast_shape
 
 
@@ -34,4 +35,5 @@ def kernel(node, shape):
     return KernelCall("poet_equal_f32", args, "equal")
 
 
-OP = OpDef("Equal", infer, forward, elementwise_work, backward, kernel, frozen_inputs=frozenset({0, 1}))
+# 14.6 instructions per element measured on qemu-cortex-m4 (4096 same-shape elements)
+OP = OpDef("Equal", infer, forward, ew.costly(14.6), backward, kernel, frozen_inputs=frozenset({0, 1}))

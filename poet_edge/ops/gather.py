@@ -115,8 +115,14 @@ def grad_kernel(node, shape):
 
 
 def grad_work(ins, outs, attrs):
+    """A zero fill of dX plus one add per gathered element: 8.6 instructions per dX element measured on
+    qemu-cortex-m4 where a copy (Gather, Reshape) takes 4.0-4.8, hence weight 2 of a copied byte."""
     return Work(
-        OpClass.COPY, elements=elements(outs[0]), bytes_read=f32_bytes(*ins), bytes_written=f32_bytes(*outs)
+        OpClass.COPY,
+        elements=elements(outs[0]),
+        bytes_read=f32_bytes(*ins),
+        bytes_written=f32_bytes(*outs),
+        weight=2.0,
     )
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from poet_edge.ops.base import IntArg, KernelCall, OpDef, TensorArg, elementwise_work
+from poet_edge.ops import elementwise as ew
+from poet_edge.ops.base import IntArg, KernelCall, OpDef, TensorArg
 from poet_edge.ops.broadcast import bcast_args, broadcast_shape
 
 
@@ -69,5 +70,6 @@ def grad_kernel(node, shape):
     return KernelCall("poet_where_grad_f32", args, "where")
 
 
-OP = OpDef("Where", infer, forward, elementwise_work, backward, kernel, frozen_inputs=frozenset({0}))
-GRAD = OpDef("WhereGrad", grad_infer, grad_forward, elementwise_work, None, grad_kernel, internal=True)
+# instructions per element measured on qemu-cortex-m4 (4096 same-shape elements): 16.5 forward, 9.0 gradient
+OP = OpDef("Where", infer, forward, ew.costly(16.5), backward, kernel, frozen_inputs=frozenset({0}))
+GRAD = OpDef("WhereGrad", grad_infer, grad_forward, ew.costly(9.0), None, grad_kernel, internal=True)
