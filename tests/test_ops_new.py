@@ -277,7 +277,7 @@ def chain_model(steps, in_shape, opset=17, seed=0):
 
 
 def mobilenet_chain():
-    """HardSwish / HardSigmoid (MobileNetV3) and ceil-mode MaxPool (SqueezeNet), 8x8 -> 4x4 -> 3x3."""
+    """HardSwish / HardSigmoid (MobileNetV3) and ceil-mode MaxPool (SqueezeNet), 8x8 -> 4x4 -> 3x3 -> 2x2."""
     return chain_model(
         [
             ("Mul", [(3, 1, 1)], {}),
@@ -288,6 +288,7 @@ def mobilenet_chain():
             ("HardSigmoid", [], {"alpha": 0.3, "beta": 0.4}),
             ("Mul", [(3, 1, 4)], {}),
             ("MaxPool", [], {**POOL, "pads": [1, 1, 1, 1]}),
+            ("MaxPool", [], {"kernel_shape": [2, 2], "ceil_mode": 1}),  # inside: the fast kernel's path
         ],
         (2, 3, 8, 8),
     )
@@ -366,3 +367,24 @@ def test_cli_and_qemu_bit_identical(name, tmp_path):
     assert [s.loss for s in host.steps] == [s.loss for s in qemu.steps]  # float equality: bit for bit
     for k, v in host.params.items():
         assert np.array_equal(v, qemu.params[k]), k
+
+
+def test_ceil_maxpool_fast_kernels_equal_reference(tmp_path):
+    """The fast MaxPool serves only windows wholly inside the input, ceil-mode windows run the reference
+    loops: the whole training run gives the same bits with --kernels fast and --kernels reference."""
+    need_tools("gcc")
+    from poet_edge import runner
+    from poet_edge.autodiff import Loss
+    from poet_edge.compiler import CompileOptions, compile_model
+
+    path = tmp_path / "m.onnx"
+    onnx.save(mobilenet_chain(), path)
+    runs = []
+    for kernels in ("fast", "reference"):
+        out = tmp_path / kernels
+        compile_model(CompileOptions(path, "host", 1 << 20, out, batch=2, loss=Loss.MSE, kernels=kernels))
+        runs.append(runner.run_project(out, "host", 3))
+    fast, ref = runs
+    assert [s.loss for s in fast.steps] == [s.loss for s in ref.steps]
+    for k, v in ref.params.items():
+        assert np.array_equal(fast.params[k], v), k
