@@ -188,6 +188,43 @@ def test_equal_where_c_vs_reference(tmp_path):
     check_c(mask_model(), tmp_path, batch=2)
 
 
+def causal_attention_model(fill=-1e9):
+    """Scores masked by a constant causal (lower-triangular) bool mask, Where(mask, s, fill), then Softmax."""
+    rng = np.random.default_rng(5)
+    k = helper.make_node
+    nodes = [
+        k("MatMul", ["x", "w"], ["s"]),
+        k("Constant", [], ["fill"], value=numpy_helper.from_array(np.array(fill, np.float32))),
+        k("Where", ["mask", "s", "fill"], ["sm"], name="causal"),
+        k("Softmax", ["sm"], ["y"], axis=-1),
+    ]
+    inits = [
+        numpy_helper.from_array(np.tril(np.ones((4, 4), bool)), "mask"),
+        numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "w"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "causal",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 4])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_causal_mask_attention(tmp_path):
+    model = causal_attention_model()
+    g = load_model(model)
+    x = np.random.default_rng(3).standard_normal((2, 4, 4)).astype(np.float32)
+    y = reference.run(g, {"x": x})["y"]
+    assert np.all(np.triu(y[0], 1) == 0)  # masked scores get exactly zero weight
+    assert max_rel_err(y, ort_outputs(model, {"x": x})[0]) <= 1e-6
+    tg = mse_training(g)
+    xd, yd = _data(tg, (2, 4, 4))
+    assert fd_check(tg, xd, yd) <= 1e-6
+    check_c(model, tmp_path, batch=2)
+
+
 # ---- constant patterns folded at compile time ----
 def expand_pattern_model():
     """torch's export of x.expand(2, -1, -1): Equal/Where on constants replace the -1s, then Expand."""
