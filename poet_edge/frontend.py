@@ -20,9 +20,25 @@ _DTYPES = {onnx.TensorProto.FLOAT: "float32"}
 # Shape computations that exporters emit around Reshape (``x.view(x.size(0), -1)``: Shape, Gather, Unsqueeze,
 # Concat, ...) are evaluated with numpy when every input is a known constant: an int initializer, a Constant,
 # an earlier folded result, or the Shape of any tensor (all shapes are static). Float initializers are never
-# folded (they are parameters). The fold-only ops exist in a poet graph only this way.
-FOLD_ONLY = ("Shape", "Gather", "Unsqueeze", "Squeeze", "ConstantOfShape", "Cast")
-FOLDABLE = FOLD_ONLY + ("Concat", "Add", "Sub", "Mul", "Div", "Identity", "Slice", "Reshape")
+# folded (they are parameters). The fold-only ops exist in a poet graph only this way; Gather, Squeeze,
+# Unsqueeze, Expand, Equal and Where also run on run-time data (registered ops).
+FOLD_ONLY = ("Shape", "ConstantOfShape", "Cast")
+FOLDABLE = FOLD_ONLY + (
+    "Gather",
+    "Unsqueeze",
+    "Squeeze",
+    "Concat",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Identity",
+    "Slice",
+    "Reshape",
+    "Expand",
+    "Equal",
+    "Where",
+)
 
 
 class UnsupportedOp(PoetError):
@@ -164,6 +180,8 @@ class _Builder:
                 if value is None:
                     raise PoetError(f"node '{name}' ({pn.op_type}): input {i} '{t}' must be a constant")
                 attrs[op.const_inputs[i]] = tuple(np.asarray(value).reshape(-1).tolist())
+                if pn.op_type == "Gather":  # a scalar index drops the axis: keep the indices' shape
+                    attrs["indices_shape"] = tuple(int(d) for d in np.shape(value))
             elif t in self.consts:
                 inputs.append(self._frozen_param(t, name, pn.op_type))
             elif t not in self.tensors:
@@ -248,8 +266,8 @@ class _Builder:
 
     def _frozen_param(self, t: str, name: str, op: str) -> str:
         """A float constant (Constant node or folded value) read as data becomes a frozen parameter."""
-        value = self.consts[t]
-        if value.dtype.kind != "f":
+        value = self.consts[t]  # a bool becomes a float32 0/1 tensor (Where's condition)
+        if value.dtype.kind not in "fb":
             raise PoetError(
                 f"node '{name}' ({op}): input '{t}' is a compile-time {value.dtype} constant "
                 f"(e.g. a shape value) used as run-time data; only float32 data is supported"
@@ -357,6 +375,10 @@ def _fold_value(op: str, xs: list, attrs: dict[str, object]) -> np.ndarray:
         return fn(x, y).astype(x.dtype)
     if op == "Identity":
         return x.copy()
+    if op == "Equal":
+        return np.equal(x, np.asarray(xs[1]))
+    if op == "Where":
+        return np.where(x, np.asarray(xs[1]), np.asarray(xs[2]))
     # Slice, Reshape: the registered op's numpy forward, constant inputs as attributes
     opdef = ops.get(op)
     attrs = dict(attrs)

@@ -39,10 +39,13 @@ def run_case(case) -> str:
         if i in op.const_inputs:
             if name:
                 attrs[op.const_inputs[i]] = tuple(np.asarray(values[name]).reshape(-1).tolist())
+                if pn.op_type == "Gather":  # as the frontend: the indices' shape is kept
+                    attrs["indices_shape"] = np.shape(values[name])
             continue
         if name == "":
             raise PoetError("optional input left empty")
-        xs.append(np.asarray(values[name]))
+        x = np.asarray(values[name])
+        xs.append(x.astype(np.float32) if x.dtype == bool else x)  # booleans are float32 0/1 (Where)
         ins.append(name)
     if any(x.dtype != np.float32 for x in xs):
         return "refused: non-float32 data"

@@ -28,6 +28,9 @@ from poet_edge.ops import (  # elementwise / transformer
     transpose,
     zeros,
 )
+
+# isort: split
+from poet_edge.ops import equal, expand, gather, hardsigmoid, hardswish, squeeze, unsqueeze, where  # issue 54
 from poet_edge.ops.base import OpDef
 
 REGISTRY: dict[str, OpDef] = {
@@ -90,6 +93,19 @@ REGISTRY: dict[str, OpDef] = {
         slice.GRAD,
         reduce_mean.BROADCAST_TO,
         zeros.OP,
+        # models users bring (issue 54)
+        hardsigmoid.OP,
+        hardswish.OP,
+        expand.OP,
+        gather.OP,
+        squeeze.OP,
+        unsqueeze.OP,
+        equal.OP,
+        where.OP,
+        hardsigmoid.GRAD,
+        hardswish.GRAD,
+        gather.GRAD,
+        where.GRAD,
     )
 }
 

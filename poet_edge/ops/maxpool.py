@@ -1,7 +1,8 @@
-"""MaxPool (1-D/2-D; kernel_shape, strides, pads / auto_pad; ceil_mode 0, dilation 1, no Indices output)
+"""MaxPool (1-D/2-D; kernel_shape, strides, pads / auto_pad; ceil_mode 0 or 1, dilation 1, no Indices output)
 and MaxPoolGrad(X, dY) -> dX, which recomputes each window's argmax from X: the first maximum in row-major
 window order (ties -> first index; padding never wins), the same rule in numpy and C. Overlapping windows
-add their gradients into dX."""
+add their gradients into dX. ceil_mode=1 only changes the output size (pool_common._out_size): the last
+window is clipped at the input's edge like a padded one, so the same loops serve both modes."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def kernel(node, shape):
 
 
 def check(node):
-    check_window_attrs(node)
+    check_window_attrs(node, allow_ceil=True)
     if len(node.outputs) > 1 and node.outputs[1]:
         raise unsupported(node, f"output Indices '{node.outputs[1]}' (only output Y is implemented)")
 

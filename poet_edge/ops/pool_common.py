@@ -99,7 +99,8 @@ def auto_pad(attrs: Attrs) -> str:
 
 
 def check_window_attrs(node, allow_ceil: bool = False) -> None:
-    """Refusals every window op shares: dilations != 1, ceil_mode, unknown auto_pad."""
+    """Refusals every window op shares: dilations != 1, ceil_mode (unless ``allow_ceil``: MaxPool), unknown
+    auto_pad."""
     dil = node.attr("dilations")
     if dil is not None and any(int(d) != 1 for d in dil):
         raise unsupported(node, f"attribute dilations={list(dil)} (only dilation 1 is implemented)")
@@ -107,6 +108,15 @@ def check_window_attrs(node, allow_ceil: bool = False) -> None:
         raise unsupported(node, "attribute ceil_mode=1 (only floor output sizes, ceil_mode=0)")
     if auto_pad(node.attrs) not in AUTO_PADS:
         raise unsupported(node, f"attribute auto_pad={auto_pad(node.attrs)!r}")
+
+
+def _out_size(i: int, b: int, e: int, k: int, s: int, ceil: bool) -> int:
+    """Output length of one axis. ceil_mode (ONNX, as onnxruntime and torch): the last window may run past
+    the end padding (its taps there are skipped), but never starts past the input and the start padding."""
+    if not ceil:
+        return (i + b + e - k) // s + 1
+    out = -(-(i + b + e - k) // s) + 1
+    return out - 1 if (out - 1) * s >= i + b else out
 
 
 def window(x: Shape, kernel: Sequence[int], attrs: Attrs, m: int | None = None, groups: int = 1) -> Window:
@@ -141,8 +151,8 @@ def window(x: Shape, kernel: Sequence[int], attrs: Attrs, m: int | None = None, 
         raise ValueError(f"auto_pad {mode!r} is not supported")
     if min(begin + end) < 0:
         raise ValueError(f"negative pads {list(begin + end)}")
-    geo = zip(size, begin, end, kernel, strides, strict=True)
-    out = tuple((i + b + e - k) // s + 1 for i, b, e, k, s in geo)
+    ceil = bool(int(cast(int, attrs.get("ceil_mode", 0))))
+    out = tuple(_out_size(*g, ceil) for g in zip(size, begin, end, kernel, strides, strict=True))
     if min(out) < 1:
         raise ValueError(f"kernel {list(kernel)} is larger than the padded input {tuple(x)}")
     if rank == 1:

@@ -139,4 +139,28 @@ void poet_split_f32(const float *X, float *Y0, float *Y1, float *Y2, float *Y3, 
 void poet_zeros_f32(float *Y, int32_t n);
 /* ---- end transformer -------------------------------------------------------------------------------- */
 
+/* ---- models users bring: HardSigmoid, HardSwish, Gather, Equal, Where ------------------------------------
+ * (Expand is a strided copy, Squeeze/Unsqueeze a copy; booleans are float32 0/1 tensors.) */
+/* HardSigmoid = clamp(alpha X + beta, 0, 1); HardSwish = X clamp(X + 3, 0, 6) / 6. Gradients read X. */
+void poet_hardsigmoid_f32(const float *X, float *Y, int32_t n, float alpha, float beta);
+void poet_hardsigmoid_grad_f32(const float *X, const float *dY, float *dX, int32_t n, float alpha, float beta);
+void poet_hardswish_f32(const float *X, float *Y, int32_t n);
+void poet_hardswish_grad_f32(const float *X, const float *dY, float *dX, int32_t n);
+/* Gather along an axis: X seen as [outer, n_axis, inner], Y as [outer, n_idx, inner] with
+ * Y[o, j, i] = X[o, idx[j], i] (idx already in [0, n_axis)). Gradient: dX = 0, then dX[o, idx[j], i] += dY[o, j, i]
+ * in increasing (o, j, i) order (repeated indices add up in that fixed order). */
+void poet_gather_f32(const float *X, float *Y, int32_t outer, int32_t n_axis, int32_t inner, int32_t n_idx,
+                     const int32_t *idx);
+void poet_gather_grad_f32(const float *dY, float *dX, int32_t outer, int32_t n_axis, int32_t inner, int32_t n_idx,
+                          const int32_t *idx);
+/* Equal: Y = (A == B) ? 1 : 0 with broadcasting, like poet_add_f32. */
+void poet_equal_f32(const float *A, const float *B, float *Y, int32_t rank, const int32_t *dims,
+                    const int32_t *a_strides, const int32_t *b_strides);
+/* Where: Y = C != 0 ? X : Z with broadcasting over three operands. Gradient of one branch:
+ * dB = (C != 0) == branch ? dY : 0 over the output shape (dY contiguous, C read with c_strides). */
+void poet_where_f32(const float *C, const float *X, const float *Z, float *Y, int32_t rank, const int32_t *dims,
+                    const int32_t *c_strides, const int32_t *x_strides, const int32_t *z_strides);
+void poet_where_grad_f32(const float *C, const float *dY, float *dB, int32_t branch, int32_t rank,
+                         const int32_t *dims, const int32_t *c_strides);
+/* ---- end models users bring ------------------------------------------------------------------------- */
 #endif
