@@ -212,8 +212,9 @@ def causal_attention_model(fill=-1e9):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def test_causal_mask_attention(tmp_path):
-    model = causal_attention_model()
+@pytest.mark.parametrize("fill", [-1e9, -np.inf], ids=["-1e9", "-inf"])
+def test_causal_mask_attention(tmp_path, fill):
+    model = causal_attention_model(fill)
     g = load_model(model)
     x = np.random.default_rng(3).standard_normal((2, 4, 4)).astype(np.float32)
     y = reference.run(g, {"x": x})["y"]

@@ -29,8 +29,10 @@ def render(name: str, **values: object) -> str:
 
 def c_float(v: float) -> str:
     """Shortest decimal that reads back as the same float32 (C parses 'f' literals correctly rounded)."""
-    if not np.isfinite(v):
-        raise PoetError(f"cannot emit non-finite constant {v}")
+    if np.isinf(v):  # masks: Where(mask, scores, -inf) (math.h's INFINITY is a float constant expression)
+        return "INFINITY" if v > 0 else "(-INFINITY)"
+    if np.isnan(v):
+        raise PoetError(f"cannot emit NaN constant {v}")
     mant, exp = np.format_float_scientific(np.float32(v), unique=True, trim="-").split("e")
     mant = mant if "." in mant else mant + ".0"
     return f"{mant}f" if int(exp) == 0 else f"{mant}e{int(exp)}f"
