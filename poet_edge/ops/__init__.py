@@ -28,6 +28,9 @@ from poet_edge.ops import (  # elementwise / transformer
     transpose,
     zeros,
 )
+
+# isort: split
+from poet_edge.ops import gru, lstm  # recurrent
 from poet_edge.ops.base import OpDef
 
 REGISTRY: dict[str, OpDef] = {
@@ -90,6 +93,12 @@ REGISTRY: dict[str, OpDef] = {
         slice.GRAD,
         reduce_mean.BROADCAST_TO,
         zeros.OP,
+        # recurrent
+        gru.OP,
+        gru.GRAD,
+        lstm.OP,
+        lstm.STATES,
+        lstm.GRAD,
     )
 }
 
