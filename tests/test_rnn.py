@@ -27,6 +27,7 @@ def rnn_model(
     attrs: dict | None = None,
     seq_lens: list[int] | None = None,
     seed: int = 0,
+    dx: bool = True,
 ) -> onnx.ModelProto:
     """y = sum of the used outputs (Y flattened to [S, D*B*H], the states tiled to match) of op(x + px, ...):
     input x[S, B, IN]; px makes dX a checked parameter gradient; every weight and initial state is trained."""
@@ -49,7 +50,9 @@ def rnn_model(
         ins.pop()
     outs = ["Y", "Yh", "Yc"][: max(use) + 1]
     nodes = [
-        helper.make_node("Add", ["x", param("px", (S, B, IN))], ["xp"]),
+        helper.make_node("Add", ["x", param("px", (S, B, IN))], ["xp"])
+        if dx
+        else helper.make_node("Identity", ["x"], ["xp"]),
         helper.make_node(op, ins, outs, name="rnn", hidden_size=H, direction=direction, **(attrs or {})),
     ]
     terms = []
@@ -88,6 +91,8 @@ CASES = {
     "lstm": ("LSTM", {"use": (0, 1, 2)}),
     "lstm_reverse_no_init": ("LSTM", {"direction": "reverse", "init": False}),
     "lstm_bidirectional": ("LSTM", {"direction": "bidirectional", "use": (1, 2)}),
+    "lstm_no_dx": ("LSTM", {"dx": False, "use": (1,)}),
+    "gru_bidirectional_no_dx": ("GRU", {"direction": "bidirectional", "dx": False}),
     "lstm_yc_only_no_bias": ("LSTM", {"use": (2,), "bias": False, "init": False}),
 }
 
@@ -140,6 +145,13 @@ def test_work_counts_the_recomputed_gates():
     }
     assert work["GRU"].macs == S * B * 3 * H * (IN + H)
     assert work["GRUGrad"].macs == 3 * work["GRU"].macs
+    tg = mse_training(load_model(_model("gru_bidirectional_no_dx")))
+    bwd = next(n for n in tg.nodes if n.op == "GRUGrad")
+    assert len(bwd.outputs) == 5 and not bwd.attrs["has_dx"]  # no dX buffer when X needs no gradient
+    w = ops.get("GRUGrad").work(
+        [tg.shape(t) for t in bwd.inputs], [tg.shape(t) for t in bwd.outputs], bwd.attrs
+    )
+    assert w.macs == S * 2 * B * (3 * 3 * H * (IN + H) - 3 * H * IN)
 
 
 @pytest.mark.parametrize(
@@ -190,7 +202,16 @@ def test_peepholes_refused():
 # ---- generated C ----
 @pytest.mark.parametrize(
     "name",
-    ["gru", "gru_bidirectional", "gru_no_initial_h", "lstm", "lstm_bidirectional", "lstm_reverse_no_init"],
+    [
+        "gru",
+        "gru_bidirectional",
+        "gru_no_initial_h",
+        "gru_bidirectional_no_dx",
+        "lstm",
+        "lstm_bidirectional",
+        "lstm_reverse_no_init",
+        "lstm_no_dx",
+    ],
 )
 def test_generated_c_vs_reference(name, tmp_path):
     """3 SGD steps in C (host, ASan+UBSan) vs the numpy reference: losses and parameters within 1e-5."""

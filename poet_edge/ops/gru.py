@@ -7,7 +7,8 @@ n = tanh(Wh x + Wbh + r ⊙ hl), h' = (1 - z) ⊙ n + z ⊙ h.
 GRUGrad(X, W, R, [B], [initial_h], Y, [dY], [dY_h]) -> (dX, dW, dR, dB, d_initial_h, scratch[4H]) walks
 the sequence backwards; it recomputes each step's gates from X and the saved hidden states (Y and
 initial_h), so the forward keeps nothing beyond its own outputs. The running dh lives in the
-d_initial_h output; scratch holds one row's four gate gradients. Its MACs count the recomputation."""
+d_initial_h output; scratch holds one row's four gate gradients. Its MACs count the recomputation.
+dX is an output only when X needs a gradient (attribute has_dx), e.g. not when X is the model input."""
 
 from __future__ import annotations
 
@@ -66,8 +67,10 @@ def backward(gb, node, gys, needs):
     attrs = _grad_attrs(node.attrs) | flags | {"has_dy": int(gys[0] is not None), "has_dyh": 0}
     if len(gys) > 1 and gys[1] is not None:
         attrs["has_dyh"] = 1
+    attrs["has_dx"] = int(needs[0])
     ins = (*node.inputs[:3], *present.values(), node.outputs[0], *[g for g in gys[:2] if g is not None])
-    outs = rc.emit_multi(gb, "GRUGrad", ins, attrs, [Role.GRADIENT] * 6)
+    outs = rc.emit_multi(gb, "GRUGrad", ins, attrs, [Role.GRADIENT] * (5 + needs[0]))
+    outs = outs if needs[0] else [None, *outs]
     grads = outs[:3] + [outs[3] if "b" in present else None, outs[4] if "h0" in present else None]
     return [g if need else None for g, need in zip(grads, needs, strict=False)]
 
@@ -80,7 +83,15 @@ def _grad_attrs(attrs):
 def grad_infer(shapes, attrs):
     v = rc.unpack(shapes, attrs, GRAD_KEYS)
     seq, batch, inp, hs, nd = rc.seq_dims(tuple(v["X"]), attrs)
-    return [(seq, batch, inp), (nd, 3 * hs, inp), (nd, 3 * hs, hs), (nd, 6 * hs), (nd, batch, hs), (4 * hs,)]
+    shapes = [
+        (seq, batch, inp),
+        (nd, 3 * hs, inp),
+        (nd, 3 * hs, hs),
+        (nd, 6 * hs),
+        (nd, batch, hs),
+        (4 * hs,),
+    ]
+    return shapes[1 - int(attrs.get("has_dx", 1)) :]
 
 
 def grad_forward(xs, attrs):
@@ -112,7 +123,7 @@ def grad_forward(xs, attrs):
             dx[t] += gw @ w[d]
             dh = dh * z + gr @ r[d]
         dh0[d] = dh
-    return [dx, dw, dr, db, dh0, np.zeros(4 * hs, x.dtype)]
+    return [dx, dw, dr, db, dh0, np.zeros(4 * hs, x.dtype)][1 - int(attrs.get("has_dx", 1)) :]
 
 
 def work(ins, outs, attrs):
@@ -141,6 +152,8 @@ def grad_kernel(node, shape):
     names = [k.lstrip("?") for k in GRAD_KEYS]
     ins = [TensorArg(v[k]) if v[k] is not None else NullArg() for k in names]
     outs = [TensorArg(o, False) for o in node.outputs]
+    if not node.attrs.get("has_dx", 1):
+        outs.insert(0, NullArg())
     dims = (IntArg(seq), IntArg(batch), IntArg(inp), IntArg(hs), IntArg(rc.direction_code(node.attrs)))
     return KernelCall("poet_gru_grad_f32", (*ins, *outs, *dims), "gru")
 

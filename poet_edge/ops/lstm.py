@@ -9,7 +9,7 @@ LSTMStates(X, W, R, [B], [initial_h], [initial_c], Y) -> C[seq, dirs, batch, H] 
 gate evaluation per step, its own node: the scheduler sees C's bytes and may free or page it), then
 LSTMGrad(X, W, R, [B], [h0], [c0], Y, C, [dY], [dY_h], [dY_c]) -> (dX, dW, dR, dB, dh0, dc0, scratch[4H])
 walks the sequence backwards, recomputing each step's gates from X and Y; the running dh and dc live in
-the dh0 and dc0 outputs."""
+the dh0 and dc0 outputs. dX is an output only when X needs a gradient (attribute has_dx)."""
 
 from __future__ import annotations
 
@@ -74,9 +74,15 @@ def backward(gb, node, gys, needs):
     cells = gb.emit("LSTMStates", ins, attrs, Role.ACTIVATION)
     dys = list(gys[:3]) + [None] * (3 - len(gys[:3]))
     gattrs = attrs | {f"has_{k}": int(g is not None) for k, g in zip(("dy", "dyh", "dyc"), dys, strict=True)}
+    gattrs["has_dx"] = int(needs[0])
     outs = rc.emit_multi(
-        gb, "LSTMGrad", (*ins, cells, *[g for g in dys if g is not None]), gattrs, [Role.GRADIENT] * 7
+        gb,
+        "LSTMGrad",
+        (*ins, cells, *[g for g in dys if g is not None]),
+        gattrs,
+        [Role.GRADIENT] * (6 + needs[0]),
     )
+    outs = outs if needs[0] else [None, *outs]
     grads = outs[:3] + [outs[k + 3] if n in present else None for k, n in enumerate(("b", "h0", "c0"))]
     return [g if need else None for g, need in zip(grads, needs, strict=False)]
 
@@ -105,7 +111,8 @@ def grad_infer(shapes, attrs):
     v = rc.unpack(shapes, attrs, GRAD_KEYS)
     seq, batch, inp, hs, nd = rc.seq_dims(tuple(v["X"]), attrs)
     st = (nd, batch, hs)
-    return [(seq, batch, inp), (nd, 4 * hs, inp), (nd, 4 * hs, hs), (nd, 8 * hs), st, st, (4 * hs,)]
+    shapes = [(seq, batch, inp), (nd, 4 * hs, inp), (nd, 4 * hs, hs), (nd, 8 * hs), st, st, (4 * hs,)]
+    return shapes[1 - int(attrs.get("has_dx", 1)) :]
 
 
 def grad_forward(xs, attrs):
@@ -136,7 +143,7 @@ def grad_forward(xs, attrs):
             dx[t] += ga @ w[d]
             dh, dc = ga @ r[d], dc * f
         dh0[d], dc0[d] = dh, dc
-    return [dx, dw, dr, db, dh0, dc0, np.zeros(4 * hs, x.dtype)]
+    return [dx, dw, dr, db, dh0, dc0, np.zeros(4 * hs, x.dtype)][1 - int(attrs.get("has_dx", 1)) :]
 
 
 def work(ins, outs, attrs):
@@ -174,6 +181,8 @@ def states_kernel(node, shape):
 
 def grad_kernel(node, shape):
     outs = [TensorArg(o, False) for o in node.outputs]
+    if not node.attrs.get("has_dx", 1):
+        outs.insert(0, NullArg())
     return KernelCall("poet_lstm_grad_f32", (*_named(node, GRAD_KEYS), *outs, *_dims(node, shape)), "lstm")
 
 

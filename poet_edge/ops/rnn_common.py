@@ -134,9 +134,10 @@ def seq_dims(x: Shape, attrs: Attrs) -> tuple[int, int, int, int, int]:
 
 def rnn_work(ins: Sequence[Shape], outs: Sequence[Shape], attrs: Attrs, gates: int, passes: int) -> Work:
     """``passes`` gate evaluations per step and row: 1 forward, 3 backward (the recomputed gates, then
-    dX/dh and dW/dR, each G*H*(in+H) MACs)."""
+    dX/dh and dW/dR, each G*H*(in+H) MACs; without dX, G*H*in fewer)."""
     seq, batch, inp, h, nd = seq_dims(tuple(ins[0]), attrs)
-    macs = passes * seq * nd * batch * gates * h * (inp + h)
+    per_row = passes * gates * h * (inp + h) - (passes > 1 and not attrs.get("has_dx", 1)) * gates * h * inp
+    macs = seq * nd * batch * per_row
     return Work(
         OpClass.DENSE,
         macs=macs,

@@ -102,7 +102,7 @@ static void grad_row(const float *Wd, const float *Rd, const float *Bd, const fl
         dBd[k] += gw;
         dBd[3 * H + k] += gr;
     }
-    for (int32_t i = 0; i < in; ++i) {
+    for (int32_t i = 0; dx && i < in; ++i) {
         float s = 0.0f;
         for (int32_t k = 0; k < 3 * H; ++k) s += S[k] * Wd[k * in + i];
         dx[i] += s;
@@ -120,7 +120,7 @@ void poet_gru_grad_f32(const float *X, const float *W, const float *R, const flo
                        int32_t direction)
 {
     const int32_t dirs = direction == 2 ? 2 : 1, G = 3 * H;
-    zero(dX, seq * batch * in);
+    if (dX) zero(dX, seq * batch * in);
     zero(dW, dirs * G * in);
     zero(dR, dirs * G * H);
     zero(dB, dirs * 2 * G);
@@ -133,7 +133,7 @@ void poet_gru_grad_f32(const float *X, const float *W, const float *R, const flo
                 const int32_t row = (t * dirs + d) * batch + b;
                 grad_row(Wd, Rd, Bd, X + (t * batch + b) * in, prev_h(Y, H0, s, seq, d, b, batch, H, direction),
                          dY ? dY + row * H : NULL, dH0 + (d * batch + b) * H, S, dW + d * G * in,
-                         dR + d * G * H, dB + d * 2 * G, dX + (t * batch + b) * in, in, H);
+                         dR + d * G * H, dB + d * 2 * G, dX ? dX + (t * batch + b) * in : NULL, in, H);
             }
         }
     }

@@ -129,7 +129,7 @@ static void grad_row(const float *Wd, const float *Rd, const float *Bd, lstm_row
         dBd[k] += S[k];
         dBd[4 * H + k] += S[k];
     }
-    for (int32_t i = 0; i < in; ++i) {
+    for (int32_t i = 0; dx && i < in; ++i) {
         float s = 0.0f;
         for (int32_t k = 0; k < 4 * H; ++k) s += S[k] * Wd[k * in + i];
         dx[i] += s;
@@ -147,7 +147,7 @@ void poet_lstm_grad_f32(const float *X, const float *W, const float *R, const fl
                         float *S, int32_t seq, int32_t batch, int32_t in, int32_t H, int32_t direction)
 {
     const int32_t dirs = direction == 2 ? 2 : 1, G = 4 * H;
-    zero(dX, seq * batch * in);
+    if (dX) zero(dX, seq * batch * in);
     zero(dW, dirs * G * in);
     zero(dR, dirs * G * H);
     zero(dB, dirs * 2 * G);
@@ -164,7 +164,7 @@ void poet_lstm_grad_f32(const float *X, const float *W, const float *R, const fl
                 lstm_row r = {X + (t * batch + b) * in, prev_row(Y, H0, s, seq, d, b, batch, H, direction),
                               prev_row(C, C0, s, seq, d, b, batch, H, direction), C + row, dY ? dY + row : NULL};
                 grad_row(Wd, Rd, Bd, r, dH0 + st, dC0 + st, S, dW + d * G * in, dR + d * G * H, dB + d * 2 * G,
-                         dX + (t * batch + b) * in, in, H);
+                         dX ? dX + (t * batch + b) * in : NULL, in, H);
             }
         }
     }
