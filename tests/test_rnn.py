@@ -246,3 +246,60 @@ def test_bit_identical_on_cortex_m4(name, tmp_path):
     assert [s.loss for s in host.steps] == [s.loss for s in qemu.steps]
     for k in host.params:
         assert np.array_equal(host.params[k], qemu.params[k]), k
+
+
+def test_zoo_gru_kws_on_cortex_m4_within_its_floor(tmp_path):
+    """The zoo's GRU keyword spotter at 150 KiB (its floor is 146,336 B): trains on qemu-cortex-m4 bit for
+    bit like on the host, linked into a 150 KiB RAM region."""
+    from conftest import EXAMPLES, need_tools
+
+    from poet_edge import runner
+    from poet_edge.compiler import CompileOptions, compile_model
+
+    need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
+    model = EXAMPLES / "zoo" / "gru_kws.onnx"
+    compile_model(
+        CompileOptions(model, "cortex-m4", 150 * 1024, tmp_path / "out", 1, autodiff.Loss.CROSS_ENTROPY, 0.05)
+    )
+    host = runner.run_project(tmp_path / "out", "host", 2)
+    qemu = runner.run_project(tmp_path / "out", "qemu-cortex-m4", 2)
+    assert [s.loss for s in host.steps] == [s.loss for s in qemu.steps]
+    for k in host.params:
+        assert np.array_equal(host.params[k], qemu.params[k]), k
+
+
+def test_forward_matches_onnx_node_tests():
+    """ONNX's own GRU/LSTM node tests request only Y_h (an omitted Y is refused for training, so
+    test_onnx_node.py records them as refusals): compare our forward on every case whose attributes we
+    support, on each output the case names."""
+    from test_onnx_node import cases
+
+    from poet_edge import ops
+    from poet_edge.frontend import _attrs
+    from poet_edge.ir import Node
+
+    checked = []
+    for case in cases():  # the single-node cases of supported ops, collected once per session
+        pn = case.model.graph.node[0]
+        if pn.op_type not in GATES:
+            continue
+        attrs = _attrs(pn)
+        node = Node(
+            "n", pn.op_type, tuple(t for t in pn.input if t), ("Y", "Y_h", "Y_c")[: len(pn.output)], attrs
+        )
+        try:
+            ops.get(pn.op_type).check(node)
+        except PoetError:
+            continue  # linear_before_reset=0, layout=1, peepholes: refused with a message
+        feeds, expected = case.data_sets[0]
+        values = dict(zip([i.name for i in case.model.graph.input], feeds, strict=True))
+        if len(pn.input) > 4 and pn.input[4]:
+            attrs["sequence_lens"] = tuple(int(v) for v in values[pn.input[4]])
+        xs = [np.asarray(values[t]) for k, t in enumerate(pn.input) if t and k != 4]
+        got = ops.get(pn.op_type).forward(xs, attrs)
+        outs = [k for k, t in enumerate(pn.output) if t]
+        for k, e in zip(outs, expected, strict=True):
+            np.testing.assert_allclose(got[k], e, rtol=1e-5, atol=1e-6)
+        checked.append(case.name)
+    print("checked:", checked)
+    assert {"test_lstm_defaults", "test_lstm_with_initial_bias"} <= set(checked), checked
