@@ -303,3 +303,26 @@ def test_forward_matches_onnx_node_tests():
         checked.append(case.name)
     print("checked:", checked)
     assert {"test_lstm_defaults", "test_lstm_with_initial_bias"} <= set(checked), checked
+
+
+@pytest.mark.parametrize("name", ["gru_kws", "lstm_kws"])
+def test_trains_like_pytorch(name):
+    """3 SGD steps of the numpy reference (float32) vs PyTorch's own training of the same model, stored by
+    tests/data/rnn/make_torch_reference.py: losses and logits after training within 1e-5 (relative)."""
+    from conftest import EXAMPLES, ROOT
+
+    from poet_edge import frontend
+
+    data = np.load(ROOT / "tests" / "data" / "rnn" / f"{name}.npz")
+    path = (
+        EXAMPLES / "zoo" / "gru_kws.onnx"
+        if name == "gru_kws"
+        else ROOT / "tests" / "data" / "rnn" / "lstm_kws.onnx"
+    )
+    g = frontend.load(path, batch=3)
+    tg = autodiff.training_graph(g)
+    batches = [(data["x"], data["labels"])] * len(data["losses"])
+    losses, params = reference.train(tg, batches, 0.05)
+    assert max_rel_err(losses, data["losses"]) <= 1e-5
+    after = reference.run(g, {g.inputs[0]: data["x"]}, params)[g.outputs[0]]
+    assert max_rel_err(after, data["logits_after"]) <= 1e-5
