@@ -16,7 +16,7 @@ import numpy as np
 
 from poet_edge.ir import Role
 from poet_edge.ops import rnn_common as rc
-from poet_edge.ops.base import IntArg, KernelCall, NullArg, OpDef, TensorArg, unsupported
+from poet_edge.ops.base import CArg, IntArg, KernelCall, NullArg, OpDef, TensorArg, unsupported
 
 ACTS = ("Sigmoid", "Tanh")
 GRAD_KEYS = ("X", "W", "R", "?b", "?h0", "Y", "?dy", "?dyh")
@@ -70,8 +70,8 @@ def backward(gb, node, gys, needs):
     attrs["has_dx"] = int(needs[0])
     ins = (*node.inputs[:3], *present.values(), node.outputs[0], *[g for g in gys[:2] if g is not None])
     outs = rc.emit_multi(gb, "GRUGrad", ins, attrs, [Role.GRADIENT] * (5 + needs[0]))
-    outs = outs if needs[0] else [None, *outs]
-    grads = outs[:3] + [outs[3] if "b" in present else None, outs[4] if "h0" in present else None]
+    full: list[str | None] = [*outs] if needs[0] else [None, *outs]
+    grads = full[:3] + [full[3] if "b" in present else None, full[4] if "h0" in present else None]
     return [g if need else None for g, need in zip(grads, needs, strict=False)]
 
 
@@ -151,7 +151,7 @@ def grad_kernel(node, shape):
     seq, batch, inp, hs, _ = rc.seq_dims(shape(v["X"]), node.attrs)
     names = [k.lstrip("?") for k in GRAD_KEYS]
     ins = [TensorArg(v[k]) if v[k] is not None else NullArg() for k in names]
-    outs = [TensorArg(o, False) for o in node.outputs]
+    outs: list[CArg] = [TensorArg(o, False) for o in node.outputs]
     if not node.attrs.get("has_dx", 1):
         outs.insert(0, NullArg())
     dims = (IntArg(seq), IntArg(batch), IntArg(inp), IntArg(hs), IntArg(rc.direction_code(node.attrs)))

@@ -17,7 +17,7 @@ import numpy as np
 
 from poet_edge.ir import Role
 from poet_edge.ops import rnn_common as rc
-from poet_edge.ops.base import IntArg, KernelCall, NullArg, OpDef, TensorArg, unsupported
+from poet_edge.ops.base import CArg, IntArg, KernelCall, NullArg, OpDef, TensorArg, unsupported
 
 ACTS = ("Sigmoid", "Tanh", "Tanh")
 STATE_KEYS = ("X", "W", "R", "?b", "?h0", "?c0", "Y")
@@ -82,8 +82,8 @@ def backward(gb, node, gys, needs):
         gattrs,
         [Role.GRADIENT] * (6 + needs[0]),
     )
-    outs = outs if needs[0] else [None, *outs]
-    grads = outs[:3] + [outs[k + 3] if n in present else None for k, n in enumerate(("b", "h0", "c0"))]
+    full: list[str | None] = [*outs] if needs[0] else [None, *outs]
+    grads = full[:3] + [full[k + 3] if n in present else None for k, n in enumerate(("b", "h0", "c0"))]
     return [g if need else None for g, need in zip(grads, needs, strict=False)]
 
 
@@ -180,7 +180,7 @@ def states_kernel(node, shape):
 
 
 def grad_kernel(node, shape):
-    outs = [TensorArg(o, False) for o in node.outputs]
+    outs: list[CArg] = [TensorArg(o, False) for o in node.outputs]
     if not node.attrs.get("has_dx", 1):
         outs.insert(0, NullArg())
     return KernelCall("poet_lstm_grad_f32", (*_named(node, GRAD_KEYS), *outs, *_dims(node, shape)), "lstm")
