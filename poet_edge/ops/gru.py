@@ -127,11 +127,11 @@ def grad_forward(xs, attrs):
 
 
 def work(ins, outs, attrs):
-    return rc.rnn_work(ins, outs, attrs, 3, 1)
+    return rc.rnn_work(ins, outs, attrs, 3, 1, "GRU")
 
 
 def grad_work(ins, outs, attrs):
-    return rc.rnn_work(ins, outs, attrs, 3, 3)
+    return rc.rnn_work(ins, outs, attrs, 3, 3, "GRUGrad")
 
 
 def _opt(node, i):

@@ -147,11 +147,15 @@ def grad_forward(xs, attrs):
 
 
 def work(ins, outs, attrs):
-    return rc.rnn_work(ins, outs, attrs, 4, 1)
+    return rc.rnn_work(ins, outs, attrs, 4, 1, "LSTM")
+
+
+def states_work(ins, outs, attrs):
+    return rc.rnn_work(ins, outs, attrs, 4, 1, "LSTMStates")
 
 
 def grad_work(ins, outs, attrs):
-    return rc.rnn_work(ins, outs, attrs, 4, 3)
+    return rc.rnn_work(ins, outs, attrs, 4, 3, "LSTMGrad")
 
 
 def _opt(node, i):
@@ -187,5 +191,5 @@ def grad_kernel(node, shape):
 
 
 OP = OpDef("LSTM", infer, forward, work, backward, kernel, check, const_inputs={4: "sequence_lens"})
-STATES = OpDef("LSTMStates", states_infer, states_forward, work, None, states_kernel, internal=True)
+STATES = OpDef("LSTMStates", states_infer, states_forward, states_work, None, states_kernel, internal=True)
 GRAD = OpDef("LSTMGrad", grad_infer, grad_forward, grad_work, None, grad_kernel, internal=True)

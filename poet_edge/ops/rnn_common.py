@@ -19,16 +19,21 @@ import numpy as np
 
 from poet_edge import ops
 from poet_edge.ir import Node, Role, Tensor
-from poet_edge.kernel_model import COEFFICIENTS, IDEAL
 from poet_edge.ops.base import Attrs, Shape, f32_bytes, unsupported
 from poet_edge.work import OpClass, Work
 
 DIRECTIONS = {"forward": 0, "reverse": 1, "bidirectional": 2}
 
-# gru.c / lstm.c run scalar dot products: per MAC two loads, a multiply, an add and one loop step (the GEMM
-# family's fitted step), against IDEAL instructions per MAC of a full register-blocked GEMM block. An
-# estimate from kernel_model's instruction model, not a fit to measured counts (about 2.3).
-SCALAR_WEIGHT = round((4.0 + COEFFICIENTS["gemm"].step) / IDEAL, 4)
+# gru.c / lstm.c run scalar dot products and per-unit activations, not register-blocked GEMM blocks: the
+# weight of their MACs is their instructions per MAC measured on qemu-cortex-m4 (`poet run --profile`, one
+# step at batch 1 of examples/zoo/gru_kws.onnx, in 10, H 64, and tests/data/rnn/lstm_kws.onnx, in 10, H 48)
+# over the 2.337 instructions per MAC of the profiles' fitted dense rate (a large GEMM's MAC weighs 1).
+DENSE_INSTRUCTIONS_PER_MAC = 2.337
+INSTRUCTIONS_PER_MAC = {"GRU": 7.50, "GRUGrad": 9.15, "LSTM": 7.99, "LSTMStates": 7.80, "LSTMGrad": 7.88}
+
+
+def weight(op: str) -> float:
+    return round(INSTRUCTIONS_PER_MAC[op] / DENSE_INSTRUCTIONS_PER_MAC, 4)
 
 
 def dirs(attrs: Attrs) -> int:
@@ -138,7 +143,9 @@ def seq_dims(x: Shape, attrs: Attrs) -> tuple[int, int, int, int, int]:
     return seq, batch, inp, int(attrs["hidden_size"]), dirs(attrs)  # type: ignore[call-overload]
 
 
-def rnn_work(ins: Sequence[Shape], outs: Sequence[Shape], attrs: Attrs, gates: int, passes: int) -> Work:
+def rnn_work(
+    ins: Sequence[Shape], outs: Sequence[Shape], attrs: Attrs, gates: int, passes: int, op: str
+) -> Work:
     """``passes`` gate evaluations per step and row: 1 forward, 3 backward (the recomputed gates, then
     dX/dh and dW/dR, each G*H*(in+H) MACs; without dX, G*H*in fewer)."""
     seq, batch, inp, h, nd = seq_dims(tuple(ins[0]), attrs)
@@ -149,7 +156,7 @@ def rnn_work(ins: Sequence[Shape], outs: Sequence[Shape], attrs: Attrs, gates: i
         macs=macs,
         bytes_read=f32_bytes(*ins),
         bytes_written=f32_bytes(*outs),
-        weight=SCALAR_WEIGHT,
+        weight=weight(op),
     )
 
 
