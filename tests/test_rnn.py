@@ -88,6 +88,9 @@ CASES = {
     "gru_bidirectional": ("GRU", {"direction": "bidirectional"}),
     "gru_no_initial_h": ("GRU", {"init": False, "use": (1,)}),
     "gru_only_y_full_lens": ("GRU", {"use": (0,), "seq_lens": [S] * B}),
+    "gru_lbr0": ("GRU", {"lbr": 0}),
+    "gru_lbr0_bidirectional_only_y": ("GRU", {"lbr": 0, "direction": "bidirectional", "use": (0,)}),
+    "gru_lbr0_reverse_no_init": ("GRU", {"lbr": 0, "direction": "reverse", "init": False, "dx": False}),
     "lstm": ("LSTM", {"use": (0, 1, 2)}),
     "lstm_reverse_no_init": ("LSTM", {"direction": "reverse", "init": False}),
     "lstm_bidirectional": ("LSTM", {"direction": "bidirectional", "use": (1, 2)}),
@@ -99,7 +102,8 @@ CASES = {
 
 def _model(name):
     op, kw = CASES[name]
-    attrs = {"linear_before_reset": 1} if op == "GRU" else {}
+    kw = dict(kw)
+    attrs = {"linear_before_reset": kw.pop("lbr", 1)} if op == "GRU" else {}
     return rnn_model(op, attrs=attrs, **kw)
 
 
@@ -152,12 +156,18 @@ def test_work_counts_the_recomputed_gates():
         [tg.shape(t) for t in bwd.inputs], [tg.shape(t) for t in bwd.outputs], bwd.attrs
     )
     assert w.macs == S * 2 * B * (3 * 3 * H * (IN + H) - 3 * H * IN)
+    # linear_before_reset=0: r ⊙ h for all units first (one more reset-gate pass); without Y_h the forward's
+    # last step evaluates it for every unit again
+    g = load_model(_model("gru_lbr0_bidirectional_only_y"))
+    fwd = g.nodes[1]
+    w = ops.get("GRU").work([g.shape(t) for t in fwd.inputs], [g.shape(t) for t in fwd.outputs], fwd.attrs)
+    assert w.macs == 2 * B * (S * 3 * H * (IN + H) + H * (IN + H) * (S + H))
 
 
 @pytest.mark.parametrize(
     ("op", "attrs", "match"),
     [
-        ("GRU", {"linear_before_reset": 0}, "linear_before_reset=0"),
+        ("GRU", {"linear_before_reset": 2}, "linear_before_reset=2"),
         ("GRU", {"linear_before_reset": 1, "layout": 1}, "layout=1"),
         ("GRU", {"linear_before_reset": 1, "clip": 3.0}, "clip"),
         ("GRU", {"linear_before_reset": 1, "activations": ["Relu", "Tanh"]}, "activations"),
@@ -207,6 +217,9 @@ def test_peepholes_refused():
         "gru_bidirectional",
         "gru_no_initial_h",
         "gru_bidirectional_no_dx",
+        "gru_lbr0",
+        "gru_lbr0_bidirectional_only_y",
+        "gru_lbr0_reverse_no_init",
         "lstm",
         "lstm_bidirectional",
         "lstm_reverse_no_init",
@@ -227,7 +240,7 @@ def test_generated_c_vs_reference(name, tmp_path):
         assert rel_close(c_params[k], v, 1e-5), k
 
 
-@pytest.mark.parametrize("name", ["gru_bidirectional", "lstm"])
+@pytest.mark.parametrize("name", ["gru_bidirectional", "gru_lbr0_bidirectional_only_y", "lstm"])
 def test_bit_identical_on_cortex_m4(name, tmp_path):
     from conftest import need_tools
 
@@ -271,7 +284,7 @@ def test_zoo_gru_kws_on_cortex_m4_within_its_floor(tmp_path):
 def test_forward_matches_onnx_node_tests():
     """ONNX's own GRU/LSTM node tests request only Y_h (an omitted Y is refused for training, so
     test_onnx_node.py records them as refusals): compare our forward on every case whose attributes we
-    support, on each output the case names."""
+    support, on each output the case names (the GRU cases use linear_before_reset=0)."""
     from test_onnx_node import cases
 
     from poet_edge import ops
@@ -302,7 +315,13 @@ def test_forward_matches_onnx_node_tests():
             np.testing.assert_allclose(got[k], e, rtol=1e-5, atol=1e-6)
         checked.append(case.name)
     print("checked:", checked)
-    assert {"test_lstm_defaults", "test_lstm_with_initial_bias"} <= set(checked), checked
+    want = {
+        "test_lstm_defaults",
+        "test_lstm_with_initial_bias",
+        "test_gru_defaults",
+        "test_gru_with_initial_bias",
+    }
+    assert want <= set(checked), checked
 
 
 @pytest.mark.parametrize("name", ["gru_kws", "lstm_kws"])

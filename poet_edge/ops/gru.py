@@ -1,8 +1,8 @@
-"""GRU (ONNX, gates z, r, h; linear_before_reset=1 as torch exports it) and its BPTT gradient GRUGrad.
+"""GRU (ONNX, gates z, r, h; linear_before_reset 1 as torch exports it, or 0) and its BPTT gradient GRUGrad.
 
 Per step, with h the previous hidden state (initial_h or zeros at the first step):
-z = σ(Wz x + Wbz + Rz h + Rbz), r = σ(Wr x + Wbr + Rr h + Rbr), hl = Rh h + Rbh,
-n = tanh(Wh x + Wbh + r ⊙ hl), h' = (1 - z) ⊙ n + z ⊙ h.
+z = σ(Wz x + Wbz + Rz h + Rbz), r = σ(Wr x + Wbr + Rr h + Rbr), h' = (1 - z) ⊙ n + z ⊙ h, with
+n = tanh(Wh x + Wbh + r ⊙ (Rh h + Rbh)) for linear_before_reset=1, tanh(Wh x + Wbh + Rh (r ⊙ h) + Rbh) for 0.
 
 GRUGrad(X, W, R, [B], [initial_h], Y, [dY], [dY_h]) -> (dX, dW, dR, dB, d_initial_h, scratch[4H]) walks
 the sequence backwards; it recomputes each step's gates from X and the saved hidden states (Y and
@@ -11,6 +11,8 @@ d_initial_h output; scratch holds one row's four gate gradients. Its MACs count 
 dX is an output only when X needs a gradient (attribute has_dx), e.g. not when X is the model input."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
@@ -24,25 +26,32 @@ GRAD_KEYS = ("X", "W", "R", "?b", "?h0", "Y", "?dy", "?dyh")
 
 def check(node):
     rc.check(node, ACTS, 5)
-    if int(node.attr("linear_before_reset", 0)) != 1:
-        raise unsupported(
-            node, "linear_before_reset=0 (only linear_before_reset=1, what torch's nn.GRU exports)"
-        )
+    if _lbr(node.attrs) not in (0, 1):
+        raise unsupported(node, f"linear_before_reset={_lbr(node.attrs)} (0 or 1)")
+
+
+def _lbr(attrs) -> int:
+    return int(attrs.get("linear_before_reset", 0))
 
 
 def infer(shapes, attrs):
     return rc.infer(shapes, attrs, 3, 1)
 
 
-def _gates(x, h, w, r, wb, rb):
-    """z, r, hl, n of one step for all batch rows."""
+def _gates(x, h, w, r, wb, rb, lbr=1):
+    """z, r, hl, n of one step for all batch rows; hl = Rh h + Rbh (linear_before_reset=1) or
+    Rh (r ⊙ h) + Rbh (0)."""
     hs = h.shape[-1]
     gx = x @ w.T + wb
-    gh = h @ r.T + rb
+    gh = h @ r[: 2 * hs].T + rb[: 2 * hs]
     z = rc.sigmoid(gx[:, :hs] + gh[:, :hs])
     rr = rc.sigmoid(gx[:, hs : 2 * hs] + gh[:, hs : 2 * hs])
-    hl = gh[:, 2 * hs :]
-    n = np.tanh(gx[:, 2 * hs :] + rr * hl)
+    if lbr:
+        hl = h @ r[2 * hs :].T + rb[2 * hs :]
+        n = np.tanh(gx[:, 2 * hs :] + rr * hl)
+    else:
+        hl = (rr * h) @ r[2 * hs :].T + rb[2 * hs :]
+        n = np.tanh(gx[:, 2 * hs :] + hl)
     return z, rr, hl, n
 
 
@@ -55,7 +64,7 @@ def forward(xs, attrs):
     for d in range(nd):
         h = xs[4][d] if len(xs) > 4 else np.zeros((batch, hs), x.dtype)
         for t in rc.steps(seq, attrs, d):
-            z, _, _, n = _gates(x[t], h, w[d], r[d], wb[d], rb[d])
+            z, _, _, n = _gates(x[t], h, w[d], r[d], wb[d], rb[d], _lbr(attrs))
             h = ((1 - z) * n + z * h).astype(x.dtype)
             y[t, d] = h
         yh[d] = h
@@ -108,41 +117,65 @@ def grad_forward(xs, attrs):
         for s in range(seq - 1, -1, -1):
             t = order[s]
             hp = h0 if s == 0 else y[order[s - 1], d]
-            z, rr, hl, n = _gates(x[t], hp, w[d], r[d], wb[d], rb[d])
+            z, rr, hl, n = _gates(x[t], hp, w[d], r[d], wb[d], rb[d], _lbr(attrs))
             if v["dy"] is not None:
                 dh = dh + v["dy"][t, d]
             dan = dh * (1 - z) * (1 - n * n)
             daz = dh * (hp - n) * z * (1 - z)
-            dar = dan * hl * rr * (1 - rr)
+            if _lbr(attrs):
+                dar = dan * hl * rr * (1 - rr)
+                gr = np.concatenate([daz, dar, dan * rr], axis=1)
+                dr[d] += gr.T @ hp
+                dh_r = gr @ r[d]
+            else:  # hl = Rh (r ⊙ h) + Rbh: d(r ⊙ h) = Rhᵀ dan
+                drh = dan @ r[d, 2 * hs :]
+                dar = drh * hp * rr * (1 - rr)
+                gr = np.concatenate([daz, dar, dan], axis=1)
+                dr[d, : 2 * hs] += gr[:, : 2 * hs].T @ hp
+                dr[d, 2 * hs :] += dan.T @ (rr * hp)
+                dh_r = gr[:, : 2 * hs] @ r[d, : 2 * hs] + drh * rr
             gw = np.concatenate([daz, dar, dan], axis=1)
-            gr = np.concatenate([daz, dar, dan * rr], axis=1)
             dw[d] += gw.T @ x[t]
-            dr[d] += gr.T @ hp
             db[d, : 3 * hs] += gw.sum(axis=0)
             db[d, 3 * hs :] += gr.sum(axis=0)
             dx[t] += gw @ w[d]
-            dh = dh * z + gr @ r[d]
+            dh = dh * z + dh_r
         dh0[d] = dh
     return [dx, dw, dr, db, dh0, np.zeros(4 * hs, x.dtype)][1 - int(attrs.get("has_dx", 1)) :]
 
 
+def _extra_macs(ins, attrs, last_step_slow: bool) -> int:
+    """linear_before_reset=0 evaluates the reset gate once more per step and row (r ⊙ h for all units
+    first); a forward without a spare row at its last step (no Y_h output) evaluates it H times more."""
+    if _lbr(attrs):
+        return 0
+    seq, batch, inp, hs, nd = rc.seq_dims(tuple(ins[0]), attrs)
+    return nd * batch * hs * (inp + hs) * (seq + (hs if last_step_slow else 0))
+
+
 def work(ins, outs, attrs):
-    return rc.rnn_work(ins, outs, attrs, 3, 1, "GRU")
+    w = rc.rnn_work(ins, outs, attrs, 3, 1, "GRU")
+    return replace(w, macs=w.macs + _extra_macs(ins, attrs, len(outs) < 2))
 
 
 def grad_work(ins, outs, attrs):
-    return rc.rnn_work(ins, outs, attrs, 3, 3, "GRUGrad")
+    w = rc.rnn_work(ins, outs, attrs, 3, 3, "GRUGrad")
+    return replace(w, macs=w.macs + _extra_macs(ins, attrs, False))
 
 
 def _opt(node, i):
     return TensorArg(node.inputs[i]) if len(node.inputs) > i else NullArg()
 
 
+def _modes(attrs) -> tuple[IntArg, IntArg]:
+    return IntArg(rc.direction_code(attrs)), IntArg(_lbr(attrs))
+
+
 def kernel(node, shape):
     seq, batch, inp, hs, nd = rc.seq_dims(shape(node.inputs[0]), node.attrs)
     ys = [TensorArg(o, False) for o in node.outputs] + [NullArg()] * (2 - len(node.outputs))
     args = (TensorArg(node.inputs[0]), TensorArg(node.inputs[1]), TensorArg(node.inputs[2]), _opt(node, 3))
-    dims = (IntArg(seq), IntArg(batch), IntArg(inp), IntArg(hs), IntArg(rc.direction_code(node.attrs)))
+    dims = (IntArg(seq), IntArg(batch), IntArg(inp), IntArg(hs), *_modes(node.attrs))
     return KernelCall("poet_gru_f32", (*args, _opt(node, 4), *ys, *dims), "gru")
 
 
@@ -154,7 +187,7 @@ def grad_kernel(node, shape):
     outs: list[CArg] = [TensorArg(o, False) for o in node.outputs]
     if not node.attrs.get("has_dx", 1):
         outs.insert(0, NullArg())
-    dims = (IntArg(seq), IntArg(batch), IntArg(inp), IntArg(hs), IntArg(rc.direction_code(node.attrs)))
+    dims = (IntArg(seq), IntArg(batch), IntArg(inp), IntArg(hs), *_modes(node.attrs))
     return KernelCall("poet_gru_grad_f32", (*ins, *outs, *dims), "gru")
 
 

@@ -140,18 +140,18 @@ void poet_zeros_f32(float *Y, int32_t n);
 /* ---- end transformer -------------------------------------------------------------------------------- */
 
 /* ---- recurrent (gru.c, lstm.c) ---------------------------------------------------------------------- */
-/* ONNX GRU (linear_before_reset = 1) / LSTM, layout 0: X[seq][batch][in], W[dirs][G*H][in],
+/* ONNX GRU (linear_before_reset = lbr, 1 or 0) / LSTM, layout 0: X[seq][batch][in], W[dirs][G*H][in],
  * R[dirs][G*H][H], B[dirs][2*G*H], states [dirs][batch][H], Y[seq][dirs][batch][H]; G = 3 (GRU) or 4 (LSTM);
  * direction 0 forward, 1 reverse, 2 bidirectional. NULL optional inputs read as zeros, NULL outputs are
  * skipped. The gradients recompute each step's gates (from X and Y; LSTM also from the cell states C of
  * poet_lstm_states_f32), carry dh (and dc) in dH0 (dC0), and use S[4H] as one row's scratch; dX may be
  * NULL (X needs no gradient). */
 void poet_gru_f32(const float *X, const float *W, const float *R, const float *B, const float *H0, float *Y,
-                  float *Yh, int32_t seq, int32_t batch, int32_t in, int32_t H, int32_t direction);
+                  float *Yh, int32_t seq, int32_t batch, int32_t in, int32_t H, int32_t direction, int32_t lbr);
 void poet_gru_grad_f32(const float *X, const float *W, const float *R, const float *B, const float *H0,
                        const float *Y, const float *dY, const float *dYh, float *dX, float *dW, float *dR,
                        float *dB, float *dH0, float *S, int32_t seq, int32_t batch, int32_t in, int32_t H,
-                       int32_t direction);
+                       int32_t direction, int32_t lbr);
 void poet_lstm_f32(const float *X, const float *W, const float *R, const float *B, const float *H0,
                    const float *C0, float *Y, float *Yh, float *Yc, int32_t seq, int32_t batch, int32_t in,
                    int32_t H, int32_t direction);
