@@ -274,3 +274,19 @@ class BertTiny(nn.Module):
         for layer in self.layers:
             x = layer(x)
         return self.fc(x.mean(dim=1))  # classification head on the mean over the sequence
+
+
+# ---------------------------------------------------------------------------------------------
+# 8. GRU keyword spotter on MFCC frames [batch, 49, 10] (49 frames x 10 MFCC, as DS-CNN), 12 classes
+# ---------------------------------------------------------------------------------------------
+class GRUKWS(nn.Module):
+    def __init__(self, n_mfcc=10, hidden=64, num_classes=12):
+        super().__init__()
+        self.hidden = hidden
+        self.gru = nn.GRU(n_mfcc, hidden, batch_first=True)  # one layer, forward, zero initial state
+        self.fc = nn.Linear(hidden, num_classes)
+
+    def forward(self, x):
+        _, h = self.gru(x)  # h: [1, batch, hidden], the last step's hidden state
+        # reshape rather than h[0] / y[:, -1]: those export a Gather / Squeeze on run-time data
+        return self.fc(h.reshape(-1, self.hidden))

@@ -31,6 +31,11 @@ from poet_edge.ops import (  # elementwise / transformer
 
 # isort: split
 from poet_edge.ops import equal, expand, gather, hardsigmoid, hardswish, squeeze, unsqueeze, where  # issue 54
+
+# isort: split
+from poet_edge.ops import gru, lstm  # recurrent
+
+# isort: split
 from poet_edge.ops.base import OpDef
 
 REGISTRY: dict[str, OpDef] = {
@@ -106,6 +111,12 @@ REGISTRY: dict[str, OpDef] = {
         hardswish.GRAD,
         gather.GRAD,
         where.GRAD,
+        # recurrent
+        gru.OP,
+        gru.GRAD,
+        lstm.OP,
+        lstm.STATES,
+        lstm.GRAD,
     )
 }
 

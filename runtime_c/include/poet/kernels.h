@@ -163,4 +163,29 @@ void poet_where_f32(const float *C, const float *X, const float *Z, float *Y, in
 void poet_where_grad_f32(const float *C, const float *dY, float *dB, int32_t branch, int32_t rank,
                          const int32_t *dims, const int32_t *c_strides);
 /* ---- end models users bring ------------------------------------------------------------------------- */
+/* ---- recurrent (gru.c, lstm.c) ---------------------------------------------------------------------- */
+/* ONNX GRU (linear_before_reset = lbr, 1 or 0) / LSTM, layout 0: X[seq][batch][in], W[dirs][G*H][in],
+ * R[dirs][G*H][H], B[dirs][2*G*H], states [dirs][batch][H], Y[seq][dirs][batch][H]; G = 3 (GRU) or 4 (LSTM);
+ * direction 0 forward, 1 reverse, 2 bidirectional. NULL optional inputs read as zeros, NULL outputs are
+ * skipped. The gradients recompute each step's gates (from X and Y; LSTM also from the cell states C of
+ * poet_lstm_states_f32), carry dh (and dc) in dH0 (dC0), and use S[4H] as one row's scratch; dX may be
+ * NULL (X needs no gradient). */
+void poet_gru_f32(const float *X, const float *W, const float *R, const float *B, const float *H0, float *Y,
+                  float *Yh, int32_t seq, int32_t batch, int32_t in, int32_t H, int32_t direction, int32_t lbr);
+void poet_gru_grad_f32(const float *X, const float *W, const float *R, const float *B, const float *H0,
+                       const float *Y, const float *dY, const float *dYh, float *dX, float *dW, float *dR,
+                       float *dB, float *dH0, float *S, int32_t seq, int32_t batch, int32_t in, int32_t H,
+                       int32_t direction, int32_t lbr);
+void poet_lstm_f32(const float *X, const float *W, const float *R, const float *B, const float *H0,
+                   const float *C0, float *Y, float *Yh, float *Yc, int32_t seq, int32_t batch, int32_t in,
+                   int32_t H, int32_t direction);
+void poet_lstm_states_f32(const float *X, const float *W, const float *R, const float *B, const float *H0,
+                          const float *C0, const float *Y, float *C, int32_t seq, int32_t batch, int32_t in,
+                          int32_t H, int32_t direction);
+void poet_lstm_grad_f32(const float *X, const float *W, const float *R, const float *B, const float *H0,
+                        const float *C0, const float *Y, const float *C, const float *dY, const float *dYh,
+                        const float *dYc, float *dX, float *dW, float *dR, float *dB, float *dH0, float *dC0,
+                        float *S, int32_t seq, int32_t batch, int32_t in, int32_t H, int32_t direction);
+/* ---- end recurrent ---------------------------------------------------------------------------------- */
+
 #endif
