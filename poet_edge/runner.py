@@ -51,7 +51,7 @@ class RunOutcome:
 
     def instructions(self, ticks: int) -> int | None:
         per = self.target.instructions_per_tick
-        return ticks * per if per else None
+        return round(ticks * per) if per else None
 
 
 def load_plan(out: Path) -> dict[str, Any]:

@@ -79,7 +79,7 @@ class Target:
     tick_source: str
     ticks_deterministic: bool
     cpu_clock_hz: int | None
-    instructions_per_tick: int | None
+    instructions_per_tick: float | None  # e.g. 31.25 on a 32 MHz board (1e9 / 32e6)
 
     @property
     def is_qemu(self) -> bool:
@@ -166,8 +166,13 @@ def _target_from_toml(directory: Path, raw: Mapping[str, Any]) -> Target:
         tick_source=str(ticks["source"]),
         ticks_deterministic=bool(ticks.get("deterministic", False)),
         cpu_clock_hz=ticks.get("cpu_clock_hz"),
-        instructions_per_tick=ticks.get("instructions_per_tick"),
+        instructions_per_tick=_opt_float(ticks.get("instructions_per_tick")),
     )
+
+
+def _opt_float(value: Any) -> float | None:
+    """A TOML number as float (an integer stays exact), or None when absent."""
+    return None if value is None else float(value)
 
 
 # ---- toolchain ----------------------------------------------------------------------------------
