@@ -1,0 +1,143 @@
+"""Targets for real chips (issue 58): a Cortex-M3 without FPU (soft float), a Cortex-M55 (scalar build)
+and an STM32F405 linked as for the real chip. Each trains mlp for 3 steps with parameters bit-identical to
+the host and measured RAM within the budget; the other checks pin what makes each target what it claims.
+
+Locally, a missing toolchain skips these tests with the install command; with CI=true it fails them.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES, need_tools
+
+from poet_edge import runner
+from poet_edge.compiler import CompileOptions, compile_model
+from poet_edge.errors import PoetError
+from poet_edge.targets import RUNTIME_INCLUDE_DIR, Target, available_targets, build, load_target, run
+
+QEMU_TOOLS = ("arm-none-eabi-gcc", "qemu-system-arm")
+CHIPS = ["qemu-cortex-m3", "qemu-cortex-m55", "qemu-stm32f405"]
+RAM = 128 * 1024  # the STM32F405's SRAM; the M3 and M55 targets have more
+SMOKE_DIR = Path(__file__).resolve().parent / "target_smoke"
+# VFP/MVE data-processing and load/store mnemonics as objdump prints them (soft float must have none)
+FP_INSN = re.compile(
+    r"\t(vadd|vsub|vmul|vdiv|vfma|vmla|vmov|vldr|vstr|vldm|vstm|vpush|vpop|vcvt|vcmp|vsqrt)\b"
+)
+
+
+@pytest.fixture(scope="module")
+def mlp_host(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, runner.RunOutcome]:
+    """mlp (batch 4) compiled once for 128 KB and run 3 steps on the host: the reference bits."""
+    need_tools("gcc")
+    out = tmp_path_factory.mktemp("chips") / "mlp"
+    compile_model(CompileOptions(EXAMPLES / "mlp.onnx", "cortex-m4", RAM, out, batch=4))
+    return out, runner.run_project(out, "host", 3)
+
+
+def _symbols(target: Target, elf: Path) -> dict[str, int]:
+    out = subprocess.run([target.nm_tool, str(elf)], capture_output=True, text=True, check=True).stdout
+    return {p[2]: int(p[0], 16) for p in (ln.split() for ln in out.splitlines()) if len(p) == 3}
+
+
+def test_chips_are_listed() -> None:
+    assert set(CHIPS) <= set(available_targets())
+
+
+@pytest.mark.parametrize("name", CHIPS)
+def test_mlp_bit_identical_to_host_within_budget(mlp_host: tuple[Path, runner.RunOutcome], name: str) -> None:
+    need_tools(*QEMU_TOOLS)
+    out, host = mlp_host
+    chip = runner.run_project(out, name, 3)
+    assert [s.loss for s in chip.steps] == [s.loss for s in host.steps]
+    assert chip.params.keys() == host.params.keys()
+    for k, v in host.params.items():
+        assert np.array_equal(chip.params[k].view(np.uint32), v.view(np.uint32)), k
+    assert 0 < chip.stack_used and chip.measured_ram_bytes <= RAM
+    assert chip.build.ram_static_bytes + chip.build.sections["stack"] == RAM
+    instructions = [chip.instructions(s.ticks) for s in chip.steps]
+    assert all(i is not None and i > 10_000 for i in instructions), instructions
+
+
+@pytest.mark.parametrize("name", CHIPS)
+def test_instructions_per_tick(name: str, tmp_path: Path) -> None:
+    """A loop of 2,000,000 known instructions; an547 (32 MHz) and the STM32F405 (168 MHz) have a
+    fractional factor (31.25 and 5.952...)."""
+    need_tools(*QEMU_TOOLS)
+    target = load_target(name)
+    built = build(target, [SMOKE_DIR / "tick_calibration.c"], [], tmp_path / "build", 64 * 1024)
+    result = run(target, built, tmp_path, 60.0)
+    assert result.exit_code == 0, result.stdout + result.stderr
+    instructions, ticks = map(int, re.findall(r"=(\d+)", result.stdout))
+    per = target.instructions_per_tick
+    assert per and abs(ticks * per - instructions) <= 80  # the two poet_ticks() calls, as on the M4 (2 x 40)
+    assert target.cpu_clock_hz and abs(per * target.cpu_clock_hz - 1e9) < 1.0
+
+
+def test_cortex_m3_is_soft_float(tmp_path: Path) -> None:
+    """No VFP instruction anywhere in the image, float arithmetic through libgcc's __aeabi_f* routines,
+    and the assembly GEMM blocks (which need an FPU) compiled out."""
+    need_tools(*QEMU_TOOLS)
+    target = load_target("qemu-cortex-m3")
+    assert "-mfloat-abi=soft" in target.cpu_flags and not any(f.startswith("-mfpu") for f in target.cpu_flags)
+    built = build(target, [SMOKE_DIR / "smoke.c"], [], tmp_path / "build", 64 * 1024)
+    disasm = subprocess.run(
+        ["arm-none-eabi-objdump", "-d", str(built.elf)], capture_output=True, text=True, check=True
+    ).stdout
+    assert not FP_INSN.findall(disasm)
+    assert {"__aeabi_fadd", "__aeabi_fmul"} <= _symbols(target, built.elf).keys()
+
+
+@pytest.mark.parametrize(
+    ("name", "asm"), [("qemu-cortex-m3", False), ("qemu-cortex-m55", True), ("qemu-stm32f405", True)]
+)
+def test_gemm_assembly_only_with_an_fpu(name: str, asm: bool) -> None:
+    need_tools("arm-none-eabi-gcc")
+    target = load_target(name)
+    macros = subprocess.run(
+        [
+            target.cc,
+            *target.cflags,
+            f"-I{RUNTIME_INCLUDE_DIR}",
+            "-dM",
+            "-E",
+            "-include",
+            "poet/arm_asm.h",
+            "-",
+        ],
+        input="",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert ("#define POET_GEMM_ASM 1" in macros) == asm
+
+
+def test_stm32f405_is_linked_for_the_chip(mlp_host: tuple[Path, runner.RunOutcome]) -> None:
+    """Vector table at the start of flash (0x08000000), .data's initial values in flash and copied to
+    SRAM (0x20000000) by the startup code, the arena in SRAM, the stack at the top of the budget."""
+    need_tools(*QEMU_TOOLS)
+    out, _ = mlp_host
+    target = load_target("qemu-stm32f405")
+    elf = out / "run-qemu-stm32f405" / "build" / "program.elf"
+    if not elf.is_file():
+        runner.run_project(out, target.name, 1)
+    sym = _symbols(target, elf)
+    flash = range(0x08000000, 0x08000000 + (1 << 20))
+    sram = range(0x20000000, 0x20000000 + RAM)
+    assert sym["poet_vectors"] == 0x08000000
+    assert sym["Reset_Handler"] in flash and sym["__poet_data_load"] in flash
+    assert sym["__poet_data_start"] == 0x20000000 and sym["__poet_data_end"] > sym["__poet_data_start"]
+    assert sym["poet_arena"] in sram
+    assert sym["__poet_stack_top"] == 0x20000000 + RAM
+
+
+def test_stm32f405_budget_is_the_chips_sram(tmp_path: Path) -> None:
+    need_tools(*QEMU_TOOLS)
+    target = load_target("qemu-stm32f405")
+    with pytest.raises(PoetError, match="RAM budget"):
+        build(target, [SMOKE_DIR / "exit_code.c"], [], tmp_path, RAM + 1024)
