@@ -92,6 +92,27 @@ def test_cortex_m3_is_soft_float(tmp_path: Path) -> None:
     assert {"__aeabi_fadd", "__aeabi_fmul"} <= _symbols(target, built.elf).keys()
 
 
+def _chip_elf(mlp_host: tuple[Path, runner.RunOutcome], name: str) -> Path:
+    """The mlp image the bit-identity test built for ``name`` (built here when run alone)."""
+    out, _ = mlp_host
+    elf = out / f"run-{name}" / "build" / "program.elf"
+    if not elf.is_file():
+        runner.run_project(out, name, 1)
+    return elf
+
+
+def test_cortex_m55_scalar_build_has_no_mve(mlp_host: tuple[Path, runner.RunOutcome]) -> None:
+    """MVE floating point flushes subnormals to zero; the scalar build must not let gcc vectorize into it
+    (without -fno-tree-vectorize, gcc 12 -O2 puts 610 q-register instructions in this mlp image)."""
+    need_tools(*QEMU_TOOLS)
+    elf = _chip_elf(mlp_host, "qemu-cortex-m55")
+    disasm = subprocess.run(
+        ["arm-none-eabi-objdump", "-d", str(elf)], capture_output=True, text=True, check=True
+    )
+    assert "vadd.f32\ts" in disasm.stdout and "vmul.f32\ts" in disasm.stdout  # scalar VFP is there
+    assert not re.findall(r"\sq[0-7]\b", disasm.stdout)
+
+
 @pytest.mark.parametrize(
     ("name", "asm"), [("qemu-cortex-m3", False), ("qemu-cortex-m55", True), ("qemu-stm32f405", True)]
 )
@@ -121,12 +142,8 @@ def test_stm32f405_is_linked_for_the_chip(mlp_host: tuple[Path, runner.RunOutcom
     """Vector table at the start of flash (0x08000000), .data's initial values in flash and copied to
     SRAM (0x20000000) by the startup code, the arena in SRAM, the stack at the top of the budget."""
     need_tools(*QEMU_TOOLS)
-    out, _ = mlp_host
     target = load_target("qemu-stm32f405")
-    elf = out / "run-qemu-stm32f405" / "build" / "program.elf"
-    if not elf.is_file():
-        runner.run_project(out, target.name, 1)
-    sym = _symbols(target, elf)
+    sym = _symbols(target, _chip_elf(mlp_host, target.name))
     flash = range(0x08000000, 0x08000000 + (1 << 20))
     sram = range(0x20000000, 0x20000000 + RAM)
     assert sym["poet_vectors"] == 0x08000000
