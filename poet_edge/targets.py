@@ -305,6 +305,16 @@ def _object(target: Target, flags: list[str], src: Path, obj_dir: Path) -> Path:
     return local
 
 
+def check_storage(target: Target, storage_bytes: int) -> None:
+    """Raise PoetError when a plan pages through more storage than ``target`` has (the generated code
+    would see its storage writes fail; the STM32F405 target, for one, has only 64 KiB under QEMU)."""
+    if target.memory is not None and storage_bytes > target.memory.storage_bytes:
+        raise PoetError(
+            f"the plan pages through {storage_bytes} bytes of storage; target {target.name} has "
+            f"{target.memory.storage_bytes} bytes: use a larger --ram or another target"
+        )
+
+
 def _check_build_args(target: Target, ram_bytes: int, sanitize: bool, stack_reserve_bytes: int) -> None:
     if stack_reserve_bytes < 0:
         raise PoetError(f"stack reserve must be >= 0 bytes, got {stack_reserve_bytes}")

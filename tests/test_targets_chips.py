@@ -7,6 +7,7 @@ Locally, a missing toolchain skips these tests with the install command; with CI
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -158,3 +159,17 @@ def test_stm32f405_budget_is_the_chips_sram(tmp_path: Path) -> None:
     target = load_target("qemu-stm32f405")
     with pytest.raises(PoetError, match="RAM budget"):
         build(target, [SMOKE_DIR / "exit_code.c"], [], tmp_path, RAM + 1024)
+
+
+def test_plan_needing_more_storage_than_the_target_has_is_refused(tmp_path: Path) -> None:
+    """The STM32F405 has 64 KiB of paging storage under QEMU: a plan paging through more is refused before
+    the build (the generated code does not check poet_storage_write's result)."""
+    compile_model(CompileOptions(EXAMPLES / "mlp.onnx", "cortex-m4", RAM, tmp_path / "mlp", batch=2))
+    plan_path = tmp_path / "mlp" / "plan.json"
+    plan = json.loads(plan_path.read_text())
+    plan["simulation"]["storage_peak_bytes"] = 64 * 1024 + 4
+    plan_path.write_text(json.dumps(plan))
+    with pytest.raises(
+        PoetError, match=r"pages through 65540 bytes of storage; target qemu-stm32f405 has 65536"
+    ):
+        runner.run_project(tmp_path / "mlp", "qemu-stm32f405", 1)
