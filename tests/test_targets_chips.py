@@ -11,7 +11,9 @@ Locally, a missing toolchain skips these tests with the install command; with CI
 from __future__ import annotations
 
 import json
+import random
 import re
+import struct
 import subprocess
 from pathlib import Path
 
@@ -86,6 +88,30 @@ def test_instructions_per_tick(name: str, tmp_path: Path) -> None:
     per = target.instructions_per_tick
     assert per and abs(ticks * per - instructions) <= 80  # the two poet_ticks() calls, as on the M4 (2 x 40)
     assert target.cpu_clock_hz and abs(per * target.cpu_clock_hz - 1e9) < 1.0
+
+
+def _smoke(name: str, cwd: Path) -> bytes:
+    """tests/target_smoke/smoke.c (float SGD, storage round trips and bounds, file I/O) on ``name``: its
+    output file."""
+    rng = random.Random(1234)
+    xs = [rng.uniform(-1.0, 1.0) for _ in range(128)]
+    (cwd / "smoke_in.bin").write_bytes(
+        b"".join(struct.pack("<ff", x, 3.0 * x - 1.0 + rng.uniform(-0.1, 0.1)) for x in xs)
+    )
+    target = load_target(name)
+    built = build(target, [SMOKE_DIR / "smoke.c"], [], cwd / "build", 64 * 1024)
+    result = run(target, built, cwd, 60.0)
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert f"smoke: target {name}" in result.stdout
+    return (cwd / "smoke_out.bin").read_bytes()
+
+
+@pytest.mark.parametrize("name", CHIPS)
+def test_smoke_program_bit_identical_to_host(name: str, tmp_path: Path) -> None:
+    need_tools("gcc", *QEMU_TOOLS)
+    (tmp_path / "host").mkdir()
+    (tmp_path / "chip").mkdir()
+    assert _smoke(name, tmp_path / "chip") == _smoke("host", tmp_path / "host")
 
 
 def test_cortex_m3_is_soft_float(tmp_path: Path) -> None:
