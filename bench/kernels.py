@@ -8,7 +8,10 @@ loaded at batch 1, as forward (with bias), input gradient (not for a model's fir
 gradient, split into general, pointwise (1x1) and depthwise (groups == C_in, the cost model's DEPTHWISE
 class); identical calls (same shapes, strides, pads, groups) are measured once, and every distinct call
 is measured (no cap). QEMU -icount counts instructions, not cycles.
-Run: .venv/bin/python bench/kernels.py [TARGET...]"""
+The Cortex-M55 row is its scalar build (FPv5, no MVE). The Cortex-M3 has no FPU: every float operation is a
+libgcc call, so it is not in the default list; measure it on the small models' convs only:
+  .venv/bin/python bench/kernels.py qemu-cortex-m3 --conv-models dscnn,lenet5
+Run: .venv/bin/python bench/kernels.py [TARGET...] [--conv-models M1,M2]"""
 
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from poet_edge import microbench as mb  # noqa: E402
 from poet_edge.ops.conv import conv_window  # noqa: E402
 from poet_edge.paths import ROOT  # noqa: E402
 
-TARGETS = ["qemu-cortex-m4", "qemu-cortex-m7", "qemu-cortex-m33"]
+TARGETS = ["qemu-cortex-m4", "qemu-cortex-m7", "qemu-cortex-m33", "qemu-cortex-m55"]
 # (fan_in, fan_out, first layer?) of the dense layers of examples/mlp.onnx and examples/zoo/*.onnx
 LAYERS = {
     "autoencoder": [(640, 128, True), (128, 128, False), (128, 8, False), (8, 128, False), (128, 640, False)],
@@ -88,10 +91,10 @@ def conv_kind(x, w, group: int) -> str:
     return "pointwise" if tuple(w[2:]) == (1, 1) else "general"
 
 
-def conv_cases() -> list[tuple[str, str, str, mb.KernelCase]]:
+def conv_cases(models: list[str] | None = None) -> list[tuple[str, str, str, mb.KernelCase]]:
     """(model, conv kind, kernel, case) for every distinct conv call of the zoo models at batch 1."""
     out, seen = [], set()
-    for model in CONV_MODELS:
+    for model in models or CONV_MODELS:
         g = frontend.load(ROOT / "examples" / "zoo" / f"{model}.onnx", batch=1)
         for node in g.nodes:
             if node.op != "Conv":
@@ -130,11 +133,22 @@ def geomean(xs: list[float]) -> float:
 
 
 def main(argv: list[str]) -> int:
+    models = [a.split("=", 1)[1].split(",") for a in argv if a.startswith("--conv-models=")]
+    if "--conv-models" in argv:
+        i = argv.index("--conv-models")
+        models.append(argv[i + 1].split(","))
+        argv = argv[:i] + argv[i + 2 :]
+    argv = [a for a in argv if not a.startswith("--conv-models=")]
+    unknown = [m for ms in models for m in ms if m not in CONV_MODELS]
+    if unknown:
+        print(f"unknown --conv-models {', '.join(unknown)}; choose from {', '.join(CONV_MODELS)}")
+        return 2
     targets = argv or TARGETS
     if not shutil.which("arm-none-eabi-gcc") or not shutil.which("qemu-system-arm"):
         print("needs arm-none-eabi-gcc and qemu-system-arm (make toolchain)")
         return 1
-    dense, elem, conv, mm = dense_cases(), elementwise_cases(), conv_cases(), matmul_cases()
+    dense, elem, mm = dense_cases(), elementwise_cases(), matmul_cases()
+    conv = conv_cases(models[-1] if models else None)
     cases = [c for _, _, c in dense + elem + mm] + [c for *_, c in conv]
     summary, conv_summary = [], []
     with tempfile.TemporaryDirectory(prefix="poet-bench-kernels-") as tmp:

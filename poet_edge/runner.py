@@ -51,7 +51,7 @@ class RunOutcome:
 
     def instructions(self, ticks: int) -> int | None:
         per = self.target.instructions_per_tick
-        return ticks * per if per else None
+        return round(ticks * per) if per else None
 
 
 RUN_LOG = "run.log"  # a failed run's whole output, in the run's work folder
@@ -233,6 +233,7 @@ def run_project(
     if steps < 1:
         raise PoetError(f"--steps must be at least 1, got {steps}")
     target = targets.load_target(target_name)
+    targets.check_storage(target, int(plan.get("simulation", {}).get("storage_peak_bytes", 0)))
     work = out / f"run-{target.name}{'-sanitize' if sanitize else ''}{'-profile' if profile else ''}"
     work.mkdir(exist_ok=True)
     write_data(work / "poet_data.bin", batches(plan, steps, data), plan["lr"] if lr is None else lr)

@@ -79,7 +79,7 @@ class Target:
     tick_source: str
     ticks_deterministic: bool
     cpu_clock_hz: int | None
-    instructions_per_tick: int | None
+    instructions_per_tick: float | None  # e.g. 31.25 on a 32 MHz board (1e9 / 32e6)
 
     @property
     def is_qemu(self) -> bool:
@@ -166,8 +166,13 @@ def _target_from_toml(directory: Path, raw: Mapping[str, Any]) -> Target:
         tick_source=str(ticks["source"]),
         ticks_deterministic=bool(ticks.get("deterministic", False)),
         cpu_clock_hz=ticks.get("cpu_clock_hz"),
-        instructions_per_tick=ticks.get("instructions_per_tick"),
+        instructions_per_tick=_opt_float(ticks.get("instructions_per_tick")),
     )
+
+
+def _opt_float(value: Any) -> float | None:
+    """A TOML number as float (an integer stays exact), or None when absent."""
+    return None if value is None else float(value)
 
 
 # ---- toolchain ----------------------------------------------------------------------------------
@@ -298,6 +303,16 @@ def _object(target: Target, flags: list[str], src: Path, obj_dir: Path) -> Path:
         return local
     shutil.copyfile(cached, local)
     return local
+
+
+def check_storage(target: Target, storage_bytes: int) -> None:
+    """Raise PoetError when a plan pages through more storage than ``target`` has (the generated code
+    would see its storage writes fail; the STM32F405 target, for one, has only 64 KiB under QEMU)."""
+    if target.memory is not None and storage_bytes > target.memory.storage_bytes:
+        raise PoetError(
+            f"the plan pages through {storage_bytes} bytes of storage; target {target.name} has "
+            f"{target.memory.storage_bytes} bytes: use a larger --ram or another target"
+        )
 
 
 def _check_build_args(target: Target, ram_bytes: int, sanitize: bool, stack_reserve_bytes: int) -> None:
