@@ -1,0 +1,395 @@
+"""Models users bring (issue 54): nine architectures nobody here wrote, exported by both torch exporters
+at opset 17 and 18, and what poet-edge does with each file.
+
+For each (model, exporter, opset) row: does `poet compile` load it (else the exact error, "refused: ..."),
+do the parameters after 3 SGD steps in the generated C (host gcc, --kernels fast) match PyTorch trained
+on the same batches with the same lr and loss (max relative error of the parameters and of their update),
+does qemu-cortex-m4 give the same bits as the host, and the memory floor (`poet inspect`, --train all and
+--train bias). PyTorch is trained on the model as the ONNX file has it: both exporters fold eval-mode
+BatchNorm into the preceding conv, so the reference model is the torch model with each BN folded into its
+conv (the trained weights are the folded ones), started from the file's own initializer values.
+
+Needs torch, torchvision, onnx, onnxscript, onnxruntime (not poet-edge's dependencies), e.g.
+    PYTHONPATH=$PWD /work/torch-venv/bin/python bench/user_models.py [--only accel_cnn1d] [--no-qemu]
+Writes bench/results/user_models.md and .json (each row as it finishes, so a partial run keeps its rows)."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples" / "user_models"))
+
+import export as um  # noqa: E402
+
+from poet_edge import inspect_model, runner, targets  # noqa: E402
+from poet_edge.compiler import CompileOptions, compile_model  # noqa: E402
+from poet_edge.errors import PoetError  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+STEPS, LR = 3, 0.01
+MB = 1024 * 1024
+QEMU = "qemu-cortex-m4"
+
+
+# ---------------------------------------------------------------------------------------------
+# the PyTorch reference: BN folded as the exporters fold it, parameters matched to the ONNX file's
+# ---------------------------------------------------------------------------------------------
+def fold_batchnorm(model):
+    """A copy of `model` (eval mode) with every BatchNorm whose input is a conv's output folded into that
+    conv (W*g/sqrt(v+eps), b' = beta + (b - mean)*g/sqrt(v+eps)) and replaced by Identity. Pairs are found
+    by running the model once with hooks, so it works for Sequential and attribute-style blocks alike."""
+    from torch import nn
+
+    model = copy.deepcopy(model).eval()
+    produced: dict[int, nn.Module] = {}
+    pairs: list[tuple[nn.Module, nn.Module]] = []
+
+    def on_conv(m, _inp, out):
+        produced[id(out)] = m
+
+    def on_bn(m, inp, _out):
+        conv = produced.get(id(inp[0]))
+        if conv is not None:
+            pairs.append((conv, m))
+
+    hooks = [
+        m.register_forward_hook(on_conv if isinstance(m, nn.modules.conv._ConvNd) else on_bn)
+        for m in model.modules()
+        if isinstance(m, (nn.modules.conv._ConvNd, nn.modules.batchnorm._BatchNorm))
+    ]
+    return model, pairs, hooks
+
+
+def folded_model(model, x):
+    import torch
+    from torch import nn
+
+    model, pairs, hooks = fold_batchnorm(model)
+    with torch.no_grad():
+        model(x)
+    for h in hooks:
+        h.remove()
+    parents = {id(c): (p, n) for p in model.modules() for n, c in p.named_children()}
+    with torch.no_grad():
+        for conv, bn in pairs:
+            scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+            shape = (-1,) + (1,) * (conv.weight.dim() - 1)
+            bias = conv.bias if conv.bias is not None else torch.zeros_like(bn.running_mean)
+            conv.weight.copy_(conv.weight * scale.reshape(shape))
+            conv.bias = nn.Parameter(bn.bias + (bias - bn.running_mean) * scale)
+            parent, name = parents[id(bn)]
+            setattr(parent, name, nn.Identity())
+    left = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if left:
+        raise RuntimeError(f"{len(left)} BatchNorm(s) not after a conv: no folded reference")
+    return model, len(pairs)
+
+
+def _views(t: np.ndarray, shape: tuple[int, ...]) -> list[tuple[str, np.ndarray]]:
+    """The ways a torch parameter may appear as an ONNX initializer of `shape`: as is, transposed (MatMul
+    weights), and for a GRU's [3H, X] weights and [3H] biases, gates reordered r,z,n -> z,r,n."""
+    out = []
+    if t.size == int(np.prod(shape)):
+        out.append(("same", t.reshape(shape)))
+        if t.ndim == 2:
+            out.append(("T", t.T.reshape(shape)))
+        if t.ndim in (1, 2) and t.shape[0] % 3 == 0:
+            r, z, n = np.split(t, 3, axis=0)
+            out.append(("zrn", np.concatenate([z, r, n]).reshape(shape)))
+    return out
+
+
+def match_params(onnx_params: dict[str, np.ndarray], torch_params: dict[str, np.ndarray]):
+    """ONNX initializer name -> (torch name, view), matched by shape and value (rel. diff < 1e-4); a
+    parameter that torch has not (e.g. a constant the frontend made trainable) maps to None."""
+    found: dict[str, tuple[str, str] | None] = {}
+    for name, a in onnx_params.items():
+        best = None
+        for tname, t in torch_params.items():
+            for view, v in _views(t, a.shape):
+                err = float(np.max(np.abs(v - a)) / max(np.max(np.abs(a)), 1e-30))
+                if err < 1e-4 and (best is None or err < best[0]):
+                    best = (err, tname, view)
+        found[name] = None if best is None else (best[1], best[2])
+    return found
+
+
+def _to_torch_view(view: str, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    if view == "same":
+        return a.reshape(shape)
+    if view == "T":
+        return a.reshape(shape[::-1]).T
+    z, r, n = np.split(a.reshape(shape), 3, axis=0)
+    return np.concatenate([r, z, n])
+
+
+def torch_train(model, params0: dict[str, np.ndarray], batches, lr: float):
+    """Folds BN, matches the poet parameters to torch's, sets torch's to the file's values, trains
+    len(batches) SGD steps (cross-entropy, mean over the batch); returns (poet name -> trained value as
+    poet lays it out, or the initial value where torch has no such parameter; unmatched names)."""
+    import torch
+
+    x0 = torch.from_numpy(batches[0][0])
+    model, _ = folded_model(model, x0)
+    tparams = dict(model.named_parameters())
+    match = match_params(params0, {k: v.detach().numpy() for k, v in tparams.items()})
+    with torch.no_grad():
+        for name, m in match.items():
+            if m is not None:
+                t = tparams[m[0]]
+                t.copy_(torch.from_numpy(_to_torch_view(m[1], params0[name], tuple(t.shape)).copy()))
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    for x, y in batches:
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y).long())
+        loss.backward()
+        opt.step()
+    out = {}
+    for name, m in match.items():
+        if m is None:
+            out[name] = params0[name]
+        else:
+            view = dict(_views(tparams[m[0]].detach().numpy(), params0[name].shape))[m[1]]
+            out[name] = view
+    return out, sorted(n for n, m in match.items() if m is None)
+
+
+def rel_errors(c: dict[str, np.ndarray], ref: dict[str, np.ndarray], p0: dict[str, np.ndarray]):
+    """(max over parameters of max|c-ref|/max|ref|, the same for the update c-p0 against ref-p0)."""
+    perr = uerr = 0.0
+    for name, r in ref.items():
+        a, r, s = (np.asarray(v, np.float64).reshape(-1) for v in (c[name], r, p0[name]))
+        perr = max(perr, float(np.max(np.abs(a - r)) / max(np.max(np.abs(r)), 1e-30)))
+        du = r - s
+        if np.max(np.abs(du)) > 0:
+            uerr = max(uerr, float(np.max(np.abs((a - s) - du)) / np.max(np.abs(du))))
+        elif np.max(np.abs(a - s)) > 0:
+            uerr = float("inf")
+    return perr, uerr
+
+
+# ---------------------------------------------------------------------------------------------
+# one row
+# ---------------------------------------------------------------------------------------------
+def short(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:400]
+
+
+def qemu_fits(peak: int) -> tuple[bool, int]:
+    mem = targets.load_target(QEMU).memory
+    ram_max = mem.ram_max_bytes if mem else 0
+    return peak + 64 * 1024 <= ram_max, ram_max
+
+
+def poet_rows(path: Path, batch: int, row: dict[str, Any]) -> int:
+    """Fills loads and the floors; returns the no-remat peak (train all)."""
+    all_ = inspect_model.inspect(path, batch, train="all")
+    row["floor_all"] = all_.floor_bytes
+    row["peak_all"] = all_.no_remat_peak_bytes
+    row["params_trainable"] = all_.params_trainable[0]
+    row["param_bytes"] = all_.params_trainable[1]
+    try:
+        row["floor_bias"] = inspect_model.inspect(path, batch, train="bias").floor_bytes
+    except PoetError as e:
+        row["floor_bias"] = f"refused: {e}"
+    return all_.no_remat_peak_bytes
+
+
+def run_row(name: str, exporter: str, opset: int, work: Path, qemu: bool) -> dict[str, Any]:
+    t0 = time.monotonic()
+    row: dict[str, Any] = {"model": name, "exporter": exporter, "opset": opset}
+    try:
+        path, dynamic = um.export(name, exporter, opset, work / "onnx")
+        row["export_s"] = round(time.monotonic() - t0, 1)
+    except Exception as e:
+        row["loads"] = f"export failed: {short(e)}"
+        row["seconds"] = round(time.monotonic() - t0, 1)
+        return row
+    row["file_bytes"] = path.stat().st_size
+    row["batch_dim"] = "dynamic" if dynamic else "static"
+    batch = um.EXPORT_BATCH
+    try:
+        peak = poet_rows(path, batch, row)
+        fits, ram_max = qemu_fits(peak)
+        out = work / "out" / path.stem
+        device, ram = ("cortex-m4", ram_max) if fits else ("host", max(64 * MB, 2 * peak))
+        t1 = time.monotonic()
+        c = compile_model(CompileOptions(path, device, ram, out, batch, lr=LR, scheduler="none"))
+        row["compile_s"] = round(time.monotonic() - t1, 1)
+        row["loads"] = "yes"
+    except PoetError as e:
+        row["loads"] = f"refused: {e}"
+        row["seconds"] = round(time.monotonic() - t0, 1)
+        return row
+    except Exception as e:
+        row["loads"] = f"crash: {short(e)}"
+        row["trace"] = traceback.format_exc()[-2000:]
+        row["seconds"] = round(time.monotonic() - t0, 1)
+        return row
+    row.update(compare(name, out, c, row))
+    if not qemu:
+        row["qemu"] = "not run (--no-qemu)"
+    elif not fits:
+        row["qemu"] = f"impossible: no-remat peak {peak / MB:.1f} MiB > {ram_max // MB} MiB RAM of {QEMU}"
+    else:
+        t1 = time.monotonic()
+        row["qemu"] = qemu_check(out, row.get("_host_params"))
+        row["qemu_s"] = round(time.monotonic() - t1, 1)
+    row.pop("_host_params", None)
+    row["seconds"] = round(time.monotonic() - t0, 1)
+    return row
+
+
+def compare(name: str, out: Path, c, row: dict[str, Any]) -> dict[str, Any]:
+    res: dict[str, Any] = {}
+    plan = runner.load_plan(out)
+    data = runner.batches(plan, STEPS)
+    p0 = {k: np.asarray(v, np.float32) for k, v in c.training.params.items() if k in c.training.trainable}
+    t0 = time.monotonic()
+    try:
+        host = runner.run_project(out, "host", STEPS, timeout_s=900)
+    except PoetError as e:
+        res["host"] = f"failed: {e}"
+        return res
+    res["host_s"] = round(time.monotonic() - t0, 1)
+    res["_host_params"] = host.params
+    res["host_losses"] = [s.loss for s in host.steps]
+    t0 = time.monotonic()
+    ref, unmatched = torch_train(um.build(name), p0, data, LR)
+    res["torch_s"] = round(time.monotonic() - t0, 1)
+    perr, uerr = rel_errors({k: host.params[k] for k in ref}, ref, p0)
+    res["max_rel_err_params"] = perr
+    res["max_rel_err_update"] = uerr
+    res["unmatched_params"] = unmatched
+    return res
+
+
+def qemu_check(out: Path, host_params: dict[str, np.ndarray] | None) -> str:
+    if host_params is None:
+        return "not run (no host result)"
+    try:
+        q = runner.run_project(out, QEMU, STEPS, timeout_s=900)
+    except PoetError as e:
+        return f"failed: {e}"
+    same = all(np.array_equal(q.params[k].view(np.uint32), v.view(np.uint32)) for k, v in host_params.items())
+    return "bit-identical" if same else "DIFFERENT"
+
+
+# ---------------------------------------------------------------------------------------------
+# output
+# ---------------------------------------------------------------------------------------------
+def fmt_bytes(v: Any) -> str:
+    return f"{v:,}" if isinstance(v, int) else ("" if v is None else str(v))
+
+
+def fmt_err(v: Any) -> str:
+    return f"{v:.1e}" if isinstance(v, float) else ""
+
+
+def markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    head = [
+        "# Models users bring (issue 54)",
+        "",
+        f"Machine: {meta['machine']}. Commit {meta['commit']}, {meta['date']}. torch {meta['torch']}, "
+        f"torchvision {meta['torchvision']}, onnx {meta['onnx']}, onnxscript {meta['onnxscript']}.",
+        "",
+        f"Batch {um.EXPORT_BATCH}, {STEPS} SGD steps at lr {LR}, cross-entropy, `--train all`, "
+        "`--kernels fast`, "
+        '`--scheduler none`, the runner\'s synthetic batches. "err params": max over parameters of '
+        'max|C - torch| / max|torch| after 3 steps; "err update": the same for the update (after - before). '
+        "PyTorch trains the model with each BatchNorm folded into its conv, as both exporters export it. "
+        "Floors: `poet inspect --batch 2` (bytes, 8 KiB reserve included).",
+        "",
+        "| model | exporter | opset | loads | err params | err update | qemu-cortex-m4 = host | floor all | "
+        "floor bias | s |",
+        "|---|---|---:|---|---:|---:|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        loads = r["loads"].replace("|", "\\|")
+        if len(loads) > 220:
+            loads = loads[:220] + "…"
+        host = r.get("host")
+        err_p = fmt_err(r.get("max_rel_err_params")) or (host or "")
+        head.append(
+            f"| {r['model']} | {r['exporter']} | {r['opset']} | {loads} | {err_p} | "
+            f"{fmt_err(r.get('max_rel_err_update'))} | {r.get('qemu', '')} | "
+            f"{fmt_bytes(r.get('floor_all'))} | "
+            f"{fmt_bytes(r.get('floor_bias'))} | {r['seconds']} |"
+        )
+    return "\n".join(head) + "\n"
+
+
+def meta_info() -> dict[str, Any]:
+    import onnx
+    import onnxscript
+    import torch
+
+    try:
+        import torchvision
+
+        tv = torchvision.__version__
+    except Exception:
+        from importlib.metadata import version
+
+        tv = version("torchvision")
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return {
+        "machine": f"{platform.machine()} {platform.processor() or ''} {platform.system()}".strip(),
+        "commit": commit.stdout.strip(),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "torch": torch.__version__,
+        "torchvision": tv,
+        "onnx": onnx.__version__,
+        "onnxscript": onnxscript.__version__,
+        "steps": STEPS,
+        "lr": LR,
+        "batch": um.EXPORT_BATCH,
+    }
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", action="append", help=f"model(s): {', '.join(um.MODELS)}")
+    ap.add_argument("--exporter", action="append", choices=um.EXPORTERS)
+    ap.add_argument("--opset", action="append", type=int)
+    ap.add_argument("--no-qemu", action="store_true")
+    ap.add_argument("--work", type=Path, help="keep exports and projects here (default: a temporary folder)")
+    ap.add_argument("--results", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    meta = meta_info()
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.work or Path(tmp)
+        for name in args.only or um.MODELS:
+            for exporter in args.exporter or um.EXPORTERS:
+                for opset in args.opset or um.OPSETS:
+                    rows.append(run_row(name, exporter, opset, work, not args.no_qemu))
+                    print(json.dumps(rows[-1], default=str)[:600], flush=True)
+                    args.results.mkdir(parents=True, exist_ok=True)
+                    (args.results / "user_models.json").write_text(
+                        json.dumps({"meta": meta, "rows": rows}, indent=1, default=str) + "\n"
+                    )
+                    (args.results / "user_models.md").write_text(markdown(meta, rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
