@@ -44,6 +44,7 @@ RESULTS = ROOT / "bench" / "results"
 STEPS, LR = 3, 0.01
 MB = 1024 * 1024
 QEMU = "qemu-cortex-m4"
+MAX_PARAMS = [4_000_000]  # --max-params: above this the C program is not built (gcc on the initializers)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,42 +101,59 @@ def folded_model(model, x):
     return model, len(pairs)
 
 
-def _views(t: np.ndarray, shape: tuple[int, ...]) -> list[tuple[str, np.ndarray]]:
-    """The ways a torch parameter may appear as an ONNX initializer of `shape`: as is, transposed (MatMul
-    weights), and for a GRU's [3H, X] weights and [3H] biases, gates reordered r,z,n -> z,r,n."""
-    out = []
-    if t.size == int(np.prod(shape)):
-        out.append(("same", t.reshape(shape)))
+def _zrn(t: np.ndarray) -> np.ndarray:
+    """torch's GRU gate order r, z, n -> ONNX's z, r, h (rows of a [3H, ...] tensor)."""
+    r, z, n = np.split(t, 3, axis=0)
+    return np.concatenate([z, r, n])
+
+
+def _rzn(t: np.ndarray) -> np.ndarray:
+    z, r, n = np.split(t, 3, axis=0)
+    return np.concatenate([r, z, n])
+
+
+# how a torch parameter (or a GRU's pair of biases) may be laid out as an ONNX initializer:
+# view -> (torch tensors -> ONNX layout (flat), ONNX layout (flat) + torch shapes -> torch tensors)
+VIEWS = {
+    "same": (lambda ts: ts[0].reshape(-1), lambda a, shapes: [a.reshape(shapes[0])]),
+    "T": (lambda ts: ts[0].T.reshape(-1), lambda a, shapes: [a.reshape(shapes[0][::-1]).T]),
+    "zrn": (lambda ts: _zrn(ts[0]).reshape(-1), lambda a, shapes: [_rzn(a.reshape(shapes[0]))]),
+    "zrn2": (
+        lambda ts: np.concatenate([_zrn(ts[0]), _zrn(ts[1])]),
+        lambda a, shapes: [_rzn(x) for x in np.split(a, 2)],
+    ),
+}
+
+
+def _candidates(torch_params: dict[str, np.ndarray]):
+    """(torch names, view) pairs to try: every parameter as is / transposed / GRU-reordered, and the
+    bias_ih/bias_hh pair of each recurrent layer as one ONNX GRU B."""
+    for name, t in torch_params.items():
+        yield (name,), "same"
         if t.ndim == 2:
-            out.append(("T", t.T.reshape(shape)))
+            yield (name,), "T"
         if t.ndim in (1, 2) and t.shape[0] % 3 == 0:
-            r, z, n = np.split(t, 3, axis=0)
-            out.append(("zrn", np.concatenate([z, r, n]).reshape(shape)))
-    return out
+            yield (name,), "zrn"
+        if "bias_ih" in name and name.replace("bias_ih", "bias_hh") in torch_params:
+            yield (name, name.replace("bias_ih", "bias_hh")), "zrn2"
 
 
 def match_params(onnx_params: dict[str, np.ndarray], torch_params: dict[str, np.ndarray]):
-    """ONNX initializer name -> (torch name, view), matched by shape and value (rel. diff < 1e-4); a
+    """ONNX initializer name -> (torch names, view), matched by size and value (rel. diff < 1e-4); a
     parameter that torch has not (e.g. a constant the frontend made trainable) maps to None."""
-    found: dict[str, tuple[str, str] | None] = {}
+    cands = list(_candidates(torch_params))
+    found: dict[str, tuple[tuple[str, ...], str] | None] = {}
     for name, a in onnx_params.items():
-        best = None
-        for tname, t in torch_params.items():
-            for view, v in _views(t, a.shape):
-                err = float(np.max(np.abs(v - a)) / max(np.max(np.abs(a)), 1e-30))
-                if err < 1e-4 and (best is None or err < best[0]):
-                    best = (err, tname, view)
+        flat, best = a.reshape(-1), None
+        for tnames, view in cands:
+            if sum(torch_params[t].size for t in tnames) != flat.size:
+                continue
+            v = VIEWS[view][0]([torch_params[t] for t in tnames])
+            err = float(np.max(np.abs(v - flat)) / max(np.max(np.abs(flat)), 1e-30))
+            if err < 1e-4 and (best is None or err < best[0]):
+                best = (err, tnames, view)
         found[name] = None if best is None else (best[1], best[2])
     return found
-
-
-def _to_torch_view(view: str, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    if view == "same":
-        return a.reshape(shape)
-    if view == "T":
-        return a.reshape(shape[::-1]).T
-    z, r, n = np.split(a.reshape(shape), 3, axis=0)
-    return np.concatenate([r, z, n])
 
 
 def torch_train(model, params0: dict[str, np.ndarray], batches, lr: float):
@@ -144,15 +162,15 @@ def torch_train(model, params0: dict[str, np.ndarray], batches, lr: float):
     poet lays it out, or the initial value where torch has no such parameter; unmatched names)."""
     import torch
 
-    x0 = torch.from_numpy(batches[0][0])
-    model, _ = folded_model(model, x0)
+    model, _ = folded_model(model, torch.from_numpy(batches[0][0]))
     tparams = dict(model.named_parameters())
     match = match_params(params0, {k: v.detach().numpy() for k, v in tparams.items()})
     with torch.no_grad():
         for name, m in match.items():
             if m is not None:
-                t = tparams[m[0]]
-                t.copy_(torch.from_numpy(_to_torch_view(m[1], params0[name], tuple(t.shape)).copy()))
+                shapes = [tuple(tparams[t].shape) for t in m[0]]
+                for t, v in zip(m[0], VIEWS[m[1]][1](params0[name].reshape(-1), shapes), strict=True):
+                    tparams[t].copy_(torch.from_numpy(np.ascontiguousarray(v)))
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     for x, y in batches:
         opt.zero_grad()
@@ -164,8 +182,8 @@ def torch_train(model, params0: dict[str, np.ndarray], batches, lr: float):
         if m is None:
             out[name] = params0[name]
         else:
-            view = dict(_views(tparams[m[0]].detach().numpy(), params0[name].shape))[m[1]]
-            out[name] = view
+            ts = [tparams[t].detach().numpy() for t in m[0]]
+            out[name] = VIEWS[m[1]][0](ts).reshape(params0[name].shape)
     return out, sorted(n for n, m in match.items() if m is None)
 
 
@@ -205,10 +223,23 @@ def poet_rows(path: Path, batch: int, row: dict[str, Any]) -> int:
     row["params_trainable"] = all_.params_trainable[0]
     row["param_bytes"] = all_.params_trainable[1]
     try:
-        row["floor_bias"] = inspect_model.inspect(path, batch, train="bias").floor_bytes
+        bias = inspect_model.inspect(path, batch, train="bias")
+        row["floor_bias"] = bias.floor_bytes
+        row["peak_bias"] = bias.no_remat_peak_bytes
+        row["frozen_bytes_bias"] = bias.params_frozen[1]
     except PoetError as e:
         row["floor_bias"] = f"refused: {e}"
     return all_.no_remat_peak_bytes
+
+
+def file_opset(path: Path) -> int:
+    import onnx
+
+    return max(
+        o.version
+        for o in onnx.load(str(path), load_external_data=False).opset_import
+        if o.domain in ("", "ai.onnx")
+    )
 
 
 def run_row(name: str, exporter: str, opset: int, work: Path, qemu: bool) -> dict[str, Any]:
@@ -222,6 +253,7 @@ def run_row(name: str, exporter: str, opset: int, work: Path, qemu: bool) -> dic
         row["seconds"] = round(time.monotonic() - t0, 1)
         return row
     row["file_bytes"] = path.stat().st_size
+    row["file_opset"] = file_opset(path)
     row["batch_dim"] = "dynamic" if dynamic else "static"
     batch = um.EXPORT_BATCH
     try:
@@ -246,7 +278,9 @@ def run_row(name: str, exporter: str, opset: int, work: Path, qemu: bool) -> dic
     if not qemu:
         row["qemu"] = "not run (--no-qemu)"
     elif not fits:
-        row["qemu"] = f"impossible: no-remat peak {peak / MB:.1f} MiB > {ram_max // MB} MiB RAM of {QEMU}"
+        t1 = time.monotonic()
+        row["qemu"] = qemu_bias(path, batch, work / "out-bias" / path.stem, row, peak, ram_max)
+        row["qemu_s"] = round(time.monotonic() - t1, 1)
     else:
         t1 = time.monotonic()
         row["qemu"] = qemu_check(out, row.get("_host_params"))
@@ -258,6 +292,13 @@ def run_row(name: str, exporter: str, opset: int, work: Path, qemu: bool) -> dic
 
 def compare(name: str, out: Path, c, row: dict[str, Any]) -> dict[str, Any]:
     res: dict[str, Any] = {}
+    n = row["param_bytes"] // 4
+    if n > MAX_PARAMS[0]:
+        c_mb = (out / "poet_model.c").stat().st_size / MB
+        res["host"] = (
+            f"not run: {n / 1e6:.1f} M parameters, a {c_mb:.0f} MB poet_model.c (limit --max-params)"
+        )
+        return res
     plan = runner.load_plan(out)
     data = runner.batches(plan, STEPS)
     p0 = {k: np.asarray(v, np.float32) for k, v in c.training.params.items() if k in c.training.trainable}
@@ -278,6 +319,27 @@ def compare(name: str, out: Path, c, row: dict[str, Any]) -> dict[str, Any]:
     res["max_rel_err_update"] = uerr
     res["unmatched_params"] = unmatched
     return res
+
+
+def qemu_bias(path: Path, batch: int, out: Path, row: dict[str, Any], peak: int, ram_max: int) -> str:
+    """Where --train all does not fit the QEMU board, host vs QEMU bits with --train bias (weights frozen
+    in flash), if that fits its RAM and flash."""
+    why = f"--train all needs {peak / MB:.1f} MiB > {ram_max // MB} MiB RAM of {QEMU}"
+    mem = targets.load_target(QEMU).memory
+    flash = mem.flash_bytes if mem else 0
+    if not isinstance(row.get("peak_bias"), int) or not qemu_fits(row["peak_bias"])[0]:
+        return f"impossible: {why}, --train bias too"
+    if row["frozen_bytes_bias"] + 256 * 1024 > flash:
+        frozen = row["frozen_bytes_bias"] / MB
+        return f"impossible: {why}; --train bias: {frozen:.1f} MiB of frozen weights > flash"
+    try:
+        compile_model(
+            CompileOptions(path, "cortex-m4", ram_max, out, batch, lr=LR, scheduler="none", train="bias")
+        )
+        host = runner.run_project(out, "host", STEPS, timeout_s=900)
+    except PoetError as e:
+        return f"failed (--train bias): {e}"
+    return f"{qemu_check(out, host.params)} with --train bias ({why})"
 
 
 def qemu_check(out: Path, host_params: dict[str, np.ndarray] | None) -> str:
@@ -320,6 +382,10 @@ def markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         "floor bias | s |",
         "|---|---|---:|---|---:|---:|---|---:|---:|---:|",
     ]
+    order = {m: i for i, m in enumerate(um.MODELS)}
+    rows = sorted(
+        rows, key=lambda r: (order.get(r["model"], 99), um.EXPORTERS.index(r["exporter"]), r["opset"])
+    )
     for r in rows:
         loads = r["loads"].replace("|", "\\|")
         if len(loads) > 220:
@@ -332,7 +398,26 @@ def markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
             f"{fmt_bytes(r.get('floor_all'))} | "
             f"{fmt_bytes(r.get('floor_bias'))} | {r['seconds']} |"
         )
-    return "\n".join(head) + "\n"
+    return "\n".join(head + notes(rows)) + "\n"
+
+
+def notes(rows: list[dict[str, Any]]) -> list[str]:
+    """What stops each refused row (the frontend reports the first unsupported op only), and parameters
+    that torch does not have."""
+    out = ["", "## Why rows do not load", ""]
+    causes: dict[str, list[str]] = {}
+    for r in rows:
+        if r["loads"] != "yes":
+            key = r["loads"].split(";")[0][:160]
+            causes.setdefault(key, []).append(f"{r['model']}/{r['exporter']}/{r['opset']}")
+    for cause, which in sorted(causes.items(), key=lambda kv: -len(kv[1])):
+        out.append(f"- {len(which)} row(s): `{cause}`: {', '.join(which)}")
+    extra = [r for r in rows if r.get("unmatched_params")]
+    if extra:
+        out += ["", "## Trained parameters that PyTorch does not have", ""]
+        for r in extra:
+            out.append(f"- {r['model']}/{r['exporter']}/{r['opset']}: {', '.join(r['unmatched_params'])}")
+    return out
 
 
 def meta_info() -> dict[str, Any]:
@@ -373,14 +458,26 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--no-qemu", action="store_true")
     ap.add_argument("--work", type=Path, help="keep exports and projects here (default: a temporary folder)")
     ap.add_argument("--results", type=Path, default=RESULTS)
+    ap.add_argument("--max-params", type=int, default=MAX_PARAMS[0], help="build C only up to this many")
+    ap.add_argument("--render", action="store_true", help="only rewrite the .md from the .json")
+    ap.add_argument("--append", action="store_true", help="keep the rows of the .json, replace re-run ones")
     args = ap.parse_args(argv)
+    if args.render:
+        saved = json.loads((args.results / "user_models.json").read_text())
+        (args.results / "user_models.md").write_text(markdown(saved["meta"], saved["rows"]))
+        return 0
+    MAX_PARAMS[0] = args.max_params
     meta = meta_info()
     rows: list[dict[str, Any]] = []
+    if args.append and (args.results / "user_models.json").is_file():
+        rows = json.loads((args.results / "user_models.json").read_text())["rows"]
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
         for name in args.only or um.MODELS:
             for exporter in args.exporter or um.EXPORTERS:
                 for opset in args.opset or um.OPSETS:
+                    key = (name, exporter, opset)
+                    rows = [r for r in rows if (r["model"], r["exporter"], r["opset"]) != key]
                     rows.append(run_row(name, exporter, opset, work, not args.no_qemu))
                     print(json.dumps(rows[-1], default=str)[:600], flush=True)
                     args.results.mkdir(parents=True, exist_ok=True)
