@@ -19,6 +19,7 @@ import argparse
 import copy
 import datetime
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -31,7 +32,8 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# POET_TREE=/path/to/another/checkout: run that tree's poet_edge (e.g. a branch that adds ops) unchanged
+sys.path.insert(0, os.environ.get("POET_TREE", str(ROOT)))
 sys.path.insert(0, str(ROOT / "examples" / "user_models"))
 
 import export as um  # noqa: E402
@@ -261,7 +263,8 @@ def run_row(name: str, exporter: str, opset: int, work: Path, qemu: bool) -> dic
     row: dict[str, Any] = {"model": name, "exporter": exporter, "opset": opset}
     try:
         path, dynamic = exported(name, exporter, opset, work / "onnx")
-        row["export_s"] = round(time.monotonic() - t0, 1)
+        row["export_s"] = round(time.monotonic() - t0, 1)  # 0 where --work had the file already
+        t0 = time.monotonic()  # "seconds": poet, the C runs and torch, without the export
     except Exception as e:
         row["loads"] = f"export failed: {short(e)}"
         row["seconds"] = round(time.monotonic() - t0, 1)
@@ -392,11 +395,13 @@ def markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         'max|C - torch| / max|torch| after 3 steps; "err update": max|dC - dtorch| / max|dtorch| over all '
         "parameters, d = after - before (the JSON has each row's worst single parameter). "
         "PyTorch trains the model with each BatchNorm folded into its conv, as both exporters export it. "
-        "Floors: `poet inspect --batch 2` (bytes, 8 KiB reserve included).",
+        'Floors: `poet inspect --batch 2` (bytes, 8 KiB reserve included). "s": wall seconds of the row '
+        "without the export (inspect, compile, host run, torch, QEMU), on a 2-core machine shared with other "
+        'jobs; "export s": the export, 0 where a previous run\'s file was reused.',
         "",
         "| model | exporter | opset | loads | err params | err update | qemu-cortex-m4 = host | floor all | "
-        "floor bias | s |",
-        "|---|---|---:|---|---:|---:|---|---:|---:|---:|",
+        "floor bias | s | export s |",
+        "|---|---|---:|---|---:|---:|---|---:|---:|---:|---:|",
     ]
     order = {m: i for i, m in enumerate(um.MODELS)}
     rows = sorted(
@@ -412,7 +417,7 @@ def markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
             f"| {r['model']} | {r['exporter']} | {r['opset']} | {loads} | {err_p} | "
             f"{fmt_err(r.get('max_rel_err_update'))} | {r.get('qemu', '')} | "
             f"{fmt_bytes(r.get('floor_all'))} | "
-            f"{fmt_bytes(r.get('floor_bias'))} | {r['seconds']} |"
+            f"{fmt_bytes(r.get('floor_bias'))} | {r['seconds']} | {r.get('export_s', '')} |"
         )
     return "\n".join(head + notes(rows)) + "\n"
 
@@ -449,12 +454,14 @@ def meta_info() -> dict[str, Any]:
         from importlib.metadata import version
 
         tv = version("torchvision")
+    tree = os.environ.get("POET_TREE", str(ROOT))
     commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     )
+    branch = subprocess.run(["git", "-C", tree, "branch", "--show-current"], capture_output=True, text=True)
     return {
         "machine": f"{platform.machine()} {platform.processor() or ''} {platform.system()}".strip(),
-        "commit": commit.stdout.strip(),
+        "commit": f"{commit.stdout.strip()} ({branch.stdout.strip()})",
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "torch": torch.__version__,
         "torchvision": tv,
