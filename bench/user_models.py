@@ -21,6 +21,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -374,6 +375,15 @@ def qemu_check(out: Path, host_params: dict[str, np.ndarray] | None) -> str:
 # ---------------------------------------------------------------------------------------------
 # output
 # ---------------------------------------------------------------------------------------------
+def one_line(text: str) -> str:
+    """A table cell: a link error as its overflow line, anything else its first line, no pipes."""
+    m = re.search(r"region `(\w+)' overflowed by (\d+) bytes", text)
+    if m:
+        tail = text[text.rfind(" with --train bias") :] if " with --train bias" in text else ""
+        text = f"impossible: ld: {m.group(1)} overflowed by {int(m.group(2)):,} B{tail}"
+    return text.splitlines()[0].replace("|", "\\|")[:240] if text else ""
+
+
 def fmt_bytes(v: Any) -> str:
     return f"{v:,}" if isinstance(v, int) else ("" if v is None else str(v))
 
@@ -408,14 +418,15 @@ def markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         rows, key=lambda r: (order.get(r["model"], 99), um.EXPORTERS.index(r["exporter"]), r["opset"])
     )
     for r in rows:
-        loads = r["loads"].replace("|", "\\|")
-        if len(loads) > 220:
-            loads = loads[:220] + "…"
+        loads = one_line(r["loads"])
+        opset = f"{r['opset']}" + (
+            f" (file: {r['file_opset']})" if r.get("file_opset", r["opset"]) != r["opset"] else ""
+        )
         host = r.get("host")
         err_p = fmt_err(r.get("max_rel_err_params")) or (host or "")
         head.append(
-            f"| {r['model']} | {r['exporter']} | {r['opset']} | {loads} | {err_p} | "
-            f"{fmt_err(r.get('max_rel_err_update'))} | {r.get('qemu', '')} | "
+            f"| {r['model']} | {r['exporter']} | {opset} | {loads} | {err_p} | "
+            f"{fmt_err(r.get('max_rel_err_update'))} | {one_line(r.get('qemu', ''))} | "
             f"{fmt_bytes(r.get('floor_all'))} | "
             f"{fmt_bytes(r.get('floor_bias'))} | {r['seconds']} | {r.get('export_s', '')} |"
         )
