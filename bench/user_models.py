@@ -410,6 +410,9 @@ def markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         'max|C - torch| / max|torch| after 3 steps; "err update": max|dC - dtorch| / max|dtorch| over all '
         "parameters, d = after - before (the JSON has each row's worst single parameter). "
         "PyTorch trains the model with each BatchNorm folded into its conv, as both exporters export it. "
+        "QEMU: the same project built for qemu-cortex-m4 (mps2-an386: 4 MiB RAM, 4 MiB flash) with "
+        "`--device cortex-m4 --ram 4MB`; where `--train all` does not fit, the row says so and checks "
+        "`--train bias` (weights frozen in flash) instead, if that fits. "
         'Floors: `poet inspect --batch 2` (bytes, 8 KiB reserve included). "s": wall seconds of the row '
         "without the export (inspect, compile, host run, torch, QEMU), on a 2-core machine shared with other "
         'jobs; "export s": the export, 0 where a previous run\'s file was reused.',
@@ -457,6 +460,16 @@ def notes(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        names = [ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")]
+        cpu = names[0] if names else cpu
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores visible, {platform.system()} {platform.release()}"
+
+
 def meta_info() -> dict[str, Any]:
     import onnx
     import onnxscript
@@ -476,7 +489,7 @@ def meta_info() -> dict[str, Any]:
     )
     branch = subprocess.run(["git", "-C", tree, "branch", "--show-current"], capture_output=True, text=True)
     return {
-        "machine": f"{platform.machine()} {platform.processor() or ''} {platform.system()}".strip(),
+        "machine": machine(),
         "commit": f"{commit.stdout.strip()} ({branch.stdout.strip()})",
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "torch": torch.__version__,
