@@ -452,6 +452,10 @@ def notes(rows: list[dict[str, Any]]) -> list[str]:
             causes.setdefault(key, []).append(f"{r['model']}/{r['exporter']}/{r['opset']}")
     for cause, which in sorted(causes.items(), key=lambda kv: -len(kv[1])):
         out.append(f"- {len(which)} row(s): `{cause}`: {', '.join(which)}")
+    noted = [r for r in rows if r.get("note")]
+    if noted:
+        out += ["", "## Rows run differently", ""]
+        out += [f"- {r['model']}/{r['exporter']}/{r['opset']}: {r['note']}" for r in noted]
     extra = [r for r in rows if r.get("unmatched_params")]
     if extra:
         out += ["", "## Trained parameters that PyTorch does not have", ""]
