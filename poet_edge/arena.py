@@ -10,6 +10,8 @@ from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from poet_edge.errors import PoetError
 from poet_edge.schedule import Compute, Free, PageIn, Schedule
 
@@ -100,27 +102,84 @@ def conflicts(insts: list[Instance]) -> list[list[int]]:
     return out
 
 
+SMALL_CONFLICTS = 48  # shorter conflict lists are placed in plain Python, longer ones with numpy
+
+
+class _Conf:
+    """The conflict lists (as lists and as arrays) with the instance sizes: what placement reads."""
+
+    def __init__(self, insts: list[Instance], conf: list[list[int]]) -> None:
+        self.sizes = [i.size for i in insts]
+        self.size = np.array(self.sizes, dtype=np.int64)
+        self.lists = conf
+        self.of = [np.array(c, dtype=np.int64) for c in conf]
+        self.work = 0  # conflict entries visited by placements (a count, not a time)
+
+
+def _offset_small(offsets: list[int], conf: _Conf, i: int, best_fit: bool) -> int:
+    size = conf.sizes
+    busy = sorted((offsets[j], offsets[j] + size[j]) for j in conf.lists[i] if offsets[j] >= 0)
+    gaps = _gaps(busy, size[i])
+    return min(gaps, key=lambda g: (g[1], g[0]))[0] if best_fit else gaps[0][0]
+
+
+def _offset_large(offsets: np.ndarray, conf: _Conf, i: int, best_fit: bool) -> int:
+    """As :func:`_offset_small`, vectorised: hole k lies between the highest end of the busy ranges
+    sorted before k (``prev``) and the start of range k."""
+    js = conf.of[i]
+    lo = offsets[js]
+    placed = lo >= 0
+    js, lo = js[placed], lo[placed]
+    if not len(js):
+        return 0
+    order = np.argsort(lo, kind="stable")
+    lo = lo[order]
+    hi = np.maximum.accumulate(lo + conf.size[js[order]])
+    prev = np.empty_like(hi)
+    prev[0] = 0
+    np.maximum(hi[:-1], 0, out=prev[1:])
+    room = lo - prev
+    fits = np.flatnonzero(room >= conf.sizes[i])
+    if not len(fits):
+        return int(hi[-1])
+    if not best_fit:
+        return int(prev[fits[0]])
+    # the tightest hole; the unbounded one above all ranges only when none fits; ties: the lowest
+    return int(prev[fits[np.argmin(room[fits])]])
+
+
 def _place(
     order: list[int],
     insts: list[Instance],
-    conf: list[list[int]],
+    conf: _Conf,
     best_fit: bool,
     fixed: list[int] | None = None,
 ) -> list[int]:
     """Place in ``order`` at the lowest (or the tightest, ``best_fit``) hole that no placed,
     lifetime-overlapping instance occupies; ``fixed`` (-1: not placed) holds offsets placed beforehand."""
     offsets = list(fixed) if fixed is not None else [-1] * len(insts)
+    arr = np.array(offsets, dtype=np.int64)
     for i in order:
-        busy = sorted((offsets[j], offsets[j] + insts[j].size) for j in conf[i] if offsets[j] >= 0)
-        gaps = _gaps(busy, insts[i].size)
-        offsets[i] = min(gaps, key=lambda g: (g[1], g[0]))[0] if best_fit else gaps[0][0]
+        n = len(conf.lists[i])
+        conf.work += 1 + n
+        o = (
+            _offset_small(offsets, conf, i, best_fit)
+            if n < SMALL_CONFLICTS
+            else _offset_large(arr, conf, i, best_fit)
+        )
+        offsets[i] = arr[i] = o
     return offsets
 
 
 def _plan(
-    insts: list[Instance], conf: list[list[int]], order: list[int], best_fit: bool, name: str
+    insts: list[Instance],
+    conf: _Conf,
+    order: list[int],
+    best_fit: bool,
+    name: str,
+    fixed: list[int] | None = None,
 ) -> ArenaPlan:
-    offsets = _place(order, insts, conf, best_fit)
+    offsets = _place(order, insts, conf, best_fit, fixed)
     top = max((o + s.size for o, s in zip(offsets, insts, strict=False)), default=0)
     return ArenaPlan(tuple(insts), tuple(offsets), top, peak_live(insts), name)
 
@@ -128,34 +187,56 @@ def _plan(
 def plan_greedy_by_size(insts: list[Instance]) -> ArenaPlan:
     """TensorFlow Lite Micro's greedy planner: largest first, lowest fitting offset (the baseline)."""
     order = sorted(range(len(insts)), key=lambda i: (-insts[i].size, insts[i].start, i))
-    return _plan(insts, conflicts(insts), order, False, "greedy-by-size")
+    return _plan(insts, _Conf(insts, conflicts(insts)), order, False, "greedy-by-size")
 
 
 def _breadth(insts: list[Instance]) -> list[int]:
-    """For each instance, the most bytes live at any step of its lifetime (the pressure it sits in)."""
-    steps = sorted({i.start for i in insts} | {i.end for i in insts})
-    live = {k: sum(i.size for i in insts if i.start <= k <= i.end) for k in steps}
-    return [max(v for k, v in live.items() if i.start <= k <= i.end) for i in insts]
+    """For each instance, the most bytes live at any step of its lifetime (the pressure it sits in): live
+    bytes at every birth and death by one sweep, then a range maximum per instance (sparse table)."""
+    if not insts:
+        return []
+    steps = np.array(sorted({i.start for i in insts} | {i.end for i in insts}), dtype=np.int64)
+    starts = np.searchsorted(steps, [i.start for i in insts])
+    ends = np.searchsorted(steps, [i.end for i in insts])
+    size = np.array([i.size for i in insts], dtype=np.int64)
+    delta = np.zeros(len(steps) + 1, dtype=np.int64)
+    np.add.at(delta, starts, size)
+    np.add.at(delta, ends + 1, -size)
+    table = [np.cumsum(delta[:-1])]
+    while 1 << len(table) <= len(table[0]):  # table[j][k]: max of live[k : k + 2**j]
+        half = 1 << (len(table) - 1)
+        table.append(np.maximum(table[-1][:-half], table[-1][half:]))
+    j = np.floor(np.log2(ends - starts + 1)).astype(np.int64)
+    out = [max(table[a][s], table[a][e - (1 << a) + 1]) for s, e, a in zip(starts, ends, j, strict=True)]
+    return [int(v) for v in out]
 
 
 REFINE_ROUNDS = 100  # iterated-greedy moves per start (a count, not a time: plans stay deterministic)
+REFINE_WORK = 8_000_000  # conflict entries all refinements of one plan_best may visit (a count, not a time)
 
 
 def _refine(
-    insts: list[Instance], conf: list[list[int]], order: list[int], best_fit: bool, floor: int, rounds: int
+    insts: list[Instance], conf: _Conf, order: list[int], best_fit: bool, floor: int, rounds: int, work: int
 ) -> ArenaPlan:
     """Iterated greedy: move an instance that reaches the top of the arena halfway to the front of the
-    placement order and re-place everything; keep the new order when the arena does not grow. Round k
-    moves the (k mod m)-th of the m instances at the top, so ties rotate."""
+    placement order and re-place it and every instance after it (those before keep their offsets: the
+    placement of a prefix does not depend on what follows); keep the new order when the arena does not
+    grow. Round k moves the (k mod m)-th of the m instances at the top, so ties rotate. Stops after
+    ``rounds`` rounds or once the placements have visited ``work`` conflict entries."""
     best = _plan(insts, conf, order, best_fit, "")
+    stop = conf.work + work
     for k in range(rounds):
-        if best.arena_bytes <= floor:
+        if best.arena_bytes <= floor or conf.work >= stop:
             break
         top = [i for i, o in enumerate(best.offsets) if o + insts[i].size == best.arena_bytes]
         moved = top[k % len(top)]
+        at = order.index(moved) // 2
         cand = [i for i in order if i != moved]
-        cand.insert(order.index(moved) // 2, moved)
-        plan = _plan(insts, conf, cand, best_fit, "")
+        cand.insert(at, moved)
+        fixed = [-1] * len(insts)
+        for i in order[:at]:
+            fixed[i] = best.offsets[i]
+        plan = _plan(insts, conf, cand[at:], best_fit, "", fixed)
         if plan.arena_bytes <= best.arena_bytes:
             best, order = plan, cand
     return best
@@ -323,7 +404,7 @@ def exact_slots(items: list[tuple[int, int, int]], k: int, nodes: int = EXACT_NO
 
 
 def plan_slots(
-    insts: list[Instance], conf: list[list[int]], ceiling: int, budget: int = SLOT_WORK
+    insts: list[Instance], conf: list[list[int]] | _Conf, ceiling: int, budget: int = SLOT_WORK
 ) -> ArenaPlan | None:
     """When the large instances' sizes are multiples of one unit, pack them into unit slots (by gravity,
     slot-aligned offsets lose nothing among them) with :class:`_Slots`, forwards in time and, if that
@@ -331,6 +412,7 @@ def plan_slots(
     and more while under ``ceiling`` bytes; then place the small instances around them (first and best
     fit, the better). Each unit of :func:`_units` is tried, until one reaches the live peak; the smallest
     arena under ``ceiling`` wins, None if none is. ``budget`` (slot visits) bounds the whole search."""
+    conf = conf if isinstance(conf, _Conf) else _Conf(insts, conf)
     floor = peak_live(insts)
     last = max((i.end for i in insts), default=0)
     best: ArenaPlan | None = None
@@ -382,7 +464,7 @@ def plan_best(insts: list[Instance]) -> ArenaPlan:
     (:func:`_refine`), best first, until one reaches the live peak; the smallest of all wins ("+ig" in its
     name for a refined one, "slots" for the slot stage)."""
     n = range(len(insts))
-    conf = conflicts(insts)
+    conf = _Conf(insts, conflicts(insts))
     breadth = _breadth(insts)
     orders = {
         "size": sorted(n, key=lambda i: (-insts[i].size, insts[i].start, i)),
@@ -406,8 +488,9 @@ def plan_best(insts: list[Instance]) -> ArenaPlan:
         best = plan_slots(insts, conf, tried[0][0])
         if best is not None and best.arena_bytes <= floor:
             return best
+    stop = conf.work + REFINE_WORK
     for _, _, label, order, best_fit in tried:
-        plan = _refine(insts, conf, order, best_fit, floor, REFINE_ROUNDS)
+        plan = _refine(insts, conf, order, best_fit, floor, REFINE_ROUNDS, stop - conf.work)
         if best is None or plan.arena_bytes < best.arena_bytes:
             best = replace(plan, planner=f"{label}+ig")
         if best.arena_bytes <= floor:
