@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -216,18 +216,27 @@ REFINE_WORK = 8_000_000  # conflict entries all refinements of one plan_best may
 
 
 def _refine(
-    insts: list[Instance], conf: _Conf, order: list[int], best_fit: bool, floor: int, rounds: int, work: int
+    insts: list[Instance],
+    conf: _Conf,
+    order: list[int],
+    best_fit: bool,
+    floor: int,
+    rounds: int,
+    work: int,
+    check: Callable[[], None] = lambda: None,
 ) -> ArenaPlan:
     """Iterated greedy: move an instance that reaches the top of the arena halfway to the front of the
     placement order and re-place it and every instance after it (those before keep their offsets: the
     placement of a prefix does not depend on what follows); keep the new order when the arena does not
     grow. Round k moves the (k mod m)-th of the m instances at the top, so ties rotate. Stops after
-    ``rounds`` rounds or once the placements have visited ``work`` conflict entries."""
+    ``rounds`` rounds or once the placements have visited ``work`` conflict entries. ``check`` is called
+    every round: it may raise (a time limit), it cannot change the plan."""
     best = _plan(insts, conf, order, best_fit, "")
     stop = conf.work + work
     for k in range(rounds):
         if best.arena_bytes <= floor or conf.work >= stop:
             break
+        check()
         top = [i for i, o in enumerate(best.offsets) if o + insts[i].size == best.arena_bytes]
         moved = top[k % len(top)]
         at = order.index(moved) // 2
@@ -404,7 +413,11 @@ def exact_slots(items: list[tuple[int, int, int]], k: int, nodes: int = EXACT_NO
 
 
 def plan_slots(
-    insts: list[Instance], conf: list[list[int]] | _Conf, ceiling: int, budget: int = SLOT_WORK
+    insts: list[Instance],
+    conf: list[list[int]] | _Conf,
+    ceiling: int,
+    budget: int = SLOT_WORK,
+    check: Callable[[], None] = lambda: None,
 ) -> ArenaPlan | None:
     """When the large instances' sizes are multiples of one unit, pack them into unit slots (by gravity,
     slot-aligned offsets lose nothing among them) with :class:`_Slots`, forwards in time and, if that
@@ -424,6 +437,7 @@ def plan_slots(
         k = -(-peak_live([insts[i] for i in large]) // u)
         path: list[int] | None = None
         while path is None and k * u < (best.arena_bytes if best else ceiling) and budget > 0:
+            check()
             for backwards in (False, True):
                 span = {
                     i: (last - insts[i].end, last - insts[i].start)
@@ -456,13 +470,14 @@ def plan_slots(
     return best
 
 
-def plan_best(insts: list[Instance]) -> ArenaPlan:
+def plan_best(insts: list[Instance], check: Callable[[], None] = lambda: None) -> ArenaPlan:
     """Several orderings (size, breadth, size × lifetime, birth, size then lifetime) with first-fit and
     best-fit placement; the smallest arena (ties: the first listed) unless one reaches the live peak.
     If the smallest is more than 0.5% over the live peak, the slot stage (:func:`plan_slots`) comes next
     and is taken if it reaches the peak. Otherwise each ordering is refined by iterated greedy
     (:func:`_refine`), best first, until one reaches the live peak; the smallest of all wins ("+ig" in its
-    name for a refined one, "slots" for the slot stage)."""
+    name for a refined one, "slots" for the slot stage). ``check`` is called between steps: it may raise
+    (a time limit), it cannot change the plan, which depends on work counts only."""
     n = range(len(insts))
     conf = _Conf(insts, conflicts(insts))
     breadth = _breadth(insts)
@@ -478,6 +493,7 @@ def plan_best(insts: list[Instance]) -> ArenaPlan:
     for name, order in orders.items():
         for best_fit in (False, True):
             label = f"{name}/{'best' if best_fit else 'first'}-fit"
+            check()
             plan = _plan(insts, conf, order, best_fit, label)
             if plan.arena_bytes <= floor:
                 return plan
@@ -485,12 +501,12 @@ def plan_best(insts: list[Instance]) -> ArenaPlan:
     tried.sort()
     best: ArenaPlan | None = None
     if tried[0][0] > SLOT_SKIP * floor:
-        best = plan_slots(insts, conf, tried[0][0])
+        best = plan_slots(insts, conf, tried[0][0], check=check)
         if best is not None and best.arena_bytes <= floor:
             return best
     stop = conf.work + REFINE_WORK
     for _, _, label, order, best_fit in tried:
-        plan = _refine(insts, conf, order, best_fit, floor, REFINE_ROUNDS, stop - conf.work)
+        plan = _refine(insts, conf, order, best_fit, floor, REFINE_ROUNDS, stop - conf.work, check)
         if best is None or plan.arena_bytes < best.arena_bytes:
             best = replace(plan, planner=f"{label}+ig")
         if best.arena_bytes <= floor:

@@ -37,6 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from poet_edge.errors import PoetError
+
 
 class Verbosity(enum.IntEnum):
     QUIET = 0
@@ -174,3 +176,48 @@ class Progress:
         self.stream.flush()
         if self.live and self._current is not None:
             self._draw(f"{self._current} ...", force=True)
+
+
+PHASE_HINTS = {
+    "load": "is the model very large? check it with 'poet inspect'",
+    "training graph": "train fewer parameters (--train bias or last:N) for a smaller training graph",
+    "schedule": "the scheduler overran its own limit; try --scheduler greedy, or a larger --ram",
+    "arena": "a larger --ram needs less recomputation and gives the arena planner fewer instances",
+    "simulate": "a larger --ram gives a shorter schedule to replay",
+    "codegen": "a larger --ram gives a shorter schedule to emit",
+}
+
+
+@dataclass
+class PhaseLimit:
+    """A safety stop: each compile phase may run ``seconds`` (``schedule``: plus ``schedule_grace`` of it,
+    as the scheduler stops itself at the limit and may overshoot a little); past that, :meth:`check` raises
+    a PoetError that names the phase. It only ever stops a compile, never changes what a phase computes.
+    ``seconds`` None: no limit. The clock is injectable for tests."""
+
+    seconds: float | None = None
+    clock: Callable[[], float] = time.monotonic
+    schedule_grace: float = 0.25
+    current: str | None = None
+    _start: float = 0.0
+
+    def begin(self, name: str | None) -> None:
+        """Checks the phase that ends, then starts phase ``name`` (None: the last phase ended)."""
+        self.check()
+        self.current, self._start = name, self.clock()
+
+    def allowed(self, name: str) -> float:
+        assert self.seconds is not None
+        return self.seconds * (1 + self.schedule_grace) if name == "schedule" else self.seconds
+
+    def check(self) -> None:
+        """Raises if the current phase has run longer than it may; cheap, call it often."""
+        if self.seconds is None or self.current is None:
+            return
+        took = self.clock() - self._start
+        if took > self.allowed(self.current):
+            hint = PHASE_HINTS.get(self.current, "simplify the model")
+            raise PoetError(
+                f"compile stopped in the {self.current} phase after {took:.1f} s, over --time-limit "
+                f"{self.seconds:g} s; raise --time-limit or {hint}"
+            )
