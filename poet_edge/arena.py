@@ -113,6 +113,7 @@ class _Conf:
         self.size = np.array(self.sizes, dtype=np.int64)
         self.lists = conf
         self.of = [np.array(c, dtype=np.int64) for c in conf]
+        self.peak = peak_live(insts)
         self.work = 0  # conflict entries visited by placements (a count, not a time)
 
 
@@ -132,20 +133,20 @@ def _offset_large(offsets: np.ndarray, conf: _Conf, i: int, best_fit: bool) -> i
     js, lo = js[placed], lo[placed]
     if not len(js):
         return 0
-    order = np.argsort(lo, kind="stable")
+    order = lo.argsort(kind="stable")
     lo = lo[order]
     hi = np.maximum.accumulate(lo + conf.size[js[order]])
     prev = np.empty_like(hi)
     prev[0] = 0
-    np.maximum(hi[:-1], 0, out=prev[1:])
+    prev[1:] = hi[:-1]  # ends are positive: the running maximum of ends is the old max(0, ...)
     room = lo - prev
-    fits = np.flatnonzero(room >= conf.sizes[i])
+    fits = (room >= conf.sizes[i]).nonzero()[0]
     if not len(fits):
         return int(hi[-1])
     if not best_fit:
         return int(prev[fits[0]])
     # the tightest hole; the unbounded one above all ranges only when none fits; ties: the lowest
-    return int(prev[fits[np.argmin(room[fits])]])
+    return int(prev[fits[room[fits].argmin()]])
 
 
 def _place(
@@ -181,7 +182,7 @@ def _plan(
 ) -> ArenaPlan:
     offsets = _place(order, insts, conf, best_fit, fixed)
     top = max((o + s.size for o, s in zip(offsets, insts, strict=False)), default=0)
-    return ArenaPlan(tuple(insts), tuple(offsets), top, peak_live(insts), name)
+    return ArenaPlan(tuple(insts), tuple(offsets), top, conf.peak, name)
 
 
 def plan_greedy_by_size(insts: list[Instance]) -> ArenaPlan:
@@ -516,13 +517,17 @@ def plan_best(insts: list[Instance], check: Callable[[], None] = lambda: None) -
 
 
 def verify(plan: ArenaPlan) -> None:
-    """Raises if two lifetime-overlapping instances share bytes or an offset is misaligned."""
-    items = list(zip(plan.instances, plan.offsets, strict=False))
-    for a, (ia, oa) in enumerate(items):
+    """Raises if two lifetime-overlapping instances share bytes or an offset is misaligned (every pair
+    of :func:`conflicts`, the lifetime-overlapping ones, is checked)."""
+    insts, offsets = list(plan.instances), plan.offsets
+    for ia, oa in zip(insts, offsets, strict=True):
         if oa % ALIGN or oa < 0 or oa + ia.size > plan.arena_bytes:
             raise PoetError(f"arena plan: instance {ia.value} at {oa} is misaligned or outside the arena")
-        for ib, ob in items[a + 1 :]:
-            if ia.overlaps(ib) and oa < ob + ib.size and ob < oa + ia.size:
+    for a, others in enumerate(conflicts(insts)):
+        ia, oa = insts[a], offsets[a]
+        for b in others:
+            ib, ob = insts[b], offsets[b]
+            if b > a and oa < ob + ib.size and ob < oa + ia.size:
                 raise PoetError(
                     f"arena plan: {ia.value} [{oa},{oa + ia.size}) and {ib.value} "
                     f"[{ob},{ob + ib.size}) overlap while both alive"
