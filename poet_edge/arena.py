@@ -124,15 +124,18 @@ def _offset_small(offsets: list[int], conf: _Conf, i: int, best_fit: bool) -> in
     return min(gaps, key=lambda g: (g[1], g[0]))[0] if best_fit else gaps[0][0]
 
 
+UNPLACED = 1 << 60  # _offset_large's offset of an unplaced instance: above every hole, never in one
+
+
 def _offset_large(offsets: np.ndarray, conf: _Conf, i: int, best_fit: bool) -> int:
     """As :func:`_offset_small`, vectorised: hole k lies between the highest end of the busy ranges
-    sorted before k (``prev``) and the start of range k."""
+    sorted before k (``prev``) and the start of range k. ``offsets`` holds ``UNPLACED`` for instances
+    not placed yet: they sort last, the first of them opens the unbounded hole above all placed ranges
+    (as wide as no bounded hole is) and the rest open none."""
     js = conf.of[i]
-    lo = offsets[js]
-    placed = lo >= 0
-    js, lo = js[placed], lo[placed]
     if not len(js):
         return 0
+    lo = offsets[js]
     order = lo.argsort(kind="stable")
     lo = lo[order]
     hi = np.maximum.accumulate(lo + conf.size[js[order]])
@@ -141,7 +144,7 @@ def _offset_large(offsets: np.ndarray, conf: _Conf, i: int, best_fit: bool) -> i
     prev[1:] = hi[:-1]  # ends are positive: the running maximum of ends is the old max(0, ...)
     room = lo - prev
     fits = (room >= conf.sizes[i]).nonzero()[0]
-    if not len(fits):
+    if not len(fits):  # all placed and no hole between them: on top
         return int(hi[-1])
     if not best_fit:
         return int(prev[fits[0]])
@@ -160,6 +163,7 @@ def _place(
     lifetime-overlapping instance occupies; ``fixed`` (-1: not placed) holds offsets placed beforehand."""
     offsets = list(fixed) if fixed is not None else [-1] * len(insts)
     arr = np.array(offsets, dtype=np.int64)
+    arr[arr < 0] = UNPLACED
     for i in order:
         n = len(conf.lists[i])
         conf.work += 1 + n
