@@ -229,14 +229,16 @@ def _refine(
     rounds: int,
     work: int,
     check: Callable[[], None] = lambda: None,
+    start: ArenaPlan | None = None,
 ) -> ArenaPlan:
     """Iterated greedy: move an instance that reaches the top of the arena halfway to the front of the
     placement order and re-place it and every instance after it (those before keep their offsets: the
     placement of a prefix does not depend on what follows); keep the new order when the arena does not
     grow. Round k moves the (k mod m)-th of the m instances at the top, so ties rotate. Stops after
     ``rounds`` rounds or once the placements have visited ``work`` conflict entries. ``check`` is called
-    every round: it may raise (a time limit), it cannot change the plan."""
-    best = _plan(insts, conf, order, best_fit, "")
+    every round: it may raise (a time limit), it cannot change the plan. ``start``: the plan of ``order``
+    when it is known already."""
+    best = start if start is not None else _plan(insts, conf, order, best_fit, "")
     stop = conf.work + work
     for k in range(rounds):
         if best.arena_bytes <= floor or conf.work >= stop:
@@ -494,7 +496,7 @@ def plan_best(insts: list[Instance], check: Callable[[], None] = lambda: None) -
         "size-life": sorted(n, key=lambda i: (-insts[i].size, insts[i].start - insts[i].end, i)),
     }
     floor = peak_live(insts)
-    tried: list[tuple[int, int, str, list[int], bool]] = []
+    tried: list[tuple[int, int, str, list[int], bool, ArenaPlan]] = []
     for name, order in orders.items():
         for best_fit in (False, True):
             label = f"{name}/{'best' if best_fit else 'first'}-fit"
@@ -502,7 +504,7 @@ def plan_best(insts: list[Instance], check: Callable[[], None] = lambda: None) -
             plan = _plan(insts, conf, order, best_fit, label)
             if plan.arena_bytes <= floor:
                 return plan
-            tried.append((plan.arena_bytes, len(tried), label, order, best_fit))
+            tried.append((plan.arena_bytes, len(tried), label, order, best_fit, plan))
     tried.sort()
     best: ArenaPlan | None = None
     if tried[0][0] > SLOT_SKIP * floor:
@@ -510,8 +512,8 @@ def plan_best(insts: list[Instance], check: Callable[[], None] = lambda: None) -
         if best is not None and best.arena_bytes <= floor:
             return best
     stop = conf.work + REFINE_WORK
-    for _, _, label, order, best_fit in tried:
-        plan = _refine(insts, conf, order, best_fit, floor, REFINE_ROUNDS, stop - conf.work, check)
+    for _, _, label, order, best_fit, start in tried:
+        plan = _refine(insts, conf, order, best_fit, floor, REFINE_ROUNDS, stop - conf.work, check, start)
         if best is None or plan.arena_bytes < best.arena_bytes:
             best = replace(plan, planner=f"{label}+ig")
         if best.arena_bytes <= floor:
