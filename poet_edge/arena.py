@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from poet_edge.errors import PoetError
 from poet_edge.schedule import Compute, Free, PageIn, Schedule
@@ -100,62 +102,157 @@ def conflicts(insts: list[Instance]) -> list[list[int]]:
     return out
 
 
+SMALL_CONFLICTS = 48  # shorter conflict lists are placed in plain Python, longer ones with numpy
+
+
+class _Conf:
+    """The conflict lists (as lists and as arrays) with the instance sizes: what placement reads."""
+
+    def __init__(self, insts: list[Instance], conf: list[list[int]]) -> None:
+        self.sizes = [i.size for i in insts]
+        self.size = np.array(self.sizes, dtype=np.int64)
+        self.lists = conf
+        self.of = [np.array(c, dtype=np.int64) for c in conf]
+        self.peak = peak_live(insts)
+        self.work = 0  # conflict entries visited by placements (a count, not a time)
+
+
+def _offset_small(offsets: list[int], conf: _Conf, i: int, best_fit: bool) -> int:
+    size = conf.sizes
+    busy = sorted((offsets[j], offsets[j] + size[j]) for j in conf.lists[i] if offsets[j] >= 0)
+    gaps = _gaps(busy, size[i])
+    return min(gaps, key=lambda g: (g[1], g[0]))[0] if best_fit else gaps[0][0]
+
+
+UNPLACED = 1 << 60  # _offset_large's offset of an unplaced instance: above every hole, never in one
+
+
+def _offset_large(offsets: np.ndarray, conf: _Conf, i: int, best_fit: bool) -> int:
+    """As :func:`_offset_small`, vectorised: hole k lies between the highest end of the busy ranges
+    sorted before k (``prev``) and the start of range k. ``offsets`` holds ``UNPLACED`` for instances
+    not placed yet: they sort last, the first of them opens the unbounded hole above all placed ranges
+    (as wide as no bounded hole is) and the rest open none."""
+    js = conf.of[i]
+    if not len(js):
+        return 0
+    lo = offsets[js]
+    order = lo.argsort(kind="stable")
+    lo = lo[order]
+    hi = np.maximum.accumulate(lo + conf.size[js[order]])
+    prev = np.empty_like(hi)
+    prev[0] = 0
+    prev[1:] = hi[:-1]  # ends are positive: the running maximum of ends is the old max(0, ...)
+    room = lo - prev
+    fits = (room >= conf.sizes[i]).nonzero()[0]
+    if not len(fits):  # all placed and no hole between them: on top
+        return int(hi[-1])
+    if not best_fit:
+        return int(prev[fits[0]])
+    # the tightest hole; the unbounded one above all ranges only when none fits; ties: the lowest
+    return int(prev[fits[room[fits].argmin()]])
+
+
 def _place(
     order: list[int],
     insts: list[Instance],
-    conf: list[list[int]],
+    conf: _Conf,
     best_fit: bool,
     fixed: list[int] | None = None,
 ) -> list[int]:
     """Place in ``order`` at the lowest (or the tightest, ``best_fit``) hole that no placed,
     lifetime-overlapping instance occupies; ``fixed`` (-1: not placed) holds offsets placed beforehand."""
     offsets = list(fixed) if fixed is not None else [-1] * len(insts)
+    arr = np.array(offsets, dtype=np.int64)
+    arr[arr < 0] = UNPLACED
     for i in order:
-        busy = sorted((offsets[j], offsets[j] + insts[j].size) for j in conf[i] if offsets[j] >= 0)
-        gaps = _gaps(busy, insts[i].size)
-        offsets[i] = min(gaps, key=lambda g: (g[1], g[0]))[0] if best_fit else gaps[0][0]
+        n = len(conf.lists[i])
+        conf.work += 1 + n
+        o = (
+            _offset_small(offsets, conf, i, best_fit)
+            if n < SMALL_CONFLICTS
+            else _offset_large(arr, conf, i, best_fit)
+        )
+        offsets[i] = arr[i] = o
     return offsets
 
 
 def _plan(
-    insts: list[Instance], conf: list[list[int]], order: list[int], best_fit: bool, name: str
+    insts: list[Instance],
+    conf: _Conf,
+    order: list[int],
+    best_fit: bool,
+    name: str,
+    fixed: list[int] | None = None,
 ) -> ArenaPlan:
-    offsets = _place(order, insts, conf, best_fit)
+    offsets = _place(order, insts, conf, best_fit, fixed)
     top = max((o + s.size for o, s in zip(offsets, insts, strict=False)), default=0)
-    return ArenaPlan(tuple(insts), tuple(offsets), top, peak_live(insts), name)
+    return ArenaPlan(tuple(insts), tuple(offsets), top, conf.peak, name)
 
 
 def plan_greedy_by_size(insts: list[Instance]) -> ArenaPlan:
     """TensorFlow Lite Micro's greedy planner: largest first, lowest fitting offset (the baseline)."""
     order = sorted(range(len(insts)), key=lambda i: (-insts[i].size, insts[i].start, i))
-    return _plan(insts, conflicts(insts), order, False, "greedy-by-size")
+    return _plan(insts, _Conf(insts, conflicts(insts)), order, False, "greedy-by-size")
 
 
 def _breadth(insts: list[Instance]) -> list[int]:
-    """For each instance, the most bytes live at any step of its lifetime (the pressure it sits in)."""
-    steps = sorted({i.start for i in insts} | {i.end for i in insts})
-    live = {k: sum(i.size for i in insts if i.start <= k <= i.end) for k in steps}
-    return [max(v for k, v in live.items() if i.start <= k <= i.end) for i in insts]
+    """For each instance, the most bytes live at any step of its lifetime (the pressure it sits in): live
+    bytes at every birth and death by one sweep, then a range maximum per instance (sparse table)."""
+    if not insts:
+        return []
+    steps = np.array(sorted({i.start for i in insts} | {i.end for i in insts}), dtype=np.int64)
+    starts = np.searchsorted(steps, [i.start for i in insts])
+    ends = np.searchsorted(steps, [i.end for i in insts])
+    size = np.array([i.size for i in insts], dtype=np.int64)
+    delta = np.zeros(len(steps) + 1, dtype=np.int64)
+    np.add.at(delta, starts, size)
+    np.add.at(delta, ends + 1, -size)
+    table = [np.cumsum(delta[:-1])]
+    while 1 << len(table) <= len(table[0]):  # table[j][k]: max of live[k : k + 2**j]
+        half = 1 << (len(table) - 1)
+        table.append(np.maximum(table[-1][:-half], table[-1][half:]))
+    j = np.floor(np.log2(ends - starts + 1)).astype(np.int64)
+    out = [max(table[a][s], table[a][e - (1 << a) + 1]) for s, e, a in zip(starts, ends, j, strict=True)]
+    return [int(v) for v in out]
 
 
 REFINE_ROUNDS = 100  # iterated-greedy moves per start (a count, not a time: plans stay deterministic)
+REFINE_WORK = 8_000_000  # conflict entries all refinements of one plan_best may visit (a count, not a time)
 
 
 def _refine(
-    insts: list[Instance], conf: list[list[int]], order: list[int], best_fit: bool, floor: int, rounds: int
+    insts: list[Instance],
+    conf: _Conf,
+    order: list[int],
+    best_fit: bool,
+    floor: int,
+    rounds: int,
+    work: int,
+    check: Callable[[], None] = lambda: None,
+    start: ArenaPlan | None = None,
 ) -> ArenaPlan:
     """Iterated greedy: move an instance that reaches the top of the arena halfway to the front of the
-    placement order and re-place everything; keep the new order when the arena does not grow. Round k
-    moves the (k mod m)-th of the m instances at the top, so ties rotate."""
-    best = _plan(insts, conf, order, best_fit, "")
+    placement order and re-place it and every instance after it (those before keep their offsets: the
+    placement of a prefix does not depend on what follows); keep the new order when the arena does not
+    grow. Round k moves the (k mod m)-th of the m instances at the top, so ties rotate. Stops after
+    ``rounds`` rounds or once the placements have visited ``work`` conflict entries. ``check`` is called
+    every round: it may raise (a time limit), it cannot change the plan. ``start``: the plan of ``order``
+    when it is known already."""
+    best = start if start is not None else _plan(insts, conf, order, best_fit, "")
+    stop = conf.work + work
     for k in range(rounds):
-        if best.arena_bytes <= floor:
+        if best.arena_bytes <= floor or conf.work >= stop:
             break
+        check()
         top = [i for i, o in enumerate(best.offsets) if o + insts[i].size == best.arena_bytes]
         moved = top[k % len(top)]
+        at = order.index(moved) // 2
         cand = [i for i in order if i != moved]
-        cand.insert(order.index(moved) // 2, moved)
-        plan = _plan(insts, conf, cand, best_fit, "")
+        cand.insert(at, moved)
+        fixed = [-1] * len(insts)
+        for i in order[:at]:
+            fixed[i] = best.offsets[i]
+        plan = _plan(insts, conf, cand[at:], best_fit, "", fixed)
         if plan.arena_bytes <= best.arena_bytes:
             best, order = plan, cand
     return best
@@ -323,7 +420,11 @@ def exact_slots(items: list[tuple[int, int, int]], k: int, nodes: int = EXACT_NO
 
 
 def plan_slots(
-    insts: list[Instance], conf: list[list[int]], ceiling: int, budget: int = SLOT_WORK
+    insts: list[Instance],
+    conf: list[list[int]] | _Conf,
+    ceiling: int,
+    budget: int = SLOT_WORK,
+    check: Callable[[], None] = lambda: None,
 ) -> ArenaPlan | None:
     """When the large instances' sizes are multiples of one unit, pack them into unit slots (by gravity,
     slot-aligned offsets lose nothing among them) with :class:`_Slots`, forwards in time and, if that
@@ -331,6 +432,7 @@ def plan_slots(
     and more while under ``ceiling`` bytes; then place the small instances around them (first and best
     fit, the better). Each unit of :func:`_units` is tried, until one reaches the live peak; the smallest
     arena under ``ceiling`` wins, None if none is. ``budget`` (slot visits) bounds the whole search."""
+    conf = conf if isinstance(conf, _Conf) else _Conf(insts, conf)
     floor = peak_live(insts)
     last = max((i.end for i in insts), default=0)
     best: ArenaPlan | None = None
@@ -342,6 +444,7 @@ def plan_slots(
         k = -(-peak_live([insts[i] for i in large]) // u)
         path: list[int] | None = None
         while path is None and k * u < (best.arena_bytes if best else ceiling) and budget > 0:
+            check()
             for backwards in (False, True):
                 span = {
                     i: (last - insts[i].end, last - insts[i].start)
@@ -374,15 +477,16 @@ def plan_slots(
     return best
 
 
-def plan_best(insts: list[Instance]) -> ArenaPlan:
+def plan_best(insts: list[Instance], check: Callable[[], None] = lambda: None) -> ArenaPlan:
     """Several orderings (size, breadth, size × lifetime, birth, size then lifetime) with first-fit and
     best-fit placement; the smallest arena (ties: the first listed) unless one reaches the live peak.
     If the smallest is more than 0.5% over the live peak, the slot stage (:func:`plan_slots`) comes next
     and is taken if it reaches the peak. Otherwise each ordering is refined by iterated greedy
     (:func:`_refine`), best first, until one reaches the live peak; the smallest of all wins ("+ig" in its
-    name for a refined one, "slots" for the slot stage)."""
+    name for a refined one, "slots" for the slot stage). ``check`` is called between steps: it may raise
+    (a time limit), it cannot change the plan, which depends on work counts only."""
     n = range(len(insts))
-    conf = conflicts(insts)
+    conf = _Conf(insts, conflicts(insts))
     breadth = _breadth(insts)
     orders = {
         "size": sorted(n, key=lambda i: (-insts[i].size, insts[i].start, i)),
@@ -392,22 +496,24 @@ def plan_best(insts: list[Instance]) -> ArenaPlan:
         "size-life": sorted(n, key=lambda i: (-insts[i].size, insts[i].start - insts[i].end, i)),
     }
     floor = peak_live(insts)
-    tried: list[tuple[int, int, str, list[int], bool]] = []
+    tried: list[tuple[int, int, str, list[int], bool, ArenaPlan]] = []
     for name, order in orders.items():
         for best_fit in (False, True):
             label = f"{name}/{'best' if best_fit else 'first'}-fit"
+            check()
             plan = _plan(insts, conf, order, best_fit, label)
             if plan.arena_bytes <= floor:
                 return plan
-            tried.append((plan.arena_bytes, len(tried), label, order, best_fit))
+            tried.append((plan.arena_bytes, len(tried), label, order, best_fit, plan))
     tried.sort()
     best: ArenaPlan | None = None
     if tried[0][0] > SLOT_SKIP * floor:
-        best = plan_slots(insts, conf, tried[0][0])
+        best = plan_slots(insts, conf, tried[0][0], check=check)
         if best is not None and best.arena_bytes <= floor:
             return best
-    for _, _, label, order, best_fit in tried:
-        plan = _refine(insts, conf, order, best_fit, floor, REFINE_ROUNDS)
+    stop = conf.work + REFINE_WORK
+    for _, _, label, order, best_fit, start in tried:
+        plan = _refine(insts, conf, order, best_fit, floor, REFINE_ROUNDS, stop - conf.work, check, start)
         if best is None or plan.arena_bytes < best.arena_bytes:
             best = replace(plan, planner=f"{label}+ig")
         if best.arena_bytes <= floor:
@@ -417,13 +523,17 @@ def plan_best(insts: list[Instance]) -> ArenaPlan:
 
 
 def verify(plan: ArenaPlan) -> None:
-    """Raises if two lifetime-overlapping instances share bytes or an offset is misaligned."""
-    items = list(zip(plan.instances, plan.offsets, strict=False))
-    for a, (ia, oa) in enumerate(items):
+    """Raises if two lifetime-overlapping instances share bytes or an offset is misaligned (every pair
+    of :func:`conflicts`, the lifetime-overlapping ones, is checked)."""
+    insts, offsets = list(plan.instances), plan.offsets
+    for ia, oa in zip(insts, offsets, strict=True):
         if oa % ALIGN or oa < 0 or oa + ia.size > plan.arena_bytes:
             raise PoetError(f"arena plan: instance {ia.value} at {oa} is misaligned or outside the arena")
-        for ib, ob in items[a + 1 :]:
-            if ia.overlaps(ib) and oa < ob + ib.size and ob < oa + ia.size:
+    for a, others in enumerate(conflicts(insts)):
+        ia, oa = insts[a], offsets[a]
+        for b in others:
+            ib, ob = insts[b], offsets[b]
+            if b > a and oa < ob + ib.size and ob < oa + ia.size:
                 raise PoetError(
                     f"arena plan: {ia.value} [{oa},{oa + ia.size}) and {ib.value} "
                     f"[{ob},{ob + ib.size}) overlap while both alive"

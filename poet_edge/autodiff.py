@@ -91,23 +91,24 @@ def _add_loss(gb: GradBuilder, output: str, loss: Loss) -> tuple[str, str]:
 
 
 def _backward(g: Graph, gb: GradBuilder, seed: tuple[str, str], req: set[str]) -> dict[str, str]:
-    """Returns the final gradient tensor of every tensor that needs one."""
-    pending: dict[str, list[str]] = {seed[0]: [seed[1]]}
+    """Returns the final gradient tensor of every tensor that needs one.
 
-    def total(t: str) -> str | None:
-        parts = pending.get(t)
-        if not parts:
-            return None
-        acc = parts[0]
-        for p in parts[1:]:
+    A tensor read by several nodes gets one gradient contribution from each read, produced in reverse
+    node order (and, within one node, in input order): g0, g1, g2, ... Each contribution is added to
+    the running sum as soon as it is produced, an ``Add`` emitted right after the backward nodes that
+    made it, so the sum is always ((g0 + g1) + g2) + ... in that order, and at most one partial sum per
+    tensor is alive (an unrolled RNN's per-step weight gradients are not all held until the end)."""
+    acc: dict[str, str] = {seed[0]: seed[1]}
+
+    def accumulate(t: str, gt: str) -> None:
+        if t in acc:
             gb.prefix = f"grad/{t}/"
-            acc = gb.emit("Add", (acc, p))
-        pending[t] = [acc]
-        return acc
+            gt = gb.emit("Add", (acc[t], gt))
+        acc[t] = gt
 
     for n in reversed(g.nodes):
         needs = [t in req for t in n.inputs]
-        gys = [total(o) for o in n.outputs]
+        gys = [acc.get(o) for o in n.outputs]
         if not any(needs) or all(gy is None for gy in gys):
             continue
         op = ops.get(n.op)
@@ -117,8 +118,8 @@ def _backward(g: Graph, gb: GradBuilder, seed: tuple[str, str], req: set[str]) -
         grads = op.backward(gb, n, gys, needs)
         for t, gt, need in zip(n.inputs, grads, needs, strict=False):
             if need and gt is not None:
-                pending.setdefault(t, []).append(gt)
-    return {t: acc for t in pending if (acc := total(t)) is not None}
+                accumulate(t, gt)
+    return acc
 
 
 def _place_updates(nodes: list[Node], grads: dict[str, str], trainable: frozenset[str]) -> list[Node]:

@@ -20,6 +20,7 @@ from poet_edge.memory_floor import memory_floor
 from poet_edge.paths import RUNTIME_C, TARGETS
 from poet_edge.problem import SchedulingProblem
 from poet_edge.profiles import Profile, load_profile
+from poet_edge.progress import PhaseLimit
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers import ALIASES, configured, get_scheduler
 from poet_edge.schedulers.milp import MilpOptions
@@ -48,6 +49,7 @@ class CompileOptions:
     input: planning.InputPlace = planning.InputPlace.RAM  # where the batch x lives during a step
     milp: MilpOptions = MilpOptions()
     max_latency: str | None = None  # "1.5x" (of the no-remat step time) or seconds, e.g. "0.2" / "0.2s"
+    time_limit_s: float | None = None  # --time-limit: each phase's safety stop (progress.PhaseLimit)
 
 
 @dataclass(frozen=True)
@@ -76,8 +78,15 @@ class Compiled:
 def plan_training(
     opts: CompileOptions,
     log: Callable[[str], None] = lambda s: None,
-    phase: Callable[[str], None] = lambda s: None,
+    report: Callable[[str], None] = lambda s: None,
+    limit: PhaseLimit | None = None,
 ) -> Compiled:
+    limit = limit or PhaseLimit(opts.time_limit_s)
+
+    def phase(name: str) -> None:
+        limit.begin(name)
+        report(name)
+
     phase("load")
     g = frontend.load(opts.model, opts.batch)
     phase("training graph")
@@ -101,7 +110,7 @@ def plan_training(
         phase("schedule")
         schedule = _schedule(target, opts)
         phase("arena")
-        plan = arena.plan_best(arena.instances(schedule, sizes, ws))
+        plan = arena.plan_best(arena.instances(schedule, sizes, ws), limit.check)
         excess = problem.fixed_bytes + plan.arena_bytes - opts.ram_bytes
         if excess <= 0 or opts.scheduler == "none" or target.budget_bytes - excess < floor.bytes:
             break
@@ -110,6 +119,7 @@ def plan_training(
     arena.verify(plan)
     phase("simulate")
     sim = simulate(problem, schedule, profile)
+    limit.begin(None)
     compiled = Compiled(
         g,
         tg,
@@ -342,8 +352,15 @@ def compile_model(
     log: Callable[[str], None] = lambda s: None,
     renderers: Sequence[Renderer] = (),
     phase: Callable[[str], None] = lambda s: None,
+    limit: PhaseLimit | None = None,
 ) -> Compiled:
-    c = plan_training(opts, log, phase)
+    """Plans and writes the project; with ``opts.time_limit_s`` each phase stops the compile with a
+    PoetError naming it once it runs longer (``limit``: the clock to measure it with, for tests)."""
+    limit = limit or PhaseLimit(opts.time_limit_s)
+    c = plan_training(opts, log, phase, limit)
+    limit.begin("codegen")
     phase("codegen")
-    write_project(opts.out, project_files(opts, c, renderers))
+    files = project_files(opts, c, renderers)
+    limit.begin(None)  # nothing is written once the limit is passed
+    write_project(opts.out, files)
     return c

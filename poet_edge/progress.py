@@ -37,6 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from poet_edge.errors import PoetError
+
 
 class Verbosity(enum.IntEnum):
     QUIET = 0
@@ -174,3 +176,49 @@ class Progress:
         self.stream.flush()
         if self.live and self._current is not None:
             self._draw(f"{self._current} ...", force=True)
+
+
+PHASE_HINTS = {
+    "load": "raise --time-limit; loading takes well under a second, check the model with 'poet inspect'",
+    "training graph": "raise --time-limit, or train fewer parameters (--train bias or last:N)",
+    "schedule": "the scheduler did not stop at its limit: raise --time-limit, or use --scheduler greedy",
+    "arena": "raise --time-limit, or give a larger --ram (less recomputation, fewer arena instances)",
+    "simulate": "raise --time-limit, or give a larger --ram (a shorter schedule to replay)",
+    "codegen": "raise --time-limit, or give a larger --ram (a shorter schedule to emit)",
+}
+
+
+@dataclass
+class PhaseLimit:
+    """A safety stop: each compile phase may run ``seconds``; past that, :meth:`check` raises a PoetError
+    that names the phase and says what to do. The ``schedule`` phase may run ``schedule_factor`` times
+    as long: the scheduler bounds its own search by the same limit, so this only catches one that does
+    not stop. It only ever stops a compile, never changes what a phase computes. ``seconds`` None: no
+    limit. The clock is injectable for tests."""
+
+    seconds: float | None = None
+    clock: Callable[[], float] = time.monotonic
+    schedule_factor: float = 2.0
+    current: str | None = None
+    _start: float = 0.0
+
+    def begin(self, name: str | None) -> None:
+        """Checks the phase that ends, then starts phase ``name`` (None: the last phase ended)."""
+        self.check()
+        self.current, self._start = name, self.clock()
+
+    def allowed(self, name: str) -> float:
+        assert self.seconds is not None
+        return self.seconds * (self.schedule_factor if name == "schedule" else 1.0)
+
+    def check(self) -> None:
+        """Raises if the current phase has run longer than it may; cheap, call it often."""
+        if self.seconds is None or self.current is None:
+            return
+        took = self.clock() - self._start
+        if took > self.allowed(self.current):
+            hint = PHASE_HINTS.get(self.current, "raise --time-limit")
+            raise PoetError(
+                f"compile stopped in the {self.current} phase after {took:.1f} s, over its limit of "
+                f"{self.allowed(self.current):g} s (--time-limit {self.seconds:g}); {hint}"
+            )

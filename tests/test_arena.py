@@ -198,3 +198,33 @@ def test_bert_half_budget_reaches_the_live_peak_with_the_exact_slot_model():
     plan = arena.plan_best(insts)
     arena.verify(plan)
     assert plan.arena_bytes == plan.peak_live_bytes
+
+
+def test_planning_work_on_a_2000_node_graph_is_bounded(monkeypatch):
+    """The placements of plan_best visit at most the conflict entries of the ten starting orders, the
+    slot stage's two passes and one pass past REFINE_WORK: a count that does not grow with the rounds."""
+    from dataclasses import replace
+
+    from poet_edge import graphgen
+    from poet_edge.schedulers import get_scheduler
+
+    p = graphgen.random_layered_dag(2000, seed=1, bytes_range=(16, 4096))
+    p = replace(p, budget_bytes=160_000)
+    insts = arena.instances(
+        get_scheduler("greedy")(p),
+        {n.name: n.out_bytes for n in p.nodes},
+        {n.name: n.workspace_bytes for n in p.nodes},
+    )
+    made: list[arena._Conf] = []
+
+    class Spy(arena._Conf):
+        def __init__(self, *args) -> None:
+            super().__init__(*args)
+            made.append(self)
+
+    monkeypatch.setattr(arena, "_Conf", Spy)
+    plan = arena.plan_best(insts)
+    arena.verify(plan)
+    assert plan.arena_bytes <= arena.plan_greedy_by_size(insts).arena_bytes
+    one_pass = len(insts) + sum(len(c) for c in arena.conflicts(insts))
+    assert len(insts) > 2000 and made[0].work <= 13 * one_pass + arena.REFINE_WORK

@@ -77,3 +77,77 @@ def test_sgd_update_is_p_minus_lr_g(mlp_path):
     )
     for p in params:
         np.testing.assert_array_equal(r.params[p], params[p] - 0.25 * r.grads[p])
+
+
+def _three_uses_of_w() -> autodiff.Graph:
+    """y = ((x W) W) W: the gradient of W has three contributions, the last use's first."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(6).standard_normal((4, 4)).astype(np.float32) / 2
+    nodes = [
+        helper.make_node("MatMul", ["input", "W"], ["h1"], name="mm1"),
+        helper.make_node("MatMul", ["h1", "W"], ["h2"], name="mm2"),
+        helper.make_node("MatMul", ["h2", "W"], ["output"], name="mm3"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "three_uses",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [3, 4])],
+        [numpy_helper.from_array(w, "W")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    return mse_training(load_model(model, batch=3))
+
+
+def test_shared_weight_gradient_is_summed_as_produced_in_reverse_node_order():
+    tg = _three_uses_of_w()
+    pos = {o: k for k, n in enumerate(tg.nodes) for o in n.outputs}
+    by_out = {o: n for n in tg.nodes for o in n.outputs}
+    update = next(n for n in tg.nodes if n.op == "SGDUpdate")
+    final = by_out[update.inputs[1]]
+    inner = by_out[final.inputs[0]]
+    assert final.op == inner.op == "Add"
+    # ((g_mm3 + g_mm2) + g_mm1): contributions in the order the backward pass produces them
+    assert [by_out[t].name.split("/")[1] for t in (*inner.inputs, final.inputs[1])] == ["mm3", "mm2", "mm1"]
+    for add in (inner, final):  # each Add right after the node that made its new contribution
+        assert pos[add.outputs[0]] == pos[add.inputs[1]] + 1
+    rng = np.random.default_rng(7)
+    assert fd_check(tg, rng.standard_normal((3, 4)), rng.standard_normal((3, 4))) <= 1e-6
+
+
+def _gru():
+    from conftest import EXAMPLES
+
+    return autodiff.training_graph(frontend.load(EXAMPLES / "zoo" / "gru_unrolled.onnx", batch=2))
+
+
+def test_unrolled_gru_holds_one_partial_sum_per_weight_gradient():
+    """In node order, at most the running sum and one new contribution of a weight's gradient are alive
+    at once (summed at the end, all 48 per-step gradients of W_hh were alive together)."""
+    tg = _gru()
+    pos = {o: k for k, n in enumerate(tg.nodes) for o in n.outputs}
+    last_use: dict[str, int] = {}
+    for k, n in enumerate(tg.nodes):
+        for t in n.inputs:
+            last_use[t] = k
+    uses = {"W_hh": 48, "W_ih": 49, "b_hh": 49}  # W_hh: steps 1-48; b_hh: 48 Gemms and step 0's Split
+    for p, n_uses in uses.items():
+        adds = [n for n in tg.nodes if n.op == "Add" and n.name.startswith(f"grad/{p}/")]
+        assert len(adds) == n_uses - 1
+        parts = {t for n in adds for t in (*n.inputs, *n.outputs)}
+        events = sorted((pos[t], 1) for t in parts) + sorted((last_use[t] + 1, -1) for t in parts)
+        alive = most = 0
+        for _, d in sorted(events, key=lambda e: (e[0], e[1])):
+            alive += d
+            most = max(most, alive)
+        assert most <= 3  # the running sum, the new contribution and their sum, for one node
+
+
+def test_unrolled_gru_gradient_matches_finite_differences():
+    tg = _gru()
+    rng = np.random.default_rng(8)
+    x, y = rng.standard_normal((2, 49, 10)), rng.integers(0, 12, 2)
+    assert fd_check(tg, x, y, samples=3) <= 1e-6

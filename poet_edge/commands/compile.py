@@ -115,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         ),
         max_latency=args.max_latency,
         input=InputPlace(args.input),
+        time_limit_s=args.time_limit,
     )
     try:
         c = compile_model(opts, progress.info, () if args.no_report else (report.render,), progress.phase)
