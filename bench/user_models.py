@@ -10,7 +10,9 @@ BatchNorm into the preceding conv, so the reference model is the torch model wit
 conv (the trained weights are the folded ones), started from the file's own initializer values.
 
 Needs torch, torchvision, onnx, onnxscript, onnxruntime (not poet-edge's dependencies), e.g.
-    PYTHONPATH=$PWD /work/torch-venv/bin/python bench/user_models.py [--only accel_cnn1d] [--no-qemu]
+    python3 -m venv /tmp/torchenv
+    /tmp/torchenv/bin/pip install torch==2.13.0 torchvision onnx onnxscript onnxruntime numpy
+    PYTHONPATH=$PWD /tmp/torchenv/bin/python bench/user_models.py [--only accel_cnn1d] [--no-qemu]
 Writes bench/results/user_models.md and .json (each row as it finishes, so a partial run keeps its rows)."""
 
 from __future__ import annotations
