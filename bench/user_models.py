@@ -524,6 +524,12 @@ def main(argv: list[str]) -> int:
         saved = json.loads((args.results / "user_models.json").read_text())
         (args.results / "user_models.md").write_text(markdown(saved["meta"], saved["rows"]))
         return 0
+    try:
+        import torch  # noqa: F401
+        import torchvision  # noqa: F401
+    except ImportError:
+        print("bench/user_models.py: skipped: needs torch and torchvision (not poet-edge deps); see --help")
+        return 0
     MAX_PARAMS[0] = args.max_params
     meta = meta_info()
     rows: list[dict[str, Any]] = []
