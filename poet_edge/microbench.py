@@ -351,11 +351,12 @@ static volatile int32_t poet_mb_sink;
 
 static void poet_mb_empty(void) { poet_mb_sink = 0; }
 
-/* deterministic values in [-1, 1) (some exact zeros of both signs) and labels in [0, classes) */
-static void poet_mb_fill(uint32_t seed, int32_t classes)
+/* deterministic values in [-1, 1) (some exact zeros of both signs) in the first n floats of the arena
+ * (a comparison: the case's own; timing: all) and labels in [0, classes) */
+static void poet_mb_fill(uint32_t seed, int32_t classes, int32_t n)
 {
     uint32_t x = seed * 2654435761u + 12345u;
-    for (int32_t i = 0; i < POET_MB_MEM; ++i) {
+    for (int32_t i = 0; i < n; ++i) {
         x = x * 1664525u + 1013904223u;
         int32_t v = (int32_t)(x >> 9) - (1 << 22);
         poet_mb_mem[i] = (x & 0x3f0u) == 0u ? ((x & 1u) ? -0.0f : 0.0f) : (float)v / 4194304.0f;
@@ -405,7 +406,7 @@ static long poet_mb_guard_hit(int32_t i)
  * kernel does not write shows up), the guards as another; returns the first guard element written */
 static long poet_mb_checked_call(int32_t i, int32_t v)
 {
-    poet_mb_fill((uint32_t)i + 1u, poet_mb_classes[i]);
+    poet_mb_fill((uint32_t)i + 1u, poet_mb_classes[i], poet_mb_mem_used[i]);
     poet_mb_set(i, poet_mb_first_guards, poet_mb_guards, POET_MB_GUARD);
     poet_mb_set(i, poet_mb_first_outputs, poet_mb_outputs, "\xa5\xa5\xc1\x7f");
     poet_mb_poison(i, 1);
@@ -426,7 +427,7 @@ int main(void)
         long guard_ref = -1;
         for (int32_t v = 0; v < POET_MB_VARIANTS; ++v) {
             if (!POET_MB_COMPARE) {
-                poet_mb_fill((uint32_t)i + 1u, poet_mb_classes[i]);
+                poet_mb_fill((uint32_t)i + 1u, poet_mb_classes[i], POET_MB_MEM);
                 poet_mb_cases[i][v]();
                 uint64_t t = poet_mb_time(poet_mb_cases[i][v], poet_mb_reps[i]);
                 printf("case %ld %s ticks %lu reps %lu\n", (long)i, poet_mb_variants[v], (unsigned long)t,
@@ -569,14 +570,14 @@ def measure(
 
 @dataclass(frozen=True)
 class Comparison:
-    """What a comparison run found, per case name: ``first_diff`` -1 where the fast kernel's arena is
+    """What a comparison found, per case name: ``first_diff`` -1 where the fast kernel's arena is
     bit-identical to the reference's, else the first differing element; ``guards`` the first guard element
-    the reference and the fast kernel wrote (-1: none). A run a sanitizer (or a fault) stopped has results
-    for the cases before it only; ``stopped`` then names the case it stopped in and the error's lines."""
+    the reference and the fast kernel wrote (-1: none); ``stopped`` one line per case that stopped its run
+    (a sanitizer error or a fault: the case and the error's lines), which has no other result."""
 
     first_diff: dict[str, int]
     guards: dict[str, tuple[int, int]]
-    stopped: str | None = None
+    stopped: tuple[str, ...] = ()
 
     def failures(self) -> list[str]:
         """One line per case that differs, wrote outside its tensors or stopped the run."""
@@ -585,7 +586,7 @@ class Comparison:
             for variant, at in (("reference", ref), ("fast", fast)):
                 if at >= 0:
                     out.append(f"{name}: the {variant} kernel wrote outside its tensors (guard element {at})")
-        return out + ([self.stopped] if self.stopped else [])
+        return out + list(self.stopped)
 
 
 def _error_lines(text: str) -> str:
@@ -601,27 +602,36 @@ def _error_lines(text: str) -> str:
 
 
 def compare_all(
-    target_name: str, cases: Sequence[KernelCase], work: Path, sanitize: bool = False
+    target_name: str, cases: Sequence[KernelCase], work: Path, sanitize: bool = False, max_stops: int = 20
 ) -> Comparison:
     """Runs every case with the reference and the fast kernels on the same inputs, every tensor in its own
     guarded region of the arena (see :func:`layout`); ``sanitize`` builds with the target's sanitizer flags
-    (host only), which also makes any access to a guard zone an AddressSanitizer error."""
+    (host only), which also makes any access to a guard zone an AddressSanitizer error. A run that stops in
+    a case is run again from the case after it, up to ``max_stops`` times (the rest are then reported as
+    not run)."""
     target = targets.load_target(target_name)
-    res = _build(target, cases, VARIANTS, Path(work), [1] * len(cases), compare=True, sanitize=sanitize)
     diff: dict[str, int] = {}
     guards: dict[str, tuple[int, int]] = {}
-    for m in _EQUAL.finditer(res.stdout):
-        name = cases[int(m.group(1))].name
-        diff[name] = int(m.group(3))
-        guards[name] = (int(m.group(4)), int(m.group(5)))
-    stopped = None
-    if res.exit_code != 0 or len(diff) != len(cases):
-        at = cases[len(diff)].name if len(diff) < len(cases) else "(after the last case)"
-        stopped = (
-            f"{at}: the run on {target.name} stopped (exit code {res.exit_code}): "
-            f"{_error_lines(res.stderr + res.stdout)}"
-        )
-    return Comparison(diff, guards, stopped)
+    stopped: list[str] = []
+    todo = list(cases)
+    while todo:
+        res = _build(target, todo, VARIANTS, Path(work), [1] * len(todo), compare=True, sanitize=sanitize)
+        done = 0
+        for m in _EQUAL.finditer(res.stdout):
+            name = todo[int(m.group(1))].name
+            diff[name] = int(m.group(3))
+            guards[name] = (int(m.group(4)), int(m.group(5)))
+            done = max(done, int(m.group(1)) + 1)
+        if res.exit_code == 0 and done == len(todo):
+            break
+        at = todo[done].name if done < len(todo) else "(after the last case)"
+        why = _error_lines(res.stderr + res.stdout)
+        stopped.append(f"{at}: the run on {target.name} stopped (exit code {res.exit_code}): {why}")
+        todo = todo[done + 1 :]
+        if todo and len(stopped) >= max_stops:
+            stopped.append(f"{len(todo)} cases not run after {max_stops} stopped runs")
+            break
+    return Comparison(diff, guards, tuple(stopped))
 
 
 def compare_variants(
