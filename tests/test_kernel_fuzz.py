@@ -45,8 +45,8 @@ def _channels(rng: np.random.Generator) -> int:
 def _conv_geometry(rng: np.random.Generator) -> Geometry | None:
     """One random convolution: 1-D (H = 1) or 2-D; kernels 1-7 wide and high (non-square); strides 1-3 (per
     axis); asymmetric pads (some up to the kernel size + 1); general, grouped, depthwise (multiplier 1 or 2)
-    or pointwise; batch 1-3; output widths 1-20 (every tail of the 6/4/2/1-pixel blocks). None: an invalid
-    or too large draw (drawn again)."""
+    or pointwise; batch 1-3; output widths 1-20 (every tail of the 6/4/2/1-pixel blocks) and some 21-64.
+    None: an invalid or too large draw (drawn again)."""
     one_d = rng.random() < 0.3
     kind = _pick(rng, [0, 0, 0, 1, 2, 2, 3])  # general, grouped, depthwise, pointwise
     kw = _pick(rng, [3, 5]) if rng.random() < 0.4 else int(rng.integers(1, 8))  # 3 and 5: specialised paths
@@ -66,7 +66,8 @@ def _conv_geometry(rng: np.random.Generator) -> Geometry | None:
     elif rng.random() < 0.15:  # pads up to the kernel size + 1: rows and columns with no taps at all
         pads = [0 if one_d else int(rng.integers(0, kh + 2)), int(rng.integers(0, kw + 2))]
         pads += [0 if one_d else int(rng.integers(0, kh + 2)), int(rng.integers(0, kw + 2))]
-    ow, oh = int(rng.integers(1, 21)), 1 if one_d else int(rng.integers(1, 9))
+    ow = int(rng.integers(1, 21)) if rng.random() < 0.85 else int(rng.integers(21, 65))  # long rows: 1-D
+    oh = 1 if one_d else int(rng.integers(1, 9))
     iw = max(1, (ow - 1) * sw + kw - pads[1] - pads[3] + int(rng.integers(0, sw)))
     ih = 1 if one_d else max(1, (oh - 1) * sh + kh - pads[0] - pads[2] + int(rng.integers(0, sh)))
     groups, cg, mg = 1, _channels(rng), _channels(rng)
