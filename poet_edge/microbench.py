@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -522,7 +523,7 @@ def _build(
     exit code is the caller's to check."""
     if not cases:
         raise PoetError("no kernel cases to run")
-    dup = sorted({c.name for c in cases if sum(d.name == c.name for d in cases) > 1})
+    dup = sorted(name for name, k in Counter(c.name for c in cases).items() if k > 1)
     if dup:
         raise PoetError(f"kernel case names must be unique: {dup[:3]}")
     work.mkdir(parents=True, exist_ok=True)
