@@ -603,35 +603,42 @@ def _error_lines(text: str) -> str:
 
 
 def compare_all(
-    target_name: str, cases: Sequence[KernelCase], work: Path, sanitize: bool = False, max_stops: int = 20
+    target_name: str,
+    cases: Sequence[KernelCase],
+    work: Path,
+    sanitize: bool = False,
+    max_stops: int = 20,
+    per_build: int = 3000,
 ) -> Comparison:
     """Runs every case with the reference and the fast kernels on the same inputs, every tensor in its own
     guarded region of the arena (see :func:`layout`); ``sanitize`` builds with the target's sanitizer flags
-    (host only), which also makes any access to a guard zone an AddressSanitizer error. A run that stops in
-    a case is run again from the case after it, up to ``max_stops`` times (the rest are then reported as
-    not run)."""
+    (host only), which also makes any access to a guard zone an AddressSanitizer error. At most
+    ``per_build`` cases go into one program (a Cortex-M's flash holds a few thousand). A run that stops in
+    a case is run again from the case after it, up to ``max_stops`` times in all (the rest are then
+    reported as not run)."""
     target = targets.load_target(target_name)
     diff: dict[str, int] = {}
     guards: dict[str, tuple[int, int]] = {}
     stopped: list[str] = []
-    todo = list(cases)
-    while todo:
-        res = _build(target, todo, VARIANTS, Path(work), [1] * len(todo), compare=True, sanitize=sanitize)
-        done = 0
-        for m in _EQUAL.finditer(res.stdout):
-            name = todo[int(m.group(1))].name
-            diff[name] = int(m.group(3))
-            guards[name] = (int(m.group(4)), int(m.group(5)))
-            done = max(done, int(m.group(1)) + 1)
-        if res.exit_code == 0 and done == len(todo):
-            break
-        at = todo[done].name if done < len(todo) else "(after the last case)"
-        why = _error_lines(res.stderr + res.stdout)
-        stopped.append(f"{at}: the run on {target.name} stopped (exit code {res.exit_code}): {why}")
-        todo = todo[done + 1 :]
-        if todo and len(stopped) >= max_stops:
-            stopped.append(f"{len(todo)} cases not run after {max_stops} stopped runs")
-            break
+    for start in range(0, len(cases), per_build):
+        todo = list(cases[start : start + per_build])
+        while todo and len(stopped) < max_stops:
+            res = _build(target, todo, VARIANTS, Path(work), [1] * len(todo), compare=True, sanitize=sanitize)
+            done = 0
+            for m in _EQUAL.finditer(res.stdout):
+                name = todo[int(m.group(1))].name
+                diff[name] = int(m.group(3))
+                guards[name] = (int(m.group(4)), int(m.group(5)))
+                done = max(done, int(m.group(1)) + 1)
+            if res.exit_code == 0 and done == len(todo):
+                break
+            at = todo[done].name if done < len(todo) else "(after the last case)"
+            why = _error_lines(res.stderr + res.stdout)
+            stopped.append(f"{at}: the run on {target.name} stopped (exit code {res.exit_code}): {why}")
+            todo = todo[done + 1 :]
+    missing = len(cases) - len(diff) - len(stopped)
+    if missing > 0:
+        stopped.append(f"{missing} cases not run after {max_stops} stopped runs")
     return Comparison(diff, guards, tuple(stopped))
 
 
