@@ -6,7 +6,7 @@ POET := $(VENV)/bin/poet
 ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm
 DEMO_OUT ?= build/demo
 
-.PHONY: help venv toolchain demo test lint bench clean
+.PHONY: help venv toolchain demo test fuzz lint bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -36,6 +36,11 @@ demo: venv toolchain  ## compile examples/mlp.onnx for a Cortex-M4 at 256KB, sim
 
 test: venv toolchain  ## run every test (pytest)
 	$(PY) -m pytest -q --durations=25
+
+FUZZ_CASES ?= 3000
+FUZZ_SEEDS ?= 1,2,3,4
+fuzz: venv toolchain  ## long kernel fuzz: fast vs reference kernels bit for bit, 20x the CI cases, 4 seeds, host ASan+UBSan and QEMU
+	POET_FUZZ_CASES=$(FUZZ_CASES) POET_FUZZ_SEED=$(FUZZ_SEEDS) $(PY) -m pytest -q tests/test_kernel_fuzz.py
 
 lint:  venv ## ruff (lint + format check) and mypy on the package
 	$(VENV)/bin/ruff check poet_edge tests bench examples

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,30 +34,73 @@ SHARED_SOURCES = ("math",)  # helpers every variant shares (poet_expf, poet_tanh
 _DECL = re.compile(r"\b(poet_\w+)\s*\(")
 _CASE = re.compile(r"case (\d+) (\w+) ticks (\d+) reps (\d+)")
 _EMPTY = re.compile(r"empty ticks (\d+) reps (\d+)")
-_EQUAL = re.compile(r"compare (\d+) equal (\d+) first_diff (-?\d+)")
+_EQUAL = re.compile(r"compare (\d+) equal (\d+) first_diff (-?\d+) guards (-?\d+) (-?\d+)")
 TARGET_INSTRUCTIONS_PER_CASE = 400_000  # per timed case: tick granularity (40 instructions) stays < 0.01 %
 
 
 @dataclass(frozen=True)
 class KernelCase:
-    """One kernel call: ``call`` is a C statement over the float arena ``poet_mb_mem`` (tensors at fixed
-    offsets, ``mem_floats`` elements in all) and the int32 labels ``poet_mb_l`` (``labels`` of them, drawn
-    in [0, label_classes)). ``source`` is the kernel file (gemm, relu...); ``quantity`` is the work count of
-    ``op_class`` (MACs, elements or bytes written) and ``priced`` what the cost model multiplies by its rate
-    (MACs times the kernel model's weight, see poet_edge.work.Work.quantity). ``outputs`` are (offset, count)
-    regions the kernel writes that are not also inputs: a comparison fills them with NaNs first."""
+    """One kernel call: ``call`` is a C statement whose float tensors are the placeholders ``@T<k>@`` (the
+    ``tensors[k]`` elements of tensor k, placed in the float arena ``poet_mb_mem`` by :func:`layout`) and
+    whose int32 labels are ``poet_mb_l`` (``labels`` of them, drawn in [0, label_classes)). ``source`` is the
+    kernel file (gemm, relu...); ``quantity`` is the work count of ``op_class`` (MACs, elements or bytes
+    written) and ``priced`` what the cost model multiplies by its rate (MACs times the kernel model's weight,
+    see poet_edge.work.Work.quantity). ``outputs`` are the tensors the kernel writes that are not also
+    inputs: a comparison fills them with NaNs first."""
 
     name: str
     op_class: OpClass
     source: str
     call: str
     quantity: int
-    mem_floats: int
-    outputs: tuple[tuple[int, int], ...] = ()
+    tensors: tuple[int, ...]
+    outputs: tuple[int, ...] = ()
     labels: int = 0
     label_classes: int = 1
     arrays: tuple[str, ...] = ()  # static const int32 arrays the call uses (C definitions)
     priced: float = 0.0  # set by op_case (every case is made there)
+
+    @property
+    def mem_floats(self) -> int:
+        return layout(self, False).floats
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a case's tensors sit in the arena: ``offsets`` (16-byte aligned), ``floats`` in all, and the
+    ``guards`` (offset, count): the gaps before, between and after the tensors (empty without guards)."""
+
+    offsets: tuple[int, ...]
+    floats: int
+    guards: tuple[tuple[int, int], ...]
+
+
+def guard_floats(case: KernelCase) -> int:
+    """The guard zone around each tensor: as large as the case's largest tensor (at least 16 floats), so a
+    read or write that strays from one tensor lands in a guard before it can reach another tensor."""
+    return -(-max(16, *case.tensors) // 4) * 4
+
+
+def layout(case: KernelCase, guarded: bool) -> Layout:
+    """Tensors one after the other (each start 4-float aligned); ``guarded`` puts a guard zone of
+    :func:`guard_floats` before the first tensor and after every tensor (the alignment padding is part of
+    the guard, so it starts right at the tensor's last element)."""
+    g = guard_floats(case) if guarded else 0
+    offsets, guards, top = [], [], g
+    if g:
+        guards.append((0, g))
+    for n in case.tensors:
+        offsets.append(top)
+        end = top + n
+        top = -(-end // 4) * 4 + g
+        if g:
+            guards.append((end, top - end))
+    return Layout(tuple(offsets), max(top, 4), tuple(guards))
+
+
+def placed_call(case: KernelCase, lay: Layout) -> str:
+    """The case's call with every tensor placeholder replaced by its address in the arena."""
+    return re.sub(r"@T(\d+)@", lambda m: f"(poet_mb_mem + {lay.offsets[int(m.group(1))]})", case.call)
 
 
 def quantity_of(work: Work) -> int:
@@ -95,25 +139,26 @@ def op_case(
     shape_of = {**{f"in{k}": s for k, s in enumerate(ins)}, **{f"out{k}": s for k, s in enumerate(outs)}}
     call = opdef.kernel(node, shape_of.__getitem__)
     work = opdef.work(ins, outs, attrs)
-    offsets: dict[str, int] = {}
-    top, labels = 0, 0
+    index: dict[str, int] = {}
+    sizes: list[int] = []
+    labels = 0
     for t, s in shape_of.items():
         if t in (f"in{k}" for k in int_inputs):
             labels = max(labels, elements(s))
             continue
-        offsets[t] = top
-        top += -(-max(1, elements(s)) // 4) * 4
+        index[t] = len(sizes)
+        sizes.append(max(1, elements(s)))
     arrays: list[str] = []
     args: list[str] = []
-    written: list[tuple[int, int]] = []
+    written: list[int] = []
     for a in call.args:
         if isinstance(a, TensorArg):
-            if a.name not in offsets:
+            if a.name not in index:
                 args.append("poet_mb_l")
                 continue
-            args.append(f"(poet_mb_mem + {offsets[a.name]})")
+            args.append(f"@T{index[a.name]}@")
             if not a.const and a.name.startswith("out"):
-                written.append((offsets[a.name], elements(shape_of[a.name])))
+                written.append(index[a.name])
         elif isinstance(a, IntArg):
             args.append(str(a.value))
         elif isinstance(a, FloatArg):
@@ -134,7 +179,7 @@ def op_case(
         call.source,
         f"{call.func}({', '.join(args)});",
         quantity_of(work),
-        top,
+        tuple(sizes),
         tuple(written),
         labels,
         label_classes,
@@ -229,7 +274,9 @@ def _renames(variant: str) -> str:
     return "\n".join(f"#define {s} poet_{prefix}_{s[5:]}" for s in kernel_symbols())
 
 
-def _variant_units(cases: Sequence[KernelCase], variant: str, work: Path) -> list[Path]:
+def _variant_units(
+    cases: Sequence[KernelCase], lays: Sequence[Layout], variant: str, work: Path
+) -> list[Path]:
     units: list[Path] = []
     for src in emit.with_dependencies({c.source for c in cases}):
         path = work / f"mb_{variant}_{src}.c"
@@ -243,10 +290,10 @@ def _variant_units(cases: Sequence[KernelCase], variant: str, work: Path) -> lis
         "#include <stddef.h>",
         _renames(variant),
         '#include "poet/kernels.h"',
-        *_buffer_decls(cases, "extern "),
+        *_buffer_decls(lays, cases, "extern "),
     ]
     for i, c in enumerate(cases):
-        call = c.call
+        call = placed_call(c, lays[i])
         for k, values in enumerate(c.arrays):
             lines.append(f"static const int32_t poet_mb_ints_{i}_{k}[] = {{{values}}};")
             call = call.replace(f"poet_mb_ints_@{k})", f"poet_mb_ints_{i}_{k})").replace(
@@ -258,113 +305,193 @@ def _variant_units(cases: Sequence[KernelCase], variant: str, work: Path) -> lis
     return [*units, path]
 
 
-def _sizes(cases: Sequence[KernelCase]) -> tuple[int, int]:
-    return max([c.mem_floats for c in cases] + [4]), max([c.labels for c in cases] + [1])
+def _sizes(lays: Sequence[Layout], cases: Sequence[KernelCase]) -> tuple[int, int]:
+    return max([lay.floats for lay in lays] + [4]), max([c.labels for c in cases] + [1])
 
 
-def _buffer_decls(cases: Sequence[KernelCase], storage: str) -> list[str]:
-    mem, labels = _sizes(cases)
+def _buffer_decls(lays: Sequence[Layout], cases: Sequence[KernelCase], storage: str) -> list[str]:
+    mem, labels = _sizes(lays, cases)
     return [f"{storage}float poet_mb_mem[{mem}];", f"{storage}int32_t poet_mb_l[{labels}];"]
 
 
-def _main(cases: Sequence[KernelCase], variants: Sequence[str], reps: Sequence[int], compare: bool) -> str:
-    mem, nl = _sizes(cases)
-    protos = [f"void poet_mb_{v}_{i}(void);" for v in variants for i in range(len(cases))]
-    table = ",\n".join(
-        "    {" + ", ".join(f"poet_mb_{v}_{i}" for v in variants) + "}" for i in range(len(cases))
+def _region_table(name: str, per_case: Sequence[Sequence[tuple[int, int]]]) -> str:
+    """Two C tables: every case's (offset, count) regions one after the other, and where each case's begin."""
+    first, flat = [0], list[tuple[int, int]]()
+    for regions in per_case:
+        flat += regions
+        first.append(len(flat))
+    rows = ", ".join(f"{{{o}, {n}}}" for o, n in flat) or "{0, 0}"
+    return (
+        f"static const int32_t poet_mb_first_{name}[{len(first)}] = {{{', '.join(map(str, first))}}};\n"
+        f"static const int32_t poet_mb_{name}[][2] = {{{rows}}};"
     )
-    regions = [r for c in cases for r in c.outputs]
-    first, k = [], 0
-    for c in cases:
-        first.append(k)
-        k += len(c.outputs)
-    first.append(k)
-    region_table = ", ".join(f"{{{o}, {n}}}" for o, n in regions) or "{0, 0}"
-    classes = ", ".join(str(max(1, c.label_classes)) for c in cases)
-    names = ", ".join(f'"{v}"' for v in variants)
-    return f"""/* Generated by poet_edge.microbench: times (or compares) kernel calls. */
+
+
+_MAIN_HEAD = r"""/* Generated by poet_edge.microbench: times (or compares) kernel calls. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "poet/platform.h"
 
-{chr(10).join(_buffer_decls(cases, ""))}
-static float poet_mb_keep[{mem if compare else 1}];
-{chr(10).join(protos)}
-typedef void (*poet_mb_fn)(void);
-static poet_mb_fn const poet_mb_cases[{len(cases)}][{len(variants)}] = {{
-{table}
-}};
-static const char *const poet_mb_variants[{len(variants)}] = {{{names}}};
-static const uint32_t poet_mb_reps[{len(cases)}] = {{{", ".join(map(str, reps))}}};
-static const int32_t poet_mb_classes[{len(cases)}] = {{{classes}}};
-static const int32_t poet_mb_mem_used[{len(cases)}] = {{{", ".join(str(c.mem_floats) for c in cases)}}};
-static const int32_t poet_mb_first_region[{len(cases) + 1}] = {{{", ".join(map(str, first))}}};
-static const int32_t poet_mb_regions[][2] = {{{region_table}}};
+/* Under AddressSanitizer the guard zones around every tensor are poisoned while a kernel runs: any read or
+ * write outside the kernel's own tensors stops the run with a report. Elsewhere (QEMU) the guards hold a
+ * NaN pattern that is checked after each call (stray writes) and that stray reads carry into the output. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POET_MB_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define POET_MB_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POET_MB_POISON(p, n) ((void)(p), (void)(n))
+#define POET_MB_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+"""
+
+_MAIN_BODY = r"""
 static volatile int32_t poet_mb_sink;
 
-static void poet_mb_empty(void) {{ poet_mb_sink = 0; }}
+static void poet_mb_empty(void) { poet_mb_sink = 0; }
 
-/* deterministic values in [-1, 1) (some exact zeros of both signs) and labels in [0, classes) */
-static void poet_mb_fill(uint32_t seed, int32_t classes)
-{{
+/* deterministic values in [-1, 1) (some exact zeros of both signs) in the first n floats of the arena
+ * (a comparison: the case's own; timing: all) and labels in [0, classes) */
+static void poet_mb_fill(uint32_t seed, int32_t classes, int32_t n)
+{
     uint32_t x = seed * 2654435761u + 12345u;
-    for (int32_t i = 0; i < {mem}; ++i) {{
+    for (int32_t i = 0; i < n; ++i) {
         x = x * 1664525u + 1013904223u;
         int32_t v = (int32_t)(x >> 9) - (1 << 22);
         poet_mb_mem[i] = (x & 0x3f0u) == 0u ? ((x & 1u) ? -0.0f : 0.0f) : (float)v / 4194304.0f;
-    }}
-    for (int32_t i = 0; i < {nl}; ++i) {{
+    }
+    for (int32_t i = 0; i < POET_MB_LABELS; ++i) {
         x = x * 1664525u + 1013904223u;
         poet_mb_l[i] = (int32_t)((x >> 8) % (uint32_t)classes);
-    }}
-}}
+    }
+}
 
 static uint64_t poet_mb_time(poet_mb_fn f, uint32_t reps)
-{{
+{
     uint64_t t0 = poet_ticks();
     for (uint32_t r = 0; r < reps; ++r) f();
     return poet_ticks() - t0;
-}}
+}
+
+static void poet_mb_set(int32_t i, const int32_t *first, const int32_t (*regions)[2], const char *bits)
+{
+    for (int32_t r = first[i]; r < first[i + 1]; ++r)
+        for (int32_t e = 0; e < regions[r][1]; ++e) memcpy(&poet_mb_mem[regions[r][0] + e], bits, 4);
+}
+
+static void poet_mb_poison(int32_t i, int on)
+{
+    for (int32_t r = poet_mb_first_guards[i]; r < poet_mb_first_guards[i + 1]; ++r) {
+        float *p = &poet_mb_mem[poet_mb_guards[r][0]];
+        const size_t n = (size_t)poet_mb_guards[r][1] * sizeof(float);
+        if (on)
+            POET_MB_POISON(p, n);
+        else
+            POET_MB_UNPOISON(p, n);
+    }
+}
+
+/* the first guard element that no longer holds the guard pattern, or -1 */
+static long poet_mb_guard_hit(int32_t i)
+{
+    for (int32_t r = poet_mb_first_guards[i]; r < poet_mb_first_guards[i + 1]; ++r)
+        for (int32_t e = 0; e < poet_mb_guards[r][1]; ++e)
+            if (memcmp(&poet_mb_mem[poet_mb_guards[r][0] + e], POET_MB_GUARD, 4) != 0)
+                return (long)(poet_mb_guards[r][0] + e);
+    return -1;
+}
+
+/* one call of case i with variant v on fresh inputs: outputs start as a NaN pattern (an element the
+ * kernel does not write shows up), the guards as another; returns the first guard element written */
+static long poet_mb_checked_call(int32_t i, int32_t v)
+{
+    poet_mb_fill((uint32_t)i + 1u, poet_mb_classes[i], poet_mb_mem_used[i]);
+    poet_mb_set(i, poet_mb_first_guards, poet_mb_guards, POET_MB_GUARD);
+    poet_mb_set(i, poet_mb_first_outputs, poet_mb_outputs, "\xa5\xa5\xc1\x7f");
+    poet_mb_poison(i, 1);
+    poet_mb_cases[i][v]();
+    poet_mb_poison(i, 0);
+    return poet_mb_guard_hit(i);
+}
 
 int main(void)
-{{
-    const int compare = {int(compare)};
+{
     const uint32_t empty_reps = 4096u;
-    if (!compare) {{
+    if (!POET_MB_COMPARE) {
         poet_mb_time(poet_mb_empty, 16u);
-        printf("empty ticks %lu reps %lu\\n", (unsigned long)poet_mb_time(poet_mb_empty, empty_reps),
+        printf("empty ticks %lu reps %lu\n", (unsigned long)poet_mb_time(poet_mb_empty, empty_reps),
                (unsigned long)empty_reps);
-    }}
-    for (int32_t i = 0; i < {len(cases)}; ++i) {{
-        for (int32_t v = 0; v < {len(variants)}; ++v) {{
-            poet_mb_fill((uint32_t)i + 1u, poet_mb_classes[i]);
-            if (!compare) {{
+    }
+    for (int32_t i = 0; i < POET_MB_CASES; ++i) {
+        long guard_ref = -1;
+        for (int32_t v = 0; v < POET_MB_VARIANTS; ++v) {
+            if (!POET_MB_COMPARE) {
+                poet_mb_fill((uint32_t)i + 1u, poet_mb_classes[i], POET_MB_MEM);
                 poet_mb_cases[i][v]();
                 uint64_t t = poet_mb_time(poet_mb_cases[i][v], poet_mb_reps[i]);
-                printf("case %ld %s ticks %lu reps %lu\\n", (long)i, poet_mb_variants[v], (unsigned long)t,
+                printf("case %ld %s ticks %lu reps %lu\n", (long)i, poet_mb_variants[v], (unsigned long)t,
                        (unsigned long)poet_mb_reps[i]);
                 continue;
-            }}
-            /* outputs start as a NaN pattern, so an element a variant does not write shows up */
-            for (int32_t r = poet_mb_first_region[i]; r < poet_mb_first_region[i + 1]; ++r)
-                for (int32_t e = 0; e < poet_mb_regions[r][1]; ++e)
-                    memcpy(&poet_mb_mem[poet_mb_regions[r][0] + e], "\\xa5\\xa5\\xc1\\x7f", 4);
-            poet_mb_cases[i][v]();
-            if (v == 0) {{
+            }
+            const long guard = poet_mb_checked_call(i, v);
+            if (v == 0) {
+                guard_ref = guard;
                 memcpy(poet_mb_keep, poet_mb_mem, (size_t)poet_mb_mem_used[i] * sizeof(float));
                 continue;
-            }}
+            }
             long diff = -1;
             for (int32_t e = 0; e < poet_mb_mem_used[i] && diff < 0; ++e)
                 if (memcmp(&poet_mb_keep[e], &poet_mb_mem[e], sizeof(float)) != 0) diff = (long)e;
-            printf("compare %ld equal %d first_diff %ld\\n", (long)i, diff < 0, diff);
-        }}
-    }}
+            printf("compare %ld equal %d first_diff %ld guards %ld %ld\n", (long)i, diff < 0, diff, guard_ref,
+                   guard);
+            fflush(stdout); /* a sanitizer stops the run without flushing: the lines so far name the case */
+        }
+    }
     return 0;
-}}
+}
 """
+
+
+def _main(
+    cases: Sequence[KernelCase],
+    lays: Sequence[Layout],
+    variants: Sequence[str],
+    reps: Sequence[int],
+    compare: bool,
+) -> str:
+    mem, nl = _sizes(lays, cases)
+    protos = [f"void poet_mb_{v}_{i}(void);" for v in variants for i in range(len(cases))]
+    table = ",\n".join(
+        "    {" + ", ".join(f"poet_mb_{v}_{i}" for v in variants) + "}" for i in range(len(cases))
+    )
+    outputs = [
+        [(lay.offsets[k], c.tensors[k]) for k in c.outputs] for c, lay in zip(cases, lays, strict=True)
+    ]
+    classes = ", ".join(str(max(1, c.label_classes)) for c in cases)
+    used = [str(lay.floats) for lay in lays]
+    names = ", ".join(f'"{v}"' for v in variants)
+    defs = [
+        f"#define POET_MB_MEM {mem}",
+        f"#define POET_MB_LABELS {nl}",
+        f"#define POET_MB_CASES {len(cases)}",
+        f"#define POET_MB_VARIANTS {len(variants)}",
+        f"#define POET_MB_COMPARE {int(compare)}",
+        '#define POET_MB_GUARD "\\xad\\xde\\xc0\\xff" /* a negative quiet NaN */',
+        *_buffer_decls(lays, cases, ""),
+        f"static float poet_mb_keep[{mem if compare else 1}];",
+        *protos,
+        "typedef void (*poet_mb_fn)(void);",
+        f"static poet_mb_fn const poet_mb_cases[{len(cases)}][{len(variants)}] = {{\n{table}\n}};",
+        f"static const char *const poet_mb_variants[{len(variants)}] = {{{names}}};",
+        f"static const uint32_t poet_mb_reps[{len(cases)}] = {{{', '.join(map(str, reps))}}};",
+        f"static const int32_t poet_mb_classes[{len(cases)}] = {{{classes}}};",
+        f"static const int32_t poet_mb_mem_used[{len(cases)}] = {{{', '.join(used)}}};",
+        _region_table("outputs", outputs),
+        _region_table("guards", [lay.guards for lay in lays]),
+    ]
+    return _MAIN_HEAD + "\n" + "\n".join(defs) + "\n" + _MAIN_BODY
 
 
 @dataclass(frozen=True)
@@ -392,25 +519,25 @@ def _build(
     compare: bool,
     sanitize: bool = False,
 ) -> targets.RunResult:
+    """Builds and runs the program; a comparison is laid out with guard zones around every tensor. The run's
+    exit code is the caller's to check."""
     if not cases:
         raise PoetError("no kernel cases to run")
-    dup = sorted({c.name for c in cases if sum(d.name == c.name for d in cases) > 1})
+    dup = sorted(name for name, k in Counter(c.name for c in cases).items() if k > 1)
     if dup:
         raise PoetError(f"kernel case names must be unique: {dup[:3]}")
     work.mkdir(parents=True, exist_ok=True)
+    lays = [layout(c, compare) for c in cases]
     main = work / "mb_main.c"
-    main.write_text(_main(cases, variants, reps, compare))
+    main.write_text(_main(cases, lays, variants, reps, compare))
     srcs = [main, *(KERNELS_DIR / f"{s}.c" for s in SHARED_SOURCES)]
     for v in variants:
-        srcs += _variant_units(cases, v, work)
-    mem, labels = _sizes(cases)
+        srcs += _variant_units(cases, lays, v, work)
+    mem, labels = _sizes(lays, cases)
     need = 4 * (mem * (2 if compare else 1) + labels) + 64 * 1024
     ram = need if target.memory is None else min(target.memory.ram_max_bytes, need)
     built = targets.build(target, srcs, [work], work / "build", ram, sanitize=sanitize)
-    res = targets.run(target, built, work, timeout_s=1800.0)
-    if res.exit_code != 0:
-        raise PoetError(f"kernel benchmark on {target.name} exited with {res.exit_code}: {res.stdout[-400:]}")
-    return res
+    return targets.run(target, built, work, timeout_s=1800.0)
 
 
 def measure(
@@ -424,6 +551,8 @@ def measure(
     target = targets.load_target(target_name)
     reps = [_reps(c, budget_instructions) for c in cases]
     res = _build(target, cases, variants, Path(work), reps, compare=False)
+    if res.exit_code != 0:
+        raise PoetError(f"kernel benchmark on {target.name} exited with {res.exit_code}: {res.stdout[-400:]}")
     per_tick = target.instructions_per_tick or 1
     m = _EMPTY.search(res.stdout)
     if not m:
@@ -440,15 +569,88 @@ def measure(
     return Measurement(target.name, out, empty, target.ticks_deterministic)
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """What a comparison found, per case name: ``first_diff`` -1 where the fast kernel's arena is
+    bit-identical to the reference's, else the first differing element; ``guards`` the first guard element
+    the reference and the fast kernel wrote (-1: none); ``stopped`` one line per case that stopped its run
+    (a sanitizer error or a fault: the case and the error's lines), which has no other result."""
+
+    first_diff: dict[str, int]
+    guards: dict[str, tuple[int, int]]
+    stopped: tuple[str, ...] = ()
+
+    def failures(self) -> list[str]:
+        """One line per case that differs, wrote outside its tensors or stopped the run."""
+        out = [f"{name}: first differing element {at}" for name, at in self.first_diff.items() if at >= 0]
+        for name, (ref, fast) in self.guards.items():
+            for variant, at in (("reference", ref), ("fast", fast)):
+                if at >= 0:
+                    out.append(f"{name}: the {variant} kernel wrote outside its tensors (guard element {at})")
+        return out + list(self.stopped)
+
+
+def _error_lines(text: str) -> str:
+    keep = [
+        ln.strip()
+        for ln in text.splitlines()
+        if "ERROR: AddressSanitizer" in ln
+        or "runtime error:" in ln
+        or ln.startswith("SUMMARY:")
+        or " in poet_" in ln
+    ]
+    return " | ".join(keep[:6]) or text.strip()[-400:]
+
+
+def compare_all(
+    target_name: str,
+    cases: Sequence[KernelCase],
+    work: Path,
+    sanitize: bool = False,
+    max_stops: int = 20,
+    per_build: int = 3000,
+) -> Comparison:
+    """Runs every case with the reference and the fast kernels on the same inputs, every tensor in its own
+    guarded region of the arena (see :func:`layout`); ``sanitize`` builds with the target's sanitizer flags
+    (host only), which also makes any access to a guard zone an AddressSanitizer error. At most
+    ``per_build`` cases go into one program (a Cortex-M's flash holds a few thousand). A run that stops in
+    a case is run again from the case after it, up to ``max_stops`` times in all (the rest are then
+    reported as not run)."""
+    target = targets.load_target(target_name)
+    diff: dict[str, int] = {}
+    guards: dict[str, tuple[int, int]] = {}
+    stopped: list[str] = []
+    for start in range(0, len(cases), per_build):
+        todo = list(cases[start : start + per_build])
+        while todo and len(stopped) < max_stops:
+            res = _build(target, todo, VARIANTS, Path(work), [1] * len(todo), compare=True, sanitize=sanitize)
+            done = 0
+            for m in _EQUAL.finditer(res.stdout):
+                name = todo[int(m.group(1))].name
+                diff[name] = int(m.group(3))
+                guards[name] = (int(m.group(4)), int(m.group(5)))
+                done = max(done, int(m.group(1)) + 1)
+            if res.exit_code == 0 and done == len(todo):
+                break
+            at = todo[done].name if done < len(todo) else "(after the last case)"
+            why = _error_lines(res.stderr + res.stdout)
+            stopped.append(f"{at}: the run on {target.name} stopped (exit code {res.exit_code}): {why}")
+            todo = todo[done + 1 :]
+    missing = len(cases) - len(diff) - len(stopped)
+    if missing > 0:
+        stopped.append(f"{missing} cases not run after {max_stops} stopped runs")
+    return Comparison(diff, guards, tuple(stopped))
+
+
 def compare_variants(
     target_name: str, cases: Sequence[KernelCase], work: Path, sanitize: bool = False
 ) -> dict[str, int]:
     """Runs every case with the reference and the fast kernels on the same inputs; returns, per case name,
-    -1 when the outputs are bit-identical, else the index of the first differing output element.
-    ``sanitize`` builds with the target's sanitizer flags (host only)."""
-    target = targets.load_target(target_name)
-    res = _build(target, cases, VARIANTS, Path(work), [1] * len(cases), compare=True, sanitize=sanitize)
-    found = {cases[int(m.group(1))].name: int(m.group(3)) for m in _EQUAL.finditer(res.stdout)}
-    if len(found) != len(cases):
-        raise PoetError(f"kernel comparison on {target.name}: {len(found)} of {len(cases)} results")
-    return found
+    -1 when the outputs are bit-identical, else the index of the first differing output element. A kernel
+    that writes outside its tensors, or a run a sanitizer stops, is raised as PoetError. ``sanitize`` builds
+    with the target's sanitizer flags (host only)."""
+    found = compare_all(target_name, cases, work, sanitize)
+    bad = [f for f in found.failures() if "first differing element" not in f]
+    if bad:
+        raise PoetError(f"kernel comparison on {target_name}: {'; '.join(bad[:5])}")
+    return found.first_diff

@@ -148,8 +148,8 @@ def elementwise_cases() -> list[mb.KernelCase]:
     return cases
 
 
-# Conv geometries (X shape, W shape, stride, pads (top, left, bottom, right), groups): general, grouped,
-# depthwise (3x3 at strides 1 and 2: the specialised paths; other shapes take the general blocks),
+# Conv geometries (X shape, W shape, stride or (SH, SW), pads (top, left, bottom, right), groups): general,
+# grouped, depthwise (3x3 at strides 1 and 2: the specialised paths; other shapes take the general blocks),
 # pointwise (strides 1 and 2), odd sizes that leave 4/2/1-channel and 4/2/1-pixel tails, asymmetric pads,
 # maps smaller than the kernel's reach, batch 2, and the zoo's own kinds of layer.
 CONV_GEOMETRIES = [
@@ -206,14 +206,22 @@ CONV_GEOMETRIES = [
     ((1, 3, 1, 128), (16, 3, 1, 5), 1, (0, 2, 0, 2), 1),
     ((1, 3, 8, 8), (4, 3, 3, 5), 1, (1, 2, 1, 2), 1),
     ((2, 4, 6, 9), (3, 4, 3, 5), 1, (1, 2, 1, 2), 1),
+    # the same bug as the kernel fuzzer (tests/test_kernel_fuzz.py) finds it with aa58890's fix reverted:
+    # grouped, strides (2, 1) and (3, 1), 1-D with batch 2-3 and asymmetric pads, pads beyond the kernel
+    ((2, 9, 7, 5), (6, 3, 2, 5), (2, 1), (0, 2, 1, 2), 3),
+    ((2, 12, 1, 8), (9, 4, 6, 5), (3, 1), (3, 4, 2, 3), 3),
+    ((2, 13, 1, 15), (6, 13, 1, 5), 1, (0, 5, 0, 2), 1),
+    ((3, 4, 1, 11), (11, 4, 1, 5), 1, (0, 3, 0, 0), 1),
+    ((1, 5, 6, 9), (7, 5, 7, 5), 1, (1, 2, 1, 4), 1),
 ]
 
 
 def conv_cases(geometries=CONV_GEOMETRIES) -> list[mb.KernelCase]:
     cases = []
     for x, w, s, pads, g in geometries:
+        strides = s if isinstance(s, tuple) else (s, s)
         for kind in ("forward", "input grad", "weight grad"):
-            cases.append(mb.conv_case(x, w, kind, (s, s), pads, g))
+            cases.append(mb.conv_case(x, w, kind, strides, pads, g))
     cases.append(mb.conv_case((1, 3, 8, 8), (5, 3, 3, 3), "forward", (1, 1), (1, 1, 1, 1), bias=False))
     cases.append(mb.conv_case((1, 8, 5, 5), (8, 1, 3, 3), "forward", (2, 2), (1, 1, 1, 1), 8, bias=False))
     cases += [mb.op_case("ChannelSum", [(2, 5, 7, 3)]), mb.op_case("ChannelSum", [(1, 3, 4, 4)])]
