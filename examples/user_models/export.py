@@ -16,6 +16,7 @@ Each file is checked with onnx.checker and against the PyTorch model in onnxrunt
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import tempfile
 import warnings
@@ -108,20 +109,13 @@ def example_input(name: str, batch: int = EXPORT_BATCH, seed: int = SEED + 2):
 
 
 def _strip(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Drop exporter debug metadata (node source locations, FX node text): smaller, reproducible."""
-    model.doc_string = ""
-    model.graph.doc_string = ""
-    del model.metadata_props[:]
-    for n in model.graph.node:
-        n.doc_string = ""
-        del n.metadata_props[:]
-    for t in model.graph.initializer:
-        t.doc_string = ""
-        del t.metadata_props[:]
-    for vi in list(model.graph.input) + list(model.graph.output) + list(model.graph.value_info):
-        vi.doc_string = ""
-        del vi.metadata_props[:]
-    return model
+    """Drop exporter debug metadata, as examples/zoo/export.py does (loaded by path: both folders have an
+    export.py and a models.py)."""
+    spec = importlib.util.spec_from_file_location("poet_zoo_export", HERE.parent / "zoo" / "export.py")
+    assert spec is not None and spec.loader is not None
+    zoo_export = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(zoo_export)
+    return zoo_export.strip_metadata(model)
 
 
 def _torch_export(model, x, path: Path, exporter: str, opset: int, dynamic: bool) -> None:

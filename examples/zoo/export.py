@@ -93,7 +93,7 @@ def torch_param_count(model) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def _strip(model: onnx.ModelProto) -> onnx.ModelProto:
+def strip_metadata(model: onnx.ModelProto) -> onnx.ModelProto:
     """Drop exporter debug metadata (node source locations, FX node text): smaller, reproducible."""
     model.doc_string = ""
     model.graph.doc_string = ""
@@ -199,7 +199,7 @@ def export(name: str, out_dir: Path, opset: int = OPSET) -> Path:
         import onnxscript.optimizer
 
         proto = onnxscript.optimizer.optimize(proto, input_size_limit=FOLD_INPUT_LIMIT[name])
-    proto = _drop_zero_initial_states(_strip(proto))
+    proto = _drop_zero_initial_states(strip_metadata(proto))
     if name in DROP_GRAPH_METADATA:
         del proto.graph.metadata_props[:]
     onnx.checker.check_model(proto, full_check=True)

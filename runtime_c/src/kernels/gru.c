@@ -6,21 +6,7 @@
 #include <stddef.h>
 
 #include "poet/kernels.h"
-
-static float dot(const float *a, const float *b, int32_t n)
-{
-    float s = 0.0f;
-    for (int32_t k = 0; k < n; ++k) s += a[k] * b[k];
-    return s;
-}
-
-static float sigm(float x) { return 1.0f / (1.0f + poet_expf(-x)); }
-
-/* time index of step s of direction d */
-static int32_t time_of(int32_t s, int32_t seq, int32_t d, int32_t direction)
-{
-    return (direction == 1 || d == 1) ? seq - 1 - s : s;
-}
+#include "poet/rnn_ref.h"
 
 typedef struct {
     float z, r, hl, n;
@@ -30,8 +16,8 @@ typedef struct {
 static float reset_gate(const float *W, const float *R, const float *B, const float *x, const float *h,
                         int32_t k, int32_t in, int32_t H)
 {
-    const float ax = dot(W + (H + k) * in, x, in) + (B ? B[H + k] : 0.0f);
-    return sigm(ax + (h ? dot(R + (H + k) * H, h, H) : 0.0f) + (B ? B[4 * H + k] : 0.0f));
+    const float ax = poet_rnn_dot(W + (H + k) * in, x, in) + (B ? B[H + k] : 0.0f);
+    return poet_rnn_sigmoid(ax + (h ? poet_rnn_dot(R + (H + k) * H, h, H) : 0.0f) + (B ? B[4 * H + k] : 0.0f));
 }
 
 /* Rh[j] . (r (.) h) without a buffer: every r_k evaluated again (the last step of a linear_before_reset=0
@@ -52,18 +38,18 @@ static gru_gates gates(const float *W, const float *R, const float *B, const flo
 {
     float a[6];
     for (int32_t g = 0; g < 3; ++g) {
-        a[g] = dot(W + (g * H + j) * in, x, in) + (B ? B[g * H + j] : 0.0f);
-        a[3 + g] = (g < 2 || lbr) && h ? dot(R + (g * H + j) * H, h, H) : 0.0f;
+        a[g] = poet_rnn_dot(W + (g * H + j) * in, x, in) + (B ? B[g * H + j] : 0.0f);
+        a[3 + g] = (g < 2 || lbr) && h ? poet_rnn_dot(R + (g * H + j) * H, h, H) : 0.0f;
         a[3 + g] += B ? B[(3 + g) * H + j] : 0.0f;
     }
     gru_gates o;
-    o.z = sigm(a[0] + a[3]);
-    o.r = sigm(a[1] + a[4]);
+    o.z = poet_rnn_sigmoid(a[0] + a[3]);
+    o.r = poet_rnn_sigmoid(a[1] + a[4]);
     if (lbr) {
         o.hl = a[5];
         o.n = poet_tanhf(a[2] + o.r * o.hl);
     } else {
-        o.hl = (rh ? dot(R + (2 * H + j) * H, rh, H) : rh_dot_slow(W, R, B, x, h, j, in, H)) + a[5];
+        o.hl = (rh ? poet_rnn_dot(R + (2 * H + j) * H, rh, H) : rh_dot_slow(W, R, B, x, h, j, in, H)) + a[5];
         o.n = poet_tanhf(a[2] + o.hl);
     }
     return o;
@@ -81,7 +67,7 @@ static const float *prev_h(const float *Y, const float *H0, int32_t s, int32_t s
                            int32_t batch, int32_t H, int32_t direction)
 {
     const int32_t dirs = direction == 2 ? 2 : 1;
-    if (s > 0) return Y + ((time_of(s - 1, seq, d, direction) * dirs + d) * batch + b) * H;
+    if (s > 0) return Y + ((poet_rnn_time(s - 1, seq, d, direction) * dirs + d) * batch + b) * H;
     return H0 ? H0 + (d * batch + b) * H : NULL;
 }
 
@@ -92,13 +78,13 @@ void poet_gru_f32(const float *X, const float *W, const float *R, const float *B
     for (int32_t d = 0; d < dirs; ++d) {
         const float *Wd = W + d * G * in, *Rd = R + d * G * H, *Bd = B ? B + d * 2 * G : NULL;
         for (int32_t s = 0; s < seq; ++s) {
-            const int32_t t = time_of(s, seq, d, direction);
+            const int32_t t = poet_rnn_time(s, seq, d, direction);
             for (int32_t b = 0; b < batch; ++b) {
                 const float *x = X + (t * batch + b) * in;
                 const float *hp = prev_h(Y, H0, s, seq, d, b, batch, H, direction);
                 float *y = Y + ((t * dirs + d) * batch + b) * H;
                 /* linear_before_reset = 0: r (.) h goes to a row not yet written (the next step's, else Y_h) */
-                const int32_t tn = s + 1 < seq ? time_of(s + 1, seq, d, direction) : -1;
+                const int32_t tn = s + 1 < seq ? poet_rnn_time(s + 1, seq, d, direction) : -1;
                 float *rh = lbr ? NULL : tn >= 0 ? Y + ((tn * dirs + d) * batch + b) * H : Yh ? Yh + (d * batch + b) * H : NULL;
                 if (rh) reset_times_h(Wd, Rd, Bd, x, hp, rh, in, H);
                 for (int32_t j = 0; j < H; ++j) {
@@ -107,7 +93,7 @@ void poet_gru_f32(const float *X, const float *W, const float *R, const float *B
                 }
             }
         }
-        const int32_t tl = time_of(seq - 1, seq, d, direction);
+        const int32_t tl = poet_rnn_time(seq - 1, seq, d, direction);
         for (int32_t k = 0; Yh && k < batch * H; ++k) Yh[d * batch * H + k] = Y[(tl * dirs + d) * batch * H + k];
     }
 }
@@ -177,7 +163,7 @@ void poet_gru_grad_f32(const float *X, const float *W, const float *R, const flo
     for (int32_t d = 0; d < dirs; ++d) {
         const float *Wd = W + d * G * in, *Rd = R + d * G * H, *Bd = B ? B + d * 2 * G : NULL;
         for (int32_t s = seq - 1; s >= 0; --s) {
-            const int32_t t = time_of(s, seq, d, direction);
+            const int32_t t = poet_rnn_time(s, seq, d, direction);
             for (int32_t b = 0; b < batch; ++b) {
                 const int32_t row = (t * dirs + d) * batch + b;
                 grad_row(Wd, Rd, Bd, X + (t * batch + b) * in, prev_h(Y, H0, s, seq, d, b, batch, H, direction),

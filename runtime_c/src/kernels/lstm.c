@@ -6,20 +6,7 @@
 #include <stddef.h>
 
 #include "poet/kernels.h"
-
-static float dot(const float *a, const float *b, int32_t n)
-{
-    float s = 0.0f;
-    for (int32_t k = 0; k < n; ++k) s += a[k] * b[k];
-    return s;
-}
-
-static float sigm(float x) { return 1.0f / (1.0f + poet_expf(-x)); }
-
-static int32_t time_of(int32_t s, int32_t seq, int32_t d, int32_t direction)
-{
-    return (direction == 1 || d == 1) ? seq - 1 - s : s;
-}
+#include "poet/rnn_ref.h"
 
 typedef struct {
     float i, o, f, g;
@@ -31,10 +18,10 @@ static lstm_gates gates(const float *W, const float *R, const float *B, const fl
     float a[4];
     for (int32_t k = 0; k < 4; ++k) {
         const int32_t row = k * H + j;
-        a[k] = dot(W + row * in, x, in) + (B ? B[row] : 0.0f) + (h ? dot(R + row * H, h, H) : 0.0f) +
+        a[k] = poet_rnn_dot(W + row * in, x, in) + (B ? B[row] : 0.0f) + (h ? poet_rnn_dot(R + row * H, h, H) : 0.0f) +
                (B ? B[4 * H + row] : 0.0f);
     }
-    lstm_gates o = {sigm(a[0]), sigm(a[1]), sigm(a[2]), poet_tanhf(a[3])};
+    lstm_gates o = {poet_rnn_sigmoid(a[0]), poet_rnn_sigmoid(a[1]), poet_rnn_sigmoid(a[2]), poet_tanhf(a[3])};
     return o;
 }
 
@@ -44,7 +31,7 @@ static const float *prev_row(const float *T, const float *T0, int32_t s, int32_t
                              int32_t batch, int32_t H, int32_t direction)
 {
     const int32_t dirs = direction == 2 ? 2 : 1;
-    if (s > 0) return T + ((time_of(s - 1, seq, d, direction) * dirs + d) * batch + b) * H;
+    if (s > 0) return T + ((poet_rnn_time(s - 1, seq, d, direction) * dirs + d) * batch + b) * H;
     return T0 ? T0 + (d * batch + b) * H : NULL;
 }
 
@@ -56,8 +43,8 @@ void poet_lstm_f32(const float *X, const float *W, const float *R, const float *
     for (int32_t d = 0; d < dirs; ++d) {
         const float *Wd = W + d * G * in, *Rd = R + d * G * H, *Bd = B ? B + d * 2 * G : NULL;
         for (int32_t s = 0; s < seq; ++s) {
-            const int32_t t = time_of(s, seq, d, direction);
-            const int32_t tn = s + 1 < seq ? time_of(s + 1, seq, d, direction) : -1;
+            const int32_t t = poet_rnn_time(s, seq, d, direction);
+            const int32_t tn = s + 1 < seq ? poet_rnn_time(s + 1, seq, d, direction) : -1;
             for (int32_t b = 0; b < batch; ++b) {
                 const float *x = X + (t * batch + b) * in;
                 const float *hp = prev_row(Y, H0, s, seq, d, b, batch, H, direction);
@@ -73,7 +60,7 @@ void poet_lstm_f32(const float *X, const float *W, const float *R, const float *
                 }
             }
         }
-        const int32_t tl = time_of(seq - 1, seq, d, direction);
+        const int32_t tl = poet_rnn_time(seq - 1, seq, d, direction);
         for (int32_t k = 0; Yh && k < batch * H; ++k) Yh[d * batch * H + k] = Y[(tl * dirs + d) * batch * H + k];
     }
 }
@@ -86,7 +73,7 @@ void poet_lstm_states_f32(const float *X, const float *W, const float *R, const 
     for (int32_t d = 0; d < dirs; ++d) {
         const float *Wd = W + d * G * in, *Rd = R + d * G * H, *Bd = B ? B + d * 2 * G : NULL;
         for (int32_t s = 0; s < seq; ++s) {
-            const int32_t t = time_of(s, seq, d, direction);
+            const int32_t t = poet_rnn_time(s, seq, d, direction);
             for (int32_t b = 0; b < batch; ++b) {
                 const float *hp = prev_row(Y, H0, s, seq, d, b, batch, H, direction);
                 const float *cp = prev_row(C, C0, s, seq, d, b, batch, H, direction);
@@ -158,7 +145,7 @@ void poet_lstm_grad_f32(const float *X, const float *W, const float *R, const fl
     for (int32_t d = 0; d < dirs; ++d) {
         const float *Wd = W + d * G * in, *Rd = R + d * G * H, *Bd = B ? B + d * 2 * G : NULL;
         for (int32_t s = seq - 1; s >= 0; --s) {
-            const int32_t t = time_of(s, seq, d, direction);
+            const int32_t t = poet_rnn_time(s, seq, d, direction);
             for (int32_t b = 0; b < batch; ++b) {
                 const int32_t row = ((t * dirs + d) * batch + b) * H, st = (d * batch + b) * H;
                 lstm_row r = {X + (t * batch + b) * in, prev_row(Y, H0, s, seq, d, b, batch, H, direction),

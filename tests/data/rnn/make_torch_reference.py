@@ -60,7 +60,7 @@ def export_lstm(model: nn.Module, out: Path) -> None:
             dynamic_shapes=({0: torch.export.Dim("batch")},),
         )
         proto = onnxscript.optimizer.optimize(onnx.load(str(raw)), input_size_limit=1 << 20)
-    proto = export._drop_zero_initial_states(export._strip(proto))
+    proto = export._drop_zero_initial_states(export.strip_metadata(proto))
     onnx.checker.check_model(proto, full_check=True)
     onnx.save(proto, str(out))
 
