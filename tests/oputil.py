@@ -169,3 +169,36 @@ def c_vs_reference(
 
 def rel_close(a, b, rtol: float) -> bool:
     return max_rel_err(np.asarray(a), np.asarray(b)) <= rtol
+
+
+def chain_model(steps, in_shape, opset=17, seed=0, scale=0.5):
+    """x -> op_1 -> op_2 -> ...: each step is (op, extra inputs, attrs); an extra input is a parameter shape
+    (tuple, drawn normal with standard deviation ``scale``), ``("pos", shape)`` for a parameter in
+    [0.5, 1.5) (divisors), or a constant numpy array."""
+    rng = np.random.default_rng(seed)
+    inits, nodes, cur = [], [], "x"
+    for i, (op, extras, attrs) in enumerate(steps):
+        names = [cur]
+        for j, e in enumerate(extras):
+            name = f"{op.lower()}{i}_{j}"
+            if isinstance(e, np.ndarray):
+                value = e
+            elif e[0] == "pos":
+                value = rng.uniform(0.5, 1.5, e[1]).astype(np.float32)
+            else:
+                value = (scale * rng.standard_normal(e)).astype(np.float32)
+            inits.append(numpy_helper.from_array(value, name))
+            names.append(name)
+        cur = f"t{i}"
+        nodes.append(helper.make_node(op, names, [cur], name=f"{op.lower()}{i}", **attrs))
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(in_shape))],
+        [helper.make_tensor_value_info(cur, TensorProto.FLOAT, None)],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    model.graph.output[0].CopyFrom(inferred.graph.output[0])
+    return model

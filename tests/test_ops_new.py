@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import oputil
 import pytest
 from conftest import need_tools, poet
 from onnx import TensorProto, helper, numpy_helper
@@ -321,30 +322,8 @@ def test_squeeze_of_a_dim_that_is_not_one_refused():
 
 # ---- chains compiled to C (a build takes seconds) ----
 def chain_model(steps, in_shape, opset=17, seed=0):
-    """x -> op_1 -> op_2 -> ...: each step is (op, extra inputs, attrs); an extra input is a parameter shape
-    (tuple) or a constant numpy array."""
-    rng = np.random.default_rng(seed)
-    inits, nodes, cur = [], [], "x"
-    for i, (op, extras, attrs) in enumerate(steps):
-        names = [cur]
-        for j, e in enumerate(extras):
-            name = f"{op.lower()}{i}_{j}"
-            value = e if isinstance(e, np.ndarray) else (0.8 * rng.standard_normal(e)).astype(np.float32)
-            inits.append(numpy_helper.from_array(value, name))
-            names.append(name)
-        cur = f"t{i}"
-        nodes.append(helper.make_node(op, names, [cur], name=f"{op.lower()}{i}", **attrs))
-    graph = helper.make_graph(
-        nodes,
-        "chain",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(in_shape))],
-        [helper.make_tensor_value_info(cur, TensorProto.FLOAT, None)],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
-    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
-    model.graph.output[0].CopyFrom(inferred.graph.output[0])
-    return model
+    """oputil.chain_model with parameters of standard deviation 0.8."""
+    return oputil.chain_model(steps, in_shape, opset, seed, scale=0.8)
 
 
 def mobilenet_chain():
