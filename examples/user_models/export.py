@@ -16,10 +16,10 @@ Each file is checked with onnx.checker and against the PyTorch model in onnxrunt
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import sys
 import tempfile
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -108,43 +108,15 @@ def example_input(name: str, batch: int = EXPORT_BATCH, seed: int = SEED + 2):
     return torch.randn(batch, *shape[1:], generator=torch.Generator().manual_seed(seed))
 
 
-def _strip(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Drop exporter debug metadata, as examples/zoo/export.py does (loaded by path: both folders have an
-    export.py and a models.py)."""
+@functools.cache
+def _zoo_export():
+    """examples/zoo/export.py, loaded by path (both folders have an export.py and a models.py): its metadata
+    stripping and torch.onnx.export call serve both."""
     spec = importlib.util.spec_from_file_location("poet_zoo_export", HERE.parent / "zoo" / "export.py")
     assert spec is not None and spec.loader is not None
-    zoo_export = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(zoo_export)
-    return zoo_export.strip_metadata(model)
-
-
-def _torch_export(model, x, path: Path, exporter: str, opset: int, dynamic: bool) -> None:
-    import torch
-
-    common = dict(input_names=["input"], output_names=["output"], opset_version=opset)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if exporter == "dynamo":
-            torch.onnx.export(
-                model,
-                (x,),
-                str(path),
-                dynamo=True,
-                external_data=False,
-                verbose=False,
-                dynamic_shapes=({0: torch.export.Dim("batch")},) if dynamic else None,
-                **common,
-            )
-        else:
-            torch.onnx.export(
-                model,
-                (x,),
-                str(path),
-                dynamo=False,
-                do_constant_folding=True,
-                dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}} if dynamic else None,
-                **common,
-            )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def export(name: str, exporter: str, opset: int, out_dir: Path) -> tuple[Path, bool]:
@@ -160,14 +132,14 @@ def export(name: str, exporter: str, opset: int, out_dir: Path) -> tuple[Path, b
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / out.name
         try:
-            _torch_export(model, x, raw, exporter, opset, dynamic=True)
+            _zoo_export().torch_export(model, x, raw, exporter, opset, dynamic=True)
             dynamic = True
         except Exception as e:  # a symbolic batch the exporter cannot keep: export a static batch
             print(f"{name} {exporter} opset {opset}: dynamic batch failed ({type(e).__name__}), static")
-            _torch_export(model, x, raw, exporter, opset, dynamic=False)
+            _zoo_export().torch_export(model, x, raw, exporter, opset, dynamic=False)
             dynamic = False
         proto = onnx.load(str(raw))
-    proto = _strip(proto)
+    proto = _zoo_export().strip_metadata(proto)
     onnx.checker.check_model(proto, full_check=True)
     onnx.save(proto, str(out), save_as_external_data=False)
     sess = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])

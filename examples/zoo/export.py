@@ -160,6 +160,38 @@ def _drop_zero_initial_states(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
+def torch_export(model, x, path: Path, exporter: str, opset: int, dynamic: bool = True) -> None:
+    """torch.onnx.export of ``model`` on the example ``x`` with the input and output named "input" and
+    "output" and, when ``dynamic``, a symbolic batch dimension: ``exporter`` "dynamo" (torch.export) or
+    "torchscript". Exporter warnings (e.g. the legacy TorchScript notice) are silenced."""
+    import torch
+
+    common = dict(input_names=["input"], output_names=["output"], opset_version=opset)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if exporter == "dynamo":
+            torch.onnx.export(
+                model,
+                (x,),
+                str(path),
+                dynamo=True,
+                external_data=False,
+                verbose=False,
+                dynamic_shapes=({0: torch.export.Dim("batch")},) if dynamic else None,
+                **common,
+            )
+        else:
+            torch.onnx.export(
+                model,
+                (x,),
+                str(path),
+                dynamo=False,
+                do_constant_folding=True,
+                dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}} if dynamic else None,
+                **common,
+            )
+
+
 def export(name: str, out_dir: Path, opset: int = OPSET) -> Path:
     import torch
 
@@ -170,30 +202,7 @@ def export(name: str, out_dir: Path, opset: int = OPSET) -> Path:
     out = out_dir / f"{name}.onnx"
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / out.name
-        common = dict(input_names=["input"], output_names=["output"], opset_version=opset)
-        if exporter == "dynamo":
-            torch.onnx.export(
-                model,
-                (x,),
-                str(raw),
-                dynamo=True,
-                external_data=False,
-                verbose=False,
-                dynamic_shapes=({0: torch.export.Dim("batch")},),
-                **common,
-            )
-        else:
-            with warnings.catch_warnings():  # "legacy TorchScript-based ONNX export" notice
-                warnings.simplefilter("ignore", DeprecationWarning)
-                torch.onnx.export(
-                    model,
-                    (x,),
-                    str(raw),
-                    dynamo=False,
-                    do_constant_folding=True,
-                    dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
-                    **common,
-                )
+        torch_export(model, x, raw, exporter, opset)
         proto = onnx.load(str(raw))  # loads external data too, if an exporter ever wrote any
     if name in FOLD_INPUT_LIMIT:
         import onnxscript.optimizer
