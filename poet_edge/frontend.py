@@ -252,11 +252,6 @@ class _Builder:
         self.consts[pn.output[0]] = np.asarray(value)
 
     def _refuse_fold_only(self, pn: onnx.NodeProto, name: str, pin: list[str]) -> None:
-        if pn.op_type == "Gather" and pin and self.tensors.get(pin[0]) is not None:
-            raise PoetError(
-                f"node '{name}' (Gather): Gather on float data (e.g. an embedding lookup) is not "
-                f"supported; Gather is only evaluated at compile time on shape values"
-            )
         runtime = [t for t in pin if t and t not in self.consts]
         where = runtime[0] if runtime else "?"
         raise PoetError(
