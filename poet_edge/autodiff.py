@@ -1,4 +1,4 @@
-"""Training graph = forward + loss + reverse-mode backward (rules live with the ops) + SGD updates."""
+"""Training graph = forward + loss + reverse-mode backward (rules live with the ops) + optimizer updates."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from enum import Enum
 from poet_edge import ops
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Node, Phase, Role, Tensor
+from poet_edge.optimizer import PLAIN_SGD, Optimizer
 
 
 class Loss(str, Enum):
@@ -122,15 +123,38 @@ def _backward(g: Graph, gb: GradBuilder, seed: tuple[str, str], req: set[str]) -
     return acc
 
 
-def _place_updates(nodes: list[Node], grads: dict[str, str], trainable: frozenset[str]) -> list[Node]:
-    """Insert each SGD update right after its gradient is final and the last reader of the parameter ran."""
+def state_tensors(tensors: dict[str, Tensor], p: str, optimizer: Optimizer) -> tuple[str, ...]:
+    """Adds the optimizer state of parameter ``p`` (``<p>.momentum_buffer``, ``<p>.exp_avg``, ...: torch's
+    names) to ``tensors`` and returns their names."""
+    names = []
+    for kind in optimizer.state_names:
+        name, k = f"{p}.{kind}", 1
+        while name in tensors:
+            k += 1
+            name = f"{p}.{kind}_{k}"
+        tensors[name] = Tensor(name, tensors[p].shape, "float32", Role.OPTIMIZER_STATE)
+        names.append(name)
+    return tuple(names)
+
+
+def _place_updates(
+    nodes: list[Node],
+    grads: dict[str, str],
+    trainable: frozenset[str],
+    tensors: dict[str, Tensor],
+    optimizer: Optimizer,
+) -> list[Node]:
+    """Insert each update right after its gradient is final and the last reader of the parameter ran.
+    The update reads (param, grad, *state) and rewrites the parameter and its state in place."""
     pos = {o: i for i, n in enumerate(nodes) for o in n.outputs}
     last_read = {p: max(i for i, n in enumerate(nodes) if p in n.inputs) for p in trainable}
+    op, attrs = optimizer.update()
     after: dict[int, list[Node]] = {}
     for p in sorted(trainable):
         if p not in grads:
             raise PoetError(f"parameter '{p}' is trainable but does not influence the loss")
-        upd = Node(f"update/{p}", "SGDUpdate", (p, grads[p]), (), {}, Phase.UPDATE)
+        inputs = (p, grads[p], *state_tensors(tensors, p, optimizer))
+        upd = Node(f"update/{p}", op, inputs, (), attrs, Phase.UPDATE)
         after.setdefault(max(pos[grads[p]], last_read[p]), []).append(upd)
     out: list[Node] = []
     for i, n in enumerate(nodes):
@@ -140,9 +164,13 @@ def _place_updates(nodes: list[Node], grads: dict[str, str], trainable: frozense
 
 
 def training_graph(
-    g: Graph, loss: Loss = Loss.CROSS_ENTROPY, trainable: frozenset[str] | None = None
+    g: Graph,
+    loss: Loss = Loss.CROSS_ENTROPY,
+    trainable: frozenset[str] | None = None,
+    optimizer: Optimizer = PLAIN_SGD,
 ) -> Graph:
-    """Builds the training graph; its output is the scalar ``loss`` and its inputs are (x, labels)."""
+    """Builds the training graph; its output is the scalar ``loss`` and its inputs are (x, labels).
+    Optimizer state tensors (role OPTIMIZER_STATE) are read and written only by the update nodes."""
     trainable = g.trainable if trainable is None else trainable
     if not trainable:
         raise PoetError("no trainable parameters selected")
@@ -153,7 +181,7 @@ def training_graph(
     labels, dlogits = _add_loss(gb, g.outputs[0], loss)
     req = _requires_grad(g, trainable)
     grads = _backward(g, gb, (g.outputs[0], dlogits), req)
-    nodes = _place_updates(list(g.nodes) + gb.nodes, grads, trainable)
+    nodes = _place_updates(list(g.nodes) + gb.nodes, grads, trainable, gb.tensors, optimizer)
     used = {t for n in nodes for t in (*n.inputs, *n.outputs)}
     tensors = {k: v for k, v in gb.tensors.items() if k in used}
     return Graph(tensors, tuple(nodes), (g.inputs[0], labels), (LOSS,), g.params, trainable)

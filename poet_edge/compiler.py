@@ -17,6 +17,7 @@ from poet_edge.codegen import emit
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Phase
 from poet_edge.memory_floor import memory_floor
+from poet_edge.optimizer import PLAIN_SGD, Optimizer
 from poet_edge.paths import RUNTIME_C, TARGETS
 from poet_edge.problem import SchedulingProblem
 from poet_edge.profiles import Profile, load_profile
@@ -50,6 +51,7 @@ class CompileOptions:
     milp: MilpOptions = MilpOptions()
     max_latency: str | None = None  # "1.5x" (of the no-remat step time) or seconds, e.g. "0.2" / "0.2s"
     time_limit_s: float | None = None  # --time-limit: each phase's safety stop (progress.PhaseLimit)
+    optimizer: Optimizer = PLAIN_SGD  # --optimizer and its hyperparameters
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ def plan_training(
     phase("load")
     g = frontend.load(opts.model, opts.batch)
     phase("training graph")
-    tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train))
+    tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train), opts.optimizer)
     profile = load_profile(opts.device)
     reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
     spec = planning.spec_from_graph(tg, reserve, opts.input)
@@ -220,6 +222,7 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
         "batch": frontend.graph_batch(c.graph),  # the batch used, also where the export fixed it
         "loss": opts.loss.value,
         "lr": opts.lr,
+        "optimizer": {**opts.optimizer.to_json(), "state_bytes": c.fixed.optimizer_state},
         "train": opts.train,
         "kernels": opts.kernels,
         "input": opts.input.value,
@@ -298,6 +301,7 @@ def project_files(
                 "fixed": c.fixed,
                 "sim": c.sim,
                 "storage_kind": c.profile.storage.kind,
+                "optimizer": opts.optimizer.kind.value,
             },
         )
     )

@@ -10,6 +10,7 @@ from typing import Any
 from poet_edge import autodiff, frontend, ops, planning, trainable
 from poet_edge.ir import Graph, Phase
 from poet_edge.memory_floor import memory_floor
+from poet_edge.optimizer import PLAIN_SGD, STATE_NAMES, Optimizer
 from poet_edge.profiles import load_profile
 from poet_edge.schedulers import get_scheduler
 from poet_edge.simulator import simulate
@@ -36,6 +37,8 @@ class Inspection:
     floor_node: str
     floor_explanation: str
     no_remat_peak_bytes: int
+    optimizer: str = "sgd"  # the one the floor and the no-remat peak are computed with
+    optimizer_state_bytes: dict[str, int] | None = None  # state RAM of each optimizer
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -57,11 +60,13 @@ def inspect(
     train: str = "all",
     reserve: int = 8192,
     input_place: planning.InputPlace = planning.InputPlace.RAM,
+    optimizer: Optimizer = PLAIN_SGD,
 ) -> Inspection:
     g = frontend.load(path, batch)
     chosen = trainable.select(g, train)
-    tg = autodiff.training_graph(g, loss, chosen)
+    tg = autodiff.training_graph(g, loss, chosen, optimizer)
     spec = planning.spec_from_graph(tg, reserve, input_place)
+    per_param = spec.fixed.trainable_params  # every state tensor is laid out like its parameter
     problem = planning.price(spec, load_profile("host"), 1 << 62)
     floor = memory_floor(problem)
     peak = simulate(problem, get_scheduler("none")(problem)).peak_ram_bytes
@@ -85,6 +90,8 @@ def inspect(
         floor.node,
         floor.explanation,
         peak,
+        optimizer.kind.value,
+        {k.value: len(names) * per_param for k, names in STATE_NAMES.items()},
     )
 
 
@@ -103,11 +110,14 @@ def format_inspection(r: Inspection) -> str:
         f"parameters       trainable {r.params_trainable[0]} = {kb(r.params_trainable[1])} "
         "(RAM, the whole step); "
         f"frozen {r.params_frozen[0]} = {kb(r.params_frozen[1])} (flash)",
-        f"gradients        {kb(r.gradient_bytes)} (RAM, each from its backward node to its SGD update; "
+        f"gradients        {kb(r.gradient_bytes)} (RAM, each from its backward node to its update; "
         "not in the parameter bytes)",
         f"activations      {kb(r.activation_bytes)} (all forward outputs)",
         f"MACs per step    forward {r.forward_macs:,}, backward {r.backward_macs:,}",
-        f"memory floor     {kb(r.floor_bytes)} at node {r.floor_node}",
+        "optimizer state  "
+        + ", ".join(f"{k} {kb(v)}" for k, v in (r.optimizer_state_bytes or {}).items())
+        + " (RAM, the whole step)",
+        f"memory floor     {kb(r.floor_bytes)} at node {r.floor_node} (with --optimizer {r.optimizer})",
         f"                 {r.floor_explanation}",
         f"no-remat peak    {kb(r.no_remat_peak_bytes)} (every node once, freed after last use)",
     ]

@@ -16,6 +16,7 @@ class Role(str, Enum):
     ACTIVATION = "activation"  # any forward intermediate, including the model output
     LOSS = "loss"
     GRADIENT = "gradient"
+    OPTIMIZER_STATE = "optimizer-state"  # persistent per-parameter state (momentum buffer, Adam m and v)
 
 
 class Phase(str, Enum):

@@ -143,7 +143,8 @@ def value_bytes(tg: Graph) -> dict[str, int]:
 def fixed_ram(tg: Graph, reserve: int, input_place: InputPlace = InputPlace.RAM) -> FixedRam:
     params = sum(align(tg.tensor(p).nbytes) for p in tg.trainable)
     held = [t for t in tg.inputs if input_place == InputPlace.RAM or tg.tensor(t).role != Role.INPUT]
-    return FixedRam(params, sum(align(tg.tensor(t).nbytes) for t in held), 0, reserve)
+    state = sum(align(t.nbytes) for t in tg.tensors.values() if t.role == Role.OPTIMIZER_STATE)
+    return FixedRam(params, sum(align(tg.tensor(t).nbytes) for t in held), state, reserve)
 
 
 def _epilogue_input(
@@ -253,7 +254,7 @@ def spec_from_graph(tg: Graph, reserve: int, input_place: InputPlace = InputPlac
     invalid = {
         (index[r.name], index[u.name])
         for u in tg.nodes
-        if u.op == "SGDUpdate"
+        if u.phase == Phase.UPDATE
         for r in tg.nodes
         if u.inputs[0] in r.inputs and r is not u
     }

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from poet_edge import ops
-from poet_edge.ir import Graph
+from poet_edge.ir import Graph, Phase, Role
 
 
 def run(
@@ -17,24 +17,41 @@ def run(
     params: Mapping[str, np.ndarray] | None = None,
     dtype: type = np.float32,
     lr: float = 0.0,
+    state: Mapping[str, np.ndarray] | None = None,
+    t: int = 1,
 ) -> dict[str, np.ndarray]:
-    """Executes every node; returns all tensor values plus updated parameters under their own names."""
+    """Executes every node; returns all tensor values plus updated parameters and optimizer state under
+    their own names. ``state``: optimizer state values (zeros where absent); ``t``: the step count Adam's
+    bias correction uses (1 at the first step). An update node's op returns the new values of the inputs
+    it rewrites in place (the parameter, then its state), which replace them."""
     env: dict[str, np.ndarray] = {}
     for k, v in (params if params is not None else g.params).items():
         env[k] = np.asarray(v, dtype=dtype)
+    for k in state_names(g):
+        env[k] = np.asarray(state[k], dtype=dtype) if state and k in state else np.zeros(g.shape(k), dtype)
     for k, v in feeds.items():
         v = np.asarray(v)
         env[k] = v if v.dtype.kind in "iu" else v.astype(dtype)
     for n in g.nodes:
         op = ops.get(n.op)
-        attrs = {**n.attrs, "lr": lr} if n.op == "SGDUpdate" else n.attrs
-        outs = op.forward([env[t] for t in n.inputs], attrs)
-        if n.op == "SGDUpdate":
-            env[n.inputs[0]] = outs[0]
+        update = n.phase == Phase.UPDATE
+        attrs = {**n.attrs, "lr": lr, "t": t} if update else n.attrs
+        outs = op.forward([env[i] for i in n.inputs], attrs)
+        if update:
+            env.update(zip(in_place(n.inputs), outs, strict=True))
             continue
         for name, val in zip(n.outputs, outs, strict=False):
             env[name] = np.asarray(val, dtype=dtype)
     return env
+
+
+def in_place(update_inputs: tuple[str, ...]) -> tuple[str, ...]:
+    """The inputs an update node rewrites: the parameter and its optimizer state (not the gradient)."""
+    return (update_inputs[0], *update_inputs[2:])
+
+
+def state_names(g: Graph) -> list[str]:
+    return sorted(k for k, t in g.tensors.items() if t.role == Role.OPTIMIZER_STATE)
 
 
 @dataclass(frozen=True)
@@ -42,11 +59,12 @@ class StepResult:
     loss: float
     grads: dict[str, np.ndarray]  # by parameter name
     params: dict[str, np.ndarray]  # after the update
+    state: dict[str, np.ndarray] = field(default_factory=dict)  # optimizer state after the update
 
 
 def gradient_names(g: Graph) -> dict[str, str]:
-    """parameter -> the tensor holding its final gradient (the second input of its SGD update)."""
-    return {n.inputs[0]: n.inputs[1] for n in g.nodes if n.op == "SGDUpdate"}
+    """parameter -> the tensor holding its final gradient (the second input of its update)."""
+    return {n.inputs[0]: n.inputs[1] for n in g.nodes if n.phase == Phase.UPDATE}
 
 
 def train_step(
@@ -56,20 +74,29 @@ def train_step(
     params: Mapping[str, np.ndarray],
     lr: float,
     dtype: type = np.float32,
+    state: Mapping[str, np.ndarray] | None = None,
+    t: int = 1,
 ) -> StepResult:
-    env = run(tg, {tg.inputs[0]: x, tg.inputs[1]: labels}, params, dtype, lr)
-    grads = {p: env[t] for p, t in gradient_names(tg).items()}
+    env = run(tg, {tg.inputs[0]: x, tg.inputs[1]: labels}, params, dtype, lr, state, t)
+    grads = {p: env[gt] for p, gt in gradient_names(tg).items()}
     new = {p: env[p] for p in params}
-    return StepResult(float(env["loss"]), grads, new)
+    return StepResult(float(env["loss"]), grads, new, {k: env[k] for k in state_names(tg)})
 
 
 def train(
-    tg: Graph, batches: list[tuple[np.ndarray, np.ndarray]], lr: float, dtype: type = np.float32
+    tg: Graph,
+    batches: list[tuple[np.ndarray, np.ndarray]],
+    lr: float | list[float],
+    dtype: type = np.float32,
 ) -> tuple[list[float], dict[str, np.ndarray]]:
+    """Trains from the graph's initial parameters and zero optimizer state, step t = 1, 2, ...; ``lr``
+    is one learning rate or one per step (the caller's schedule)."""
     params: dict[str, np.ndarray] = {k: np.asarray(v, dtype=dtype) for k, v in tg.params.items()}
+    rates = lr if isinstance(lr, list) else [lr] * len(batches)
+    state: dict[str, np.ndarray] = {}
     losses = []
-    for x, y in batches:
-        r = train_step(tg, x, y, params, lr, dtype)
+    for t, ((x, y), rate) in enumerate(zip(batches, rates, strict=True), start=1):
+        r = train_step(tg, x, y, params, rate, dtype, state, t)
         losses.append(r.loss)
-        params = r.params
+        params, state = r.params, r.state
     return losses, params

@@ -138,9 +138,12 @@ def c_vs_reference(
     lr: float = 0.01,
     device: str = "host",
     train: str = "all",
+    optimizer=None,
 ):
     """Compiles ``model_path``, trains ``steps`` steps in C on ``target`` and in the numpy reference (float32)
-    on the same data. Returns (c_losses, ref_losses, c_params, ref_params, outcome)."""
+    on the same data (``optimizer``: a poet_edge.optimizer.Optimizer, default plain SGD). Returns
+    (c_losses, ref_losses, c_params, ref_params, outcome)."""
+    from dataclasses import replace
     from pathlib import Path
 
     from poet_edge import runner
@@ -159,6 +162,8 @@ def c_vs_reference(
         scheduler,
         train,
     )
+    if optimizer is not None:
+        opts = replace(opts, optimizer=optimizer)
     c = compile_model(opts)
     plan = runner.load_plan(Path(out_dir))
     data = runner.batches(plan, steps)

@@ -15,7 +15,17 @@ from poet_edge.arena import ArenaPlan, align
 from poet_edge.codegen.readme import render_readme
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Node, Role
-from poet_edge.ops.base import CArg, FloatArg, IntArg, IntArrayArg, KernelCall, NullArg, RuntimeArg, TensorArg
+from poet_edge.ops.base import (
+    CArg,
+    DoubleArg,
+    FloatArg,
+    IntArg,
+    IntArrayArg,
+    KernelCall,
+    NullArg,
+    RuntimeArg,
+    TensorArg,
+)
 from poet_edge.paths import RUNTIME_C
 from poet_edge.planning import INPUT_KIND, ProblemSpec
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule
@@ -36,6 +46,14 @@ def c_float(v: float) -> str:
     mant, exp = np.format_float_scientific(np.float32(v), unique=True, trim="-").split("e")
     mant = mant if "." in mant else mant + ".0"
     return f"{mant}f" if int(exp) == 0 else f"{mant}e{int(exp)}f"
+
+
+def c_double(v: float) -> str:
+    """Shortest decimal that reads back as the same double."""
+    if not np.isfinite(v):
+        raise PoetError(f"cannot emit non-finite double constant {v}")
+    text = repr(float(v))
+    return text if any(c in text for c in ".en") else text + ".0"
 
 
 def c_comment(text: str) -> str:
@@ -64,8 +82,8 @@ def c_string(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-def c_name(name: str, taken: set[str]) -> str:
-    base = "poet_param_" + re.sub(r"[^0-9A-Za-z_]", "_", name)
+def c_name(name: str, taken: set[str], prefix: str = "poet_param_") -> str:
+    base = prefix + re.sub(r"[^0-9A-Za-z_]", "_", name)
     out, k = base, 1
     while out in taken:
         k += 1
@@ -136,7 +154,7 @@ class _Pointers:
             return "x"
         if t.role == Role.LABEL:
             return "labels"
-        if t.role == Role.PARAMETER:
+        if t.role in (Role.PARAMETER, Role.OPTIMIZER_STATE):
             return self.param_vars[name]
         node, off = self.sub[name]
         return f"(poet_arena + {(self.current[node] + off) // 4})"
@@ -166,6 +184,8 @@ def _arg(a: CArg, ptr: Callable[[str], str], arrays: IntArrays) -> str:
         return str(a.value)
     if isinstance(a, FloatArg):
         return c_float(a.value)
+    if isinstance(a, DoubleArg):
+        return c_double(a.value)
     if isinstance(a, IntArrayArg):
         return arrays.ref(a.values)
     if isinstance(a, RuntimeArg):
@@ -263,6 +283,21 @@ def _param_arrays(tg: Graph) -> tuple[str, str, dict[str, str]]:
     return "\n".join(decls), "\n".join(table), vars_
 
 
+def _state_arrays(tg: Graph, vars_: dict[str, str]) -> tuple[str, str]:
+    """Optimizer state: zero-initialised RAM arrays (added to ``vars_``), and the lines of poet_init that
+    zero them again."""
+    taken = set(vars_.values())
+    decls, zero = [], []
+    for name in sorted(k for k, t in tg.tensors.items() if t.role == Role.OPTIMIZER_STATE):
+        var = vars_[name] = c_name(name, taken, "poet_state_")
+        size = tg.tensor(name).size
+        decls.append(
+            f"/* {c_comment(name)} {list(tg.shape(name))} */\nstatic float {var}[{size}] POET_ALIGNED;"
+        )
+        zero.append(f"    memset({var}, 0, sizeof {var});")
+    return "\n".join(decls) or "/* none: the optimizer keeps no state */", "\n".join(zero)
+
+
 def generate(
     tg: Graph,
     spec: ProblemSpec,
@@ -274,6 +309,7 @@ def generate(
     """Returns {relative path: text} for poet_model.{h,c}, Makefile, CMakeLists.txt and README.md."""
     x, labels = tg.tensor(tg.inputs[0]), tg.tensor(tg.inputs[1])
     param_decls, table, vars_ = _param_arrays(tg)
+    state_decls, state_zero = _state_arrays(tg, vars_)
     arrays = IntArrays()
     step_lines = body(tg, spec, schedule, plan, storage, vars_, arrays)  # fills ``arrays``
     common = {"version": __version__, "model": c_comment(str(meta["model"])), "arena_bytes": plan.arena_bytes}
@@ -288,6 +324,8 @@ def generate(
         storage_bytes=storage.total_bytes,
         input_in_storage=int(storage.input_bytes > 0),
         predicted_ram=meta["predicted_ram_bytes"],
+        optimizer=c_comment(str(meta.get("optimizer", "sgd"))),
+        state_bytes=sum(t.nbytes for t in tg.tensors.values() if t.role == Role.OPTIMIZER_STATE),
     )
     source = render(
         "poet_model.c.in",
@@ -296,6 +334,8 @@ def generate(
         num_steps=len(schedule.steps),
         param_arrays=param_decls,
         param_table=table,
+        state_arrays=state_decls,
+        state_zero=state_zero,
         arena_floats=max(1, plan.arena_bytes // 4),
         label_type="int32_t" if labels.dtype == "int32" else "float",
         body="\n".join(step_lines),

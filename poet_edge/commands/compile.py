@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import cast
 
-from poet_edge import frontend, report
+from poet_edge import frontend, optimizer, report
 from poet_edge.autodiff import Loss
 from poet_edge.commands import add_batch, add_solve_limits, warn_ram_above_device
 from poet_edge.compiler import CompileOptions, compile_model
@@ -37,8 +37,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="loss poet adds after the model output (default cross-entropy with integer labels)",
     )
     p.add_argument(
-        "--lr", type=float, default=0.01, help="SGD learning rate used by 'poet run' (default 0.01)"
+        "--lr",
+        type=float,
+        default=0.01,
+        help="learning rate 'poet run' passes to every step (default 0.01); the generated "
+        "poet_train_step takes it per step",
     )
+    optimizer.add_arguments(p.add_argument_group("optimizer (torch.optim's formulas)"))
     p.add_argument(
         "--reserve",
         help=f"RAM kept for stack and runtime, {SIZE_HELP} (default: the device "
@@ -116,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         max_latency=args.max_latency,
         input=InputPlace(args.input),
         time_limit_s=args.time_limit,
+        optimizer=optimizer.from_args(args),
     )
     try:
         c = compile_model(opts, progress.info, () if args.no_report else (report.render,), progress.phase)
@@ -127,7 +133,12 @@ def run(args: argparse.Namespace) -> int:
         f"RAM: {fmt_bytes(c.predicted_ram_bytes)} of {fmt_bytes(opts.ram_bytes)} "
         f"(arena {fmt_bytes(c.arena.arena_bytes)}, "
         f"overhead {100 * (c.arena.overhead - 1):.1f}% over live peak; "
-        f"fixed {fmt_bytes(c.fixed.total)})"
+        f"fixed {fmt_bytes(c.fixed.total)}"
+        + (
+            f", of which {opts.optimizer.kind.value} state {fmt_bytes(c.fixed.optimizer_state)})"
+            if c.fixed.optimizer_state
+            else ")"
+        )
     )
     base = sum(n.compute_j for n in c.problem.nodes), sum(n.compute_s for n in c.problem.nodes)
     say(

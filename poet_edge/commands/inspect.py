@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from poet_edge import frontend
+from poet_edge import frontend, optimizer
 from poet_edge.autodiff import Loss
 from poet_edge.commands import add_batch
 from poet_edge.inspect_model import format_inspection, inspect
@@ -35,6 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=InputPlace.RAM.value,
         help=INPUT_HELP,
     )
+    optimizer.add_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -46,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
         args.train,
         parse_size(args.reserve),
         InputPlace(args.input),
+        optimizer.from_args(args),
     )
     print(json.dumps(r.to_json(), indent=1) if args.json else format_inspection(r))
     return 0

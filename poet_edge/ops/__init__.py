@@ -6,6 +6,9 @@ from poet_edge.errors import PoetError
 from poet_edge.ops import add, flatten, gemm, matmul, mse, reduce_sum_to, relu, reshape, sgd, softmax_xent
 
 # isort: split
+from poet_edge.ops import adam, sgd_momentum  # optimizers
+
+# isort: split
 from poet_edge.ops import averagepool, batchnorm, channel_sum, clip, conv, globalaveragepool, maxpool  # CNN
 
 # isort: split
@@ -55,6 +58,8 @@ REGISTRY: dict[str, OpDef] = {
         mse.OP,
         mse.GRAD,
         sgd.OP,
+        sgd_momentum.OP,
+        adam.OP,
         # CNN
         conv.OP,
         batchnorm.OP,

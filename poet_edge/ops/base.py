@@ -42,6 +42,14 @@ class FloatArg:
 
 
 @dataclass(frozen=True)
+class DoubleArg:
+    """A double constant: a hyperparameter that a kernel uses in double precision (Adam's betas in its
+    bias correction, as torch computes it in Python floats)."""
+
+    value: float
+
+
+@dataclass(frozen=True)
 class IntArrayArg:
     """A small constant int32 array passed by pointer (emitted as a C99 compound literal)."""
 
@@ -60,7 +68,7 @@ class NullArg:
     """A NULL pointer (an optional tensor that is absent)."""
 
 
-CArg = TensorArg | IntArg | FloatArg | IntArrayArg | RuntimeArg | NullArg
+CArg = TensorArg | IntArg | FloatArg | DoubleArg | IntArrayArg | RuntimeArg | NullArg
 
 
 @dataclass(frozen=True)

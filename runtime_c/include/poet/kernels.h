@@ -42,6 +42,16 @@ void poet_mse_grad_f32(const float *y, const float *t, float *dy, int32_t n);
 /* p -= lr * g */
 void poet_sgd_f32(float *p, const float *g, float lr, int32_t n);
 
+/* torch.optim.SGD with momentum and weight decay, in place: d = g + weight_decay * p;
+ * buf = momentum * buf + d; p -= lr * (nesterov ? d + momentum * buf : buf). buf NULL: p -= lr * d. */
+void poet_sgd_momentum_f32(float *p, const float *g, float *buf, int32_t n, float lr, float momentum,
+                           float weight_decay, int32_t nesterov);
+
+/* torch.optim.Adam (decoupled 0) / AdamW (decoupled 1) at step t >= 1, in place on p, m (exp_avg) and v
+ * (exp_avg_sq); bias corrections 1 - beta^t in double. */
+void poet_adam_f32(float *p, const float *g, float *m, float *v, int32_t n, float lr, int32_t t, double beta1,
+                   double beta2, double eps, double weight_decay, int32_t decoupled);
+
 /* ---- CNN: Conv, BatchNormalization, Clip, MaxPool, AveragePool, GlobalAveragePool ---------------- */
 
 /* Geometry of a 2-D window op (NCHW), one int32 array indexed by these names: input N, C, H, W;
