@@ -302,6 +302,7 @@ def project_files(
                 "sim": c.sim,
                 "storage_kind": c.profile.storage.kind,
                 "optimizer": opts.optimizer.kind.value,
+                "optimizer_state_bytes": c.fixed.optimizer_state,
             },
         )
     )

@@ -23,7 +23,17 @@ from poet_edge import ops, targets
 from poet_edge.codegen import emit
 from poet_edge.errors import PoetError
 from poet_edge.ir import Node
-from poet_edge.ops.base import FloatArg, IntArg, IntArrayArg, NullArg, RuntimeArg, Shape, TensorArg, elements
+from poet_edge.ops.base import (
+    DoubleArg,
+    FloatArg,
+    IntArg,
+    IntArrayArg,
+    NullArg,
+    RuntimeArg,
+    Shape,
+    TensorArg,
+    elements,
+)
 from poet_edge.paths import RUNTIME_C
 from poet_edge.work import OpClass, Work
 
@@ -166,8 +176,10 @@ def op_case(
         elif isinstance(a, IntArrayArg):
             arrays.append(", ".join(map(str, a.values)) or "0")
             args.append(f"poet_mb_ints_@{len(arrays) - 1}")
+        elif isinstance(a, DoubleArg):
+            args.append(repr(float(a.value)))
         elif isinstance(a, RuntimeArg):
-            args.append(_cf(lr))
+            args.append("1" if a.name == "t" else _cf(lr))  # t: the step count of the optimizers
         elif isinstance(a, NullArg):
             args.append("NULL")
         else:  # pragma: no cover

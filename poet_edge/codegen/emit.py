@@ -325,7 +325,7 @@ def generate(
         input_in_storage=int(storage.input_bytes > 0),
         predicted_ram=meta["predicted_ram_bytes"],
         optimizer=c_comment(str(meta.get("optimizer", "sgd"))),
-        state_bytes=sum(t.nbytes for t in tg.tensors.values() if t.role == Role.OPTIMIZER_STATE),
+        state_bytes=meta.get("optimizer_state_bytes", 0),
     )
     source = render(
         "poet_model.c.in",

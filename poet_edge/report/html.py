@@ -54,11 +54,23 @@ def _summary(plan: dict[str, Any]) -> str:
         ["peak RAM (fixed + arena)", _num(fmt_bytes(peak), "peak-ram", str(peak))],
         ["simulated peak", _num(fmt_bytes(sim_peak), "simulated-peak", str(sim_peak))],
         ["headroom", _num(fmt_bytes(budget - peak), "headroom", str(budget - peak))],
-        ["fixed (parameters, inputs, reserve)", _num(fmt_bytes(plan["fixed_ram_bytes"]))],
+        ["fixed (parameters, inputs, optimizer state, reserve)", _num(fmt_bytes(plan["fixed_ram_bytes"]))],
+        *_optimizer_row(plan),
         ["arena", _num(fmt_bytes(plan["arena"]["arena_bytes"]), "arena", str(plan["arena"]["arena_bytes"]))],
         ["peak at step", f"{sim['peak_step']} (<code>{escape(sim['peak_node'])}</code>)"],
     ]
     return _table("summary", ["", ""], rows)
+
+
+def _optimizer_row(plan: dict[str, Any]) -> list[list[str]]:
+    """The optimizer and the RAM of its state (plans written before --optimizer have neither)."""
+    opt = plan.get("optimizer")
+    if not opt:
+        return []
+    state = int(opt["state_bytes"])
+    return [
+        [f"optimizer state ({escape(opt['kind'])})", _num(fmt_bytes(state), "optimizer-state", str(state))]
+    ]
 
 
 def _units(sim: dict[str, Any]) -> tuple[str, float, str, float]:

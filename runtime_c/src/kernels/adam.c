@@ -23,10 +23,11 @@ void poet_adam_f32(float *p, const float *g, float *m, float *v, int32_t n, floa
     const float bc2 = (float)sqrt(1.0 - poet_powi(beta2, t));
     const float b2 = (float)beta2, one_b1 = (float)(1.0 - beta1), one_b2 = (float)(1.0 - beta2);
     const float e = (float)eps, wd = (float)weight_decay, shrink = (float)(1.0 - (double)lr * weight_decay);
+    const int32_t l2 = weight_decay != 0.0 && !decoupled, scale = weight_decay != 0.0 && decoupled;
     for (int32_t i = 0; i < n; ++i) {
         float gi = g[i], pi = p[i];
-        if (weight_decay != 0.0 && decoupled) pi = pi * shrink;
-        else if (weight_decay != 0.0) gi = gi + wd * pi;
+        if (scale) pi = pi * shrink;
+        if (l2) gi = gi + wd * pi;
         const float mi = m[i] + one_b1 * (gi - m[i]);
         const float vi = v[i] * b2 + one_b2 * gi * gi;
         m[i] = mi;
