@@ -100,6 +100,7 @@ def format_inspection(r: Inspection) -> str:
         return f"{n:,} B ({n / 1024:.1f} KiB)"
 
     tn = r.training_nodes
+    update = "SGD" if r.optimizer == "sgd" else r.optimizer
     lines = [
         f"model            {r.model} (batch {r.batch}, --train {r.train})",
         f"forward graph    {r.forward_nodes} nodes: "
@@ -110,14 +111,14 @@ def format_inspection(r: Inspection) -> str:
         f"parameters       trainable {r.params_trainable[0]} = {kb(r.params_trainable[1])} "
         "(RAM, the whole step); "
         f"frozen {r.params_frozen[0]} = {kb(r.params_frozen[1])} (flash)",
-        f"gradients        {kb(r.gradient_bytes)} (RAM, each from its backward node to its update; "
+        f"gradients        {kb(r.gradient_bytes)} (RAM, each from its backward node to its {update} update; "
         "not in the parameter bytes)",
         f"activations      {kb(r.activation_bytes)} (all forward outputs)",
         f"MACs per step    forward {r.forward_macs:,}, backward {r.backward_macs:,}",
         "optimizer state  "
         + ", ".join(f"{k} {kb(v)}" for k, v in (r.optimizer_state_bytes or {}).items())
-        + " (RAM, the whole step)",
-        f"memory floor     {kb(r.floor_bytes)} at node {r.floor_node} (with --optimizer {r.optimizer})",
+        + f" (RAM, the whole step; the floor below is with --optimizer {r.optimizer})",
+        f"memory floor     {kb(r.floor_bytes)} at node {r.floor_node}",
         f"                 {r.floor_explanation}",
         f"no-remat peak    {kb(r.no_remat_peak_bytes)} (every node once, freed after last use)",
     ]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""torch.optim's own training of two zoo models, stored for tests/test_optimizers.py (which must not need torch).
+"""torch.optim's own training of two zoo models, stored for tests/test_optimizers.py (no torch there).
 
     PYTHONPATH=$PWD /work/torch-venv/bin/python examples/optim/make_optim_refs.py   # torch 2.13, onnx
 
@@ -59,12 +59,20 @@ def learning_rates(base: float) -> list[float]:
 
 def torch_optimizer(params, fields: dict[str, object], lr: float) -> torch.optim.Optimizer:
     kind = fields["kind"]
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=lr, weight_decay=fields["weight_decay"])
     if kind == "momentum":
         return torch.optim.SGD(
-            params, lr=lr, momentum=fields["momentum"], weight_decay=fields["weight_decay"], nesterov=fields["nesterov"]
+            params,
+            lr=lr,
+            momentum=fields["momentum"],
+            weight_decay=fields["weight_decay"],
+            nesterov=fields["nesterov"],
         )
     cls = torch.optim.Adam if kind == "adam" else torch.optim.AdamW
-    return cls(params, lr=lr, betas=tuple(fields["betas"]), eps=fields["eps"], weight_decay=fields["weight_decay"])
+    return cls(
+        params, lr=lr, betas=tuple(fields["betas"]), eps=fields["eps"], weight_decay=fields["weight_decay"]
+    )
 
 
 def train(name: str, model0, params0, batches, fields, lrs) -> tuple[list[float], dict[str, np.ndarray]]:
@@ -90,8 +98,10 @@ def train(name: str, model0, params0, batches, fields, lrs) -> tuple[list[float]
         loss.backward()
         opt.step()
         losses.append(loss.item())
-    out = {p: views[view][0]([tparams[t].detach().numpy() for t in tnames]).reshape(params0[p].shape)
-           for p, (tnames, view) in match.items()}
+    out = {
+        p: views[view][0]([tparams[t].detach().numpy() for t in tnames]).reshape(params0[p].shape)
+        for p, (tnames, view) in match.items()
+    }
     return losses, out
 
 
@@ -99,7 +109,10 @@ def train(name: str, model0, params0, batches, fields, lrs) -> tuple[list[float]
 UPDATES: dict[str, tuple[dict[str, object], float]] = {
     "sgd_wd": ({"kind": "sgd", "weight_decay": 0.1}, 0.1),
     "momentum": ({"kind": "momentum", "momentum": 0.9, "weight_decay": 0.0, "nesterov": False}, 0.1),
-    "momentum_wd_nesterov": ({"kind": "momentum", "momentum": 0.5, "weight_decay": 0.01, "nesterov": True}, 0.1),
+    "momentum_wd_nesterov": (
+        {"kind": "momentum", "momentum": 0.5, "weight_decay": 0.01, "nesterov": True},
+        0.1,
+    ),
     "adam": ({"kind": "adam", "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.0}, 1e-2),
     "adam_wd": ({"kind": "adam", "betas": [0.8, 0.95], "eps": 1e-6, "weight_decay": 0.1}, 1e-2),
     "adamw": ({"kind": "adamw", "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01}, 1e-2),
@@ -121,8 +134,7 @@ def update_refs() -> dict[str, np.ndarray]:
         out[f"{name}__lr"] = np.array(lrs)
         for dtype in (torch.float64, torch.float32):
             p = torch.nn.Parameter(torch.tensor(p0, dtype=dtype))
-            opt = torch_optimizer([p], fields, lrs[0]) if fields["kind"] != "sgd" else torch.optim.SGD(
-                [p], lr=lrs[0], weight_decay=fields["weight_decay"])
+            opt = torch_optimizer([p], fields, lrs[0])
             steps = []
             for g, lr in zip(grads, lrs, strict=True):
                 opt.param_groups[0]["lr"] = lr
