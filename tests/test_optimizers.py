@@ -141,6 +141,14 @@ def test_c_on_host_matches_reference(tmp_path, opt):
         assert max_rel_err(c_params[name], ref.reshape(-1)) <= 1e-5, name
 
 
+def test_sanitizers_clean_with_state(tmp_path):
+    need_tools("gcc")
+    c_losses, ref_losses, *_ = c_vs_reference(
+        MLP, tmp_path / "out", steps=3, batch=2, sanitize=True, optimizer=Optimizer("adamw")
+    )
+    assert max_rel_err(c_losses, ref_losses) <= 1e-5
+
+
 KERNEL_DRIVER = """#include <stdio.h>
 #include <string.h>
 #include "poet/kernels.h"
