@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from user_models import machine  # noqa: E402
+from user_models import machine, rel_errors  # noqa: E402
 
 from poet_edge import autodiff, frontend, reference, runner  # noqa: E402
 from poet_edge.compiler import CompileOptions, compile_model  # noqa: E402
@@ -88,15 +88,14 @@ def vs_torch(model: str) -> list[dict[str, Any]]:
             tg, list(zip(z["x"], z["y"], strict=True)), [float(v) for v in z[f"{name}__lr"]]
         )
         after = {p: z[f"{name}__param__{p}"] for p in g.trainable}
-        upd_num = max(float(np.max(np.abs(params[p] - after[p]))) for p in after)
-        upd_den = max(float(np.max(np.abs(after[p] - g.params[p]))) for p in after)
+        perr, uerr, _, _ = rel_errors(params, after, dict(g.params))
         rows.append(
             {
                 "model": model,
                 "optimizer": f"{name} ({', '.join(f'{k}={v}' for k, v in fields.items() if k != 'kind')})",
                 "loss err": f"{rel(losses, z[f'{name}__losses']):.1e}",
-                "param err": f"{max(rel(params[p], after[p]) for p in after):.1e}",
-                "update err": f"{upd_num / upd_den:.1e}",
+                "param err": f"{perr:.1e}",
+                "update err": f"{uerr:.1e}",
             }
         )
     return rows

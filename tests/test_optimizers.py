@@ -9,7 +9,6 @@ generated C is checked against the numpy reference, and qemu-cortex-m4 against t
 from __future__ import annotations
 
 import json
-import struct
 import subprocess
 from dataclasses import replace
 
@@ -152,11 +151,15 @@ def test_sanitizers_clean_with_state(tmp_path):
 KERNEL_DRIVER = """#include <stdio.h>
 #include <string.h>
 #include "poet/kernels.h"
+#define POET_TIMED(k, call) call
 static float p[%(n)d] = {%(p)s}, m[%(n)d] = {%(m)s}, v[%(n)d] = {%(v)s};
 static const float g[%(n)d] = {%(g)s};
 int main(void)
 {
-    %(call)s;
+    const float lr = %(lr)s;
+    const int32_t t = 3;
+    (void)t;
+%(call)s
     const float *outs[3] = {p, m, v};
     for (int k = 0; k < 3; ++k)
         for (int i = 0; i < %(n)d; ++i) {
@@ -185,7 +188,7 @@ def test_kernels_give_the_reference_bits(tmp_path, opt):
     """The C update kernels compute what the numpy ops compute, bit for bit (same float32 operations in
     the same order), at step 3 on state that is not zero."""
     need_tools("gcc")
-    from poet_edge.codegen.emit import IntArrays, _arg, c_float
+    from poet_edge.codegen.emit import IntArrays, c_float, call_line
     from poet_edge.ir import Node
 
     n, rng = 67, np.random.default_rng(5)
@@ -195,14 +198,10 @@ def test_kernels_give_the_reference_bits(tmp_path, opt):
     names = ("p", "g", "m", "v")[: 2 + len(opt.state_names)]
     node = Node("u", op, names, (), attrs)
     call = ops.get(op).kernel(node, lambda t: (n,))
-    text = (
-        ", ".join(_arg(a, lambda t: t, IntArrays()) for a in call.args)
-        .replace("lr", c_float(0.03))
-        .replace(", t,", ", 3,")
-    )
     src = KERNEL_DRIVER % {
         "n": n,
-        "call": f"{call.func}({text})",
+        "lr": c_float(0.03),
+        "call": call_line(call, lambda t: t, IntArrays(), 0),
         **{k: ", ".join(c_float(x) for x in a) for k, a in vals.items()},
     }
     (tmp_path / "main.c").write_text(src)
@@ -299,7 +298,7 @@ def test_learning_rate_per_step_and_poet_init_resets_the_state(tmp_path):
     half = len(lines) // 2
     assert lines[:2] == ["steps", "0"] and lines[2:4] == ["steps", str(len(data))]
     assert lines[:half] == lines[half:]  # poet_init reset the state and t
-    got = np.array([struct.unpack("<f", struct.pack("<I", int(w, 16)))[0] for w in lines[4:half]], np.float32)
+    got = _hex_floats(" ".join(lines[4:half]))
     _, ref = reference.train(c.training, data, lrs)
     names = sorted(c.training.params)  # poet_params is in name order
     want = np.concatenate([ref[n].reshape(-1) for n in names])
