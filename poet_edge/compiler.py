@@ -103,7 +103,8 @@ def plan_training(
     if opts.ram_bytes < floor.bytes:
         raise PoetError(
             f"--ram {fmt_bytes(opts.ram_bytes)} is below the memory floor of this model, "
-            f"{fmt_bytes(floor.bytes)} ({floor.explanation}){_storage_hint(tg, reserve, profile, opts)}"
+            f"{fmt_bytes(floor.bytes)} ({floor.explanation}){_state_hint(spec.fixed, opts)}"
+            f"{_storage_hint(tg, reserve, profile, opts)}"
         )
     sizes = {n.name: n.out_bytes for n in spec.nodes}
     ws = {n.name: n.workspace_bytes for n in problem.nodes}
@@ -141,6 +142,16 @@ def plan_training(
             f"simulated peak {fmt_bytes(sim.peak_ram_bytes)}), more than --ram {fmt_bytes(opts.ram_bytes)}"
         )
     return compiled
+
+
+def _state_hint(fixed: planning.FixedRam, opts: CompileOptions) -> str:
+    """What of the fixed bytes is optimizer state, when there is any."""
+    if not fixed.optimizer_state:
+        return ""
+    return (
+        f"; the fixed bytes include {fmt_bytes(fixed.optimizer_state)} of {opts.optimizer.kind.value} "
+        "state (--optimizer sgd keeps none)"
+    )
 
 
 def _storage_hint(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions) -> str:
