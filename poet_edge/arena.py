@@ -530,6 +530,7 @@ def evict_above(
     consumers: Mapping[str, set[str]],
     recomputable: set[str],
     pageable: set[str],
+    once: bool = False,
 ) -> Schedule | None:
     """Absorbs fragmentation without a new schedule: each value whose instance the plan placed above
     ``room`` bytes is freed when it is born and brought back just before each run of steps that read it,
@@ -539,7 +540,8 @@ def evict_above(
     (but a recomputation's workspace: the caller replays the result in the simulator), and short lifetimes
     fit holes a long one did not. Numerics do not change (the same kernel on the same inputs, or a copy). None
     when no instance above ``room`` can be evicted so (a workspace, a value never freed, or one neither
-    recomputable there nor ``pageable``)."""
+    recomputable there nor ``pageable``). ``once``: a value that would be paged in is paged out and in only
+    once, around the longest stretch without reads (cheaper where a page-in costs more than the RAM saved)."""
     above = [
         (inst, _reads(schedule.steps, inst, consumers[inst.value]))
         for inst, off in zip(plan.instances, plan.offsets, strict=True)
@@ -559,8 +561,18 @@ def evict_above(
             back.append(Compute(v) if again else PageIn(v))
         if PageIn(v) in back and v not in pageable:
             continue
-        steps[inst.end] = None  # freed after each run of reads instead
         stored = isinstance(schedule.steps[inst.start], PageIn) or PageIn(v) not in back
+        if once and PageIn(v) in back:
+            idle = [(runs[0][0] - inst.start, 0)] + [
+                (runs[j][0] - runs[j - 1][-1], j) for j in range(1, len(runs))
+            ]
+            j = max(idle, key=lambda t: (t[0], -t[1]))[1]
+            after.setdefault(runs[j - 1][-1] if j else inst.start, []).extend(
+                [Free(v)] if stored else [PageOut(v), Free(v)]
+            )
+            before.setdefault(runs[j][0], []).append(PageIn(v))
+            continue
+        steps[inst.end] = None  # freed after each run of reads instead
         after.setdefault(inst.start, []).extend([Free(v)] if stored else [PageOut(v), Free(v)])
         for run, bring in zip(runs, back, strict=True):
             before.setdefault(run[0], []).append(bring)

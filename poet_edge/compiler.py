@@ -211,29 +211,38 @@ def _evict_fragments(
     sizes = {n.name: n.out_bytes for n in problem.nodes}
     ws = {n.name: n.workspace_bytes for n in problem.nodes}
     for _ in range(EVICT_ROUNDS):
-        limit.check()
-        repaired = arena.evict_above(schedule, plan, room, preds, consumers, recomputable, pageable)
-        if repaired is None or not _valid(problem, repaired):
+        found: list[tuple[bool, float, Schedule, arena.ArenaPlan]] = []
+        for once in (False, True):  # page around every run of reads, or once around the longest idle stretch
+            limit.check()
+            repaired = arena.evict_above(schedule, plan, room, preds, consumers, recomputable, pageable, once)
+            energy = _valid_energy(problem, repaired)
+            if repaired is not None and energy is not None:
+                new = arena.plan_best(arena.instances(repaired, sizes, ws), limit.check)
+                fits = new.arena_bytes <= room  # then the least energy, else the smallest arena
+                found.append((not fits, energy if fits else new.arena_bytes, repaired, new))
+        found = [f for f in found if f[3].arena_bytes < plan.arena_bytes]
+        if not found:
             break
-        new = arena.plan_best(arena.instances(repaired, sizes, ws), limit.check)
-        if new.arena_bytes >= plan.arena_bytes:
-            break
+        _, _, schedule, new = min(found, key=lambda f: f[:2])
         log(
             f"arena {plan.arena_bytes} B > {room} B after fragmentation; evicted the values above: "
             f"{new.arena_bytes} B (this costs energy; a longer --time-limit reschedules instead)"
         )
-        schedule, plan = repaired, new
+        plan = new
         if plan.arena_bytes <= room:
             break
     return schedule, plan
 
 
-def _valid(problem: SchedulingProblem, schedule: Schedule) -> bool:
+def _valid_energy(problem: SchedulingProblem, schedule: Schedule | None) -> float | None:
+    """The energy of ``schedule`` if the simulator accepts it (and it keeps a latency bound), else None."""
+    if schedule is None:
+        return None
     try:
         sim = simulate(problem, schedule)
     except PoetError:
-        return False
-    return problem.max_latency_s is None or sim.latency_s <= problem.max_latency_s
+        return None
+    return sim.energy_j if problem.max_latency_s is None or sim.latency_s <= problem.max_latency_s else None
 
 
 def _no_reschedule(

@@ -268,6 +268,10 @@ def test_evict_above_recomputes_or_pages_a_value_between_its_reads() -> None:
         Free("c"),
         Free("d"),
     )
+    # paged once around its longest stretch without reads: x stays in RAM to its old end after the page-in
+    once = arena.evict_above(schedule, plan, 64, preds, consumers, {"a", "b", "c", "d"}, {"x"}, once=True)
+    assert once is not None and once.steps[:11] == out.steps[:11]
+    assert once.steps[11:] == (Free("a"), Free("x"), Free("c"), Free("d"))
     # neither recomputable nor pageable: nothing to do
     assert arena.evict_above(schedule, plan, 64, preds, consumers, set(), set()) is None
 
