@@ -161,7 +161,7 @@ def plan_training(
 # most MAX_ROUNDS schedules in all; after the last one, _evict_fragments repairs the schedule instead. Shares
 # of the limit, so that the rule is the same at every limit.
 RESERVE_SHARE = 0.1
-RETRY_SHARE = 0.25
+RETRY_SHARE = 0.5  # a solve that needed less than about half the limit likely converges again in what is left
 MAX_ROUNDS = 4
 
 

@@ -182,5 +182,24 @@ def test_no_time_for_a_reschedule_stops_in_the_arena_phase(tmp_path, monkeypatch
     assert len(seen) == 1 and clock.now == 16.0
     msg = str(e.value)
     assert msg.startswith("compile stopped in the arena phase: after fragmentation the arena needs ")
-    assert "after 1 schedule(s); less than 25% of --time-limit 20 s is left for another" in msg
+    assert "after 1 schedule(s); less than 50% of --time-limit 20 s is left for another" in msg
     assert not opts.out.exists()
+
+
+def test_no_time_for_a_reschedule_evicts_instead(tmp_path, monkeypatch) -> None:
+    """The unrolled GRU's greedy schedule, 10,928 B over after fragmentation, with no time left to reschedule:
+    the values placed above the budget are evicted between their reads, and the compile fits in one round."""
+    clock = FakeClock()
+    seen = _fragmenting(monkeypatch, clock, 16.0, [])
+    ram = 100 * 1024
+    opts = CompileOptions(GRU, "cortex-m4", ram, tmp_path / "gru", scheduler="greedy", time_limit_s=20.0)
+    logs: list[str] = []
+    c = compile_model(opts, logs.append, limit=PhaseLimit(20.0, clock))
+    assert len(seen) == 1  # one schedule
+    evicted = [m for m in logs if "evicted" in m]
+    assert len(evicted) == 1 and evicted[0].startswith(
+        "arena 84672 B > 73744 B after fragmentation; evicted the"
+    )
+    assert c.arena.arena_bytes <= 73744 and c.predicted_ram_bytes <= ram
+    arena.verify(c.arena)
+    assert (tmp_path / "gru" / "plan.json").exists()
