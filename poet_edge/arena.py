@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from poet_edge.errors import PoetError
-from poet_edge.schedule import Compute, Free, PageIn, Schedule
+from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 
 ALIGN = 16
 
@@ -520,6 +520,100 @@ def plan_best(insts: list[Instance], check: Callable[[], None] = lambda: None) -
             break
     assert best is not None
     return best
+
+
+def evict_above(
+    schedule: Schedule,
+    plan: ArenaPlan,
+    room: int,
+    preds: Mapping[str, set[str]],
+    consumers: Mapping[str, set[str]],
+    recomputable: set[str],
+    pageable: set[str],
+    once: bool = False,
+) -> Schedule | None:
+    """Absorbs fragmentation without a new schedule: each value whose instance the plan placed above
+    ``room`` bytes is freed when it is born and brought back just before each run of steps that read it,
+    then freed after the run: recomputed where it may be (``recomputable``) and its inputs are in RAM there
+    (and not evicted themselves), else paged in (a page-out after its birth, unless it was paged in: storage
+    holds it). Its RAM lifetime shrinks to those runs, a subset of the old one, so no step's live bytes grow
+    (but a recomputation's workspace: the caller replays the result in the simulator), and short lifetimes
+    fit holes a long one did not. Numerics do not change (the same kernel on the same inputs, or a copy). None
+    when no instance above ``room`` can be evicted so (a workspace, a value never freed, or one neither
+    recomputable there nor ``pageable``). ``once``: a value that would be paged in is paged out and in only
+    once, around the longest stretch without reads (cheaper where a page-in costs more than the RAM saved)."""
+    above = [
+        (inst, _reads(schedule.steps, inst, consumers[inst.value]))
+        for inst, off in zip(plan.instances, plan.offsets, strict=True)
+        if off + inst.size > room and schedule.steps[inst.end] == Free(inst.value)
+    ]
+    evicted = {inst.value for inst, _ in above}
+    resident = _resident_before(schedule.steps, {run[0] for _, runs in above for run in runs})
+    steps: list[Step | None] = list(schedule.steps)
+    before: dict[int, list[Step]] = {}
+    after: dict[int, list[Step]] = {}
+    for inst, runs in above:
+        v = inst.value
+        back: list[Step] = []
+        for run in runs:
+            ins = preds[v]
+            again = v in recomputable and ins <= resident[run[0]] and not ins & evicted
+            back.append(Compute(v) if again else PageIn(v))
+        if PageIn(v) in back and v not in pageable:
+            continue
+        stored = isinstance(schedule.steps[inst.start], PageIn) or PageIn(v) not in back
+        if once and PageIn(v) in back:
+            idle = [(runs[0][0] - inst.start, 0)] + [
+                (runs[j][0] - runs[j - 1][-1], j) for j in range(1, len(runs))
+            ]
+            j = max(idle, key=lambda t: (t[0], -t[1]))[1]
+            after.setdefault(runs[j - 1][-1] if j else inst.start, []).extend(
+                [Free(v)] if stored else [PageOut(v), Free(v)]
+            )
+            before.setdefault(runs[j][0], []).append(PageIn(v))
+            continue
+        steps[inst.end] = None  # freed after each run of reads instead
+        after.setdefault(inst.start, []).extend([Free(v)] if stored else [PageOut(v), Free(v)])
+        for run, bring in zip(runs, back, strict=True):
+            before.setdefault(run[0], []).append(bring)
+            after.setdefault(run[-1], []).append(Free(v))
+    if not before and not after:
+        return None
+    out: list[Step] = []
+    for k, kept in enumerate(steps):
+        out += before.get(k, [])
+        out += [kept] if kept is not None else []
+        out += after.get(k, [])
+    return Schedule(tuple(out), schedule.solver, schedule.info)
+
+
+def _resident_before(steps: tuple[Step, ...], at: set[int]) -> dict[int, set[str]]:
+    """The values in RAM just before each step index in ``at``."""
+    out: dict[int, set[str]] = {}
+    ram: set[str] = set()
+    for k, step in enumerate(steps):
+        if k in at:
+            out[k] = set(ram)
+        if isinstance(step, (Compute, PageIn)):
+            ram.add(step.node)
+        elif isinstance(step, Free):
+            ram.discard(step.node)
+    return out
+
+
+def _reads(steps: tuple[Step, ...], inst: Instance, consumers: set[str]) -> list[list[int]]:
+    """The steps inside ``inst``'s lifetime that need its value in RAM (a consumer's Compute, its own
+    PageOut), grouped in runs with nothing but Free and PageOut steps between (they add no RAM)."""
+    runs: list[list[int]] = []
+    for k in range(inst.start + 1, inst.end):
+        step = steps[k]
+        if not (isinstance(step, Compute) and step.node in consumers) and step != PageOut(inst.value):
+            continue
+        if runs and all(isinstance(steps[j], (Free, PageOut)) for j in range(runs[-1][-1] + 1, k)):
+            runs[-1].append(k)
+        else:
+            runs.append([k])
+    return runs
 
 
 def verify(plan: ArenaPlan) -> None:

@@ -84,6 +84,7 @@ def plan_training(
     limit: PhaseLimit | None = None,
 ) -> Compiled:
     limit = limit or PhaseLimit(opts.time_limit_s)
+    began = limit.clock()
 
     def phase(name: str) -> None:
         limit.begin(name)
@@ -108,18 +109,31 @@ def plan_training(
         )
     sizes = {n.name: n.out_bytes for n in spec.nodes}
     ws = {n.name: n.workspace_bytes for n in problem.nodes}
-    target = problem
-    for _ in range(4):  # the arena, not only the live bytes, must fit: tighten the budget by any excess
+    target, rounds, why = problem, 0, ""
+    while True:  # the arena, not only the live bytes, must fit: tighten the budget by any excess
         phase("schedule")
-        schedule = _schedule(target, opts)
+        schedule = _schedule(target, _round_options(opts, limit, began))
+        rounds += 1
         phase("arena")
         plan = arena.plan_best(arena.instances(schedule, sizes, ws), limit.check)
         excess = problem.fixed_bytes + plan.arena_bytes - opts.ram_bytes
-        if excess <= 0 or opts.scheduler == "none" or target.budget_bytes - excess < floor.bytes:
+        why = _no_reschedule(opts, limit, began, rounds, target.budget_bytes - excess < floor.bytes)
+        if excess > 0 and why:  # the last resort, cheap in time but dearer than a reschedule
+            schedule, plan = _evict_fragments(problem, schedule, plan, opts, limit, log)
+            excess = problem.fixed_bytes + plan.arena_bytes - opts.ram_bytes
+        if excess <= 0 or why:
             break
         log(f"arena exceeds the budget by {excess} B after fragmentation; rescheduling with a tighter budget")
         target = replace(target, budget_bytes=target.budget_bytes - excess)
     arena.verify(plan)
+    if excess > 0:
+        raise PoetError(
+            f"compile stopped in the arena phase: after fragmentation the arena needs "
+            f"{fmt_bytes(plan.arena_bytes)} for a live peak of {fmt_bytes(plan.peak_live_bytes)}, "
+            f"{fmt_bytes(excess)} more than --ram {fmt_bytes(opts.ram_bytes)} leaves (after "
+            f"{rounds} schedule(s); {why}); give a larger --ram, or a longer --time-limit for a "
+            f"reschedule with a budget tightened by the excess"
+        )
     phase("simulate")
     sim = simulate(problem, schedule, profile)
     limit.begin(None)
@@ -152,6 +166,112 @@ def _state_hint(fixed: planning.FixedRam, opts: CompileOptions) -> str:
         f"; the fixed bytes include {fmt_bytes(fixed.optimizer_state)} of {opts.optimizer.kind.value} "
         "state (--optimizer sgd keeps none)"
     )
+
+
+# --time-limit bounds the whole compile. A schedule may use what is left of it but RESERVE_SHARE (the arena,
+# simulation and code generation after it); when fragmentation makes the arena exceed the budget, a reschedule
+# with the budget tightened by the excess runs only if at least RETRY_SHARE of the limit is left for it, at
+# most MAX_ROUNDS schedules in all; after the last one, _evict_fragments repairs the schedule instead. Shares
+# of the limit, so that the rule is the same at every limit.
+RESERVE_SHARE = 0.1
+RETRY_SHARE = 0.5  # a solve that needed less than about half the limit likely converges again in what is left
+MAX_ROUNDS = 4
+
+
+def _left_s(limit: PhaseLimit, began: float) -> float | None:
+    """Seconds of --time-limit a schedule may still use (None: no limit)."""
+    if limit.seconds is None:
+        return None
+    return limit.seconds * (1 - RESERVE_SHARE) - (limit.clock() - began)
+
+
+def _round_options(opts: CompileOptions, limit: PhaseLimit, began: float) -> CompileOptions:
+    """The options of the next schedule: its solver's time limit is what is left of the whole compile's."""
+    left = _left_s(limit, began)
+    if left is None or opts.milp.time_limit_s is None or left >= opts.milp.time_limit_s:
+        return opts
+    return replace(opts, milp=replace(opts.milp, time_limit_s=max(left, 0.01)))
+
+
+EVICT_ROUNDS = 4  # eviction repairs of one schedule's arena (a count: plans stay deterministic)
+
+
+def _evict_fragments(
+    problem: SchedulingProblem,
+    schedule: Schedule,
+    plan: arena.ArenaPlan,
+    opts: CompileOptions,
+    limit: PhaseLimit,
+    log: Callable[[str], None],
+) -> tuple[Schedule, arena.ArenaPlan]:
+    """When fragmentation makes the arena exceed the budget and no reschedule is possible (time, rounds),
+    the last resort, cheap in time but not in energy: evict the values the
+    plan placed above it between their reads (:func:`arena.evict_above`: recomputed, else paged; neither
+    with --no-remat / --no-paging) and plan again, while that shrinks the arena; each repaired schedule is
+    replayed by the simulator (budget, storage, latency bound) before it is taken. Not with --scheduler none
+    (every node once, nothing paged)."""
+    room = opts.ram_bytes - problem.fixed_bytes
+    if plan.arena_bytes <= room or opts.scheduler == "none":
+        return schedule, plan
+    names = [n.name for n in problem.nodes]
+    preds: dict[str, set[str]] = {n: set() for n in names}
+    consumers: dict[str, set[str]] = {n: set() for n in names}
+    for u, w in problem.edges:
+        consumers[names[u]].add(names[w])
+        preds[names[w]].add(names[u])
+    recomputable = {n.name for n in problem.nodes if n.recomputable and opts.milp.remat}
+    pageable = {n.name for n in problem.nodes if n.pageable and opts.milp.paging}
+    sizes = {n.name: n.out_bytes for n in problem.nodes}
+    ws = {n.name: n.workspace_bytes for n in problem.nodes}
+    for _ in range(EVICT_ROUNDS):
+        found: list[tuple[bool, float, Schedule, arena.ArenaPlan]] = []
+        for once in (False, True):  # page around every run of reads, or once around the longest idle stretch
+            limit.check()
+            repaired = arena.evict_above(schedule, plan, room, preds, consumers, recomputable, pageable, once)
+            energy = _valid_energy(problem, repaired)
+            if repaired is not None and energy is not None:
+                new = arena.plan_best(arena.instances(repaired, sizes, ws), limit.check)
+                fits = new.arena_bytes <= room  # then the least energy, else the smallest arena
+                found.append((not fits, energy if fits else new.arena_bytes, repaired, new))
+        found = [f for f in found if f[3].arena_bytes < plan.arena_bytes]
+        if not found:
+            break
+        _, _, schedule, new = min(found, key=lambda f: f[:2])
+        log(
+            f"arena {plan.arena_bytes} B > {room} B after fragmentation; evicted the values above: "
+            f"{new.arena_bytes} B (this costs energy; a longer --time-limit reschedules instead)"
+        )
+        plan = new
+        if plan.arena_bytes <= room:
+            break
+    return schedule, plan
+
+
+def _valid_energy(problem: SchedulingProblem, schedule: Schedule | None) -> float | None:
+    """The energy of ``schedule`` if the simulator accepts it (and it keeps a latency bound), else None."""
+    if schedule is None:
+        return None
+    try:
+        sim = simulate(problem, schedule)
+    except PoetError:
+        return None
+    return sim.energy_j if problem.max_latency_s is None or sim.latency_s <= problem.max_latency_s else None
+
+
+def _no_reschedule(
+    opts: CompileOptions, limit: PhaseLimit, began: float, rounds: int, below_floor: bool
+) -> str:
+    """Why no other schedule is tried after ``rounds`` ("" when one may be)."""
+    left = _left_s(limit, began)
+    if opts.scheduler == "none":
+        return "--scheduler none cannot trade compute for memory"
+    if below_floor:
+        return "a budget tightened by the excess is below the memory floor"
+    if rounds >= MAX_ROUNDS:
+        return f"{MAX_ROUNDS} schedules is the most tried"
+    if left is not None and limit.seconds is not None and left < RETRY_SHARE * limit.seconds:
+        return f"less than {RETRY_SHARE:.0%} of --time-limit {limit.seconds:g} s is left for another"
+    return ""
 
 
 def _storage_hint(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
@@ -13,9 +14,20 @@ from onnx import numpy_helper
 from poet_edge import ops
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Node, Role, Tensor
+from poet_edge.ops.base import attribute_problems, elements
+from poet_edge.ops.softmax import norm_axis
 from poet_edge.trainable import zero_states
 
 _DTYPES = {onnx.TensorProto.FLOAT: "float32"}
+
+# The ONNX opsets (default domain) whose op versions poet implements. 7 is the first with numpy-style
+# broadcasting (no ``broadcast`` / ``axis`` attributes on Add, Mul, ...); the ops' declared attributes
+# (OpDef.attributes) cover every version from MIN_OPSET to MAX_OPSET. The versions of supported ops after 22
+# (Flatten, Identity, Reshape, Squeeze, Transpose, Unsqueeze at 23-25) only add element types, which the
+# frontend refuses anyway (float32 data only); tests/test_attributes.py pins that list.
+MIN_OPSET = 7
+MAX_OPSET = 25
+SHOWN_PROBLEMS = 20  # the collected error lists this many problems, then how many more there are
 
 # Shape computations that exporters emit around Reshape (``x.view(x.size(0), -1)``: Shape, Gather, Unsqueeze,
 # Concat, ...) are evaluated with numpy when every input is a known constant: an int initializer, a Constant,
@@ -125,8 +137,10 @@ def _input_shape(vi: onnx.ValueInfoProto, batch: int) -> tuple[int, ...]:
 class _Builder:
     """Walks ONNX nodes, folding constants and inferring shapes with the op registry."""
 
-    def __init__(self, model: onnx.ModelProto, batch: int):
+    def __init__(self, model: onnx.ModelProto, batch: int, opset: int):
         g = model.graph
+        self.opset = opset
+        self.problems: list[PoetError] = []  # input-level problems, listed before the nodes'
         self.tensors: dict[str, Tensor] = {}
         self.nodes: list[Node] = []
         self.params: dict[str, np.ndarray] = {}
@@ -143,14 +157,34 @@ class _Builder:
         self.inputs = [vi for vi in g.input if vi.name not in self.params and vi.name not in self.consts]
         if len(self.inputs) != 1:
             names = [vi.name for vi in self.inputs]
-            raise PoetError(f"the model must have exactly one data input, it has {len(names)}: {names}")
+            self.problems.append(
+                PoetError(f"the model must have exactly one data input, it has {len(names)}: {names}")
+            )
+            self.unknown.update(names)
+            return
         vi = self.inputs[0]
-        if batch != 1:  # 1 is every caller's default: on a fixed batch it means "the export's"
-            resolve_batch(vi, batch)  # refuses a batch the export fixed otherwise
-        self.tensors[vi.name] = Tensor(vi.name, _input_shape(vi, batch), "float32", Role.INPUT)
+        try:
+            if batch != 1:  # 1 is every caller's default: on a fixed batch it means "the export's"
+                resolve_batch(vi, batch)  # refuses a batch the export fixed otherwise
+            self.tensors[vi.name] = Tensor(vi.name, _input_shape(vi, batch), "float32", Role.INPUT)
+        except PoetError as e:
+            self.problems.append(e)
+            self.unknown.add(vi.name)
+
+    def attribute_errors(self, pn: onnx.NodeProto, index: int) -> list[PoetError]:
+        """One error per attribute (or value) of a node of a supported op that the op does not implement
+        (its declared ``attributes``), told before any work on the node."""
+        op = ops.REGISTRY.get(pn.op_type)
+        if pn.domain not in ("", "ai.onnx") or op is None or op.internal:
+            return []
+        name = _node_name(pn, index)
+        return [
+            PoetError(f"node '{name}' ({pn.op_type}): unsupported {p}")
+            for p in attribute_problems(op, _attrs(pn))
+        ]
 
     def add(self, pn: onnx.NodeProto, index: int) -> None:
-        name = pn.name or f"{pn.op_type}_{index}"
+        name = _node_name(pn, index)
         if pn.domain not in ("", "ai.onnx"):
             raise UnsupportedOp(f"node '{name}': op {pn.domain}::{pn.op_type} is not in the ONNX domain")
         if pn.op_type == "Constant":
@@ -194,12 +228,37 @@ class _Builder:
         if op.check:
             op.check(node)
         try:
-            shapes = op.infer([self.tensors[t].shape for t in inputs], attrs)
+            rewritten = (
+                self._softmax_before_13(node) if pn.op_type == "Softmax" and self.opset < 13 else [node]
+            )
+            for n in rewritten:
+                shapes = ops.get(n.op).infer([self.tensors[t].shape for t in n.inputs], n.attrs)
+                for out, shape in zip(n.outputs, shapes, strict=False):
+                    self.tensors[out] = Tensor(out, tuple(int(d) for d in shape), "float32", Role.ACTIVATION)
         except (ValueError, KeyError) as e:
             raise PoetError(f"node '{name}' ({pn.op_type}): {e}") from None
-        for out, shape in zip(node.outputs, shapes, strict=False):
-            self.tensors[out] = Tensor(out, tuple(int(d) for d in shape), "float32", Role.ACTIVATION)
-        self.nodes.append(node)
+        self.nodes.extend(rewritten)
+
+    def _softmax_before_13(self, node: Node) -> list[Node]:
+        """Softmax before opset 13 normalizes the input flattened to 2-D at ``axis`` (default 1): over all of
+        ``shape[axis:]`` at once. On the last axis that is opset 13's Softmax; elsewhere it becomes
+        Reshape to [prod(shape[:axis]), prod(shape[axis:])], Softmax on axis 1, Reshape back."""
+        shape = self.tensors[node.inputs[0]].shape
+        axis = norm_axis(int(cast(int, node.attr("axis", 1))), len(shape))
+        if axis == len(shape) - 1:
+            return [replace(node, attrs={**node.attrs, "axis": axis})]
+        flat, y = self._fresh(f"{node.outputs[0]}/flat_in"), self._fresh(f"{node.outputs[0]}/flat_out")
+        rows = (elements(shape[:axis]), elements(shape[axis:]))
+        return [
+            Node(f"{node.name}/flatten", "Reshape", (node.inputs[0],), (flat,), {"shape": rows}),
+            replace(node, inputs=(flat,), outputs=(y,), attrs={"axis": 1}),
+            Node(f"{node.name}/unflatten", "Reshape", (y,), node.outputs, {"shape": shape}),
+        ]
+
+    def _fresh(self, name: str) -> str:
+        while name in self.tensors or name in self.consts or name in self.params:
+            name += "_"
+        return name
 
     def refused(self, pn: onnx.NodeProto) -> None:
         """Marks the outputs of a node that could not be added, so that readers are checked, not shaped."""
@@ -211,7 +270,7 @@ class _Builder:
     def check_only(self, pn: onnx.NodeProto, index: int) -> None:
         """A node that reads a refused node's output: its shapes are unknown, but whether its op and its
         attributes are supported can still be told (so that one error lists every problem)."""
-        name = pn.name or f"{pn.op_type}_{index}"
+        name = _node_name(pn, index)
         self.refused(pn)
         if pn.domain not in ("", "ai.onnx"):
             raise UnsupportedOp(f"node '{name}': op {pn.domain}::{pn.op_type} is not in the ONNX domain")
@@ -283,15 +342,38 @@ class _Builder:
         raise PoetError(f"node '{name}' (Constant): unsupported attributes {sorted(attrs)}")
 
 
+def onnx_opset(model: onnx.ModelProto) -> int | None:
+    """The model's opset of the default ONNX domain (None if it imports none)."""
+    return next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+
+
+def _opset_problem(opset: int | None) -> PoetError | None:
+    if opset is None or MIN_OPSET <= opset <= MAX_OPSET:
+        return None
+    return PoetError(
+        f"the model uses ONNX opset {opset}; poet supports opsets {MIN_OPSET} to {MAX_OPSET} (re-export it "
+        f"with one of them, e.g. torch.onnx.export(..., opset_version=17), or convert it with "
+        f"onnx.version_converter.convert_version)"
+    )
+
+
 def to_ir(model: onnx.ModelProto, batch: int = 1) -> Graph:
     """The IR graph. ``batch`` sets a dynamic batch dimension. On a fixed one, the default 1 keeps the
     export's value and any other batch that differs is refused (the commands also refuse an explicit
-    --batch 1 there, see resolve_batch); graph_batch tells the batch used."""
+    --batch 1 there, see resolve_batch); graph_batch tells the batch used. Every problem found (opset, data
+    input, unsupported ops, attributes and values) is collected into one PoetError."""
     if batch < 1:
         raise PoetError(f"--batch must be at least 1, got {batch}")
-    b = _Builder(model, batch)
-    problems: list[PoetError] = []
+    opset = onnx_opset(model)
+    b = _Builder(model, batch, MAX_OPSET if opset is None else opset)
+    bad_opset = _opset_problem(opset)
+    problems: list[PoetError] = ([bad_opset] if bad_opset else []) + b.problems
     for i, pn in enumerate(model.graph.node):
+        found = b.attribute_errors(pn, i)
+        if found:
+            problems += found
+            b.refused(pn)
+            continue
         try:
             if b.reads_refused(pn):
                 b.check_only(pn, i)
@@ -319,12 +401,18 @@ def _collected(problems: list[PoetError]) -> PoetError:
     if len(problems) == 1:
         e = problems[0]
         return PoetError(f"{e}; {supported}") if isinstance(e, UnsupportedOp) else e
-    lines = [f"the model has {len(problems)} problems (every node poet cannot compile is listed):"]
-    lines += [f"  - {e}" for e in problems]
+    lines = [f"the model has {len(problems)} problems (every one poet found is listed):"]
+    lines += [f"  - {e}" for e in problems[:SHOWN_PROBLEMS]]
+    if len(problems) > SHOWN_PROBLEMS:
+        lines.append(f"  ... and {len(problems) - SHOWN_PROBLEMS} more")
     if any(isinstance(e, UnsupportedOp) for e in problems):
         lines.append(f"  {supported}")
     lines.append("  what to do: docs/models.md, 'When poet refuses a model'")
     return PoetError("\n".join(lines))
+
+
+def _node_name(pn: onnx.NodeProto, index: int) -> str:
+    return pn.name or f"{pn.op_type}_{index}"
 
 
 def _trim(names) -> list[str]:

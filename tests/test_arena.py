@@ -228,3 +228,83 @@ def test_planning_work_on_a_2000_node_graph_is_bounded(monkeypatch):
     assert plan.arena_bytes <= arena.plan_greedy_by_size(insts).arena_bytes
     one_pass = len(insts) + sum(len(c) for c in arena.conflicts(insts))
     assert len(insts) > 2000 and made[0].work <= 13 * one_pass + arena.REFINE_WORK
+
+
+# ---- absorbing fragmentation without a new schedule (arena.evict_above) ------------------------------
+def _chain_schedule() -> Schedule:
+    """a and x are read again by d; b, c lie between (a: recomputable from nothing; x: only paged)."""
+    return Schedule(
+        tuple(
+            [Compute("a"), Compute("x"), Compute("b"), Compute("c"), Free("b")]
+            + [Compute("d"), Free("a"), Free("x"), Free("c"), Free("d")]
+        ),
+        "test",
+    )
+
+
+def test_evict_above_recomputes_or_pages_a_value_between_its_reads() -> None:
+    schedule = _chain_schedule()
+    sizes = dict.fromkeys("abcdx", 16)
+    insts = arena.instances(schedule, sizes, {})
+    offsets = {"a": 64, "x": 80, "b": 16, "c": 32, "d": 0}  # a and x above a room of 64 bytes
+    plan = ArenaPlan(tuple(insts), tuple(offsets[i.value] for i in insts), 96, 80, "test")
+    preds = {"a": set(), "x": set(), "b": set(), "c": {"b"}, "d": {"a", "x", "c"}}
+    consumers = {"a": {"d"}, "x": {"d"}, "b": {"c"}, "c": {"d"}, "d": set()}
+    out = arena.evict_above(schedule, plan, 64, preds, consumers, {"a", "b", "c", "d"}, {"x"})
+    assert out is not None and out.steps == (
+        Compute("a"),
+        Free("a"),  # recomputed before its read: no page-out
+        Compute("x"),
+        PageOut("x"),  # x may not be recomputed: paged
+        Free("x"),
+        Compute("b"),
+        Compute("c"),
+        Free("b"),
+        Compute("a"),
+        PageIn("x"),
+        Compute("d"),
+        Free("a"),
+        Free("x"),
+        Free("c"),
+        Free("d"),
+    )
+    # paged once around its longest stretch without reads: x stays in RAM to its old end after the page-in
+    once = arena.evict_above(schedule, plan, 64, preds, consumers, {"a", "b", "c", "d"}, {"x"}, once=True)
+    assert once is not None and once.steps[:11] == out.steps[:11]
+    assert once.steps[11:] == (Free("a"), Free("x"), Free("c"), Free("d"))
+    # neither recomputable nor pageable: nothing to do
+    assert arena.evict_above(schedule, plan, 64, preds, consumers, set(), set()) is None
+
+
+def test_evicting_the_values_above_fits_the_greedy_gru_arena() -> None:
+    """The unrolled GRU's greedy schedule at 100 KB: its arena is 10,928 B over the 73,744 B left after the
+    fixed RAM; one eviction round fits it, and the simulator accepts the repaired schedule (counts)."""
+    from pathlib import Path
+
+    from poet_edge import autodiff, compiler, frontend, planning
+    from poet_edge.compiler import CompileOptions
+    from poet_edge.profiles import load_profile
+    from poet_edge.progress import PhaseLimit
+    from poet_edge.schedulers import get_scheduler
+    from poet_edge.simulator import simulate
+
+    gru = Path(__file__).resolve().parents[1] / "examples" / "zoo" / "gru_unrolled.onnx"
+    profile = load_profile("cortex-m4")
+    spec = planning.spec_from_graph(
+        autodiff.training_graph(frontend.load(gru, 1)), profile.mcu.ram_reserve_bytes
+    )
+    problem = planning.price(spec, profile, 100 * 1024)
+    schedule = get_scheduler("greedy")(problem)
+    ws = {n.name: n.workspace_bytes for n in problem.nodes}
+    plan = arena.plan_best(arena.instances(schedule, {n.name: n.out_bytes for n in problem.nodes}, ws))
+    room = 100 * 1024 - problem.fixed_bytes
+    assert (room, plan.arena_bytes) == (73744, 84672)
+    logs: list[str] = []
+    opts = CompileOptions(gru, "cortex-m4", 100 * 1024, Path("unused"), scheduler="greedy")
+    repaired, fitted = compiler._evict_fragments(problem, schedule, plan, opts, PhaseLimit(None), logs.append)
+    assert len(logs) == 1 and fitted.arena_bytes == 73728 <= room
+    arena.verify(fitted)
+    sim = simulate(problem, repaired)
+    assert sim.peak_ram_bytes <= simulate(problem, schedule).peak_ram_bytes
+    computed = {s.node for s in schedule.steps if isinstance(s, Compute)}
+    assert {s.node for s in repaired.steps if isinstance(s, Compute)} == computed  # recomputations only

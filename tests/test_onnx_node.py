@@ -12,6 +12,7 @@ from poet_edge import ops
 from poet_edge.errors import PoetError
 from poet_edge.frontend import _attrs
 from poet_edge.ir import Node
+from poet_edge.ops.base import attribute_problems
 
 
 @functools.cache
@@ -50,6 +51,9 @@ def run_case(case) -> str:
     if any(x.dtype != np.float32 for x in xs):
         return "refused: non-float32 data"
     node = Node(pn.name or pn.op_type, pn.op_type, tuple(ins), tuple(pn.output), attrs)
+    problems = attribute_problems(op, _attrs(pn))  # as the frontend: the declared attributes first
+    if problems:
+        return f"refused: {problems[0]}"
     try:
         if op.check:
             op.check(node)

@@ -8,8 +8,8 @@ from typing import cast
 
 import numpy as np
 
-from poet_edge.ops.base import IntArg, KernelCall, OpDef, TensorArg
-from poet_edge.ops.pool_common import Window, check_window_attrs, pool_window, pool_work, with_shape
+from poet_edge.ops.base import ANY, IntArg, KernelCall, OpDef, TensorArg, only
+from poet_edge.ops.pool_common import WINDOW_ATTRIBUTES, Window, pool_window, pool_work, with_shape
 
 
 def _include_pad(attrs) -> int:
@@ -71,10 +71,6 @@ def kernel(node, shape):
     )
 
 
-def check(node):
-    check_window_attrs(node)
-
-
 def grad_infer(shapes, attrs):
     return [tuple(attrs["x_shape"])]
 
@@ -101,5 +97,6 @@ def grad_kernel(node, shape):
     return KernelCall("poet_avgpool2d_grad_f32", (dy, dx, win.ints(), include), "pool")
 
 
-OP = OpDef("AveragePool", infer, forward, work, backward, kernel, check)
+ATTRIBUTES = {**WINDOW_ATTRIBUTES, "ceil_mode": only(0), "count_include_pad": ANY}
+OP = OpDef("AveragePool", infer, forward, work, backward, kernel, attributes=ATTRIBUTES)
 GRAD = OpDef("AveragePoolGrad", grad_infer, grad_forward, grad_work, None, grad_kernel, internal=True)

@@ -87,6 +87,72 @@ KernelFn = Callable[["Node", Callable[[str], Shape]], KernelCall]
 CheckFn = Callable[["Node"], None]
 
 
+# ---- declared ONNX attributes --------------------------------------------------------------
+@dataclass(frozen=True)
+class Attr:
+    """How an op treats one ONNX attribute. ``ok(value)`` tells whether a value is implemented (None: every
+    value the ONNX spec allows); ``supported`` names those that are, for the error. ``ignored`` says why an
+    attribute that is accepted has no effect on training (e.g. BatchNormalization's ``momentum``, which only
+    updates running statistics that poet keeps frozen)."""
+
+    ok: Callable[[object], bool] | None = None
+    supported: str = "any value"
+    ignored: str = ""
+
+    def accepts(self, value: object) -> bool:
+        return self.ok is None or self.ok(value)
+
+
+ANY = Attr()
+
+
+def only(*values: object) -> Attr:
+    """An attribute implemented for these values only (ints, floats, strings, or tuples of them)."""
+    shown = " or ".join(_show(v) for v in values)
+    return Attr(lambda v: _plain(v) in values, shown)
+
+
+def no_effect(why: str) -> Attr:
+    """An attribute accepted because it does not change what poet computes; ``why`` says so."""
+    return Attr(None, "any value (no effect: " + why + ")", why)
+
+
+def refused(why: str) -> Attr:
+    """An ONNX attribute poet does not implement at all (any value, even the default, is refused)."""
+    return Attr(lambda v: False, why)
+
+
+def _plain(v: object) -> object:
+    """An attribute value as ints / floats / strings / tuples, for comparison with declared values."""
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return tuple(_plain(x) for x in np.asarray(v).reshape(-1).tolist())
+    return v
+
+
+def _show(v: object) -> str:
+    p = _plain(v)
+    if isinstance(p, tuple):
+        return "[" + ", ".join(_show(x) for x in p) + "]"
+    return repr(p) if isinstance(p, str) else str(p)
+
+
+def attribute_problems(op: OpDef, attrs: Attrs) -> list[str]:
+    """One phrase per ONNX attribute of a node of ``op`` that poet does not implement (its name, its value
+    and what is supported); empty when every attribute is handled. Called on the node's own attributes,
+    before constant inputs are merged in."""
+    out = []
+    for key in sorted(attrs):
+        spec, value = op.attributes.get(key), attrs[key]
+        if spec is None:
+            handled = ", ".join(sorted(op.attributes)) or "none"
+            out.append(f"attribute {key}={_show(value)} (not implemented; {op.name} handles: {handled})")
+        elif not spec.accepts(value):
+            out.append(f"attribute {key}={_show(value)} (implemented: {spec.supported})")
+    return out
+
+
 @dataclass(frozen=True)
 class OpDef:
     """One op. ``backward(gb, node, grad_outputs, needs)`` emits gradient nodes through ``gb`` and
@@ -94,7 +160,11 @@ class OpDef:
 
     ``const_inputs`` maps an input index to the attribute name it becomes when the frontend folds a
     constant input (e.g. Reshape's ``shape``). A parameter fed only into ``frozen_inputs`` is never
-    trainable. ``internal`` ops appear only in training graphs."""
+    trainable. ``internal`` ops appear only in training graphs.
+
+    ``attributes`` declares every ONNX attribute the op handles (ONNX opsets ``frontend.MIN_OPSET`` to
+    ``MAX_OPSET``) and the values it implements; the frontend refuses any other attribute or value
+    (:func:`attribute_problems`). Internal ops leave it empty: their attributes come from poet itself."""
 
     name: str
     infer: InferFn
@@ -108,6 +178,7 @@ class OpDef:
         frozenset()
     )  # parameter inputs that are never trained (e.g. BN statistics)
     internal: bool = False
+    attributes: Mapping[str, Attr] = field(default_factory=dict)
 
 
 def unsupported(node: Node, what: str) -> PoetError:

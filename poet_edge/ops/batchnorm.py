@@ -13,6 +13,8 @@ import numpy as np
 
 from poet_edge.errors import PoetError
 from poet_edge.ops.base import (
+    ANY,
+    Attr,
     FloatArg,
     IntArg,
     KernelCall,
@@ -21,6 +23,7 @@ from poet_edge.ops.base import (
     elements,
     elementwise_work,
     f32_bytes,
+    no_effect,
 )
 from poet_edge.ops.base import unsupported as refuse
 from poet_edge.ops.channel_sum import dims
@@ -99,17 +102,9 @@ def kernel(node, shape):
 
 
 def check(node):
-    if int(node.attr("training_mode", 0)) != 0:
-        raise refuse(
-            node,
-            "attribute training_mode=1 (batch statistics); only the inference form with "
-            "frozen running mean/var is implemented (export the model in eval mode)",
-        )
     if any(o for o in node.outputs[1:]):
         extra = [o for o in node.outputs[1:] if o]
         raise refuse(node, f"training-mode outputs {extra} (running mean/var updates); only Y is supported")
-    if int(node.attr("spatial", 1)) != 1:
-        raise refuse(node, "attribute spatial=0 (per-activation statistics)")
     if len(node.inputs) != 5 or "" in node.inputs:
         raise refuse(node, "missing inputs (X, scale, B, input_mean, input_var are all required)")
 
@@ -167,8 +162,26 @@ def grad_scale_kernel(node, shape):
     )
 
 
+ATTRIBUTES = {
+    "epsilon": ANY,
+    "momentum": no_effect("it updates only the running mean/var, which stay frozen"),
+    "spatial": Attr(lambda v: v == 1, "1 (per-channel statistics; spatial=0 is per-activation)"),
+    "training_mode": Attr(
+        lambda v: v == 0,
+        "0: the inference form with frozen running mean/var (batch statistics are not implemented; "
+        "export the model in eval mode)",
+    ),
+}
 OP = OpDef(
-    "BatchNormalization", infer, forward, work, backward, kernel, check, frozen_inputs=frozenset({MEAN, VAR})
+    "BatchNormalization",
+    infer,
+    forward,
+    work,
+    backward,
+    kernel,
+    check,
+    frozen_inputs=frozenset({MEAN, VAR}),
+    attributes=ATTRIBUTES,
 )
 GRAD_INPUT = OpDef(
     "BatchNormGradInput", grad_input_infer, grad_input_forward, work, None, grad_input_kernel, internal=True

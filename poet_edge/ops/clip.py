@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from poet_edge.ops.base import FloatArg, IntArg, KernelCall, OpDef, TensorArg, elements, f32_bytes
+from poet_edge.ops.base import ANY, FloatArg, IntArg, KernelCall, OpDef, TensorArg, elements, f32_bytes
 from poet_edge.ops.base import unsupported as refuse
 from poet_edge.work import OpClass, Work
 
@@ -101,5 +101,15 @@ def grad_kernel(node, shape):
     )
 
 
-OP = OpDef("Clip", _same, forward, _work, backward, kernel, check, const_inputs={1: "min", 2: "max"})
+OP = OpDef(
+    "Clip",
+    _same,
+    forward,
+    _work,
+    backward,
+    kernel,
+    check,
+    const_inputs={1: "min", 2: "max"},
+    attributes={"min": ANY, "max": ANY},  # opset < 11: the bounds are attributes
+)
 GRAD = OpDef("ClipGrad", _same, grad_forward, _work, None, grad_kernel, internal=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.ops.base import (
+    ANY,
     IntArg,
     IntArrayArg,
     KernelCall,
@@ -77,4 +78,4 @@ def check(node):
         raise unsupported(node, f"{len(node.inputs)} inputs (at most {MAX_PIECES})")
 
 
-OP = OpDef("Concat", infer, forward, work, backward, kernel, check)
+OP = OpDef("Concat", infer, forward, work, backward, kernel, check, attributes={"axis": ANY})

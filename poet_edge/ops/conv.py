@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.kernel_model import conv_weight
-from poet_edge.ops.base import KernelCall, NullArg, OpDef, TensorArg, f32_bytes, unsupported
-from poet_edge.ops.pool_common import Window, check_window_attrs, window, with_shape
+from poet_edge.ops.base import ANY, KernelCall, NullArg, OpDef, TensorArg, f32_bytes, unsupported
+from poet_edge.ops.pool_common import WINDOW_ATTRIBUTES, Window, window, with_shape
 from poet_edge.work import OpClass, Work
 
 
@@ -120,7 +120,6 @@ def kernel(node, shape):
 
 
 def check(node):
-    check_window_attrs(node)
     if len(node.inputs) == 3 and node.inputs[2] == "":
         raise unsupported(node, "empty optional input B (drop it instead)")
 
@@ -194,7 +193,9 @@ def grad_weight_kernel(node, shape):
     )
 
 
-OP = OpDef("Conv", infer, forward, work, backward, kernel, check)
+OP = OpDef(
+    "Conv", infer, forward, work, backward, kernel, check, attributes={**WINDOW_ATTRIBUTES, "group": ANY}
+)
 GRAD_INPUT = OpDef(
     "ConvGradInput",
     grad_input_infer,

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 from poet_edge.ops import identity
-from poet_edge.ops.base import OpDef, unsupported
+from poet_edge.ops.base import OpDef, no_effect, unsupported
+
+IDENTITY = "Dropout is the identity on the device (docs/ops.md)"
 
 
 def check(node):
@@ -21,4 +23,5 @@ OP = OpDef(
     identity.kernel,
     check,
     const_inputs={1: "ratio", 2: "training_mode"},
+    attributes={"ratio": no_effect(IDENTITY), "seed": no_effect(IDENTITY)},  # ratio: opset < 12
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from poet_edge.ops import reshape
-from poet_edge.ops.base import OpDef, elements
+from poet_edge.ops.base import ANY, OpDef, elements
 
 
 def infer(shapes, attrs):
@@ -17,4 +17,6 @@ def forward(xs, attrs):
     return [xs[0].reshape(infer([xs[0].shape], attrs)[0])]
 
 
-OP = OpDef("Flatten", infer, forward, reshape.work, reshape.backward, reshape.kernel)
+OP = OpDef(
+    "Flatten", infer, forward, reshape.work, reshape.backward, reshape.kernel, attributes={"axis": ANY}
+)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.ops.base import (
+    ANY,
     IntArg,
     IntArrayArg,
     KernelCall,
@@ -126,5 +127,15 @@ def grad_work(ins, outs, attrs):
     )
 
 
-OP = OpDef("Gather", infer, forward, work, backward, kernel, check, const_inputs={1: "indices"})
+OP = OpDef(
+    "Gather",
+    infer,
+    forward,
+    work,
+    backward,
+    kernel,
+    check,
+    const_inputs={1: "indices"},
+    attributes={"axis": ANY},
+)
 GRAD = OpDef("GatherGrad", grad_infer, grad_forward, grad_work, None, grad_kernel, internal=True)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from poet_edge.ops import elementwise as ew
-from poet_edge.ops.base import IntArg, OpDef, unsupported
+from poet_edge.ops.base import IntArg, OpDef, only
 from poet_edge.ops.erf import erf64
 
 _K = math.sqrt(2.0 / math.pi)  # the tanh approximation: tanh(_K (x + 0.044715 x^3))
@@ -40,11 +40,6 @@ def backward(gb, node, gys, needs):
     ]
 
 
-def check(node):
-    if node.attr("approximate", "none") not in ("none", "tanh"):
-        raise unsupported(node, f"approximate={node.attr('approximate')!r} (none or tanh)")
-
-
 def _mode(node):
     return IntArg(_tanh_mode(node.attrs))
 
@@ -56,7 +51,7 @@ OP = OpDef(
     ew.costly(51.0, 63.8),
     backward,
     ew.kernel("poet_gelu_f32", "gelu", _mode),
-    check,
+    attributes={"approximate": only("none", "tanh")},
 )
 GRAD = OpDef(
     "GeluGrad",

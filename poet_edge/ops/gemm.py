@@ -5,7 +5,17 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.kernel_model import gemm_weight
-from poet_edge.ops.base import FloatArg, IntArg, KernelCall, NullArg, OpDef, TensorArg, f32_bytes, unsupported
+from poet_edge.ops.base import (
+    ANY,
+    FloatArg,
+    IntArg,
+    KernelCall,
+    NullArg,
+    OpDef,
+    TensorArg,
+    f32_bytes,
+    unsupported,
+)
 from poet_edge.ops.broadcast import strides_for
 from poet_edge.work import OpClass, Work
 
@@ -96,4 +106,5 @@ def check(node):
         raise unsupported(node, "empty optional input C (drop it instead)")
 
 
-OP = OpDef("Gemm", infer, forward, work, backward, kernel, check)
+ATTRIBUTES = {"alpha": ANY, "beta": ANY, "transA": ANY, "transB": ANY}
+OP = OpDef("Gemm", infer, forward, work, backward, kernel, check, attributes=ATTRIBUTES)

@@ -18,7 +18,7 @@ import numpy as np
 
 from poet_edge.ir import Role
 from poet_edge.ops import rnn_common as rc
-from poet_edge.ops.base import CArg, IntArg, KernelCall, NullArg, OpDef, TensorArg, unsupported
+from poet_edge.ops.base import CArg, IntArg, KernelCall, NullArg, OpDef, TensorArg, only
 
 ACTS = ("Sigmoid", "Tanh")
 GRAD_KEYS = ("X", "W", "R", "?b", "?h0", "Y", "?dy", "?dyh")
@@ -26,8 +26,6 @@ GRAD_KEYS = ("X", "W", "R", "?b", "?h0", "Y", "?dy", "?dyh")
 
 def check(node):
     rc.check(node, ACTS, 5)
-    if _lbr(node.attrs) not in (0, 1):
-        raise unsupported(node, f"linear_before_reset={_lbr(node.attrs)} (0 or 1)")
 
 
 def _lbr(attrs) -> int:
@@ -191,5 +189,16 @@ def grad_kernel(node, shape):
     return KernelCall("poet_gru_grad_f32", (*ins, *outs, *dims), "gru")
 
 
-OP = OpDef("GRU", infer, forward, work, backward, kernel, check, const_inputs={4: "sequence_lens"})
+ATTRIBUTES = rc.attributes(ACTS, linear_before_reset=only(0, 1))
+OP = OpDef(
+    "GRU",
+    infer,
+    forward,
+    work,
+    backward,
+    kernel,
+    check,
+    const_inputs={4: "sequence_lens"},
+    attributes=ATTRIBUTES,
+)
 GRAD = OpDef("GRUGrad", grad_infer, grad_forward, grad_work, None, grad_kernel, internal=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.ops import elementwise as ew
-from poet_edge.ops.base import FloatArg, OpDef
+from poet_edge.ops.base import ANY, FloatArg, OpDef
 
 
 def coeffs(attrs) -> tuple[np.float32, np.float32]:
@@ -52,6 +52,7 @@ OP = OpDef(
     ew.costly(13.0),  # instructions per element, measured on qemu-cortex-m4 (4096 elements)
     backward,
     ew.kernel("poet_hardsigmoid_f32", "hardsigmoid", _alpha, _beta),
+    attributes={"alpha": ANY, "beta": ANY},
 )
 GRAD = OpDef(
     "HardSigmoidGrad",

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.ops.base import (
+    ANY,
+    Attr,
     FloatArg,
     IntArg,
     KernelCall,
@@ -143,7 +145,22 @@ def check(node):
         raise unsupported(node, "missing Scale input")
 
 
-OP = OpDef("LayerNormalization", infer, forward, work, backward, _kernel("poet_layer_norm_f32", 3), check)
+ATTRIBUTES = {
+    "axis": ANY,
+    "epsilon": ANY,
+    # the statistics' type: 1 (float32) is what the kernels compute in; double (11) or 16-bit stashes are not
+    "stash_type": Attr(lambda v: v == 1, "1 (float32 statistics)"),
+}
+OP = OpDef(
+    "LayerNormalization",
+    infer,
+    forward,
+    work,
+    backward,
+    _kernel("poet_layer_norm_f32", 3),
+    check,
+    attributes=ATTRIBUTES,
+)
 GRAD = OpDef(
     "LayerNormalizationGrad",
     lambda shapes, attrs: [tuple(shapes[0])],

@@ -17,7 +17,7 @@ import numpy as np
 
 from poet_edge.ir import Role
 from poet_edge.ops import rnn_common as rc
-from poet_edge.ops.base import CArg, IntArg, KernelCall, NullArg, OpDef, TensorArg, unsupported
+from poet_edge.ops.base import CArg, IntArg, KernelCall, NullArg, OpDef, TensorArg, only
 
 ACTS = ("Sigmoid", "Tanh", "Tanh")
 STATE_KEYS = ("X", "W", "R", "?b", "?h0", "?c0", "Y")
@@ -26,8 +26,6 @@ GRAD_KEYS = ("X", "W", "R", "?b", "?h0", "?c0", "Y", "C", "?dy", "?dyh", "?dyc")
 
 def check(node):
     rc.check(node, ACTS, 6)
-    if int(node.attr("input_forget", 0)) != 0:
-        raise unsupported(node, "input_forget=1 (only input_forget=0)")
 
 
 def infer(shapes, attrs):
@@ -190,6 +188,17 @@ def grad_kernel(node, shape):
     return KernelCall("poet_lstm_grad_f32", (*_named(node, GRAD_KEYS), *outs, *_dims(node, shape)), "lstm")
 
 
-OP = OpDef("LSTM", infer, forward, work, backward, kernel, check, const_inputs={4: "sequence_lens"})
+ATTRIBUTES = rc.attributes(ACTS, input_forget=only(0))
+OP = OpDef(
+    "LSTM",
+    infer,
+    forward,
+    work,
+    backward,
+    kernel,
+    check,
+    const_inputs={4: "sequence_lens"},
+    attributes=ATTRIBUTES,
+)
 STATES = OpDef("LSTMStates", states_infer, states_forward, states_work, None, states_kernel, internal=True)
 GRAD = OpDef("LSTMGrad", grad_infer, grad_forward, grad_work, None, grad_kernel, internal=True)

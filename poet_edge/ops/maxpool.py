@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from poet_edge.ops.base import KernelCall, OpDef, TensorArg, unsupported
-from poet_edge.ops.pool_common import Window, check_window_attrs, pool_window, pool_work
+from poet_edge.ops.base import ANY, KernelCall, OpDef, TensorArg, no_effect, unsupported
+from poet_edge.ops.pool_common import WINDOW_ATTRIBUTES, Window, pool_window, pool_work
 
 
 def argmax(win: Window, x4: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -57,7 +57,6 @@ def kernel(node, shape):
 
 
 def check(node):
-    check_window_attrs(node, allow_ceil=True)
     if len(node.outputs) > 1 and node.outputs[1]:
         raise unsupported(node, f"output Indices '{node.outputs[1]}' (only output Y is implemented)")
 
@@ -85,5 +84,10 @@ def grad_kernel(node, shape):
     )
 
 
-OP = OpDef("MaxPool", infer, forward, work, backward, kernel, check)
+ATTRIBUTES = {
+    **WINDOW_ATTRIBUTES,
+    "ceil_mode": ANY,
+    "storage_order": no_effect("it orders only the Indices output, which is refused"),
+}
+OP = OpDef("MaxPool", infer, forward, work, backward, kernel, check, attributes=ATTRIBUTES)
 GRAD = OpDef("MaxPoolGrad", grad_infer, grad_forward, work, None, grad_kernel, internal=True)

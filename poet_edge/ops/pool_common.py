@@ -13,10 +13,18 @@ from typing import cast
 
 import numpy as np
 
-from poet_edge.ops.base import Attrs, IntArrayArg, Shape, f32_bytes, unsupported
+from poet_edge.ops.base import ANY, Attr, Attrs, IntArrayArg, Shape, f32_bytes, only
 from poet_edge.work import OpClass, Work
 
 AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
+# the ONNX attributes every window op handles (Conv, MaxPool and AveragePool add theirs)
+WINDOW_ATTRIBUTES = {
+    "auto_pad": only(*AUTO_PADS),
+    "dilations": Attr(lambda v: all(int(d) == 1 for d in cast(Iterable[int], v)), "1 on every axis"),
+    "kernel_shape": ANY,
+    "pads": ANY,
+    "strides": ANY,
+}
 
 
 @dataclass(frozen=True)
@@ -96,18 +104,6 @@ def _ints(attrs: Attrs, key: str, default: Sequence[int], n: int) -> tuple[int, 
 def auto_pad(attrs: Attrs) -> str:
     v = attrs.get("auto_pad", "NOTSET")
     return v.decode() if isinstance(v, bytes) else str(v)
-
-
-def check_window_attrs(node, allow_ceil: bool = False) -> None:
-    """Refusals every window op shares: dilations != 1, ceil_mode (unless ``allow_ceil``: MaxPool), unknown
-    auto_pad."""
-    dil = node.attr("dilations")
-    if dil is not None and any(int(d) != 1 for d in dil):
-        raise unsupported(node, f"attribute dilations={list(dil)} (only dilation 1 is implemented)")
-    if not allow_ceil and int(node.attr("ceil_mode", 0)) != 0:
-        raise unsupported(node, "attribute ceil_mode=1 (only floor output sizes, ceil_mode=0)")
-    if auto_pad(node.attrs) not in AUTO_PADS:
-        raise unsupported(node, f"attribute auto_pad={auto_pad(node.attrs)!r}")
 
 
 def _out_size(i: int, b: int, e: int, k: int, s: int, ceil: bool) -> int:

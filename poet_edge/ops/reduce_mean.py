@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from poet_edge.ops.base import FloatArg, IntArg, KernelCall, OpDef, TensorArg, elements, f32_bytes
+from poet_edge.ops.base import ANY, FloatArg, IntArg, KernelCall, OpDef, TensorArg, elements, f32_bytes
 from poet_edge.ops.broadcast import bcast_args, strides_for
 from poet_edge.ops.softmax import norm_axis
 from poet_edge.ops.transpose import strided_copy
@@ -113,5 +113,8 @@ def bt_kernel(node, shape):
     )
 
 
-OP = OpDef("ReduceMean", infer, forward, work, backward, kernel, const_inputs={1: "axes"})
+ATTRIBUTES = {"axes": ANY, "keepdims": ANY, "noop_with_empty_axes": ANY}  # axes: an attribute before opset 18
+OP = OpDef(
+    "ReduceMean", infer, forward, work, backward, kernel, const_inputs={1: "axes"}, attributes=ATTRIBUTES
+)
 BROADCAST_TO = OpDef("BroadcastTo", bt_infer, bt_forward, bt_work, None, bt_kernel, internal=True)

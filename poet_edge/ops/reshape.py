@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from poet_edge.ops.base import IntArg, KernelCall, OpDef, TensorArg, elements, f32_bytes, unsupported
+from poet_edge.ops.base import ANY, IntArg, KernelCall, OpDef, TensorArg, elements, f32_bytes, unsupported
 from poet_edge.work import OpClass, Work
 
 
@@ -54,4 +54,14 @@ def check(node):
         raise unsupported(node, "shape that is not a 1-D tensor")
 
 
-OP = OpDef("Reshape", infer, forward, work, backward, kernel, check, const_inputs={1: "shape"})
+OP = OpDef(
+    "Reshape",
+    infer,
+    forward,
+    work,
+    backward,
+    kernel,
+    check,
+    const_inputs={1: "shape"},
+    attributes={"allowzero": ANY},
+)

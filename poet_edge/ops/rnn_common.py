@@ -14,12 +14,13 @@ kept, and the recomputation is counted in the backward node's MACs.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
 from poet_edge import ops
 from poet_edge.ir import Node, Role, Tensor
-from poet_edge.ops.base import Attrs, Shape, f32_bytes, unsupported
+from poet_edge.ops.base import ANY, Attr, Attrs, Shape, f32_bytes, only, refused, unsupported
 from poet_edge.work import OpClass, Work
 
 DIRECTIONS = {"forward": 0, "reverse": 1, "bidirectional": 2}
@@ -49,23 +50,33 @@ def steps(seq: int, attrs: Attrs, d: int) -> list[int]:
     return list(range(seq - 1, -1, -1)) if is_reverse(attrs, d) else list(range(seq))
 
 
+def attributes(default_acts: tuple[str, ...], **more: Attr) -> dict[str, Attr]:
+    """The ONNX attributes GRU and LSTM handle (``more``: the op's own) and the values implemented."""
+    acts = tuple(a.lower() for a in default_acts)
+    unset = "not set: only the default activations, without clipping"
+    return {
+        "activations": Attr(
+            lambda v: tuple(str(a).lower() for a in cast(Sequence[str], v)) in (acts, acts * 2),
+            f"the defaults {list(default_acts)} for each direction",
+        ),
+        "activation_alpha": refused(unset),
+        "activation_beta": refused(unset),
+        "clip": refused(unset),
+        "direction": only(*DIRECTIONS),
+        "hidden_size": ANY,
+        "layout": Attr(lambda v: v == 0, "0 ([seq, batch, ...]; layout=1 is batch-first)"),
+        **more,
+    }
+
+
 def check(node: Node, default_acts: tuple[str, ...], max_inputs: int) -> None:
-    """Refuses what the kernels do not implement, naming the attribute."""
+    """Refuses what the kernels do not implement beyond the attribute values (``attributes``)."""
     a = node.attrs
-    if a.get("direction", "forward") not in DIRECTIONS:
-        raise unsupported(node, f"direction {a.get('direction')!r} (forward, reverse, bidirectional)")
-    if int(a.get("layout", 0)) != 0:  # type: ignore[call-overload]
-        raise unsupported(node, "layout=1 (batch-first); only layout=0 [seq, batch, ...] is supported")
     if "hidden_size" not in a:
         raise unsupported(node, "missing hidden_size attribute")
     acts = a.get("activations")
-    if acts is not None:
-        want = default_acts * dirs(a)
-        if tuple(str(s).lower() for s in acts) != tuple(s.lower() for s in want):  # type: ignore[attr-defined]
-            raise unsupported(node, f"activations {tuple(acts)} (only the defaults {default_acts})")  # type: ignore[arg-type]
-    for key in ("activation_alpha", "activation_beta", "clip"):
-        if a.get(key) is not None:
-            raise unsupported(node, f"attribute {key} (only the default activations, no clipping)")
+    if acts is not None and len(acts) != len(default_acts) * dirs(a):  # type: ignore[arg-type]
+        raise unsupported(node, f"activations {tuple(acts)} (only the defaults {default_acts})")  # type: ignore[arg-type]
     if len(node.inputs) > max_inputs:
         raise unsupported(node, f"{len(node.inputs)} inputs (peephole weights P are not supported)")
     if not node.outputs or node.outputs[0] == "":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.ops.base import (
+    ANY,
     IntArg,
     IntArrayArg,
     KernelCall,
@@ -124,5 +125,6 @@ OP = OpDef(
     kernel,
     check,
     const_inputs={1: "starts", 2: "ends", 3: "axes", 4: "steps"},
+    attributes={"starts": ANY, "ends": ANY, "axes": ANY},  # opset < 10: attributes, as the inputs after it
 )
 GRAD = OpDef("SliceGrad", grad_infer, grad_forward, grad_work, None, grad_kernel, internal=True)

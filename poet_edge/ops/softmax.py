@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.ops import elementwise as ew
-from poet_edge.ops.base import IntArg, KernelCall, OpDef, TensorArg, elements
+from poet_edge.ops.base import ANY, IntArg, KernelCall, OpDef, TensorArg, elements
 
 
 def norm_axis(axis: int, rank: int) -> int:
@@ -61,7 +61,16 @@ def grad_infer(shapes, attrs):
     return ew.grad_shape(shapes, attrs)
 
 
-OP = OpDef("Softmax", infer, forward, ew.costly(87.1), backward, _kernel("poet_softmax_f32"))
+# opset < 13 (axis default 1, the input flattened to 2-D at axis): the frontend rewrites it to this form
+OP = OpDef(
+    "Softmax",
+    infer,
+    forward,
+    ew.costly(87.1),
+    backward,
+    _kernel("poet_softmax_f32"),
+    attributes={"axis": ANY},
+)
 GRAD = OpDef(
     "SoftmaxGrad",
     grad_infer,

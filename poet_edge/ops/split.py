@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from poet_edge.ops.base import IntArg, IntArrayArg, KernelCall, NullArg, OpDef, TensorArg, unsupported
+from poet_edge.ops.base import ANY, IntArg, IntArrayArg, KernelCall, NullArg, OpDef, TensorArg, unsupported
 from poet_edge.ops.concat import MAX_PIECES, pieces, work
 from poet_edge.ops.softmax import norm_axis
 
@@ -69,4 +69,7 @@ def check(node):
         raise unsupported(node, f"{len(node.outputs)} outputs for split sizes {tuple(node.attrs['split'])}")
 
 
-OP = OpDef("Split", infer, forward, work, backward, kernel, check, const_inputs={1: "split"})
+ATTRIBUTES = {"axis": ANY, "split": ANY, "num_outputs": ANY}  # split: an attribute before opset 13
+OP = OpDef(
+    "Split", infer, forward, work, backward, kernel, check, const_inputs={1: "split"}, attributes=ATTRIBUTES
+)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.ops import reshape
-from poet_edge.ops.base import OpDef
+from poet_edge.ops.base import ANY, OpDef
 from poet_edge.ops.softmax import norm_axis
 
 
@@ -33,5 +33,12 @@ def forward(xs, attrs):
 
 
 OP = OpDef(
-    "Squeeze", infer, forward, reshape.work, reshape.backward, reshape.kernel, const_inputs={1: "axes"}
+    "Squeeze",
+    infer,
+    forward,
+    reshape.work,
+    reshape.backward,
+    reshape.kernel,
+    const_inputs={1: "axes"},
+    attributes={"axes": ANY},  # an attribute before opset 13
 )

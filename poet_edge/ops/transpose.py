@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.ops.base import (
+    ANY,
     FloatArg,
     IntArg,
     IntArrayArg,
@@ -81,4 +82,4 @@ def kernel(node, shape):
     return strided_copy(node.inputs[0], node.outputs[0], [xs[p] for p in perm], [st[p] for p in perm])
 
 
-OP = OpDef("Transpose", infer, forward, copy_work, backward, kernel)
+OP = OpDef("Transpose", infer, forward, copy_work, backward, kernel, attributes={"perm": ANY})

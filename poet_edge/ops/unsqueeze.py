@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.ops import reshape
-from poet_edge.ops.base import OpDef, unsupported
+from poet_edge.ops.base import ANY, OpDef, unsupported
 from poet_edge.ops.softmax import norm_axis
 
 
@@ -43,4 +43,5 @@ OP = OpDef(
     reshape.kernel,
     check,
     const_inputs={1: "axes"},
+    attributes={"axes": ANY},  # an attribute before opset 13
 )
