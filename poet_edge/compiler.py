@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from poet_edge import __version__, arena, autodiff, frontend, planning, trainable
+from poet_edge import __version__, arena, autodiff, frontend, inference, planning, trainable
 from poet_edge.codegen import emit
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Phase
@@ -65,14 +65,20 @@ class Compiled:
     sim: SimResult
     arena: arena.ArenaPlan
     storage: emit.StoragePlan
+    inference: tuple[inference.ModePlan, ...] = ()  # poet_predict and poet_eval_step, sharing the arena
 
     @property
     def fixed(self) -> planning.FixedRam:
         return self.spec.fixed
 
     @property
+    def arena_bytes(self) -> int:
+        """The shared arena: the largest of the training and inference plans."""
+        return max([self.arena.arena_bytes, *(m.arena.arena_bytes for m in self.inference)])
+
+    @property
     def predicted_ram_bytes(self) -> int:
-        return self.fixed.total + self.arena.arena_bytes
+        return self.fixed.total + self.arena_bytes
 
 
 def plan_training(
@@ -93,7 +99,7 @@ def plan_training(
     tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train))
     profile = load_profile(opts.device)
     reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
-    spec = planning.spec_from_graph(tg, reserve, opts.input)
+    spec = _with_output_buffer(planning.spec_from_graph(tg, reserve, opts.input), tg)
     problem = planning.price(spec, profile, opts.ram_bytes)
     problem = replace(problem, max_latency_s=max_latency_s(opts.max_latency, problem))
     log(f"training graph: {len(tg.nodes)} nodes ({sum(n.phase == Phase.FORWARD for n in tg.nodes)} forward)")
@@ -103,22 +109,10 @@ def plan_training(
             f"--ram {fmt_bytes(opts.ram_bytes)} is below the memory floor of this model, "
             f"{fmt_bytes(floor.bytes)} ({floor.explanation}){_storage_hint(tg, reserve, profile, opts)}"
         )
-    sizes = {n.name: n.out_bytes for n in spec.nodes}
-    ws = {n.name: n.workspace_bytes for n in problem.nodes}
-    target = problem
-    for _ in range(4):  # the arena, not only the live bytes, must fit: tighten the budget by any excess
-        phase("schedule")
-        schedule = _schedule(target, opts)
-        phase("arena")
-        plan = arena.plan_best(arena.instances(schedule, sizes, ws), limit.check)
-        excess = problem.fixed_bytes + plan.arena_bytes - opts.ram_bytes
-        if excess <= 0 or opts.scheduler == "none" or target.budget_bytes - excess < floor.bytes:
-            break
-        log(f"arena exceeds the budget by {excess} B after fragmentation; rescheduling with a tighter budget")
-        target = replace(target, budget_bytes=target.budget_bytes - excess)
-    arena.verify(plan)
+    schedule, plan = _fit(problem, floor.bytes, spec, opts, limit, phase, log)
     phase("simulate")
     sim = simulate(problem, schedule, profile)
+    modes = tuple(_plan_mode(tg, m, spec.fixed, profile, opts, limit, phase, log) for m in inference.MODES)
     limit.begin(None)
     compiled = Compiled(
         g,
@@ -129,16 +123,76 @@ def plan_training(
         schedule,
         sim,
         plan,
-        emit.plan_storage(schedule, sizes, emit.input_region(spec)),
+        _storage(schedule, spec),
+        modes,
     )
     if compiled.predicted_ram_bytes > opts.ram_bytes:
         raise PoetError(
             f"the schedule needs {fmt_bytes(compiled.predicted_ram_bytes)} of RAM (arena "
-            f"{fmt_bytes(plan.arena_bytes)} + parameters, inputs and reserve "
+            f"{fmt_bytes(compiled.arena_bytes)} + parameters, inputs and reserve "
             f"{fmt_bytes(compiled.fixed.total)}; "
             f"simulated peak {fmt_bytes(sim.peak_ram_bytes)}), more than --ram {fmt_bytes(opts.ram_bytes)}"
         )
     return compiled
+
+
+def _with_output_buffer(spec: planning.ProblemSpec, tg: Graph) -> planning.ProblemSpec:
+    """The caller's labels buffer is also poet_predict's output buffer: as large as the larger of the two."""
+    fixed = spec.fixed
+    return inference.with_fixed(spec, replace(fixed, inputs=fixed.inputs + inference.output_extra_bytes(tg)))
+
+
+def _fit(
+    problem: SchedulingProblem,
+    floor: int,
+    spec: planning.ProblemSpec,
+    opts: CompileOptions,
+    limit: PhaseLimit,
+    phase: Callable[[str], None],
+    log: Callable[[str], None],
+    what: str = "",
+) -> tuple[Schedule, arena.ArenaPlan]:
+    """Schedules ``problem`` and plans its arena; the arena, not only the live bytes, must fit: while it
+    does not, reschedules with the budget tightened by the excess (at most 4 times)."""
+    sizes = {n.name: n.out_bytes for n in spec.nodes}
+    ws = {n.name: n.workspace_bytes for n in problem.nodes}
+    target = problem
+    for _ in range(4):
+        phase("schedule" + what)
+        schedule = _schedule(target, opts)
+        phase("arena" + what)
+        plan = arena.plan_best(arena.instances(schedule, sizes, ws), limit.check)
+        excess = problem.fixed_bytes + plan.arena_bytes - opts.ram_bytes
+        if excess <= 0 or opts.scheduler == "none" or target.budget_bytes - excess < floor:
+            break
+        log(f"arena exceeds the budget by {excess} B after fragmentation; rescheduling with a tighter budget")
+        target = replace(target, budget_bytes=target.budget_bytes - excess)
+    arena.verify(plan)
+    return schedule, plan
+
+
+def _storage(schedule: Schedule, spec: planning.ProblemSpec) -> emit.StoragePlan:
+    return emit.plan_storage(schedule, {n.name: n.out_bytes for n in spec.nodes}, emit.input_region(spec))
+
+
+def _plan_mode(
+    tg: Graph,
+    mode: str,
+    fixed: planning.FixedRam,
+    profile: Profile,
+    opts: CompileOptions,
+    limit: PhaseLimit,
+    phase: Callable[[str], None],
+    log: Callable[[str], None],
+) -> inference.ModePlan:
+    """poet_predict / poet_eval_step: the same scheduler on the mode's graph at the same --ram, with the
+    training step's fixed RAM (parameters stay where they are; the caller's buffers exist throughout)."""
+    g = inference.mode_graph(tg, mode)
+    spec = inference.with_fixed(planning.spec_from_graph(g, fixed.reserve, opts.input), fixed)
+    problem = planning.price(spec, profile, opts.ram_bytes)
+    schedule, plan = _fit(problem, memory_floor(problem).bytes, spec, opts, limit, phase, log, f" ({mode})")
+    sim = simulate(problem, schedule, profile)
+    return inference.ModePlan(mode, g, spec, problem, schedule, sim, plan, _storage(schedule, spec))
 
 
 def _storage_hint(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions) -> str:
@@ -276,6 +330,9 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
             "input_bytes": c.storage.input_bytes,
             "offsets": c.storage.offsets,
         },
+        # poet_predict / poet_eval_step: own schedules, replayed by the simulator, in the same arena
+        "runtime_arena_bytes": c.arena_bytes,
+        "inference": {m.mode: m.to_json(DETERMINISTIC_INFO) for m in c.inference},
     }
 
 
@@ -299,6 +356,7 @@ def project_files(
                 "sim": c.sim,
                 "storage_kind": c.profile.storage.kind,
             },
+            c.inference,
         )
     )
     files[PLAN] = text = json.dumps(plan_json(opts, c), indent=1) + "\n"
