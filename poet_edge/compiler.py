@@ -99,7 +99,7 @@ def plan_training(
     tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train))
     profile = load_profile(opts.device)
     reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
-    spec = _with_output_buffer(planning.spec_from_graph(tg, reserve, opts.input), tg)
+    spec = planning.spec_from_graph(tg, reserve, opts.input)
     problem = planning.price(spec, profile, opts.ram_bytes)
     problem = replace(problem, max_latency_s=max_latency_s(opts.max_latency, problem))
     log(f"training graph: {len(tg.nodes)} nodes ({sum(n.phase == Phase.FORWARD for n in tg.nodes)} forward)")
@@ -134,12 +134,6 @@ def plan_training(
             f"simulated peak {fmt_bytes(sim.peak_ram_bytes)}), more than --ram {fmt_bytes(opts.ram_bytes)}"
         )
     return compiled
-
-
-def _with_output_buffer(spec: planning.ProblemSpec, tg: Graph) -> planning.ProblemSpec:
-    """The caller's labels buffer is also poet_predict's output buffer: as large as the larger of the two."""
-    fixed = spec.fixed
-    return inference.with_fixed(spec, replace(fixed, inputs=fixed.inputs + inference.output_extra_bytes(tg)))
 
 
 def _fit(

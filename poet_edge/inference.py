@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from poet_edge.arena import ArenaPlan, align
+from poet_edge.arena import ArenaPlan
 from poet_edge.codegen.emit import StoragePlan
 from poet_edge.ir import Graph, Node, Phase, Role
 from poet_edge.planning import FixedRam, ProblemSpec
@@ -26,15 +26,6 @@ MODES = (PREDICT, EVAL)
 def logits(tg: Graph) -> str:
     """The model output: the first input of the training graph's loss node."""
     return next(n.inputs[0] for n in tg.nodes if n.phase == Phase.LOSS)
-
-
-def output_extra_bytes(tg: Graph) -> int:
-    """RAM poet_predict's ``out`` buffer (batch x outputs floats) needs beyond the labels buffer: the
-    caller holds labels (train, eval) or outputs (predict), never both at once, so one buffer of the
-    larger size serves both (MSE: outputs and targets have the same size; cross-entropy: outputs are
-    batch x classes floats, labels batch int32)."""
-    labels = next(t for t in tg.inputs if tg.tensor(t).role == Role.LABEL)
-    return max(0, align(tg.tensor(logits(tg)).nbytes) - align(tg.tensor(labels).nbytes))
 
 
 def _needed(nodes: list[Node], outputs: tuple[str, ...]) -> tuple[Node, ...]:
