@@ -147,20 +147,22 @@ def _fit(
     what: str = "",
 ) -> tuple[Schedule, arena.ArenaPlan]:
     """Schedules ``problem`` and plans its arena; the arena, not only the live bytes, must fit: while it
-    does not, reschedules with the budget tightened by the excess (at most 4 times)."""
+    does not, reschedules with the budget tightened by the excess, doubled while the same excess
+    comes back (at most 4 times)."""
     sizes = {n.name: n.out_bytes for n in spec.nodes}
     ws = {n.name: n.workspace_bytes for n in problem.nodes}
-    target = problem
-    for _ in range(4):
+    target, cut, last = problem, 0, 0
+    for _ in range(5):
         phase("schedule" + what)
         schedule = _schedule(target, opts)
         phase("arena" + what)
         plan = arena.plan_best(arena.instances(schedule, sizes, ws), limit.check)
         excess = problem.fixed_bytes + plan.arena_bytes - opts.ram_bytes
-        if excess <= 0 or opts.scheduler == "none" or target.budget_bytes - excess < floor:
+        cut, last = (2 * cut if excess == last else excess), excess  # the same excess again: cut more
+        if excess <= 0 or opts.scheduler == "none" or target.budget_bytes - cut < floor:
             break
         log(f"arena exceeds the budget by {excess} B after fragmentation; rescheduling with a tighter budget")
-        target = replace(target, budget_bytes=target.budget_bytes - excess)
+        target = replace(target, budget_bytes=target.budget_bytes - cut)
     arena.verify(plan)
     return schedule, plan
 

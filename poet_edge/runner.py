@@ -350,7 +350,8 @@ def run_project(
     if eval_data is not None and profile:
         raise PoetError("--profile counts kernel time per training step; run it without --eval-data")
     target = targets.load_target(target_name)
-    targets.check_storage(target, int(plan.get("simulation", {}).get("storage_peak_bytes", 0)))
+    sims = [plan.get("simulation", {}), *(m["simulation"] for m in plan.get("inference", {}).values())]
+    targets.check_storage(target, max(int(s.get("storage_peak_bytes", 0)) for s in sims))
     work = out / f"run-{target.name}{'-sanitize' if sanitize else ''}{'-profile' if profile else ''}"
     work.mkdir(exist_ok=True)
     write_data(work / "poet_data.bin", batches(plan, steps, data), plan["lr"] if lr is None else lr)

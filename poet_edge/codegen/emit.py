@@ -344,7 +344,14 @@ def generate(
         "poet_model.c": source,
         "Makefile": render("Makefile.in", **common),
         "CMakeLists.txt": render("CMakeLists.txt.in", **common),
-        "README.md": render_readme(tg, schedule, plan, storage.total_bytes, meta, storage.input_bytes),
+        "README.md": render_readme(
+            tg,
+            schedule,
+            plan,
+            storage_bytes,
+            {**meta, "arena_bytes": arena_bytes, "output_elems": out.size if out else 0},
+            storage.input_bytes,
+        ),
     }
 
 
