@@ -29,10 +29,13 @@ toolchain:  ## install gcc, the Arm toolchain, QEMU and chromium (report tests) 
 	    gcc make chromium $(ARM_PACKAGES); \
 	 else echo "missing toolchain: run as root or: sudo apt-get install gcc make chromium $(ARM_PACKAGES)"; exit 1; fi
 
-demo: venv toolchain  ## compile examples/mlp.onnx for a Cortex-M4 at 256KB, simulate it, train it under QEMU
-	$(POET) compile examples/mlp.onnx --device cortex-m4 --ram 256KB --batch 8 --lr 0.05 -o $(DEMO_OUT)
-	$(POET) simulate $(DEMO_OUT)
-	$(POET) run $(DEMO_OUT) --target qemu-cortex-m4 --steps 40
+DIGITS := examples/digits
+demo: venv toolchain  ## digits CNN: pretrain on the host with poet-edge, fine-tune on rotated digits on an emulated Cortex-M4 in 64KB
+	$(PY) $(DIGITS)/pretrain.py $(DEMO_OUT)/digits_pretrained.onnx
+	$(POET) compile $(DEMO_OUT)/digits_pretrained.onnx --device cortex-m4 --ram 64KB --batch 8 --lr 0.05 -o $(DEMO_OUT)/finetune
+	$(POET) simulate $(DEMO_OUT)/finetune
+	$(POET) run $(DEMO_OUT)/finetune --target qemu-cortex-m4 --steps 200 --data $(DIGITS)/rotated_train.npz \
+	  --eval-data $(DIGITS)/rotated_test.npz
 
 test: venv toolchain  ## run every test (pytest)
 	$(PY) -m pytest -q --durations=25

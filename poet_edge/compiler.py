@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from poet_edge import __version__, arena, autodiff, frontend, planning, trainable
+from poet_edge import __version__, arena, autodiff, frontend, inference, planning, trainable
 from poet_edge.codegen import emit
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Phase
@@ -67,14 +67,20 @@ class Compiled:
     sim: SimResult
     arena: arena.ArenaPlan
     storage: emit.StoragePlan
+    inference: tuple[inference.ModePlan, ...] = ()  # poet_predict and poet_eval_step, sharing the arena
 
     @property
     def fixed(self) -> planning.FixedRam:
         return self.spec.fixed
 
     @property
+    def arena_bytes(self) -> int:
+        """The shared arena: the largest of the training and inference plans."""
+        return max([self.arena.arena_bytes, *(m.arena.arena_bytes for m in self.inference)])
+
+    @property
     def predicted_ram_bytes(self) -> int:
-        return self.fixed.total + self.arena.arena_bytes
+        return self.fixed.total + self.arena_bytes
 
 
 def plan_training(
@@ -107,35 +113,12 @@ def plan_training(
             f"{fmt_bytes(floor.bytes)} ({floor.explanation}){_state_hint(spec.fixed, opts)}"
             f"{_storage_hint(tg, reserve, profile, opts)}"
         )
-    sizes = {n.name: n.out_bytes for n in spec.nodes}
-    ws = {n.name: n.workspace_bytes for n in problem.nodes}
-    target, rounds, why = problem, 0, ""
-    while True:  # the arena, not only the live bytes, must fit: tighten the budget by any excess
-        phase("schedule")
-        schedule = _schedule(target, _round_options(opts, limit, began))
-        rounds += 1
-        phase("arena")
-        plan = arena.plan_best(arena.instances(schedule, sizes, ws), limit.check)
-        excess = problem.fixed_bytes + plan.arena_bytes - opts.ram_bytes
-        why = _no_reschedule(opts, limit, began, rounds, target.budget_bytes - excess < floor.bytes)
-        if excess > 0 and why:  # the last resort, cheap in time but dearer than a reschedule
-            schedule, plan = _evict_fragments(problem, schedule, plan, opts, limit, log)
-            excess = problem.fixed_bytes + plan.arena_bytes - opts.ram_bytes
-        if excess <= 0 or why:
-            break
-        log(f"arena exceeds the budget by {excess} B after fragmentation; rescheduling with a tighter budget")
-        target = replace(target, budget_bytes=target.budget_bytes - excess)
-    arena.verify(plan)
-    if excess > 0:
-        raise PoetError(
-            f"compile stopped in the arena phase: after fragmentation the arena needs "
-            f"{fmt_bytes(plan.arena_bytes)} for a live peak of {fmt_bytes(plan.peak_live_bytes)}, "
-            f"{fmt_bytes(excess)} more than --ram {fmt_bytes(opts.ram_bytes)} leaves (after "
-            f"{rounds} schedule(s); {why}); give a larger --ram, or a longer --time-limit for a "
-            f"reschedule with a budget tightened by the excess"
-        )
+    schedule, plan = _fit(problem, floor.bytes, spec, opts, limit, began, phase, log)
     phase("simulate")
     sim = simulate(problem, schedule, profile)
+    modes = tuple(
+        _plan_mode(tg, m, spec.fixed, profile, opts, limit, began, phase, log) for m in inference.MODES
+    )
     limit.begin(None)
     compiled = Compiled(
         g,
@@ -146,12 +129,13 @@ def plan_training(
         schedule,
         sim,
         plan,
-        emit.plan_storage(schedule, sizes, emit.input_region(spec)),
+        _storage(schedule, spec),
+        modes,
     )
     if compiled.predicted_ram_bytes > opts.ram_bytes:
         raise PoetError(
             f"the schedule needs {fmt_bytes(compiled.predicted_ram_bytes)} of RAM (arena "
-            f"{fmt_bytes(plan.arena_bytes)} + parameters, inputs and reserve "
+            f"{fmt_bytes(compiled.arena_bytes)} + parameters, inputs and reserve "
             f"{fmt_bytes(compiled.fixed.total)}; "
             f"simulated peak {fmt_bytes(sim.peak_ram_bytes)}), more than --ram {fmt_bytes(opts.ram_bytes)}"
         )
@@ -175,7 +159,7 @@ def _state_hint(fixed: planning.FixedRam, opts: CompileOptions) -> str:
 # of the limit, so that the rule is the same at every limit.
 RESERVE_SHARE = 0.1
 RETRY_SHARE = 0.5  # a solve that needed less than about half the limit likely converges again in what is left
-MAX_ROUNDS = 4
+MAX_ROUNDS = 5
 
 
 def _left_s(limit: PhaseLimit, began: float) -> float | None:
@@ -272,6 +256,79 @@ def _no_reschedule(
     if left is not None and limit.seconds is not None and left < RETRY_SHARE * limit.seconds:
         return f"less than {RETRY_SHARE:.0%} of --time-limit {limit.seconds:g} s is left for another"
     return ""
+
+
+def _fit(
+    problem: SchedulingProblem,
+    floor: int,
+    spec: planning.ProblemSpec,
+    opts: CompileOptions,
+    limit: PhaseLimit,
+    began: float,
+    phase: Callable[[str], None],
+    log: Callable[[str], None],
+    what: str = "",
+) -> tuple[Schedule, arena.ArenaPlan]:
+    """Schedules ``problem`` and plans its arena. The arena, not only the live bytes, must fit: while it
+    does not, reschedules with the budget tightened by the excess (doubled while the same excess comes
+    back), while :func:`_no_reschedule` allows; then, as the last resort, evicts the values placed above
+    the budget (:func:`_evict_fragments`); an arena still too big stops the compile naming the phase."""
+    sizes = {n.name: n.out_bytes for n in spec.nodes}
+    ws = {n.name: n.workspace_bytes for n in problem.nodes}
+    target, rounds, why, cut, last = problem, 0, "", 0, 0
+    while True:
+        phase("schedule" + what)
+        schedule = _schedule(target, _round_options(opts, limit, began))
+        rounds += 1
+        phase("arena" + what)
+        plan = arena.plan_best(arena.instances(schedule, sizes, ws), limit.check)
+        excess = problem.fixed_bytes + plan.arena_bytes - opts.ram_bytes
+        cut, last = (2 * cut if excess == last else excess), excess  # the same excess again: cut more
+        why = _no_reschedule(opts, limit, began, rounds, target.budget_bytes - cut < floor)
+        if excess > 0 and why:  # the last resort, cheap in time but dearer than a reschedule
+            schedule, plan = _evict_fragments(problem, schedule, plan, opts, limit, log)
+            excess = problem.fixed_bytes + plan.arena_bytes - opts.ram_bytes
+        if excess <= 0 or why:
+            break
+        log(f"arena exceeds the budget by {excess} B after fragmentation; rescheduling with a tighter budget")
+        target = replace(target, budget_bytes=target.budget_bytes - cut)
+    arena.verify(plan)
+    if excess > 0:
+        raise PoetError(
+            f"compile stopped in the arena phase{what}: after fragmentation the arena needs "
+            f"{fmt_bytes(plan.arena_bytes)} for a live peak of {fmt_bytes(plan.peak_live_bytes)}, "
+            f"{fmt_bytes(excess)} more than --ram {fmt_bytes(opts.ram_bytes)} leaves (after "
+            f"{rounds} schedule(s); {why}); give a larger --ram, or a longer --time-limit for a "
+            f"reschedule with a budget tightened by the excess"
+        )
+    return schedule, plan
+
+
+def _storage(schedule: Schedule, spec: planning.ProblemSpec) -> emit.StoragePlan:
+    return emit.plan_storage(schedule, {n.name: n.out_bytes for n in spec.nodes}, emit.input_region(spec))
+
+
+def _plan_mode(
+    tg: Graph,
+    mode: str,
+    fixed: planning.FixedRam,
+    profile: Profile,
+    opts: CompileOptions,
+    limit: PhaseLimit,
+    began: float,
+    phase: Callable[[str], None],
+    log: Callable[[str], None],
+) -> inference.ModePlan:
+    """poet_predict / poet_eval_step: the same scheduler on the mode's graph at the same --ram, with the
+    training step's fixed RAM (parameters stay where they are; the caller's buffers exist throughout)."""
+    g = inference.mode_graph(tg, mode)
+    spec = inference.with_fixed(planning.spec_from_graph(g, fixed.reserve, opts.input), fixed)
+    problem = planning.price(spec, profile, opts.ram_bytes)
+    schedule, plan = _fit(
+        problem, memory_floor(problem).bytes, spec, opts, limit, began, phase, log, f" ({mode})"
+    )
+    sim = simulate(problem, schedule, profile)
+    return inference.ModePlan(mode, g, spec, problem, schedule, sim, plan, _storage(schedule, spec))
 
 
 def _storage_hint(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions) -> str:
@@ -410,6 +467,9 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
             "input_bytes": c.storage.input_bytes,
             "offsets": c.storage.offsets,
         },
+        # poet_predict / poet_eval_step: own schedules, replayed by the simulator, in the same arena
+        "runtime_arena_bytes": c.arena_bytes,
+        "inference": {m.mode: m.to_json(DETERMINISTIC_INFO) for m in c.inference},
     }
 
 
@@ -435,6 +495,7 @@ def project_files(
                 "optimizer": opts.optimizer.kind.value,
                 "optimizer_state_bytes": c.fixed.optimizer_state,
             },
+            c.inference,
         )
     )
     files[PLAN] = text = json.dumps(plan_json(opts, c), indent=1) + "\n"

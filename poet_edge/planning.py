@@ -140,11 +140,23 @@ def value_bytes(tg: Graph) -> dict[str, int]:
     return {n.name: sum(align(tg.tensor(o).nbytes) for o in n.outputs) for n in tg.nodes}
 
 
+def output_extra_bytes(tg: Graph) -> int:
+    """RAM poet_predict's ``out`` buffer (batch x model outputs floats) needs beyond the labels buffer: the
+    caller holds labels (train, eval) or outputs (predict), never both at once, so one buffer of the larger
+    size serves both (MSE: outputs and targets have one size; cross-entropy: batch x classes floats vs
+    batch int32 labels). 0 for a graph without a loss."""
+    loss = next((n for n in tg.nodes if n.phase == Phase.LOSS), None)
+    if loss is None:
+        return 0
+    return max(0, align(tg.tensor(loss.inputs[0]).nbytes) - align(tg.tensor(loss.inputs[1]).nbytes))
+
+
 def fixed_ram(tg: Graph, reserve: int, input_place: InputPlace = InputPlace.RAM) -> FixedRam:
     params = sum(align(tg.tensor(p).nbytes) for p in tg.trainable)
     held = [t for t in tg.inputs if input_place == InputPlace.RAM or tg.tensor(t).role != Role.INPUT]
     state = sum(align(t.nbytes) for t in tg.tensors.values() if t.role == Role.OPTIMIZER_STATE)
-    return FixedRam(params, sum(align(tg.tensor(t).nbytes) for t in held), state, reserve)
+    inputs = sum(align(tg.tensor(t).nbytes) for t in held) + output_extra_bytes(tg)
+    return FixedRam(params, inputs, state, reserve)
 
 
 def _epilogue_input(

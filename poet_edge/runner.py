@@ -23,6 +23,8 @@ MIN_STACK_BYTES = 2048
 _KIND = re.compile(r"kind (\S+) calls (\d+) ticks (\d+)")
 _DONE = re.compile(r"done stack_used (\d+) heap_used (\d+)")
 _STEP = re.compile(r"step (\d+) loss_bits ([0-9a-f]{8}) ticks (\d+) written (\d+) read (\d+)")
+_EVAL = re.compile(r"eval ([01]) batch (\d+) loss_bits ([0-9a-f]{8}) predict_ticks (\d+) eval_ticks (\d+)")
+EVAL_FILE, LOGITS_FILE, LOAD_FILE = "poet_eval.bin", "poet_logits.bin", "poet_load.bin"
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,30 @@ class StepLog:
     bytes_read: int
 
 
+def _bits_float(hexbits: str) -> float:
+    return float(struct.unpack("<f", struct.pack("<I", int(hexbits, 16)))[0])
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """--eval-data run through poet_predict and poet_eval_step, before (phase 0) or after (1) training.
+    The samples are cut into batches of the compiled batch; the last is filled up by wrapping around, and
+    only the first ``samples`` outputs count in the accuracy."""
+
+    phase: int
+    samples: int
+    outputs: np.ndarray  # (samples, ...) the model outputs (logits) from poet_predict
+    batch_losses: tuple[float, ...]  # poet_eval_step per batch
+    predict_ticks: tuple[int, ...]
+    eval_ticks: tuple[int, ...]
+    accuracy: float | None  # argmax of the outputs vs the labels (cross-entropy models), else None
+
+    @property
+    def loss(self) -> float:
+        """The mean of the batch losses."""
+        return float(np.mean(self.batch_losses))
+
+
 @dataclass(frozen=True)
 class RunOutcome:
     steps: tuple[StepLog, ...]
@@ -43,6 +69,7 @@ class RunOutcome:
     stdout: str
     kinds: dict[str, tuple[int, int]]  # op -> (calls, ticks) over all steps, with --profile
     stack_used: int  # painted-stack high-water mark (0 where unmeasured)
+    evals: tuple[Evaluation, ...] = ()  # with eval data: before and after training
 
     @property
     def measured_ram_bytes(self) -> int:
@@ -124,22 +151,22 @@ def _num_classes(plan: dict[str, Any]) -> int:
 
 
 def _load_npz(
-    path: Path, xshape: tuple[int, ...], yshape: tuple[int, ...], classes: int
+    path: Path, xshape: tuple[int, ...], yshape: tuple[int, ...], classes: int, option: str = "--data"
 ) -> tuple[np.ndarray, np.ndarray]:
     """x and y of an npz file, checked (see check_data); ``classes`` > 0: y holds integer class labels."""
     if not path.is_file():
-        raise PoetError(f"--data {path}: no such file")
+        raise PoetError(f"{option} {path}: no such file")
     try:
         with np.load(path) as z:
             x, y = z["x"], z["y"]
     except (KeyError, ValueError, OSError) as e:
-        raise PoetError(f"--data {path}: needs arrays 'x' and 'y' ({e})") from None
+        raise PoetError(f"{option} {path}: needs arrays 'x' and 'y' ({e})") from None
     if tuple(x.shape[1:]) != xshape[1:] or tuple(y.shape[1:]) != yshape[1:] or len(x) != len(y) or not len(x):
         raise PoetError(
-            f"--data {path}: x{tuple(x.shape)} / y{tuple(y.shape)} do not match the model's "
+            f"{option} {path}: x{tuple(x.shape)} / y{tuple(y.shape)} do not match the model's "
             f"x(N, {', '.join(map(str, xshape[1:]))}) / y(N{''.join(', ' + str(d) for d in yshape[1:])})"
         )
-    check_data(f"--data {path}", x, y, classes)
+    check_data(f"{option} {path}", x, y, classes)
     return x.astype(np.float32), (y.astype(np.int32) if classes else y.astype(np.float32))
 
 
@@ -192,6 +219,88 @@ def write_data(path: Path, data: list[tuple[np.ndarray, np.ndarray]], lr: float)
             f.write(np.ascontiguousarray(y, dtype="<i4" if is_int else "<f4").tobytes())
 
 
+def eval_batches(plan: dict[str, Any], data: Path) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
+    """--eval-data cut into batches of the compiled batch (the last filled up by wrapping), and the labels."""
+    tensors = plan["training_graph"]["tensors"]
+    xin, lab = plan["training_graph"]["inputs"]
+    xshape, yshape = tuple(tensors[xin]["shape"]), tuple(tensors[lab]["shape"])
+    is_int = tensors[lab]["dtype"] == "int32"
+    x, y = _load_npz(Path(data), xshape, yshape, _num_classes(plan) if is_int else 0, "--eval-data")
+    b = xshape[0]
+    idx = [range(i, i + b) for i in range(0, len(x), b)]
+    return [(np.take(x, r, axis=0, mode="wrap"), np.take(y, r, axis=0, mode="wrap")) for r in idx], y
+
+
+def write_eval(path: Path, data: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    is_int = data[0][1].dtype == np.int32
+    with open(path, "wb") as f:
+        f.write(b"POETEVL1" + struct.pack("<I", len(data)))
+        for x, y in data:
+            f.write(np.ascontiguousarray(x, dtype="<f4").tobytes())
+            f.write(np.ascontiguousarray(y, dtype="<i4" if is_int else "<f4").tobytes())
+
+
+def _evaluations(
+    plan: dict[str, Any], lines: list[re.Match[str]], logits: Path, labels: np.ndarray
+) -> tuple[Evaluation, ...]:
+    out_shape = plan["inference"]["predict"]["output_shape"]
+    raw = np.fromfile(logits, "<f4")
+    per_phase = len(lines) // 2 * int(np.prod(out_shape, dtype=np.int64))
+    if len(lines) % 2 or not lines or raw.size != 2 * per_phase:
+        raise PoetError(f"the program evaluated {len(lines)} batches and wrote {raw.size} outputs")
+    raw = raw.reshape(2, -1, *out_shape[1:])
+    n, out = len(labels), []
+    for phase in (0, 1):
+        ms = [m for m in lines if int(m.group(1)) == phase]
+        outputs = raw[phase, :n]
+        acc = float(np.mean(np.argmax(outputs, axis=1) == labels)) if labels.dtype == np.int32 else None
+        out.append(
+            Evaluation(
+                phase,
+                n,
+                outputs,
+                tuple(_bits_float(m.group(3)) for m in ms),
+                tuple(int(m.group(4)) for m in ms),
+                tuple(int(m.group(5)) for m in ms),
+                acc,
+            )
+        )
+    return tuple(out)
+
+
+def write_load(path: Path, plan: dict[str, Any], params: Path) -> None:
+    """--load-params: the npz's parameters in the poet_params.bin format. Every trainable parameter must
+    be given; a frozen one (const in flash) may be, and the program refuses it unless it equals the
+    compiled value bit for bit (changing it needs a new compile)."""
+    if not params.is_file():
+        raise PoetError(f"--load-params {params}: no such file")
+    try:
+        with np.load(params) as z:
+            given = {k: z[k] for k in z.files}
+    except (ValueError, OSError) as e:
+        raise PoetError(f"--load-params {params}: not an npz file ({e})") from None
+    known = {p["name"]: p for p in plan["parameters"]}
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise PoetError(f"--load-params {params}: {unknown[0]!r} is not a parameter of this model")
+    rows = []
+    for name, p in sorted(known.items()):
+        if name not in given:
+            continue
+        v = np.asarray(given[name], dtype=np.float32)
+        if v.size != int(np.prod(p["shape"], dtype=np.int64)) or not np.all(np.isfinite(v)):
+            raise PoetError(f"--load-params {params}: {name!r} must hold {p['shape']} finite values")
+        rows.append((name, v.reshape(-1)))
+    missing = [n for n, p in sorted(known.items()) if p["trainable"] and n not in given]
+    if missing:
+        raise PoetError(f"--load-params {params}: the trainable parameter {missing[0]!r} is missing")
+    with open(path, "wb") as f:
+        f.write(b"POETPAR1" + struct.pack("<I", len(rows)))
+        for name, v in rows:
+            enc = name.encode()
+            f.write(struct.pack("<I", len(enc)) + enc + struct.pack("<I", v.size) + v.astype("<f4").tobytes())
+
+
 def read_params(path: Path) -> dict[str, np.ndarray]:
     raw = path.read_bytes()
     if raw[:8] != b"POETPAR1":
@@ -227,16 +336,33 @@ def run_project(
     timeout_s: float = 600.0,
     on_step: Callable[[StepLog], None] | None = None,
     profile: bool = False,
+    eval_data: Path | None = None,
+    load_params: Path | None = None,
 ) -> RunOutcome:
+    """``eval_data``: an npz (x, y) run through poet_predict / poet_eval_step before and after training;
+    ``load_params``: an npz of parameters (e.g. from --dump-params) set before the first step."""
     out = Path(out).resolve()
     plan = load_plan(out)
     if steps < 1:
         raise PoetError(f"--steps must be at least 1, got {steps}")
+    if eval_data is not None and "predict" not in plan.get("inference", {}):
+        raise PoetError(f"{out}: compiled without poet_predict (an older poet-edge); compile it again")
+    if eval_data is not None and profile:
+        raise PoetError("--profile counts kernel time per training step; run it without --eval-data")
     target = targets.load_target(target_name)
-    targets.check_storage(target, int(plan.get("simulation", {}).get("storage_peak_bytes", 0)))
+    sims = [plan.get("simulation", {}), *(m["simulation"] for m in plan.get("inference", {}).values())]
+    targets.check_storage(target, max(int(s.get("storage_peak_bytes", 0)) for s in sims))
     work = out / f"run-{target.name}{'-sanitize' if sanitize else ''}{'-profile' if profile else ''}"
     work.mkdir(exist_ok=True)
     write_data(work / "poet_data.bin", batches(plan, steps, data), plan["lr"] if lr is None else lr)
+    for stale in (EVAL_FILE, LOGITS_FILE, LOAD_FILE):
+        (work / stale).unlink(missing_ok=True)
+    labels = None
+    if eval_data is not None:
+        evals, labels = eval_batches(plan, eval_data)
+        write_eval(work / EVAL_FILE, evals)
+    if load_params is not None:
+        write_load(work / LOAD_FILE, plan, Path(load_params))
     srcs, incs = sources(out)
     built = targets.build(
         target,
@@ -251,6 +377,7 @@ def run_project(
     logs: list[StepLog] = []
     kinds: dict[str, tuple[int, int]] = {}
     done: list[int] = []
+    eval_lines: list[re.Match[str]] = []
 
     def on_line(line: str) -> None:
         m = _STEP.match(line)
@@ -270,6 +397,8 @@ def run_project(
             kinds[m.group(1)] = (int(m.group(2)), int(m.group(3)))
         elif m := _DONE.match(line):
             done.append(int(m.group(1)))
+        elif m := _EVAL.match(line):
+            eval_lines.append(m)
 
     res = targets.run(target, built, work, timeout_s, on_line)
     if res.exit_code != 0:
@@ -279,6 +408,6 @@ def run_project(
             f"the training program printed {len(logs)} of {steps} steps; output ends: "
             + " | ".join(res.stdout.strip().splitlines()[-3:])
         )
-    return RunOutcome(
-        tuple(logs), read_params(work / "poet_params.bin"), built, target, res.stdout, kinds, done[0]
-    )
+    evaluated = () if labels is None else _evaluations(plan, eval_lines, work / LOGITS_FILE, labels)
+    params = read_params(work / "poet_params.bin")
+    return RunOutcome(tuple(logs), params, built, target, res.stdout, kinds, done[0], evaluated)

@@ -38,10 +38,18 @@ def test_unrolled_gru_compiles_within_a_small_time_limit(tmp_path: Path) -> None
     phases: list[str] = []
     logs: list[str] = []
     c = compile_model(opts, logs.append, phase=phases.append, limit=PhaseLimit(20.0, FakeClock()))
-    assert phases == ["load", "training graph", *["schedule", "arena"] * 2, "simulate", "codegen"]
-    assert (
-        "arena exceeds the budget by 10928 B after fragmentation; rescheduling with a tighter budget" in logs
-    )
+    inference = [f"{p} ({m})" for m in ("predict", "eval") for p in ("schedule", "arena")]  # they fit at once
+    rounds = (len(phases) - 4 - len(inference)) // 2  # greedy reschedules while the arena is too big
+    assert phases == [
+        "load",
+        "training graph",
+        *["schedule", "arena"] * rounds,
+        "simulate",
+        *inference,
+        "codegen",
+    ]
+    assert 2 <= rounds <= 5
+    assert sum("rescheduling with a tighter budget" in line for line in logs) == rounds - 1
     assert len(c.training.nodes) == 1817
     assert c.sim.n_recomputations > 0
     arena.verify(c.arena)
@@ -163,8 +171,8 @@ def test_reschedules_share_the_time_limit_and_tighten_by_the_excess(tmp_path, mo
     clock = FakeClock()
     seen = _fragmenting(monkeypatch, clock, 3.0, [MLP_RAM])  # the first arena is 256 KB too large
     c = compile_model(_mlp_opts(tmp_path), limit=PhaseLimit(20.0, clock))
-    assert len(seen) == 2
-    (b1, t1, a1), (b2, t2, a2) = seen
+    assert len(seen) == 4  # training twice, then poet_predict's and poet_eval_step's schedules once each
+    (b1, t1, a1), (b2, t2, a2) = seen[:2]
     assert t1 == pytest.approx(18.0)  # 20 s less the 10% kept for arena, simulation and codegen
     assert t2 == pytest.approx(15.0)  # what is left after the first schedule's 3 s
     assert b1 - b2 == c.problem.fixed_bytes + a1 - MLP_RAM > 0
@@ -187,7 +195,7 @@ def test_no_time_for_a_reschedule_stops_in_the_arena_phase(tmp_path, monkeypatch
 
 
 def test_no_time_for_a_reschedule_evicts_instead(tmp_path, monkeypatch) -> None:
-    """The unrolled GRU's greedy schedule, 10,928 B over after fragmentation, with no time left to reschedule:
+    """The unrolled GRU's greedy schedule, 10,608 B over after fragmentation, with no time left to reschedule:
     the values placed above the budget are evicted between their reads, and the compile fits in one round."""
     clock = FakeClock()
     seen = _fragmenting(monkeypatch, clock, 16.0, [])
@@ -195,11 +203,11 @@ def test_no_time_for_a_reschedule_evicts_instead(tmp_path, monkeypatch) -> None:
     opts = CompileOptions(GRU, "cortex-m4", ram, tmp_path / "gru", scheduler="greedy", time_limit_s=20.0)
     logs: list[str] = []
     c = compile_model(opts, logs.append, limit=PhaseLimit(20.0, clock))
-    assert len(seen) == 1  # one schedule
+    assert len(seen) == 3  # one training schedule, then poet_predict's and poet_eval_step's
     evicted = [m for m in logs if "evicted" in m]
-    assert len(evicted) == 1 and evicted[0].startswith(
-        "arena 84672 B > 73744 B after fragmentation; evicted the"
+    assert len(evicted) == 2 and evicted[0].startswith(
+        "arena 84320 B > 73712 B after fragmentation; evicted the"
     )
-    assert c.arena.arena_bytes <= 73744 and c.predicted_ram_bytes <= ram
+    assert c.arena.arena_bytes <= 73712 and c.predicted_ram_bytes <= ram
     arena.verify(c.arena)
     assert (tmp_path / "gru" / "plan.json").exists()

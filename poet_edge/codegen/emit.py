@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +30,9 @@ from poet_edge.ops.base import (
 from poet_edge.paths import RUNTIME_C
 from poet_edge.planning import INPUT_KIND, ProblemSpec
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule
+
+if TYPE_CHECKING:
+    from poet_edge.inference import ModePlan
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -122,8 +126,16 @@ def plan_storage(
 class _Pointers:
     """Where each tensor lives at each point of the schedule."""
 
-    def __init__(self, tg: Graph, spec: ProblemSpec, plan: ArenaPlan, param_vars: dict[str, str]):
+    def __init__(
+        self,
+        tg: Graph,
+        spec: ProblemSpec,
+        plan: ArenaPlan,
+        param_vars: dict[str, str],
+        outs: Mapping[str, str] | None = None,
+    ):
         self.tg, self.param_vars = tg, param_vars
+        self.outs = outs or {}  # tensor -> the caller's buffer it is written to (poet_predict's out)
         self.sub: dict[str, tuple[str, int]] = {}  # tensor -> (scheduling node, byte offset inside its value)
         nodes = {n.name: n for n in tg.nodes}
         for s in spec.nodes:
@@ -149,6 +161,8 @@ class _Pointers:
         return f"(poet_arena + {self.current[value] // 4})"
 
     def tensor_ptr(self, name: str) -> str:
+        if name in self.outs:
+            return self.outs[name]
         t = self.tg.tensor(name)
         if t.role == Role.INPUT and name not in self.sub:
             return "x"
@@ -219,12 +233,16 @@ def body(
     storage: StoragePlan,
     param_vars: dict[str, str],
     arrays: IntArrays,
+    kinds: Mapping[str, int] | None = None,
+    outs: Mapping[str, str] | None = None,
 ) -> list[str]:
+    """``kinds``: profiling slot of each op (default: of ``tg``'s ops); ``outs``: tensors written straight
+    to a caller's buffer instead of the arena."""
     nodes = {n.name: n for n in tg.nodes}
     groups = {s.name: s for s in spec.nodes}
     value_bytes = {s.name: s.out_bytes for s in spec.nodes}
-    kinds = {op: k for k, op in enumerate(op_kinds(tg))}
-    ptrs = _Pointers(tg, spec, plan, param_vars)
+    kinds = kinds or {op: k for k, op in enumerate(op_kinds(tg))}
+    ptrs = _Pointers(tg, spec, plan, param_vars, outs)
     computed: set[str] = set()
     lines: list[str] = []
     for k, s in enumerate(schedule.steps):
@@ -261,6 +279,11 @@ def body(
         elif isinstance(s, Free):
             pass  # the arena plan already reuses the bytes
     return lines
+
+
+def _outs(m: ModePlan) -> dict[str, str]:
+    """poet_predict writes the logits to the caller's ``out``; poet_eval_step keeps its loss in the arena."""
+    return {m.graph.outputs[0]: "out"} if m.mode == "predict" else {}
 
 
 def _param_arrays(tg: Graph) -> tuple[str, str, dict[str, str]]:
@@ -305,14 +328,24 @@ def generate(
     plan: ArenaPlan,
     storage: StoragePlan,
     meta: dict[str, object],
+    modes: Sequence[ModePlan] = (),
 ) -> dict[str, str]:
-    """Returns {relative path: text} for poet_model.{h,c}, Makefile, CMakeLists.txt and README.md."""
+    """Returns {relative path: text} for poet_model.{h,c}, Makefile, CMakeLists.txt and README.md.
+    ``modes``: the planned poet_predict / poet_eval_step; they share the arena (the largest plan's size)."""
     x, labels = tg.tensor(tg.inputs[0]), tg.tensor(tg.inputs[1])
     param_decls, table, vars_ = _param_arrays(tg)
     state_decls, state_zero = _state_arrays(tg, vars_)
     arrays = IntArrays()
     step_lines = body(tg, spec, schedule, plan, storage, vars_, arrays)  # fills ``arrays``
-    common = {"version": __version__, "model": c_comment(str(meta["model"])), "arena_bytes": plan.arena_bytes}
+    kinds = {op: k for k, op in enumerate(op_kinds(tg))}
+    mode_lines = {
+        m.mode: body(m.graph, m.spec, m.schedule, m.arena, m.storage, vars_, arrays, kinds, _outs(m))
+        for m in modes
+    }
+    arena_bytes = max([plan.arena_bytes, *(m.arena.arena_bytes for m in modes)])
+    storage_bytes = max([storage.total_bytes, *(m.storage.total_bytes for m in modes)])
+    out = next((m.graph.tensor(m.graph.outputs[0]) for m in modes if m.mode == "predict"), None)
+    common = {"version": __version__, "model": c_comment(str(meta["model"])), "arena_bytes": arena_bytes}
     header = render(
         "poet_model.h.in",
         **common,
@@ -321,7 +354,8 @@ def generate(
         label_elems=labels.size,
         labels_are_int=int(labels.dtype == "int32"),
         num_params=len(tg.params),
-        storage_bytes=storage.total_bytes,
+        output_elems=out.size if out else 0,
+        storage_bytes=storage_bytes,
         input_in_storage=int(storage.input_bytes > 0),
         predicted_ram=meta["predicted_ram_bytes"],
         optimizer=c_comment(str(meta.get("optimizer", "sgd"))),
@@ -336,9 +370,11 @@ def generate(
         param_table=table,
         state_arrays=state_decls,
         state_zero=state_zero,
-        arena_floats=max(1, plan.arena_bytes // 4),
+        arena_floats=max(1, arena_bytes // 4),
         label_type="int32_t" if labels.dtype == "int32" else "float",
         body="\n".join(step_lines),
+        predict_body="\n".join(mode_lines.get("predict", ["    (void)out;"])),
+        eval_body="\n".join(mode_lines.get("eval", [])),
         int_arrays=arrays.declarations(),
         num_kinds=len(op_kinds(tg)),
         kind_names=", ".join(f'"{k}"' for k in op_kinds(tg)),
@@ -348,7 +384,14 @@ def generate(
         "poet_model.c": source,
         "Makefile": render("Makefile.in", **common),
         "CMakeLists.txt": render("CMakeLists.txt.in", **common),
-        "README.md": render_readme(tg, schedule, plan, storage.total_bytes, meta, storage.input_bytes),
+        "README.md": render_readme(
+            tg,
+            schedule,
+            plan,
+            storage_bytes,
+            {**meta, "arena_bytes": arena_bytes, "output_elems": out.size if out else 0},
+            storage.input_bytes,
+        ),
     }
 
 

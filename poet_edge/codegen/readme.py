@@ -124,7 +124,8 @@ def render_readme(
         "label_elems": labels.size,
         "labels_are_int": int(is_int),
         "num_params": len(tg.params),
-        "arena_bytes": plan.arena_bytes,
+        "arena_bytes": meta.get("arena_bytes", plan.arena_bytes),  # shared with the inference plans
+        "output_elems": meta.get("output_elems", "?"),
         "storage_bytes": storage_bytes,
         "predicted_ram": ram,
         "predicted_kib": f"{ram / 1024:.1f}",

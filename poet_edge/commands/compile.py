@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     say(f"schedule: {c.schedule.solver}, {len(c.schedule.steps)} steps")
     say(
         f"RAM: {fmt_bytes(c.predicted_ram_bytes)} of {fmt_bytes(opts.ram_bytes)} "
-        f"(arena {fmt_bytes(c.arena.arena_bytes)}, "
+        f"(arena {fmt_bytes(c.arena_bytes)}, "
         f"overhead {100 * (c.arena.overhead - 1):.1f}% over live peak; "
         f"fixed {fmt_bytes(c.fixed.total)}"
         + (
@@ -150,6 +150,12 @@ def run(args: argparse.Namespace) -> int:
     say(
         f"recomputations {c.sim.n_recomputations}, page-outs {c.sim.n_page_outs}, page-ins {c.sim.n_page_ins}"
     )
+    for m in c.inference:
+        ram = fmt_bytes(m.spec.fixed.total + m.arena.arena_bytes)
+        say(
+            f"poet_{'predict' if m.mode == 'predict' else 'eval_step'}: {m.sim.latency_s * 1e3:.3f} ms, "
+            f"{m.sim.energy_j * 1e3:.4f} mJ per batch, RAM {ram} (own schedule, same arena)"
+        )
     info = dict(c.schedule.info)
     if "status" in info:
         gap = info.get("gap")

@@ -1,4 +1,5 @@
-"""poet run OUT [--target T] [--steps N] [--data FILE.npz] [--dump-params FILE.npz]"""
+"""poet run OUT [--target T] [--steps N] [--data FILE.npz] [--eval-data FILE.npz] [--load-params FILE.npz]
+[--dump-params FILE.npz]"""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from poet_edge.runner import RunOutcome, StepLog, load_plan, run_project
+from poet_edge.runner import Evaluation, RunOutcome, StepLog, load_plan, run_project
 from poet_edge.targets import available_targets
 
 
@@ -29,6 +30,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--lr", type=float, help="learning rate (default: the one given to compile)")
     p.add_argument("--dump-params", type=Path, help="write the parameters after training to this npz")
+    p.add_argument(
+        "--load-params",
+        type=Path,
+        help="npz of parameters (e.g. from --dump-params) set before the first step: every trainable one; "
+        "frozen ones only if unchanged",
+    )
+    p.add_argument(
+        "--eval-data",
+        type=Path,
+        help="npz with x and y: run through poet_predict and poet_eval_step on the target before and after "
+        "training; prints accuracy (class labels) and loss",
+    )
     p.add_argument("--sanitize", action="store_true", help="host only: build with ASan + UBSan")
     p.add_argument(
         "--profile",
@@ -50,7 +63,17 @@ def run(args: argparse.Namespace) -> int:
         )
 
     r = run_project(
-        args.out, args.target, args.steps, args.data, args.lr, args.sanitize, args.timeout, show, args.profile
+        args.out,
+        args.target,
+        args.steps,
+        args.data,
+        args.lr,
+        args.sanitize,
+        args.timeout,
+        show,
+        args.profile,
+        args.eval_data,
+        args.load_params,
     )
     summary = summarize(r, load_plan(args.out))
     print(format_summary(summary))
@@ -82,6 +105,8 @@ def summarize(r: RunOutcome, plan: dict) -> dict:
         "measured_ram_bytes": r.measured_ram_bytes if r.target.is_qemu else None,
         "sections": r.build.sections,
     }
+    if r.evals:
+        out["eval"] = {("before", "after")[e.phase]: eval_json(e, r) for e in r.evals}
     if r.kinds:
         out["per_kind"] = {
             k: {
@@ -94,8 +119,38 @@ def summarize(r: RunOutcome, plan: dict) -> dict:
     return out
 
 
+def eval_json(e: Evaluation, r: RunOutcome) -> dict:
+    """One evaluation's figures: accuracy (None for regression), mean loss, and per batch the ticks (and
+    instructions on QEMU) of poet_predict and poet_eval_step."""
+    return {
+        "samples": e.samples,
+        "accuracy": e.accuracy,
+        "loss": e.loss,
+        "batch_losses": list(e.batch_losses),
+        "predict_ticks_per_batch": list(e.predict_ticks),
+        "eval_ticks_per_batch": list(e.eval_ticks),
+        "predict_instructions_per_batch": r.instructions(e.predict_ticks[-1]),
+    }
+
+
+def format_eval(s: dict) -> list[str]:
+    lines = []
+    for when, e in s.get("eval", {}).items():
+        acc = "" if e["accuracy"] is None else f"accuracy {100 * e['accuracy']:.2f}%  "
+        cost = (
+            f"{e['predict_instructions_per_batch']:,} instructions"
+            if e["predict_instructions_per_batch"]
+            else f"{e['predict_ticks_per_batch'][-1]:,} ticks"
+        )
+        lines.append(
+            f"eval {when:<6} training: {acc}loss {e['loss']:.6f} on {e['samples']} samples "
+            f"(poet_predict: {cost} per batch)"
+        )
+    return lines
+
+
 def format_summary(s: dict) -> str:
-    lines = [f"target {s['target']}: {s['steps']} steps"]
+    lines = [f"target {s['target']}: {s['steps']} steps", *format_eval(s)]
     if s["instructions_per_step"]:
         lines.append(
             f"instructions per step: {s['instructions_per_step'][-1]:,} (deterministic; QEMU counts "

@@ -36,7 +36,38 @@ def simulate_plan(out: Path, device: str | None = None) -> SimResult:
     )
 
 
+def simulate_inference(out: Path, device: str | None = None) -> dict[str, SimResult]:
+    """The schedules of poet_predict and poet_eval_step (one batch each) in OUT/plan.json, replayed."""
+    plan = load_plan(out)
+    profile = load_profile(device or plan["device"])
+    return {
+        mode: simulate(
+            planning.price(planning.ProblemSpec.from_json(m["problem"]), profile, plan["ram_budget_bytes"]),
+            Schedule.from_json(m["schedule"]["steps"], m["schedule"]["solver"]),
+            profile,
+        )
+        for mode, m in plan.get("inference", {}).items()
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     sim = simulate_plan(args.out, args.device)
-    print(json.dumps(sim.to_json(), indent=1) if args.json else format_report(sim))
+    modes = simulate_inference(args.out, args.device)
+    if args.json:
+        inf = {k: v.to_json() for k, v in modes.items()}
+        print(json.dumps({**sim.to_json(), "inference": inf}, indent=1))
+        return 0
+    print(format_report(sim))
+    for mode, s in modes.items():
+        name = "poet_predict" if mode == "predict" else "poet_eval_step"
+        print(
+            f"{name} (one batch, own schedule): peak RAM {s.peak_ram_bytes} bytes, "
+            f"{s.n_recomputations} recomputations, {s.n_page_ins} page-ins; {format_cost(s)}"
+        )
     return 0
+
+
+def format_cost(s: SimResult) -> str:
+    if s.cost_unit != "J":
+        return f"latency {s.latency_s:.6g} {s.cost_unit}, energy {s.energy_j:.6g} {s.cost_unit}"
+    return f"latency {s.latency_s * 1e3:.4f} ms, energy {s.energy_j * 1e3:.5f} mJ"

@@ -127,6 +127,39 @@ def _storage(sim: dict[str, Any]) -> str:
     return _table("storage", ["", ""], rows)
 
 
+def _inference(plan: dict[str, Any]) -> str:
+    """poet_predict and poet_eval_step: their own schedules, replayed by the simulator, in the same arena."""
+    rows = [
+        [
+            f"<code>{name}</code>",
+            _num(fmt_bytes(m["ram_bytes"]), f"{mode}-ram", str(m["ram_bytes"])),
+            _num(str(len(m["schedule"]["steps"]))),
+            _num(f"{m['simulation']['n_recomputations']} / {m['simulation']['n_page_ins']}"),
+            _num(
+                f"{m['simulation']['latency_s'] * 1e3:.4f}",
+                f"{mode}-latency",
+                repr(m["simulation"]["latency_s"]),
+            ),
+            _num(
+                f"{m['simulation']['energy_j'] * 1e3:.5f}",
+                f"{mode}-energy",
+                repr(m["simulation"]["energy_j"]),
+            ),
+        ]
+        for mode, name in (("predict", "poet_predict"), ("eval", "poet_eval_step"))
+        if (m := plan.get("inference", {}).get(mode))
+    ]
+    header = [
+        "",
+        "#RAM (fixed + own arena)",
+        "#steps",
+        "#recomputations / page-ins",
+        "#latency (ms)",
+        "#energy (mJ)",
+    ]
+    return _table("inference", header, rows)
+
+
 def _at_peak(tl: Timeline, step: int) -> str:
     if step < 0 or step >= tl.n_steps:
         return ""
@@ -200,6 +233,10 @@ def page(plan: dict[str, Any], tl: Timeline, stories: tuple[Story, ...], memory_
         _at_peak(tl, sim["peak_step"]),
         "<h2>Energy and latency of one training step</h2>",
         _costs(sim),
+        "<h2>Inference on the device: one batch</h2>",
+        _inference(plan),
+        f'<p class="note">Each function has its own schedule at the same budget and shares the arena '
+        f"({fmt_bytes(plan.get('runtime_arena_bytes', 0))}, the largest of the three plans).</p>",
         "<h2>Paging storage</h2>",
         _storage(sim),
         "<h2>Recomputed and paged values</h2>",

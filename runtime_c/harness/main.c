@@ -3,7 +3,11 @@
  *
  * poet_data.bin: "POETDAT1", u32 steps, u32 x_elems, u32 label_elems, u32 labels_are_int, f32 lr,
  *                then per step: x (f32 × x_elems), labels (i32 or f32 × label_elems).
- * poet_params.bin: "POETPAR1", u32 count, then per parameter: u32 name_len, name, u32 n, f32 × n. */
+ * poet_params.bin: "POETPAR1", u32 count, then per parameter: u32 name_len, name, u32 n, f32 × n.
+ * poet_load.bin (optional, same format as poet_params.bin): trainable parameters set before the first step.
+ * poet_eval.bin (optional): "POETEVL1", u32 batches, then per batch x and labels as in poet_data.bin. Before
+ *                the first step and after the last, every batch goes through poet_predict (its outputs are
+ *                appended to poet_logits.bin) and poet_eval_step (its loss is printed). */
 #include <stdio.h>
 #include <string.h>
 
@@ -17,7 +21,13 @@ static float poet_x[POET_INPUT_ELEMS < 256 ? POET_INPUT_ELEMS : 256];
 #else
 static float poet_x[POET_INPUT_ELEMS];
 #endif
-static int32_t poet_y[POET_LABEL_ELEMS]; /* int32 labels or float targets, both 4 bytes */
+/* int32 labels or float targets (both 4 bytes), or poet_predict's outputs: never needed at the same time,
+ * so one buffer (the plan's fixed RAM counts the larger) */
+static union {
+    int32_t labels[POET_LABEL_ELEMS];
+    float out[POET_OUTPUT_ELEMS];
+} poet_buf;
+#define poet_y poet_buf.labels
 
 /* Reads one batch of x from f: into poet_x, or through it into storage at POET_INPUT_OFFSET. */
 static int read_x(FILE *f, uint32_t xe)
@@ -55,11 +65,72 @@ static int write_params(const char *path)
     return fclose(f);
 }
 
+/* Sets the trainable parameters listed in poet_load.bin (absent: keeps the compiled ones). */
+static int load_params(void)
+{
+    char magic[8], name[128];
+    uint32_t count, len, n;
+    FILE *f = fopen("poet_load.bin", "rb");
+    if (!f) return 0;
+    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, "POETPAR1", 8) != 0 || read_u32(f, &count)) return -1;
+    for (uint32_t k = 0; k < count; ++k) {
+        if (read_u32(f, &len) || len >= sizeof name || fread(name, 1, len, f) != len || read_u32(f, &n)) return -1;
+        name[len] = 0;
+        int32_t i = 0;
+        while (i < POET_NUM_PARAMS && strcmp(poet_params[i].name, name) != 0) ++i;
+        if (i == POET_NUM_PARAMS || (uint32_t)poet_params[i].count != n) return -1;
+        if (poet_params[i].trainable) {
+            if (fread((float *)poet_params[i].data, sizeof(float), n, f) != n) return -1;
+            continue;
+        }
+        for (uint32_t j = 0; j < n; ++j) { /* frozen: const in flash, must be given unchanged */
+            float v;
+            if (fread(&v, sizeof v, 1, f) != 1) return -1;
+            if (memcmp(&v, &poet_params[i].data[j], sizeof v) != 0) {
+                printf("poet: parameter %s is frozen in this build (const); load it by compiling again\n", name);
+                return -1;
+            }
+        }
+    }
+    return fclose(f);
+}
+
+/* Runs every batch of poet_eval.bin through poet_predict and poet_eval_step (absent: nothing). */
+static int evaluate(uint32_t phase)
+{
+    char magic[8];
+    uint32_t batches;
+    FILE *f = fopen("poet_eval.bin", "rb");
+    if (!f) return 0;
+    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, "POETEVL1", 8) != 0 || read_u32(f, &batches)) return -1;
+    FILE *logits = fopen("poet_logits.bin", phase ? "ab" : "wb");
+    if (!logits || setvbuf(logits, NULL, _IONBF, 0) != 0) return -1; /* unbuffered: no heap for a buffer */
+    for (uint32_t b = 0; b < batches; ++b) {
+        if (read_x(f, POET_INPUT_ELEMS) != 0 || fread(poet_y, 4, POET_LABEL_ELEMS, f) != POET_LABEL_ELEMS) return -1;
+        const float *x = POET_INPUT_IN_STORAGE ? NULL : poet_x;
+        float loss;
+        uint64_t t0 = poet_ticks();
+        poet_eval_step(x, poet_y, &loss);
+        uint64_t t1 = poet_ticks();
+        poet_predict(x, poet_buf.out); /* overwrites the labels */
+        uint64_t t2 = poet_ticks();
+        if (fwrite(poet_buf.out, sizeof(float), POET_OUTPUT_ELEMS, logits) != POET_OUTPUT_ELEMS) return -1;
+        uint32_t bits;
+        memcpy(&bits, &loss, sizeof bits);
+        printf("eval %lu batch %lu loss_bits %08lx predict_ticks %lu eval_ticks %lu\n", (unsigned long)phase,
+               (unsigned long)b, (unsigned long)bits, (unsigned long)(t2 - t1), (unsigned long)(t1 - t0));
+    }
+    return fclose(logits) | fclose(f);
+}
+
 int main(void)
 {
     char magic[8];
     uint32_t steps, xe, le, is_int;
     float lr;
+    poet_init();
+    if (load_params() != 0) { puts("poet: poet_load.bin is unreadable or does not match the model"); return 15; }
+    if (evaluate(0) != 0) { puts("poet: evaluation before training failed"); return 16; }
     FILE *f = fopen("poet_data.bin", "rb");
     if (!f) { puts("poet: cannot open poet_data.bin"); return 10; }
     if (fread(magic, 1, 8, f) != 8 || memcmp(magic, "POETDAT1", 8) != 0 || read_u32(f, &steps) ||
@@ -71,7 +142,6 @@ int main(void)
         puts("poet: poet_data.bin does not match the model's input/label sizes");
         return 12;
     }
-    poet_init();
     for (uint32_t s = 0; s < steps; ++s) {
         if (read_x(f, xe) != 0 || fread(poet_y, 4, le, f) != le) {
             puts("poet: poet_data.bin is truncated");
@@ -90,6 +160,7 @@ int main(void)
                (unsigned long)(st1.bytes_read - st0.bytes_read));
     }
     fclose(f);
+    if (evaluate(1) != 0) { puts("poet: evaluation after training failed"); return 16; }
     if (write_params("poet_params.bin") != 0) { puts("poet: cannot write poet_params.bin"); return 14; }
 #ifdef POET_PROFILE
     for (int32_t k = 0; k < poet_profile_kinds(); ++k)
