@@ -66,7 +66,7 @@ def row(
     n: int, kind: str, frac: float, path: Path, budget: int, plain: float, limit: float
 ) -> dict[str, Any]:
     out, wall = solve(path, budget, limit)
-    pct = lambda x: None if x is None else round(100 * (float(x) / plain - 1), 3)  # noqa: E731
+    pct = lambda x: None if x is None else round(100 * (float(x) / plain - 1), 3) + 0.0  # noqa: E731
     return {
         "n": n,
         "order": kind,
@@ -104,8 +104,9 @@ def markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         "# Dense random layered graphs (issue 55)",
         "",
         f"Machine: {meta['machine']}. Commit {meta['commit']}, {meta['date']}. "
-        f"Load average (1 min) at the start {meta['load_start']}, at the end {meta['load_end']} (the machine is shared by other jobs: seconds "
-        f"are disturbed, costs are not). `poet solve --time-limit {meta['time_limit']:g} --threads 2`.",
+        f"Load average (1 min) at the start {meta['load_start']}, at the end {meta['load_end']} "
+        "(the machine is shared by other jobs: seconds are disturbed, costs are not). "
+        f"`poet solve --time-limit {meta['time_limit']:g} --threads 2`.",
         "",
         __doc__.split("\n\n")[1].replace("\n", " "),
         "",

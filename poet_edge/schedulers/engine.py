@@ -28,7 +28,7 @@ from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 
 DROP = "drop"
 PAGE = "page"
-RECOMPUTE_VISITS = 32  # recompute_cost looks at most this many missing ancestors; beyond, it says inf
+RECOMPUTE_VISITS = 16  # recompute_cost looks at most this many missing ancestors; beyond, it says inf
 
 
 @dataclass(frozen=True)
