@@ -6,6 +6,7 @@ import random
 from dataclasses import replace
 
 from poet_edge.problem import ProblemNode, SchedulingProblem
+from poet_edge.schedulers.ordering import precedence, reorder
 
 
 def _node(
@@ -112,3 +113,79 @@ def training_chain(
         layer = n - 1 - j
         edges += [(n + j, n + 1 + j), (layer, n + 1 + j)]
     return SchedulingProblem(tuple(fwd + [loss] + bwd), tuple(sorted(set(edges))), budget_bytes)
+
+
+def dense_layered(
+    n: int,
+    seed: int,
+    width: int = 30,
+    in_degree: int = 6,
+    bytes_range: tuple[int, int] = (10, 1000),
+    cost_range: tuple[float, float] = (1.0, 100.0),
+    budget_bytes: int = 10**12,
+) -> SchedulingProblem:
+    """A random layered DAG like the published remat benchmarks' family (Checkmate, Moccasin, FastSA):
+    ``n`` nodes in layers about ``width`` wide, about ``in_degree`` in-edges per node from earlier
+    layers, random sizes and durations. Written from that description, deterministic given ``seed``.
+
+    Parameters: layer sizes uniform in [2/3, 4/3] x ``width`` (the last layer takes what is left).
+    Every node after the first layer takes a number of distinct inputs uniform in
+    [``in_degree`` - 2, ``in_degree`` + 2] (at most the number of earlier nodes, so the mean is
+    ``in_degree``): each input from the layer d >= 1 layers back, d geometric with p = 1/2 (d = 1 half
+    the time, so most edges join adjacent layers and a few skip far back), clipped to the first layer,
+    the node uniform in that layer. ``out_bytes`` is uniform in ``bytes_range``, the duration
+    (``compute_s`` = ``compute_j``) uniform in ``cost_range``. As in the published graphs, nodes are
+    not pageable (no storage tier; page costs 0), every node is recomputable, no workspace, cost unit
+    "cost". Nodes are in layer order (the "given" order). n = 2,000 gives about 12,000 edges.
+    """
+    rng = random.Random(seed)
+    layers: list[list[int]] = []
+    lo, hi = max(1, (2 * width) // 3), max(1, (4 * width) // 3)
+    while sum(map(len, layers)) < n:
+        start = sum(map(len, layers))
+        layers.append(list(range(start, min(n, start + rng.randint(lo, hi)))))
+    edges: set[tuple[int, int]] = set()
+    for li in range(1, len(layers)):
+        earlier = layers[li][0]  # nodes before this layer
+        for v in layers[li]:
+            want = min(earlier, rng.randint(max(1, in_degree - 2), in_degree + 2))
+            chosen: set[int] = set()
+            while len(chosen) < want:
+                d = 1
+                while rng.random() < 0.5 and d < li:
+                    d += 1
+                chosen.add(rng.choice(layers[li - d]))
+            edges.update((u, v) for u in chosen)
+    nodes = tuple(
+        ProblemNode(
+            name=f"v{i}",
+            out_bytes=rng.randint(*bytes_range),
+            compute_s=(c := round(rng.uniform(*cost_range), 3)),
+            compute_j=c,
+            pageable=False,
+        )
+        for i in range(n)
+    )
+    return SchedulingProblem(nodes, tuple(sorted(edges)), budget_bytes, cost_unit="cost")
+
+
+def shuffled(problem: SchedulingProblem, seed: int) -> SchedulingProblem:
+    """The same DAG with its nodes in a random valid topological order (Kahn's algorithm taking a
+    uniformly random ready node; ``invalidated_by`` pairs count as links), deterministic given ``seed``."""
+    rng = random.Random(seed)
+    prec = precedence(problem)
+    indeg = [len(p) for p in prec]
+    succs: list[list[int]] = [[] for _ in problem.nodes]
+    for v, ps in enumerate(prec):
+        for u in ps:
+            succs[u].append(v)
+    ready = [v for v, d in enumerate(indeg) if d == 0]
+    order: list[int] = []
+    while ready:
+        u = ready.pop(rng.randrange(len(ready)))
+        order.append(u)
+        for v in succs[u]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                ready.append(v)
+    return reorder(problem, order)

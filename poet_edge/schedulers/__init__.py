@@ -16,6 +16,7 @@ from poet_edge.schedule import Schedule
 from poet_edge.schedulers.greedy import schedule_greedy
 from poet_edge.schedulers.milp import MilpOptions, schedule_milp
 from poet_edge.schedulers.none import schedule_none
+from poet_edge.schedulers.ordering import schedule_ordered
 from poet_edge.schedulers.page_all import schedule_page_all
 from poet_edge.schedulers.recompute_all import schedule_recompute_all
 from poet_edge.schedulers.scale import ScaleOptions, schedule_scale
@@ -62,7 +63,9 @@ def milp_solver(scheduler: str, solver: str | None) -> str:
 def configured(name: str, options: MilpOptions) -> Callable[[SchedulingProblem], Schedule]:
     """Scheduler ``name`` with the solver options of a command line: the MILP (``milp``, ``poet-milp``)
     takes them all; ``scale`` all but the MILP solver (its time limit ``None``: no limit; its gap None:
-    scale's default); the baselines take none."""
+    scale's default), and runs on the topological order :mod:`~poet_edge.schedulers.ordering` chooses
+    (:func:`~poet_edge.schedulers.ordering.schedule_ordered`: the order's own schedules, and which
+    orders a bound covers); the baselines take none."""
     get_scheduler(name)  # unknown names fail here, listing the known ones
     if ALIASES.get(name, name) == "milp":
         return lambda p: replace(schedule_milp(p, options), solver=name)
@@ -76,5 +79,10 @@ def configured(name: str, options: MilpOptions) -> Callable[[SchedulingProblem],
             remat=options.remat,
             on_progress=options.on_progress,
         ).with_gap(options.gap_rel)
-        return lambda p: schedule_scale(p, scale)
+        latency = options.objective == "latency"
+
+        def inner(problem: SchedulingProblem, seconds: float) -> Schedule:
+            return schedule_scale(problem, replace(scale, time_limit_s=seconds))
+
+        return lambda p: schedule_ordered(p, inner, limit, latency=latency, remat=options.remat)
     return get_scheduler(name)

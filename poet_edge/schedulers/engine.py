@@ -28,6 +28,7 @@ from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 
 DROP = "drop"
 PAGE = "page"
+RECOMPUTE_VISITS = 16  # recompute_cost looks at most this many missing ancestors; beyond, it says inf
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ class Engine:
     round: int = 0
     last_access: dict[int, int] = field(default_factory=dict)
     protect: dict[int, int] = field(default_factory=dict)
+    work: int = 0  # nodes looked at by the policies' questions and the rounds (a count, not seconds)
 
     def __post_init__(self) -> None:
         self.an = analyse(self.problem, self.allow_recompute)
@@ -139,10 +141,15 @@ class Engine:
         return len(self.steps) - self.last_access.get(v, 0) + 1
 
     def recompute_cost(self, v: int) -> float:
-        """Energy to bring v back by recomputation, including its missing ancestors."""
+        """Energy to bring v back by recomputation, including its missing ancestors; inf when more than
+        ``RECOMPUTE_VISITS`` of them would have to run (bounded work per question, and a value that
+        deep is as good as lost)."""
         nodes = self.problem.nodes
         total, stack, seen = 0.0, [v], {v}
         while stack:
+            if len(seen) > RECOMPUTE_VISITS:
+                self.work += len(seen)
+                return float("inf")
             u = stack.pop()
             if u != v and u in self.in_ram:
                 continue
@@ -154,6 +161,7 @@ class Engine:
                 if p not in seen:
                     seen.add(p)
                     stack.append(p)
+        self.work += len(seen)
         return total
 
     def evictable(self, v: int) -> bool:

@@ -1,8 +1,9 @@
 """Baseline "greedy": DTR-style eviction (Kirisame et al., ICLR 2021) with recomputation and paging.
 
-Nodes run in the problem's order. When the next step would exceed the budget, the resident value
-minimising  cost / (bytes x staleness)  is evicted, where staleness counts the steps since the value
-was last used and cost is the cheaper (in energy, ``compute_j`` / ``page_*_j``) of
+Nodes run in the problem's order. When the next step would exceed the budget, of the ``SAMPLE`` least
+recently used resident values (all, when there are fewer) the one minimising  cost / (bytes x staleness)
+is evicted (DTR's sampling, which keeps each eviction's work bounded), where staleness counts the steps
+since the value was last used and cost is the cheaper (in energy, ``compute_j`` / ``page_*_j``) of
 
 * dropping it: recomputing it later, including its currently missing ancestors, or
 * paging it: page-out (unless storage holds a copy) plus page-in.
@@ -14,7 +15,8 @@ Three variants run: DTR as above, DTR preferring paging (values are dropped only
 be paged), and DTR with paging only (no recomputation: values that are not recomputable then need not
 be kept for their consumers' recomputation). Recomputing a dropped value needs its missing ancestors
 in RAM at once, which can fail near the memory floor. The cheapest schedule (simulated energy, then
-latency) wins; its variant is in ``Schedule.info``. If all three fail, the first error is reported.
+latency) wins; its variant is in ``Schedule.info``, with the engine's work (nodes looked at: a count that
+``engine.RECOMPUTE_VISITS`` bounds per question). If all three fail, the first error is reported.
 """
 
 from __future__ import annotations
@@ -39,8 +41,14 @@ def _option(engine: Engine, u: int, prefer_paging: bool) -> tuple[float, str]:
     return min(options)
 
 
+SAMPLE = 16  # DTR scores only this many candidates per eviction: the least recently used
+
+
 def _dtr(engine: Engine, candidates: list[int], prefer_paging: bool = False) -> tuple[int, str]:
     best: tuple[float, int, int, str] | None = None
+    if len(candidates) > SAMPLE:
+        candidates = sorted(candidates, key=lambda u: (-engine.staleness(u), u))[:SAMPLE]
+        engine.work += len(candidates)
     for u in candidates:
         cost, mode = _option(engine, u, prefer_paging)
         size = engine.problem.nodes[u].out_bytes
@@ -67,7 +75,7 @@ def schedule_greedy(problem: SchedulingProblem) -> Schedule:
     for i, (label, policy, recompute) in enumerate(variants):
         try:
             engine = Engine(problem, "greedy", policy=policy, allow_recompute=recompute, allow_paging=True)
-            schedule = replace(engine.run(), info=(("variant", label),))
+            schedule = replace(engine.run(), info=(("variant", label), ("work", engine.work)))
         except PoetError as err:
             errors.append(err)
             continue

@@ -1,0 +1,710 @@
+"""The topological order as a decision: memory-aware orders of a problem's nodes.
+
+A schedule names nodes, not positions, so a schedule built on the problem with its nodes in another
+valid topological order is a schedule of the same problem (the simulator checks the links).
+:func:`choose_order` compares candidate orders by the RAM curve of their no-recomputation pass (every
+node once, each value freed after its last consumer; :class:`Curves`), keyed by (overflow, peak):
+overflow is the sum over steps of the bytes above the budget, a cheap stand-in for what
+recomputation must make up, peak breaks ties. The candidates, in this fixed order of comparison (the
+first of equal keys wins, so the given order is kept unless another is strictly better):
+
+* ``given``: the problem's own order;
+* ``min-net``: list scheduling that runs, among the ready nodes, the one whose run changes the live
+  bytes least (frees the most / allocates the least; ties: the given order);
+* ``dfs-first`` / ``dfs-last``: consumer-driven depth-first orders (from each sink in the given order,
+  the inputs' subtrees first, postorder; inputs in the given order, or the last first);
+* ``rpo``: the reverse postorder of a depth-first search from the sources.
+
+The best of them is improved by a local search over orders (:func:`improve`): a node at or near a
+step above the budget (or at the peak) moves across that step, anywhere between its last input and
+its first consumer (so the order stays valid); a move is kept when the key does not grow. Moves are
+drawn from a fixed seed and counted in evaluations (``work``), never in seconds: the same problem
+gives the same order on any machine and load. ``invalidated_by`` pairs (a, b) count as links a -> b.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from poet_edge.errors import PoetError
+from poet_edge.problem import SchedulingProblem
+from poet_edge.schedule import Compute, Free, Schedule, Step
+from poet_edge.simulator import simulate
+
+SEED = 55  # the local search's moves
+NEAR = 50  # a moved node is within this many steps of the step it moves across
+ORDER_WORK = 4000  # choose_order's default evaluations of the local search
+
+Key = tuple[int, int]  # (overflow bytes x steps, peak bytes)
+
+
+def precedence(problem: SchedulingProblem) -> list[list[int]]:
+    """For every node, the nodes that must run before it: its inputs and, for each pair (a, b) of
+    ``invalidated_by``, a before b. Sorted, without repeats."""
+    out: list[set[int]] = [set() for _ in problem.nodes]
+    for u, v in problem.edges:
+        out[v].add(u)
+    for a, b in problem.invalidated_by:
+        out[b].add(a)
+    return [sorted(s) for s in out]
+
+
+def _successors(prec: list[list[int]]) -> list[list[int]]:
+    out: list[list[int]] = [[] for _ in prec]
+    for v, ps in enumerate(prec):
+        for u in ps:
+            out[u].append(v)
+    return out
+
+
+def reorder(problem: SchedulingProblem, order: Sequence[int]) -> SchedulingProblem:
+    """``problem`` with its nodes in ``order`` (indices of ``problem.nodes``); PoetError unless that
+    is a permutation in which every link (and every ``invalidated_by`` pair) goes forward."""
+    n = len(problem.nodes)
+    if sorted(order) != list(range(n)):
+        raise PoetError(f"an order must list each of the {n} nodes once")
+    new = [0] * n
+    for i, old in enumerate(order):
+        new[old] = i
+    for u, v in (*problem.edges, *problem.invalidated_by):
+        if new[u] >= new[v]:
+            names = problem.nodes[u].name, problem.nodes[v].name
+            raise PoetError(f"the order puts {names[1]} before {names[0]}, which must run first")
+    return replace(
+        problem,
+        nodes=tuple(problem.nodes[old] for old in order),
+        edges=tuple(sorted((new[u], new[v]) for u, v in problem.edges)),
+        invalidated_by=tuple(sorted((new[a], new[b]) for a, b in problem.invalidated_by)),
+    )
+
+
+class Curves:
+    """The RAM curve of the no-recomputation pass in any order of one problem, vectorised: at the
+    step of node v, fixed + live values + v's output + v's workspace, a value being live from its
+    node's step until its last consumer's step (a value nobody consumes: its own step only). Equal
+    to the simulator's curve of the baseline ``none`` at its Compute steps. ``evaluations`` counts
+    the curves computed."""
+
+    def __init__(self, problem: SchedulingProblem) -> None:
+        self.n = len(problem.nodes)
+        self.fixed = problem.fixed_bytes
+        self.out = np.array([node.out_bytes for node in problem.nodes], dtype=np.int64)
+        self.ws = np.array([node.workspace_bytes for node in problem.nodes], dtype=np.int64)
+        edges = np.array(sorted(set(problem.edges)), dtype=np.int64).reshape(-1, 2)
+        self.heads, starts = np.unique(edges[:, 0], return_index=True)
+        self.starts = starts.astype(np.int64)
+        self.tails = edges[:, 1]
+        self.evaluations = 0
+
+    def curve(self, order: Sequence[int] | np.ndarray) -> np.ndarray:
+        self.evaluations += 1
+        order = np.asarray(order, dtype=np.int64)
+        pos = np.empty(self.n, dtype=np.int64)
+        pos[order] = np.arange(self.n, dtype=np.int64)
+        last = pos.copy()
+        if len(self.tails):
+            last[self.heads] = np.maximum.reduceat(pos[self.tails], self.starts)
+        freed = np.bincount(last, weights=self.out, minlength=self.n).astype(np.int64)
+        live = np.cumsum(self.out[order] - freed)  # after each step's frees
+        before = np.concatenate(([0], live[:-1]))
+        return self.fixed + before + self.out[order] + self.ws[order]
+
+    def key(self, order: Sequence[int] | np.ndarray, budget: int) -> Key:
+        mem = self.curve(order)
+        return int(np.maximum(mem - budget, 0).sum()), int(mem.max(initial=0))
+
+
+# -- candidate orders -----------------------------------------------------------------------------------
+
+
+def min_net(problem: SchedulingProblem, prec: list[list[int]]) -> list[int]:
+    """List scheduling: run the ready node whose run changes the live bytes least (its output, less
+    the inputs it is the last consumer of; a node nobody consumes frees its own output at once);
+    ties in the given order."""
+    n = len(problem.nodes)
+    out = [node.out_bytes for node in problem.nodes]
+    inputs = problem.preds()
+    consumers = problem.succs()
+    left = [len(set(c)) for c in consumers]
+    after = _successors(prec)
+    waiting = [len(p) for p in prec]
+    done = [False] * n
+
+    def net(v: int) -> int:
+        freed = sum(out[u] for u in set(inputs[v]) if left[u] == 1)
+        return (0 if left[v] == 0 else out[v]) - freed
+
+    heap = [(net(v), v) for v in range(n) if waiting[v] == 0]
+    heapq.heapify(heap)
+    order: list[int] = []
+    while heap:
+        score, v = heapq.heappop(heap)
+        if done[v] or score != net(v):
+            continue  # stale: a cheaper entry was pushed when an input's last consumer changed
+        done[v] = True
+        order.append(v)
+        for u in set(inputs[v]):
+            left[u] -= 1
+            if left[u] == 1:  # its last consumer now frees it
+                w = next(c for c in consumers[u] if not done[c])
+                if waiting[w] == 0:
+                    heapq.heappush(heap, (net(w), w))
+        for w in after[v]:
+            waiting[w] -= 1
+            if waiting[w] == 0:
+                heapq.heappush(heap, (net(w), w))
+    return order
+
+
+def dfs_consumer(prec: list[list[int]], last_first: bool) -> list[int]:
+    """Postorder of a depth-first search over the inputs, from each sink in the given order: every
+    node right after its inputs' subtrees (inputs in the given order, or the last first)."""
+    after = _successors(prec)
+    seen = [False] * len(prec)
+    order: list[int] = []
+    for root in (v for v in range(len(prec)) if not after[v]):
+        seen[root] = True
+        stack = [(root, iter(reversed(prec[root]) if last_first else prec[root]))]
+        while stack:
+            v, todo = stack[-1]
+            u = next((u for u in todo if not seen[u]), None)
+            if u is None:
+                stack.pop()
+                order.append(v)
+            else:
+                seen[u] = True
+                stack.append((u, iter(reversed(prec[u]) if last_first else prec[u])))
+    return order
+
+
+def reverse_postorder(prec: list[list[int]]) -> list[int]:
+    """Reverse postorder of a depth-first search along the links from the sources (given order)."""
+    after = _successors(prec)
+    seen = [False] * len(prec)
+    post: list[int] = []
+    for root in reversed([v for v in range(len(prec)) if not prec[v]]):
+        seen[root] = True
+        stack = [(root, iter(after[root]))]
+        while stack:
+            v, todo = stack[-1]
+            u = next((u for u in todo if not seen[u]), None)
+            if u is None:
+                stack.pop()
+                post.append(v)
+            else:
+                seen[u] = True
+                stack.append((u, iter(after[u])))
+    return post[::-1]
+
+
+def candidates(problem: SchedulingProblem) -> list[tuple[str, list[int]]]:
+    """The candidate orders, in the order of comparison (the module docstring)."""
+    prec = precedence(problem)
+    return [
+        ("given", list(range(len(problem.nodes)))),
+        ("min-net", min_net(problem, prec)),
+        ("dfs-first", dfs_consumer(prec, last_first=False)),
+        ("dfs-last", dfs_consumer(prec, last_first=True)),
+        ("rpo", reverse_postorder(prec)),
+    ]
+
+
+# -- local search -------------------------------------------------------------------------------------
+
+
+def improve(
+    problem: SchedulingProblem, order: list[int], budget: int, work: int, curves: Curves
+) -> list[int]:
+    """The local search over orders (the module docstring), at most ``work`` evaluations; stops early
+    once nothing is above the budget."""
+    n = len(order)
+    prec = precedence(problem)
+    after = _successors(prec)
+    rng = random.Random(SEED)
+    order = list(order)
+    mem = curves.curve(order)
+    key = (int(np.maximum(mem - budget, 0).sum()), int(mem.max(initial=0)))
+    pos = [0] * n
+    for spent in range(work):
+        if key[0] == 0 or n < 2:
+            break
+        for i, v in enumerate(order):
+            pos[v] = i
+        hot = np.flatnonzero(mem > budget)
+        t = int(mem.argmax()) if spent % 2 == 0 else int(hot[rng.randrange(len(hot))])
+        v = order[rng.randrange(max(0, t - NEAR), min(n, t + NEAR + 1))]
+        lo = max((pos[u] + 1 for u in prec[v]), default=0)
+        hi = min((pos[w] - 1 for w in after[v]), default=n - 1)
+        span = (max(t, pos[v] + 1), hi) if pos[v] <= t else (lo, min(t, pos[v] - 1))
+        if span[0] > span[1]:
+            continue
+        moved = list(order)
+        moved.insert(rng.randint(*span), moved.pop(pos[v]))
+        new_mem = curves.curve(moved)
+        new_key = (int(np.maximum(new_mem - budget, 0).sum()), int(new_mem.max(initial=0)))
+        if new_key <= key:
+            order, mem, key = moved, new_mem, new_key
+    return order
+
+
+# -- the choice ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OrderChoice:
+    """The chosen order and what it was compared with.
+
+    ``problem``: the input problem with its nodes in the chosen order; ``order``: that order as indices
+    of the input problem's nodes; ``origin``: the candidate it came from (``+search`` when the local
+    search improved it); ``compared``: (candidate, overflow, peak) in the order of comparison, the
+    search's result last; ``evaluations``: RAM curves computed."""
+
+    problem: SchedulingProblem
+    order: tuple[int, ...]
+    origin: str
+    compared: tuple[tuple[str, int, int], ...]
+    evaluations: int
+
+    @property
+    def peak(self) -> int:
+        return self.compared_key[1]
+
+    @property
+    def compared_key(self) -> Key:
+        best = min(self.compared, key=lambda c: (c[1], c[2]))
+        return best[1], best[2]
+
+
+def choose_order(problem: SchedulingProblem, budget_bytes: int, work: int = ORDER_WORK) -> OrderChoice:
+    """The candidate order with the least (overflow, peak) at ``budget_bytes``, improved by at most
+    ``work`` evaluations of the local search; deterministic."""
+    curves = Curves(problem)
+    compared: list[tuple[str, int, int]] = []
+    best: tuple[Key, int, str, list[int]] | None = None
+    for i, (name, order) in enumerate(candidates(problem)):
+        key = curves.key(order, budget_bytes)
+        compared.append((name, *key))
+        if best is None or (key, i) < best[:2]:
+            best = (key, i, name, order)
+    assert best is not None
+    key, _, origin, order = best
+    searched = improve(problem, order, budget_bytes, work, curves)
+    new_key = curves.key(searched, budget_bytes)
+    compared.append(("search", *new_key))
+    if new_key < key:
+        order, origin = searched, f"{origin}+search"
+    return OrderChoice(reorder(problem, order), tuple(order), origin, tuple(compared), curves.evaluations)
+
+
+# -- recomputation inserted into an order -------------------------------------------------------------
+
+
+class Sequences:
+    """RAM curves of compute sequences in which a node may appear more than once (recomputations):
+    each compute uses the latest earlier instance of each input; an instance is live from its step to
+    its last such use (its own step when unused). ``evaluations`` counts the curves computed."""
+
+    def __init__(self, problem: SchedulingProblem) -> None:
+        inputs = [sorted(set(p)) for p in problem.preds()]
+        self.deg = np.array([len(p) for p in inputs], dtype=np.int64)
+        self.ptr = np.concatenate(([0], np.cumsum(self.deg)[:-1])).astype(np.int64)
+        self.idx = np.array([u for p in inputs for u in p], dtype=np.int64)
+        self.out = np.array([node.out_bytes for node in problem.nodes], dtype=np.int64)
+        self.ws = np.array([node.workspace_bytes for node in problem.nodes], dtype=np.int64)
+        self.fixed = problem.fixed_bytes
+        self.evaluations = 0
+
+    def ends(self, seq: np.ndarray) -> np.ndarray:
+        """The last step at which each step's instance is used (its own step when unused)."""
+        m = len(seq)
+        d = self.deg[seq]
+        at = np.repeat(np.arange(m, dtype=np.int64), d)
+        offs = np.arange(len(at), dtype=np.int64) - np.repeat(np.cumsum(d) - d, d)
+        used = self.idx[np.repeat(self.ptr[seq], d) + offs]
+        keys = seq * m + np.arange(m, dtype=np.int64)
+        by_key = np.argsort(keys, kind="stable")
+        inst = by_key[np.searchsorted(keys[by_key], used * m + at) - 1]
+        if len(inst) and not np.array_equal(seq[inst], used):
+            raise PoetError("a compute sequence uses a value before any instance of it")
+        end = np.arange(m, dtype=np.int64)
+        np.maximum.at(end, inst, at)
+        return end
+
+    def curve(self, seq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(RAM at each step, each step's instance's last use); PoetError if a step uses a value with no
+        earlier instance."""
+        self.evaluations += 1
+        end = self.ends(seq)
+        out = self.out[seq]
+        live = np.cumsum(out - np.bincount(end, weights=out, minlength=len(seq)).astype(np.int64))
+        before = np.concatenate(([0], live[:-1]))
+        return self.fixed + before + out + self.ws[seq], end
+
+
+def _gaps(
+    seq: np.ndarray, seqs: Sequences, allowed: np.ndarray, spans: Callable[..., np.ndarray]
+) -> np.ndarray:
+    """Rows (instance step, gap start, next use) of the idle stretches of recomputable instances between
+    two of their uses (where a recomputation right before the next use could free them) for which
+    ``spans(starts, next_uses)`` holds."""
+    m = len(seq)
+    d = seqs.deg[seq]
+    at = np.repeat(np.arange(m, dtype=np.int64), d)
+    offs = np.arange(len(at), dtype=np.int64) - np.repeat(np.cumsum(d) - d, d)
+    used = seqs.idx[np.repeat(seqs.ptr[seq], d) + offs]
+    keys = seq * m + np.arange(m, dtype=np.int64)
+    by_key = np.argsort(keys, kind="stable")
+    inst = by_key[np.searchsorted(keys[by_key], used * m + at) - 1]
+    uses = np.unique(np.stack([inst, at], axis=1), axis=0)
+    same = uses[1:, 0] == uses[:-1, 0]
+    keep = same & allowed[seq[uses[1:, 0]]] & spans(uses[:-1, 1], uses[1:, 1])
+    return np.stack([uses[:-1, 0][keep], uses[:-1, 1][keep], uses[1:, 1][keep]], axis=1)
+
+
+def _gain(
+    seq: np.ndarray,
+    end: np.ndarray,
+    mem: np.ndarray,
+    budget: int,
+    seqs: Sequences,
+    i: int,
+    a: int,
+    p: int,
+    seen: dict[int, list[int]],
+) -> int:
+    """Exactly how much the overflow (bytes over the budget, summed over steps) falls when the node of
+    step ``i``, idle after its use at step ``a``, is recomputed at step ``p`` (inserted before the step now
+    there, at most its next use): it is not live over (a, p), its inputs whose instances end before ``p``
+    stay live until the new step, which needs fixed + live + its output + its workspace."""
+    v = int(seq[i])
+    delta = np.full(p - a - 1, -int(seqs.out[v]), dtype=np.int64)
+    carried = 0
+    for u in seqs.idx[seqs.ptr[v] : seqs.ptr[v] + seqs.deg[v]].tolist():
+        at = seen[u][bisect.bisect_left(seen[u], p) - 1]
+        if end[at] < p:
+            delta[max(0, int(end[at]) - a) :] += int(seqs.out[u])
+            carried += int(seqs.out[u])
+    old = mem[a + 1 : p]
+    here = int(mem[p] - seqs.out[seq[p]] - seqs.ws[seq[p]]) - int(seqs.out[v]) + carried
+    new_step = here + int(seqs.out[v]) + int(seqs.ws[v])
+    before = int(np.maximum(old - budget, 0).sum())
+    after = int(np.maximum(old + delta - budget, 0).sum()) + max(0, new_step - budget)
+    return before - after
+
+
+EXACT = 64  # insert_recomputations: single recomputations evaluated exactly per round
+
+
+def _insertions(
+    seq: np.ndarray,
+    end: np.ndarray,
+    mem: np.ndarray,
+    budget: int,
+    seqs: Sequences,
+    allowed: np.ndarray,
+    costs: np.ndarray,
+) -> list[tuple[float, int, int]]:
+    """Recomputations that lower the overflow, as (-gain per unit of cost, step to insert at, step of the
+    instance), best first: of the idle stretches (a, b) of values over steps above the budget, the
+    ``EXACT`` with the most bytes times such steps per unit of cost, each recomputed right before its
+    next use b, or right before the last use of an input's instance that ends inside the stretch (a
+    shorter stretch, that input not kept longer); gains exact (:func:`_gain`)."""
+    hot = np.concatenate(([0], np.cumsum(mem > budget)))
+    rows = _gaps(seq, seqs, allowed, lambda a, b: hot[b] > hot[a + 1])
+    if not len(rows):
+        return []
+    nodes = seq[rows[:, 0]]
+    bound = seqs.out[nodes] * (hot[rows[:, 2]] - hot[rows[:, 1] + 1]) / np.maximum(costs[nodes], 1e-12)
+    seen: dict[int, list[int]] = {}
+    for k, v in enumerate(seq.tolist()):
+        seen.setdefault(v, []).append(k)
+    out: list[tuple[float, int, int]] = []
+    for i, a, b in rows[np.argsort(-bound, kind="stable")[:EXACT]].tolist():
+        v = int(seq[i])
+        inputs = seqs.idx[seqs.ptr[v] : seqs.ptr[v] + seqs.deg[v]].tolist()
+        ends = {int(end[seen[u][bisect.bisect_left(seen[u], b) - 1]]) for u in inputs}
+        for p in sorted({b} | {e for e in ends if a + 1 < e < b and hot[e] > hot[a + 1]}):
+            gain = _gain(seq, end, mem, budget, seqs, i, a, p, seen)
+            if gain > 0:
+                out.append((-gain / max(float(costs[v]), 1e-12), p, i))
+    return sorted(out)
+
+
+CLOSURES = 48  # insert_recomputations: node-and-inputs recomputations evaluated when no single one helps
+
+
+def _closure(
+    seq: np.ndarray,
+    end: np.ndarray,
+    mem: np.ndarray,
+    budget: int,
+    seqs: Sequences,
+    allowed: np.ndarray,
+    costs: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """For idle stretches over the highest step, a node recomputed right before its next use together
+    with those of its inputs whose instances end earlier (recomputed first, where allowed): of the
+    ``CLOSURES`` that span the most steps over the budget, evaluated exactly, the one that lowers the
+    overflow most per unit of cost; None if none does."""
+    top = int(mem.argmax())
+    seen: dict[int, list[int]] = {}
+    for k, v in enumerate(seq.tolist()):
+        seen.setdefault(v, []).append(k)
+    tried: list[tuple[int, int, list[int]]] = []
+    for i, a, b in _gaps(seq, seqs, allowed, lambda a, b: (a < top) & (top < b)).tolist():
+        v = int(seq[i])
+        ins = seqs.idx[seqs.ptr[v] : seqs.ptr[v] + seqs.deg[v]].tolist()
+        missing = [u for u in ins if end[seen[u][bisect.bisect_left(seen[u], b) - 1]] < b]
+        if missing and all(allowed[u] for u in missing):
+            tried.append(
+                (-int(np.count_nonzero(mem[a + 1 : b] > budget)) * int(seqs.out[v]), b, [*missing, v])
+            )
+    over = _overflow(mem, budget)
+    best: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None
+    for _, b, nodes in sorted(tried)[:CLOSURES]:
+        moved = np.insert(seq, [b] * len(nodes), nodes)
+        new_mem, new_end = seqs.curve(moved)
+        gain = (over - _overflow(new_mem, budget)) / max(float(costs[nodes].sum()), 1e-12)
+        if gain > 0 and (best is None or gain > best[0]):
+            best = (gain, moved, new_mem, new_end)
+    return None if best is None else best[1:]
+
+
+def _overflow(mem: np.ndarray, budget: int) -> int:
+    return int(np.maximum(mem - budget, 0).sum())
+
+
+def _shift(
+    seq: np.ndarray, mem: np.ndarray, budget: int, seqs: Sequences, rng: random.Random, tries: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``tries`` random moves of a step near a step over the budget to the other side of it, each kept
+    when the sequence stays valid and its overflow does not grow (the same steps: the cost is unchanged)."""
+    m = len(seq)
+    end = seqs.ends(seq)
+    for _ in range(tries):
+        hot = np.flatnonzero(mem > budget)
+        if not len(hot):
+            break
+        t = int(hot[rng.randrange(len(hot))])
+        j = rng.randrange(max(0, t - NEAR), min(m, t + NEAR + 1))
+        q = rng.randint(t, min(m - 1, t + NEAR)) if j <= t else rng.randint(max(0, t - NEAR), t)
+        if q == j:
+            continue
+        moved = np.insert(np.delete(seq, j), q, seq[j])
+        try:
+            new_mem, new_end = seqs.curve(moved)
+        except PoetError:
+            continue
+        if _overflow(new_mem, budget) <= _overflow(mem, budget):
+            seq, mem, end = moved, new_mem, new_end
+    return seq, mem, end
+
+
+SHIFTS = 200  # insert_recomputations: moves tried whenever no insertion lowers the overflow
+
+
+def insert_recomputations(
+    problem: SchedulingProblem, budget: int, work: int, cost: Sequence[float]
+) -> tuple[np.ndarray | None, int]:
+    """Recomputations inserted into the problem's order until its RAM curve fits ``budget``: each round
+    ranks where recomputations could go by an estimate of the bytes over the budget they would save per
+    unit of ``cost`` (:func:`_ranked`), evaluates the best exactly and applies the one that lowers the
+    overflow most per unit of cost (:func:`_best_insertion`); when none does, ``SHIFTS`` moves of steps
+    across the steps over the budget (:func:`_shift`), and on. (sequence of node indices, or None when
+    neither helps or ``work`` evaluations are spent; evaluations).
+
+    Only nodes that are recomputable and invalidate nothing are recomputed."""
+    seqs = Sequences(problem)
+    rng = random.Random(SEED)
+    costs = np.asarray(cost, dtype=float)
+    allowed = np.array([node.recomputable for node in problem.nodes], dtype=bool)
+    for a, _ in problem.invalidated_by:
+        allowed[a] = False
+    seq = np.arange(len(problem.nodes), dtype=np.int64)
+    mem, end = seqs.curve(seq)
+    while seqs.evaluations < work:
+        if not (mem > budget).any():
+            return seq, seqs.evaluations
+        found = _insertions(seq, end, mem, budget, seqs, allowed, costs)
+        if not found:
+            closure = _closure(seq, end, mem, budget, seqs, allowed, costs)
+            if closure is not None:
+                seq, mem, end = closure
+                continue
+            before = _overflow(mem, budget)
+            seq, mem, end = _shift(seq, mem, budget, seqs, rng, min(SHIFTS, work - seqs.evaluations))
+            if _overflow(mem, budget) == before and not _insertions(
+                seq, end, mem, budget, seqs, allowed, costs
+            ):
+                return None, seqs.evaluations
+            continue
+        _, at, i = found[0]
+        seq = np.insert(seq, at, seq[i])
+        mem, end = seqs.curve(seq)
+    return None, seqs.evaluations
+
+
+def sequence_schedule(problem: SchedulingProblem, seq: np.ndarray, solver: str) -> Schedule:
+    """The steps of a compute sequence: each compute, then frees of the instances last used there."""
+    end = Sequences(problem).ends(seq)
+    frees: list[list[int]] = [[] for _ in range(len(seq))]
+    for i, e in enumerate(end.tolist()):
+        frees[e].append(i)
+    names = [node.name for node in problem.nodes]
+    steps: list[Step] = []
+    for i, v in enumerate(seq.tolist()):
+        steps.append(Compute(names[v]))
+        steps.extend(Free(names[int(seq[j])]) for j in sorted(frees[i], key=lambda j: (j != i, j)))
+    return Schedule(tuple(steps), solver)
+
+
+# -- scheduling on the chosen order ---------------------------------------------------------------------
+
+INSERT_WORK = 3000  # schedule_ordered: evaluations of insert_recomputations
+ALL_ORDERS = "all orders"
+THIS_ORDER = "this order"
+
+
+def forced(problem: SchedulingProblem) -> bool:
+    """Whether the problem's order is its only topological order (each node must precede the next)."""
+    prec = precedence(problem)
+    return all(i - 1 in prec[i] for i in range(1, len(problem.nodes)))
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One schedule of the original problem and its simulated objective (inf: none)."""
+
+    schedule: Schedule | None
+    cost: float
+    at_s: float  # seconds from the start of schedule_ordered
+
+
+def _measure(problem: SchedulingProblem, schedule: Schedule, latency: bool, at_s: float) -> Attempt:
+    sim = simulate(problem, schedule)
+    limit = problem.max_latency_s
+    if limit is not None and sim.latency_s > limit * (1 + 1e-9):
+        return Attempt(None, math.inf, at_s)
+    return Attempt(schedule, sim.latency_s if latency else sim.energy_j, at_s)
+
+
+def _plain(problem: SchedulingProblem, latency: bool) -> float:
+    return sum(n.compute_s if latency else n.compute_j for n in problem.nodes)
+
+
+def _order_info(choice: OrderChoice, seconds: float) -> tuple[tuple[str, object], ...]:
+    return (
+        ("order", choice.origin),
+        ("orders_compared", [list(c) for c in choice.compared]),
+        ("order_evaluations", choice.evaluations),
+        ("order_s", round(seconds, 3)),
+    )
+
+
+def schedule_ordered(
+    problem: SchedulingProblem,
+    inner: Callable[[SchedulingProblem, float], Schedule],
+    time_limit_s: float,
+    latency: bool = False,
+    remat: bool = True,
+    work: int = ORDER_WORK,
+) -> Schedule:
+    """``inner`` (scale) on the order :func:`choose_order` picks, with the order's own answers:
+
+    * where the chosen order's no-recomputation pass fits the budget, that pass is returned: every node
+      once is the least any schedule in any order costs ("optimal", the bound covers all orders);
+    * otherwise recomputations are inserted into the chosen order (:func:`insert_recomputations`, at
+      most ``INSERT_WORK`` evaluations; not with ``remat`` False), a first schedule in seconds, and
+      ``inner`` runs on the chosen order for the time left; the cheaper schedule is kept (``inner``'s on
+      ties), ``inner``'s error only raised when there is no other schedule.
+
+    ``Schedule.info`` gains ``order`` (the candidate chosen), ``orders_compared``, ``order_evaluations``,
+    ``order_s`` and ``bound_covers``: "all orders" where the bound is the plain pass (every node once) or
+    the problem's order is forced, else "this order" (``inner``'s bound covers only schedules that
+    first compute the nodes in the chosen order), and an "optimal" status says "optimal for this order"
+    when the bound covers only that. When the inserted recomputations win, the bound is the plain pass
+    and ``inner``'s bound is kept as ``order_bound``."""
+    began = time.perf_counter()
+    choice = choose_order(problem, problem.budget_bytes, work)
+    ordered = choice.problem
+    plain = _plain(problem, latency)
+    if choice.peak <= problem.budget_bytes:
+        at = time.perf_counter() - began
+        attempt = _measure(
+            problem, sequence_schedule(ordered, np.arange(len(ordered.nodes)), "scale"), latency, at
+        )
+        if attempt.schedule is not None:
+            info = (
+                ("status", "optimal"),
+                ("objective", attempt.cost),
+                ("bound", plain),
+                ("bound_from", "plain pass"),
+                ("bound_covers", ALL_ORDERS),
+                ("gap", max(0.0, attempt.cost - plain) / max(abs(attempt.cost), 1e-300)),
+                ("seconds", round(at, 3)),
+                ("first_valid_s", round(at, 3)),
+                ("schedule_from", "no-recomputation pass in the chosen order"),
+            )
+            return replace(attempt.schedule, info=info + _order_info(choice, at))
+    ours = Attempt(None, math.inf, 0.0)
+    if remat:
+        costs = [n.compute_s if latency else n.compute_j for n in ordered.nodes]
+        seq, _ = insert_recomputations(ordered, problem.budget_bytes, INSERT_WORK, costs)
+        if seq is not None:
+            ours = _measure(
+                problem, sequence_schedule(ordered, seq, "scale"), latency, time.perf_counter() - began
+            )
+    order_s = time.perf_counter() - began
+    try:
+        theirs = inner(ordered, max(0.0, time_limit_s - order_s))
+    except PoetError:
+        if ours.schedule is None:
+            raise
+        return _ours(ours, None, plain, choice, order_s, began)
+    cost = _measure(problem, theirs, latency, 0.0).cost
+    if ours.cost < cost:
+        return _ours(ours, dict(theirs.info).get("bound"), plain, choice, order_s, began)
+    return _labelled(theirs, choice, ordered, order_s, ours)
+
+
+def _ours(
+    ours: Attempt, order_bound: object, plain: float, choice: OrderChoice, order_s: float, began: float
+) -> Schedule:
+    assert ours.schedule is not None
+    info = (
+        ("status", "feasible"),
+        ("objective", ours.cost),
+        ("bound", plain),
+        ("bound_from", "plain pass"),
+        ("bound_covers", ALL_ORDERS),
+        ("order_bound", order_bound),
+        ("gap", max(0.0, ours.cost - plain) / max(abs(ours.cost), 1e-300)),
+        ("seconds", round(time.perf_counter() - began, 3)),
+        ("first_valid_s", round(ours.at_s, 3)),
+        ("schedule_from", "recomputations inserted into the chosen order"),
+    )
+    return replace(ours.schedule, info=info + _order_info(choice, order_s))
+
+
+def _labelled(
+    schedule: Schedule, choice: OrderChoice, ordered: SchedulingProblem, order_s: float, ours: Attempt
+) -> Schedule:
+    info = dict(schedule.info)
+    covers = ALL_ORDERS if info.get("bound_from") == "plain pass" or forced(ordered) else THIS_ORDER
+    if info.get("status") == "optimal" and covers == THIS_ORDER:
+        info["status"] = "optimal for this order"
+    info["bound_covers"] = covers
+    first = info.get("first_valid_s")
+    if isinstance(first, (int, float)):
+        info["first_valid_s"] = round(min(first + order_s, ours.at_s if ours.schedule else math.inf), 3)
+    if isinstance(info.get("seconds"), (int, float)):
+        info["seconds"] = round(float(info["seconds"]) + order_s, 3)  # type: ignore[arg-type]
+    return replace(schedule, info=tuple(info.items()) + _order_info(choice, order_s))
