@@ -223,8 +223,12 @@ def test_inspect_counts_the_zero_state_as_frozen(tmp_path):
     [
         (np.array([1, 2, 10, 3]), False, r"label y\[2\] is 10, outside \[0, 10\): the model has 10 classes"),
         (np.array([1, -1, 0, 3]), False, r"label y\[1\] is -1, outside \[0, 10\)"),
-        (np.array([1.0, 2.0, 2.5, 3.0]), False, r"label y\[2\] is 2.5; labels must be whole numbers"),
-        (np.array([1.0, np.nan, 2.0, 3.0]), False, r"label y\[1\] is nan; labels must be whole numbers"),
+        (np.array([1.0, 2.0, 2.5, 3.0]), False, r"y has dtype float64; labels must be integers"),
+        (np.array([1.0, np.nan, 2.0, 3.0]), False, r"y has dtype float64; labels must be integers"),
+        (np.array([1.0, 2.0, 0.0, 3.0]), False, r"y has dtype float64; labels must be integers"),
+        (np.array([True, False, True, True]), False, r"y has dtype bool; labels must be integers"),
+        (np.array([1, 2, 2**31 - 1, 3]), False, r"label y\[2\] is 2147483647, outside \[0, 10\)"),
+        (np.array([1, 2**40, 0, 3]), False, r"label y\[1\] is 1099511627776, outside \[0, 10\)"),
         (np.array(["a", "b", "c", "d"]), False, r"y has dtype <U1; numbers"),
         (np.array([1, 2, 3, 4]), True, r"x\[2, 0, 5, 1\] is inf; inputs must be finite"),
     ],
@@ -238,9 +242,10 @@ def test_bad_training_data_names_the_first_bad_value(y, x_bad, message):
         runner.check_data("--data d.npz", x, y, 10)
 
 
-def test_integral_float_labels_and_finite_targets_pass():
+def test_integer_labels_of_any_width_and_finite_targets_pass():
     x = np.ones((3, 2), np.float32)
-    runner.check_data("d", x, np.array([0.0, 9.0, 3.0]), 10)
+    for dtype in (np.int8, np.uint16, np.int32, np.int64, np.uint64):
+        runner.check_data("d", x, np.array([0, 9, 3], dtype), 10)
     runner.check_data("d", x, np.array([[0.5], [-2.0], [1e9]]), 0)  # regression targets: any finite value
     with pytest.raises(PoetError, match=r"y\[1, 0\] is nan; targets must be finite"):
         runner.check_data("d", x, np.array([[0.5], [np.nan], [1.0]]), 0)

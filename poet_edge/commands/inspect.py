@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from poet_edge import frontend
+from poet_edge import frontend, sanity
 from poet_edge.autodiff import Loss
 from poet_edge.commands import add_batch
 from poet_edge.inspect_model import format_inspection, inspect
@@ -39,9 +39,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    batch = frontend.batch_of(args.model, args.batch)
+    sanity.check_graph(frontend.load(args.model, batch))  # the hard cap, before any per-element work
     r = inspect(
         args.model,
-        frontend.batch_of(args.model, args.batch),
+        batch,
         Loss(args.loss),
         args.train,
         parse_size(args.reserve),
