@@ -103,7 +103,7 @@ def huge_relu(shape) -> onnx.ModelProto:
     return _model(
         [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Flatten", ["r"], ["y"], axis=1)],
         [_vi("x", shape)],
-        [_vi("y", None)],
+        [_vi("y", ["a", "b"])],
     )
 
 
@@ -113,7 +113,7 @@ def huge_conv(n: int) -> onnx.ModelProto:
     return _model(
         [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Flatten", ["c"], ["y"], axis=1)],
         [_vi("x", [1, 1, n, n])],
-        [_vi("y", None)],
+        [_vi("y", ["a", "b"])],
         [w],
     )
 
@@ -121,7 +121,7 @@ def huge_conv(n: int) -> onnx.ModelProto:
 def huge_matmul(n: int) -> onnx.ModelProto:
     w = helper.make_tensor("w", TensorProto.FLOAT, [2, 2], [1.0, 0.0, 0.0, 1.0])
     return _model(
-        [helper.make_node("MatMul", ["x", "w"], ["y"])], [_vi("x", [n, n])], [_vi("y", None)], [w]
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], [_vi("x", [n, n])], [_vi("y", ["a", "b"])], [w]
     )
 
 
