@@ -86,7 +86,9 @@ def plan_training(
 
     sanity.check_options(opts.lr, opts.time_limit_s, opts.milp.threads, opts.ram_bytes)
     phase("load")
-    g = frontend.load(opts.model, opts.batch)
+    model = frontend.load_onnx(opts.model)
+    sanity.check_onnx(model)
+    g = frontend.to_ir(model, opts.batch)
     sanity.check_graph(g, opts.ram_bytes)  # before any per-element work
     phase("training graph")
     tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train))

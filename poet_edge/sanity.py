@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import onnx
+from onnx import numpy_helper
 
 from poet_edge.errors import PoetError
 from poet_edge.ir import DTYPE_BYTES, Graph, Role
@@ -41,6 +43,18 @@ def check_options(lr: float, time_limit_s: float | None, threads: int | None, ra
 
 def _count(shape: tuple[int, ...]) -> int:
     return math.prod(int(d) for d in shape)  # Python integers: no overflow whatever the shape
+
+
+def check_onnx(model: onnx.ModelProto) -> None:
+    """Each initializer's stored values match its declared shape (a damaged or hand-edited file), named;
+    the same conversion the frontend makes, done first so a mismatch is an error of the file."""
+    for t in model.graph.initializer:
+        try:
+            numpy_helper.to_array(t)
+        except (ValueError, TypeError) as e:
+            raise PoetError(
+                f"initializer '{t.name}' (dims {list(t.dims)}) does not hold the values its shape says ({e})"
+            ) from None
 
 
 def check_graph(g: Graph, ram_bytes: int | None = None) -> None:

@@ -40,7 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     batch = frontend.batch_of(args.model, args.batch)
-    sanity.check_graph(frontend.load(args.model, batch))  # the hard cap, before any per-element work
+    model = frontend.load_onnx(args.model)
+    sanity.check_onnx(model)
+    sanity.check_graph(frontend.to_ir(model, batch))  # the hard cap, before any per-element work
     r = inspect(
         args.model,
         batch,
