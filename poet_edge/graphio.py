@@ -58,6 +58,8 @@ def _convert(key: str, value: Any, where: str) -> Any:
 
 def _node_fields(raw: dict[str, Any], where: str) -> tuple[str, dict[str, Any], int]:
     """(key, ProblemNode fields, param bytes) of one JSON node."""
+    if not isinstance(raw, dict):
+        raise PoetError(f"{where}: a node must be an object, got {raw!r:.40}")
     if "out_bytes" in raw or "cost_ram" in raw:
         key = raw.get("id", raw.get("name"))
     else:
@@ -122,6 +124,8 @@ def _topological(n: int, edges: list[tuple[int, int]], names: list[str]) -> list
 def _graph_attrs(data: dict[str, Any]) -> dict[str, Any]:
     attrs = data.get("graph", {})
     if isinstance(attrs, list):
+        if not all(isinstance(kv, list) and len(kv) == 2 for kv in attrs):
+            raise PoetError("'graph' as a list must hold [key, value] pairs")
         attrs = {str(k): v for k, v in attrs}
     if not isinstance(attrs, dict):
         raise PoetError("'graph' must be an object")
@@ -156,6 +160,8 @@ def problem_from_node_link(
     new = {old: i for i, old in enumerate(order)}
     nodes = tuple(ProblemNode(**parsed[old][1]) for old in order)
     pairs = attrs.get("invalidated_by") or []
+    if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 for p in pairs):
+        raise PoetError(f"{where}: invalidated_by must be a list of [a, b] node pairs")
     if any(str(a) not in pos or str(b) not in pos for a, b in pairs):
         raise PoetError(f"{where}: invalidated_by names an unknown node")
     inval = tuple((new[pos[str(a)]], new[pos[str(b)]]) for a, b in pairs)

@@ -211,16 +211,16 @@ def test_solve_mutated_graph(capsys, data, mutations, scheduler):
     for _ in range(mutations):
         where = data.draw(st.sampled_from(["node", "link", "graph", "top"]))
         value = data.draw(JSON)
-        if where == "node":
-            node = (
-                graph["nodes"][data.draw(st.integers(0, len(graph["nodes"]) - 1))] if graph["nodes"] else {}
-            )
-            node[data.draw(st.sampled_from(NODE_KEYS))] = value
-        elif where == "link":
-            graph["links"].append(data.draw(st.one_of(JSON, st.lists(st.integers(-1, 5), max_size=3))))
-        elif where == "graph":
-            graph["graph"][data.draw(st.sampled_from(GRAPH_KEYS))] = value
-        else:
+        nodes, links, attrs = graph.get("nodes"), graph.get("links"), graph.get("graph")
+        if where == "node" and isinstance(nodes, list) and nodes:
+            node = nodes[data.draw(st.integers(0, len(nodes) - 1))]
+            if isinstance(node, dict):
+                node[data.draw(st.sampled_from(NODE_KEYS))] = value
+        elif where == "link" and isinstance(links, list):
+            links.append(data.draw(st.one_of(JSON, st.lists(st.integers(-1, 5), max_size=3))))
+        elif where == "graph" and isinstance(attrs, dict):
+            attrs[data.draw(st.sampled_from(GRAPH_KEYS))] = value
+        elif where == "top":
             graph[data.draw(st.sampled_from(["nodes", "links", "graph"]))] = value
     with _folder() as folder:
         path = folder / "g.json"
