@@ -16,10 +16,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import re
-import resource
 import os
 import platform
+import re
+import resource
 import signal
 import subprocess
 import sys
@@ -173,7 +173,7 @@ def labels(*values, dtype=np.int64) -> np.ndarray:
 
 
 def with_x(bad: float) -> np.ndarray:
-    x = xs()
+    x = xs().astype(np.float64)
     x[2, 0, 3, 4] = bad
     return x
 
@@ -289,7 +289,7 @@ def data_cases() -> list[Case]:
         ("label uint64 huge", lambda c: npz(c, x=xs(), y=labels(2**63, dtype=np.uint64))),
         ("x NaN", lambda c: npz(c, x=with_x(float("nan")), y=labels())),
         ("x +Inf", lambda c: npz(c, x=with_x(float("inf")), y=labels())),
-        ("x float64 overflowing float32", lambda c: npz(c, x=with_x(1e300).astype(np.float64), y=labels())),
+        ("x float64 overflowing float32", lambda c: npz(c, x=with_x(1e300), y=labels())),
         ("x strings", lambda c: npz(c, x=np.array(["a"] * 8), y=labels())),
         ("x object (pickled)", lambda c: npz(c, x=np.array([None] * 8, object), y=labels())),
         ("x complex", lambda c: npz(c, x=xs().astype(np.complex64), y=labels())),
@@ -307,10 +307,33 @@ def data_cases() -> list[Case]:
     cases = [Case(n, D, lambda c, f=f: _run(c, f(c))) for n, f in bad]
     cases.append(Case("labels int64 in range", D, lambda c: _run(c, npz(c, x=xs(), y=labels(9, 1))), "ok"))
     cases.append(
-        Case("mse target NaN", D, lambda c: ["run", str(c.mse_out), "--steps", "1", "--data", npz(c, x=xs(), y=_mse_y(float("nan")))])
+        Case(
+            "mse target NaN",
+            D,
+            lambda c: [
+                "run",
+                str(c.mse_out),
+                "--steps",
+                "1",
+                "--data",
+                npz(c, x=xs(), y=_mse_y(float("nan"))),
+            ],
+        )
     )
     cases.append(
-        Case("mse int targets", D, lambda c: ["run", str(c.mse_out), "--steps", "1", "--data", npz(c, x=xs(), y=np.ones((8, 10), np.int64))], "ok")
+        Case(
+            "mse int targets",
+            D,
+            lambda c: [
+                "run",
+                str(c.mse_out),
+                "--steps",
+                "1",
+                "--data",
+                npz(c, x=xs(), y=np.ones((8, 10), np.int64)),
+            ],
+            "ok",
+        )
     )
     return cases
 
@@ -347,11 +370,22 @@ def size_cases() -> list[Case]:
         c("--batch 0", lambda x: compile_args(str(MLP), out(x), "--batch", "0")),
         c("--batch -3", lambda x: compile_args(str(MLP), out(x), "--batch", "-3")),
         c("--batch 1e8 (not an integer)", lambda x: compile_args(str(MLP), out(x), "--batch", "1e8")),
-        c("1e9-element conv, --scheduler milp", lambda x: compile_args(_save(x, huge_conv(31623)), out(x), "--scheduler", "milp")),
+        c(
+            "1e9-element conv, --scheduler milp",
+            lambda x: compile_args(_save(x, huge_conv(31623)), out(x), "--scheduler", "milp"),
+        ),
         c("1e9 input, inspect", lambda x: ["inspect", _save(x, huge_conv(31623))]),
         c("--batch 1e8, inspect", lambda x: ["inspect", str(MLP), "--batch", "100000000"]),
-        c("--ram 1e30 bytes", lambda x: compile_args(str(MLP), out(x)) [:3] + ["1000000000000000000000000000000", "-o", out(x)]),
-        c("frozen weight above flash", lambda x: compile_args(_save(x, _frozen_on_big_flash()), out(x), "--device", "cortex-m0plus", "--train", "fc2")),
+        c(
+            "--ram 1e30 bytes",
+            lambda x: compile_args(str(MLP), out(x))[:3] + ["1000000000000000000000000000000", "-o", out(x)],
+        ),
+        c(
+            "frozen weight above flash",
+            lambda x: compile_args(
+                _save(x, _frozen_on_big_flash()), out(x), "--device", "cortex-m0plus", "--train", "fc2"
+            ),
+        ),
     ]
 
 
@@ -369,13 +403,19 @@ def _frozen_on_big_flash() -> onnx.ModelProto:
 
 
 def option_cases() -> list[Case]:
-    O = "options"
+    opt = "options"
 
     def c(name: str, *extra: str, expect: str = "error") -> Case:
-        return Case(name, O, lambda x: compile_args(str(MLP), str(x.dir / "o.poet"), *extra), expect, out_must_not_exist="o.poet" if expect == "error" else None)
+        return Case(
+            name,
+            opt,
+            lambda x: compile_args(str(MLP), str(x.dir / "o.poet"), *extra),
+            expect,
+            out_must_not_exist="o.poet" if expect == "error" else None,
+        )
 
     def r(name: str, *extra: str, expect: str = "error") -> Case:
-        return Case(name, O, lambda x: ["run", str(x.mlp_out), "--steps", "1", *extra], expect)
+        return Case(name, opt, lambda x: ["run", str(x.mlp_out), "--steps", "1", *extra], expect)
 
     cases = [
         c("--max-latency nan", "--max-latency", "nan"),
@@ -405,14 +445,61 @@ def option_cases() -> list[Case]:
         c("--train nosuchparam", "--train", "nosuchparam"),
         c("--device nosuch", "--device", "nosuch"),
         c("--ram above device RAM (warns)", "--ram", "1MB", "--device", "cortex-m0plus", expect="ok"),
-        Case("--batch 8 on a fixed-batch (4) model", O, lambda x: compile_args(_save(x, mlp_fixed_batch()), str(x.dir / "o.poet"), "--batch", "8"), out_must_not_exist="o.poet"),
-        Case("--batch 4 on a fixed-batch (4) model", O, lambda x: compile_args(_save(x, mlp_fixed_batch()), str(x.dir / "o.poet"), "--batch", "4"), "ok"),
-        Case("profile ram_bytes nan", O, lambda x: compile_args(str(MLP), str(x.dir / "o.poet"), "--device", profile_with(x, "ram_bytes", "nan")), out_must_not_exist="o.poet"),
-        Case("profile clock_hz nan", O, lambda x: compile_args(str(MLP), str(x.dir / "o.poet"), "--device", profile_with(x, "clock_hz", "nan")), out_must_not_exist="o.poet"),
-        Case("profile active_power_w inf", O, lambda x: compile_args(str(MLP), str(x.dir / "o.poet"), "--device", profile_with(x, "active_power_w", "inf")), out_must_not_exist="o.poet"),
-        Case("profile clock_hz 0", O, lambda x: compile_args(str(MLP), str(x.dir / "o.poet"), "--device", profile_with(x, "clock_hz", "0")), out_must_not_exist="o.poet"),
-        Case("profile not TOML", O, lambda x: compile_args(str(MLP), str(x.dir / "o.poet"), "--device", str(_file(x, "bad.toml"))), out_must_not_exist="o.poet"),
-        Case("simulate --device profile nan", O, lambda x: ["simulate", str(x.mlp_out), "--device", profile_with(x, "clock_hz", "nan")]),
+        Case(
+            "--batch 8 on a fixed-batch (4) model",
+            opt,
+            lambda x: compile_args(_save(x, mlp_fixed_batch()), str(x.dir / "o.poet"), "--batch", "8"),
+            out_must_not_exist="o.poet",
+        ),
+        Case(
+            "--batch 4 on a fixed-batch (4) model",
+            opt,
+            lambda x: compile_args(_save(x, mlp_fixed_batch()), str(x.dir / "o.poet"), "--batch", "4"),
+            "ok",
+        ),
+        Case(
+            "profile ram_bytes nan",
+            opt,
+            lambda x: compile_args(
+                str(MLP), str(x.dir / "o.poet"), "--device", profile_with(x, "ram_bytes", "nan")
+            ),
+            out_must_not_exist="o.poet",
+        ),
+        Case(
+            "profile clock_hz nan",
+            opt,
+            lambda x: compile_args(
+                str(MLP), str(x.dir / "o.poet"), "--device", profile_with(x, "clock_hz", "nan")
+            ),
+            out_must_not_exist="o.poet",
+        ),
+        Case(
+            "profile active_power_w inf",
+            opt,
+            lambda x: compile_args(
+                str(MLP), str(x.dir / "o.poet"), "--device", profile_with(x, "active_power_w", "inf")
+            ),
+            out_must_not_exist="o.poet",
+        ),
+        Case(
+            "profile clock_hz 0",
+            opt,
+            lambda x: compile_args(
+                str(MLP), str(x.dir / "o.poet"), "--device", profile_with(x, "clock_hz", "0")
+            ),
+            out_must_not_exist="o.poet",
+        ),
+        Case(
+            "profile not TOML",
+            opt,
+            lambda x: compile_args(str(MLP), str(x.dir / "o.poet"), "--device", str(_file(x, "bad.toml"))),
+            out_must_not_exist="o.poet",
+        ),
+        Case(
+            "simulate --device profile nan",
+            opt,
+            lambda x: ["simulate", str(x.mlp_out), "--device", profile_with(x, "clock_hz", "nan")],
+        ),
         r("run --lr nan", "--lr", "nan"),
         r("run --lr inf", "--lr", "inf"),
         r("run --steps 0", "--steps", "0"),
@@ -421,9 +508,21 @@ def option_cases() -> list[Case]:
         r("run --timeout -1", "--timeout", "-1"),
         r("run --target nosuch", "--target", "nosuch"),
         r("run --sanitize on qemu", "--sanitize", "--target", "qemu-cortex-m4"),
-        Case("run --json into a missing folder", O, lambda x: ["run", str(x.mlp_out), "--steps", "1", "--json", str(x.dir / "no" / "r.json")]),
-        Case("run --dump-params into a missing folder", O, lambda x: ["run", str(x.mlp_out), "--steps", "1", "--dump-params", str(x.dir / "no" / "p.npz")]),
-        Case("sweep --time-limit nan", O, lambda x: ["sweep", str(MLP), "--ram", "64KB", "--time-limit", "nan", "-o", str(x.dir / "sw")]),
+        Case(
+            "run --json into a missing folder",
+            opt,
+            lambda x: ["run", str(x.mlp_out), "--steps", "1", "--json", str(x.dir / "no" / "r.json")],
+        ),
+        Case(
+            "run --dump-params into a missing folder",
+            opt,
+            lambda x: ["run", str(x.mlp_out), "--steps", "1", "--dump-params", str(x.dir / "no" / "p.npz")],
+        ),
+        Case(
+            "sweep --time-limit nan",
+            opt,
+            lambda x: ["sweep", str(MLP), "--ram", "64KB", "--time-limit", "nan", "-o", str(x.dir / "sw")],
+        ),
     ]
     return cases
 
@@ -432,7 +531,13 @@ def model_cases() -> list[Case]:
     M = "model"
 
     def c(name: str, make_model: Callable[[Ctx], str], expect: str = "error") -> Case:
-        return Case(name, M, lambda x: compile_args(make_model(x), str(x.dir / "o.poet")), expect, out_must_not_exist="o.poet")
+        return Case(
+            name,
+            M,
+            lambda x: compile_args(make_model(x), str(x.dir / "o.poet")),
+            expect,
+            out_must_not_exist="o.poet",
+        )
 
     return [
         c("not ONNX (text)", lambda x: str(_file(x, "m.onnx"))),
@@ -443,14 +548,49 @@ def model_cases() -> list[Case]:
         c("no graph outputs", lambda x: _save(x, mlp_no_outputs())),
         c("NaN weight", lambda x: _save(x, mlp_with(float("nan")))),
         c("Inf weight", lambda x: _save(x, mlp_with(float("-inf")))),
-        c("output not produced", lambda x: _save(x, _model([helper.make_node("Relu", ["x"], ["r"])], [_vi("x", [1, 4])], [_vi("zz", [1, 4])]))),
+        c(
+            "output not produced",
+            lambda x: _save(
+                x, _model([helper.make_node("Relu", ["x"], ["r"])], [_vi("x", [1, 4])], [_vi("zz", [1, 4])])
+            ),
+        ),
         c("no inputs", lambda x: _save(x, _model([], [], [_vi("y", [1, 4])]))),
-        c("int8 input", lambda x: _save(x, huge_relu.__call__([1, 4]) if False else _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [1, 4], TensorProto.INT8)], [_vi("y", [1, 4], TensorProto.INT8)]))),
-        c("cycle", lambda x: _save(x, _model([helper.make_node("Add", ["x", "b"], ["a"]), helper.make_node("Relu", ["a"], ["b"])], [_vi("x", [1, 4])], [_vi("b", [1, 4])]))),
+        c(
+            "int8 input",
+            lambda x: _save(
+                x,
+                huge_relu.__call__([1, 4])
+                if False
+                else _model(
+                    [helper.make_node("Relu", ["x"], ["y"])],
+                    [_vi("x", [1, 4], TensorProto.INT8)],
+                    [_vi("y", [1, 4], TensorProto.INT8)],
+                ),
+            ),
+        ),
+        c(
+            "cycle",
+            lambda x: _save(
+                x,
+                _model(
+                    [helper.make_node("Add", ["x", "b"], ["a"]), helper.make_node("Relu", ["a"], ["b"])],
+                    [_vi("x", [1, 4])],
+                    [_vi("b", [1, 4])],
+                ),
+            ),
+        ),
         c("negative dim", lambda x: _save(x, huge_relu([1, -4]))),
         c("zero dim", lambda x: _save(x, huge_relu([1, 0]))),
         c("symbolic non-batch dim", lambda x: _save(x, huge_relu([1, "n"]))),
-        c("opset 1", lambda x: _save(x, _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [1, 4])], [_vi("y", [1, 4])], opset=1))),
+        c(
+            "opset 1",
+            lambda x: _save(
+                x,
+                _model(
+                    [helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [1, 4])], [_vi("y", [1, 4])], opset=1
+                ),
+            ),
+        ),
         c("flipped bytes", lambda x: _flipped(x)),
     ]
 
@@ -476,12 +616,26 @@ def output_cases() -> list[Case]:
         Case("-o at a file", W, lambda x: compile_args(str(MLP), str(_file(x, "f.txt")))),
         Case("-o under a file", W, lambda x: compile_args(str(MLP), str(_file(x, "f.txt") / "o.poet"))),
         Case("-o a non-poet folder", W, lambda x: compile_args(str(MLP), _foreign(x))),
-        Case("-o read-only filesystem", W, lambda x: compile_args(str(MLP), str(x.dir / "ro" / "o.poet")), needs_root=True),
-        Case("-o full disk (64 KB tmpfs)", W, lambda x: compile_args(str(MLP), str(x.dir / "full" / "o.poet")), needs_root=True),
+        Case(
+            "-o read-only filesystem",
+            W,
+            lambda x: compile_args(str(MLP), str(x.dir / "ro" / "o.poet")),
+            needs_root=True,
+        ),
+        Case(
+            "-o full disk (64 KB tmpfs)",
+            W,
+            lambda x: compile_args(str(MLP), str(x.dir / "full" / "o.poet")),
+            needs_root=True,
+        ),
         Case("recompile keeps... refuses a user file", W, _with_user_file),
         Case("leftovers of a crash are cleaned", W, _crash_leftovers, "ok"),
         Case("-o the model file itself", W, lambda x: compile_args(str(MLP), str(MLP))),
-        Case("run --json at a folder", W, lambda x: ["run", str(x.mlp_out), "--steps", "1", "--json", str(x.dir)]),
+        Case(
+            "run --json at a folder",
+            W,
+            lambda x: ["run", str(x.mlp_out), "--steps", "1", "--json", str(x.dir)],
+        ),
     ]
 
 
@@ -495,7 +649,10 @@ def plan_cases() -> list[Case]:
         ("binary", lambda x: copied_plan(x, text="\x00\xff\x00")),
         ("schedule removed", lambda x: copied_plan(x, lambda p: p.pop("schedule"))),
         ("problem nodes a string", lambda x: copied_plan(x, lambda p: _sed(p, "problem.nodes", "abc"))),
-        ("schedule step unknown node", lambda x: copied_plan(x, lambda p: p["schedule"]["steps"].insert(0, ["compute", "nosuch"]))),
+        (
+            "schedule step unknown node",
+            lambda x: copied_plan(x, lambda p: p["schedule"]["steps"].insert(0, ["compute", "nosuch"])),
+        ),
         ("ram budget a string", lambda x: copied_plan(x, lambda p: _sed(p, "ram_budget_bytes", "lots"))),
         ("device unknown", lambda x: copied_plan(x, lambda p: _sed(p, "device", "nosuch"))),
         ("training inputs empty", lambda x: copied_plan(x, lambda p: _sed(p, "training_graph.inputs", []))),
@@ -531,14 +688,31 @@ def graph_cases() -> list[Case]:
         ("duplicate ids", {"nodes": GOOD_GRAPH["nodes"] * 2, "links": []}),
         ("link a number", {"nodes": GOOD_GRAPH["nodes"], "links": [5]}),
         ("graph key a string", {"graph": "x", **GOOD_GRAPH}),
-        ("max_latency_s NaN", '{"graph": {"max_latency_s": NaN}, "nodes": [{"id": 0, "cost_ram": 5, "cost_cpu": 1}], "links": []}'),
+        (
+            "max_latency_s NaN",
+            '{"graph": {"max_latency_s": NaN}, "nodes": [{"id": 0, "cost_ram": 5, "cost_cpu": 1}], '
+            '"links": []}',
+        ),
         ("huge bytes", {"nodes": [{"id": 0, "cost_ram": 1e300, "cost_cpu": 1}], "links": []}),
         ("deep nesting", "[" * 100000 + "]" * 100000),
     ]
-    cases = [Case(f"solve: {n}", G, lambda x, c=c: ["solve", graph_file(x, c), "--ram", "1KB"]) for n, c in contents]
-    cases.append(Case("solve: good graph", G, lambda x: ["solve", graph_file(x, GOOD_GRAPH), "--ram", "1KB"], "ok"))
-    cases.append(Case("solve: missing file", G, lambda x: ["solve", str(x.dir / "none.json"), "--ram", "1KB"]))
-    cases.append(Case("solve: --time-limit nan", G, lambda x: ["solve", graph_file(x, GOOD_GRAPH), "--ram", "1KB", "--time-limit", "nan"]))
+    cases = [
+        Case(f"solve: {n}", G, lambda x, c=c: ["solve", graph_file(x, c), "--ram", "1KB"])
+        for n, c in contents
+    ]
+    cases.append(
+        Case("solve: good graph", G, lambda x: ["solve", graph_file(x, GOOD_GRAPH), "--ram", "1KB"], "ok")
+    )
+    cases.append(
+        Case("solve: missing file", G, lambda x: ["solve", str(x.dir / "none.json"), "--ram", "1KB"])
+    )
+    cases.append(
+        Case(
+            "solve: --time-limit nan",
+            G,
+            lambda x: ["solve", graph_file(x, GOOD_GRAPH), "--ram", "1KB", "--time-limit", "nan"],
+        )
+    )
     cases.append(Case("solve: --ram 0", G, lambda x: ["solve", graph_file(x, GOOD_GRAPH), "--ram", "0"]))
     return cases
 
@@ -550,21 +724,71 @@ def signal_cases() -> list[Case]:
 
     def solve(x: Ctx) -> list[str]:
         # 1.1x its memory floor on the host profile: scale solves ~7 s with its proof processes
-        return ["compile", str(big), "--ram", "1423382", "--device", "host", "-o", str(x.dir / "o.poet"), "--no-report", "-v", "--time-limit", "20"]
+        return [
+            "compile",
+            str(big),
+            "--ram",
+            "1423382",
+            "--device",
+            "host",
+            "-o",
+            str(x.dir / "o.poet"),
+            "--no-report",
+            "-v",
+            "--time-limit",
+            "20",
+        ]
 
     return [
-        Case("SIGTERM during run (qemu)", X, long_run("qemu-cortex-m4"), signal_after=("step    0", signal.SIGTERM)),
-        Case("SIGINT to poet alone during run (qemu)", X, long_run("qemu-cortex-m4"), signal_after=("step    0", signal.SIGINT)),
+        Case(
+            "SIGTERM during run (qemu)",
+            X,
+            long_run("qemu-cortex-m4"),
+            signal_after=("step    0", signal.SIGTERM),
+        ),
+        Case(
+            "SIGINT to poet alone during run (qemu)",
+            X,
+            long_run("qemu-cortex-m4"),
+            signal_after=("step    0", signal.SIGINT),
+        ),
         Case("SIGTERM during run (host)", X, long_run("host"), signal_after=("step    0", signal.SIGTERM)),
-        Case("SIGTERM during the solve", X, solve, signal_after=("schedule", signal.SIGTERM), out_must_not_exist="o.poet"),
-        Case("SIGINT during the solve", X, solve, signal_after=("schedule", signal.SIGINT), out_must_not_exist="o.poet"),
+        Case(
+            "SIGTERM during the solve",
+            X,
+            solve,
+            signal_after=("schedule", signal.SIGTERM),
+            out_must_not_exist="o.poet",
+        ),
+        Case(
+            "SIGINT during the solve",
+            X,
+            solve,
+            signal_after=("schedule", signal.SIGINT),
+            out_must_not_exist="o.poet",
+        ),
         Case("SIGTERM during load", X, solve, signal_after=("", signal.SIGTERM), out_must_not_exist="o.poet"),
-        Case("SIGTERM during codegen", X, solve, signal_after=("  schedule ", signal.SIGTERM), out_must_not_exist="o.poet"),
+        Case(
+            "SIGTERM during codegen",
+            X,
+            solve,
+            signal_after=("  schedule ", signal.SIGTERM),
+            out_must_not_exist="o.poet",
+        ),
     ]
 
 
 def all_cases() -> list[Case]:
-    return data_cases() + size_cases() + option_cases() + model_cases() + output_cases() + plan_cases() + graph_cases() + signal_cases()
+    return (
+        data_cases()
+        + size_cases()
+        + option_cases()
+        + model_cases()
+        + output_cases()
+        + plan_cases()
+        + graph_cases()
+        + signal_cases()
+    )
 
 
 # ---- running a case --------------------------------------------------------------------------------------
@@ -617,7 +841,10 @@ def _communicate(proc: subprocess.Popen, case: Case) -> tuple[str, str, bool]:
             sink.append(line)
 
     out_lines: list[str] = []
-    threads = [threading.Thread(target=pump, args=(proc.stdout, out_lines), daemon=True), threading.Thread(target=pump, args=(proc.stderr, seen), daemon=True)]
+    threads = [
+        threading.Thread(target=pump, args=(proc.stdout, out_lines), daemon=True),
+        threading.Thread(target=pump, args=(proc.stderr, seen), daemon=True),
+    ]
     for t in threads:
         t.start()
     start = time.monotonic()
@@ -665,8 +892,14 @@ def run_case(case: Case, shared: tuple[Path, Path], base: Path) -> Outcome:
         began = time.monotonic()
         proc = subprocess.Popen(
             [sys.executable, "-m", "poet_edge", *argv],
-            cwd=ctx.dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, start_new_session=True, preexec_fn=_limit_memory,
+            cwd=ctx.dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            preexec_fn=_limit_memory,
         )
         out, err, hung = _communicate(proc, case)
         seconds = time.monotonic() - began
@@ -676,7 +909,7 @@ def run_case(case: Case, shared: tuple[Path, Path], base: Path) -> Outcome:
     said = [ln for ln in err.strip().splitlines() if not ln.startswith("poet: warning:")]
     err = "\n".join(said)
     last = said[-1] if said else ""
-    o.detail = (err.strip().splitlines() or [""])[0][:200] if code else (last[:200] or out.strip()[-120:])
+    o.detail = (err.splitlines() or [""])[0][:200] if code else (out.strip().splitlines() or [""])[-1][:200]
     if hung:
         o.verdict = "hang"
     elif any(m in err for m in TRACEBACK_MARKS):
@@ -701,7 +934,8 @@ def _shared(base: Path) -> tuple[Path, Path]:
     for out, extra in zip(outs, ([], ["--loss", "mse"]), strict=True):
         subprocess.run(
             [sys.executable, "-m", "poet_edge", *compile_args(str(MLP), str(out), *extra)],
-            check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            check=True,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
         )
     return outs
 
@@ -711,15 +945,13 @@ BAD = ("traceback", "hang", "silent", "leftover", "unclean", "slow")
 
 def table(outcomes: list[Outcome]) -> str:
     groups = sorted({o.group for o in outcomes}, key=[o.group for o in outcomes].index)
-    head = "| group | cases | clean errors | ok | tracebacks | hangs | silent wrong | leftovers | unclean | slow | skipped |"
-    lines = [head, "|" + "---|" * 11]
+    columns = ("clean", "ok", *BAD, "skipped")
+    head = "| group | cases | clean errors | ok | tracebacks | hangs | silent wrong | leftovers | unclean "
+    lines = [head + "| slow | skipped |", "|" + "---|" * 11]
     for g in [*groups, "all"]:
         sel = [o for o in outcomes if g in ("all", o.group)]
-        n = {v: sum(o.verdict == v for o in sel) for v in ("clean", "ok", *BAD, "skipped")}
-        lines.append(
-            f"| {g} | {len(sel)} | {n['clean']} | {n['ok']} | {n['traceback']} | {n['hang']} | {n['silent']} | "
-            f"{n['leftover']} | {n['unclean']} | {n['slow']} | {n['skipped']} |"
-        )
+        counts = [str(sum(o.verdict == v for o in sel)) for v in columns]
+        lines.append(f"| {g} | {len(sel)} | " + " | ".join(counts) + " |")
     return "\n".join(lines)
 
 
@@ -737,8 +969,11 @@ def main(argv: list[str] | None = None) -> int:
             outcomes = list(pool.map(lambda c: run_case(c, shared, base), cases))
     for o in outcomes:
         flag = "  " if o.verdict in ("clean", "ok", "skipped") else "!!"
-        print(f"{flag} {o.verdict:9s} {o.group:8s} {o.name:45s} exit {o.exit_code} {o.seconds:6.2f}s  {o.detail[:110]}"
-              + (f"  leftovers: {o.leftovers}" if o.leftovers else ""))
+        print(
+            f"{flag} {o.verdict:9s} {o.group:8s} {o.name:45s} exit {o.exit_code} {o.seconds:6.2f}s  "
+            + o.detail[:110]
+            + (f"  leftovers: {o.leftovers}" if o.leftovers else "")
+        )
     print()
     print(table(outcomes))
     if not args.no_write:
@@ -749,16 +984,21 @@ def main(argv: list[str] | None = None) -> int:
 def _write(outcomes: list[Outcome]) -> None:
     res = ROOT / "bench" / "results"
     res.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.strip()
     meta = {
         "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cores",
         "commit": commit,
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "root": os.geteuid() == 0,
     }
-    (res / "probe.json").write_text(json.dumps({**meta, "cases": [o.__dict__ for o in outcomes]}, indent=1) + "\n")
+    (res / "probe.json").write_text(
+        json.dumps({**meta, "cases": [o.__dict__ for o in outcomes]}, indent=1) + "\n"
+    )
     rows = "\n".join(
-        f"| {o.group} | {o.name} | {o.verdict} | {o.exit_code} | {o.detail.replace('|', '/')[:140]} |" for o in outcomes
+        f"| {o.group} | {o.name} | {o.verdict} | {o.exit_code} | {o.detail.replace('|', '/')[:140]} |"
+        for o in outcomes
     )
     (res / "probe.md").write_text(
         f"# Reliability probe (issue 59)\n\n{meta['machine']}, commit {commit}, {meta['date']}, "

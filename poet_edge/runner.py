@@ -114,7 +114,7 @@ def load_plan(out: Path) -> dict[str, Any]:
             value = value.get(part) if isinstance(value, dict) else None
         if not isinstance(value, kind) or isinstance(value, bool):
             raise corrupted(out, f"{key} is missing or not a {getattr(kind, '__name__', 'number')}")
-    if not (plan["ram_budget_bytes"] > 0 and math.isfinite(plan["lr"]) and plan["lr"] > 0):
+    if not (plan["ram_budget_bytes"] > 0 and math.isfinite(plan["lr"]) and plan["lr"] >= 0):
         raise corrupted(out, "ram_budget_bytes or lr out of range")
     inputs, tensors = plan["training_graph"]["inputs"], plan["training_graph"]["tensors"]
     if len(inputs) != 2 or not all(isinstance(t, str) and isinstance(tensors.get(t), dict) for t in inputs):
@@ -186,19 +186,18 @@ def _load_npz(
 
 
 def check_data(where: str, x: np.ndarray, y: np.ndarray, classes: int) -> None:
-    """Refuses data a training step would silently misuse, naming the first bad value: x must be finite
-    real numbers; class labels (``classes`` > 0) of an integer dtype, in [0, classes) (so they also fit
-    the device's int32);
-    regression targets (``classes`` == 0) finite."""
+    """Refuses data a training step would silently misuse, naming the first bad value: x must be real
+    numbers finite as float32; class labels (``classes`` > 0) of an integer dtype, in [0, classes) (so
+    they also fit the device's int32); regression targets (``classes`` == 0) finite as float32."""
     _check_real(where, "x", x)
     _check_real(where, "y", y)
-    first = _first(~np.isfinite(x))
+    first = _first(~_finite32(x))
     if first is not None:
-        raise PoetError(f"{where}: x{list(first)} is {x[first]}; inputs must be finite")
+        raise PoetError(f"{where}: x{list(first)} is {x[first]}; inputs must be finite float32 numbers")
     if not classes:
-        first = _first(~np.isfinite(y))
+        first = _first(~_finite32(y))
         if first is not None:
-            raise PoetError(f"{where}: y{list(first)} is {y[first]}; targets must be finite")
+            raise PoetError(f"{where}: y{list(first)} is {y[first]}; targets must be finite float32 numbers")
         return
     if y.dtype.kind not in "iu":
         raise PoetError(
@@ -211,6 +210,12 @@ def check_data(where: str, x: np.ndarray, y: np.ndarray, classes: int) -> None:
             f"{where}: label y{list(first)} is {y[first]}, outside [0, {classes}): the model has "
             f"{classes} classes"
         )
+
+
+def _finite32(a: np.ndarray) -> np.ndarray:
+    """Where ``a`` stays finite as float32 (the device's type: 1e300 in a float64 array does not)."""
+    with np.errstate(over="ignore"):
+        return np.isfinite(a.astype(np.float32))
 
 
 def _check_real(where: str, name: str, a: np.ndarray) -> None:
@@ -274,7 +279,7 @@ def run_project(
     plan = load_plan(out)
     if steps < 1:
         raise PoetError(f"--steps must be at least 1, got {steps}")
-    sanity.positive_finite("--lr", lr)
+    sanity.positive_finite("--lr", lr, zero_ok=True)
     sanity.positive_finite("--timeout", timeout_s)
     try:
         fed = batches(plan, steps, data)

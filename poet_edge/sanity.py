@@ -22,15 +22,15 @@ from poet_edge.units import fmt_bytes
 HARD_CAP_BYTES = 1 << 32
 
 
-def positive_finite(option: str, value: float | None) -> None:
-    """``value`` (when given) must be a finite number above 0."""
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise PoetError(f"{option} {value:g}: must be a finite number above 0")
+def positive_finite(option: str, value: float | None, zero_ok: bool = False) -> None:
+    """``value`` (when given) must be a finite number above 0 (or 0 itself, ``zero_ok``)."""
+    if value is not None and not (math.isfinite(value) and (value > 0 or (zero_ok and value == 0))):
+        raise PoetError(f"{option} {value:g}: must be a finite number {'>=' if zero_ok else '>'} 0")
 
 
 def check_options(lr: float, time_limit_s: float | None, threads: int | None, ram_bytes: int) -> None:
     """The compile options a model does not need to judge."""
-    positive_finite("--lr", lr)
+    positive_finite("--lr", lr, zero_ok=True)  # 0: training steps that change nothing
     positive_finite("--time-limit", time_limit_s)
     if threads is not None and threads < 1:
         raise PoetError(f"--threads {threads}: must be at least 1")

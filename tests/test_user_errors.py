@@ -232,7 +232,7 @@ def test_inspect_counts_the_zero_state_as_frozen(tmp_path):
         (np.array([1, 2, 2**31 - 1, 3]), False, r"label y\[2\] is 2147483647, outside \[0, 10\)"),
         (np.array([1, 2**40, 0, 3]), False, r"label y\[1\] is 1099511627776, outside \[0, 10\)"),
         (np.array(["a", "b", "c", "d"]), False, r"y has dtype <U1; numbers"),
-        (np.array([1, 2, 3, 4]), True, r"x\[2, 0, 5, 1\] is inf; inputs must be finite"),
+        (np.array([1, 2, 3, 4]), True, r"x\[2, 0, 5, 1\] is inf; inputs must be finite float32 numbers"),
     ],
 )
 def test_bad_training_data_names_the_first_bad_value(y, x_bad, message):
@@ -242,6 +242,15 @@ def test_bad_training_data_names_the_first_bad_value(y, x_bad, message):
         x[3, 0, 0, 0] = np.nan
     with pytest.raises(PoetError, match=message):
         runner.check_data("--data d.npz", x, y, 10)
+
+
+def test_float64_beyond_float32_is_not_finite():
+    x = np.zeros((2, 3))
+    x[1, 2] = 1e300  # finite in float64, inf on the device
+    with pytest.raises(PoetError, match=r"x\[1, 2\] is 1e\+300; inputs must be finite float32 numbers"):
+        runner.check_data("d", x, np.array([0, 1]), 10)
+    with pytest.raises(PoetError, match=r"y\[0, 1\] is -1e\+40; targets must be finite float32 numbers"):
+        runner.check_data("d", x[:1], np.array([[0.0, -1e40]]), 0)
 
 
 def test_integer_labels_of_any_width_and_finite_targets_pass():
@@ -462,12 +471,12 @@ def test_parameters_above_the_flash_are_refused_before_the_schedule(tmp_path):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--lr", "nan"], "--lr nan: must be a finite number above 0"),
-        (["--lr", "-0.5"], "--lr -0.5: must be a finite number above 0"),
-        (["--time-limit", "nan"], "--time-limit nan: must be a finite number above 0"),
-        (["--time-limit", "-1"], "--time-limit -1: must be a finite number above 0"),
-        (["--max-latency", "nan"], "--max-latency nan: must be a finite number above 0"),
-        (["--max-latency", "infx"], "--max-latency inf: must be a finite number above 0"),
+        (["--lr", "nan"], "--lr nan: must be a finite number >= 0"),
+        (["--lr", "-0.5"], "--lr -0.5: must be a finite number >= 0"),
+        (["--time-limit", "nan"], "--time-limit nan: must be a finite number > 0"),
+        (["--time-limit", "-1"], "--time-limit -1: must be a finite number > 0"),
+        (["--max-latency", "nan"], "--max-latency nan: must be a finite number > 0"),
+        (["--max-latency", "infx"], "--max-latency inf: must be a finite number > 0"),
         (["--threads", "0"], "--threads 0: must be at least 1"),
     ],
 )
@@ -550,8 +559,8 @@ def test_run_checks_its_output_files_and_numbers_first(compiled, tmp_path, capsy
             f"--json {tmp_path / 'no' / 'r.json'}: no folder {tmp_path / 'no'}",
         ),
         (["--dump-params", str(tmp_path)], f"--dump-params {tmp_path}: a folder is there, not a file"),
-        (["--lr", "nan"], "--lr nan: must be a finite number above 0"),
-        (["--timeout", "-1"], "--timeout -1: must be a finite number above 0"),
+        (["--lr", "nan"], "--lr nan: must be a finite number >= 0"),
+        (["--timeout", "-1"], "--timeout -1: must be a finite number > 0"),
     ):
         assert main(["run", str(compiled), *argv]) == 2
         assert capsys.readouterr().err == f"poet: error: {message}\n"
