@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -93,7 +94,8 @@ def plan_training(
     phase("training graph")
     tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train))
     profile = load_profile(opts.device)
-    sanity.check_flash(tg, profile)
+    if excess := sanity.flash_excess(tg, profile):
+        print(f"poet: warning: {excess}", file=sys.stderr)
     reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
     spec = planning.spec_from_graph(tg, reserve, opts.input)
     problem = planning.price(spec, profile, opts.ram_bytes)

@@ -287,6 +287,9 @@ def run_project(
         raise corrupted(out, f"training graph: {type(e).__name__} {e}") from None
     target = targets.load_target(target_name)
     targets.check_storage(target, int(plan.get("simulation", {}).get("storage_peak_bytes", 0)))
+    if target.memory is not None:
+        params = sum(int(p.get("bytes", 0)) for p in plan.get("parameters", []) if isinstance(p, dict))
+        sanity.check_target_flash(params, target.name, target.memory.flash_bytes)
     work = out / f"run-{target.name}{'-sanitize' if sanitize else ''}{'-profile' if profile else ''}"
     work.mkdir(exist_ok=True)
     write_data(work / "poet_data.bin", fed, plan["lr"] if lr is None else lr)

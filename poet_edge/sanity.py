@@ -96,14 +96,27 @@ def check_finite(what: str, a: np.ndarray) -> None:
         )
 
 
-def check_flash(tg: Graph, profile: Profile) -> None:
+def flash_excess(tg: Graph, profile: Profile) -> str | None:
     """Every parameter's initial values are in flash (frozen ones as constants, trainable ones as the
-    image RAM is initialised from): their bytes must fit the device's flash before anything is linked."""
+    image RAM is initialised from). When their bytes exceed the device's flash: the warning to print
+    (the compile goes on: a board with more flash, such as QEMU's, may run it; `poet run` refuses a
+    target whose flash is too small before linking)."""
     frozen = sum(tg.tensor(p).nbytes for p in tg.params if p not in tg.trainable)
     trained = sum(tg.tensor(p).nbytes for p in tg.params if p in tg.trainable)
-    if frozen + trained > profile.mcu.flash_bytes:
+    if frozen + trained <= profile.mcu.flash_bytes:
+        return None
+    return (
+        f"the parameters need {fmt_bytes(frozen + trained)} of flash (frozen {fmt_bytes(frozen)}, "
+        f"initial values of the trained ones {fmt_bytes(trained)}), more than the "
+        f"{fmt_bytes(profile.mcu.flash_bytes)} of {profile.name} (flash_bytes of its profile); the program "
+        "will not fit that device"
+    )
+
+
+def check_target_flash(param_bytes: int, target: str, flash_bytes: int) -> None:
+    """Before a link: the parameters alone must fit the target's flash."""
+    if param_bytes > flash_bytes:
         raise PoetError(
-            f"the parameters need {fmt_bytes(frozen + trained)} of flash (frozen {fmt_bytes(frozen)}, "
-            f"initial values of the trained ones {fmt_bytes(trained)}), more than the "
-            f"{fmt_bytes(profile.mcu.flash_bytes)} of {profile.name} (flash_bytes of its profile)"
+            f"the parameters need {fmt_bytes(param_bytes)} of flash, more than the {fmt_bytes(flash_bytes)} "
+            f"of target {target}; the link would fail (choose another target or a smaller model)"
         )

@@ -455,17 +455,25 @@ def test_output_folder_is_checked_before_anything_runs(mlp_path, tmp_path):
         assert seen == []
 
 
-def test_parameters_above_the_flash_are_refused_before_the_schedule(tmp_path):
-    """16 MB of frozen weights on a 256 KB-flash device: refused after the training graph, before pricing."""
-    w = numpy_helper.from_array(np.full((4096, 1024), 0.5, np.float32), "big")
-    head = numpy_helper.from_array(np.full((10, 4096), 0.1, np.float32), "head")
+def test_parameters_above_the_flash_warn_and_run_refuses_the_target(tmp_path, capsys):
+    """5 MB of frozen weights: compiling for cortex-m4 (1 MB flash) warns; `poet run` refuses the
+    4 MB-flash QEMU board before building anything (the link would fail)."""
+    w = numpy_helper.from_array(np.full((1280, 1024), 0.5, np.float32), "big")
+    head = numpy_helper.from_array(np.full((10, 1280), 0.1, np.float32), "head")
     nodes = [k("Gemm", ["x", "big"], ["h"], transB=1), k("Gemm", ["h", "head"], ["y"], transB=1)]
-    path = tmp_path / "big.onnx"
+    path, out = tmp_path / "big.onnx", tmp_path / "o"
     _save(nodes, ["N", 1024], "y", ["N", 10], [w, head], path)
-    opts = CompileOptions(path, "cortex-m0plus", 32 * 1024, tmp_path / "o", train="head")
-    seen, err = _phases_until_error(opts)
-    assert seen == ["load", "training graph"], seen
-    assert "the parameters need 16941056 B" in err and "frozen 16777216 B" in err and "262144 B" in err, err
+    argv = ["compile", str(path), "--ram", "200KB", "--device", "cortex-m4", "--train", "head", "-q"]
+    assert main([*argv, "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "poet: warning: the parameters need 5294080 B (5170.0 KiB) of flash (frozen 5242880 B" in err, err
+    assert "1048576 B (1024.0 KiB) of cortex-m4" in err
+    assert main(["run", str(out), "--target", "qemu-cortex-m4", "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("poet: error: the parameters need 5294080 B (5170.0 KiB) of flash, more than the ")
+    assert (
+        "of target qemu-cortex-m4; the link would fail" in err and not (out / "run-qemu-cortex-m4").exists()
+    )
 
 
 @pytest.mark.parametrize(
