@@ -719,6 +719,12 @@ def graph_cases() -> list[Case]:
     return cases
 
 
+def sweep_args(ctx: Ctx, model: str) -> list[str]:
+    """Three points near mobilenetv1_025's floor on the host profile, two workers."""
+    grid = ["--ram", "1423382,1500000,1600000", "--device", "host", "--schedulers", "scale"]
+    return ["sweep", model, *grid, "-j", "2", "-o", str(ctx.dir / "sw"), "--time-limit", "30"]
+
+
 def signal_cases() -> list[Case]:
     X = "signal"
     long_run = lambda t: lambda x: ["run", str(x.mlp_out), "--steps", "200000", "--target", t]  # noqa: E731
@@ -773,8 +779,7 @@ def signal_cases() -> list[Case]:
         Case(
             "SIGTERM during a sweep (2 workers)",
             X,
-            lambda x: ["sweep", str(big), "--ram", "1423382,1500000,1600000", "--device", "host", "-j", "2",
-                       "-o", str(x.dir / "sw"), "--schedulers", "scale", "--time-limit", "30"],  # fmt: skip
+            lambda x: sweep_args(x, str(big)),
             signal_after=("", signal.SIGTERM),
         ),
         Case(

@@ -94,8 +94,8 @@ def plan_training(
     phase("training graph")
     tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train))
     profile = load_profile(opts.device)
-    if excess := sanity.flash_excess(tg, profile):
-        print(f"poet: warning: {excess}", file=sys.stderr)
+    if flash_warning := sanity.flash_excess(tg, profile):
+        print(f"poet: warning: {flash_warning}", file=sys.stderr)
     reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
     spec = planning.spec_from_graph(tg, reserve, opts.input)
     problem = planning.price(spec, profile, opts.ram_bytes)
