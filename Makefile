@@ -42,8 +42,10 @@ test: venv toolchain  ## run every test (pytest)
 
 FUZZ_CASES ?= 3000
 FUZZ_SEEDS ?= 1,2,3,4
-fuzz: venv toolchain  ## long kernel fuzz: fast vs reference kernels bit for bit, 20x the CI cases, 4 seeds, host ASan+UBSan and QEMU
+FUZZ_CLI_EXAMPLES ?= 300
+fuzz: venv toolchain  ## long fuzz: kernels (fast vs reference bit for bit, 20x the CI cases, 4 seeds, ASan+UBSan, QEMU) and the CLI (300 random examples per property)
 	POET_FUZZ_CASES=$(FUZZ_CASES) POET_FUZZ_SEED=$(FUZZ_SEEDS) $(PY) -m pytest -q tests/test_kernel_fuzz.py
+	POET_FUZZ_CLI_EXAMPLES=$(FUZZ_CLI_EXAMPLES) POET_FUZZ_CLI_RANDOM=1 $(PY) -m pytest -q tests/test_cli_fuzz.py
 
 lint:  venv ## ruff (lint + format check) and mypy on the package
 	$(VENV)/bin/ruff check poet_edge tests bench examples

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from poet_edge import __version__, arena, autodiff, frontend, inference, planning, trainable
+from poet_edge import __version__, arena, autodiff, frontend, inference, planning, sanity, trainable
 from poet_edge.codegen import emit
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Phase
 from poet_edge.memory_floor import memory_floor
 from poet_edge.optimizer import PLAIN_SGD, Optimizer
-from poet_edge.paths import RUNTIME_C, TARGETS
+from poet_edge.paths import PLAN_FILE, RUNTIME_C, TARGETS, check_output, write_project
 from poet_edge.problem import SchedulingProblem
 from poet_edge.profiles import Profile, load_profile
 from poet_edge.progress import PhaseLimit
@@ -28,7 +26,7 @@ from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.simulator import SimResult, simulate
 from poet_edge.units import fmt_bytes
 
-PLAN = "plan.json"
+PLAN = PLAN_FILE
 
 # Extra output files made from plan.json data alone (e.g. poet_edge.report.render): {relative path: content}.
 Renderer = Callable[[dict[str, Any]], dict[str, bytes | str]]
@@ -96,11 +94,17 @@ def plan_training(
         limit.begin(name)
         report(name)
 
+    sanity.check_options(opts.lr, opts.time_limit_s, opts.milp.threads, opts.ram_bytes)
     phase("load")
-    g = frontend.load(opts.model, opts.batch)
+    model = frontend.load_onnx(opts.model)
+    sanity.check_onnx(model)
+    g = frontend.to_ir(model, opts.batch)
+    sanity.check_graph(g, opts.ram_bytes)  # before any per-element work
     phase("training graph")
     tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train), opts.optimizer)
     profile = load_profile(opts.device)
+    if flash_warning := sanity.flash_excess(tg, profile):
+        print(f"poet: warning: {flash_warning}", file=sys.stderr)
     reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
     spec = planning.spec_from_graph(tg, reserve, opts.input)
     problem = planning.price(spec, profile, opts.ram_bytes)
@@ -352,11 +356,11 @@ def max_latency_s(text: str | None, problem: SchedulingProblem) -> float | None:
         return None
     t = text.strip().lower()
     try:
-        if t.endswith("x"):
-            return float(t[:-1]) * sum(n.compute_s for n in problem.nodes)
-        return float(t[:-1] if t.endswith("s") else t)
+        value = float(t[:-1] if t.endswith(("x", "s")) else t)
     except ValueError:
         raise PoetError(f"--max-latency {text!r}: use a factor like 1.5x or seconds like 0.2s") from None
+    sanity.positive_finite("--max-latency", value)
+    return value * sum(n.compute_s for n in problem.nodes) if t.endswith("x") else value
 
 
 def _schedule(problem: SchedulingProblem, opts: CompileOptions) -> Schedule:
@@ -511,39 +515,6 @@ def project_files(
     return files
 
 
-@contextmanager
-def atomic_dir(out: Path) -> Iterator[Path]:
-    """Yields a temporary directory next to ``out``; on success it replaces ``out``, on error it vanishes."""
-    out = out.resolve()
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / PLAN).exists())):
-        raise PoetError(f"{out} exists and is not a poet-edge output folder; refusing to overwrite it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
-        yield tmp
-        old = out.with_name(f".{out.name}.old-{tmp.name[-8:]}")
-        if out.exists():
-            out.rename(old)
-        tmp.rename(out)
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def write_project(out: Path, files: dict[str, str | bytes | Path]) -> None:
-    with atomic_dir(out) as tmp:
-        for rel, content in sorted(files.items()):
-            dest = tmp / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, Path):
-                shutil.copyfile(content, dest)
-            elif isinstance(content, bytes):
-                dest.write_bytes(content)
-            else:
-                dest.write_text(content)
-
-
 def compile_model(
     opts: CompileOptions,
     log: Callable[[str], None] = lambda s: None,
@@ -553,6 +524,7 @@ def compile_model(
 ) -> Compiled:
     """Plans and writes the project; with ``opts.time_limit_s`` each phase stops the compile with a
     PoetError naming it once it runs longer (``limit``: the clock to measure it with, for tests)."""
+    check_output(opts.out)  # before the solve: -o at a file, a foreign folder, an unwritable place
     limit = limit or PhaseLimit(opts.time_limit_s)
     c = plan_training(opts, log, phase, limit)
     limit.begin("codegen")

@@ -36,7 +36,7 @@ _FIELDS = {f.name: f for f in dataclasses.fields(ProblemNode)}
 
 
 def _as_bytes(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
         raise PoetError(f"{where} must be a non-negative number of bytes, got {value!r}")
     return int(math.ceil(value))
 
@@ -51,13 +51,15 @@ def _convert(key: str, value: Any, where: str) -> Any:
         return value
     if kind == "str":
         return str(value)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise PoetError(f"{where} must be a number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise PoetError(f"{where} must be a finite number, got {value!r}")
     return float(value)
 
 
 def _node_fields(raw: dict[str, Any], where: str) -> tuple[str, dict[str, Any], int]:
     """(key, ProblemNode fields, param bytes) of one JSON node."""
+    if not isinstance(raw, dict):
+        raise PoetError(f"{where}: a node must be an object, got {raw!r:.40}")
     if "out_bytes" in raw or "cost_ram" in raw:
         key = raw.get("id", raw.get("name"))
     else:
@@ -122,6 +124,8 @@ def _topological(n: int, edges: list[tuple[int, int]], names: list[str]) -> list
 def _graph_attrs(data: dict[str, Any]) -> dict[str, Any]:
     attrs = data.get("graph", {})
     if isinstance(attrs, list):
+        if not all(isinstance(kv, list) and len(kv) == 2 for kv in attrs):
+            raise PoetError("'graph' as a list must hold [key, value] pairs")
         attrs = {str(k): v for k, v in attrs}
     if not isinstance(attrs, dict):
         raise PoetError("'graph' must be an object")
@@ -132,8 +136,8 @@ def problem_from_node_link(
     data: Any, budget_bytes: int | None = None, where: str = "graph"
 ) -> SchedulingProblem:
     """Build a problem from parsed node-link JSON (see the module docstring)."""
-    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
-        raise PoetError(f"{where}: not a node-link graph (no 'nodes' list)")
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list) or not data["nodes"]:
+        raise PoetError(f"{where}: not a node-link graph (no 'nodes' list, or an empty one)")
     attrs = _graph_attrs(data)
     parsed = [_node_fields(raw, f"{where} node {i}") for i, raw in enumerate(data["nodes"])]
     keys = [k for k, _, _ in parsed]
@@ -156,6 +160,8 @@ def problem_from_node_link(
     new = {old: i for i, old in enumerate(order)}
     nodes = tuple(ProblemNode(**parsed[old][1]) for old in order)
     pairs = attrs.get("invalidated_by") or []
+    if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 for p in pairs):
+        raise PoetError(f"{where}: invalidated_by must be a list of [a, b] node pairs")
     if any(str(a) not in pos or str(b) not in pos for a, b in pairs):
         raise PoetError(f"{where}: invalidated_by names an unknown node")
     inval = tuple((new[pos[str(a)]], new[pos[str(b)]]) for a, b in pairs)
@@ -170,7 +176,7 @@ def problem_from_node_link(
         budget_bytes=_as_bytes(budget, "budget"),
         fixed_bytes=_as_bytes(attrs.get("fixed_bytes", 0), "fixed_bytes") + sum(p for _, _, p in parsed),
         storage_bytes=None if storage is None else _as_bytes(storage, "storage_bytes"),
-        max_latency_s=None if latency is None else float(latency),
+        max_latency_s=None if latency is None else _convert("compute_s", latency, "max_latency_s"),
         invalidated_by=inval,
         cost_unit=str(attrs.get("cost_unit", "cost")),
     )
@@ -182,8 +188,8 @@ def read_graph(path: str | Path, budget_bytes: int | None = None) -> SchedulingP
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise PoetError(f"cannot read graph {path}: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
-        raise PoetError(f"{path}: invalid JSON: {exc}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise PoetError(f"{path}: invalid JSON: {exc}") from None
     return problem_from_node_link(data, budget_bytes, str(path))
 
 

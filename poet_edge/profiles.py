@@ -8,6 +8,7 @@ or mistyped keys are errors) and returns a frozen :class:`Profile`.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,8 @@ def _field_value(where: str, f: dataclasses.Field[Any], value: Any) -> Any:
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise PoetError(f"{where}.{f.name} must be a number")
+    if not math.isfinite(value):
+        raise PoetError(f"{where}.{f.name} is {value}; it must be a finite number")
     if value < 0 or (f.name in _POSITIVE and value == 0):
         raise PoetError(f"{where}.{f.name} must be {'positive' if f.name in _POSITIVE else '>= 0'}")
     if want == "int":

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import struct
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from poet_edge import targets
+from poet_edge import sanity, targets
 from poet_edge.compiler import PLAN
 from poet_edge.errors import PoetError
 
@@ -100,11 +102,51 @@ def failure_report(exit_code: int, stdout: str, stderr: str, log: Path) -> str:
     )
 
 
+# The keys of plan.json that simulate and run read, with their JSON types (a '.' descends).
+PLAN_KEYS: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("device", str),
+    ("ram_budget_bytes", int),
+    ("peak_ram_bytes", int),
+    ("lr", (int, float)),
+    ("training_graph", dict),
+    ("training_graph.inputs", list),
+    ("training_graph.nodes", list),
+    ("training_graph.tensors", dict),
+    ("problem", dict),
+    ("problem.nodes", list),
+    ("problem.fixed_ram", dict),
+    ("problem.fixed_ram.reserve", int),
+    ("schedule", dict),
+    ("schedule.steps", list),
+    ("schedule.solver", str),
+)
+
+
+def corrupted(out: Path, why: str) -> PoetError:
+    return PoetError(f"{Path(out) / PLAN} is damaged ({why}); compile the model again")
+
+
 def load_plan(out: Path) -> dict[str, Any]:
+    """plan.json of the folder ``out``, its structure checked (PLAN_KEYS) so a damaged file is one error."""
     path = Path(out) / PLAN
     if not path.is_file():
         raise PoetError(f"{out}: no {PLAN} here; run 'poet compile' first")
-    return json.loads(path.read_text())
+    try:
+        plan = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise corrupted(out, f"not JSON: {e}") from None
+    for key, kind in PLAN_KEYS:
+        value: Any = plan
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise corrupted(out, f"{key} is missing or not a {getattr(kind, '__name__', 'number')}")
+    if not (plan["ram_budget_bytes"] > 0 and math.isfinite(plan["lr"]) and plan["lr"] >= 0):
+        raise corrupted(out, "ram_budget_bytes or lr out of range")
+    inputs, tensors = plan["training_graph"]["inputs"], plan["training_graph"]["tensors"]
+    if len(inputs) != 2 or not all(isinstance(t, str) and isinstance(tensors.get(t), dict) for t in inputs):
+        raise corrupted(out, "training_graph.inputs must name the data and label tensors")
+    return plan
 
 
 def batches(
@@ -159,8 +201,8 @@ def _load_npz(
     try:
         with np.load(path) as z:
             x, y = z["x"], z["y"]
-    except (KeyError, ValueError, OSError) as e:
-        raise PoetError(f"{option} {path}: needs arrays 'x' and 'y' ({e})") from None
+    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+        raise PoetError(f"{option} {path}: needs arrays 'x' and 'y' in an .npz file ({e})") from None
     if tuple(x.shape[1:]) != xshape[1:] or tuple(y.shape[1:]) != yshape[1:] or len(x) != len(y) or not len(x):
         raise PoetError(
             f"{option} {path}: x{tuple(x.shape)} / y{tuple(y.shape)} do not match the model's "
@@ -171,31 +213,36 @@ def _load_npz(
 
 
 def check_data(where: str, x: np.ndarray, y: np.ndarray, classes: int) -> None:
-    """Refuses data a training step would silently misuse, naming the first bad value: x must be finite
-    real numbers; class labels (``classes`` > 0) integers, or floats with integral values, in [0, classes);
-    regression targets (``classes`` == 0) finite."""
+    """Refuses data a training step would silently misuse, naming the first bad value: x must be real
+    numbers finite as float32; class labels (``classes`` > 0) of an integer dtype, in [0, classes) (so
+    they also fit the device's int32); regression targets (``classes`` == 0) finite as float32."""
     _check_real(where, "x", x)
     _check_real(where, "y", y)
-    first = _first(~np.isfinite(x))
+    first = _first(~_finite32(x))
     if first is not None:
-        raise PoetError(f"{where}: x{list(first)} is {x[first]}; inputs must be finite")
+        raise PoetError(f"{where}: x{list(first)} is {x[first]}; inputs must be finite float32 numbers")
     if not classes:
-        first = _first(~np.isfinite(y))
+        first = _first(~_finite32(y))
         if first is not None:
-            raise PoetError(f"{where}: y{list(first)} is {y[first]}; targets must be finite")
+            raise PoetError(f"{where}: y{list(first)} is {y[first]}; targets must be finite float32 numbers")
         return
-    if y.dtype.kind == "f":
-        first = _first(~np.isfinite(y) | (y != np.round(y)))
-        if first is not None:
-            raise PoetError(
-                f"{where}: label y{list(first)} is {y[first]}; labels must be whole numbers (class indices)"
-            )
+    if y.dtype.kind not in "iu":
+        raise PoetError(
+            f"{where}: y has dtype {y.dtype}; labels must be integers (class indices), e.g. "
+            "y.astype(np.int64) where its values are whole"
+        )
     first = _first((y < 0) | (y >= classes))
     if first is not None:
         raise PoetError(
             f"{where}: label y{list(first)} is {y[first]}, outside [0, {classes}): the model has "
             f"{classes} classes"
         )
+
+
+def _finite32(a: np.ndarray) -> np.ndarray:
+    """Where ``a`` stays finite as float32 (the device's type: 1e300 in a float64 array does not)."""
+    with np.errstate(over="ignore"):
+        return np.isfinite(a.astype(np.float32))
 
 
 def _check_real(where: str, name: str, a: np.ndarray) -> None:
@@ -349,12 +396,21 @@ def run_project(
         raise PoetError(f"{out}: compiled without poet_predict (an older poet-edge); compile it again")
     if eval_data is not None and profile:
         raise PoetError("--profile counts kernel time per training step; run it without --eval-data")
+    sanity.positive_finite("--lr", lr, zero_ok=True)
+    sanity.positive_finite("--timeout", timeout_s)
+    try:
+        fed = batches(plan, steps, data)
+    except (KeyError, TypeError, ValueError, IndexError, StopIteration) as e:
+        raise corrupted(out, f"training graph: {type(e).__name__} {e}") from None
     target = targets.load_target(target_name)
     sims = [plan.get("simulation", {}), *(m["simulation"] for m in plan.get("inference", {}).values())]
     targets.check_storage(target, max(int(s.get("storage_peak_bytes", 0)) for s in sims))
+    if target.memory is not None:
+        flash = sum(int(p.get("bytes", 0)) for p in plan.get("parameters", []) if isinstance(p, dict))
+        sanity.check_target_flash(flash, target.name, target.memory.flash_bytes)
     work = out / f"run-{target.name}{'-sanitize' if sanitize else ''}{'-profile' if profile else ''}"
     work.mkdir(exist_ok=True)
-    write_data(work / "poet_data.bin", batches(plan, steps, data), plan["lr"] if lr is None else lr)
+    write_data(work / "poet_data.bin", fed, plan["lr"] if lr is None else lr)
     for stale in (EVAL_FILE, LOGITS_FILE, LOAD_FILE):
         (work / stale).unlink(missing_ok=True)
     labels = None

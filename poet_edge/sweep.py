@@ -150,11 +150,18 @@ def run(
             rows.append(compile_point(p, sweep.report))
             on_row(rows[-1])
         return rows
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    pool = ProcessPoolExecutor(max_workers=jobs)
+    try:
         futures: list[Future[SweepRow]] = [pool.submit(compile_point, p, sweep.report) for p in points]
         for f in as_completed(futures):
             on_row(f.result())
         return [f.result() for f in futures]
+    except BaseException:  # an error or a signal (cli.Interrupted): the workers stop now, not after a point
+        for worker in list((getattr(pool, "_processes", None) or {}).values()):
+            worker.terminate()  # SIGTERM: a forked worker runs its cleanup (cli's handler) and exits
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def floor_bytes(opts: CompileOptions) -> int | None:

@@ -431,10 +431,12 @@ def run(
         reader.start()
     try:
         exit_code = proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
+    except BaseException as e:  # the time limit, or a signal (cli.Interrupted): the program must end too
         proc.kill()
         proc.wait()
         _join(readers)
+        if not isinstance(e, subprocess.TimeoutExpired):
+            raise
         tail = "".join(out_lines[-5:]).strip()
         raise PoetError(
             f"{target.name}: program did not finish within {timeout_s:g} s and was killed; "

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import need_tools, poet
 from onnx import TensorProto, helper, save
+
+from poet_edge.paths import MANIFEST
 
 
 def test_compile_run_and_simulate(mlp_path, tmp_path):
@@ -103,14 +113,143 @@ def test_bad_size(mlp_path, tmp_path):
     _assert_clean_failure(poet("compile", mlp_path, "--ram", "lots", "-o", out), out, "cannot read size")
 
 
-def test_recompile_replaces_output_atomically(mlp_path, tmp_path):
+def test_recompile_replaces_output_atomically_and_keeps_user_files(mlp_path, tmp_path):
     out = tmp_path / "out"
+    assert poet("compile", mlp_path, "--ram", "64KB", "-o", out, "--no-report").returncode == 0
+    listed = (out / MANIFEST).read_text().split()
+    assert sorted(p.name for p in out.iterdir()) == listed and "plan.json" in listed
+    (out / "run-host").mkdir()  # poet run's work folder is poet's: replaced
     assert poet("compile", mlp_path, "--ram", "64KB", "-o", out).returncode == 0
-    (out / "stale.txt").write_text("old")
-    assert poet("compile", mlp_path, "--ram", "64KB", "-o", out).returncode == 0
-    assert not (out / "stale.txt").exists()
+    assert not (out / "run-host").exists() and (out / "report.html").is_file()
+    (out / "notes.txt").write_text("mine")
+    r = poet("compile", mlp_path, "--ram", "64KB", "-o", out)
+    assert r.returncode == 2 and "holds files poet did not write (notes.txt)" in r.stderr, r.stderr
+    assert (out / "notes.txt").read_text() == "mine" and (out / "report.html").is_file()
+    (out / "notes.txt").unlink()
     r = poet("compile", mlp_path, "--ram", "1KB", "-o", out)
     assert r.returncode != 0 and (out / "plan.json").exists()  # a failed compile leaves the old output intact
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no hidden .out.tmp-* / .out.old-*
+
+
+def test_leftovers_of_an_interrupted_swap_are_cleaned(mlp_path, tmp_path):
+    """A crash between the two renames of the swap leaves hidden folders; the next compile removes those
+    whose process is gone (a dead pid, or a name without one), never a live compile's."""
+    dead = _dead_pid()
+    names = [
+        f".out.old-{dead}-abcd1234",
+        f".out.tmp-{dead}-zz",
+        ".out.tmp-legacy12",
+        f".out.tmp-{os.getppid()}-x",
+    ]
+    for name in names:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "plan.json").write_text("{}")
+    assert poet("compile", mlp_path, "--ram", "64KB", "-o", tmp_path / "out", "-q").returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out", names[3]])
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def test_a_failed_write_is_one_line_and_leaves_nothing(mlp_path, tmp_path):
+    """A real write failure at the OS boundary without root: a 16 KB file-size limit (RLIMIT_FSIZE; Python
+    ignores SIGXFSZ, so write() fails with EFBIG) stops the project's larger files: one line, exit 2, no
+    output folder, no hidden temporary folder."""
+    limit = 16 * 1024
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    r = subprocess.run(
+        [sys.executable, "-m", "poet_edge", "compile", mlp_path, "--ram", "64KB", "-o", tmp_path / "o"],
+        capture_output=True, text=True, preexec_fn=small_files,
+    )  # fmt: skip
+    assert r.returncode == 2 and r.stderr.startswith(f"poet: error: -o {tmp_path / 'o'}: cannot write "), (
+        r.stderr
+    )
+    assert r.stderr.endswith(": File too large\n")
+    assert r.stderr.count("\n") == 1 and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs")
+@pytest.mark.parametrize(
+    ("options", "message"), [("size=64k", "No space left on device"), ("ro", "cannot write in")]
+)
+def test_a_real_full_or_read_only_filesystem(mlp_path, tmp_path, options, message):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mnt)], check=True)
+    try:
+        r = poet("compile", mlp_path, "--ram", "64KB", "-o", mnt / "out", "-q")
+        assert r.returncode != 0 and r.stderr.startswith("poet: error:") and message in r.stderr, r.stderr
+        assert r.stderr.count("\n") == 1 and list(mnt.iterdir()) == []
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=True)
+
+
+def _session(pid: int) -> list[str]:
+    """The live processes of session ``pid`` (the command runs in a session of its own)."""
+    alive = []
+    for d in Path("/proc").iterdir():
+        try:
+            stat = (d / "stat").read_text() if d.name.isdigit() else ""
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if fields and fields[0] != "Z" and int(fields[3]) == pid:
+            alive.append(stat[stat.find("(") + 1 : stat.rfind(")")])
+    return alive
+
+
+def _signal_when(argv: list[str], marker: str, signum: int, tmp: Path) -> tuple[int, str, list[str]]:
+    """Starts ``poet argv`` (own session, TMPDIR ``tmp``), sends ``signum`` to its pid alone once
+    ``marker`` is printed; returns its exit code, stderr and the processes of its session still alive."""
+    env = dict(os.environ, TMPDIR=str(tmp))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "poet_edge", *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, env=env, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if marker in line:
+            time.sleep(1.0)
+            os.kill(proc.pid, signum)
+            break
+    rest = proc.communicate(timeout=60)[0]
+    left = _session(proc.pid)
+    for _ in range(30):
+        left = _session(proc.pid)
+        if not left:
+            break
+        time.sleep(0.1)
+    return proc.returncode, "".join(lines) + rest, left
+
+
+@pytest.mark.parametrize(("target", "signum"), [("host", signal.SIGTERM), ("qemu-cortex-m4", signal.SIGINT)])
+def test_a_signal_during_run_ends_the_training_program(mlp_path, tmp_path, target, signum):
+    need_tools("gcc", *(("arm-none-eabi-gcc", "qemu-system-arm") if target != "host" else ()))
+    out = tmp_path / "out"
+    assert poet("compile", mlp_path, "--ram", "64KB", "-o", out, "--no-report").returncode == 0
+    argv = ["run", str(out), "--target", target, "--steps", "1000000"]
+    code, text, left = _signal_when(argv, "step    0", signum, tmp_path)
+    assert code == 128 + signum and f"poet: interrupted ({signal.Signals(signum).name})" in text, text
+    assert "Traceback" not in text and left == []
+
+
+def test_a_signal_during_the_solve_removes_temporary_folders(tmp_path):
+    """mobilenetv1_025 at 1.1x its floor: scale runs its proof processes (poet-proof-* folders)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    model = Path(__file__).resolve().parent.parent / "examples" / "zoo" / "mobilenetv1_025.onnx"
+    argv = ["compile", str(model), "--ram", "1423382", "--device", "host", "-o", str(tmp_path / "out"), "-v"]
+    code, text, left = _signal_when(argv, "incumbent", signal.SIGTERM, tmp)
+    assert code == 143 and "poet: interrupted (SIGTERM)" in text and "Traceback" not in text, text
+    assert left == [] and list(tmp.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["tmp"]
 
 
 def test_refuses_to_overwrite_foreign_folder(mlp_path, tmp_path):

@@ -14,11 +14,13 @@ import pytest
 from conftest import need_tools, poet
 from onnx import TensorProto, helper, numpy_helper
 
-from poet_edge import autodiff, frontend, runner, trainable
+from poet_edge import autodiff, frontend, runner, sanity, trainable
+from poet_edge.cli import main
 from poet_edge.compiler import CompileOptions, plan_json, plan_training
 from poet_edge.errors import PoetError
 from poet_edge.inspect_model import format_inspection, inspect
 from poet_edge.ir import Phase
+from poet_edge.profiles import load_profile
 
 k = helper.make_node
 
@@ -223,10 +225,14 @@ def test_inspect_counts_the_zero_state_as_frozen(tmp_path):
     [
         (np.array([1, 2, 10, 3]), False, r"label y\[2\] is 10, outside \[0, 10\): the model has 10 classes"),
         (np.array([1, -1, 0, 3]), False, r"label y\[1\] is -1, outside \[0, 10\)"),
-        (np.array([1.0, 2.0, 2.5, 3.0]), False, r"label y\[2\] is 2.5; labels must be whole numbers"),
-        (np.array([1.0, np.nan, 2.0, 3.0]), False, r"label y\[1\] is nan; labels must be whole numbers"),
+        (np.array([1.0, 2.0, 2.5, 3.0]), False, r"y has dtype float64; labels must be integers"),
+        (np.array([1.0, np.nan, 2.0, 3.0]), False, r"y has dtype float64; labels must be integers"),
+        (np.array([1.0, 2.0, 0.0, 3.0]), False, r"y has dtype float64; labels must be integers"),
+        (np.array([True, False, True, True]), False, r"y has dtype bool; labels must be integers"),
+        (np.array([1, 2, 2**31 - 1, 3]), False, r"label y\[2\] is 2147483647, outside \[0, 10\)"),
+        (np.array([1, 2**40, 0, 3]), False, r"label y\[1\] is 1099511627776, outside \[0, 10\)"),
         (np.array(["a", "b", "c", "d"]), False, r"y has dtype <U1; numbers"),
-        (np.array([1, 2, 3, 4]), True, r"x\[2, 0, 5, 1\] is inf; inputs must be finite"),
+        (np.array([1, 2, 3, 4]), True, r"x\[2, 0, 5, 1\] is inf; inputs must be finite float32 numbers"),
     ],
 )
 def test_bad_training_data_names_the_first_bad_value(y, x_bad, message):
@@ -238,9 +244,19 @@ def test_bad_training_data_names_the_first_bad_value(y, x_bad, message):
         runner.check_data("--data d.npz", x, y, 10)
 
 
-def test_integral_float_labels_and_finite_targets_pass():
+def test_float64_beyond_float32_is_not_finite():
+    x = np.zeros((2, 3))
+    x[1, 2] = 1e300  # finite in float64, inf on the device
+    with pytest.raises(PoetError, match=r"x\[1, 2\] is 1e\+300; inputs must be finite float32 numbers"):
+        runner.check_data("d", x, np.array([0, 1]), 10)
+    with pytest.raises(PoetError, match=r"y\[0, 1\] is -1e\+40; targets must be finite float32 numbers"):
+        runner.check_data("d", x[:1], np.array([[0.0, -1e40]]), 0)
+
+
+def test_integer_labels_of_any_width_and_finite_targets_pass():
     x = np.ones((3, 2), np.float32)
-    runner.check_data("d", x, np.array([0.0, 9.0, 3.0]), 10)
+    for dtype in (np.int8, np.uint16, np.int32, np.int64, np.uint64):
+        runner.check_data("d", x, np.array([0, 9, 3], dtype), 10)
     runner.check_data("d", x, np.array([[0.5], [-2.0], [1e9]]), 0)  # regression targets: any finite value
     with pytest.raises(PoetError, match=r"y\[1, 0\] is nan; targets must be finite"):
         runner.check_data("d", x, np.array([[0.5], [np.nan], [1.0]]), 0)
@@ -326,3 +342,255 @@ def test_inspect_shows_parameters_and_gradients_apart(mlp_path, train, grad_byte
     text = format_inspection(r)
     assert "with gradients" not in text
     assert re.search(rf"^gradients +{grad_bytes:,} B", text, re.M), text
+
+
+# ---- 8. sizes are checked before any per-element work (issue 59) ---------------------------------------
+def _shapes_only(x_shape, conv: bool = False) -> onnx.ModelProto:
+    """x -> (3x3 Conv, 2 channels |) Relu -> Flatten: tiny files, whatever the declared shape."""
+    w = [numpy_helper.from_array(np.ones((2, 1, 3, 3), np.float32), "w")] if conv else []
+    first = k("Conv", ["x", "w"], ["c"]) if conv else k("Identity", ["x"], ["c"])
+    m = helper.make_model(
+        helper.make_graph(
+            [first, k("Relu", ["c"], ["r"]), k("Flatten", ["r"], ["y"], axis=1)],
+            "m",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])],
+            w,
+        ),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    m.ir_version = 8
+    return m
+
+
+def _phases_until_error(opts: CompileOptions) -> tuple[list[str], str]:
+    """The phases plan_training began before it refused ``opts``, and its error."""
+    seen: list[str] = []
+    with pytest.raises(PoetError) as e:
+        plan_training(opts, report=seen.append)
+    return seen, str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "conv", "batch", "message"),
+    [
+        (
+            [1, 1, 31623, 31623],
+            True,
+            1,
+            "'x' (input, shape [1, 1, 31623, 31623]) has 1,000,014,129 elements",
+        ),
+        ([2**31, 2**31], False, 1, "has 4,611,686,018,427,387,904 elements"),
+        (
+            ["N", 64],
+            False,
+            100_000_000,
+            "'x' (input, shape [100000000, 64]) has 6,400,000,000 elements",
+        ),
+    ],
+)
+def test_huge_shapes_are_refused_right_after_load(tmp_path, x_shape, conv, batch, message):
+    path = tmp_path / "huge.onnx"
+    onnx.save(_shapes_only(x_shape, conv), str(path))
+    assert path.stat().st_size < 1000
+    seen, err = _phases_until_error(CompileOptions(path, "cortex-m4", 64 * 1024, tmp_path / "o", batch=batch))
+    assert seen == ["load"] and message in err and "more than --ram (65536 B" in err, err
+    assert ("use a smaller --batch" in err) == (x_shape[0] != 1)  # the batch dimension is the one to cut
+    with pytest.raises(PoetError, match="more than the 32-bit address space"):  # no device: the hard cap
+        sanity.check_graph(frontend.load(path, batch))
+
+
+def test_size_errors_through_the_cli(mlp_path, tmp_path):
+    for args in (("--batch", "100000000"), ("--ram", "1e30")):
+        r = poet("compile", mlp_path, "--ram", "64KB", *args, "-o", tmp_path / "o")
+        assert r.returncode == 2 and r.stderr.splitlines()[-1].startswith("poet: error:"), r.stderr
+        assert not (tmp_path / "o").exists()
+    r = poet("inspect", mlp_path, "--batch", "100000000")
+    assert r.returncode == 2 and "6,400,000,000 elements" in r.stderr and "address space" in r.stderr
+
+
+def _mlp_with(tmp_path: Path, name: str, value: float) -> Path:
+    m = onnx.load(str(frontend_examples() / "mlp.onnx"))
+    for t in m.graph.initializer:
+        if t.name == name:
+            a = numpy_helper.to_array(t).copy()
+            a.flat[7] = value
+            t.CopyFrom(numpy_helper.from_array(a, name))
+    path = tmp_path / "w.onnx"
+    onnx.save(m, str(path))
+    return path
+
+
+def frontend_examples() -> Path:
+    return Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.mark.parametrize("value", [np.nan, -np.inf])
+def test_non_finite_weights_are_named_before_the_training_graph(tmp_path, value):
+    path = _mlp_with(tmp_path, "fc1.weight", value)
+    seen, err = _phases_until_error(CompileOptions(path, "cortex-m4", 64 * 1024, tmp_path / "o"))
+    assert seen == ["load"], seen
+    assert (
+        err
+        == f"weight 'fc1.weight' holds {value} at [0, 7] (1 non-finite values); weights must be "
+        + "finite numbers"
+    )
+
+
+def test_output_folder_is_checked_before_anything_runs(mlp_path, tmp_path):
+    (tmp_path / "f.txt").write_text("x")
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "a.txt").write_text("x")
+    from poet_edge.compiler import compile_model
+
+    for out, message in (
+        (tmp_path / "f.txt", "a file is there, not a folder"),
+        (tmp_path / "f.txt" / "o", f"{tmp_path / 'f.txt'} is a file, not a folder"),
+        (foreign, "is not a poet-edge output folder"),
+    ):
+        seen: list[str] = []
+        with pytest.raises(PoetError, match=re.escape(message)):
+            compile_model(CompileOptions(mlp_path, "cortex-m4", 64 * 1024, out), phase=seen.append)
+        assert seen == []
+
+
+def test_parameters_above_the_flash_warn_and_run_refuses_the_target(tmp_path, capsys):
+    """5 MB of frozen weights: compiling for cortex-m4 (1 MB flash) warns; `poet run` refuses the
+    4 MB-flash QEMU board before building anything (the link would fail)."""
+    w = numpy_helper.from_array(np.full((1280, 1024), 0.5, np.float32), "big")
+    head = numpy_helper.from_array(np.full((10, 1280), 0.1, np.float32), "head")
+    nodes = [k("Gemm", ["x", "big"], ["h"], transB=1), k("Gemm", ["h", "head"], ["y"], transB=1)]
+    path, out = tmp_path / "big.onnx", tmp_path / "o"
+    _save(nodes, ["N", 1024], "y", ["N", 10], [w, head], path)
+    argv = ["compile", str(path), "--ram", "200KB", "--device", "cortex-m4", "--train", "head", "-q"]
+    assert main([*argv, "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "poet: warning: the parameters need 5294080 B (5170.0 KiB) of flash (frozen 5242880 B" in err, err
+    assert "1048576 B (1024.0 KiB) of cortex-m4" in err
+    assert main(["run", str(out), "--target", "qemu-cortex-m4", "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("poet: error: the parameters need 5294080 B (5170.0 KiB) of flash, more than the ")
+    assert (
+        "of target qemu-cortex-m4; the link would fail" in err and not (out / "run-qemu-cortex-m4").exists()
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--lr", "nan"], "--lr nan: must be a finite number >= 0"),
+        (["--lr", "-0.5"], "--lr -0.5: must be a finite number >= 0"),
+        (["--time-limit", "nan"], "--time-limit nan: must be a finite number > 0"),
+        (["--time-limit", "-1"], "--time-limit -1: must be a finite number > 0"),
+        (["--max-latency", "nan"], "--max-latency nan: must be a finite number > 0"),
+        (["--max-latency", "infx"], "--max-latency inf: must be a finite number > 0"),
+        (["--threads", "0"], "--threads 0: must be at least 1"),
+    ],
+)
+def test_bad_numbers_in_options_are_refused(mlp_path, tmp_path, capsys, argv, message):
+    code = main(["compile", str(mlp_path), "--ram", "64KB", "-o", str(tmp_path / "o"), "-q", *argv])
+    assert code == 2 and capsys.readouterr().err == f"poet: error: {message}\n"
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("clock_hz", "nan"), ("active_power_w", "inf"), ("ram_bytes", "nan")]
+)
+def test_non_finite_numbers_in_a_profile_are_refused(tmp_path, key, value):
+    text = (Path(__file__).resolve().parent.parent / "profiles" / "cortex-m4.toml").read_text()
+    lines = [f"{key} = {value}" if ln.split("=")[0].strip() == key else ln for ln in text.splitlines()]
+    (tmp_path / "d.toml").write_text("\n".join(lines))
+    with pytest.raises(PoetError, match=rf"\[mcu\]\.{key} is {value}; it must be a finite number"):
+        load_profile(tmp_path / "d.toml")
+
+
+def test_a_model_without_outputs_is_one_line(tmp_path):
+    m = onnx.load(str(frontend_examples() / "mlp.onnx"))
+    del m.graph.output[:]
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    r = poet("compile", tmp_path / "m.onnx", "--ram", "64KB", "-o", tmp_path / "o")
+    assert (
+        r.returncode == 2
+        and r.stderr
+        == "poet: error: the model has no graph outputs; poet trains its first output with the loss\n"
+    )
+
+
+# ---- 9. damaged plan.json, run's output files, internal errors -----------------------------------------
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("plan") / "out"
+    assert (
+        poet(
+            "compile", frontend_examples() / "mlp.onnx", "--ram", "64KB", "-o", out, "--no-report"
+        ).returncode
+        == 0
+    )
+    return out
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda p: "{not json", "not JSON"),
+        (lambda p: "[1, 2]", "device is missing or not a str"),
+        (lambda p: json.dumps({**p, "schedule": {"steps": "x", "solver": "s"}}), "schedule.steps is missing"),
+        (lambda p: json.dumps({**p, "ram_budget_bytes": "lots"}), "ram_budget_bytes is missing or not a int"),
+        (lambda p: json.dumps({**p, "lr": float("nan")}), "ram_budget_bytes or lr out of range"),
+        (lambda p: json.dumps({**p, "problem": {**p["problem"], "nodes": [{"x": 1}]}}), "KeyError"),
+    ],
+)
+@pytest.mark.parametrize("command", ["simulate", "run"])
+def test_a_damaged_plan_is_one_line(compiled, tmp_path, damage, message, command, capsys):
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(compiled, out)
+    plan = json.loads((out / "plan.json").read_text())
+    (out / "plan.json").write_text(damage(plan))
+    code = main([command, str(out)])
+    err = capsys.readouterr().err
+    if command == "run" and message == "KeyError":  # run builds the C: it does not read the problem
+        assert code == 0, err
+        return
+    assert (
+        code == 2 and err.startswith(f"poet: error: {out / 'plan.json'} is damaged (") and message in err
+    ), err
+    assert err.endswith("; compile the model again\n") and err.count("\n") == 1
+
+
+def test_run_checks_its_output_files_and_numbers_first(compiled, tmp_path, capsys):
+    for argv, message in (
+        (
+            ["--json", str(tmp_path / "no" / "r.json")],
+            f"--json {tmp_path / 'no' / 'r.json'}: no folder {tmp_path / 'no'}",
+        ),
+        (["--dump-params", str(tmp_path)], f"--dump-params {tmp_path}: a folder is there, not a file"),
+        (["--lr", "nan"], "--lr nan: must be a finite number >= 0"),
+        (["--timeout", "-1"], "--timeout -1: must be a finite number > 0"),
+    ):
+        assert main(["run", str(compiled), *argv]) == 2
+        assert capsys.readouterr().err == f"poet: error: {message}\n"
+    assert not (compiled / "run-host").exists()
+
+
+def test_an_internal_error_is_classified_not_hidden(monkeypatch, capsys):
+    """A bug (any exception but PoetError and OSError) prints one line saying so, exit 70; POET_DEBUG=1
+    shows the traceback."""
+    from poet_edge.commands import profiles
+
+    def broken(args):
+        raise ZeroDivisionError("planted")
+
+    monkeypatch.setattr(profiles, "run", broken)
+    assert main(["profiles"]) == 70
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("poet: internal error: ZeroDivisionError: planted at ")
+        and "test_user_errors.py" in err
+    )
+    assert "bug in poet-edge" in err and err.count("\n") == 1
+    monkeypatch.setenv("POET_DEBUG", "1")
+    with pytest.raises(ZeroDivisionError):
+        main(["profiles"])

@@ -23,7 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "compile",
         help="build the training program for a device and RAM budget",
         description="Build the training graph of MODEL, schedule it into --ram on --device, plan "
-        "the arena and write plan.json plus a C99 project into -o OUT (atomically).",
+        "the arena and write plan.json plus a C99 project into -o OUT (atomically: an interrupted compile "
+        "leaves the old OUT; OUT is replaced whole, so a recompile refuses an OUT holding files poet did "
+        "not write).",
     )
     p.add_argument("model", type=Path, help="ONNX model (float32, static shapes except the batch dimension)")
     p.add_argument("--device", default="host", help="device profile name or TOML path (see 'poet profiles')")

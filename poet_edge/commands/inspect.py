@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from poet_edge import frontend, optimizer
+from poet_edge import frontend, optimizer, sanity
 from poet_edge.autodiff import Loss
 from poet_edge.commands import add_batch
 from poet_edge.inspect_model import format_inspection, inspect
@@ -40,9 +40,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    batch = frontend.batch_of(args.model, args.batch)
+    model = frontend.load_onnx(args.model)
+    sanity.check_onnx(model)
+    sanity.check_graph(frontend.to_ir(model, batch))  # the hard cap, before any per-element work
     r = inspect(
         args.model,
-        frontend.batch_of(args.model, args.batch),
+        batch,
         Loss(args.loss),
         args.train,
         parse_size(args.reserve),

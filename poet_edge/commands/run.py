@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from poet_edge.paths import check_file_target
 from poet_edge.runner import Evaluation, RunOutcome, StepLog, load_plan, run_project
 from poet_edge.targets import available_targets
 
@@ -62,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
 
+    check_file_target("--json", args.json)
+    check_file_target("--dump-params", args.dump_params)
     r = run_project(
         args.out,
         args.target,

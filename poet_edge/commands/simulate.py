@@ -8,9 +8,9 @@ from pathlib import Path
 
 from poet_edge import planning
 from poet_edge.profiles import load_profile
-from poet_edge.runner import load_plan
+from poet_edge.runner import corrupted, load_plan
 from poet_edge.schedule import Schedule
-from poet_edge.simulator import SimResult, format_report, simulate
+from poet_edge.simulator import InvalidSchedule, SimResult, format_report, simulate
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -28,12 +28,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def simulate_plan(out: Path, device: str | None = None) -> SimResult:
     plan = load_plan(out)
     profile = load_profile(device or plan["device"])
-    problem = planning.price(
-        planning.ProblemSpec.from_json(plan["problem"]), profile, plan["ram_budget_bytes"]
-    )
-    return simulate(
-        problem, Schedule.from_json(plan["schedule"]["steps"], plan["schedule"]["solver"]), profile
-    )
+    try:
+        spec = planning.ProblemSpec.from_json(plan["problem"])
+        schedule = Schedule.from_json(plan["schedule"]["steps"], plan["schedule"]["solver"])
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        raise corrupted(out, f"{type(e).__name__} {e}") from None
+    problem = planning.price(spec, profile, plan["ram_budget_bytes"])
+    try:
+        return simulate(problem, schedule, profile)
+    except InvalidSchedule as e:
+        raise corrupted(out, f"its schedule does not replay: {e}") from None
 
 
 def simulate_inference(out: Path, device: str | None = None) -> dict[str, SimResult]:

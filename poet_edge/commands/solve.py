@@ -7,7 +7,9 @@ import json
 import time
 from typing import Any
 
+from poet_edge import sanity
 from poet_edge.commands import add_solve_limits
+from poet_edge.errors import PoetError
 from poet_edge.graphio import read_graph
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule
@@ -95,6 +97,9 @@ def _text(summary: dict[str, Any], sim: SimResult | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    sanity.positive_finite("--time-limit", args.time_limit)
+    if args.threads is not None and args.threads < 1:
+        raise PoetError(f"--threads {args.threads}: must be at least 1")
     problem = read_graph(args.graph, args.ram)
     schedule, seconds = _schedule(problem, args)
     sim, error = None, None

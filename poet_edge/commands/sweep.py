@@ -7,7 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
-from poet_edge import frontend, optimizer, sweep
+from poet_edge import frontend, optimizer, sanity, sweep
 from poet_edge.autodiff import Loss
 from poet_edge.commands import add_batch, add_solve_limits, warn_ram_above_device
 from poet_edge.compiler import CompileOptions
@@ -107,6 +107,7 @@ def _row_text(r: sweep.SweepRow, verbose: bool) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise PoetError(f"--jobs must be at least 1, got {args.jobs}")
+    sanity.check_options(args.lr, args.time_limit, None, 0)  # before any point is compiled
     out = args.out or args.model.with_suffix(".sweep")
     base = CompileOptions(
         args.model,
