@@ -117,7 +117,7 @@ def test_inference_plans_fit_the_budget_and_share_the_arena(tmp_path):
     the batch in RAM or loaded from storage."""
     need_tools("gcc")
     roomy = _compile(CNN, tmp_path / "roomy", batch=8)
-    tight = _compile(CNN, tmp_path / "tight", ram=64 * KB, batch=8, scheduler="scale")
+    tight = _compile(CNN, tmp_path / "tight", ram=62 * KB, batch=8, scheduler="scale")
     stored = _compile(
         CNN, tmp_path / "sto", ram=64 * KB, batch=8, scheduler="scale", input=InputPlace.STORAGE
     )
