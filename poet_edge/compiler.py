@@ -24,7 +24,7 @@ from poet_edge.progress import PhaseLimit
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers import ALIASES, configured, get_scheduler
 from poet_edge.schedulers.milp import MilpOptions
-from poet_edge.simulator import SimResult, simulate
+from poet_edge.simulator import Integrity, SimResult, simulate
 from poet_edge.units import fmt_bytes
 
 PLAN = "plan.json"
@@ -50,6 +50,8 @@ class CompileOptions:
     milp: MilpOptions = MilpOptions()
     max_latency: str | None = None  # "1.5x" (of the no-remat step time) or seconds, e.g. "0.2" / "0.2s"
     time_limit_s: float | None = None  # --time-limit: each phase's safety stop (progress.PhaseLimit)
+    check_inputs: bool = False  # --check-inputs: the step scans x (and float targets) for NaN/Inf
+    verify_paging: bool = False  # --verify-paging: CRC-32 of every paged value, checked at page-in
 
 
 @dataclass(frozen=True)
@@ -118,19 +120,10 @@ def plan_training(
         target = replace(target, budget_bytes=target.budget_bytes - excess)
     arena.verify(plan)
     phase("simulate")
-    sim = simulate(problem, schedule, profile)
+    storage = emit.storage_for(tg, spec, schedule)
+    sim = simulate(problem, schedule, profile, integrity(opts, tg, storage))
     limit.begin(None)
-    compiled = Compiled(
-        g,
-        tg,
-        profile,
-        spec,
-        problem,
-        schedule,
-        sim,
-        plan,
-        emit.plan_storage(schedule, sizes, emit.input_region(spec)),
-    )
+    compiled = Compiled(g, tg, profile, spec, problem, schedule, sim, plan, storage)
     if compiled.predicted_ram_bytes > opts.ram_bytes:
         raise PoetError(
             f"the schedule needs {fmt_bytes(compiled.predicted_ram_bytes)} of RAM (arena "
@@ -139,6 +132,19 @@ def plan_training(
             f"simulated peak {fmt_bytes(sim.peak_ram_bytes)}), more than --ram {fmt_bytes(opts.ram_bytes)}"
         )
     return compiled
+
+
+def integrity(opts: CompileOptions, tg: Graph, storage: emit.StoragePlan) -> Integrity:
+    """The generated step's checks and undo journal, as the simulator prices them."""
+    x, labels = tg.tensor(tg.inputs[0]), tg.tensor(tg.inputs[1])
+    in_ram = storage.input_bytes == 0
+    checked = (x.size if in_ram else 0) + (labels.size if labels.dtype != "int32" else 0)
+    return Integrity(
+        checked if opts.check_inputs else 0,
+        0 if in_ram or not opts.check_inputs else x.size,
+        opts.verify_paging,
+        tuple(tg.tensor(p).nbytes for p in storage.journal),
+    )
 
 
 def _storage_hint(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions) -> str:
@@ -260,6 +266,7 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
             # solver details without timings (plan.json must not depend on the wall clock)
             "info": {k: v for k, v in c.schedule.info if k in DETERMINISTIC_INFO},
         },
+        "integrity": integrity(opts, tg, c.storage).to_json(),
         "simulation": c.sim.to_json(),
         "arena": {
             "planner": c.arena.planner,
@@ -271,11 +278,7 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
                 for i, o in zip(c.arena.instances, c.arena.offsets, strict=False)
             ],
         },
-        "storage": {
-            "bytes": c.storage.total_bytes,
-            "input_bytes": c.storage.input_bytes,
-            "offsets": c.storage.offsets,
-        },
+        "storage": c.storage.to_json(),
     }
 
 
@@ -298,6 +301,8 @@ def project_files(
                 "fixed": c.fixed,
                 "sim": c.sim,
                 "storage_kind": c.profile.storage.kind,
+                "check_inputs": opts.check_inputs,
+                "verify_paging": opts.verify_paging,
             },
         )
     )
@@ -310,6 +315,7 @@ def project_files(
         files[f"runtime/src/kernels/{k}.c"] = emit.kernel_file(k, opts.kernels)
     files["harness/main.c"] = RUNTIME_C / "harness" / "main.c"
     files["target/poet_target.h"] = TARGETS / "common" / "poet_target.h"
+    files["target/poet_fault.h"] = TARGETS / "common" / "poet_fault.h"
     files["target/platform_host.c"] = TARGETS / "host" / "platform_host.c"
     return files
 

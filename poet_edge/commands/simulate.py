@@ -10,7 +10,7 @@ from poet_edge import planning
 from poet_edge.profiles import load_profile
 from poet_edge.runner import load_plan
 from poet_edge.schedule import Schedule
-from poet_edge.simulator import SimResult, format_report, simulate
+from poet_edge.simulator import Integrity, SimResult, format_report, simulate
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -31,9 +31,8 @@ def simulate_plan(out: Path, device: str | None = None) -> SimResult:
     problem = planning.price(
         planning.ProblemSpec.from_json(plan["problem"]), profile, plan["ram_budget_bytes"]
     )
-    return simulate(
-        problem, Schedule.from_json(plan["schedule"]["steps"], plan["schedule"]["solver"]), profile
-    )
+    schedule = Schedule.from_json(plan["schedule"]["steps"], plan["schedule"]["solver"])
+    return simulate(problem, schedule, profile, Integrity.from_json(plan.get("integrity", {})))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,10 +3,13 @@
  *
  * poet_data.bin: "POETDAT1", u32 steps, u32 x_elems, u32 label_elems, u32 labels_are_int, f32 lr,
  *                then per step: x (f32 × x_elems), labels (i32 or f32 × label_elems).
- * poet_params.bin: "POETPAR1", u32 count, then per parameter: u32 name_len, name, u32 n, f32 × n. */
+ * poet_params.bin: "POETPAR1", u32 count, then per parameter: u32 name_len, name, u32 n, f32 × n.
+ * A step that returns an error status (bad label, non-finite input, storage error) ends the run with exit
+ * code 15 and a line naming the status. */
 #include <stdio.h>
 #include <string.h>
 
+#include "poet/crc32.h"
 #include "poet/platform.h"
 #include "poet_model.h"
 #include "poet_target.h"
@@ -24,11 +27,14 @@ static int read_x(FILE *f, uint32_t xe)
 {
 #if POET_INPUT_IN_STORAGE
     const uint32_t chunk = (uint32_t)(sizeof poet_x / sizeof poet_x[0]);
+    uint32_t crc = POET_CRC32_INIT;
     for (uint32_t done = 0; done < xe; done += chunk) {
         uint32_t n = xe - done < chunk ? xe - done : chunk;
         if (fread(poet_x, sizeof(float), n, f) != n) return -1;
         if (poet_storage_write(POET_INPUT_OFFSET + 4u * done, poet_x, 4u * n) != 0) return -1;
+        crc = poet_crc32_update(crc, poet_x, 4u * n);
     }
+    poet_set_input_crc(poet_crc32_final(crc)); /* checked at each load with --verify-paging */
     return 0;
 #else
     return fread(poet_x, sizeof(float), xe, f) == xe ? 0 : -1;
@@ -80,8 +86,13 @@ int main(void)
         poet_storage_stats_t st0, st1;
         poet_target_storage_stats(&st0);
         uint64_t t0 = poet_ticks();
-        float loss = poet_train_step(POET_INPUT_IN_STORAGE ? NULL : poet_x, poet_y, lr);
+        float loss = 0.0f;
+        poet_status status = poet_train_step(POET_INPUT_IN_STORAGE ? NULL : poet_x, poet_y, lr, &loss);
         uint64_t t1 = poet_ticks();
+        if (status != POET_OK) {
+            printf("poet: step %lu failed: %s (the model is unchanged)\n", (unsigned long)s, poet_status_name(status));
+            return 15;
+        }
         poet_target_storage_stats(&st1);
         uint32_t bits;
         memcpy(&bits, &loss, sizeof bits);
