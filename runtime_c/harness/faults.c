@@ -7,8 +7,9 @@
  *      fault-free post-step state) after a successful one;
  *   4. "reboots": overwrites every persistent tensor with 0xFF bytes (NaN), poet_init, poet_checkpoint_restore,
  *      and says whether the restored state is exactly S0 or S1.
- * Same file on every target (stdio: the host's, or semihosting). Arguments (optional): a stride (test every
- * stride-th call index) and an offset. Output, one line each:
+ * Same file on every target (stdio: the host's, or semihosting). Arguments (optional, else the macros
+ * POET_FAULT_STRIDE and POET_FAULT_FIRST, default 1 and 0): a stride (test every stride-th call index) and
+ * the first call index. Output, one line each:
  *   calls step N save M
  *   check bad_label <status> <pre|post|other>      [check nonfinite ... with POET_CHECK_INPUTS]
  *   case <fail|tear|flip> <call> <read|write> fired <0|1> step <status> save <status|-> power_off <0|1>
@@ -24,6 +25,13 @@
 #include "poet/platform.h"
 #include "poet_fault.h"
 #include "poet_model.h"
+
+#ifndef POET_FAULT_STRIDE
+#define POET_FAULT_STRIDE 1
+#endif
+#ifndef POET_FAULT_FIRST
+#define POET_FAULT_FIRST 0
+#endif
 
 static uint8_t poet_s0[POET_CHECKPOINT_PAYLOAD_BYTES], poet_s1[POET_CHECKPOINT_PAYLOAD_BYTES];
 static float poet_x[POET_INPUT_ELEMS];
@@ -133,8 +141,8 @@ static void run_case(poet_fault_kind kind, uint32_t call)
 
 int main(int argc, char **argv)
 {
-    uint32_t stride = argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 1u;
-    uint32_t first = argc > 2 ? (uint32_t)strtoul(argv[2], NULL, 10) : 0u;
+    uint32_t stride = argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : (uint32_t)POET_FAULT_STRIDE;
+    uint32_t first = argc > 2 ? (uint32_t)strtoul(argv[2], NULL, 10) : (uint32_t)POET_FAULT_FIRST;
     if (stride == 0u) stride = 1u;
     poet_init();
     snapshot(poet_s0);
