@@ -4,7 +4,8 @@ one silent bit flip) is injected by the platform (targets/common/poet_fault.h) a
 runtime_c/harness/faults.c checks the outcome: after a failed step the parameters in RAM are exactly the
 pre-step state; after a reboot, poet_checkpoint_restore gives exactly the pre-step or the post-step state.
 
-Columns: calls (injection points: step + save), cases (calls x 3 kinds / stride), torn (power cuts), flips,
+Columns: calls (injection points: step + save), cases (3 kinds x (every step call + every stride-th save
+call); most save calls are the read-back of the slot in 64-byte chunks), torn (power cuts), flips,
 reported (a non-OK status of the step or the save, or the power cut itself), unread (flips in bytes nothing
 reads afterwards: undo-journal entries of a step that succeeded, the erased magic of a slot being written;
 the outcome equals the fault-free one), corrupt (RAM or restored state neither pre nor post: must be 0),
@@ -228,7 +229,10 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="host")
     ap.add_argument(
-        "--stride", type=int, default=1, help="inject at every N-th storage call (default 1: all)"
+        "--stride",
+        type=int,
+        default=1,
+        help="inject at every storage call of the step and every N-th of the save (default 1: all)",
     )
     ap.add_argument("--only", help="one model")
     ap.add_argument("--results", type=Path, default=ROOT / "bench" / "results")

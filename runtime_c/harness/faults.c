@@ -8,8 +8,8 @@
  *   4. "reboots": overwrites every persistent tensor with 0xFF bytes (NaN), poet_init, poet_checkpoint_restore,
  *      and says whether the restored state is exactly S0 or S1.
  * Same file on every target (stdio: the host's, or semihosting). Arguments (optional, else the macros
- * POET_FAULT_STRIDE and POET_FAULT_FIRST, default 1 and 0): a stride (test every stride-th call index) and
- * the first call index. Output, one line each:
+ * POET_FAULT_STRIDE and POET_FAULT_FIRST, default 1 and 0): a stride (every call of the step is tested, then
+ * every stride-th call of the save) and the first call index. Output, one line each:
  *   calls step N save M
  *   check bad_label <status> <pre|post|other>      [check nonfinite ... with POET_CHECK_INPUTS]
  *   case <fail|tear|flip> <call> <read|write> fired <0|1> step <status> save <status|-> power_off <0|1>
@@ -170,7 +170,7 @@ int main(int argc, char **argv)
 #endif
     uint32_t cases = 0u;
     for (int kind = POET_FAULT_FAIL; kind <= POET_FAULT_FLIP; ++kind) {
-        for (uint32_t call = first; call < n_step + n_save; call += stride) {
+        for (uint32_t call = first; call < n_step + n_save; call += call < n_step ? 1u : stride) {
             run_case((poet_fault_kind)kind, call);
             ++cases;
         }
