@@ -1,7 +1,7 @@
 """Issue 59, the device side: the generated step is transactional under storage faults and power cuts, and
-checkpoints survive a cut at any byte. The mlp (batch 32, batch in storage, page-all: it pages, reloads the
-batch and journals 4 parameters) runs every fault kind at every storage call of a step and a checkpoint save
-on the host (bench/faults.py runs the zoo models too)."""
+checkpoints survive a cut at any byte. The mlp (batch 32, batch in storage, page-all: it loads the batch,
+pages one value and journals 4 parameters) runs every fault kind at every storage call of a step and a
+checkpoint save on the host, and a subset on QEMU (bench/faults.py runs the zoo models too)."""
 
 from __future__ import annotations
 
