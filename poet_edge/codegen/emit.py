@@ -101,7 +101,7 @@ class StoragePlan:
             "bytes": self.total_bytes,
             "input_bytes": self.input_bytes,
             "offsets": self.offsets,
-            "journal": self.journal,
+            "journal": [{"parameter": k, "offset": o} for k, o in self.journal.items()],
             "checkpoint": {
                 "offset": self.checkpoint_offset,
                 "slot_bytes": self.checkpoint_slot_bytes,
