@@ -23,7 +23,7 @@ from poet_edge.progress import PhaseLimit
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers import ALIASES, configured, get_scheduler
 from poet_edge.schedulers.milp import MilpOptions
-from poet_edge.simulator import SimResult, simulate
+from poet_edge.simulator import Integrity, SimResult, simulate
 from poet_edge.units import fmt_bytes
 
 PLAN = PLAN_FILE
@@ -50,6 +50,8 @@ class CompileOptions:
     max_latency: str | None = None  # "1.5x" (of the no-remat step time) or seconds, e.g. "0.2" / "0.2s"
     time_limit_s: float | None = None  # --time-limit: each phase's safety stop (progress.PhaseLimit)
     optimizer: Optimizer = PLAIN_SGD  # --optimizer and its hyperparameters
+    check_inputs: bool = False  # --check-inputs: the step scans x (and float targets) for NaN/Inf
+    verify_paging: bool = False  # --verify-paging: CRC-32 of every paged value, checked at page-in
 
 
 @dataclass(frozen=True)
@@ -119,23 +121,13 @@ def plan_training(
         )
     schedule, plan = _fit(problem, floor.bytes, spec, opts, limit, began, phase, log)
     phase("simulate")
-    sim = simulate(problem, schedule, profile)
+    storage = emit.storage_for(tg, spec, schedule)
+    sim = simulate(problem, schedule, profile, integrity(opts, tg, storage))
     modes = tuple(
         _plan_mode(tg, m, spec.fixed, profile, opts, limit, began, phase, log) for m in inference.MODES
     )
     limit.begin(None)
-    compiled = Compiled(
-        g,
-        tg,
-        profile,
-        spec,
-        problem,
-        schedule,
-        sim,
-        plan,
-        _storage(schedule, spec),
-        modes,
-    )
+    compiled = Compiled(g, tg, profile, spec, problem, schedule, sim, plan, storage, modes)
     if compiled.predicted_ram_bytes > opts.ram_bytes:
         raise PoetError(
             f"the schedule needs {fmt_bytes(compiled.predicted_ram_bytes)} of RAM (arena "
@@ -335,6 +327,19 @@ def _plan_mode(
     return inference.ModePlan(mode, g, spec, problem, schedule, sim, plan, _storage(schedule, spec))
 
 
+def integrity(opts: CompileOptions, tg: Graph, storage: emit.StoragePlan) -> Integrity:
+    """The generated step's checks and undo journal, as the simulator prices them."""
+    x, labels = tg.tensor(tg.inputs[0]), tg.tensor(tg.inputs[1])
+    in_ram = storage.input_bytes == 0
+    checked = (x.size if in_ram else 0) + (labels.size if labels.dtype != "int32" else 0)
+    return Integrity(
+        checked if opts.check_inputs else 0,
+        0 if in_ram or not opts.check_inputs else x.size,
+        opts.verify_paging,
+        tuple(tg.tensor(p).nbytes for p in storage.journal),
+    )
+
+
 def _storage_hint(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions) -> str:
     """With --input ram: what the floor would be with the batch in storage, when that is lower."""
     if opts.input != planning.InputPlace.RAM:
@@ -455,6 +460,7 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
             # solver details without timings (plan.json must not depend on the wall clock)
             "info": {k: v for k, v in c.schedule.info if k in DETERMINISTIC_INFO},
         },
+        "integrity": integrity(opts, tg, c.storage).to_json(),
         "simulation": c.sim.to_json(),
         "arena": {
             "planner": c.arena.planner,
@@ -466,11 +472,7 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
                 for i, o in zip(c.arena.instances, c.arena.offsets, strict=False)
             ],
         },
-        "storage": {
-            "bytes": c.storage.total_bytes,
-            "input_bytes": c.storage.input_bytes,
-            "offsets": c.storage.offsets,
-        },
+        "storage": c.storage.to_json(),
         # poet_predict / poet_eval_step: own schedules, replayed by the simulator, in the same arena
         "runtime_arena_bytes": c.arena_bytes,
         "inference": {m.mode: m.to_json(DETERMINISTIC_INFO) for m in c.inference},
@@ -498,6 +500,8 @@ def project_files(
                 "storage_kind": c.profile.storage.kind,
                 "optimizer": opts.optimizer.kind.value,
                 "optimizer_state_bytes": c.fixed.optimizer_state,
+                "check_inputs": opts.check_inputs,
+                "verify_paging": opts.verify_paging,
             },
             c.inference,
         )
@@ -511,6 +515,7 @@ def project_files(
         files[f"runtime/src/kernels/{k}.c"] = emit.kernel_file(k, opts.kernels)
     files["harness/main.c"] = RUNTIME_C / "harness" / "main.c"
     files["target/poet_target.h"] = TARGETS / "common" / "poet_target.h"
+    files["target/poet_fault.h"] = TARGETS / "common" / "poet_fault.h"
     files["target/platform_host.c"] = TARGETS / "host" / "platform_host.c"
     return files
 

@@ -12,6 +12,12 @@ The simulator is the only source of the reported numbers. Rules it enforces (eac
 * ``Free(v)``: v is in RAM.
 * At the end every node has been computed at least once.
 
+Integrity work of the generated runtime (:class:`Integrity`, priced only with a ``profile``; the scheduler
+does not see it): the undo journal's writes (parameters updated before the step's last storage access), the
+CRC-32 of every paged value at page-out and page-in (``--verify-paging``, and of journal entries), and the
+NaN/Inf scan of the inputs (``--check-inputs``). Its time and energy are ``latency_checks_s`` and
+``energy_checks_j``; journal bytes count in ``storage_bytes_written``.
+
 RAM in use during a step (one entry of ``ram_curve``): ``fixed + live`` before the step, plus the
 value being created (and, for Compute, its transient workspace). Peak RAM is the maximum of the curve.
 """
@@ -21,11 +27,61 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from poet_edge.cost import erase_blocks, steps_until_endurance
+from poet_edge.cost import Cost, erase_blocks, node_cost, steps_until_endurance, transfer_cost
 from poet_edge.errors import PoetError
 from poet_edge.problem import INPUT_KIND, SchedulingProblem
 from poet_edge.profiles import Profile
 from poet_edge.schedule import STEP_NAMES, Compute, Free, PageIn, PageOut, Schedule, Step
+from poet_edge.work import OpClass, Work
+
+# Instructions per unit of the runtime's integrity loops, counted in their arm-none-eabi-gcc -O2 Thumb-2
+# code: poet_crc32_update 7 per byte, poet_all_finite 8 per float. They are priced as reduce-class work,
+# whose profile rate is per element of a loop of REDUCE_INSTRUCTIONS_PER_ELEMENT instructions (the
+# Cortex-M4 kernel fit, profiles/cortex-m4.toml).
+CRC32_INSTRUCTIONS_PER_BYTE = 7
+FINITE_CHECK_INSTRUCTIONS_PER_ELEMENT = 8
+REDUCE_INSTRUCTIONS_PER_ELEMENT = 4.184
+
+
+@dataclass(frozen=True)
+class Integrity:
+    """What the generated step does besides the schedule to stay transactional and checked."""
+
+    checked_elements: int = 0  # floats scanned for NaN/Inf once per step (x in RAM, float targets)
+    checked_per_load: int = 0  # floats scanned at each load of the batch from storage
+    verify_paging: bool = False  # CRC-32 of each paged value at page-out and page-in
+    journal_bytes: tuple[int, ...] = ()  # undo-journal writes, one per journaled parameter
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "journal_bytes": list(self.journal_bytes)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Integrity:
+        return cls(
+            int(d.get("checked_elements", 0)),
+            int(d.get("checked_per_load", 0)),
+            bool(d.get("verify_paging", False)),
+            tuple(int(n) for n in d.get("journal_bytes", ())),
+        )
+
+    def scan(self, profile: Profile, elements: int) -> Cost:
+        w = FINITE_CHECK_INSTRUCTIONS_PER_ELEMENT / REDUCE_INSTRUCTIONS_PER_ELEMENT
+        return (
+            node_cost(profile, Work(OpClass.REDUCE, elements=elements, weight=w)) if elements else Cost(0, 0)
+        )
+
+    def crc(self, profile: Profile, nbytes: int) -> Cost:
+        w = CRC32_INSTRUCTIONS_PER_BYTE / REDUCE_INSTRUCTIONS_PER_ELEMENT
+        return node_cost(profile, Work(OpClass.REDUCE, elements=nbytes, weight=w))
+
+    def step_cost(self, profile: Profile) -> Cost:
+        """The per-step part: the scan of inputs in RAM and the journal writes (and their CRCs)."""
+        total = self.scan(profile, self.checked_elements)
+        for n in self.journal_bytes:
+            total = total + transfer_cost(profile, n, True)
+            if self.verify_paging:
+                total = total + self.crc(profile, n)
+        return total
 
 
 class InvalidSchedule(PoetError):
@@ -72,6 +128,10 @@ class SimResult:
     storage_bytes_written: int
     storage_bytes_read: int
     storage_peak_bytes: int
+    latency_checks_s: float  # Integrity: journal writes, CRCs, input scans
+    energy_checks_j: float
+    crc_bytes: int  # bytes the step runs through CRC-32 (--verify-paging)
+    journal_bytes_written: int  # undo-journal bytes (included in storage_bytes_written)
     erase_blocks_per_step: float | None
     steps_until_endurance: float | None
     ram_curve: tuple[int, ...]
@@ -83,12 +143,17 @@ class SimResult:
             + self.latency_recompute_s
             + self.latency_page_in_s
             + self.latency_page_out_s
+            + self.latency_checks_s
         )
 
     @property
     def energy_j(self) -> float:
         return (
-            self.energy_compute_j + self.energy_recompute_j + self.energy_page_in_j + self.energy_page_out_j
+            self.energy_compute_j
+            + self.energy_recompute_j
+            + self.energy_page_in_j
+            + self.energy_page_out_j
+            + self.energy_checks_j
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -148,11 +213,17 @@ def _index_of(index: dict[str, int], i: int, step: Step) -> int:
     return index[step.node]
 
 
-def simulate(problem: SchedulingProblem, schedule: Schedule, profile: Profile | None = None) -> SimResult:
+def simulate(
+    problem: SchedulingProblem,
+    schedule: Schedule,
+    profile: Profile | None = None,
+    integrity: Integrity | None = None,
+) -> SimResult:
     """Replay ``schedule`` on ``problem``; raise :class:`InvalidSchedule` on the first broken rule.
 
     With a ``profile``, storage wear (erase blocks per training step, steps until endurance) is
-    reported too; all times and energies come from the problem itself."""
+    reported too, and the ``integrity`` work is priced; all other times and energies come from the
+    problem itself."""
     index = problem.index()
     preds = [sorted(set(ps)) for ps in problem.preds()]
     inval: dict[int, list[int]] = {}
@@ -164,6 +235,7 @@ def simulate(problem: SchedulingProblem, schedule: Schedule, profile: Profile | 
     written: list[int] = []
     read = 0
     curve: list[int] = []
+    checks = _Checks(profile, integrity)
     for i, step in enumerate(schedule.steps):
         v = _index_of(index, i, step)
         node = problem.nodes[v]
@@ -182,6 +254,7 @@ def simulate(problem: SchedulingProblem, schedule: Schedule, profile: Profile | 
             st.live += node.out_bytes
             if node.kind == INPUT_KIND:  # the batch is read from storage
                 read += node.out_bytes
+                checks.load()
         elif isinstance(step, Free):
             if v not in st.in_ram:
                 raise InvalidSchedule(i, step, f"free of {node.name}, which is not resident in RAM")
@@ -210,6 +283,7 @@ def simulate(problem: SchedulingProblem, schedule: Schedule, profile: Profile | 
             acc["os"] += node.page_out_s
             acc["oj"] += node.page_out_j
             written.append(node.out_bytes)
+            checks.paged(node.out_bytes)
         else:  # PageIn
             if v not in st.in_storage:
                 raise InvalidSchedule(i, step, f"page-in of {node.name}, which is not in storage")
@@ -225,12 +299,15 @@ def simulate(problem: SchedulingProblem, schedule: Schedule, profile: Profile | 
             read += node.out_bytes
             st.in_ram.add(v)
             st.live += node.out_bytes
+            checks.paged(node.out_bytes)
     never = [n.name for n, r in zip(problem.nodes, st.runs, strict=True) if not r]
     if never:
         shown = ", ".join(never[:10]) + (" ..." if len(never) > 10 else "")
         raise InvalidSchedule(-1, None, f"{len(never)} node(s) never computed: {shown}")
     peak = max(curve, default=problem.fixed_bytes)
     peak_step = curve.index(peak) if curve else -1
+    journal = list(integrity.journal_bytes) if integrity and profile is not None else []
+    written += journal
     blocks = erase_blocks(profile, written) if profile is not None else None
     endurance = steps_until_endurance(profile, blocks) if profile is not None and blocks is not None else None
     return SimResult(
@@ -258,10 +335,35 @@ def simulate(problem: SchedulingProblem, schedule: Schedule, profile: Profile | 
         storage_bytes_written=sum(written),
         storage_bytes_read=read,
         storage_peak_bytes=st.stored,
+        latency_checks_s=checks.cost.seconds,
+        energy_checks_j=checks.cost.joules,
+        crc_bytes=checks.crc_bytes,
+        journal_bytes_written=sum(journal),
         erase_blocks_per_step=blocks,
         steps_until_endurance=endurance,
         ram_curve=tuple(curve),
     )
+
+
+class _Checks:
+    """Accumulates the :class:`Integrity` cost of one replay (nothing without a profile)."""
+
+    def __init__(self, profile: Profile | None, integrity: Integrity | None) -> None:
+        self.profile, self.integrity = profile, integrity
+        self.cost, self.crc_bytes = Cost(0.0, 0.0), 0
+        if profile is not None and integrity is not None:
+            self.cost = integrity.step_cost(profile)
+            if integrity.verify_paging:
+                self.crc_bytes = sum(integrity.journal_bytes)
+
+    def load(self) -> None:
+        if self.profile is not None and self.integrity is not None:
+            self.cost = self.cost + self.integrity.scan(self.profile, self.integrity.checked_per_load)
+
+    def paged(self, nbytes: int) -> None:
+        if self.profile is not None and self.integrity is not None and self.integrity.verify_paging:
+            self.cost = self.cost + self.integrity.crc(self.profile, nbytes)
+            self.crc_bytes += nbytes
 
 
 def _units(sim: SimResult) -> tuple[str, str]:
@@ -280,6 +382,8 @@ def format_report(sim: SimResult) -> str:
         ("page-outs / page-ins", f"{sim.n_page_outs} / {sim.n_page_ins}", ""),
         ("storage written / read", f"{sim.storage_bytes_written} / {sim.storage_bytes_read}", "bytes"),
     ]
+    if sim.journal_bytes_written or sim.crc_bytes:
+        rows.append(("journal / CRC bytes", f"{sim.journal_bytes_written} / {sim.crc_bytes}", "bytes"))
     if sim.erase_blocks_per_step is not None:
         rows.append(("erase blocks per step", f"{sim.erase_blocks_per_step:.4g}", "erase-block cycles"))
         left = sim.steps_until_endurance
@@ -290,6 +394,7 @@ def format_report(sim: SimResult) -> str:
         ("recompute", sim.latency_recompute_s, sim.energy_recompute_j),
         ("page-in", sim.latency_page_in_s, sim.energy_page_in_j),
         ("page-out", sim.latency_page_out_s, sim.energy_page_out_j),
+        ("checks", sim.latency_checks_s, sim.energy_checks_j),
         ("total", sim.latency_s, sim.energy_j),
     )
     width = max(len(r[0]) for r in rows)

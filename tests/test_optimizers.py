@@ -251,7 +251,10 @@ int main(void)
         for (int32_t i = 0, off = 0; i < POET_NUM_PARAMS; off += poet_params[i].count, ++i)
             poet_set_param(i, start + off);
         printf("steps %%ld\\n", (long)poet_steps_done());
-        for (int s = 0; s < STEPS; ++s) poet_train_step(xs[s], ys[s], lrs[s]);
+        for (int s = 0; s < STEPS; ++s) {
+            float loss;
+            if (poet_train_step(xs[s], ys[s], lrs[s], &loss) != POET_OK) return 1;
+        }
         printf("steps %%ld\\n", (long)poet_steps_done());
         dump();
     }

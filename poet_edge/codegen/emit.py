@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING
@@ -15,7 +15,7 @@ from poet_edge import __version__, ops
 from poet_edge.arena import ArenaPlan, align
 from poet_edge.codegen.readme import render_readme
 from poet_edge.errors import PoetError
-from poet_edge.ir import Graph, Node, Role
+from poet_edge.ir import Graph, Node, Phase, Role
 from poet_edge.ops.base import (
     CArg,
     DoubleArg,
@@ -29,7 +29,7 @@ from poet_edge.ops.base import (
 )
 from poet_edge.paths import RUNTIME_C
 from poet_edge.planning import INPUT_KIND, ProblemSpec
-from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule
+from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 
 if TYPE_CHECKING:
     from poet_edge.inference import ModePlan
@@ -99,11 +99,44 @@ def c_name(name: str, taken: set[str], prefix: str = "poet_param_") -> str:
 @dataclass(frozen=True)
 class StoragePlan:
     """Byte offset of every paged value in storage. With the batch in storage, it comes first: bytes
-    [0, input_bytes) hold x, written by the caller before each step; paged values follow."""
+    [0, input_bytes) hold x, written by the caller before each step; paged values follow, then the undo
+    journal (``journal``: parameter -> offset, see :func:`journaled_updates`). ``total_bytes`` is what one
+    step uses; the two checkpoint slots follow it (``checkpoint_offset``, each ``checkpoint_slot_bytes``:
+    a CHECKPOINT_HEADER_BYTES header, then ``checkpoint_payload_bytes`` of persistent tensors)."""
 
     offsets: dict[str, int]
     total_bytes: int
     input_bytes: int = 0
+    journal: dict[str, int] = field(default_factory=dict)
+    checkpoint_payload_bytes: int = 0
+
+    @property
+    def checkpoint_offset(self) -> int:
+        return align(self.total_bytes, CHECKPOINT_ALIGN)
+
+    @property
+    def checkpoint_slot_bytes(self) -> int:
+        return align(CHECKPOINT_HEADER_BYTES + self.checkpoint_payload_bytes, CHECKPOINT_ALIGN)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "bytes": self.total_bytes,
+            "input_bytes": self.input_bytes,
+            "offsets": self.offsets,
+            "journal": [{"parameter": k, "offset": o} for k, o in self.journal.items()],
+            "checkpoint": {
+                "offset": self.checkpoint_offset,
+                "slot_bytes": self.checkpoint_slot_bytes,
+                "slots": 2,
+                "header_bytes": CHECKPOINT_HEADER_BYTES,
+                "payload_bytes": self.checkpoint_payload_bytes,
+            },
+        }
+
+
+CHECKPOINT_HEADER_BYTES = 32  # poet_ckpt_header in poet_model.c.in
+CHECKPOINT_ALIGN = 256  # slots start on a 256-byte boundary (a flash page)
+STEP_COUNTER_BYTES = 4  # the first persistent tensor: uint32 poet_step_count
 
 
 def input_region(spec: ProblemSpec) -> int:
@@ -111,8 +144,49 @@ def input_region(spec: ProblemSpec) -> int:
     return sum(n.out_bytes for n in spec.nodes if n.kind == INPUT_KIND)
 
 
+def _touches_storage(step: Step, kinds: dict[str, str]) -> bool:
+    return isinstance(step, PageIn | PageOut) or (
+        isinstance(step, Compute) and kinds[step.node] == INPUT_KIND
+    )
+
+
+def journaled_updates(spec: ProblemSpec, schedule: Schedule) -> tuple[str, ...]:
+    """SGD update nodes that run before the step's last storage access (page-in, page-out or batch load), in
+    schedule order: a failure of that access must undo them, so their parameters' old values are written to
+    the undo journal just before each update (parameters updated after it need nothing)."""
+    kinds = {n.name: n.kind for n in spec.nodes}
+    steps = schedule.steps
+    last = max((k for k, s in enumerate(steps) if _touches_storage(s, kinds)), default=0)
+    return tuple(
+        s.node for s in steps[:last] if isinstance(s, Compute) and kinds[s.node] == Phase.UPDATE.value
+    )
+
+
+def persistent_tensors(tg: Graph) -> list[str]:
+    """The tensors of the training state (after the step counter): the trainable parameters, then the
+    optimizer state, each in name order."""
+    state = sorted(k for k, t in tg.tensors.items() if t.role == Role.OPTIMIZER_STATE)
+    return [*sorted(tg.trainable), *state]
+
+
+def persistent_bytes(tg: Graph) -> int:
+    """Bytes of the training state a checkpoint holds: the step counter, the trainable parameters and the
+    optimizer state."""
+    return STEP_COUNTER_BYTES + sum(tg.tensor(p).nbytes for p in persistent_tensors(tg))
+
+
+def updated_in_place(tg: Graph, node: Node) -> tuple[str, ...]:
+    """What an update node changes: its parameter, and the optimizer state it reads (momentum, moments)."""
+    return (node.inputs[0], *(t for t in node.inputs[1:] if tg.tensor(t).role == Role.OPTIMIZER_STATE))
+
+
 def plan_storage(
-    schedule: Schedule, sizes: dict[str, int], input_bytes: int = 0, block: int = 16
+    schedule: Schedule,
+    sizes: dict[str, int],
+    input_bytes: int = 0,
+    block: int = 16,
+    journal_bytes: dict[str, int] | None = None,
+    checkpoint_payload_bytes: int = 0,
 ) -> StoragePlan:
     offsets: dict[str, int] = {}
     top = align(input_bytes, block)
@@ -120,7 +194,19 @@ def plan_storage(
         if isinstance(s, PageOut) and s.node not in offsets:
             offsets[s.node] = top
             top += align(sizes[s.node], block)
-    return StoragePlan(offsets, top, input_bytes)
+    journal: dict[str, int] = {}
+    for param, nbytes in (journal_bytes or {}).items():
+        journal[param] = top
+        top += align(nbytes, block)
+    return StoragePlan(offsets, top, input_bytes, journal, checkpoint_payload_bytes)
+
+
+def storage_for(tg: Graph, spec: ProblemSpec, schedule: Schedule) -> StoragePlan:
+    """The storage layout of a compiled step: batch, paged values, undo journal, checkpoint slots."""
+    changed = {n.name: updated_in_place(tg, n) for n in tg.nodes if n.phase == Phase.UPDATE}
+    journal = {t: tg.tensor(t).nbytes for u in journaled_updates(spec, schedule) for t in changed[u]}
+    sizes = {n.name: n.out_bytes for n in spec.nodes}
+    return plan_storage(schedule, sizes, input_region(spec), 16, journal, persistent_bytes(tg))
 
 
 class _Pointers:
@@ -225,6 +311,20 @@ def kernel_call(node: Node, tg: Graph) -> KernelCall:
     return op.kernel(node, tg.shape)
 
 
+class _ErrorPath:
+    """How the step fails at the current point of the schedule: ``return <status>`` before the first
+    journaled update, ``return poet_rollback(<status>, n)`` after n of them."""
+
+    def __init__(self) -> None:
+        self.journaled = 0
+
+    def check(self, call: str, status: str) -> str:
+        return f"    if ({call} != 0) {self.fail(status)}"
+
+    def fail(self, status: str) -> str:
+        return f"return poet_rollback({status}, {self.journaled});" if self.journaled else f"return {status};"
+
+
 def body(
     tg: Graph,
     spec: ProblemSpec,
@@ -235,6 +335,7 @@ def body(
     arrays: IntArrays,
     kinds: Mapping[str, int] | None = None,
     outs: Mapping[str, str] | None = None,
+    verify_paging: bool = False,
 ) -> list[str]:
     """``kinds``: profiling slot of each op (default: of ``tg``'s ops); ``outs``: tensors written straight
     to a caller's buffer instead of the arena."""
@@ -243,6 +344,8 @@ def body(
     value_bytes = {s.name: s.out_bytes for s in spec.nodes}
     kinds = kinds or {op: k for k, op in enumerate(op_kinds(tg))}
     ptrs = _Pointers(tg, spec, plan, param_vars, outs)
+    page_index = {v: i for i, v in enumerate(storage.offsets)}
+    err = _ErrorPath()
     computed: set[str] = set()
     lines: list[str] = []
     for k, s in enumerate(schedule.steps):
@@ -252,30 +355,49 @@ def body(
             computed.add(s.node)
             if groups[s.node].kind == INPUT_KIND:
                 lines.append(f"    /* {k}: load the batch from storage{again} */")
-                lines.append(
-                    f"    poet_storage_read(POET_INPUT_OFFSET, {ptrs.value_ptr(s.node)}, POET_INPUT_BYTES);"
-                )
+                lines += _load_batch(ptrs.value_ptr(s.node), err, verify_paging)
                 continue
             for i, name in enumerate((s.node, *groups[s.node].epilogue)):
                 n = nodes[name]
                 where = " (in place)" if i else again
+                journaled = (
+                    [t for t in updated_in_place(tg, n) if t in storage.journal]
+                    if n.phase == Phase.UPDATE
+                    else []
+                )
+                for t in journaled:
+                    lines += _journal_lines(t, storage, param_vars, err, verify_paging)
+                    err.journaled += 1
                 lines.append(f"    /* {k}: {c_comment(n.name)} = {n.op}{where} */")
                 lines.append(call_line(kernel_call(n, tg), ptrs.tensor_ptr, arrays, kinds[n.op]))
                 if n.outputs and tg.tensor(n.outputs[0]).role == Role.LOSS:
                     lines.append(f"    loss = *{ptrs.tensor_ptr(n.outputs[0])};")
         elif isinstance(s, PageOut):
+            ptr, nbytes = ptrs.value_ptr(s.node), value_bytes[s.node]
             lines.append(f"    /* {k}: page out {c_comment(s.node)} */")
+            if verify_paging:
+                lines.append(f"    poet_page_crc[{page_index[s.node]}] = poet_crc32({ptr}, {nbytes}u);")
             lines.append(
-                f"    poet_storage_write({storage.offsets[s.node]}u, {ptrs.value_ptr(s.node)}, "
-                f"{value_bytes[s.node]}u);"
+                err.check(
+                    f"poet_storage_write({storage.offsets[s.node]}u, {ptr}, {nbytes}u)",
+                    "POET_ERR_STORAGE_WRITE",
+                )
             )
         elif isinstance(s, PageIn):
             ptrs.born(k, s.node)
+            ptr, nbytes = ptrs.value_ptr(s.node), value_bytes[s.node]
             lines.append(f"    /* {k}: page in {c_comment(s.node)} */")
             lines.append(
-                f"    poet_storage_read({storage.offsets[s.node]}u, {ptrs.value_ptr(s.node)}, "
-                f"{value_bytes[s.node]}u);"
+                err.check(
+                    f"poet_storage_read({storage.offsets[s.node]}u, {ptr}, {nbytes}u)",
+                    "POET_ERR_STORAGE_READ",
+                )
             )
+            if verify_paging:
+                lines.append(
+                    f"    if (poet_crc32({ptr}, {nbytes}u) != poet_page_crc[{page_index[s.node]}]) "
+                    + err.fail("POET_ERR_CORRUPT")
+                )
         elif isinstance(s, Free):
             pass  # the arena plan already reuses the bytes
     return lines
@@ -284,6 +406,92 @@ def body(
 def _outs(m: ModePlan) -> dict[str, str]:
     """poet_predict writes the logits to the caller's ``out``; poet_eval_step keeps its loss in the arena."""
     return {m.graph.outputs[0]: "out"} if m.mode == "predict" else {}
+
+
+def _load_batch(ptr: str, err: _ErrorPath, verify: bool) -> list[str]:
+    """Read the batch from storage into ``ptr``; with ``verify``, check it against the caller's CRC-32."""
+    lines = [
+        err.check(f"poet_storage_read(POET_INPUT_OFFSET, {ptr}, POET_INPUT_BYTES)", "POET_ERR_STORAGE_READ")
+    ]
+    if verify:
+        lines.append(
+            f"    if (poet_crc32({ptr}, POET_INPUT_BYTES) != poet_input_crc) " + err.fail("POET_ERR_CORRUPT")
+        )
+    nonfinite = err.fail("POET_ERR_NONFINITE_INPUT")
+    return [
+        *lines,
+        "#ifdef POET_CHECK_INPUTS",
+        f"    if (!poet_all_finite({ptr}, POET_INPUT_ELEMS)) {nonfinite}",
+        "#endif",
+    ]
+
+
+def _journal_lines(
+    param: str, storage: StoragePlan, param_vars: dict[str, str], err: _ErrorPath, verify: bool
+) -> list[str]:
+    """Before the update of ``param``: its old values go to the undo journal (and their CRC, verified)."""
+    var, j = param_vars[param], err.journaled
+    lines = [
+        f"    /* journal {c_comment(param)}: a storage access follows its update */",
+        err.check(
+            f"poet_storage_write({storage.journal[param]}u, {var}, sizeof {var})", "POET_ERR_STORAGE_WRITE"
+        ),
+    ]
+    if verify:
+        lines.append(f"    poet_journal_crc[{j}] = poet_crc32({var}, sizeof {var});")
+    return lines
+
+
+def journal_section(storage: StoragePlan, param_vars: dict[str, str], verify: bool) -> str:
+    """C declarations the step's error path needs: the CRC-32s of paged values (verify) and, when some
+    update precedes a storage access, the undo journal and ``poet_rollback``."""
+    out = []
+    if verify and storage.offsets:
+        out.append(f"static uint32_t poet_page_crc[{len(storage.offsets)}]; /* of each paged value */")
+    if not storage.journal:
+        return "\n".join(out)
+    n = len(storage.journal)
+    rows = ",\n".join(f"    {{{param_vars[p]}, sizeof {param_vars[p]}}}" for p in storage.journal)
+    offs = ", ".join(f"{o}u" for o in storage.journal.values())
+    out += [
+        f"static const poet_persistent_span poet_journal_src[{n}] = {{\n{rows}\n}};",
+        f"static const uint32_t poet_journal_offset[{n}] = {{{offs}}};",
+    ]
+    check = ""
+    if verify:
+        out.append(f"static uint32_t poet_journal_crc[{n}];")
+        check = (
+            " ||\n            poet_crc32(poet_journal_src[done].data, poet_journal_src[done].bytes) != "
+            "poet_journal_crc[done]"
+        )
+    out.append(
+        "/* Undoes the first `done` journaled updates (newest first) and returns `status`. */\n"
+        "static poet_status poet_rollback(poet_status status, int32_t done)\n{\n"
+        "    while (done-- > 0) {\n"
+        "        if (poet_storage_read(poet_journal_offset[done], poet_journal_src[done].data,\n"
+        f"                              poet_journal_src[done].bytes) != 0{check}) {{\n"
+        "            return POET_ERR_UNDO_FAILED;\n"
+        "        }\n"
+        "    }\n"
+        "    return status;\n"
+        "}"
+    )
+    return "\n".join(out)
+
+
+def num_classes(tg: Graph) -> int:
+    """Classes of a cross-entropy model (the logits' second dimension); 0 with float targets."""
+    if tg.tensor(tg.inputs[1]).dtype != "int32":
+        return 0
+    loss = next(n for n in tg.nodes if n.outputs and tg.tensor(n.outputs[0]).role == Role.LOSS)
+    return int(tg.shape(loss.inputs[0])[1])
+
+
+def persistent_table(tg: Graph, param_vars: dict[str, str]) -> str:
+    """Rows of poet_persistent[]: the step counter, then every trainable parameter (name order)."""
+    rows = ["    {&poet_step_count, sizeof poet_step_count},"]
+    rows += [f"    {{{param_vars[p]}, sizeof {param_vars[p]}}}," for p in persistent_tensors(tg)]
+    return "\n".join(rows)
 
 
 def _param_arrays(tg: Graph) -> tuple[str, str, dict[str, str]]:
@@ -336,10 +544,13 @@ def generate(
     param_decls, table, vars_ = _param_arrays(tg)
     state_decls, state_zero = _state_arrays(tg, vars_)
     arrays = IntArrays()
-    step_lines = body(tg, spec, schedule, plan, storage, vars_, arrays)  # fills ``arrays``
+    verify = bool(meta.get("verify_paging", False))
+    step_lines = body(
+        tg, spec, schedule, plan, storage, vars_, arrays, verify_paging=verify
+    )  # fills ``arrays``
     kinds = {op: k for k, op in enumerate(op_kinds(tg))}
     mode_lines = {
-        m.mode: body(m.graph, m.spec, m.schedule, m.arena, m.storage, vars_, arrays, kinds, _outs(m))
+        m.mode: body(m.graph, m.spec, m.schedule, m.arena, m.storage, vars_, arrays, kinds, _outs(m), verify)
         for m in modes
     }
     arena_bytes = max([plan.arena_bytes, *(m.arena.arena_bytes for m in modes)])
@@ -360,6 +571,17 @@ def generate(
         predicted_ram=meta["predicted_ram_bytes"],
         optimizer=c_comment(str(meta.get("optimizer", "sgd"))),
         state_bytes=meta.get("optimizer_state_bytes", 0),
+        num_classes=num_classes(tg),
+        checkpoint_offset=storage.checkpoint_offset,
+        checkpoint_slot_bytes=storage.checkpoint_slot_bytes,
+        checkpoint_payload_bytes=storage.checkpoint_payload_bytes,
+        verify_paging=int(verify),
+        check_inputs_define=(
+            "#ifndef POET_CHECK_INPUTS\n#define POET_CHECK_INPUTS 1\n#endif"
+            if meta.get("check_inputs")
+            else "/* (not compiled with --check-inputs) */"
+        ),
+        num_persistent=len(persistent_tensors(tg)) + 1,
     )
     source = render(
         "poet_model.c.in",
@@ -375,6 +597,8 @@ def generate(
         body="\n".join(step_lines),
         predict_body="\n".join(mode_lines.get("predict", ["    (void)out;"])),
         eval_body="\n".join(mode_lines.get("eval", [])),
+        persistent_table=persistent_table(tg, vars_),
+        journal=journal_section(storage, vars_, verify),
         int_arrays=arrays.declarations(),
         num_kinds=len(op_kinds(tg)),
         kind_names=", ".join(f'"{k}"' for k in op_kinds(tg)),

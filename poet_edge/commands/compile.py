@@ -88,6 +88,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=InputPlace.RAM.value,
         help=INPUT_HELP,
     )
+    p.add_argument(
+        "--check-inputs",
+        action="store_true",
+        help="the generated step scans x (and float targets) for NaN/Inf before training and returns "
+        "POET_ERR_NONFINITE_INPUT (8 instructions per float, priced by the simulator); labels are always "
+        "range-checked",
+    )
+    p.add_argument(
+        "--verify-paging",
+        action="store_true",
+        help="CRC-32 of every paged value at page-out, checked at page-in: a flipped bit aborts the step "
+        "with POET_ERR_CORRUPT (7 instructions per byte, priced by the simulator)",
+    )
     p.add_argument("--no-report", action="store_true", help="skip report.html and memory.png (faster)")
     talk = p.add_mutually_exclusive_group()
     talk.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
@@ -124,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
         input=InputPlace(args.input),
         time_limit_s=args.time_limit,
         optimizer=optimizer.from_args(args),
+        check_inputs=args.check_inputs,
+        verify_paging=args.verify_paging,
     )
     try:
         c = compile_model(opts, progress.info, () if args.no_report else (report.render,), progress.phase)

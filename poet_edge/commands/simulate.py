@@ -10,7 +10,7 @@ from poet_edge import planning
 from poet_edge.profiles import load_profile
 from poet_edge.runner import corrupted, load_plan
 from poet_edge.schedule import Schedule
-from poet_edge.simulator import InvalidSchedule, SimResult, format_report, simulate
+from poet_edge.simulator import Integrity, InvalidSchedule, SimResult, format_report, simulate
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -35,7 +35,7 @@ def simulate_plan(out: Path, device: str | None = None) -> SimResult:
         raise corrupted(out, f"{type(e).__name__} {e}") from None
     problem = planning.price(spec, profile, plan["ram_budget_bytes"])
     try:
-        return simulate(problem, schedule, profile)
+        return simulate(problem, schedule, profile, Integrity.from_json(plan.get("integrity", {})))
     except InvalidSchedule as e:
         raise corrupted(out, f"its schedule does not replay: {e}") from None
 

@@ -7,10 +7,14 @@
  * poet_load.bin (optional, same format as poet_params.bin): trainable parameters set before the first step.
  * poet_eval.bin (optional): "POETEVL1", u32 batches, then per batch x and labels as in poet_data.bin. Before
  *                the first step and after the last, every batch goes through poet_predict (its outputs are
- *                appended to poet_logits.bin) and poet_eval_step (its loss is printed). */
+ *                appended to poet_logits.bin) and poet_eval_step (its loss is printed).
+
+ * A step that returns an error status (bad label, non-finite input, storage error) ends the run with exit
+ * code 15 and a line naming the status. */
 #include <stdio.h>
 #include <string.h>
 
+#include "poet/crc32.h"
 #include "poet/platform.h"
 #include "poet_model.h"
 #include "poet_target.h"
@@ -34,11 +38,14 @@ static int read_x(FILE *f, uint32_t xe)
 {
 #if POET_INPUT_IN_STORAGE
     const uint32_t chunk = (uint32_t)(sizeof poet_x / sizeof poet_x[0]);
+    uint32_t crc = POET_CRC32_INIT;
     for (uint32_t done = 0; done < xe; done += chunk) {
         uint32_t n = xe - done < chunk ? xe - done : chunk;
         if (fread(poet_x, sizeof(float), n, f) != n) return -1;
         if (poet_storage_write(POET_INPUT_OFFSET + 4u * done, poet_x, 4u * n) != 0) return -1;
+        crc = poet_crc32_update(crc, poet_x, 4u * n);
     }
+    poet_set_input_crc(poet_crc32_final(crc)); /* checked at each load with --verify-paging */
     return 0;
 #else
     return fread(poet_x, sizeof(float), xe, f) == xe ? 0 : -1;
@@ -110,10 +117,14 @@ static int evaluate(uint32_t phase)
         const float *x = POET_INPUT_IN_STORAGE ? NULL : poet_x;
         float loss;
         uint64_t t0 = poet_ticks();
-        poet_eval_step(x, poet_y, &loss);
+        poet_status st = poet_eval_step(x, poet_y, &loss);
         uint64_t t1 = poet_ticks();
-        poet_predict(x, poet_buf.out); /* overwrites the labels */
+        if (st == POET_OK) st = poet_predict(x, poet_buf.out); /* overwrites the labels */
         uint64_t t2 = poet_ticks();
+        if (st != POET_OK) {
+            printf("poet: evaluation batch %lu failed: %s\n", (unsigned long)b, poet_status_name(st));
+            return -1;
+        }
         if (fwrite(poet_buf.out, sizeof(float), POET_OUTPUT_ELEMS, logits) != POET_OUTPUT_ELEMS) return -1;
         uint32_t bits;
         memcpy(&bits, &loss, sizeof bits);
@@ -129,7 +140,7 @@ int main(void)
     uint32_t steps, xe, le, is_int;
     float lr;
     poet_init();
-    if (load_params() != 0) { puts("poet: poet_load.bin is unreadable or does not match the model"); return 15; }
+    if (load_params() != 0) { puts("poet: poet_load.bin is unreadable or does not match the model"); return 17; }
     if (evaluate(0) != 0) { puts("poet: evaluation before training failed"); return 16; }
     FILE *f = fopen("poet_data.bin", "rb");
     if (!f) { puts("poet: cannot open poet_data.bin"); return 10; }
@@ -150,8 +161,13 @@ int main(void)
         poet_storage_stats_t st0, st1;
         poet_target_storage_stats(&st0);
         uint64_t t0 = poet_ticks();
-        float loss = poet_train_step(POET_INPUT_IN_STORAGE ? NULL : poet_x, poet_y, lr);
+        float loss = 0.0f;
+        poet_status status = poet_train_step(POET_INPUT_IN_STORAGE ? NULL : poet_x, poet_y, lr, &loss);
         uint64_t t1 = poet_ticks();
+        if (status != POET_OK) {
+            printf("poet: step %lu failed: %s (the model is unchanged)\n", (unsigned long)s, poet_status_name(status));
+            return 15;
+        }
         poet_target_storage_stats(&st1);
         uint32_t bits;
         memcpy(&bits, &loss, sizeof bits);

@@ -11,6 +11,10 @@
 #include "cortex_m.h"
 #include "poet/platform.h"
 #include "poet_target.h"
+#ifdef POET_FAULTS /* fault injection for tests (poet_fault.h) */
+#define POET_FAULT_IMPLEMENTATION
+#include "poet_fault.h"
+#endif
 
 #ifndef POET_TARGET_NAME
 #define POET_TARGET_NAME "cortex-m"
@@ -32,7 +36,22 @@ int poet_storage_write(uint32_t offset, const void *src, size_t bytes)
     if (!poet_storage_span_ok(offset, bytes)) {
         return -1;
     }
+#ifdef POET_FAULTS
+    poet_fault_action fault = poet_fault_next(bytes, 1);
+    if (fault.action == POET_FAULT_FAIL) {
+        return -1;
+    }
+    if (fault.action == POET_FAULT_TEAR) {
+        memcpy(__poet_storage_start + offset, src, fault.cut);
+        poet_fault_power_off();
+    }
+#endif
     memcpy(__poet_storage_start + offset, src, bytes);
+#ifdef POET_FAULTS
+    if (fault.action == POET_FAULT_FLIP) {
+        __poet_storage_start[offset + fault.bit / 8u] ^= (uint8_t)(1u << (fault.bit % 8u));
+    }
+#endif
     poet_storage_counters.bytes_written += bytes;
     poet_storage_counters.writes += 1u;
     return 0;
@@ -43,7 +62,22 @@ int poet_storage_read(uint32_t offset, void *dst, size_t bytes)
     if (!poet_storage_span_ok(offset, bytes)) {
         return -1;
     }
+#ifdef POET_FAULTS
+    poet_fault_action fault = poet_fault_next(bytes, 0);
+    if (fault.action == POET_FAULT_FAIL) {
+        memset(dst, 0xA5, bytes);
+        return -1;
+    }
+    if (fault.action == POET_FAULT_TEAR) {
+        poet_fault_power_off();
+    }
+#endif
     memcpy(dst, __poet_storage_start + offset, bytes);
+#ifdef POET_FAULTS
+    if (fault.action == POET_FAULT_FLIP) {
+        ((uint8_t *)dst)[fault.bit / 8u] ^= (uint8_t)(1u << (fault.bit % 8u));
+    }
+#endif
     poet_storage_counters.bytes_read += bytes;
     poet_storage_counters.reads += 1u;
     return 0;
