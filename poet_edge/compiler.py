@@ -206,6 +206,9 @@ DETERMINISTIC_INFO = (
     "objective_kind",
     "bound_from",
     "schedule_from",
+    "effort",
+    "cut_by_time_limit",
+    "cut_phase",
 )
 
 

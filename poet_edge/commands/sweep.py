@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         "none",
         args.train,
         kernels=args.kernels,
-        milp=MilpOptions(time_limit_s=args.time_limit, gap_rel=args.gap),
+        milp=MilpOptions(time_limit_s=args.time_limit, gap_rel=args.gap, effort=args.effort),
         input=InputPlace(args.input),
     )
     if not args.model.is_file():
