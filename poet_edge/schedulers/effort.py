@@ -29,17 +29,17 @@ class Budget:
     windows: int  # large-neighbourhood windows per sweep phase (near, main, second start)
     window_stall: int  # windows without improvement before the second start takes over (and back)
     rounds: int  # interval-model refinement rounds
-    cut_rounds: int  # stage-model re-solves with the gaps' configurations cut off
+    cut_rounds: int  # stage-model re-solves with the gaps' configurations cut off; repair windows
     split: bool  # mid-size graphs: the split model's cutoff proof runs in a child process
 
 
 LEVELS = (
     Budget(kicks=60, stall=1000, nodes=100, window_nodes=5, windows=60, window_stall=20, rounds=6,
-           cut_rounds=6, split=False),
+           cut_rounds=2, split=False),
     Budget(kicks=300, stall=3000, nodes=500, window_nodes=20, windows=300, window_stall=60, rounds=12,
-           cut_rounds=20, split=True),
+           cut_rounds=8, split=True),
     Budget(kicks=1500, stall=10000, nodes=5000, window_nodes=100, windows=1500, window_stall=200,
-           rounds=24, cut_rounds=40, split=True),
+           rounds=24, cut_rounds=30, split=True),
 )  # fmt: skip
 EFFORTS: Mapping[str, int] = {"quick": 1, "default": 2, "max": 3}  # the levels each effort runs
 
