@@ -1206,7 +1206,7 @@ def test_strict_phase_runs_while_the_gap_stays_open(
     monkeypatch.setattr(scale_module, "STRICT_GAP", -1.0 if wide else math.inf)
     monkeypatch.setattr(scale_module, "STRICT_ABOVE", -1.0 if above else math.inf)
     (problem,) = scale_budgets(training_chain(8, seed=1), (0.4,))
-    _check(problem, replace(OPTS, prove_gap=-1.0))
+    _check(problem, replace(OPTS, prove_gap=-1.0, levels=(replace(LEVELS[1], kicks=3),)))  # the phase once
     assert len(calls) == ((0 if above else 1) if wide else 0) and min(calls, default=1) > 0
     assert relaxed and max(relaxed) > 0
 

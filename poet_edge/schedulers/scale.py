@@ -815,7 +815,14 @@ def _lns(
             sw.width, sw.step, sw.stale = 2 * sw.width, 2 * sw.step, 0
         last = sw.first + sw.width
         solved = stage_model.window(
-            h, x, sw.first, last, _left(best, options), sw.by_value, sw.near, run.budget.window_nodes
+            h,
+            x,
+            sw.first,
+            last,
+            _left(best, options),
+            by_value=sw.by_value,
+            near=sw.near,
+            nodes=run.budget.window_nodes,
         )
         sw.spent += max(1, solved.work)
         best.clock(solved.status)
