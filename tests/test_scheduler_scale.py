@@ -782,7 +782,8 @@ def test_lns_takes_a_repaired_window_point_only_when_it_gains_more_than_the_repa
     assert simulate(problem, stage_model.decode(problem, an, model, x, repaired)).energy_j == 7 + 4
     assert repaired == [5] and point == pytest.approx(3)  # c, d, e (the model's costs are not scaled)
     for incumbent, taken in ((13.0, True), (12.0, True), (11.5, False)):  # 11 + what the repair hides
-        run = scale._Run(problem, an, build_cover(problem, an, False), scale._Best(), OPTS, False, 1.0)
+        cover = build_cover(problem, an, False)
+        run = scale._Run(problem, an, cover, scale._Best(), OPTS, False, 1.0, LEVELS[0])
         if taken:
             assert simulate(problem, scale._window_schedule(run, model, solved, incumbent)).energy_j == 11
         else:
@@ -835,12 +836,12 @@ def test_stage_model_cut_rounds_find_a_schedule_the_repair_hides(monkeypatch: py
         return stage_model.Result("test", False, False, float(np.dot(model.cost, x)), 2.5, x)
 
     monkeypatch.setattr(stage_model, "solve", first_the_point)
-    runs = ((scale.CUT_ROUNDS, 7.0, "stage model, cut round 1"), (0, 11.0, "stage model"))
+    runs = ((LEVELS[0].cut_rounds, 7.0, "stage model, cut round 1"), (0, 11.0, "stage model"))
     for rounds, cost, origin in runs:
-        monkeypatch.setattr(scale, "CUT_ROUNDS", rounds)
         cutoffs.clear()
         best = scale._Best()
-        run = scale._Run(problem, an, build_cover(problem, an, False), best, OPTS, False, 1.0)
+        budget = replace(LEVELS[0], cut_rounds=rounds)
+        run = scale._Run(problem, an, build_cover(problem, an, False), best, OPTS, False, 1.0, budget)
         assert scale._stages(run, 7.0) == 2.5
         assert (best.cost, best.origin) == (cost, origin)
         assert cutoffs == ([None, 11.0 - 7.0] if rounds else [None])
