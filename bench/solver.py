@@ -59,6 +59,7 @@ from poet_edge.problem import SchedulingProblem  # noqa: E402
 from poet_edge.profiles import load_profile  # noqa: E402
 from poet_edge.schedule import Schedule  # noqa: E402
 from poet_edge.schedulers import BASELINES, SCHEDULERS  # noqa: E402
+from poet_edge.schedulers.effort import EFFORTS, SAFETY_S  # noqa: E402
 from poet_edge.schedulers.milp import MilpOptions, schedule_milp  # noqa: E402
 from poet_edge.schedulers.scale import ScaleOptions, schedule_scale  # noqa: E402
 from poet_edge.simulator import simulate  # noqa: E402
@@ -118,10 +119,12 @@ def _measured(problem: SchedulingProblem, schedule: Schedule, run: Run) -> Run:
     return run
 
 
-def run_scale(problem: SchedulingProblem, limit: float, threads: int, gap: float | None = None) -> Run:
+def run_scale(
+    problem: SchedulingProblem, limit: float, threads: int, gap: float | None = None, effort: str = "default"
+) -> Run:
     began = time.perf_counter()
     try:
-        options = ScaleOptions(time_limit_s=limit, threads=threads).with_gap(gap)
+        options = ScaleOptions(time_limit_s=limit, threads=threads, effort=effort).with_gap(gap)
         schedule = schedule_scale(problem, options)
     except PoetError as err:
         return Run(total_s=time.perf_counter() - began, note=str(err)[:40])
@@ -235,7 +238,9 @@ def bench_row(
     name: str, label: str, problem: SchedulingProblem, plain: float, args: argparse.Namespace
 ) -> Row:
     row: dict[str, object] = {"graph": name, "T": str(len(problem.nodes)), "budget": label}
-    scale_runs = [run_scale(problem, args.time_limit, args.threads, args.gap) for _ in range(args.repeat)]
+    scale_runs = [
+        run_scale(problem, args.scale_limit, args.threads, args.gap, args.effort) for _ in range(args.repeat)
+    ]
     runs = {"scale": scale_runs[0]}
     if len(problem.nodes) <= args.poet_max_nodes:
         runs["poet-milp"] = run_poet(problem, args.time_limit, args.threads, args.gap)
@@ -492,8 +497,10 @@ def _gap(text: str) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--time-limit", type=float, default=30.0, help="seconds per poet-milp run")
+    ap.add_argument("--effort", choices=tuple(EFFORTS), default="default", help="scale's --effort")
     ap.add_argument(
-        "--time-limit", type=float, default=30.0, help="seconds per solver run (scale, poet-milp)"
+        "--scale-limit", type=float, default=SAFETY_S, help="scale's safety stop in seconds (--time-limit)"
     )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--poet-max-nodes", type=int, default=100, help="skip poet-milp above this many nodes")

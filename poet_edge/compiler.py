@@ -405,6 +405,13 @@ DETERMINISTIC_INFO = (
     "objective_kind",
     "bound_from",
     "schedule_from",
+    "effort",
+    "cut_by_time_limit",
+    "cut_phase",
+    "bound_covers",  # the order wrapper (schedulers/ordering.py): which orders the bound covers
+    "order",
+    "order_evaluations",
+    "order_bound",
 )
 
 

@@ -19,6 +19,7 @@ from poet_edge.memory_floor import memory_floor
 from poet_edge.problem import ProblemNode, SchedulingProblem
 from poet_edge.schedule import Compute, Free, Schedule
 from poet_edge.schedulers import BASELINES, SCHEDULERS, configured, get_scheduler
+from poet_edge.schedulers.effort import LEVELS
 from poet_edge.schedulers.engine import Analysis
 from poet_edge.schedulers.milp import MilpOptions, schedule_milp
 from poet_edge.schedulers.scale import ScaleOptions, schedule_scale
@@ -383,13 +384,14 @@ def test_status_says_when_a_time_limit_cut_the_run_short() -> None:
     # here); with 60 s the local search closes it
     problem = scale_budgets(training_chain(20, seed=3), (0.0,))[0]
     cut = dict(schedule_scale(problem, replace(OPTS, time_limit_s=0.0)).info)
-    assert cut["status"] == "feasible, time-dependent"
+    assert cut["status"] == "feasible" and cut["cut_by_time_limit"] is True
+    assert cut["cut_phase"] == "segment cover"  # the first phase the safety stop cut
     assert float(cut["gap"]) > 0  # type: ignore[arg-type]
     # within_1pct_s: when the schedule first came within 1% of the bound reported (never, when the gap
     # stays wider)
     assert (cut["within_1pct_s"] is None) == (float(cut["gap"]) > 0.01)  # type: ignore[arg-type]
     done = dict(schedule_scale(problem, OPTS).info)
-    assert done["status"] == "optimal"
+    assert done["status"] == "optimal" and done["cut_by_time_limit"] is False and done["cut_phase"] is None
     near, first = done["within_1pct_s"], done["first_valid_s"]
     assert isinstance(near, float) and isinstance(first, float)
     assert first <= near <= float(done["seconds"])  # type: ignore[arg-type]
@@ -593,7 +595,6 @@ def test_stage_model_and_lns_paths(path: str, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(scale, "_finish", recorded)
     if path in ("lns", "prove"):
         monkeypatch.setattr(scale, "STAGE_PAIRS", 0)
-        monkeypatch.setattr(scale, "LNS_AFTER", 0.0)
         monkeypatch.setattr(scale, "LNS_WIDTH", 6)
         monkeypatch.setattr(scale, "LNS_STEP", 3)
     monkeypatch.setattr(scale, "PROVE_PAIRS", 10**9 if path == "prove" else 0)
@@ -781,7 +782,8 @@ def test_lns_takes_a_repaired_window_point_only_when_it_gains_more_than_the_repa
     assert simulate(problem, stage_model.decode(problem, an, model, x, repaired)).energy_j == 7 + 4
     assert repaired == [5] and point == pytest.approx(3)  # c, d, e (the model's costs are not scaled)
     for incumbent, taken in ((13.0, True), (12.0, True), (11.5, False)):  # 11 + what the repair hides
-        run = scale._Run(problem, an, build_cover(problem, an, False), scale._Best(), OPTS, False, 1.0)
+        cover = build_cover(problem, an, False)
+        run = scale._Run(problem, an, cover, scale._Best(), OPTS, False, 1.0, LEVELS[0])
         if taken:
             assert simulate(problem, scale._window_schedule(run, model, solved, incumbent)).energy_j == 11
         else:
@@ -834,12 +836,12 @@ def test_stage_model_cut_rounds_find_a_schedule_the_repair_hides(monkeypatch: py
         return stage_model.Result("test", False, False, float(np.dot(model.cost, x)), 2.5, x)
 
     monkeypatch.setattr(stage_model, "solve", first_the_point)
-    runs = ((scale.CUT_ROUNDS, 7.0, "stage model, cut round 1"), (0, 11.0, "stage model"))
+    runs = ((LEVELS[0].cut_rounds, 7.0, "stage model, cut round 1"), (0, 11.0, "stage model"))
     for rounds, cost, origin in runs:
-        monkeypatch.setattr(scale, "CUT_ROUNDS", rounds)
         cutoffs.clear()
         best = scale._Best()
-        run = scale._Run(problem, an, build_cover(problem, an, False), best, OPTS, False, 1.0)
+        budget = replace(LEVELS[0], cut_rounds=rounds)
+        run = scale._Run(problem, an, build_cover(problem, an, False), best, OPTS, False, 1.0, budget)
         assert scale._stages(run, 7.0) == 2.5
         assert (best.cost, best.origin) == (cost, origin)
         assert cutoffs == ([None, 11.0 - 7.0] if rounds else [None])
@@ -1203,10 +1205,9 @@ def test_strict_phase_runs_while_the_gap_stays_open(
 
     monkeypatch.setattr(scale_module, "_closed", never)
     monkeypatch.setattr(scale_module, "STRICT_GAP", -1.0 if wide else math.inf)
-    monkeypatch.setattr(scale_module, "STRICT_LEFT", 0.0)
     monkeypatch.setattr(scale_module, "STRICT_ABOVE", -1.0 if above else math.inf)
     (problem,) = scale_budgets(training_chain(8, seed=1), (0.4,))
-    _check(problem, replace(OPTS, prove_gap=-1.0))
+    _check(problem, replace(OPTS, prove_gap=-1.0, levels=(replace(LEVELS[1], kicks=3),)))  # the phase once
     assert len(calls) == ((0 if above else 1) if wide else 0) and min(calls, default=1) > 0
     assert relaxed and max(relaxed) > 0
 
@@ -1217,9 +1218,9 @@ def test_windows_send_the_split_child_cutoffs_only_when_its_proof_is_due(
 ) -> None:
     """The mid-size path (forced onto a small chain, the gap never closing) sends the split model's
     child (1 - prove_gap) x the incumbent as its cutoff only while the gap is one the split proof takes
-    (with STRICT_GAP below every gap, never), again whenever the incumbent has improved (SPLIT_AGAIN 0:
-    by anything), so each cutoff lower than the last; the windows search on after the first (they
-    do not hand over), and the bound reported is at least the last proof's."""
+    (with STRICT_GAP below every gap, never), once (its result is taken at the end, so it does not
+    depend on when the proof ends); the windows search on after it (they do not hand over), and the
+    bound reported is at least the proof's."""
     from poet_edge.schedulers import proof_process
     from poet_edge.schedulers import scale as scale_module
 
@@ -1260,7 +1261,6 @@ def test_windows_send_the_split_child_cutoffs_only_when_its_proof_is_due(
     monkeypatch.setattr(scale_module.stage_model, "window", window)
     monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
     monkeypatch.setattr(scale_module, "STRICT_GAP", math.inf if due else -1.0)
-    monkeypatch.setattr(scale_module, "SPLIT_AGAIN", 0.0)
     (problem,) = scale_budgets(training_chain(8, seed=1), (0.4,))
     options = replace(OPTS, prove_gap=-1.0, gap_rel=-1.0, time_limit_s=30.0)  # the gap never closes
     schedule = schedule_scale(problem, options)
@@ -1269,7 +1269,7 @@ def test_windows_send_the_split_child_cutoffs_only_when_its_proof_is_due(
         assert not sent
         return
     assert sent and all(abs(cutoff - want) <= 1e-12 for cutoff, want, _ in sent)
-    assert all(b[0] < a[0] for a, b in zip(sent, sent[1:], strict=False))
+    assert len(sent) == 1
     assert windows[0] > sent[0][2]  # windows after the first cutoff
     plain = runs[-1].split.plain  # type: ignore[union-attr]
     bound = float(dict(schedule.info)["bound"])  # type: ignore[arg-type]
@@ -1338,8 +1338,8 @@ def test_split_proof_is_not_sent_when_its_lp_is_too_far_below_the_cutoff(
 
 
 def test_second_start_windows_keep_their_own_incumbent(monkeypatch: pytest.MonkeyPatch) -> None:
-    """While the gap stays wide (STRICT_GAP below every gap) and the windows stall (SECOND_STALL 0:
-    at once), the mid-size path (forced onto a small chain) runs them from a second start: the local
+    """While the gap stays wide (STRICT_GAP below every gap) and the windows stall (``window_stall``
+    0: at once), the mid-size path (forced onto a small chain) runs them from a second start: the local
     optimum from the plan of the other model than the first local search began with. Those windows
     (here run until their sweeps end) take a point when it is cheaper than their own incumbent, which
     starts at the second start's cost and falls, even while the run's incumbent is cheaper still;
@@ -1367,13 +1367,13 @@ def test_second_start_windows_keep_their_own_incumbent(monkeypatch: pytest.Monke
     monkeypatch.setattr(scale_module, "_window_schedule", window_schedule)
     monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
     monkeypatch.setattr(scale_module, "STRICT_GAP", -1.0)
-    monkeypatch.setattr(scale_module, "SECOND_STALL", 0.0)
+    levels = tuple(replace(b, window_stall=0) for b in LEVELS[:2])
     found = False
     for seed in range(6):
         for problem in scale_budgets(training_chain(8, seed=seed), (0.3, 0.5)):
             starts.clear()
             owns.clear()
-            _check(problem, replace(OPTS, prove_gap=-1.0, gap_rel=-1.0))
+            _check(problem, replace(OPTS, prove_gap=-1.0, gap_rel=-1.0, levels=levels))
             assert len(starts) <= 1
             found = found or bool(owns and owns[0][0] > owns[0][1])
             assert all(own <= starts[0] + 1e-9 for own, _ in owns)
@@ -1410,7 +1410,7 @@ def test_local_search_descent_stops_when_told() -> None:
 
 
 def test_local_search_stall_is_a_count_of_replays(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first local search of the mid-size path stops after ``LNS_STALL`` replays without an
+    """The first local search of the mid-size path stops after ``Budget.stall`` replays without an
     improvement, however long each replay takes: with replays slowed by 2 ms each it stops at the same
     count, and sooner than without the stall (a stall in seconds stopped at different points from run
     to run, and the windows after it then took different paths)."""
@@ -1438,51 +1438,13 @@ def test_local_search_stall_is_a_count_of_replays(monkeypatch: pytest.MonkeyPatc
     (problem,) = scale_budgets(random_layered_dag(60, 1, n_invalidations=1), (0.5,))
     opts = replace(OPTS, kicks=40, prove_gap=-1.0, gap_rel=-1.0, time_limit_s=600.0)
     for stall, replay in ((10**9, real_replay), (5, real_replay), (5, slow)):
-        monkeypatch.setattr(scale_module, "LNS_STALL", stall)
+        levels = (replace(LEVELS[0], stall=stall),)
         monkeypatch.setattr(scale_module, "replay_plan", replay)  # the incumbent's replays
         monkeypatch.setattr(plan_search, "replay_plan", replay)  # the search's own (its count)
         with pytest.raises(Stop):
-            schedule_scale(problem, opts)
+            schedule_scale(problem, replace(opts, levels=levels))
     free, fast, slowed = first
     assert fast == slowed < free, first
-
-
-def test_the_first_local_search_stops_once_the_interval_models_child_is_done(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The mid-size path's first local search is told to stop when the interval model's child is done
-    (its point, decoded, is often far cheaper than what the search has found by then: mobilenetv2_035
-    with every parameter trained at 1.1x its floor, +15.85% against +58.92%); once it is done, that
-    search replays nothing, where it would otherwise run its kicks."""
-    import time
-
-    from poet_edge.schedulers import scale as scale_module
-
-    class Stop(Exception):
-        pass
-
-    replays: list[int] = []
-    real_search = scale_module._search
-
-    def search(*args: object, **kwargs: object) -> int:
-        stop = kwargs.get("stop")
-        if stop is not None:
-            while not stop():  # type: ignore[operator]
-                time.sleep(0.01)
-        replays.append(real_search(*args, **kwargs))  # type: ignore[arg-type]
-        raise Stop  # the rest of the run is not needed
-
-    monkeypatch.setattr(scale_module, "_search", search)
-    monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
-    monkeypatch.setattr(scale_module, "LNS_STALL", 10**9)
-    (problem,) = scale_budgets(random_layered_dag(60, 1, n_invalidations=1), (0.5,))
-    opts = replace(OPTS, kicks=40, prove_gap=-1.0, gap_rel=-1.0, time_limit_s=600.0)
-    with pytest.raises(Stop):
-        schedule_scale(problem, opts)
-    monkeypatch.setattr(scale_module, "_interval_start", lambda *args: None)  # no child: no stop
-    with pytest.raises(Stop):
-        schedule_scale(problem, opts)
-    assert replays[0] == 0 < replays[1], replays
 
 
 def test_gap_option_stops_once_proven_within_it() -> None:
@@ -1503,7 +1465,7 @@ def test_gap_option_stops_once_proven_within_it() -> None:
         assert cost - float(info["bound"]) <= 0.05 * cost * (1 + 1e-9)  # type: ignore[arg-type]
         assert float(info["gap"]) <= 0.05 + 1e-12  # type: ignore[arg-type]
         assert cost <= exact / (1 - 0.05) * (1 + 1e-9)  # bound <= optimum <= exact
-        assert info["status"] != "feasible, time-dependent"
+        assert info["cut_by_time_limit"] is False
         assert first.steps == schedule_scale(problem, wide).steps
         # as the command line passes it: configured() with the MILP's options
         line = configured("scale", MilpOptions(time_limit_s=60.0, threads=1, gap_rel=0.05))

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from poet_edge.profiles import load_profile
+from poet_edge.schedulers.effort import EFFORTS, SAFETY_S
 from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.units import GAP_HELP, fmt_bytes, parse_gap
 
@@ -34,12 +35,18 @@ def warn_ram_above_device(ram_bytes: int, device: str) -> None:
 def add_solve_limits(p: argparse.ArgumentParser | argparse._ArgumentGroup, who: str = "") -> None:
     """--time-limit and --gap, as compile, solve and sweep take them; ``who`` heads their help (the
     schedulers they apply to, where the group's title does not say)."""
-    limit = MilpOptions.time_limit_s
     p.add_argument(
         "--time-limit",
         type=float,
-        default=limit,
         metavar="S",
-        help=f"{who}solver time limit in seconds, per solve (default {limit:g})",
+        help=f"{who}solver time limit in seconds: scale's safety stop (default {SAFETY_S:g}; a run it cuts "
+        f"says so and may differ between runs), the MILP's limit (default {MilpOptions.time_limit_s:g})",
+    )
+    p.add_argument(
+        "--effort",
+        choices=tuple(EFFORTS),
+        default=MilpOptions.effort,
+        help=f"{who}scale's work, counted (not timed): the same input gives the same schedule; a larger "
+        "effort does the smaller one's work first, then more (default %(default)s)",
     )
     p.add_argument("--gap", type=parse_gap, metavar="G", help=f"{who}{GAP_HELP}")

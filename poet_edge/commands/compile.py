@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import cast
 
@@ -13,6 +14,7 @@ from poet_edge.compiler import CompileOptions, compile_model
 from poet_edge.planning import INPUT_HELP, InputPlace
 from poet_edge.progress import Progress
 from poet_edge.schedulers import SCHEDULERS, milp_solver
+from poet_edge.schedulers.effort import cut_warning
 from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.trainable import TRAIN_HELP
 from poet_edge.units import SIZE_HELP, fmt_bytes, parse_size
@@ -131,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
             not args.no_paging,
             not args.no_remat,
             gap_rel=args.gap,
+            effort=args.effort,
             on_progress=lambda t, inc, bnd, gap: progress.update(incumbent=inc, bound=bnd, gap=gap),
         ),
         max_latency=args.max_latency,
@@ -174,6 +177,9 @@ def run(args: argparse.Namespace) -> int:
             f"{m.sim.energy_j * 1e3:.4f} mJ per batch, RAM {ram} (own schedule, same arena)"
         )
     info = dict(c.schedule.info)
+    warning = cut_warning(info, args.time_limit)
+    if warning is not None:
+        print(warning, file=sys.stderr)
     if "status" in info:
         gap = info.get("gap")
         say(
@@ -196,7 +202,7 @@ HINT_GAP = 0.01  # without --gap, a gap left wider than this by the time limit g
 
 
 def _bound_lines(
-    info: dict[str, object], plain: float, objective: str, time_limit: float, gap_asked: float | None
+    info: dict[str, object], plain: float, objective: str, time_limit: float | None, gap_asked: float | None
 ) -> list[str]:
     """What the solver's lower bound means, when the gap is open; with a hint when the time limit
     left it wider than asked (``--gap``, else ``HINT_GAP``)."""
@@ -212,12 +218,13 @@ def _bound_lines(
         f"the nodes in this order costs less, so this one costs at most {100 * (1 / (1 - g) - 1):.2f}% "
         "more than the best"  # gap = (cost - bound) / cost
     ]
-    # "time" is in every status a time limit leaves: scale's "feasible, time-dependent", HiGHS's "Time
-    # limit reached", CBC's "Stopped on time limit"
-    timed = "time" in str(info.get("status", "")).lower()
+    # a time limit cut the run: scale's cut_by_time_limit; "time" in the MILP's status (HiGHS's "Time
+    # limit reached", CBC's "Stopped on time limit")
+    timed = bool(info.get("cut_by_time_limit")) or "time" in str(info.get("status", "")).lower()
     if timed and g > (HINT_GAP if gap_asked is None else gap_asked):
+        shown = "the time limit" if time_limit is None else f"the {time_limit:g} s time limit"
         lines.append(
-            f"hint: the {time_limit:g} s time limit left the gap open; a longer --time-limit may narrow "
-            "it (--gap G stops once it is proven within G)"
+            f"hint: {shown} left the gap open; a longer --time-limit may narrow it (--gap G stops once it "
+            "is proven within G)"
         )
     return lines

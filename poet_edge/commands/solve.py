@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from typing import Any
 
@@ -14,6 +15,7 @@ from poet_edge.graphio import read_graph
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers import SCHEDULERS, configured, milp_solver
+from poet_edge.schedulers.effort import cut_warning
 from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.simulator import InvalidSchedule, SimResult, format_report, simulate
 from poet_edge.units import SIZE_HELP, parse_size
@@ -56,8 +58,12 @@ def _schedule(problem: SchedulingProblem, args: argparse.Namespace) -> tuple[Sch
         paging=not args.no_paging,
         remat=not args.no_remat,
         gap_rel=args.gap,
+        effort=args.effort,
     )
     schedule = configured(args.scheduler, options)(problem)
+    warning = cut_warning(dict(schedule.info), args.time_limit)
+    if warning is not None:
+        print(warning, file=sys.stderr)
     return schedule, time.perf_counter() - began
 
 

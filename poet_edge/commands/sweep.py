@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         "none",
         args.train,
         kernels=args.kernels,
-        milp=MilpOptions(time_limit_s=args.time_limit, gap_rel=args.gap),
+        milp=MilpOptions(time_limit_s=args.time_limit, gap_rel=args.gap, effort=args.effort),
         input=InputPlace(args.input),
         optimizer=optimizer.from_args(args),
     )

@@ -13,6 +13,7 @@ from dataclasses import replace
 from poet_edge.errors import PoetError
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule
+from poet_edge.schedulers.effort import SAFETY_S
 from poet_edge.schedulers.greedy import schedule_greedy
 from poet_edge.schedulers.milp import MilpOptions, schedule_milp
 from poet_edge.schedulers.none import schedule_none
@@ -62,15 +63,18 @@ def milp_solver(scheduler: str, solver: str | None) -> str:
 
 def configured(name: str, options: MilpOptions) -> Callable[[SchedulingProblem], Schedule]:
     """Scheduler ``name`` with the solver options of a command line: the MILP (``milp``, ``poet-milp``)
-    takes them all; ``scale`` all but the MILP solver (its time limit ``None``: no limit; its gap None:
-    scale's default), and runs on the topological order :mod:`~poet_edge.schedulers.ordering` chooses
+    takes them all; ``scale`` all but the MILP solver (its gap None: scale's default), and runs on the
+    topological order :mod:`~poet_edge.schedulers.ordering` chooses
     (:func:`~poet_edge.schedulers.ordering.schedule_ordered`: the order's own schedules, and which
-    orders a bound covers); the baselines take none."""
+    orders a bound covers); the baselines take none. A time limit ``None`` (--time-limit not given): each
+    one's default, scale's safety stop ``SAFETY_S``, the MILP's ``MilpOptions.time_limit_s``."""
     get_scheduler(name)  # unknown names fail here, listing the known ones
     if ALIASES.get(name, name) == "milp":
+        if options.time_limit_s is None:
+            options = replace(options, time_limit_s=MilpOptions.time_limit_s)
         return lambda p: replace(schedule_milp(p, options), solver=name)
     if name == "scale":
-        limit = 1e9 if options.time_limit_s is None else options.time_limit_s
+        limit = SAFETY_S if options.time_limit_s is None else options.time_limit_s
         scale = ScaleOptions(
             objective=options.objective,
             time_limit_s=limit,
@@ -78,6 +82,7 @@ def configured(name: str, options: MilpOptions) -> Callable[[SchedulingProblem],
             paging=options.paging,
             remat=options.remat,
             on_progress=options.on_progress,
+            effort=options.effort,
         ).with_gap(options.gap_rel)
         latency = options.objective == "latency"
 

@@ -54,7 +54,7 @@ import numpy as np
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Compute, PageIn, PageOut, Schedule
 from poet_edge.schedulers.engine import Analysis
-from poet_edge.schedulers.highs_run import broken_rows
+from poet_edge.schedulers.highs_run import TIME_LIMIT, broken_rows
 from poet_edge.schedulers.segment_lp import _costs, _Lp, _solve
 from poet_edge.schedulers.stage_model import StageModel
 
@@ -348,6 +348,8 @@ def refine(
     enough: float = math.inf,
     on_bound: Callable[[float], None] | None = None,
     growth: float = ROUND_GROWTH,
+    max_rounds: int | None = None,
+    nodes: int | None = None,
 ) -> Refined:
     """Solve, add the most overfilled stage as a bottleneck, solve again (see the module docstring),
     for at most ``seconds``, stopping early once the bound reaches ``enough`` (scaled) or a solve
@@ -355,25 +357,30 @@ def refine(
     ``ROUND_GROWTH`` x the last round's seconds are left (bias-trained bert_tiny at 1.1x its floor, 2
     threads: rounds of 0.03, 0.02, 1.0, 1.6, 3.1 s, and the sixth does not end in the 4.7 s left).
     ``on_bound(bound)``: called with the bound after each round that raised it. ``growth``: in place of
-    ``ROUND_GROWTH`` (0: a round starts whenever time is left)."""
+    ``ROUND_GROWTH`` (0: a round starts whenever time is left). ``max_rounds``, ``nodes``: at most this
+    many rounds, of at most this many branch-and-bound nodes each (counts: where they end the result
+    does not depend on the machine; ``stopped`` then stays False, it says only that time was up)."""
     deadline = time.perf_counter() + seconds
     stages = _tightest(problem, an)
     bound, rounds, status, stopped = 0.0, 0, "not run", True
     took = 0.0  # seconds the last round took: the next, larger, needs more (ROUND_GROWTH)
     while time.perf_counter() + growth * took < deadline:
+        if max_rounds is not None and rounds >= max_rounds:
+            stopped = False
+            break
         model = build(problem, an, latency, norm, stages)
         if not model.feasible:
             stopped = False
             break
         began = time.perf_counter()
-        solved = _solve(model.lp, deadline - began, options)
+        solved = _solve(model.lp, deadline - began, options, nodes=nodes)
         took = time.perf_counter() - began
         rounds, status = rounds + 1, solved.status
         if solved.bound > bound and on_bound is not None:
             on_bound(solved.bound)
         bound = max(bound, solved.bound)
         if not solved.optimal or solved.values is None or bound >= enough:
-            stopped = not solved.optimal
+            stopped = solved.status == TIME_LIMIT
             break
         worst = overfilled(problem, an, model, solved.values)
         if not worst:

@@ -82,6 +82,7 @@ class MilpOptions:
     gap_rel: float | None = None
     msg: bool = False
     on_progress: ProgressCallback | None = field(default=None, compare=False, repr=False)
+    effort: str = "default"  # --effort: scale's work (schedulers.effort); the MILP ignores it
 
 
 @dataclass

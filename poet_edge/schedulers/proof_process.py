@@ -131,7 +131,10 @@ def refined(job: Job) -> tuple[Refined | None, float]:
 
 
 def start_split(
-    build: Callable[[float, ScaleOptions], SplitModels], options: ScaleOptions, seconds: float
+    build: Callable[[float, ScaleOptions], SplitModels],
+    options: ScaleOptions,
+    seconds: float,
+    nodes: int | None = None,
 ) -> Job:
     """``build(seconds, options)`` started in a child process, on one thread, for at most ``seconds``:
     :func:`poet_edge.schedulers.segment_strict.split_model` with its model arguments bound (a
@@ -139,8 +142,10 @@ def start_split(
     (:func:`split_relaxed`), then waits for a cutoff (:func:`send`) and proves it, HiGHS told to look
     only below it (:func:`poet_edge.schedulers.segment_lp._solve`; result: :func:`split_proved`), on
     the strict model, then, where that has a point below the cutoff, on the split model (:func:`_split`),
-    while this process searches on; it starts again on a new cutoff."""
-    return _start("split", (build, replace(_quiet(options), threads=1)), time.time(), seconds, told=True)
+    while this process searches on; it starts again on a new cutoff. ``nodes``: each proof's
+    branch-and-bound nodes at most (deterministic; ``seconds`` is a safety stop)."""
+    args = (build, replace(_quiet(options), threads=1), nodes)
+    return _start("split", args, time.time(), seconds, told=True)
 
 
 def split_relaxed(job: Job, wait: bool = False) -> float | None:
@@ -237,7 +242,7 @@ def _split(args: tuple[Any, ...], deadline: float, tell: Callable[[float], None]
     against 15.8 s); where it fails it fails within seconds (bias-trained bert_tiny at 50%: its point
     27.00% below the cutoff 28.33%, 2.8 s; the split model proves it in 13.6 s). None without a model
     or a cutoff."""
-    build, options = args
+    build, options, nodes = args
     cutoffs: list[float] = []
     came = threading.Event()
 
@@ -260,7 +265,15 @@ def _split(args: tuple[Any, ...], deadline: float, tell: Callable[[float], None]
         strict = lp is models.strict
         left = deadline - time.time()
         solved = _solve(
-            lp, left, options, cutoff=cutoff, on_bound=tell, stop=newer, reduced=reduced, first_point=strict
+            lp,
+            left,
+            options,
+            cutoff=cutoff,
+            on_bound=tell,
+            stop=newer,
+            reduced=reduced,
+            first_point=strict,
+            nodes=nodes,
         )
         if newer():
             continue

@@ -1,94 +1,39 @@
 """Scheduler "scale": a compact segment-cover model that gives a proven lower bound in seconds and
 schedules near it, for training graphs of a thousand nodes.
 
-The pieces: the segment cover and its options (:mod:`poet_edge.schedulers.segment_cover`), its bound
-and primal models for HiGHS (:mod:`poet_edge.schedulers.segment_lp`), plans and their exact replay
-(:mod:`poet_edge.schedulers.plan_replay`), the local search over plans
-(:mod:`poet_edge.schedulers.plan_search`), POET's stage model without its RAM between stages
-(:mod:`poet_edge.schedulers.stage_model`), that model coarsened to a few bottleneck stages
-(:mod:`poet_edge.schedulers.interval_bound`), and child processes for that model's refinement and the
-split model's cutoff proof (:mod:`poet_edge.schedulers.proof_process`). This module runs them in turn
-on one incumbent.
+The pieces: the segment cover (:mod:`~poet_edge.schedulers.segment_cover`), its bound and primal
+models for HiGHS (:mod:`~poet_edge.schedulers.segment_lp`), plans and their exact replay
+(:mod:`~poet_edge.schedulers.plan_replay`), the local search over plans
+(:mod:`~poet_edge.schedulers.plan_search`), POET's stage model without its RAM between stages
+(:mod:`~poet_edge.schedulers.stage_model`), that model kept exact at a few bottleneck stages
+(:mod:`~poet_edge.schedulers.interval_bound`), the strict and split bound models
+(:mod:`~poet_edge.schedulers.segment_strict`), and child processes for the interval model's
+refinement and the split model's cutoff proof (:mod:`~poet_edge.schedulers.proof_process`).
 
-Bound. Reported lower bound = plain pass (every node once) + the larger of the bound model's
-LP-relaxation optimum (solved first, so a bound exists even when the MIP root does not finish in
-time), HiGHS's MIP dual bound on it and, where they run, the stage model's dual bound (or the cutoff
-it proved) and the strict bound model's. It bounds the least cost of the schedules in which node t
-is first computed in stage t (the problem's order), hence also POET's MILP.
+Work, not time. Every phase's budget is a count from the run's levels
+(:mod:`~poet_edge.schedulers.effort`, ``--effort``): HiGHS's branch-and-bound nodes per solve, the
+local search's perturbations and stall (replays), large-neighbourhood windows, refinement rounds. A
+child's result is used only at a fixed point of the run, after waiting for it; the split proof is sent
+one cutoff, at the first window where it is due, and collected at the end. So the same problem and
+options give the same schedule on any load; the wall-clock ``time_limit_s`` is a safety stop, and a
+run it cuts says so (``cut_by_time_limit``, ``cut_phase``). Levels run in turn on one incumbent and
+bound: a larger effort repeats the smaller one's run first, so it is never worse.
 
-Primal rounds. The primal model is solved and its plan replayed; when the replay overflows the budget
-(transient RAM) the budget rows of those stages are tightened by the overflow and the model is solved
-again (a few rounds; the same rounds run on the bound model's options, whose plans are replayed the
-same way). Plans that do not fit are also handed to the baseline engine, which repairs overflows by
-the DTR rule. The bound model's first solution is also replayed as a held plan; when that does not
-fit, the cheapest plan with one more eviction that fits is taken (:func:`_offer_held`).
+Phases of the first level: the baselines (a first valid schedule), the bound model's LP relaxation
+and MIP (the segment cover's bound; its plans and held plan replayed and offered), primal rounds
+(solve, replay, tighten overflowing stages). Then, per level: on graphs of at most ``STAGE_PAIRS``
+value-stage pairs, a short local search, the stage model from the incumbent (its dual bound, its point
+decoded, with cut rounds where the decode needs repairs), the local search again. On mid-size graphs
+(at most ``LNS_PAIRS``): the local search until it stalls; near windows while the interval model is
+refined in a child; the interval model's bound and point (decoded, windows around its repaired gaps);
+near windows again; the strict bound model when the gap stays wide; the stage model's cutoff proof
+(``PROVE_PAIRS``); stage and value windows (and, with the split proof, windows from a second start);
+the split proof's result; the local search. Larger graphs: the local search only.
 
-Stage model. On graphs of at most ``STAGE_PAIRS`` value-stage pairs (the zoo's small models), the
-stage model (which values are in RAM at each first computation, what is recomputed or paged in
-between) runs after a first, short local search (``ScaleOptions.kicks`` / 10 perturbations, until
-``SEARCH_FIRST`` of the time limit), started from the incumbent (a MIP start: it proves optimality
-much sooner), for at most ``STAGE_SHARE`` of the time left: its dual bound is a lower bound too (the
-larger one is reported) and its solution, decoded as a schedule, is offered (the simulator decides
-whether the RAM between stages fits). Where the decode needs a repair, or does not fit, cut rounds
-follow within the same time (:func:`_stages`: that gap's configuration cut off, the model solved
-again below the incumbent; the bound stays the model's without cuts). The local search then goes on
-while the gap is open. On
-mid-size graphs (at most ``LNS_PAIRS`` pairs) the local search stops at ``LNS_AFTER`` of the time
-limit, once it has not improved the incumbent for ``LNS_STALL`` replays (a count: where it
-stops does not depend on the machine's speed), or once the interval model's child is done (its point
-is often far cheaper). Then the interval model
-(:func:`_interval`, :mod:`poet_edge.schedulers.interval_bound`) is refined in a child process, on the
-second core, until ``INTERVAL_UNTIL`` of the time limit at most, while near windows (then stage and
-value windows) search here: its bound is a lower bound too, and where its point overfills
-no stage that point, as one of the stage model's, is decoded and offered, the windows around the gaps
-whose restorations do not fit re-optimized (:func:`_repair`). Then near windows, where they stopped
-(:func:`_near_sweep`: a few values over their whole lives, re-optimized by HiGHS with restorations
-only shortly before a use; until ``NEAR_UNTIL`` of the time limit at most) move early activations
-held through the forward pass. Then, while the gap is wider than ``STRICT_GAP`` and at least
-``STRICT_LEFT`` seconds are left, the strict bound model (:func:`_strict`,
-:mod:`poet_edge.schedulers.segment_strict`) for ``STRICT_SHARE`` of the time left: its dual bound is
-a lower bound too. Then, on graphs of at most ``PROVE_PAIRS`` pairs whose
-gap is still open, the cutoff proof (:func:`_prove`): HiGHS on the stage model, told to look only for
-points cheaper than (1 - prove_gap) x the incumbent (any cheaper point, where the gap is within
-prove_gap already); when there is none, that is a lower bound (the incumbent is proven within
-prove_gap). Then a large-neighbourhood
-search with the stage model takes over (:func:`_lns`: windows of stages, and windows of a few values
-over their whole lives, re-optimized by HiGHS around the incumbent, every other column fixed; the two
-kinds take turns by time spent, each wider after a sweep without improvement; a point whose decode
-needed a repair is taken only when it gains more than the repair hides: :func:`_window_schedule`). On
-time limits of at least ``SPLIT_FROM`` seconds, a second child process builds the strict model with gap rows
-(from the start of the run on graphs too large for the stage model's cutoff proof, else after the segment
-cover's bound; :func:`_split_start`, :mod:`poet_edge.schedulers.segment_gap`) and solves its LP relaxation;
-while the gap is narrow, the windows send it the cutoff (1 - prove_gap) x the incumbent to prove (on the
-strict model first, then, where that has a point below it, on the split model: split ends where the relaxation
-asks), a new one whenever the incumbent has improved by more than ``SPLIT_AGAIN``, and search on while it
-proves (:func:`_split_poll`); its bounds are lower bounds too. While the split proof is not due (the gap wider
-than ``STRICT_GAP``, or already within ``prove_gap``), once the windows stall (``SECOND_STALL``) they run from
-a second start, the local optimum from the other model's plan (:func:`_second_start`), until those stall too,
-then on from the run's incumbent. If the windows stall at full width, the local search gets the time left.
-The incumbent is kept across the phases (a later phase only replaces it by a cheaper schedule).
-
-Local search (:func:`_search`). From the cheapest replayed plans: descents of
-:class:`~poet_edge.schedulers.plan_search._Search`; then iterated: perturb 1-3 random entries of the
-best plan (fixed seed) and descend again, at most ``ScaleOptions.kicks`` times, until the gap closes
-or the time limit (less a 5% margin) is reached.
-
-The simulator measures every candidate; the cheapest of the plans and the baselines is returned, so
-the result is never worse than the best baseline. The output is deterministic when no time limit
-cut anything short and no measured time steered the search: the gap closed, or the kicks ran out, before
-any phase's share of the time limit (``SEARCH_FIRST``, ``LNS_AFTER``; the local search's stall is a count
-of replays), within every HiGHS solve's limit, and with at most one kind of LNS window (the kinds share
-the time by measured seconds); the status says which (``_Best.timed``).
-
-``Schedule.info``: status (``optimal``: the gap is closed; ``feasible, time-dependent``: a time limit
-cut a phase or a HiGHS solve short, or measured seconds chose the next LNS window, so another run, on
-this machine or a faster one, may return another schedule; ``feasible`` otherwise: the same schedule
-every run), objective, bound,
-bound_from (what proved it: segment cover, stage model, stage model cutoff, interval model, strict
-segment cover, split segment cover, plain pass), gap ((cost - bound) / cost), seconds, first_valid_s
-(time to the first valid schedule), within_1pct_s (time to the first schedule within 1% of the
-reported bound, which may have been proven later; None when the gap stays wider), the schedule's
-origin and model sizes.
+``Schedule.info``: status (``optimal``: the gap is closed; else ``feasible``), objective, bound,
+bound_from, gap ((cost - bound) / cost), effort, cut_by_time_limit, cut_phase, schedule_from, the
+primal rounds' status, model sizes, search_replays; and timings (seconds, first_valid_s,
+within_1pct_s), which plan.json leaves out (``compiler.DETERMINISTIC_INFO``).
 """
 
 from __future__ import annotations
@@ -107,6 +52,7 @@ from poet_edge.memory_floor import check_budget
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers import interval_bound, proof_process, stage_model
+from poet_edge.schedulers.effort import SAFETY_S, Budget, levels
 from poet_edge.schedulers.engine import DROP, Analysis, analyse
 from poet_edge.schedulers.highs_run import TIME_LIMIT
 from poet_edge.schedulers.milp import MilpOptions, ProgressCallback, pinned_check
@@ -135,40 +81,46 @@ GAP_REL = 1e-4  # ScaleOptions.gap_rel's default
 
 @dataclass(frozen=True)
 class ScaleOptions:
-    """``time_limit_s``: wall-clock limit of the whole run; ``gap_rel``: stop once (cost - bound) / cost
-    is at most this (``Schedule.info``'s gap, :func:`_closed`); ``rounds``: at most this many primal
-    re-solves; ``kicks``: at most this many perturb-and-descend rounds of the local search (fixed
-    seed); ``prove_gap``: on mid-size graphs, the gap the cutoff proof (:func:`_prove`) tries to
-    establish; ``paging`` / ``remat`` False (--no-paging / --no-remat): no value is paged out /
-    recomputed, as in the MILP (every node of the problem is made unpageable / computed once, so every
-    phase and the bound obey it); ``on_progress(elapsed_s, incumbent, bound, None)``: called at every
-    cheaper schedule and every higher lower bound (None until known), as the MILP's (it only
-    observes)."""
+    """``time_limit_s``: the run's wall-clock safety stop; ``effort``: quick | default | max, the
+    levels of work (:mod:`~poet_edge.schedulers.effort`), or ``levels`` given as the policy itself;
+    ``kicks``: in place of every level's local-search perturbations; ``gap_rel``: stop once
+    (cost - bound) / cost is at most this; ``rounds``: primal re-solves; ``prove_gap``: the gap the
+    cutoff proofs try to establish; ``paging`` / ``remat`` False (--no-paging / --no-remat): no value
+    is paged out / recomputed; ``on_progress(elapsed_s, incumbent, bound, None)``: told every cheaper
+    schedule and higher bound (it only observes)."""
 
     objective: str = "energy"  # energy | latency
-    time_limit_s: float = 30.0
+    time_limit_s: float = SAFETY_S
     threads: int | None = None
     gap_rel: float = GAP_REL
     rounds: int = 4
-    kicks: int = 300  # iterated local search: at most this many perturbations of the best plan
-    prove_gap: float = 0.01  # mid-size graphs: try to prove the incumbent within this of the optimum
+    kicks: int | None = None
+    prove_gap: float = 0.01
     msg: bool = False
     paging: bool = True
     remat: bool = True
+    effort: str = "default"
+    levels: tuple[Budget, ...] | None = None
     on_progress: ProgressCallback | None = field(default=None, compare=False, repr=False)  # see _Best
 
     @property
     def inner_gap(self) -> float:
         """HiGHS's relative gap on the solves inside a run: a quarter of ``gap_rel``, at most a quarter
-        of the default's. A wider ``gap_rel`` ends the run sooner, but each solve stays as exact:
-        windows solved to a 0.25% gap find less, and a proof against a dearer incumbent takes longer
-        (mobilenetv1_025 at 1.1x the floor with 1%: 3.05% after 30 s where 1.00% was proven)."""
+        of the default's (a wider ``gap_rel`` ends the run sooner, each solve stays as exact)."""
         return min(self.gap_rel, GAP_REL) / 4
 
     def with_gap(self, gap: float | None) -> ScaleOptions:
         """These options stopping at ``gap`` (--gap; None: unchanged); the cutoff proof then tries to
         prove that gap where it is the wider one."""
         return self if gap is None else replace(self, gap_rel=gap, prove_gap=max(self.prove_gap, gap))
+
+    def budgets(self) -> tuple[Budget, ...]:
+        """The levels the run does (PoetError on an unknown effort)."""
+        try:
+            out = self.levels if self.levels is not None else levels(self.effort)
+        except ValueError as e:
+            raise PoetError(str(e)) from None
+        return out if self.kicks is None else tuple(replace(b, kicks=self.kicks) for b in out)
 
 
 @dataclass
@@ -181,14 +133,11 @@ class _Best:
     improvements: list[tuple[float, float]] = field(default_factory=list)  # (seconds into the run, cost)
     plans: list[tuple[float, int, Plan]] = field(default_factory=list)  # (replay cost, order, plan)
     primal: set[int] = field(default_factory=set)  # the orders of the plans the primal model gave
-    timed: bool = False  # a time limit, or a measured time, decided something: another run may differ
+    phase: str = "baselines"  # the phase running (named by a cut)
+    cut: str | None = None  # the phase the safety time limit cut first (None: none; the run is then
+    # deterministic)
     on_progress: ProgressCallback | None = None  # told of every cheaper schedule and higher bound
     proven: tuple[float, str] | None = None  # the highest lower bound so far, and what proved it
-
-    @property
-    def improved_at(self) -> float:
-        """Seconds into the run of the last improvement (0 before any)."""
-        return self.improvements[-1][0] if self.improvements else 0.0
 
     def offer(self, schedule: Schedule, sim: SimResult, cost: float, origin: str) -> None:
         if self.first_valid_s is None:
@@ -213,20 +162,17 @@ class _Best:
             self.on_progress(time.perf_counter() - self.began, cost, bound, None)
 
     def clock(self, status: str) -> None:
-        """Notes a HiGHS solve that stopped at its time limit."""
-        self.timed = self.timed or status == TIME_LIMIT
+        """Notes a HiGHS solve that stopped at its (safety) time limit."""
+        self.late(status == TIME_LIMIT)
 
     def late(self, late: bool) -> bool:
-        """Notes a phase that stops (or does not start) because its time is up (``late``); returns it."""
-        self.timed = self.timed or late
+        """Notes a phase the safety time limit stops (``late``); returns it."""
+        if late and self.cut is None:
+            self.cut = self.phase
         return late
 
 
-TIMED = "feasible, time-dependent"  # the status when a time decided something (``_Best.timed``)
-MARGIN = 0.05  # of the time limit: phases stop this early (HiGHS and the replays may overshoot)
 NEAR_GAP = 0.01  # info within_1pct_s: when the schedule first came within this of the reported bound
-
-
 REPAIRS = 400  # at most this many replays when repairing a held plan by one more eviction
 
 
@@ -248,7 +194,7 @@ def _offer_held(run: _Run, plan: Plan) -> None:
     if not fits(plan):
         tries = [{**plan, k: m} for k, ms in modes.items() if k >= 0 and k not in plan for m in ms]
         for x in tries[: REPAIRS // 2]:
-            if best.late(_left(best, run.options) < 0.1 * run.options.time_limit_s):
+            if best.late(_left(best, run.options) <= 0.0):
                 break
             if not fits(x):
                 fits({**x, FREE_TEMPS: DROP})
@@ -309,13 +255,15 @@ def _tighten(budget: np.ndarray, overflow: dict[int, int]) -> np.ndarray:
 
 
 def _left(best: _Best, options: ScaleOptions) -> float:
+    """Seconds left before the safety stop."""
     return options.time_limit_s - (time.perf_counter() - best.began)
 
 
 @dataclass(frozen=True)
 class _Run:
-    """What the phases of one run share: the problem and its analysis, the segment cover, the options,
-    the incumbent (mutable), and the objective's kind and normalisation (costs in the models are / norm)."""
+    """What the phases of one level share: the problem and its analysis, the segment cover, the
+    options, the incumbent (mutable), the objective's kind and normalisation (costs in the models are
+    / norm), the level's budget and index."""
 
     problem: SchedulingProblem
     an: Analysis
@@ -324,6 +272,8 @@ class _Run:
     options: ScaleOptions
     latency: bool
     norm: float
+    budget: Budget
+    level: int = 0
     split: _Split | None = None  # the mid-size path's split model, in a child process
 
 
@@ -345,6 +295,7 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     options = options or ScaleOptions()
     if options.objective not in ("energy", "latency"):
         raise PoetError(f"unknown objective '{options.objective}'; use energy or latency")
+    budgets = options.budgets()
     best = _Best(on_progress=options.on_progress)
     if not problem.nodes:
         return Schedule((), NAME, (("status", "empty problem"),))
@@ -358,88 +309,91 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     norm = plain if plain > 0 else 1.0
     _baselines(problem, best, options)  # a first valid schedule before anything else
     pairs = stage_model.pairs(problem, an)
-    run = _Run(problem, an, build_cover(problem, an, latency), best, options, latency, norm)
-    job = None  # the mid-size path's interval model, on the second core from here on
-    if STAGE_PAIRS < pairs <= LNS_PAIRS:
-        job = _interval_start(problem, an, latency, norm, options)
-    try:
-        return _phases(run, plain, pairs, job)
-    finally:
-        if job is not None:
-            job.stop()
+    cover = build_cover(problem, an, latency)
+    bound, status, evals = 0.0, "not run", 0
+    for k, budget in enumerate(budgets):
+        run = _Run(problem, an, cover, best, options, latency, norm, budget, k)
+        mid = STAGE_PAIRS < pairs <= LNS_PAIRS
+        job = _interval_start(run) if mid else None  # on the second core while this process searches
+        try:
+            if k == 0:
+                bound = best.proved((plain + _bound(run) * norm, "segment cover"))[0]
+                best.phase = "primal rounds"
+                status = _improve(run, bound)
+            evals += _level(run, plain, pairs, _proven(run, bound), job)
+        finally:
+            if job is not None:
+                job.stop()
+        if _closed(best.cost, _proven(run, bound), options.gap_rel) or best.cut is not None:
+            break
+    if best.schedule is None:
+        raise PoetError(f"scheduler '{NAME}' found no schedule within the budget ({status})")
+    return _finish(best, plain, status, cover, evals, options.effort)
 
 
-def _phases(run: _Run, plain: float, pairs: int, job: proof_process.Job | None) -> Schedule:
-    """The phases of the run (the module docstring), ``plain`` the cost of the plain pass, ``pairs``
-    the stage model's value-stage pairs; ``job``: the interval model's refinement, started on the
-    mid-size path."""
-    problem, best, options, cover = run.problem, run.best, run.options, run.cover
-    norm = run.norm
-    budget = np.full(len(problem.nodes), problem.budget_bytes, dtype=np.int64)
-    mid = STAGE_PAIRS < pairs <= LNS_PAIRS
-    split = mid and options.time_limit_s >= SPLIT_FROM  # the split model's child runs (_split_start)
+def _level(run: _Run, plain: float, pairs: int, bound: float, job: proof_process.Job | None) -> int:
+    """One level's phases after the first's bound and primal rounds (the module docstring); returns
+    the local search's replays."""
+    best, options, norm, budget = run.best, run.options, run.norm, run.budget
+    if _closed(best.cost, bound, options.gap_rel):
+        return 0
+    best.phase = "local search"
+    if pairs <= STAGE_PAIRS:  # a short search first: the stage model's start
+        evals = _search(run, bound, kicks=budget.kicks // 10)
+        best.phase = "stage model"
+        bound = best.proved((plain + _stages(run, plain) * norm, "stage model"))[0]
+        best.phase = "local search"
+        return evals + _search(run, bound)
+    if pairs > LNS_PAIRS:
+        return _search(run, bound)
+    evals = _search(run, bound)
+    if _closed(best.cost, bound, options.gap_rel):  # else no model to build
+        return evals
+    if budget.split:
+        run = _split_start(run, plain)
     try:
-        if split and pairs > PROVE_PAIRS:
-            run = _split_start(run, budget, plain)
-        bound = best.proved((plain + _bound(run, budget) * norm, "segment cover"))[0]
-        if split and run.split is None and not _closed(best.cost, bound, options.gap_rel):
-            run = _split_start(run, budget, plain)
-        primal_status = _improve(run, bound)
-        evals = 0
-        if pairs <= STAGE_PAIRS:  # a short search first: the stage model's start
-            evals = _search(run, bound, SEARCH_FIRST * options.time_limit_s, options.kicks // 10)
-            bound = best.proved((plain + _stages(run, plain) * norm, "stage model"))[0]
-            evals += _search(run, bound)
-        elif mid:
-            until = LNS_AFTER * options.time_limit_s  # or once the interval model's child is done
-            evals = _search(run, bound, until, stall=LNS_STALL, stop=None if job is None else job.done)
-            if not _closed(best.cost, bound, options.gap_rel):  # else no model to build
-                evals += _mid_size(run, budget, bound, plain, pairs, job)
-        else:
-            evals = _search(run, bound)
+        return evals + _mid_size(run, bound, plain, pairs, job)
     finally:
         if run.split is not None:
             run.split.job.stop()
-    if best.schedule is None:
-        raise PoetError(f"scheduler '{NAME}' found no schedule within the budget ({primal_status})")
-    return _finish(best, plain, primal_status, cover, evals)
 
 
-def _mid_size(
-    run: _Run, budget: np.ndarray, bound: float, plain: float, pairs: int, job: proof_process.Job | None
-) -> int:
-    """The phases of the mid-size path after its first local search (the module docstring): the
-    interval model, near windows, the strict bound model, the cutoff proof, the windows with the split
-    proof, the local search; returns the local search's replays."""
-    problem, best, options, norm = run.problem, run.best, run.options, run.norm
+def _mid_size(run: _Run, bound: float, plain: float, pairs: int, job: proof_process.Job | None) -> int:
+    """The phases of the mid-size path after its first local search (the module docstring); returns
+    the last local search's replays."""
+    problem, best, options, norm, count = run.problem, run.best, run.options, run.norm, run.budget.windows
     model = stage_model.build(problem, run.an, _costs(problem, run.latency), norm)
     windows = stage_model.windows(model, options.threads, 0.0) if model.feasible else None
     cover = bound  # the segment cover's
     near = _near_sweep()
-    if job is not None:  # the windows search while the child refines the interval model
-        _lns(run, model, windows, bound, near, NEAR_UNTIL * options.time_limit_s, stop=job.done)
-        if not job.done():
-            _lns(run, model, windows, bound, _sweeps(), _until(best, job.deadline), stop=job.done)
-    interval = plain + _interval(run, job, model, plain) * norm
-    bound = best.proved((interval, "interval model"))[0]
-    _lns(run, model, windows, bound, near, NEAR_UNTIL * options.time_limit_s)
-    strict = plain + _strict(run, budget, _proven(run, bound), cover) * norm
-    bound = best.proved((strict, "strict segment cover"))[0]
+    best.phase = "near windows"
+    _lns(run, model, windows, bound, near, count)  # while the child refines the interval model
+    best.phase = "interval model"
+    bound = best.proved((plain + _interval(run, job, model, plain) * norm, "interval model"))[0]
+    best.phase = "near windows"
+    _lns(run, model, windows, bound, near, count)
+    best.phase = "strict segment cover"
+    bound = best.proved((plain + _strict(run, _proven(run, bound), cover) * norm, "strict segment cover"))[0]
     if pairs <= PROVE_PAIRS:
-        proved = plain + _prove(run, model, _proven(run, bound), plain) * norm
-        bound = best.proved((proved, "stage model cutoff"))[0]
+        best.phase = "stage model cutoff"
+        bound = best.proved(
+            (plain + _prove(run, model, _proven(run, bound), plain) * norm, "stage model cutoff")
+        )[0]
+    best.phase = "stage windows"
     sweeps = _sweeps()
     if run.split is not None:  # windows from a second start where they stall while the split proof is not due
-        stall = SECOND_STALL * options.time_limit_s
-        _lns(run, model, windows, bound, sweeps, stall=stall)
+        stall = run.budget.window_stall
+        _lns(run, model, windows, bound, sweeps, count, stall=stall)
         if not _split_due(run, _proven(run, bound)):
             second = _second_start(run, _proven(run, bound))
             if second is not None:
-                _lns(run, model, windows, bound, _sweeps(), start=second, stall=stall)
-    _lns(run, model, windows, bound, sweeps)
+                _lns(run, model, windows, bound, _sweeps(), count, start=second, stall=stall)
+    _lns(run, model, windows, bound, sweeps, count)
     if run.split is not None:
-        _split_collect(run)  # waits for the proof, if one was sent
-    return _search(run, _proven(run, bound))  # the rest of the time, if the windows stall at full width
+        best.phase = "split segment cover"
+        _split_collect(run)  # waits for its relaxation, and for the proof if one was sent
+    best.phase = "local search"
+    return _search(run, _proven(run, bound))
 
 
 def _proven(run: _Run, bound: float) -> float:
@@ -449,22 +403,13 @@ def _proven(run: _Run, bound: float) -> float:
     return bound if proven is None else max(bound, proven[0])
 
 
-SECOND_STALL = 0.1  # share of the time limit: the windows hand over to the second start (and it back)
-# once their incumbent has not improved for this long, while the split proof is not due
-SECOND_SEARCH = 0.1  # share of the time limit the second start's local search may take at most
-
-
 def _second_start(run: _Run, bound: float) -> Schedule | None:
     """A second start for the windows where those from the first stall while the split proof is not
-    due (:func:`_split_due`: the gap wider than ``STRICT_GAP``, or already within ``prove_gap``): the local
-    optimum (a descent of the local search, stopped as the first is by ``LNS_STALL``) from the
-    cheapest plan of the other model than the first local search started from (primal or bound
-    model); None when there is none or it does not replay. The first start is a trap on some graphs:
-    bert_tiny with every parameter trained, 70%, 30 s: the bound model's plan (87.43%) descends to
-    63.27% and the windows stall at 41.53% from 8.6 s (37.71% at the end); from the primal model's
-    plan (160.64%, 59.89% after its descent) one stage window reaches 32.18%, and the run ends at
-    29.65% (gap 9.15% -> 3.50%). Bias-trained bert_tiny at 70%: the windows stall with the gap at
-    0.76%, and the second start's give the run's schedule, 16.51% (gap 0.67% -> 0.43%)."""
+    due: the local optimum (a descent stopped after ``Budget.stall`` replays without improvement) from
+    the cheapest plan of the other model than the first local search started from (primal or bound
+    model); None when there is none or it does not replay. The first start is a trap on some graphs
+    (bert_tiny with every parameter trained, 70%: the windows stall at 41.53% from the bound model's
+    plan, reach 32.18% from the primal model's)."""
     problem, an, cover, best, options = run.problem, run.an, run.cover, run.best, run.options
     ranked = sorted(best.plans, key=lambda x: (x[0], x[1]))
     if not ranked or _closed(best.cost, bound, options.gap_rel):
@@ -474,18 +419,25 @@ def _second_start(run: _Run, bound: float) -> Schedule | None:
         return None
     costs = _costs(problem, run.latency)
     search = _Search(problem, an, cover, costs, _modes(problem, an, cover))
-    left = _left(best, options) - MARGIN * options.time_limit_s
-    deadline = time.perf_counter() + min(left, SECOND_SEARCH * options.time_limit_s)
     improved = [0]  # replays when the descent last improved
 
     def better(plan: Plan) -> None:
         improved[0] = search.evals
 
-    found = search.run(other[0], deadline, better, lambda: _stalled(search.evals, improved[0], LNS_STALL))
+    stall = run.budget.stall
+    found = search.run(
+        other[0], _deadline(best, options), better, lambda: _stalled(search.evals, improved[0], stall)
+    )
+    best.late(_left(best, options) <= 0.0)
     schedule, _ = replay_plan(problem, an, _as_plan(cover, found), costs)
     if schedule is not None:
         _try(problem, best, options, lambda: schedule, "local search, second start")
     return schedule
+
+
+def _deadline(best: _Best, options: ScaleOptions) -> float:
+    """The safety stop as a ``time.perf_counter()`` instant."""
+    return best.began + options.time_limit_s
 
 
 def _restricted(problem: SchedulingProblem, options: ScaleOptions) -> SchedulingProblem:
@@ -500,18 +452,25 @@ def _restricted(problem: SchedulingProblem, options: ScaleOptions) -> Scheduling
     return replace(problem, nodes=nodes)
 
 
-def _bound(run: _Run, budget: np.ndarray) -> float:
+def _full(problem: SchedulingProblem) -> np.ndarray:
+    """Every stage's RAM budget (the models' budget rows before any tightening)."""
+    return np.full(len(problem.nodes), problem.budget_bytes, dtype=np.int64)
+
+
+def _bound(run: _Run) -> float:
+    """The bound model: its LP relaxation (a bound even when the MIP's root does not end), then its MIP
+    (``Budget.nodes``); its plan and held plan are offered. Returns the (scaled) bound."""
     problem, cover, best, options = run.problem, run.cover, run.best, run.options
-    lp = bound_model(problem, run.an, cover, run.latency, run.norm, budget)
+    best.phase = "segment cover"
+    lp = bound_model(problem, run.an, cover, run.latency, run.norm, _full(problem))
     if lp is None:
         raise PoetError(
             f"no schedule exists within the RAM budget {problem.budget_bytes} bytes in the problem's order: "
             f"values that can be neither paged out nor recomputed must stay resident"
         )
-    # the LP relaxation first: its optimum is a bound even when the MIP's root is not done in time
-    relaxed = _solve(lp, max(0.5, 0.25 * _left(best, options)), options, integer=False)
-    solved = _solve(lp, max(0.5, 0.3 * _left(best, options)), options)
+    relaxed = _solve(lp, _left(best, options), options, integer=False)
     best.clock(relaxed.status)
+    solved = _solve(lp, _left(best, options), options, nodes=run.budget.nodes)
     best.clock(solved.status)
     if not solved.feasible:
         raise PoetError(
@@ -524,39 +483,29 @@ def _bound(run: _Run, budget: np.ndarray) -> float:
     return max(solved.bound, relaxed.bound)
 
 
-STAGE_PAIRS = 2000  # the stage model runs on graphs of at most this many value-stage pairs (was 3,000;
-# 30 s, 2 threads: resnet8, every parameter trained, 819 pairs, at 70%: 86.97%, gap 0.38% here, 87.31%, gap
-# 1.00% on the mid-size path; mobilenetv1_025, every parameter trained, 2,834 pairs, at 70% / 60% / 1.1x the
-# floor: gap 1.14% / 7.51% / 4.41% here, 0.55% / 7.31% / 2.60% on the mid-size path, where the
-# stage model's cutoff proof finds the cheaper points)
-STAGE_SHARE = 0.85  # of the time left (the local search after it gets the rest)
-SEARCH_FIRST = 0.3  # with the stage model, the local search runs first until this share of the time limit
-CUT_ROUNDS = 20  # at most this many re-solves of the stage model with no-good cuts (:func:`_stages`)
+STAGE_PAIRS = 2000  # the stage model runs on graphs of at most this many value-stage pairs
 
 
 def _stages(run: _Run, plain: float) -> float:
-    """The stage model (:mod:`poet_edge.schedulers.stage_model`) on graphs of at most ``STAGE_PAIRS``
-    value-stage pairs, started from the incumbent: its solution decoded and offered as a schedule;
-    returns its (scaled) dual bound, 0 when it does not run. Cut rounds: while the decode of the
-    model's point needs a repair in some gap, or does not fit there, that gap's configuration is cut
-    off (:func:`stage_model.gap_cut`) and the model solved again for a point cheaper than the
-    incumbent, at most ``CUT_ROUNDS`` times within the same share of the time. The bound returned
-    is the first solve's, of the model without cuts (resnet8, every parameter trained, at 70% of its
-    peak: its point decodes to 98.74% with a repaired gap; one cut round, 4.9 s, finds 86.97%
-    against the bound 86.26%, a point POET's MILP needs 83 s for)."""
-    problem, an, best, options = run.problem, run.an, run.best, run.options
+    """The stage model (:mod:`~poet_edge.schedulers.stage_model`) on graphs of at most ``STAGE_PAIRS``
+    value-stage pairs, started from the incumbent (``Budget.nodes``): its point decoded and offered;
+    returns its (scaled) dual bound, 0 when it does not run. Cut rounds (``Budget.cut_rounds``): while
+    the decode needs a repair in some gap, or does not fit there, that gap's configuration is cut off
+    (:func:`stage_model.gap_cut`) and the model solved again below the incumbent; the bound returned
+    is the first solve's (resnet8, every parameter trained, at 70%: one cut round finds 86.97%
+    against the bound 86.26%, where the first point decodes to 98.74%)."""
+    problem, an, best, options, nodes = run.problem, run.an, run.best, run.options, run.budget.nodes
     model = stage_model.build(problem, an, _costs(problem, run.latency), run.norm)
     if not model.feasible:
         return 0.0
     start = stage_model.encode(problem, an, model, best.schedule) if best.schedule is not None else None
     # stop when the gap relative to the whole cost (plain pass + the model's objective) is closed
     gap = _gap_abs(run, best.cost if math.isfinite(best.cost) else plain)
-    until = time.perf_counter() + STAGE_SHARE * _left(best, options)
-    solved = stage_model.solve(model, until - time.perf_counter(), options.threads, gap, start)
+    solved = stage_model.solve(model, _left(best, options), options.threads, gap, start, nodes=nodes)
     best.clock(solved.status)
     bound = solved.bound
     proven = best.proved((plain + bound * run.norm, "stage model"))[0]  # the cut rounds do not change it
-    for k in range(CUT_ROUNDS + 1):
+    for k in range(run.budget.cut_rounds + 1):
         values = solved.values
         if values is None:
             break
@@ -564,39 +513,35 @@ def _stages(run: _Run, plain: float) -> float:
         origin = f"stage model, cut round {k}" if k else "stage model"
         decoded = partial(stage_model.decode, problem, an, model, values, gaps, gaps)
         _try(problem, best, options, decoded, origin)
-        if not gaps or _closed(best.cost, proven, options.gap_rel) or k == CUT_ROUNDS:
+        if not gaps or _closed(best.cost, proven, options.gap_rel) or k == run.budget.cut_rounds:
             break
-        if best.late(until - time.perf_counter() < MARGIN * options.time_limit_s):
+        if best.late(_left(best, options) <= 0.0):
             break
         model.rows += [stage_model.gap_cut(model, an, values, t) for t in gaps]
         cutoff = (best.cost - plain) / run.norm if math.isfinite(best.cost) else None
-        solved = stage_model.solve(model, until - time.perf_counter(), options.threads, gap, cutoff=cutoff)
+        solved = stage_model.solve(
+            model, _left(best, options), options.threads, gap, cutoff=cutoff, nodes=nodes
+        )
         best.clock(solved.status)
     return bound
 
 
-INTERVAL_UNTIL = 0.65  # of the time limit: the interval model's refinement ends by then into the run (it
-# took 0.35 of the limit from the windows when it ran in this process; mobilenetv1_025 with every
-# parameter trained at 60% needs 4-5 s for it, and its point then decodes to the optimum)
-
-
-def _interval_start(
-    problem: SchedulingProblem, an: Analysis, latency: bool, norm: float, options: ScaleOptions
-) -> proof_process.Job:
-    """The interval model's refinement (:mod:`poet_edge.schedulers.interval_bound`) started in a child
-    process (:func:`proof_process.start_refine`), for at most ``INTERVAL_UNTIL`` of the time limit
-    (less the margin). It runs on the machine's second core while this process searches: HiGHS's MIP
-    search keeps one core busy (bias-trained bert_tiny at 1.1x its floor, 30 s: 28.7 s of CPU in
-    29.4 s). It is stopped when the run ends before it does (a gap closed)."""
-    limit = options.time_limit_s
-    seconds = min(INTERVAL_UNTIL, 1 - MARGIN) * limit
-    refine = partial(interval_bound.refine, problem, an, latency, norm)
-    return proof_process.start_refine(refine, options, seconds)
-
-
-def _until(best: _Best, deadline: float) -> float:
-    """Seconds into the run at wall-clock ``deadline`` (``time.time()``)."""
-    return time.perf_counter() - best.began + deadline - time.time()
+def _interval_start(run: _Run) -> proof_process.Job:
+    """The interval model's refinement (:mod:`~poet_edge.schedulers.interval_bound`, ``Budget.rounds``
+    rounds of ``Budget.nodes`` nodes at most) started in a child process
+    (:func:`proof_process.start_refine`) on the machine's second core; :func:`_interval` waits for it.
+    It is stopped when the level ends before (a gap closed)."""
+    budget = run.budget
+    refine = partial(
+        interval_bound.refine,
+        run.problem,
+        run.an,
+        run.latency,
+        run.norm,
+        max_rounds=budget.rounds,
+        nodes=budget.nodes,
+    )
+    return proof_process.start_refine(refine, run.options, _left(run.best, run.options))
 
 
 def _interval(run: _Run, job: proof_process.Job | None, model: stage_model.StageModel, plain: float) -> float:
@@ -622,23 +567,21 @@ def _interval(run: _Run, job: proof_process.Job | None, model: stage_model.Stage
 
 REPAIR_ROUNDS = 4  # at most this many rounds of windows around the gaps the interval point's decode repairs
 REPAIR_WIDTH = 6  # a window: the gap's stage and this many on either side
-REPAIR_SECONDS = 2.0  # HiGHS's limit per window
-REPAIR_SHARE = 0.1  # of the time limit: the rounds take at most this
 
 
 def _repair(run: _Run, model: stage_model.StageModel, point: np.ndarray, bound: float) -> None:
     """Offers the stage ``model``'s ``point`` decoded (:func:`stage_model.decode`); while the decode
     needs a repair in some gap (or does not fit there), the stages around each such gap are
-    re-optimized with the rest fixed (:func:`stage_model.window`; from the second round on, with the
-    configurations of the gaps the last decode could not fit cut off, :func:`stage_model.gap_cut`, in
-    a copy of the model), and the new point decoded, for at most ``REPAIR_ROUNDS`` rounds or until the
-    incumbent is within ``gap_rel`` of ``bound``. mobilenetv1_025 with every parameter trained at 60%:
-    the interval point (39.99%) decodes to 45.45% with gap 122 repaired, after one round to 43.60%
-    (gap 128), after two to 39.99%, optimal (the windows had reached 43.35%, gap 3.54%)."""
+    re-optimized with the rest fixed (:func:`stage_model.window`, ``Budget.window_nodes``; from the
+    second round on, with the configurations of the gaps the last decode could not fit cut off, in a
+    copy of the model), and the new point decoded, for at most ``REPAIR_ROUNDS`` rounds and
+    ``Budget.cut_rounds`` windows in all (a window's root node alone can take seconds), or until the
+    incumbent is within ``gap_rel`` of ``bound`` (mobilenetv1_025 with every parameter trained at
+    60%: the interval point decodes to 45.45%, after two rounds to 39.99%, optimal)."""
     problem, an, best, options = run.problem, run.an, run.best, run.options
-    until = time.perf_counter() + min(REPAIR_SHARE * options.time_limit_s, _left(best, options))
     cut = replace(model, rows=list(model.rows))
     wins: stage_model.Windows | None = None
+    left = run.budget.cut_rounds  # windows
     for k in range(REPAIR_ROUNDS + 1):
         gaps: list[int] = []
         origin = f"interval model, repair round {k}" if k else "interval model"
@@ -651,50 +594,36 @@ def _repair(run: _Run, model: stage_model.StageModel, point: np.ndarray, bound: 
         if k or wins is None:
             wins = stage_model.windows(cut, options.threads, 0.0)
         for t in bad:
-            now = time.perf_counter()
-            seconds = min(REPAIR_SECONDS, until - now, _left(best, options) - MARGIN * options.time_limit_s)
-            if best.late(seconds <= 0.0):
+            if left <= 0 or best.late(_left(best, options) <= 0.0):
                 return
-            solved = stage_model.window(wins, point, t - REPAIR_WIDTH, t + REPAIR_WIDTH, seconds)
+            left -= 1
+            nodes = run.budget.window_nodes
+            solved = stage_model.window(
+                wins, point, t - REPAIR_WIDTH, t + REPAIR_WIDTH, _left(best, options), nodes=nodes
+            )
             best.clock(solved.status)
             if solved.values is not None:
                 point = solved.values
 
 
 STRICT_GAP = 0.05  # the strict bound model runs when the gap is wider than this
-STRICT_LEFT = 8.0  # ... and at least this many seconds are left (its seconds come out of the LNS)
-STRICT_SHARE = 0.25  # of the time left
 STRICT_ABOVE = 0.05  # ... and the bound is at most this above the segment cover's (relative to it)
-SPLIT_FROM = 30.0  # time limits from which the split model's child runs (mid-size path)
-SPLIT_AGAIN = 0.0025  # its proof starts again with a new cutoff once the incumbent has improved by more
-# than this (relative to its cost) since the cutoff it proves (bert_tiny at 50%, 2 threads, the time to
-# prove the cutoff 1% below an incumbent of 29.24%, 29.34%, 29.74% or 30.50%: 9.7 s, 13.9 s, 19.6 s, not
-# in 41 s)
 
 
-def _strict(run: _Run, budget: np.ndarray, bound: float, cover: float) -> float:
-    """The strict bound model (:mod:`poet_edge.schedulers.segment_strict`) without its gap rows (larger:
-    bert_tiny at 1.1x the floor, 2 threads, 5.5 s: no bound above the segment model's 79.30% with
-    them), for ``STRICT_SHARE`` of the time left, when the incumbent is still more than
-    ``STRICT_GAP`` above ``bound`` and at least ``STRICT_LEFT`` seconds are left, and ``bound`` is not
-    more than ``STRICT_ABOVE`` above the segment cover's (``cover``; the strict model raises that one a few
-    points: bias-trained bert_tiny at 1.1x its floor, 79.30% -> 87.25%, where the interval model's is
-    116.28%, and its 1-4 s then go to the windows): returns its (scaled) MIP dual bound, 0 when it does
-    not run. bert_tiny at 1.1x the floor, 2 threads, 30 s limit (about
-    12 s left here): the bound goes from 79.30% to 85.71% above the plain pass and the schedule stays
-    at 142.05% (3 runs each); with 0.4 of the time left instead, the seconds it takes from the
-    large-neighbourhood search cost the schedule 142.05% -> 172.87%."""
+def _strict(run: _Run, bound: float, cover: float) -> float:
+    """The strict bound model (:mod:`~poet_edge.schedulers.segment_strict`) without its gap rows
+    (``Budget.nodes``), when the incumbent is still more than ``STRICT_GAP`` above ``bound`` and
+    ``bound`` is not more than ``STRICT_ABOVE`` above the segment cover's (``cover``): returns its
+    (scaled) MIP dual bound, 0 when it does not run."""
     best, options = run.best, run.options
     if best.schedule is None or _closed(best.cost, bound, STRICT_GAP):
         return 0.0
     if not _closed(bound, cover, STRICT_ABOVE):  # the interval model raised it well above the segment cover
         return 0.0
-    if best.late(_left(best, options) < STRICT_LEFT):
-        return 0.0
-    lp = strict_model(run.problem, run.an, run.cover, run.latency, run.norm, budget, gaps=False)
+    lp = strict_model(run.problem, run.an, run.cover, run.latency, run.norm, _full(run.problem), gaps=False)
     if lp is None:
         return 0.0
-    solved = _solve(lp, STRICT_SHARE * _left(best, options), options)
+    solved = _solve(lp, _left(best, options), options, nodes=run.budget.nodes)
     best.clock(solved.status)
     return solved.bound
 
@@ -714,80 +643,62 @@ class _Split:
     job: proof_process.Job
     plain: float  # the cost of the plain pass
     sent: float | None = None  # the cutoff it was told to prove (scaled)
-    collected: bool = False  # its proof's result taken
+    collected: bool = False  # its result taken
 
 
-def _split_start(run: _Run, budget: np.ndarray, plain: float) -> _Run:
-    """The split model (:func:`poet_edge.schedulers.segment_strict.split_model`: the strict model with
+def _split_start(run: _Run, plain: float) -> _Run:
+    """The split model (:func:`~poet_edge.schedulers.segment_strict.split_model`: the strict model with
     gap rows and the split ends its LP relaxation asks for) built, and that relaxation solved, in a
-    child process until the margin before the limit: from the start of the run on graphs of more than
-    ``PROVE_PAIRS`` pairs (where the stage model's cutoff proof does not run: mobilenetv2_035 with every
-    parameter trained at 50%, 30 s, proven within 1% in 2 of 3 runs started so, 1 of 3 started after
-    the segment cover's bound, 1.8 s), else after the segment cover's bound where that leaves the gap
-    open (starting it sooner costs graphs that close there: layered-100 at 60%, 1.1 s -> 2.0 s)
-    (:func:`proof_process.start_split`), beside the interval model's child; :func:`_split_poll` sends
-    it cutoffs. Returns ``run`` with that child. mobilenetv2_035 with every parameter trained at 50%,
-    30 s, with the relaxation in this process after the windows: 4.6 s (17.6 -> 22.2 s), the proof then
-    had 6.3 s (it needs 10.9 s alone, 1 or 2 threads) and stopped at 1.56%; that relaxation takes 4.3 s
-    alone on one thread."""
-    options = run.options
-    seconds = (1 - MARGIN) * options.time_limit_s - (time.perf_counter() - run.best.began)
-    build = partial(split_model, run.problem, run.an, run.cover, run.latency, run.norm, budget)
-    return replace(run, split=_Split(proof_process.start_split(build, options, seconds), plain))
+    child process (:func:`proof_process.start_split`, proofs of ``Budget.nodes`` nodes); returns
+    ``run`` with that child."""
+    problem, options = run.problem, run.options
+    build = partial(split_model, problem, run.an, run.cover, run.latency, run.norm, _full(problem))
+    job = proof_process.start_split(build, options, _left(run.best, options), run.budget.nodes)
+    return replace(run, split=_Split(job, plain))
 
 
 def _split_poll(run: _Run, bound: float) -> float:
-    """Asked between windows: the split model's bounds as its child reports them (its LP relaxation's,
-    then its proof's dual bound), and the returned ``bound`` raised by them. While the gap is one it
-    takes (:func:`_split_due`), the child is sent (1 - prove_gap) x the incumbent as its cutoff, and a
-    new one whenever the incumbent has improved by more than ``SPLIT_AGAIN`` since; not where its LP
-    relaxation is more than ``STRICT_GAP`` below the cutoff (bert_tiny with every parameter trained,
-    70%: 23.32% against 30.86%, where the interval model's bound is 28.79% and the MIP got to 24.73%
-    in 9.6 s; where the proof pays, the relaxation was within 1.8%: bias-trained bert_tiny at 50%,
-    mobilenetv2_035 at 50% and 1.1x its floor). The windows search on here while the child proves
-    (:mod:`poet_edge.schedulers.proof_process`: one root cut round of HiGHS on mobilenetv2_035's split
-    model takes seconds without a time check). mobilenetv2_035 with every parameter trained at 50%,
-    30 s: the cutoff 1% below +13.99% is proven at 27.5 s (sent at 13.9 s, 10.9 s alone)."""
+    """Asked between windows: at the first window where the gap is one the split proof takes
+    (:func:`_split_due`), waits for the split model's LP relaxation (a bound too) and, where it is
+    within ``STRICT_GAP`` of the cutoff (1 - prove_gap) x the incumbent, sends the child that cutoff
+    to prove while the windows search on (once: its result is taken at the end, :func:`_split_collect`,
+    so it does not depend on when it ends). Returns ``bound``, raised by what is proven."""
     split, best = run.split, run.best
     bound = _proven(run, bound)
-    if split is None or split.collected:
+    if split is None or split.sent is not None or split.collected or not _split_due(run, bound):
         return bound
-    relaxed = proof_process.split_relaxed(split.job)
+    relaxed = proof_process.split_relaxed(split.job, wait=True)
     if relaxed is None:
         return bound
     norm, plain = run.norm, split.plain
     bound = best.proved((plain + relaxed * norm, "split segment cover"))[0]
-    if split.sent is not None and split.job.done():
-        return _split_collect(run)
-    if split.sent is not None:  # its proof's dual bound so far (at most the cutoff: a bound too)
-        bound = best.proved((plain + split.job.last * norm, "split segment cover"))[0]
     cutoff = _cutoff(run, plain)
-    near = _closed(plain + cutoff * norm, plain + relaxed * norm, STRICT_GAP)
-    lower = split.sent is None or split.sent - cutoff > SPLIT_AGAIN * best.cost / norm
-    if _split_due(run, bound) and near and lower:
+    if _split_due(run, bound) and _closed(plain + cutoff * norm, plain + relaxed * norm, STRICT_GAP):
         proof_process.send(split.job, cutoff)
         split.sent = cutoff
-        best.timed = True  # its result depends on when the windows found the incumbent
     return bound
 
 
 def _split_collect(run: _Run) -> float:
-    """The split proof's result (waited for until its child's deadline) once its cutoff was sent; the
-    run's highest bound."""
+    """The split model's relaxation bound and, once its cutoff was sent, its proof's result (each
+    waited for; the safety stop kills the child); the run's highest bound."""
     split, best = run.split, run.best
     assert split is not None
-    if split.sent is not None and not split.collected:
+    if not split.collected:
         split.collected = True
-        solved = proof_process.split_proved(split.job)  # stopped at the limit
-        best.clock(solved.status)
-        best.proved((split.plain + solved.bound * run.norm, "split segment cover"))
+        relaxed = proof_process.split_relaxed(split.job, wait=True)
+        if relaxed is not None:
+            best.proved((split.plain + relaxed * run.norm, "split segment cover"))
+        if split.sent is not None:
+            solved = proof_process.split_proved(split.job)
+            best.clock(solved.status)
+            best.proved((split.plain + solved.bound * run.norm, "split segment cover"))
     assert best.proven is not None
     return best.proven[0]
 
 
 PROVE_PAIRS = 5000  # the cutoff proof runs on graphs of at most this many pairs (bert_tiny's 6,568: the
-# root LP of its stage model is not done in 30 s on 2 threads)
-PROVE_SHARE = 0.95  # of the time left (less the margin): the large-neighbourhood search gets the rest
+# root LP of its stage model takes too long)
 
 
 def _cutoff(run: _Run, plain: float, gap: float | None = None) -> float:
@@ -799,24 +710,19 @@ def _cutoff(run: _Run, plain: float, gap: float | None = None) -> float:
 
 def _prove(run: _Run, model: stage_model.StageModel, bound: float, plain: float) -> float:
     """When the incumbent is more than ``ScaleOptions.prove_gap`` above ``bound``: is any point of the
-    stage model cheaper than (1 - prove_gap) x the incumbent? HiGHS, given that as a cutoff, prunes
-    far more than when it proves optimality from the incumbent (mobilenetv1_025 at 50%: 14 s against
-    70 s); when it finds no cheaper point, the cutoff is a lower bound. A cheaper point found is decoded
-    and offered. When the gap is already within prove_gap (the interval model's bound), but not closed,
-    the cutoff is (1 - gap_rel) x the incumbent: any cheaper point (mobilenetv1_025, every parameter
-    trained, 70%: it finds 12.52% from 13.57%, which the interval model's bound proves optimal).
-    Returns the (scaled) bound, 0 when it does not run."""
+    stage model cheaper than (1 - prove_gap) x the incumbent (HiGHS with that cutoff, ``Budget.nodes``,
+    prunes far more than when it proves optimality from the incumbent)? When it finds none, the cutoff
+    is a lower bound. A cheaper point found is decoded and offered. Where the gap is already within
+    prove_gap but not closed, the cutoff is (1 - gap_rel) x the incumbent. Returns the (scaled) bound,
+    0 when it does not run."""
     problem, an, best, options = run.problem, run.an, run.best, run.options
-    margin = MARGIN * options.time_limit_s
-    left = _left(best, options) - margin
     if best.schedule is None or not model.feasible or _closed(best.cost, bound, options.gap_rel):
-        return 0.0
-    if best.late(left < 1.0):
         return 0.0
     within = _closed(best.cost, bound, options.prove_gap)  # then any cheaper point
     cutoff = _cutoff(run, plain, options.gap_rel if within else None)
     gap = _gap_abs(run, best.cost)
-    solved = stage_model.solve(model, PROVE_SHARE * left, options.threads, gap, cutoff=cutoff)
+    nodes = run.budget.nodes
+    solved = stage_model.solve(model, _left(best, options), options.threads, gap, cutoff=cutoff, nodes=nodes)
     best.clock(solved.status)
     if solved.values is not None:
         values = solved.values
@@ -824,28 +730,12 @@ def _prove(run: _Run, model: stage_model.StageModel, bound: float, plain: float)
     return solved.bound
 
 
-LNS_PAIRS = 25000  # larger graphs: after the local search, windows of the stage model re-optimized
-# (was 8,000; mobilenetv2_035 has 19,399 pairs with every parameter trained, 22,308 with its biases:
-# 30 s, every parameter, 50% / 1.1x the floor: gap 2.78% / 4.11% -> 1.95% / 3.61%; its bias-trained
-# rows the same; the layered graphs from n = 250 on, 27,309 pairs, stay on the local search)
-LNS_AFTER = 0.25  # share of the time limit after which the large-neighbourhood search takes over (was
-# 0.5; mobilenetv2_035, every parameter trained, 1.1x the floor, 30 s: the local search still improves the
-# incumbent by about 0.3 points a replay round at 15 s, where the near windows take 24.35% to 19.51% in
-# 1.3 s: 18.70% (gap 3.61%) -> 17.55% (gap 1.97%); at 0.15 the same schedule)
-LNS_STALL = 1000  # ... or earlier, once the local search has not improved the incumbent in this many
-# replays (about 1 s on bert_tiny), STALL_FIRST times as many before its first improvement (bert_tiny at
-# 1.1x the floor needs more than 1,000 for its first). bert_tiny, 30 s, stall 500 / 1,000 / 2,000 /
-# 4,000: at 1.1x the floor 175.28% / 138.89% / 140.20% / 169.71%; at 50% the windows reach 29.24% at
-# 10.5 s / 11.8-13.0 s, and with 1,500 they stop at 29.35%
-STALL_FIRST = 4
-LNS_WIDTH, LNS_STEP, LNS_SECONDS = 20, 10, 3.0  # window stages, step between windows, seconds per window
+LNS_PAIRS = 25000  # larger graphs: the local search only
+STALL_FIRST = 4  # a local search's stall before its first improvement: this many times Budget.stall
+LNS_WIDTH, LNS_STEP = 20, 10  # stage windows: stages, step between windows
 LNS_VALUES, LNS_VALUE_STEP = 3, 2  # value windows: values (+1), step between windows
-LNS_VALUE_SHARE = 0.5  # share of the LNS time the value windows get
-LNS_VALUE_HEAD = 1.0  # seconds of value windows before the first stage window (bert_tiny at 50%, 30 s:
-# the 29.35% incumbent at 13.0 s, not 14.4 s)
+LNS_VALUE_SHARE = 0.5  # share of the windows' HiGHS work the value windows get
 NEAR_VALUES, NEAR_STEP, NEAR_STAGES = 6, 3, 16  # near windows: values (+1), step, restorations' lead
-NEAR_SECONDS = 6.0  # seconds per near window
-NEAR_UNTIL = 0.6  # near windows before the cutoff proof: at most until this share of the time limit
 
 
 @dataclass
@@ -856,32 +746,29 @@ class _Sweep:
     by_value: bool
     width: int
     step: int
-    share: float  # of the LNS time
+    share: float  # of the windows' work
     near: int | None = None
-    seconds: float = LNS_SECONDS  # per window
     widen: bool = True  # after a sweep without improvement: wider windows (else this kind stops)
     first: int = 0
     stale: int = 0  # stages (values) swept since the incumbent last improved
-    spent: float = 0.0  # seconds its windows took
+    spent: int = 0  # HiGHS work (simplex iterations + nodes) its windows took: a count
 
 
 def _sweeps() -> list[_Sweep]:
-    """The windows of the LNS after the cutoff proof: stages, and values at every stage; the stage
-    windows start ``LNS_VALUE_HEAD`` seconds behind, so the value windows (most of them fast) go first."""
+    """The windows of the LNS after the cutoff proof: stages, and values at every stage (value windows
+    first on a tie)."""
     return [
-        _Sweep(False, LNS_WIDTH, LNS_STEP, 1 - LNS_VALUE_SHARE, spent=LNS_VALUE_HEAD),
+        _Sweep(False, LNS_WIDTH, LNS_STEP, 1 - LNS_VALUE_SHARE),
         _Sweep(True, LNS_VALUES, LNS_VALUE_STEP, LNS_VALUE_SHARE),
     ]
 
 
 def _near_sweep() -> list[_Sweep]:
-    """The windows before the cutoff proof: one sweep of ``NEAR_VALUES`` values at every stage, their
-    restorations at most ``NEAR_STAGES`` stages before a consumer (:func:`stage_model.window`), again
-    while it improves. They change where early activations are held through the forward pass (keep
-    two, recompute two others from them instead), which a stage window cannot and a plain value window
-    as wide is too slow for (mobilenetv1_025 at 1.1x the floor: 19.96% -> 18.57% in 3.4 s, when the
-    plain window takes 30 s to reach 19.07%)."""
-    return [_Sweep(True, NEAR_VALUES, NEAR_STEP, 1.0, NEAR_STAGES, NEAR_SECONDS, widen=False)]
+    """The near windows: ``NEAR_VALUES`` values at every stage, their restorations at most
+    ``NEAR_STAGES`` stages before a consumer (:func:`stage_model.window`), while they improve. They
+    change where early activations are held through the forward pass, which a stage window cannot
+    (mobilenetv1_025 at 1.1x the floor: 19.96% -> 18.57%)."""
+    return [_Sweep(True, NEAR_VALUES, NEAR_STEP, 1.0, NEAR_STAGES, widen=False)]
 
 
 def _lns(
@@ -890,78 +777,58 @@ def _lns(
     windows: stage_model.Windows | None,
     bound: float,
     sweeps: list[_Sweep],
-    until: float | None = None,
+    count: int,
     start: Schedule | None = None,
-    stall: float | None = None,
-    stop: Callable[[], bool] | None = None,
+    stall: int | None = None,
 ) -> None:
-    """Large-neighbourhood search with the stage model (graphs of at most ``LNS_PAIRS`` value-stage
-    pairs): the incumbent as a point of the model, every column outside a window fixed, the window
-    re-optimized by HiGHS (at most ``_Sweep.seconds``, from the incumbent); a cheaper solution is
-    decoded, checked by the simulator and becomes the incumbent. The kinds of windows (``sweeps``)
-    share the time: the next window is of the kind furthest below its share. Value windows change
-    where a value is held, dropped and restored over its whole life, which a stage window cannot
-    change at once. Each kind sweeps its range; after a whole sweep without improvement its windows
-    and steps double (once they span everything, or unless ``widen``, that kind stops), until the gap
-    closes, every kind stops, or ``until`` seconds of the run (else the time limit less the margin)
-    have passed. Between windows the split model's child is polled (:func:`_split_poll`: it may be
-    sent its cutoff, or report a higher bound). ``windows``: the model's
-    arrays (:func:`stage_model.windows`), built once per run; None when the model is infeasible.
-    ``start``: the windows start from this schedule instead of the run's incumbent, and keep their own
-    incumbent (the cheapest schedule they found); a schedule cheaper than the run's incumbent becomes
-    that too. ``stall``: stop once their own incumbent has not improved for this many seconds (of
-    this call). ``stop``: asked between windows; the search stops once it says True."""
+    """Large-neighbourhood search with the stage model: the incumbent as a point of the model, every
+    column outside a window fixed, the window re-optimized by HiGHS (``Budget.window_nodes``); a
+    cheaper solution is decoded, checked by the simulator and becomes the incumbent. At most ``count``
+    windows. The kinds (``sweeps``) share HiGHS's work: the next window is of the kind furthest below
+    its share. Each kind sweeps its range; after a whole sweep without improvement its windows and
+    steps double (once they span everything, or unless ``widen``, that kind stops). Between windows
+    the split model's child may be sent its cutoff (:func:`_split_poll`). ``windows``: the model's
+    arrays, None when the model is infeasible. ``start``: start from this schedule instead of the
+    incumbent, keeping an own incumbent (a cheaper schedule than the run's becomes that too).
+    ``stall``: stop after this many windows without improving the own incumbent."""
     problem, an, best, options = run.problem, run.an, run.best, run.options
-    margin = MARGIN * options.time_limit_s
-    if until is not None:
-        margin = max(margin, options.time_limit_s - until)
     if best.schedule is None:
-        return
-    if best.late(_left(best, options) < margin + 1.0):
         return
     own = best.cost if start is None else _metric(simulate(problem, start), options)  # its incumbent's
     x = stage_model.encode(problem, an, model, start or best.schedule)
     if windows is None or x is None:
         return
-    h = replace(windows, gap_abs=_gap_abs(run, own))  # the model's arrays, built once per run
+    h = replace(windows, gap_abs=_gap_abs(run, own))  # the model's arrays, built once per level
     n = len(problem.nodes)
-    started = time.perf_counter()
-    own_at = started  # when its incumbent last improved
-    while sweeps:
-        if stall is not None and best.late(time.perf_counter() - own_at > stall):
-            return
-        if stop is not None and stop():
+    since = 0  # windows since the own incumbent improved
+    for _ in range(count):
+        if not sweeps or (stall is not None and since >= stall):
             return
         bound = _split_poll(run, bound)
-        sw = min(sweeps, key=lambda k: (k.spent / k.share, k.by_value))
-        by_seconds = len(sweeps) > 1 and any(k.spent > 0 for k in sweeps)  # the kinds take turns by
-        # the seconds they took (not before any has run)
+        if _closed(best.cost, bound, options.gap_rel) or best.late(_left(best, options) <= 0.0):
+            return
+        sw = min(sweeps, key=lambda k: (k.spent / k.share, not k.by_value))
         if sw.stale >= n:  # a whole sweep without improvement: wider windows
             if not sw.widen or sw.width >= n:
                 sweeps.remove(sw)
                 continue
             sw.width, sw.step, sw.stale = 2 * sw.width, 2 * sw.step, 0
-        left = _left(best, options) - margin
-        if _closed(best.cost, bound, options.gap_rel):
-            return
-        if best.late(left < 0.5):
-            return
-        best.timed = best.timed or by_seconds
-        # HiGHS may overshoot its limit a little on wide windows: at most half of what is left
-        began = time.perf_counter()
+        last = sw.first + sw.width
         solved = stage_model.window(
             h,
             x,
             sw.first,
-            sw.first + sw.width,
-            min(sw.seconds, left / 2),
+            last,
+            _left(best, options),
             by_value=sw.by_value,
             near=sw.near,
+            nodes=run.budget.window_nodes,
         )
-        sw.spent += time.perf_counter() - began
+        sw.spent += max(1, solved.work)
         best.clock(solved.status)
         sw.first = sw.first + sw.step if sw.first + sw.step < n else 0
         sw.stale += sw.step
+        since += 1
         if solved.values is None:
             continue
         try:
@@ -975,7 +842,7 @@ def _lns(
             continue
         y = stage_model.encode(problem, an, model, found)
         if y is not None:
-            x, own, own_at = y, _metric(sim, options), time.perf_counter()
+            x, own, since = y, _metric(sim, options), 0
             for other in sweeps:
                 other.stale = 0
 
@@ -1026,30 +893,25 @@ def _offer_plan(run: _Run, segplan: Plan, origin: str, primal: bool = False) -> 
 
 
 def _improve(run: _Run, bound: float) -> str:
-    """Primal rounds on both models: solve, replay, tighten the budget rows of overflowing stages."""
+    """Primal rounds on both models (``Budget.nodes`` each): solve, replay, tighten the budget rows of
+    overflowing stages."""
     problem, cover, best, options = run.problem, run.cover, run.best, run.options
     status = "not run"
-    n = len(problem.nodes)
-    margin = MARGIN * options.time_limit_s
     for name, opts, rounds in (
         ("primal", cover.primal_opts, options.rounds),
         ("bound-model", cover.bound_opts, 3 * options.rounds),
     ):
-        budget = np.full(n, problem.budget_bytes, dtype=np.int64)
-        spent = 0.0  # seconds the last round took: a round starts only if one more fits the time left
+        budget = _full(problem)
         for k in range(rounds):
-            if _closed(best.cost, bound, options.gap_rel):
+            if _closed(best.cost, bound, options.gap_rel) or best.late(_left(best, options) <= 0.0):
                 break
-            if best.late(_left(best, options) < margin + spent):
-                break
-            began = time.perf_counter()
             lp = _columns(problem, opts, run.latency, run.norm)
             if opts is cover.bound_opts:
                 _input_cuts(problem, run.an, cover, lp, run.latency, run.norm)
             if not _rows(problem, cover, lp, budget):
                 status = f"{name} round {k}: a tightened stage cannot fit"
                 break
-            solved = _solve(lp, min(_left(best, options) / 4, 0.1 * options.time_limit_s), options)
+            solved = _solve(lp, _left(best, options), options, nodes=run.budget.nodes)
             best.clock(solved.status)
             if name == "primal":
                 status = f"primal round {k}: {solved.status}"
@@ -1060,39 +922,21 @@ def _improve(run: _Run, bound: float) -> str:
             if not overflow:
                 break
             budget = _tighten(budget, overflow)
-            spent = time.perf_counter() - began
     return status
 
 
-def _search(
-    run: _Run,
-    bound: float,
-    until: float | None = None,
-    kicks: int | None = None,
-    stall: int | None = None,
-    stop: Callable[[], bool] | None = None,
-) -> int:
+def _search(run: _Run, bound: float, kicks: int | None = None) -> int:
     """Local search (:class:`_Search`) from the three cheapest recorded plans (or from no eviction at
-    all), then iterated: perturb 1-3 random segments of the best plan (fixed seed) and descend again,
-    at most ``options.kicks`` times, while time remains and the gap is open; returns the number of
-    replays. ``until``: stop once this many seconds of the run have passed; ``kicks``: at most this
-    many perturbations instead; ``stall``: stop once the incumbent has not improved for this many
-    replays (``STALL_FIRST`` x that many before its first improvement), checked within a descent too;
-    ``stop()``: stop once it says True, checked there too (then the result depends on timing). The
-    stall is a count, not seconds: bert_tiny at 50%, 30 s, with a stall of 0.9 s the search stopped after
-    38.40% in some runs and after 33.53% in others (the next improvement came 0.87 s later), and the
-    windows then took different paths (incumbent at the proof's hand-over 29.35% or 32.25%, gap 1.00%
-    or 3.97%); at 1.1x the floor it stopped before its first improvement in some runs (221.75%) and
-    not in others (138.89%)."""
+    all), then iterated: perturb 1-3 random segments of the best plan (seeded by the level) and
+    descend again, at most ``kicks`` (else ``Budget.kicks``) times, while the gap is open, until the
+    incumbent has not improved for ``Budget.stall`` replays (``STALL_FIRST`` x as many before its
+    first improvement; checked within a descent too); returns the number of replays."""
     problem, an, cover, best, options = run.problem, run.an, run.cover, run.best, run.options
     costs = _costs(problem, run.latency)
     search = _Search(problem, an, cover, costs, _modes(problem, an, cover))
     starts = [plan for _, _, plan in sorted(best.plans, key=lambda x: (x[0], x[1]))] or [{}]
     done: set[tuple[tuple[int, str], ...]] = set()
-    margin = MARGIN * options.time_limit_s
-    if until is not None:  # stop once ``until`` seconds of the run have passed
-        margin = max(margin, options.time_limit_s - until)
-
+    deadline = _deadline(best, options)
     improved = 0  # replays of this search when it last improved the incumbent
 
     def offer(plan: Plan) -> None:
@@ -1105,18 +949,14 @@ def _search(
                 improved = search.evals
 
     def stalled() -> bool:
-        if stop is not None and stop():
-            best.timed = True
-            return True
-        return _stalled(search.evals, improved, stall)
+        return _stalled(search.evals, improved, run.budget.stall)
 
     def more() -> bool:
         if stalled() or _closed(best.cost, bound, options.gap_rel):
             return False
-        return not best.late(_left(best, options) < margin)
+        return not best.late(time.perf_counter() >= deadline)
 
     def descend(plan: Plan) -> Plan:
-        deadline = time.perf_counter() + _left(best, options) - margin
         found = search.run(plan, deadline, offer, stalled)
         best.late(time.perf_counter() >= deadline)
         return found
@@ -1130,9 +970,9 @@ def _search(
         found = descend(plan)
         if incumbent is None or search.score(found, False) < search.score(incumbent, False):
             incumbent = found
-    rng = random.Random(0)
+    rng = random.Random(run.level)
     movable = [k for k, m in search.modes.items() if m]
-    for _ in range(options.kicks if kicks is None else kicks):
+    for _ in range(run.budget.kicks if kicks is None else kicks):
         if incumbent is None or not movable or not more():
             break
         plan = incumbent
@@ -1144,25 +984,28 @@ def _search(
     return search.evals
 
 
-def _stalled(evals: int, improved: int, stall: int | None) -> bool:
+def _stalled(evals: int, improved: int, stall: int) -> bool:
     """Whether a local search with ``evals`` replays, the last improvement at ``improved`` (0: none
     yet), has stalled: ``stall`` replays since that improvement, ``STALL_FIRST`` x as many before the
-    first; never without a stall."""
-    return stall is not None and evals - improved > (stall if improved else STALL_FIRST * stall)
+    first."""
+    return evals - improved > (stall if improved else STALL_FIRST * stall)
 
 
-def _finish(best: _Best, plain: float, status: str, cover: Cover, evals: int) -> Schedule:
+def _finish(best: _Best, plain: float, status: str, cover: Cover, evals: int, effort: str) -> Schedule:
     assert best.schedule is not None
     bound, bound_from = best.proved((plain, "plain pass"))
     if bound > best.cost:  # only within the solver's tolerances (the bound is a relaxation)
         bound = best.cost if bound <= best.cost * (1 + 1e-7) else bound
     gap = max(0.0, best.cost - bound) / max(abs(best.cost), 1e-300)
     info = (
-        ("status", "optimal" if gap <= 1e-9 else TIMED if best.timed else "feasible"),
+        ("status", "optimal" if gap <= 1e-9 else "feasible"),
         ("objective", best.cost),
         ("bound", bound),
         ("bound_from", bound_from),
         ("gap", gap),
+        ("effort", effort),
+        ("cut_by_time_limit", best.cut is not None),
+        ("cut_phase", best.cut),
         ("seconds", round(time.perf_counter() - best.began, 3)),
         ("first_valid_s", best.first_valid_s),
         ("within_1pct_s", next((t for t, c in best.improvements if _closed(c, bound, NEAR_GAP)), None)),
@@ -1172,5 +1015,4 @@ def _finish(best: _Best, plain: float, status: str, cover: Cover, evals: int) ->
         ("options", (len(cover.bound_opts), len(cover.primal_opts))),
         ("search_replays", evals),
     )
-    steps = best.schedule.steps
-    return Schedule(tuple(steps), NAME, info)
+    return Schedule(tuple(best.schedule.steps), NAME, info)

@@ -355,6 +355,7 @@ def _solve(
     with_reduced: bool = False,
     reduced: tuple[float, np.ndarray] | None = None,
     first_point: bool = False,
+    nodes: int | None = None,
 ) -> _Solved:
     """HiGHS on the model (its LP relaxation unless ``integer``). With ``cutoff`` (scaled), HiGHS looks
     only for points cheaper than it (as :func:`poet_edge.schedulers.stage_model.solve`): the bound is
@@ -366,7 +367,9 @@ def _solve(
     too, the solve ends once it says True (status "Interrupted by user"). ``with_reduced``: an LP
     relaxation also returns its :func:`~poet_edge.schedulers.highs_run.safe_bound` and reduced costs
     (``_Solved.reduced``); ``reduced``: a proof is given those of the same model (its LP not solved again).
-    ``first_point``: a proof ends at the first point below the cutoff (it has failed then)."""
+    ``first_point``: a proof ends at the first point below the cutoff (it has failed then). ``nodes``: at
+    most this many branch-and-bound nodes (HiGHS's ``mip_max_nodes``, a deterministic limit; the time
+    limit is then only a safety stop)."""
     import highspy
 
     h = new_highs()
@@ -374,6 +377,8 @@ def _solve(
     h.setOptionValue("time_limit", max(0.05, time_limit))
     h.setOptionValue("mip_rel_gap", options.inner_gap)
     h.setOptionValue("random_seed", 0)
+    if nodes is not None:
+        h.setOptionValue("mip_max_nodes", max(1, nodes))
     if options.threads:
         h.setOptionValue("threads", options.threads)
     if cutoff is not None:

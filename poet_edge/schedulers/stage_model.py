@@ -259,6 +259,7 @@ class Result:
     objective: float | None  # scaled
     bound: float  # scaled dual bound (0 when unknown)
     values: np.ndarray | None
+    work: int = 0  # HiGHS's simplex iterations and nodes (a window's: plus its free columns), a count
 
 
 def solve(
@@ -268,12 +269,14 @@ def solve(
     gap_abs: float,
     start: np.ndarray | None = None,
     cutoff: float | None = None,
+    nodes: int | None = None,
 ) -> Result:
-    """HiGHS on the model; stops at an absolute gap of ``gap_abs`` (scaled units) or the time limit.
+    """HiGHS on the model; stops at an absolute gap of ``gap_abs`` (scaled units), after ``nodes``
+    branch-and-bound nodes (deterministic) or at the time limit (a safety stop).
     With ``cutoff`` (scaled), HiGHS looks only for points cheaper than it (its ``objective_bound``:
     every node whose LP bound reaches it is pruned, with ``CUTOFF_TOL`` to spare); the bound returned
     is then at most ``cutoff``, and ``cutoff`` itself when the search ends with no cheaper point."""
-    return run(load(m, threads, gap_abs), time_limit, start, cutoff)
+    return run(load(m, threads, gap_abs), time_limit, start, cutoff, nodes)
 
 
 def load(m: StageModel, threads: int | None, gap_abs: float) -> Any:
@@ -303,11 +306,20 @@ def _highs(cost: np.ndarray, integer: np.ndarray, threads: int | None, gap_abs: 
     return h
 
 
-def run(h: Any, time_limit: float, start: np.ndarray | None = None, cutoff: float | None = None) -> Result:
-    """Solves the loaded model (from ``start``, a MIP start, if given; ``cutoff``: see :func:`solve`)."""
+def run(
+    h: Any,
+    time_limit: float,
+    start: np.ndarray | None = None,
+    cutoff: float | None = None,
+    nodes: int | None = None,
+) -> Result:
+    """Solves the loaded model (from ``start``, a MIP start, if given; ``cutoff``, ``nodes``: see
+    :func:`solve`)."""
     import highspy
 
     h.setOptionValue("time_limit", max(0.05, time_limit))
+    if nodes is not None:
+        h.setOptionValue("mip_max_nodes", max(1, nodes))
     if cutoff is not None:
         h.setOptionValue("objective_bound", cutoff + CUTOFF_TOL)
     if h.getNumCol() == 0:
@@ -340,6 +352,7 @@ def run(h: Any, time_limit: float, start: np.ndarray | None = None, cutoff: floa
         obj,
         max(0.0, bound),
         values,
+        max(0, info.simplex_iteration_count) + max(0, info.mip_node_count),
     )
 
 
@@ -670,6 +683,7 @@ def window(
     time_limit: float,
     by_value: bool = False,
     near: int | None = None,
+    nodes: int | None = None,
 ) -> Result:
     """Large-neighbourhood step: every K, R, M column outside stages [first, last] (``by_value``:
     outside values [first, last], at every stage) fixed at its value in ``x`` (a point of the model),
@@ -705,10 +719,10 @@ def window(
     if len(rows):
         start = np.concatenate(([0], np.cumsum(np.bincount(row, minlength=len(rows)))))
         add_csr(h, w.low[rows] - fixed, w.up[rows] - fixed, start, col, val)
-    sub = run(h, time_limit - (time.perf_counter() - began), x[cols])  # the limit covers the build too
+    sub = run(h, time_limit - (time.perf_counter() - began), x[cols], nodes=nodes)  # the build counts too
     if sub.values is None:
         return sub
     out = x.copy()
     out[cols] = sub.values
     obj = float(np.dot(w.cost, out))
-    return Result(sub.status, sub.infeasible, sub.optimal, obj, 0.0, out)
+    return Result(sub.status, sub.infeasible, sub.optimal, obj, 0.0, out, len(cols) + sub.work)

@@ -1,0 +1,63 @@
+"""The work scheduler "scale" does, counted, never timed (``--effort quick|default|max``).
+
+A run is a sequence of levels, each a :class:`Budget` of counts: local-search perturbations and the
+replays a stalled search may take, HiGHS branch-and-bound nodes per solve (``mip_max_nodes``: HiGHS's
+own deterministic limit), large-neighbourhood windows, refinement and repair rounds. ``quick`` runs
+the first level, ``default`` the first two, ``max`` all three, each level on the incumbent and bound
+the ones before left: a larger effort does the smaller one's work first, in the same order, and goes
+on, so it never returns a costlier schedule. The wall-clock ``--time-limit`` is only a safety stop
+(:data:`SAFETY_S` by default); where it cuts a phase the run's report says so
+(``cut_by_time_limit``, ``cut_phase``) and only then may two runs differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+SAFETY_S = 600.0  # scale's default --time-limit: a safety stop, not a budget
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The counts of one level of a run."""
+
+    kicks: int  # local search: perturb-and-descend rounds (fixed seed per level)
+    stall: int  # ... it stops once this many replays brought no improvement (mid-size graphs)
+    nodes: int  # HiGHS branch-and-bound nodes per bound, stage-model or proof solve
+    window_nodes: int  # ... per large-neighbourhood window
+    windows: int  # large-neighbourhood windows per sweep phase (near, main, second start)
+    window_stall: int  # windows without improvement before the second start takes over (and back)
+    rounds: int  # interval-model refinement rounds
+    cut_rounds: int  # stage-model re-solves with the gaps' configurations cut off; repair windows
+    split: bool  # mid-size graphs: the split model's cutoff proof runs in a child process
+
+
+LEVELS = (
+    Budget(kicks=60, stall=1000, nodes=100, window_nodes=5, windows=60, window_stall=20, rounds=6,
+           cut_rounds=2, split=False),
+    Budget(kicks=300, stall=3000, nodes=500, window_nodes=20, windows=300, window_stall=60, rounds=12,
+           cut_rounds=8, split=True),
+    Budget(kicks=1500, stall=10000, nodes=5000, window_nodes=100, windows=1500, window_stall=200,
+           rounds=24, cut_rounds=30, split=True),
+)  # fmt: skip
+EFFORTS: Mapping[str, int] = {"quick": 1, "default": 2, "max": 3}  # the levels each effort runs
+
+
+def levels(effort: str) -> tuple[Budget, ...]:
+    """The levels ``effort`` runs (a prefix of :data:`LEVELS`); ValueError naming the efforts."""
+    if effort not in EFFORTS:
+        raise ValueError(f"unknown effort '{effort}'; use {', '.join(EFFORTS)}")
+    return LEVELS[: EFFORTS[effort]]
+
+
+def cut_warning(info: Mapping[str, object], limit: float | None) -> str | None:
+    """The warning line for a run the safety time limit cut (``info`` a schedule's), None otherwise."""
+    if not info.get("cut_by_time_limit"):
+        return None
+    shown = f"{limit:g} s" if limit is not None else f"{SAFETY_S:g} s (default)"
+    return (
+        f"poet: warning: the --time-limit {shown} safety stop cut the scheduler in phase "
+        f"'{info.get('cut_phase')}'; this schedule may differ between runs (raise --time-limit, or use "
+        "a smaller --effort)"
+    )
