@@ -47,10 +47,11 @@ fuzz: venv toolchain  ## long fuzz: kernels (fast vs reference bit for bit, 20x 
 	POET_FUZZ_CASES=$(FUZZ_CASES) POET_FUZZ_SEED=$(FUZZ_SEEDS) $(PY) -m pytest -q tests/test_kernel_fuzz.py
 	POET_FUZZ_CLI_EXAMPLES=$(FUZZ_CLI_EXAMPLES) POET_FUZZ_CLI_RANDOM=1 $(PY) -m pytest -q tests/test_cli_fuzz.py
 
-lint:  venv ## ruff (lint + format check) and mypy on the package
+lint:  venv ## ruff (lint + format check), mypy on the package, the pipeline's layer order (import-linter)
 	$(VENV)/bin/ruff check poet_edge tests bench examples
 	$(VENV)/bin/ruff format --check poet_edge
 	$(VENV)/bin/mypy poet_edge
+	$(VENV)/bin/lint-imports
 
 bench: venv toolchain  ## run the benchmark scripts in bench/ (each prints a table)
 	@set -e; for b in bench/*.py; do echo "== $$b"; $(PY) $$b; done

@@ -14,12 +14,7 @@ import numpy as np
 
 from poet_edge.errors import PoetError
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
-
-ALIGN = 16
-
-
-def align(n: int, a: int = ALIGN) -> int:
-    return (n + a - 1) // a * a
+from poet_edge.units import ALIGN, align
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,12 @@ from enum import Enum
 from typing import Any
 
 from poet_edge import ops
-from poet_edge.arena import align
 from poet_edge.cost import Cost, node_cost, transfer_cost
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Node, Phase, Role
 from poet_edge.problem import INPUT_KIND, ProblemNode, SchedulingProblem
 from poet_edge.profiles import Profile
+from poet_edge.units import align
 from poet_edge.work import OpClass, Work
 
 

@@ -7,6 +7,14 @@ import re
 
 from poet_edge.errors import PoetError
 
+ALIGN = 16  # bytes: every arena offset and every RAM array is a multiple of this
+
+
+def align(n: int, a: int = ALIGN) -> int:
+    """``n`` rounded up to a multiple of ``a``."""
+    return (n + a - 1) // a * a
+
+
 _UNITS = {
     "": 1,
     "B": 1,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from poet_edge import __version__, ops
-from poet_edge.arena import ArenaPlan, align
+from poet_edge.arena import ArenaPlan
 from poet_edge.codegen.readme import render_readme
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Node, Phase, Role
@@ -30,6 +30,7 @@ from poet_edge.ops.base import (
 from poet_edge.paths import RUNTIME_C
 from poet_edge.planning import INPUT_KIND, ProblemSpec
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
+from poet_edge.units import align
 
 if TYPE_CHECKING:
     from poet_edge.inference import ModePlan

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from poet_edge.arena import align
+from poet_edge.units import align
 
 FIXED_KINDS = ("trainable parameters", "inputs", "optimizer state", "reserve")
 VALUE_KINDS = ("activations", "gradients", "recomputed values", "paged-in copies", "workspace")
