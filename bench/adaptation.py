@@ -17,9 +17,7 @@ Writes bench/results/adaptation.{md,json,png} (the plot: accuracy before and aft
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -28,7 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from user_models import machine  # noqa: E402
+from provenance import provenance  # noqa: E402
 
 from poet_edge import runner  # noqa: E402
 from poet_edge.compiler import CompileOptions, compile_model  # noqa: E402
@@ -133,13 +131,8 @@ def main(argv: list[str]) -> int:
         (args.results / "adaptation.md").write_text(markdown(saved["meta"], saved["rows"]))
         plot(saved["rows"], args.results / "adaptation.png")
         return 0
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
     meta = {
-        "machine": machine(),
-        "commit": commit.stdout.strip(),
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        **provenance(),
         "steps": args.steps,
         "pretrained": pretrained_accuracy(),
     }

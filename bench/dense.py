@@ -19,10 +19,8 @@ and +3% at 80%.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -33,6 +31,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from provenance import provenance  # noqa: E402
+
 from poet_edge.graphgen import dense_layered, shuffled  # noqa: E402
 from poet_edge.graphio import write_graph  # noqa: E402
 from poet_edge.schedulers.ordering import Curves  # noqa: E402
@@ -41,12 +41,6 @@ RESULTS = ROOT / "bench" / "results"
 SIZES = (100, 250, 500, 1000, 2000)
 FRACTIONS = (0.9, 0.8)
 GOAL = {0.9: 1.0, 0.8: 3.0}  # +% at n >= 250
-
-
-def machine() -> str:
-    names = [ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")]
-    cpu = names[0] if names else platform.machine()
-    return f"{cpu}, {os.cpu_count()} cores visible, {platform.system()} {platform.release()}"
 
 
 def solve(path: Path, budget: int, limit: float) -> tuple[dict[str, Any], float]:
@@ -134,13 +128,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--results", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
     meta = {
-        "machine": machine(),
-        "commit": commit.stdout.strip(),
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        **provenance(),
         "time_limit": args.time_limit,
         "load_start": round(os.getloadavg()[0], 2),
     }

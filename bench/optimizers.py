@@ -18,9 +18,7 @@ Writes bench/results/optimizers.md and .json (machine, commit, date).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -32,7 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from user_models import machine, rel_errors  # noqa: E402
+from provenance import provenance  # noqa: E402
+from user_models import rel_errors  # noqa: E402
 
 from poet_edge import autodiff, frontend, reference, runner  # noqa: E402
 from poet_edge.compiler import CompileOptions, compile_model  # noqa: E402
@@ -159,13 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             r for m, b in MODELS.items() for r in ram_rows(m, b, Path(tmp), not args.no_qemu, args.time_limit)
         ]
     print(markdown_table(ram))
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
     meta = {
-        "machine": machine(),
-        "commit": commit.stdout.strip(),
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        **provenance(),
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "optimizers.json").write_text(

@@ -22,7 +22,6 @@ import copy
 import datetime
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -40,6 +39,7 @@ sys.path.insert(0, os.environ.get("POET_TREE", str(ROOT)))
 sys.path.insert(0, str(ROOT / "examples" / "user_models"))
 
 import export as um  # noqa: E402
+from provenance import machine  # noqa: E402
 
 from poet_edge import inspect_model, runner, targets  # noqa: E402
 from poet_edge.compiler import CompileOptions, compile_model, plan_training  # noqa: E402
@@ -464,16 +464,6 @@ def notes(rows: list[dict[str, Any]]) -> list[str]:
         for r in extra:
             out.append(f"- {r['model']}/{r['exporter']}/{r['opset']}: {', '.join(r['unmatched_params'])}")
     return out
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        names = [ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")]
-        cpu = names[0] if names else cpu
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores visible, {platform.system()} {platform.release()}"
 
 
 def meta_info() -> dict[str, Any]:

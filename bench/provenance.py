@@ -1,0 +1,36 @@
+"""Where and when a benchmark table was measured: the machine, the commit and the date (UTC), which every
+bench script writes next to its results in bench/results/."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def machine() -> str:
+    """CPU model, visible cores and OS, e.g. "AMD EPYC 7B13, 2 cores visible, Linux 6.1.0"."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        names = [ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")]
+        cpu = names[0] if names else cpu
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores visible, {platform.system()} {platform.release()}"
+
+
+def commit() -> str:
+    """The checkout's short commit hash ("" outside a git checkout)."""
+    cmd = ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def provenance() -> dict[str, str]:
+    """{"machine", "commit", "date"} for a results file."""
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return {"machine": machine(), "commit": commit(), "date": now}
