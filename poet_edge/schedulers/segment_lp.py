@@ -400,8 +400,10 @@ def _solve(
         ints = np.array([j for j in range(ncol) if j not in lp.cont], dtype=np.int32)
         h.changeColsIntegrality(len(ints), ints, np.ones(len(ints), dtype=np.uint8))
     added = add_rows(h, lp.rows) if lp.csr is None else add_csr(h, *lp.csr)
-    if added != highspy.HighsStatus.kOk:  # e.g. a row naming a column twice: HiGHS drops the rows
+    if added == highspy.HighsStatus.kError:  # e.g. a row naming a column twice: HiGHS drops the rows
         raise AssertionError(f"HiGHS refused the model's rows ({added})")
+    # kWarning: the rows are in; HiGHS dropped coefficients below its small_matrix_value (1e-9), as in
+    # dense graphs' tiny relative sizes
     if cutoff is not None and integer:  # a proof: no point wanted, fewer columns free
         for name, value in PROOF_OPTIONS:
             h.setOptionValue(name, value)
