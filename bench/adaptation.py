@@ -7,10 +7,11 @@ and after.
 Per row: budget, --train, optimizer, the schedule's recomputations and page-ins, predicted and measured
 RAM, accuracy and loss before and after on qemu-cortex-m4, whether the host gives the same bits
 (parameters, losses, every predicted output), the simulator's energy and latency of one training step and
-of one poet_predict batch on the cortex-m4 profile, and QEMU's instructions per step. The same lr and
-number of steps for every row (no per-row tuning); the accuracy after training does not depend on the
-budget, only on --train (the schedule never changes the numerics).
-Optimizer: sgd only here (momentum / Adam are added with the --optimizer work).
+of one poet_predict batch on the cortex-m4 profile, and QEMU's instructions per step. The same number
+of steps and lr per optimizer for every row (no per-row tuning); the accuracy after training does not
+depend on the budget, only on --train and the optimizer (the schedule never changes the numerics).
+Optimizers: sgd (lr 0.05), momentum 0.9 (lr 0.01) and Adam (lr 0.001, torch's default): one lr per
+optimizer, never tuned per row.
 Run: .venv/bin/python bench/adaptation.py [--steps N] [--only all|bias|last:1]
 Writes bench/results/adaptation.{md,json,png} (the plot: accuracy before and after per row)."""
 
@@ -30,26 +31,41 @@ from provenance import provenance  # noqa: E402
 
 from poet_edge import runner  # noqa: E402
 from poet_edge.compiler import CompileOptions, compile_model  # noqa: E402
+from poet_edge.optimizer import Optimizer, OptimizerKind  # noqa: E402
 
 KB = 1024
 DIGITS = ROOT / "examples" / "digits"
 MODEL = DIGITS / "digits_pretrained.onnx"
 RESULTS = ROOT / "bench" / "results"
 STEPS, BATCH, LR, QEMU = 200, 8, 0.05, "qemu-cortex-m4"
-ROWS = [  # --train, budget: each choice at the smallest budget (KB) that fits it, and more
-    ("all", 61),
-    ("all", 64),
-    ("all", 96),
-    ("bias", 47),
-    ("bias", 64),
-    ("last:1", 32),
-    ("last:1", 64),
+LRS = {"sgd": LR, "momentum": 0.01, "adam": 0.001}  # per optimizer, never per row (adam: torch's default)
+ROWS = [  # --train, budget (KB), optimizer: each choice at the smallest budget that fits it, and more
+    ("all", 61, "sgd"),
+    ("all", 64, "sgd"),
+    ("all", 96, "sgd"),
+    ("bias", 47, "sgd"),
+    ("bias", 64, "sgd"),
+    ("last:1", 32, "sgd"),
+    ("last:1", 64, "sgd"),
+    ("all", 80, "momentum"),
+    ("all", 96, "adam"),
+    ("last:1", 48, "adam"),
 ]
 
 
-def run_row(train: str, kb: int, work: Path, steps: int) -> dict[str, Any]:
-    out = work / f"{train.replace(':', '')}-{kb}"
-    opts = CompileOptions(MODEL, "cortex-m4", kb * KB, out, BATCH, lr=LR, scheduler="scale", train=train)
+def run_row(train: str, kb: int, optimizer: str, work: Path, steps: int) -> dict[str, Any]:
+    out = work / f"{train.replace(':', '')}-{kb}-{optimizer}"
+    opts = CompileOptions(
+        MODEL,
+        "cortex-m4",
+        kb * KB,
+        out,
+        BATCH,
+        lr=LRS[optimizer],
+        scheduler="scale",
+        train=train,
+        optimizer=Optimizer(OptimizerKind(optimizer)),
+    )
     c = compile_model(opts)
     data, held_out = DIGITS / "rotated_train.npz", DIGITS / "rotated_test.npz"
     qemu = runner.run_project(out, QEMU, steps, data, eval_data=held_out)
@@ -64,7 +80,8 @@ def run_row(train: str, kb: int, work: Path, steps: int) -> dict[str, Any]:
     return {
         "train": train,
         "budget_bytes": kb * KB,
-        "optimizer": "sgd",
+        "optimizer": optimizer,
+        "lr": LRS[optimizer],
         "steps": steps,
         "recomputations": c.sim.n_recomputations,
         "page_ins": c.sim.n_page_ins,
@@ -96,7 +113,8 @@ def markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         f"{meta['machine']}; commit {meta['commit']}; {meta['date']}. Written by `bench/adaptation.py`.",
         "",
         "Pretrained upright on the host with poet-edge (`examples/digits/pretrain.py`: upright test "
-        f"accuracy {meta['pretrained']}); fine-tuned {meta['steps']} steps, batch {BATCH}, lr {LR} on 200 "
+        f"accuracy {meta['pretrained']}); fine-tuned {meta['steps']} steps, batch {BATCH}, "
+        f"lr sgd {LRS['sgd']}, momentum {LRS['momentum']}, adam {LRS['adam']} on 200 "
         "rotated digits; accuracy and loss on 200 held-out rotated digits from `poet run --eval-data` "
         "(poet_predict and poet_eval_step on the device). Energy and latency: the simulator on the "
         "cortex-m4 profile.",
@@ -122,7 +140,7 @@ def markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=STEPS)
-    ap.add_argument("--only", action="append", choices=sorted({t for t, _ in ROWS}))
+    ap.add_argument("--only", action="append", choices=sorted({t for t, _, _ in ROWS}))
     ap.add_argument("--results", type=Path, default=RESULTS)
     ap.add_argument("--render", action="store_true", help="only rewrite the .md and .png from the .json")
     args = ap.parse_args(argv)
@@ -138,10 +156,10 @@ def main(argv: list[str]) -> int:
     }
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for train, kb in ROWS:
+        for train, kb, optimizer in ROWS:
             if args.only and train not in args.only:
                 continue
-            rows.append(run_row(train, kb, Path(tmp), args.steps))
+            rows.append(run_row(train, kb, optimizer, Path(tmp), args.steps))
             print(json.dumps(rows[-1]), flush=True)
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "adaptation.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
