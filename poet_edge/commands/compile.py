@@ -16,6 +16,7 @@ from poet_edge.progress import Progress
 from poet_edge.schedulers import SCHEDULERS, milp_solver
 from poet_edge.schedulers.effort import cut_warning
 from poet_edge.schedulers.milp import MilpOptions
+from poet_edge.schedulers.ordering import ALL_ORDERS
 from poet_edge.trainable import TRAIN_HELP
 from poet_edge.units import SIZE_HELP, fmt_bytes, parse_size
 
@@ -213,9 +214,10 @@ def _bound_lines(
     if not 0.0 < g < 1.0:
         return []
     shown = f"{b * 1e3:.4f} {'mJ' if objective == 'energy' else 'ms'}"
+    space = "in any order" if info.get("bound_covers") == ALL_ORDERS else "in this order"
     lines = [
         f"lower bound: {shown} ({100 * (b / plain - 1):+.2f}% {objective}): no schedule that computes "
-        f"the nodes in this order costs less, so this one costs at most {100 * (1 / (1 - g) - 1):.2f}% "
+        f"the nodes {space} costs less, so this one costs at most {100 * (1 / (1 - g) - 1):.2f}% "
         "more than the best"  # gap = (cost - bound) / cost
     ]
     # a time limit cut the run: scale's cut_by_time_limit; "time" in the MILP's status (HiGHS's "Time
