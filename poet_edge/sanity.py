@@ -79,15 +79,16 @@ def check_graph(g: Graph, ram_bytes: int | None = None) -> None:
                 f"{fmt_bytes(size)}: more than {where} ({fmt_bytes(limit)}); a kernel needs its values in RAM"
                 + ("; use a smaller --batch" if t.role == Role.INPUT and t.shape and t.shape[0] > 1 else "")
             )
-    for name in sorted(g.params):
-        check_finite(f"weight '{name}'", g.params[name])
+    for name in sorted(g.params):  # a constant may be +-inf (an attention mask's fill), never NaN
+        check_finite(f"weight '{name}'", g.params[name], infinite_ok=name not in g.trainable)
 
 
-def check_finite(what: str, a: np.ndarray) -> None:
-    """``a`` holds no NaN or infinity; the error names ``what`` and the first bad index."""
+def check_finite(what: str, a: np.ndarray, infinite_ok: bool = False) -> None:
+    """``a`` holds no NaN (and, unless ``infinite_ok``, no infinity); the error names ``what`` and the
+    first bad index."""
     if a.dtype.kind != "f":
         return
-    bad = np.flatnonzero(~np.isfinite(a))
+    bad = np.flatnonzero(np.isnan(a) if infinite_ok else ~np.isfinite(a))
     if bad.size:
         index = [int(i) for i in np.unravel_index(bad[0], a.shape)]
         raise PoetError(
