@@ -50,12 +50,17 @@ def test_crc32_matches_zlib(tmp_path: Path) -> None:
         'FILE *f = fopen("d.bin", "rb"); if (!f || fread(b, 1, 1000, f) != 1000) return 1;\n'
         "uint32_t c = poet_crc32_update(POET_CRC32_INIT, b, 333);\nc = poet_crc32_update(c, b + 333, 667);\n"
         'printf("%08lx %08lx\\n", (unsigned long)poet_crc32(b, 1000), (unsigned long)poet_crc32_final(c));\n'
+        "for (unsigned i = 0; i < 256; ++i) { unsigned char v = (unsigned char)i;\n"
+        'printf("%08lx\\n", (unsigned long)poet_crc32_update(0u, &v, 1)); }\n'  # = table[i]
         "return 0; }\n"
     )
     flags = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", f"-I{RUNTIME_C / 'include'}"]
     subprocess.run(["gcc", *flags, str(src), "-o", str(tmp_path / "crc")], check=True)
     out = subprocess.run([str(tmp_path / "crc")], cwd=tmp_path, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == [f"{zlib.crc32(data):08x}"] * 2
+    whole, *table = out.stdout.splitlines()
+    assert whole.split() == [f"{zlib.crc32(data):08x}"] * 2
+    # every entry of the written-out table: update(0, [i]) = table[i] = ~zlib.crc32([i], ~0)
+    assert table == [f"{~zlib.crc32(bytes([i]), 0xFFFFFFFF) & 0xFFFFFFFF:08x}" for i in range(256)]
 
 
 def test_storage_calls_are_the_schedules(mlp: tuple[Path, Compiled], mlp_run: dict) -> None:
