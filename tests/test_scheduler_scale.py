@@ -1468,5 +1468,9 @@ def test_gap_option_stops_once_proven_within_it() -> None:
         assert info["cut_by_time_limit"] is False
         assert first.steps == schedule_scale(problem, wide).steps
         # as the command line passes it: configured() with the MILP's options
+        # (the order is chosen too, and the given order's schedule is among those compared: never worse)
         line = configured("scale", MilpOptions(time_limit_s=60.0, threads=1, gap_rel=0.05))
-        assert line(problem).steps == schedule_scale(problem, replace(wide, kicks=ScaleOptions.kicks)).steps
+        chosen = line(problem)
+        given = schedule_scale(problem, replace(wide, kicks=ScaleOptions.kicks))
+        assert chosen.steps == line(problem).steps
+        assert simulate(problem, chosen).energy_j <= simulate(problem, given).energy_j * (1 + 1e-12)
