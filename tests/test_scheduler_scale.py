@@ -1355,7 +1355,7 @@ def test_second_start_windows_keep_their_own_incumbent(monkeypatch: pytest.Monke
         if start is not None:
             assert isinstance(start, Schedule)
             starts.append(simulate(run.problem, start).energy_j)
-            kwargs["stall"] = None  # these windows run until their sweeps end
+            kwargs["stall"] = 10**9  # these windows run until their sweeps end
         real_lns(run, *args, **kwargs)  # type: ignore[arg-type]
 
     def window_schedule(run: scale_module._Run, model: object, solved: object, own: float) -> Schedule:

@@ -34,7 +34,7 @@ class Budget:
 
 
 LEVELS = (
-    Budget(kicks=60, stall=1000, nodes=100, window_nodes=5, windows=60, window_stall=20, rounds=6,
+    Budget(kicks=60, stall=1000, nodes=100, window_nodes=5, windows=20, window_stall=10, rounds=6,
            cut_rounds=2, split=False),
     Budget(kicks=300, stall=3000, nodes=500, window_nodes=20, windows=300, window_stall=60, rounds=12,
            cut_rounds=8, split=True),
