@@ -37,8 +37,9 @@ demo: venv toolchain  ## digits CNN: pretrain on the host with poet-edge, fine-t
 	$(POET) run $(DEMO_OUT)/finetune --target qemu-cortex-m4 --steps 200 --data $(DIGITS)/rotated_train.npz \
 	  --eval-data $(DIGITS)/rotated_test.npz
 
-test: venv toolchain  ## run every test (pytest)
-	$(PY) -m pytest -q --durations=25
+TEST_JOBS ?= auto
+test: venv toolchain  ## run every test (pytest, one worker per core: TEST_JOBS=1 for one process)
+	$(PY) -m pytest -q -n $(TEST_JOBS) --durations=25
 
 FUZZ_CASES ?= 3000
 FUZZ_SEEDS ?= 1,2,3,4
