@@ -54,8 +54,10 @@ lint:  venv ## ruff (lint + format check), mypy on the package, the pipeline's l
 	$(VENV)/bin/mypy poet_edge
 	$(VENV)/bin/lint-imports
 
-bench: venv toolchain  ## run the benchmark scripts in bench/ (each prints a table)
-	@set -e; for b in bench/*.py; do echo "== $$b"; $(PY) $$b; done
+BENCH_HELPERS := bench/provenance.py bench/results_index.py
+bench: venv toolchain  ## run the benchmark scripts in bench/ (each prints a table), then index bench/results/RESULTS.md
+	@set -e; for b in $(filter-out $(BENCH_HELPERS),$(wildcard bench/*.py)); do echo "== $$b"; $(PY) $$b; done
+	$(PY) bench/results_index.py
 
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf build .pytest_cache .ruff_cache .mypy_cache
