@@ -12,6 +12,7 @@ import pytest
 from poet_edge.errors import PoetError
 from poet_edge.graphgen import dense_layered, random_layered_dag, shuffled, training_chain
 from poet_edge.problem import ProblemNode, SchedulingProblem
+from poet_edge.schedule import Schedule
 from poet_edge.schedulers import configured, engine
 from poet_edge.schedulers.greedy import SAMPLE, schedule_greedy
 from poet_edge.schedulers.milp import MilpOptions
@@ -160,3 +161,30 @@ def test_baselines_work_is_bounded_on_2000_nodes_12000_edges() -> None:
     assert simulate(replace(problem, budget_bytes=budget), schedule).peak_ram_bytes <= budget
     choice = choose_order(problem, int(0.8 * _peak(problem)))
     assert choice.evaluations <= ORDER_WORK + len(choice.compared)
+
+
+def test_the_given_order_is_scheduled_too_unless_no_time_is_left() -> None:
+    """When another order is chosen, the inner scheduler also runs on the file's order and the cheaper
+    schedule wins; when the time left is shorter than the first run took, the run is marked cut."""
+    from poet_edge.schedulers.ordering import schedule_ordered
+
+    base = shuffled(dense_layered(120, seed=3), 4)
+    peak = int(simulate(base, schedule_none(base)).peak_ram_bytes)
+    problem = replace(base, budget_bytes=int(0.6 * peak))
+    choice = choose_order(problem, problem.budget_bytes)
+    assert choice.origin != "given" and choice.peak > problem.budget_bytes
+    calls: list[list[str]] = []
+
+    def inner(p: SchedulingProblem, _limit: float) -> Schedule:
+        calls.append([n.name for n in p.nodes])
+        return schedule_greedy(p)
+
+    both = schedule_ordered(problem, inner, 1e9)
+    assert calls == [[n.name for n in choice.problem.nodes], [n.name for n in problem.nodes]]
+    costs = [simulate(problem, schedule_greedy(p)).energy_j for p in (choice.problem, problem)]
+    assert simulate(problem, both).energy_j <= min(costs) * (1 + 1e-12)
+    assert not dict(both.info).get("cut_by_time_limit")
+    calls.clear()
+    cut = dict(schedule_ordered(problem, inner, 0.0).info)
+    assert len(calls) == 1 and cut["cut_by_time_limit"] is True
+    assert cut["cut_phase"] == "the given order's schedule"

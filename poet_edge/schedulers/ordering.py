@@ -624,7 +624,9 @@ def schedule_ordered(
     * otherwise recomputations are inserted into the chosen order (:func:`insert_recomputations`, at
       most ``INSERT_WORK`` evaluations; not with ``remat`` False), a first schedule in seconds, and
       ``inner`` runs on the chosen order for the time left, and, when that is not the given order, on
-      the given order too (unless the safety stop cut the first run); the cheapest schedule is kept
+      the given order too (unless the safety stop cut the first run, or the time left is shorter than
+      the first run took: then the run is marked cut, in phase "the given order's schedule"); the
+      cheapest schedule is kept
       (``inner``'s on ties, the chosen order's before the given one's), ``inner``'s error only raised
       when there is no other schedule.
 
@@ -671,19 +673,34 @@ def schedule_ordered(
         theirs = inner(ordered, max(0.0, time_limit_s - order_s))
     except PoetError as e:
         error = e
+    first_s = time.perf_counter() - began - order_s
+    skipped = False  # the safety stop left less time than the first run took: the given order not run
     if choice.origin != "given" and not _cut(theirs):
-        choice, ordered, theirs = _given_if_cheaper(
-            problem, inner, choice, theirs, time_limit_s, began, latency
-        )
+        if time_limit_s - (time.perf_counter() - began) >= first_s:
+            choice, ordered, theirs = _given_if_cheaper(
+                problem, inner, choice, theirs, time_limit_s, began, latency
+            )
+        else:
+            skipped = True
     if theirs is None:
         if ours.schedule is None:
             assert error is not None
             raise error
-        return _ours(ours, None, plain, choice, order_s, began)
+        return _marked(_ours(ours, None, plain, choice, order_s, began), skipped)
     cost = _measure(problem, theirs, latency, 0.0).cost
     if ours.cost < cost:
-        return _ours(ours, dict(theirs.info).get("bound"), plain, choice, order_s, began)
-    return _labelled(theirs, choice, ordered, order_s, ours)
+        return _marked(_ours(ours, dict(theirs.info).get("bound"), plain, choice, order_s, began), skipped)
+    return _marked(_labelled(theirs, choice, ordered, order_s, ours), skipped)
+
+
+def _marked(schedule: Schedule, skipped: bool) -> Schedule:
+    """``schedule``, its info saying the safety stop cut the run where the given order was skipped."""
+    if not skipped:
+        return schedule
+    cut = {"cut_by_time_limit": True, "cut_phase": "the given order's schedule"}
+    return replace(
+        schedule, info=tuple((k, v) for k, v in schedule.info if k not in cut) + tuple(cut.items())
+    )
 
 
 def _cut(schedule: Schedule | None) -> bool:
