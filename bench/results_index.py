@@ -18,7 +18,7 @@ INDEX = RESULTS / "RESULTS.md"
 FIELDS = ("machine", "commit", "date")
 
 
-def provenance(table: Path) -> dict[str, str]:
+def recorded(table: Path) -> dict[str, str]:
     """machine / commit / date from the table's JSON (top level or under "meta"); "?" where missing."""
     data = table.with_suffix(".json")
     found: dict[str, object] = {}
@@ -30,16 +30,15 @@ def provenance(table: Path) -> dict[str, str]:
     return {k: str(found.get(k, "?")) for k in FIELDS}
 
 
-def title(table: Path) -> str:
-    for line in table.read_text().splitlines():
+def title(table: Path, text: str) -> str:
+    for line in text.splitlines():
         if line.startswith("# "):
             return line[2:].strip()
     return table.stem
 
 
-def script(table: Path) -> str:
+def script(table: Path, text: str) -> str:
     """The bench script named in the table's text ("bench/x.py"), else the one named like the table."""
-    text = table.read_text()
     for candidate in sorted(RESULTS.parent.glob("*.py")):
         if f"bench/{candidate.name}" in text:
             return f"bench/{candidate.name}"
@@ -60,10 +59,9 @@ def render() -> str:
         "|---|---|---|---|---|",
     ]
     for t in tables:
-        p = provenance(t)
-        lines.append(
-            f"| [{title(t)}]({t.name}) | `{script(t)}` | {p['machine']} | {p['commit']} | {p['date']} |"
-        )
+        text, p = t.read_text(), recorded(t)
+        where = " | ".join(p[k] for k in FIELDS)
+        lines.append(f"| [{title(t, text)}]({t.name}) | `{script(t, text)}` | {where} |")
     return "\n".join(lines) + "\n"
 
 

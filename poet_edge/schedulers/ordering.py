@@ -626,9 +626,8 @@ def schedule_ordered(
       ``inner`` runs on the chosen order for the time left, and, when that is not the given order, on
       the given order too (unless the safety stop cut the first run, or the time left is shorter than
       the first run took: then the run is marked cut, in phase "the given order's schedule"); the
-      cheapest schedule is kept
-      (``inner``'s on ties, the chosen order's before the given one's), ``inner``'s error only raised
-      when there is no other schedule.
+      cheapest schedule is kept (``inner``'s on ties, the chosen order's before the given one's),
+      ``inner``'s error only raised when there is no other schedule.
 
     ``Schedule.info`` gains ``order`` (the candidate chosen), ``orders_compared``, ``order_evaluations``,
     ``order_s`` and ``bound_covers``: "all orders" where the bound is the plain pass (every node once) or
@@ -667,30 +666,40 @@ def schedule_ordered(
                 problem, sequence_schedule(ordered, seq, "scale"), latency, time.perf_counter() - began
             )
     order_s = time.perf_counter() - began
-    error: PoetError | None = None
-    theirs: Schedule | None = None
-    try:
-        theirs = inner(ordered, max(0.0, time_limit_s - order_s))
-    except PoetError as e:
-        error = e
+    theirs, error = _run(inner, ordered, time_limit_s - order_s)
+    cost = _measure(problem, theirs, latency, 0.0).cost if theirs is not None else math.inf
     first_s = time.perf_counter() - began - order_s
     skipped = False  # the safety stop left less time than the first run took: the given order not run
     if choice.origin != "given" and not _cut(theirs):
-        if time_limit_s - (time.perf_counter() - began) >= first_s:
-            choice, ordered, theirs = _given_if_cheaper(
-                problem, inner, choice, theirs, time_limit_s, began, latency
-            )
-        else:
+        left = time_limit_s - (time.perf_counter() - began)
+        if left < first_s:
             skipped = True
+        elif (given := _run(inner, problem, left)[0]) is not None:
+            # the (overflow, peak) key only estimates what recomputation and paging must make up, and
+            # an exporter's order is often good: the given order's schedule wins when it is cheaper
+            given_cost = _measure(problem, given, latency, 0.0).cost
+            if given_cost < cost or theirs is None:
+                order = tuple(range(len(problem.nodes)))
+                choice = replace(choice, problem=problem, order=order, origin="given")
+                ordered, theirs, cost = problem, given, given_cost
     if theirs is None:
         if ours.schedule is None:
             assert error is not None
             raise error
         return _marked(_ours(ours, None, plain, choice, order_s, began), skipped)
-    cost = _measure(problem, theirs, latency, 0.0).cost
     if ours.cost < cost:
         return _marked(_ours(ours, dict(theirs.info).get("bound"), plain, choice, order_s, began), skipped)
     return _marked(_labelled(theirs, choice, ordered, order_s, ours), skipped)
+
+
+def _run(
+    inner: Callable[[SchedulingProblem, float], Schedule], problem: SchedulingProblem, limit_s: float
+) -> tuple[Schedule | None, PoetError | None]:
+    """``inner``'s schedule, or its error."""
+    try:
+        return inner(problem, max(0.0, limit_s)), None
+    except PoetError as e:
+        return None, e
 
 
 def _marked(schedule: Schedule, skipped: bool) -> Schedule:
@@ -705,31 +714,6 @@ def _marked(schedule: Schedule, skipped: bool) -> Schedule:
 
 def _cut(schedule: Schedule | None) -> bool:
     return schedule is not None and bool(dict(schedule.info).get("cut_by_time_limit"))
-
-
-def _given_if_cheaper(
-    problem: SchedulingProblem,
-    inner: Callable[[SchedulingProblem, float], Schedule],
-    choice: OrderChoice,
-    theirs: Schedule | None,
-    time_limit_s: float,
-    began: float,
-    latency: bool,
-) -> tuple[OrderChoice, SchedulingProblem, Schedule | None]:
-    """``inner`` on the problem's own order as well: the (overflow, peak) key only estimates what
-    recomputation and paging must make up, and an exporter's order is often good. The cheaper schedule
-    wins (the chosen order's on ties); ``choice`` says which order it came from."""
-    try:
-        given = inner(problem, max(0.0, time_limit_s - (time.perf_counter() - began)))
-    except PoetError:
-        return choice, choice.problem, theirs
-    if (
-        theirs is not None
-        and _measure(problem, theirs, latency, 0.0).cost <= _measure(problem, given, latency, 0.0).cost
-    ):
-        return choice, choice.problem, theirs
-    kept = replace(choice, problem=problem, order=tuple(range(len(problem.nodes))), origin="given")
-    return kept, problem, given
 
 
 def _ours(

@@ -382,12 +382,11 @@ def _mid_size(run: _Run, bound: float, plain: float, pairs: int, job: proof_proc
     best.phase = "stage windows"
     sweeps = _sweeps()
     if run.split is not None:  # windows from a second start where they stall while the split proof is not due
-        stall = run.budget.window_stall
-        _lns(run, model, windows, bound, sweeps, count, stall=stall)
+        _lns(run, model, windows, bound, sweeps, count)
         if not _split_due(run, _proven(run, bound)):
             second = _second_start(run, _proven(run, bound))
             if second is not None:
-                _lns(run, model, windows, bound, _sweeps(), count, start=second, stall=stall)
+                _lns(run, model, windows, bound, _sweeps(), count, start=second)
     _lns(run, model, windows, bound, sweeps, count)
     if run.split is not None:
         best.phase = "split segment cover"
