@@ -46,6 +46,7 @@ class CompileOptions:
     train: str = "all"
     kernels: str = "fast"  # "fast": runtime_c/src/optimized/<k>.c where it exists; "reference": src/kernels
     input: planning.InputPlace = planning.InputPlace.RAM  # where the batch x lives during a step
+    params: planning.ParamPlace = planning.ParamPlace.AUTO  # where trainable parameters live (--params)
     milp: MilpOptions = MilpOptions()
     max_latency: str | None = None  # "1.5x" (of the no-remat step time) or seconds, e.g. "0.2" / "0.2s"
     time_limit_s: float | None = None  # --time-limit: each phase's safety stop (progress.PhaseLimit)
@@ -108,25 +109,61 @@ def plan_training(
     if flash_warning := sanity.flash_excess(tg, profile):
         print(f"poet: warning: {flash_warning}", file=sys.stderr)
     reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
-    spec = planning.spec_from_graph(tg, reserve, opts.input)
+    log(f"training graph: {len(tg.nodes)} nodes ({sum(n.phase == Phase.FORWARD for n in tg.nodes)} forward)")
+    best: Compiled | None = None
+    candidates = stored_candidates(tg, reserve, profile, opts)
+    for k, stored in enumerate(candidates):
+        if stored:
+            log(
+                f"parameters in storage ({k + 1} of {len(candidates)} choices): {len(stored)} of "
+                f"{len(tg.trainable)}, {fmt_bytes(sum(tg.tensor(p).nbytes for p in stored))}"
+            )
+        try:
+            c = _plan_stored(g, tg, profile, reserve, stored, opts, limit, began, phase, log)
+        except PoetError:
+            if best is None and k == len(candidates) - 1:
+                raise
+            continue
+        if best is None or c.sim.energy_j < best.sim.energy_j:
+            best = c
+    assert best is not None
+    compiled = best
+    limit.begin(None)
+    return compiled
+
+
+def _plan_stored(
+    g: Graph,
+    tg: Graph,
+    profile: Profile,
+    reserve: int,
+    stored: frozenset[str],
+    opts: CompileOptions,
+    limit: PhaseLimit,
+    began: float,
+    phase: Callable[[str], None],
+    log: Callable[[str], None],
+) -> Compiled:
+    """Schedule, arena, simulation and inference plans with the parameters ``stored`` in storage."""
+    spec = planning.spec_from_graph(tg, reserve, opts.input, stored)
     problem = planning.price(spec, profile, opts.ram_bytes)
     problem = replace(problem, max_latency_s=max_latency_s(opts.max_latency, problem))
-    log(f"training graph: {len(tg.nodes)} nodes ({sum(n.phase == Phase.FORWARD for n in tg.nodes)} forward)")
     floor = memory_floor(problem)
     if opts.ram_bytes < floor.bytes:
         raise PoetError(
             f"--ram {fmt_bytes(opts.ram_bytes)} is below the memory floor of this model, "
             f"{fmt_bytes(floor.bytes)} ({floor.explanation}){_state_hint(spec.fixed, opts)}"
-            f"{_storage_hint(tg, reserve, profile, opts)}"
+            f"{_storage_hint(tg, reserve, profile, opts)}{_params_hint(tg, reserve, profile, opts)}"
         )
     schedule, plan = _fit(problem, floor.bytes, spec, opts, limit, began, phase, log)
     phase("simulate")
     storage = emit.storage_for(tg, spec, schedule)
     sim = simulate(problem, schedule, profile, integrity(opts, tg, storage))
+    params = emit.stored_bytes(tg, planning.stored_params(spec))
     modes = tuple(
-        _plan_mode(tg, m, spec.fixed, profile, opts, limit, began, phase, log) for m in inference.MODES
+        _plan_mode(tg, m, spec.fixed, stored, params, profile, opts, limit, began, phase, log)
+        for m in inference.MODES
     )
-    limit.begin(None)
     compiled = Compiled(g, tg, profile, spec, problem, schedule, sim, plan, storage, modes)
     if compiled.predicted_ram_bytes > opts.ram_bytes:
         raise PoetError(
@@ -136,6 +173,50 @@ def plan_training(
             f"simulated peak {fmt_bytes(sim.peak_ram_bytes)}), more than --ram {fmt_bytes(opts.ram_bytes)}"
         )
     return compiled
+
+
+def _stored_floor(
+    tg: Graph, reserve: int, profile: Profile, opts: CompileOptions, stored: frozenset[str]
+) -> int:
+    spec = planning.spec_from_graph(tg, reserve, opts.input, stored)
+    return memory_floor(planning.price(spec, profile, opts.ram_bytes)).bytes
+
+
+def stored_candidates(
+    tg: Graph, reserve: int, profile: Profile, opts: CompileOptions
+) -> list[frozenset[str]]:
+    """The sets of trainable parameters to keep in storage that the compile schedules, the least energy
+    kept. --params ram: none; storage: all. auto: none when the model's floor fits the budget that way;
+    else the fewest of the largest parameters that bring the floor under the budget (keeping a parameter in
+    storage lowers the floor or leaves it), and all of them (more room for activations, more storage
+    traffic); all when even that is above the budget (its floor is then the error)."""
+    everything = frozenset(tg.trainable)
+    if opts.params == planning.ParamPlace.RAM or not everything:
+        return [frozenset()]
+    if opts.params == planning.ParamPlace.STORAGE:
+        return [everything]
+    if _stored_floor(tg, reserve, profile, opts, frozenset()) <= opts.ram_bytes:
+        return [frozenset()]
+    order = sorted(tg.trainable, key=lambda p: (-tg.tensor(p).nbytes, p))
+    lo, hi = 1, len(order)  # the smallest prefix whose floor fits (the floor does not rise along the order)
+    if _stored_floor(tg, reserve, profile, opts, everything) > opts.ram_bytes:
+        return [everything]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _stored_floor(tg, reserve, profile, opts, frozenset(order[:mid])) <= opts.ram_bytes:
+            hi = mid
+        else:
+            lo = mid + 1
+    fewest = frozenset(order[:lo])
+    return [fewest] if fewest == everything else [fewest, everything]
+
+
+def _params_hint(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions) -> str:
+    """With --params ram: what the floor would be with every trainable parameter in storage, when lower."""
+    if opts.params != planning.ParamPlace.RAM or not tg.trainable:
+        return ""
+    alt = _stored_floor(tg, reserve, profile, opts, frozenset(tg.trainable))
+    return f"; with --params storage (or auto) the floor is {fmt_bytes(alt)}" if alt < opts.ram_bytes else ""
 
 
 def _state_hint(fixed: planning.FixedRam, opts: CompileOptions) -> str:
@@ -300,14 +381,18 @@ def _fit(
     return schedule, plan
 
 
-def _storage(schedule: Schedule, spec: planning.ProblemSpec) -> emit.StoragePlan:
-    return emit.plan_storage(schedule, {n.name: n.out_bytes for n in spec.nodes}, emit.input_region(spec))
+def _storage(schedule: Schedule, spec: planning.ProblemSpec, params: dict[str, int]) -> emit.StoragePlan:
+    """A mode's storage: its paged values; stored parameters in the training step's slots."""
+    sizes = {n.name: n.out_bytes for n in spec.nodes}
+    return emit.plan_storage(schedule, sizes, emit.input_region(spec), param_bytes=params)
 
 
 def _plan_mode(
     tg: Graph,
     mode: str,
     fixed: planning.FixedRam,
+    stored: frozenset[str],
+    params: dict[str, int],
     profile: Profile,
     opts: CompileOptions,
     limit: PhaseLimit,
@@ -318,13 +403,14 @@ def _plan_mode(
     """poet_predict / poet_eval_step: the same scheduler on the mode's graph at the same --ram, with the
     training step's fixed RAM (parameters stay where they are; the caller's buffers exist throughout)."""
     g = inference.mode_graph(tg, mode)
-    spec = inference.with_fixed(planning.spec_from_graph(g, fixed.reserve, opts.input), fixed)
+    used = frozenset(p for p in stored if any(p in n.inputs for n in g.nodes))
+    spec = inference.with_fixed(planning.spec_from_graph(g, fixed.reserve, opts.input, used), fixed)
     problem = planning.price(spec, profile, opts.ram_bytes)
     schedule, plan = _fit(
         problem, memory_floor(problem).bytes, spec, opts, limit, began, phase, log, f" ({mode})"
     )
     sim = simulate(problem, schedule, profile)
-    return inference.ModePlan(mode, g, spec, problem, schedule, sim, plan, _storage(schedule, spec))
+    return inference.ModePlan(mode, g, spec, problem, schedule, sim, plan, _storage(schedule, spec, params))
 
 
 def integrity(opts: CompileOptions, tg: Graph, storage: emit.StoragePlan) -> Integrity:
@@ -430,6 +516,8 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
         "train": opts.train,
         "kernels": opts.kernels,
         "input": opts.input.value,
+        "params": opts.params.value,
+        "stored_parameters": list(planning.stored_params(c.spec)),
         "peak_ram_bytes": c.predicted_ram_bytes,
         "simulated_peak_ram_bytes": c.sim.peak_ram_bytes,
         "fixed_ram_bytes": c.fixed.total,

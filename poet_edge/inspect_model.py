@@ -37,6 +37,8 @@ class Inspection:
     floor_node: str
     floor_explanation: str
     no_remat_peak_bytes: int
+    floor_stored_bytes: int = 0  # the floor with every trainable parameter in storage (--params storage)
+    floor_stored_node: str = ""
     optimizer: str = "sgd"  # the one the floor and the no-remat peak are computed with
     optimizer_state_bytes: dict[str, int] | None = None  # state RAM of each optimizer
 
@@ -70,6 +72,8 @@ def inspect(
     problem = planning.price(spec, load_profile("host"), 1 << 62)
     floor = memory_floor(problem)
     peak = simulate(problem, get_scheduler("none")(problem)).peak_ram_bytes
+    stored = planning.spec_from_graph(tg, reserve, input_place, frozenset(tg.trainable))
+    floor_stored = memory_floor(planning.price(stored, load_profile("host"), 1 << 62))
     frozen = [p for p in g.params if p not in chosen]
     grads = [n.inputs[1] for n in tg.nodes if n.phase == Phase.UPDATE]
     return Inspection(
@@ -90,6 +94,8 @@ def inspect(
         floor.node,
         floor.explanation,
         peak,
+        floor_stored.bytes,
+        floor_stored.node,
         optimizer.kind.value,
         {k.value: len(names) * per_param for k, names in STATE_NAMES.items()},
     )
@@ -120,6 +126,8 @@ def format_inspection(r: Inspection) -> str:
         + f" (RAM, the whole step; the floor below is with --optimizer {r.optimizer})",
         f"memory floor     {kb(r.floor_bytes)} at node {r.floor_node}",
         f"                 {r.floor_explanation}",
+        f"                 {kb(r.floor_stored_bytes)} with --params storage (every trainable parameter "
+        f"in storage, loaded where needed), at node {r.floor_stored_node}",
         f"no-remat peak    {kb(r.no_remat_peak_bytes)} (every node once, freed after last use)",
     ]
     return "\n".join(lines)

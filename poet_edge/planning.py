@@ -13,7 +13,7 @@ from poet_edge import ops
 from poet_edge.cost import Cost, node_cost, transfer_cost
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Node, Phase, Role
-from poet_edge.problem import INPUT_KIND, ProblemNode, SchedulingProblem
+from poet_edge.problem import INPUT_KIND, PARAM_KIND, ProblemNode, SchedulingProblem
 from poet_edge.profiles import Profile
 from poet_edge.units import align
 from poet_edge.work import OpClass, Work
@@ -76,6 +76,7 @@ class NodeSpec:
     kind: str
     epilogue: tuple[str, ...] = ()
     epilogue_work: tuple[Work, ...] = ()
+    stores: int = 0  # bytes written to storage after the node ran: a stored parameter's write-back
 
     @property
     def works(self) -> tuple[Work, ...]:
@@ -116,6 +117,7 @@ class ProblemSpec:
                 n["kind"],
                 tuple(n.get("epilogue", ())),
                 tuple(_work_from_json(w) for w in n.get("epilogue_work", ())),
+                n.get("stores", 0),
             )
             for n in d["nodes"]
         )
@@ -151,8 +153,11 @@ def output_extra_bytes(tg: Graph) -> int:
     return max(0, align(tg.tensor(loss.inputs[0]).nbytes) - align(tg.tensor(loss.inputs[1]).nbytes))
 
 
-def fixed_ram(tg: Graph, reserve: int, input_place: InputPlace = InputPlace.RAM) -> FixedRam:
-    params = sum(align(tg.tensor(p).nbytes) for p in tg.trainable)
+def fixed_ram(
+    tg: Graph, reserve: int, input_place: InputPlace = InputPlace.RAM, stored: frozenset[str] = frozenset()
+) -> FixedRam:
+    """``stored``: trainable parameters kept in storage (loaded into the arena when needed), not in RAM."""
+    params = sum(align(tg.tensor(p).nbytes) for p in tg.trainable if p not in stored)
     held = [t for t in tg.inputs if input_place == InputPlace.RAM or tg.tensor(t).role != Role.INPUT]
     state = sum(align(t.nbytes) for t in tg.tensors.values() if t.role == Role.OPTIMIZER_STATE)
     inputs = sum(align(tg.tensor(t).nbytes) for t in held) + output_extra_bytes(tg)
@@ -224,7 +229,58 @@ def input_node_name(x: str) -> str:
     return f"input:{x}"
 
 
-def spec_from_graph(tg: Graph, reserve: int, input_place: InputPlace = InputPlace.RAM) -> ProblemSpec:
+def param_node_name(p: str) -> str:
+    return f"param:{p}"
+
+
+class ParamPlace(str, Enum):
+    """Where the master copy of each trainable parameter lives between steps."""
+
+    RAM = "ram"  # every parameter in RAM for the whole step (fixed RAM)
+    STORAGE = "storage"  # every parameter in storage: loaded where forward, backward and its update need it
+    AUTO = "auto"  # in RAM while the model fits that way; else the fewest bytes in storage that make it fit
+
+
+PARAMS_HELP = (
+    "where the trainable parameters live between steps: ram (the whole step, counted as fixed RAM), "
+    "storage (a master copy in storage, loaded into the arena where the forward, backward and the update "
+    "need it, written back after its update: storage reads and writes every step, and storage wear), or "
+    "auto (default: ram when the model fits that way, else the fewest parameter bytes in storage that "
+    "make it fit, the largest parameters first)"
+)
+
+
+def stored_params(spec: ProblemSpec) -> tuple[str, ...]:
+    """The trainable parameters ``spec`` keeps in storage (those with a load node), sorted."""
+    prefix = param_node_name("")
+    return tuple(sorted(n.name[len(prefix) :] for n in spec.nodes if n.kind == PARAM_KIND))
+
+
+def _load_node(tg: Graph, p: str) -> NodeSpec:
+    """Reads stored parameter ``p`` into the arena (again, after a drop, until its update has run)."""
+    nbytes = align(tg.tensor(p).nbytes)
+    return NodeSpec(
+        param_node_name(p),
+        nbytes,
+        Work(OpClass.COPY, bytes_read=nbytes, bytes_written=nbytes),
+        True,
+        PARAM_KIND,
+    )
+
+
+def spec_from_graph(
+    tg: Graph,
+    reserve: int,
+    input_place: InputPlace = InputPlace.RAM,
+    stored: frozenset[str] = frozenset(),
+) -> ProblemSpec:
+    """``stored``: trainable parameters whose master copy is in storage. Each gets a load node (kind
+    PARAM_KIND, placed just before its first reader) that its readers and its update depend on; the update
+    rewrites the loaded copy in place and writes it back (``stores``); once it ran, no reader of the
+    parameter, and not its load, may run again."""
+    unknown = sorted(stored - set(tg.trainable))
+    if unknown:
+        raise PoetError(f"only trainable parameters can be kept in storage: {', '.join(unknown)}")
     groups = fusion_groups(tg)
     nodes: list[NodeSpec] = []
     sources: dict[str, int] = {}  # tensor -> index of the scheduling node that produces it
@@ -242,7 +298,11 @@ def spec_from_graph(tg: Graph, reserve: int, input_place: InputPlace = InputPlac
         )
     edges: set[tuple[int, int]] = set()
     index: dict[str, int] = {}  # training-graph node -> scheduling node
+    loads: dict[str, int] = {}  # stored parameter -> index of its load node
     for members in groups:
+        for p in sorted({t for n in members for t in n.inputs if t in stored and t not in loads}):
+            loads[p] = sources[p] = len(nodes)
+            nodes.append(_load_node(tg, p))
         k = len(nodes)
         works = [_work(tg, n) for n in members]
         first, last = members[0], members[-1]
@@ -257,6 +317,7 @@ def spec_from_graph(tg: Graph, reserve: int, input_place: InputPlace = InputPlac
                 first.phase.value,
                 epi,
                 tuple(works[1:]),
+                _stores(tg, first, stored),
             )
         )
         for n in members:
@@ -270,9 +331,22 @@ def spec_from_graph(tg: Graph, reserve: int, input_place: InputPlace = InputPlac
         for r in tg.nodes
         if u.inputs[0] in r.inputs and r is not u
     }
+    invalid |= {
+        (loads[u.inputs[0]], index[u.name])
+        for u in tg.nodes
+        if u.phase == Phase.UPDATE and u.inputs[0] in loads
+    }
     return ProblemSpec(
-        tuple(nodes), tuple(sorted(edges)), tuple(sorted(invalid)), fixed_ram(tg, reserve, input_place)
+        tuple(nodes),
+        tuple(sorted(edges)),
+        tuple(sorted(invalid)),
+        fixed_ram(tg, reserve, input_place, stored),
     )
+
+
+def _stores(tg: Graph, n: Node, stored: frozenset[str]) -> int:
+    """Bytes an update node writes back to storage: its parameter's, when that is stored."""
+    return align(tg.tensor(n.inputs[0]).nbytes) if n.phase == Phase.UPDATE and n.inputs[0] in stored else 0
 
 
 def _work(tg: Graph, n: Node) -> Work:
@@ -283,7 +357,11 @@ def price(spec: ProblemSpec, profile: Profile, budget_bytes: int) -> SchedulingP
     nodes = []
     for n in spec.nodes:
         out, inn = transfer_cost(profile, n.out_bytes, True), transfer_cost(profile, n.out_bytes, False)
-        c = inn if n.kind == INPUT_KIND else sum((node_cost(profile, w) for w in n.works), Cost(0.0, 0.0))
+        if n.kind in (INPUT_KIND, PARAM_KIND):
+            c = inn
+        else:
+            c = sum((node_cost(profile, w) for w in n.works), Cost(0.0, 0.0))
+            c = c + transfer_cost(profile, n.stores, True)
         workspace = max(w.workspace_bytes for w in n.works)
         nodes.append(
             ProblemNode(
@@ -297,8 +375,9 @@ def price(spec: ProblemSpec, profile: Profile, budget_bytes: int) -> SchedulingP
                 inn.joules,
                 align(workspace) if workspace else 0,
                 recomputable=n.recomputable,
-                pageable=n.out_bytes > 0 and n.kind != INPUT_KIND,
+                pageable=n.out_bytes > 0 and n.kind not in (INPUT_KIND, PARAM_KIND),
                 kind=n.kind,
+                stores_bytes=n.stores,
             )
         )
     return SchedulingProblem(

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 INPUT_KIND = (
     "input"  # ProblemNode.kind of a node that loads the batch from storage (its bytes are storage reads)
 )
+# ProblemNode.kind of a node that loads a trainable parameter kept in storage (its bytes are storage reads;
+# it may run again, a reload, until the parameter's update has run)
+PARAM_KIND = "param"
 
 
 @dataclass(frozen=True)
@@ -24,7 +27,8 @@ class ProblemNode:
     workspace_bytes: int = 0  # transient RAM while this node runs
     recomputable: bool = True  # False: may be computed only once
     pageable: bool = True
-    kind: str = "forward"  # forward | loss | backward | update | input (INPUT_KIND) | other
+    kind: str = "forward"  # forward | loss | backward | update | input (INPUT_KIND) | param (PARAM_KIND)
+    stores_bytes: int = 0  # bytes the node writes to storage when it runs (a stored parameter's write-back)
 
 
 @dataclass(frozen=True)

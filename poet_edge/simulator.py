@@ -29,7 +29,7 @@ from typing import Any
 
 from poet_edge.cost import Cost, erase_blocks, node_cost, steps_until_endurance, transfer_cost
 from poet_edge.errors import PoetError
-from poet_edge.problem import INPUT_KIND, SchedulingProblem
+from poet_edge.problem import INPUT_KIND, PARAM_KIND, SchedulingProblem
 from poet_edge.profiles import Profile
 from poet_edge.schedule import STEP_NAMES, Compute, Free, PageIn, PageOut, Schedule, Step
 from poet_edge.work import OpClass, Work
@@ -132,6 +132,8 @@ class SimResult:
     energy_checks_j: float
     crc_bytes: int  # bytes the step runs through CRC-32 (--verify-paging)
     journal_bytes_written: int  # undo-journal bytes (included in storage_bytes_written)
+    param_bytes_read: int  # loads of parameters kept in storage (included in storage_bytes_read)
+    param_bytes_written: int  # their write-backs after the update (included in storage_bytes_written)
     erase_blocks_per_step: float | None
     steps_until_endurance: float | None
     ram_curve: tuple[int, ...]
@@ -233,7 +235,7 @@ def simulate(
     acc = dict.fromkeys(("cs", "rs", "is", "os", "cj", "rj", "ij", "oj"), 0.0)
     counts = dict.fromkeys(("compute", "recompute", "page_out", "page_in", "free"), 0)
     written: list[int] = []
-    read = 0
+    read = param_read = param_written = 0
     curve: list[int] = []
     checks = _Checks(profile, integrity)
     for i, step in enumerate(schedule.steps):
@@ -255,6 +257,12 @@ def simulate(
             if node.kind == INPUT_KIND:  # the batch is read from storage
                 read += node.out_bytes
                 checks.load()
+            elif node.kind == PARAM_KIND:  # a parameter kept in storage is loaded
+                read += node.out_bytes
+                param_read += node.out_bytes
+            if node.stores_bytes:  # a stored parameter's update writes it back
+                written.append(node.stores_bytes)
+                param_written += node.stores_bytes
         elif isinstance(step, Free):
             if v not in st.in_ram:
                 raise InvalidSchedule(i, step, f"free of {node.name}, which is not resident in RAM")
@@ -339,6 +347,8 @@ def simulate(
         energy_checks_j=checks.cost.joules,
         crc_bytes=checks.crc_bytes,
         journal_bytes_written=sum(journal),
+        param_bytes_read=param_read,
+        param_bytes_written=param_written,
         erase_blocks_per_step=blocks,
         steps_until_endurance=endurance,
         ram_curve=tuple(curve),
@@ -382,6 +392,14 @@ def format_report(sim: SimResult) -> str:
         ("page-outs / page-ins", f"{sim.n_page_outs} / {sim.n_page_ins}", ""),
         ("storage written / read", f"{sim.storage_bytes_written} / {sim.storage_bytes_read}", "bytes"),
     ]
+    if sim.param_bytes_read or sim.param_bytes_written:
+        rows.append(
+            (
+                "parameters read / written",
+                f"{sim.param_bytes_read} / {sim.param_bytes_written}",
+                "bytes (stored)",
+            )
+        )
     if sim.journal_bytes_written or sim.crc_bytes:
         rows.append(("journal / CRC bytes", f"{sim.journal_bytes_written} / {sim.crc_bytes}", "bytes"))
     if sim.erase_blocks_per_step is not None:

@@ -28,7 +28,7 @@ from poet_edge.ops.base import (
     TensorArg,
 )
 from poet_edge.paths import RUNTIME_C
-from poet_edge.planning import INPUT_KIND, ProblemSpec
+from poet_edge.planning import INPUT_KIND, PARAM_KIND, ProblemSpec, param_node_name, stored_params
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 from poet_edge.units import align
 
@@ -110,6 +110,7 @@ class StoragePlan:
     input_bytes: int = 0
     journal: dict[str, int] = field(default_factory=dict)
     checkpoint_payload_bytes: int = 0
+    params: dict[str, tuple[int, int]] = field(default_factory=dict)  # stored parameter -> its A and B slots
 
     @property
     def checkpoint_offset(self) -> int:
@@ -125,6 +126,7 @@ class StoragePlan:
             "input_bytes": self.input_bytes,
             "offsets": self.offsets,
             "journal": [{"parameter": k, "offset": o} for k, o in self.journal.items()],
+            "parameters": [{"parameter": k, "slots": list(o)} for k, o in self.params.items()],
             "checkpoint": {
                 "offset": self.checkpoint_offset,
                 "slot_bytes": self.checkpoint_slot_bytes,
@@ -145,9 +147,9 @@ def input_region(spec: ProblemSpec) -> int:
     return sum(n.out_bytes for n in spec.nodes if n.kind == INPUT_KIND)
 
 
-def _touches_storage(step: Step, kinds: dict[str, str]) -> bool:
+def _touches_storage(step: Step, kinds: dict[str, str], stores: dict[str, int]) -> bool:
     return isinstance(step, PageIn | PageOut) or (
-        isinstance(step, Compute) and kinds[step.node] == INPUT_KIND
+        isinstance(step, Compute) and (kinds[step.node] in (INPUT_KIND, PARAM_KIND) or stores[step.node] > 0)
     )
 
 
@@ -156,8 +158,9 @@ def journaled_updates(spec: ProblemSpec, schedule: Schedule) -> tuple[str, ...]:
     schedule order: a failure of that access must undo them, so their parameters' old values are written to
     the undo journal just before each update (parameters updated after it need nothing)."""
     kinds = {n.name: n.kind for n in spec.nodes}
+    stores = {n.name: n.stores for n in spec.nodes}
     steps = schedule.steps
-    last = max((k for k, s in enumerate(steps) if _touches_storage(s, kinds)), default=0)
+    last = max((k for k, s in enumerate(steps) if _touches_storage(s, kinds, stores)), default=0)
     return tuple(
         s.node for s in steps[:last] if isinstance(s, Compute) and kinds[s.node] == Phase.UPDATE.value
     )
@@ -188,9 +191,18 @@ def plan_storage(
     block: int = 16,
     journal_bytes: dict[str, int] | None = None,
     checkpoint_payload_bytes: int = 0,
+    param_bytes: dict[str, int] | None = None,
 ) -> StoragePlan:
-    offsets: dict[str, int] = {}
+    """Storage bytes of a step, in order: the batch (``input_bytes``), two slots of every stored parameter
+    (``param_bytes``, in name order: the step reads one slot and writes the other), the paged values, the
+    undo journal."""
     top = align(input_bytes, block)
+    params: dict[str, tuple[int, int]] = {}
+    for p in sorted(param_bytes or {}):
+        size = align((param_bytes or {})[p], block)
+        params[p] = (top, top + size)
+        top += 2 * size
+    offsets: dict[str, int] = {}
     for s in schedule.steps:
         if isinstance(s, PageOut) and s.node not in offsets:
             offsets[s.node] = top
@@ -199,15 +211,29 @@ def plan_storage(
     for param, nbytes in (journal_bytes or {}).items():
         journal[param] = top
         top += align(nbytes, block)
-    return StoragePlan(offsets, top, input_bytes, journal, checkpoint_payload_bytes)
+    return StoragePlan(offsets, top, input_bytes, journal, checkpoint_payload_bytes, params)
+
+
+def stored_bytes(tg: Graph, stored: Sequence[str]) -> dict[str, int]:
+    return {p: tg.tensor(p).nbytes for p in stored}
 
 
 def storage_for(tg: Graph, spec: ProblemSpec, schedule: Schedule) -> StoragePlan:
-    """The storage layout of a compiled step: batch, paged values, undo journal, checkpoint slots."""
+    """The storage layout of a compiled step: batch, stored parameters, paged values, undo journal,
+    checkpoint slots. A stored parameter needs no journal: its update writes the slot the step does not
+    read, and only a step that succeeds switches slots."""
+    stored = stored_params(spec)
     changed = {n.name: updated_in_place(tg, n) for n in tg.nodes if n.phase == Phase.UPDATE}
-    journal = {t: tg.tensor(t).nbytes for u in journaled_updates(spec, schedule) for t in changed[u]}
+    journal = {
+        t: tg.tensor(t).nbytes
+        for u in journaled_updates(spec, schedule)
+        for t in changed[u]
+        if t not in stored
+    }
     sizes = {n.name: n.out_bytes for n in spec.nodes}
-    return plan_storage(schedule, sizes, input_region(spec), 16, journal, persistent_bytes(tg))
+    return plan_storage(
+        schedule, sizes, input_region(spec), 16, journal, persistent_bytes(tg), stored_bytes(tg, stored)
+    )
 
 
 class _Pointers:
@@ -228,6 +254,9 @@ class _Pointers:
         for s in spec.nodes:
             if s.kind == INPUT_KIND:
                 self.sub[next(t for t in tg.inputs if tg.tensor(t).role == Role.INPUT)] = (s.name, 0)
+                continue
+            if s.kind == PARAM_KIND:  # a stored parameter: its loaded copy in the arena
+                self.sub[s.name[len(param_node_name("")) :]] = (s.name, 0)
                 continue
             off = 0
             for o in nodes[s.name].outputs:
@@ -255,7 +284,7 @@ class _Pointers:
             return "x"
         if t.role == Role.LABEL:
             return "labels"
-        if t.role in (Role.PARAMETER, Role.OPTIMIZER_STATE):
+        if t.role in (Role.PARAMETER, Role.OPTIMIZER_STATE) and name not in self.sub:
             return self.param_vars[name]
         node, off = self.sub[name]
         return f"(poet_arena + {(self.current[node] + off) // 4})"
@@ -358,6 +387,17 @@ def body(
                 lines.append(f"    /* {k}: load the batch from storage{again} */")
                 lines += _load_batch(ptrs.value_ptr(s.node), err, verify_paging)
                 continue
+            if groups[s.node].kind == PARAM_KIND:
+                p = s.node[len(param_node_name("")) :]
+                lines.append(f"    /* {k}: load {c_comment(p)} from storage{again} */")
+                lines.append(
+                    err.check(
+                        f"poet_storage_read({_slot(storage, p, False)}, {ptrs.value_ptr(s.node)}, "
+                        f"{value_bytes[s.node]}u)",
+                        "POET_ERR_STORAGE_READ",
+                    )
+                )
+                continue
             for i, name in enumerate((s.node, *groups[s.node].epilogue)):
                 n = nodes[name]
                 where = " (in place)" if i else again
@@ -373,6 +413,16 @@ def body(
                 lines.append(call_line(kernel_call(n, tg), ptrs.tensor_ptr, arrays, kinds[n.op]))
                 if n.outputs and tg.tensor(n.outputs[0]).role == Role.LOSS:
                     lines.append(f"    loss = *{ptrs.tensor_ptr(n.outputs[0])};")
+                if n.phase == Phase.UPDATE and n.inputs[0] in storage.params:
+                    p = n.inputs[0]
+                    lines.append(f"    /* write {c_comment(p)} back to the slot this step does not read */")
+                    lines.append(
+                        err.check(
+                            f"poet_storage_write({_slot(storage, p, True)}, {ptrs.tensor_ptr(p)}, "
+                            f"{value_bytes[param_node_name(p)]}u)",
+                            "POET_ERR_STORAGE_WRITE",
+                        )
+                    )
         elif isinstance(s, PageOut):
             ptr, nbytes = ptrs.value_ptr(s.node), value_bytes[s.node]
             lines.append(f"    /* {k}: page out {c_comment(s.node)} */")
@@ -402,6 +452,13 @@ def body(
         elif isinstance(s, Free):
             pass  # the arena plan already reuses the bytes
     return lines
+
+
+def _slot(storage: StoragePlan, p: str, other: bool) -> str:
+    """C expression of the storage offset of stored parameter ``p``: the current slot (``poet_param_slot``),
+    or with ``other`` the one the step writes."""
+    a, b = storage.params[p]
+    return f"(poet_param_slot {'==' if other else '!='} 0u ? {b}u : {a}u)"
 
 
 def _outs(m: ModePlan) -> dict[str, str]:
@@ -488,14 +545,22 @@ def num_classes(tg: Graph) -> int:
     return int(tg.shape(loss.inputs[0])[1])
 
 
-def persistent_table(tg: Graph, param_vars: dict[str, str]) -> str:
-    """Rows of poet_persistent[]: the step counter, then every trainable parameter (name order)."""
-    rows = ["    {&poet_step_count, sizeof poet_step_count},"]
-    rows += [f"    {{{param_vars[p]}, sizeof {param_vars[p]}}}," for p in persistent_tensors(tg)]
+def persistent_table(tg: Graph, param_vars: dict[str, str], stored: Mapping[str, object]) -> str:
+    """Rows of poet_persistent[]: the step counter, then every trainable parameter (name order; a stored
+    one by its index in poet_params), then the optimizer state."""
+    index = {p: i for i, p in enumerate(sorted(tg.params))}
+    rows = ["    {&poet_step_count, sizeof poet_step_count, -1},"]
+    for p in persistent_tensors(tg):
+        if p in stored:
+            rows.append(f"    {{NULL, {tg.tensor(p).nbytes}u, {index[p]}}},")
+        else:
+            rows.append(f"    {{{param_vars[p]}, sizeof {param_vars[p]}, -1}},")
     return "\n".join(rows)
 
 
-def _param_arrays(tg: Graph) -> tuple[str, str, dict[str, str]]:
+def _param_arrays(tg: Graph, stored: Mapping[str, tuple[int, int]]) -> tuple[str, str, dict[str, str]]:
+    """C arrays of the parameters and the rows of poet_params[]. A ``stored`` parameter (-> its two storage
+    slots) has only its compiled values, const (flash), to be written to storage before first use."""
     taken: set[str] = set()
     names = sorted(tg.params)
     decls, table, vars_ = [], [], {}
@@ -504,14 +569,19 @@ def _param_arrays(tg: Graph) -> tuple[str, str, dict[str, str]]:
         vars_[name] = var
         arr = np.asarray(tg.params[name], dtype=np.float32).reshape(-1)
         trainable = name in tg.trainable
-        qual = "static float" if trainable else "static const float"
+        qual = "static float" if trainable and name not in stored else "static const float"
+        what = "trainable, kept in storage" if name in stored else "trainable" if trainable else "frozen"
         rows = [", ".join(c_float(v) for v in arr[i : i + 8]) for i in range(0, arr.size, 8)]
         decls.append(
-            f"/* {c_comment(name)} {list(tg.params[name].shape)}, {'trainable' if trainable else 'frozen'} */"
+            f"/* {c_comment(name)} {list(tg.params[name].shape)}, {what} */"
             "\n"
             f"{qual} {var}[{arr.size}] POET_ALIGNED = {{\n    " + ",\n    ".join(rows) + "\n};"
         )
-        table.append(f"    {{{c_string(name)}, {var}, {arr.size}, {int(trainable)}}},")
+        if name in stored:
+            a, b = stored[name]
+            table.append(f"    {{{c_string(name)}, NULL, {arr.size}, 1, {{{a}u, {b}u}}, {var}}},")
+        else:
+            table.append(f"    {{{c_string(name)}, {var}, {arr.size}, {int(trainable)}, {{0u, 0u}}, NULL}},")
     return "\n".join(decls), "\n".join(table), vars_
 
 
@@ -542,7 +612,7 @@ def generate(
     """Returns {relative path: text} for poet_model.{h,c}, Makefile, CMakeLists.txt and README.md.
     ``modes``: the planned poet_predict / poet_eval_step; they share the arena (the largest plan's size)."""
     x, labels = tg.tensor(tg.inputs[0]), tg.tensor(tg.inputs[1])
-    param_decls, table, vars_ = _param_arrays(tg)
+    param_decls, table, vars_ = _param_arrays(tg, storage.params)
     state_decls, state_zero = _state_arrays(tg, vars_)
     arrays = IntArrays()
     verify = bool(meta.get("verify_paging", False))
@@ -583,6 +653,7 @@ def generate(
             else "/* (not compiled with --check-inputs) */"
         ),
         num_persistent=len(persistent_tensors(tg)) + 1,
+        num_stored=len(storage.params),
     )
     source = render(
         "poet_model.c.in",
@@ -598,7 +669,7 @@ def generate(
         body="\n".join(step_lines),
         predict_body="\n".join(mode_lines.get("predict", ["    (void)out;"])),
         eval_body="\n".join(mode_lines.get("eval", [])),
-        persistent_table=persistent_table(tg, vars_),
+        persistent_table=persistent_table(tg, vars_, storage.params),
         journal=journal_section(storage, vars_, verify),
         int_arrays=arrays.declarations(),
         num_kinds=len(op_kinds(tg)),

@@ -11,7 +11,7 @@ from poet_edge import frontend, optimizer, report
 from poet_edge.autodiff import Loss
 from poet_edge.commands import add_batch, add_solve_limits, warn_ram_above_device
 from poet_edge.compiler import CompileOptions, compile_model
-from poet_edge.planning import INPUT_HELP, InputPlace
+from poet_edge.planning import INPUT_HELP, PARAMS_HELP, InputPlace, ParamPlace
 from poet_edge.progress import Progress
 from poet_edge.schedulers import SCHEDULERS, milp_solver
 from poet_edge.schedulers.effort import cut_warning
@@ -92,6 +92,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=INPUT_HELP,
     )
     p.add_argument(
+        "--params",
+        choices=[x.value for x in ParamPlace],
+        default=ParamPlace.AUTO.value,
+        help=PARAMS_HELP,
+    )
+    p.add_argument(
         "--check-inputs",
         action="store_true",
         help="the generated step scans x (and float targets) for NaN/Inf before training and returns "
@@ -139,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
         ),
         max_latency=args.max_latency,
         input=InputPlace(args.input),
+        params=ParamPlace(args.params),
         time_limit_s=args.time_limit,
         optimizer=optimizer.from_args(args),
         check_inputs=args.check_inputs,

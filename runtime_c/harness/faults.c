@@ -40,23 +40,39 @@ static jmp_buf poet_reset;
 
 static void power_off(void) { longjmp(poet_reset, 1); }
 
+/* A stored parameter (data NULL) is read and written through poet_param_read / poet_param_write. */
 static void snapshot(uint8_t *dst)
 {
     for (int32_t i = 0; i < POET_NUM_PERSISTENT; ++i) {
-        memcpy(dst, poet_persistent[i].data, poet_persistent[i].bytes);
-        dst += poet_persistent[i].bytes;
+        const poet_persistent_span *s = &poet_persistent[i];
+        if (s->data != NULL) {
+            memcpy(dst, s->data, s->bytes);
+        } else if (poet_param_read(s->param, 0u, s->bytes / 4u, (float *)(void *)dst) != 0) {
+            memset(dst, 0, s->bytes);
+        }
+        dst += s->bytes;
     }
 }
 
 static void load(const uint8_t *src, int scribble)
 {
     for (int32_t i = 0; i < POET_NUM_PERSISTENT; ++i) {
-        if (scribble) {
-            memset(poet_persistent[i].data, 0xFF, poet_persistent[i].bytes);
+        const poet_persistent_span *s = &poet_persistent[i];
+        if (s->data != NULL && scribble) {
+            memset(s->data, 0xFF, s->bytes);
+        } else if (s->data != NULL) {
+            memcpy(s->data, src, s->bytes);
+        } else if (!scribble) {
+            (void)poet_param_write(s->param, 0u, s->bytes / 4u, (const float *)(const void *)src);
         } else {
-            memcpy(poet_persistent[i].data, src, poet_persistent[i].bytes);
-            src += poet_persistent[i].bytes;
+            float ones[16];
+            memset(ones, 0xFF, sizeof ones);
+            for (uint32_t k = 0; k < s->bytes / 4u; k += 16u) {
+                uint32_t n = s->bytes / 4u - k < 16u ? s->bytes / 4u - k : 16u;
+                (void)poet_param_write(s->param, k, n, ones);
+            }
         }
+        if (!scribble) src += s->bytes;
     }
 }
 

@@ -52,6 +52,8 @@ static int read_x(FILE *f, uint32_t xe)
 #endif
 }
 
+#define CHUNK 32u /* floats per parameter transfer (stack buffer) */
+
 static int read_u32(FILE *f, uint32_t *v) { return fread(v, sizeof *v, 1, f) == 1 ? 0 : -1; }
 
 static int write_params(const char *path)
@@ -67,7 +69,12 @@ static int write_params(const char *path)
         fwrite(&len, sizeof len, 1, f);
         fwrite(p->name, 1, len, f);
         fwrite(&n, sizeof n, 1, f);
-        fwrite(p->data, sizeof(float), n, f);
+        for (uint32_t k = 0; k < n; k += CHUNK) { /* poet_param_read: the parameter may be in storage */
+            float buf[CHUNK];
+            uint32_t m = n - k < CHUNK ? n - k : CHUNK;
+            if (poet_param_read((int32_t)i, k, m, buf) != 0) { fclose(f); return -1; }
+            fwrite(buf, sizeof(float), m, f);
+        }
     }
     return fclose(f);
 }
@@ -86,14 +93,17 @@ static int load_params(void)
         int32_t i = 0;
         while (i < POET_NUM_PARAMS && strcmp(poet_params[i].name, name) != 0) ++i;
         if (i == POET_NUM_PARAMS || (uint32_t)poet_params[i].count != n) return -1;
-        if (poet_params[i].trainable) {
-            if (fread((float *)poet_params[i].data, sizeof(float), n, f) != n) return -1;
-            continue;
-        }
-        for (uint32_t j = 0; j < n; ++j) { /* frozen: const in flash, must be given unchanged */
-            float v;
-            if (fread(&v, sizeof v, 1, f) != 1) return -1;
-            if (memcmp(&v, &poet_params[i].data[j], sizeof v) != 0) {
+        for (uint32_t k = 0; k < n; k += CHUNK) {
+            float buf[CHUNK], now[CHUNK];
+            uint32_t m = n - k < CHUNK ? n - k : CHUNK;
+            if (fread(buf, sizeof(float), m, f) != m) return -1;
+            if (poet_params[i].trainable) {
+                if (poet_param_write(i, k, m, buf) != 0) return -1;
+                continue;
+            }
+            /* frozen: const in flash, must be given unchanged */
+            if (poet_param_read(i, k, m, now) != 0) return -1;
+            if (memcmp(buf, now, m * sizeof(float)) != 0) {
                 printf("poet: parameter %s is frozen in this build (const); load it by compiling again\n", name);
                 return -1;
             }
