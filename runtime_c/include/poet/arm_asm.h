@@ -31,4 +31,9 @@
 #endif
 #endif
 
+/* POET_CONV_ASM: conv.c's own assembly paths (3x3 blocks, strided 1x1); the MVE build uses its MVE blocks */
+#if defined(POET_GEMM_ASM) && !defined(POET_GEMM_MVE)
+#define POET_CONV_ASM 1
+#endif
+
 #endif
