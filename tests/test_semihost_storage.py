@@ -28,7 +28,7 @@ def _same(a: runner.RunOutcome, b: runner.RunOutcome) -> None:
 
 @pytest.fixture(scope="module")
 def paged(tmp_path_factory):
-    """The autoencoder (bias training) at 56 KB pages (as in tests/test_qemu.py), and its memory-backed run."""
+    """The autoencoder (bias training) pages at 56 KB (as in tests/test_qemu.py); its memory-backed run."""
     need_tools("gcc", *QEMU_TOOLS)
     out = tmp_path_factory.mktemp("storage") / "ae"
     opts = CompileOptions(

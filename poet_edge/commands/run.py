@@ -110,7 +110,9 @@ def summarize(r: RunOutcome, plan: dict) -> dict:
         "storage_bytes_read_per_step": [s.bytes_read for s in r.steps],
         "storage_file_traffic": None
         if r.storage_file_traffic is None
-        else dict(zip(("bytes_written", "bytes_read", "writes", "reads"), r.storage_file_traffic)),
+        else dict(
+            zip(("bytes_written", "bytes_read", "writes", "reads"), r.storage_file_traffic, strict=True)
+        ),
         "ram_budget_bytes": plan["ram_budget_bytes"],
         "predicted_ram_bytes": plan["peak_ram_bytes"],
         "static_ram_bytes": r.build.ram_static_bytes if r.target.is_qemu else None,
