@@ -8,8 +8,9 @@ loaded at batch 1, as forward (with bias), input gradient (not for a model's fir
 gradient, split into general, pointwise (1x1) and depthwise (groups == C_in, the cost model's DEPTHWISE
 class); identical calls (same shapes, strides, pads, groups) are measured once, and every distinct call
 is measured (no cap). QEMU -icount counts instructions, not cycles.
-The Cortex-M55 row is its scalar build (FPv5, no MVE). The Cortex-M3 has no FPU: every float operation is a
-libgcc call, so it is not in the default list; measure it on the small models' convs only:
+The qemu-cortex-m55 rows are its scalar build (FPv5, no MVE); qemu-cortex-m55-mve the Helium (MVE) GEMM and
+conv blocks (POET_GEMM_MVE; goal for its dense GEMM: <= 1.0 instr/MAC). The Cortex-M3 has no FPU: every
+float operation is a libgcc call, so it is not in the default list; measure it on the small models' convs:
   .venv/bin/python bench/kernels.py qemu-cortex-m3 --conv-models dscnn,lenet5
 Run: .venv/bin/python bench/kernels.py [TARGET...] [--conv-models M1,M2]"""
 
@@ -30,7 +31,7 @@ from poet_edge import microbench as mb  # noqa: E402
 from poet_edge.ops.conv import conv_window  # noqa: E402
 from poet_edge.paths import ROOT  # noqa: E402
 
-TARGETS = ["qemu-cortex-m4", "qemu-cortex-m7", "qemu-cortex-m33", "qemu-cortex-m55"]
+TARGETS = ["qemu-cortex-m4", "qemu-cortex-m7", "qemu-cortex-m33", "qemu-cortex-m55", "qemu-cortex-m55-mve"]
 # (fan_in, fan_out, first layer?) of the dense layers of examples/mlp.onnx and examples/zoo/*.onnx
 LAYERS = {
     "autoencoder": [(640, 128, True), (128, 128, False), (128, 8, False), (8, 128, False), (128, 640, False)],

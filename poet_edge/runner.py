@@ -25,6 +25,7 @@ MIN_STACK_BYTES = 2048
 _KIND = re.compile(r"kind (\S+) calls (\d+) ticks (\d+)")
 _DONE = re.compile(r"done stack_used (\d+) heap_used (\d+)")
 _STEP = re.compile(r"step (\d+) loss_bits ([0-9a-f]{8}) ticks (\d+) written (\d+) read (\d+)")
+_STORAGE_FILE = re.compile(r"storage_file bytes_written (\d+) bytes_read (\d+) writes (\d+) reads (\d+)")
 _EVAL = re.compile(r"eval ([01]) batch (\d+) loss_bits ([0-9a-f]{8}) predict_ticks (\d+) eval_ticks (\d+)")
 EVAL_FILE, LOGITS_FILE, LOAD_FILE = "poet_eval.bin", "poet_logits.bin", "poet_load.bin"
 
@@ -72,6 +73,9 @@ class RunOutcome:
     kinds: dict[str, tuple[int, int]]  # op -> (calls, ticks) over all steps, with --profile
     stack_used: int  # painted-stack high-water mark (0 where unmeasured)
     evals: tuple[Evaluation, ...] = ()  # with eval data: before and after training
+    # with storage_file: (bytes written, bytes read, writes, reads) through the host file, counted by the
+    # platform layer (targets/common/cortex_m/platform.c) over the whole run
+    storage_file_traffic: tuple[int, int, int, int] | None = None
 
     @property
     def measured_ram_bytes(self) -> int:
@@ -385,9 +389,12 @@ def run_project(
     profile: bool = False,
     eval_data: Path | None = None,
     load_params: Path | None = None,
+    storage_file: Path | None = None,
 ) -> RunOutcome:
     """``eval_data``: an npz (x, y) run through poet_predict / poet_eval_step before and after training;
-    ``load_params``: an npz of parameters (e.g. from --dump-params) set before the first step."""
+    ``load_params``: an npz of parameters (e.g. from --dump-params) set before the first step;
+    ``storage_file``: on a QEMU target, the paging storage is this host file (created or emptied when the
+    program first pages), reached through semihosting (see :func:`storage_file_define`)."""
     out = Path(out).resolve()
     plan = load_plan(out)
     if steps < 1:
@@ -403,6 +410,9 @@ def run_project(
     except (KeyError, TypeError, ValueError, IndexError, StopIteration) as e:
         raise corrupted(out, f"training graph: {type(e).__name__} {e}") from None
     target = targets.load_target(target_name)
+    defines = storage_file_define(target, storage_file) if storage_file is not None else {}
+    if profile:
+        defines["POET_PROFILE"] = ""
     sims = [plan.get("simulation", {}), *(m["simulation"] for m in plan.get("inference", {}).values())]
     targets.check_storage(target, max(int(s.get("storage_peak_bytes", 0)) for s in sims))
     if target.memory is not None:
@@ -426,7 +436,7 @@ def run_project(
         incs,
         work / "build",
         plan["ram_budget_bytes"],
-        defines={"POET_PROFILE": ""} if profile else None,
+        defines=defines,
         sanitize=sanitize,
         stack_reserve_bytes=min(MIN_STACK_BYTES, plan["problem"]["fixed_ram"]["reserve"]),
     )
@@ -434,6 +444,7 @@ def run_project(
     kinds: dict[str, tuple[int, int]] = {}
     done: list[int] = []
     eval_lines: list[re.Match[str]] = []
+    file_traffic: list[tuple[int, int, int, int]] = []
 
     def on_line(line: str) -> None:
         m = _STEP.match(line)
@@ -455,6 +466,8 @@ def run_project(
             done.append(int(m.group(1)))
         elif m := _EVAL.match(line):
             eval_lines.append(m)
+        elif m := _STORAGE_FILE.match(line):
+            file_traffic.append((int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4))))
 
     res = targets.run(target, built, work, timeout_s, on_line)
     if res.exit_code != 0:
@@ -466,4 +479,26 @@ def run_project(
         )
     evaluated = () if labels is None else _evaluations(plan, eval_lines, work / LOGITS_FILE, labels)
     params = read_params(work / "poet_params.bin")
-    return RunOutcome(tuple(logs), params, built, target, res.stdout, kinds, done[0], evaluated)
+    traffic = file_traffic[0] if file_traffic else None
+    if storage_file is not None and traffic is None and any(s.bytes_written or s.bytes_read for s in logs):
+        raise PoetError("the program paged but did not report its storage file traffic")
+    return RunOutcome(tuple(logs), params, built, target, res.stdout, kinds, done[0], evaluated, traffic)
+
+
+def storage_file_define(target: targets.Target, path: Path) -> dict[str, str]:
+    """The build define that makes a QEMU Cortex-M target page through the host file ``path`` (semihosting
+    SYS_OPEN/SEEK/READ/WRITE in targets/common/cortex_m/platform.c) instead of its memory region. The
+    file's folder must exist; the file is created, or emptied, when the program first pages."""
+    if not target.is_qemu:
+        raise PoetError(f"--storage-file needs a QEMU target; {target.name} pages to its own storage")
+    path = Path(path).resolve()
+    text = str(path)
+    if not path.parent.is_dir():
+        raise PoetError(f"--storage-file {path}: the folder {path.parent} does not exist")
+    if path.is_dir():
+        raise PoetError(f"--storage-file {path}: is a folder")
+    if any(c in text for c in '"\\') or not text.isprintable() or not text.isascii():
+        raise PoetError(
+            f"--storage-file {path}: the path must be printable ASCII without quotes or backslashes"
+        )
+    return {"POET_STORAGE_FILE": f'"{text}"'}

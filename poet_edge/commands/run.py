@@ -43,6 +43,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="npz with x and y: run through poet_predict and poet_eval_step on the target before and after "
         "training; prints accuracy (class labels) and loss",
     )
+    p.add_argument(
+        "--storage-file",
+        type=Path,
+        help="QEMU targets: page to this host file through semihosting (as to an SD card) instead of the "
+        "board's memory region; created or emptied when the program first pages",
+    )
     p.add_argument("--sanitize", action="store_true", help="host only: build with ASan + UBSan")
     p.add_argument(
         "--profile",
@@ -77,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
         args.profile,
         args.eval_data,
         args.load_params,
+        args.storage_file,
     )
     summary = summarize(r, load_plan(args.out))
     print(format_summary(summary))
@@ -101,6 +108,11 @@ def summarize(r: RunOutcome, plan: dict) -> dict:
         else None,
         "storage_bytes_written_per_step": [s.bytes_written for s in r.steps],
         "storage_bytes_read_per_step": [s.bytes_read for s in r.steps],
+        "storage_file_traffic": None
+        if r.storage_file_traffic is None
+        else dict(
+            zip(("bytes_written", "bytes_read", "writes", "reads"), r.storage_file_traffic, strict=True)
+        ),
         "ram_budget_bytes": plan["ram_budget_bytes"],
         "predicted_ram_bytes": plan["peak_ram_bytes"],
         "static_ram_bytes": r.build.ram_static_bytes if r.target.is_qemu else None,
@@ -178,4 +190,10 @@ def format_summary(s: dict) -> str:
             else f"{v['ticks_per_step']:,.0f} ticks"
         )
         lines.append(f"  {k:<28} {v['calls_per_step']:5.0f} calls/step  {amount}/step")
+    if s.get("storage_file_traffic"):
+        f = s["storage_file_traffic"]
+        lines.append(
+            f"storage file (semihosting), whole run: written {f['bytes_written']:,} B in {f['writes']} "
+            f"transfers, read {f['bytes_read']:,} B in {f['reads']} transfers"
+        )
     return "\n".join(lines)

@@ -57,6 +57,7 @@
 #endif
 
 #include "poet/blocked_arm.h" /* after POET_ALWAYS_INLINE: the assembly GEMM blocks on Cortex-M */
+#include "poet/blocked_mve.h"
 
 /* An input value read once per use: a volatile read, so the compiler neither keeps values of one k step
  * live for the next (with 24 accumulators that would spill them) nor merges or reorders the reads. It is
@@ -188,6 +189,53 @@ POET_ALWAYS_INLINE void poet_block(const poet_blk *b, const int R, const int P, 
     }
 }
 
+#if defined(POET_GEMM_MVE)
+/* poet_block with Helium (POET_GEMM_MVE, poet/arm_asm.h): R (<= 4) channels x 4 pixels, one vector
+ * accumulator per channel whose lane p is pixel p, so every output keeps its own accumulator and adds its
+ * products in poet_block's (the reference's) order, each product rounded first (VMUL.F32 Qd, Qn, Rm with
+ * the weight in a core register, then VADD.F32; never VFMA). A tap step: R scalar weight loads, one vector
+ * of the 4 pixels' input values (VLDRW for consecutive pixels, else a gather VP floats apart) and 2R vector
+ * operations for 4R MACs. The pixels of a block share their taps (poet_run's runs), so no lane is masked. */
+POET_ALWAYS_INLINE void poet_block_mve(const poet_blk *b, const int R, const int K2, const int K3, const int VP,
+                                       const int VK3, const int WK3, const int WR, const int WK1)
+{
+    const int32_t vp = VP ? VP : b->vp, nk3 = K3 ? K3 : b->nk3;
+    const int32_t vk1 = b->vk1, vk2 = b->vk2, wk3 = WK3 ? WK3 : b->wk3;
+    const int32_t wk2 = K2 && K3 ? K3 * WK3 : b->wk2;
+    const int32_t wr = WR ? WR : b->wr, wk1 = WK1 ? WK1 : b->wk1;
+    const int32_t nk2 = K2 ? K2 : b->nk2;
+    const uint32x4_t off = poet_mve_lanes(vp);
+    const float32x4_t zero = vdupq_n_f32(0.0f);
+    float32x4_t acc[POET_MAX_R] = {zero, zero, zero, zero};
+    for (int32_t k1 = 0; k1 < b->nk1; ++k1) {
+        const float *v1 = b->v + k1 * vk1, *w1 = b->w + k1 * wk1;
+        for (int32_t k2 = 0; k2 < nk2; ++k2) {
+            const float *v2 = v1 + k2 * vk2, *w2 = w1 + k2 * wk2;
+            if (K3) {
+                POET_UNROLL for (int k3 = 0; k3 < K3; ++k3) {
+                    const float *vv = v2 + k3 * VK3, *ww = w2 + k3 * wk3;
+                    const float32x4_t xv = VP == 1 ? vld1q_f32(vv) : vldrwq_gather_shifted_offset_f32(vv, off);
+                    POET_UNROLL for (int r = 0; r < R; ++r) acc[r] = vaddq_f32(acc[r], vmulq_n_f32(xv, ww[r * wr]));
+                }
+            } else {
+                for (int32_t k3 = 0; k3 < nk3; ++k3) {
+                    const float *vv = v2 + k3 * VK3, *ww = w2 + k3 * wk3;
+                    const float32x4_t xv = VP == 1 ? vld1q_f32(vv) : vldrwq_gather_shifted_offset_f32(vv, off);
+                    POET_UNROLL for (int r = 0; r < R; ++r) acc[r] = vaddq_f32(acc[r], vmulq_n_f32(xv, ww[r * wr]));
+                }
+            }
+        }
+    }
+    const uint32x4_t yoff = poet_mve_lanes(b->yp);
+    POET_UNROLL for (int r = 0; r < R; ++r) {
+        float *y = b->y + r * b->yr;
+        const float32x4_t v = b->bias ? vaddq_n_f32(acc[r], b->bias[r]) : acc[r];
+        if (b->yp == 1) vst1q_f32(y, v);
+        else vstrwq_scatter_shifted_offset_f32(y, yoff, v);
+    }
+}
+#endif
+
 /* A run of n pixels with the same taps, tiled with 6/4/2/1-pixel blocks; b describes the first pixel and
  * step_v / step_y advance v / y by one pixel. */
 POET_ALWAYS_INLINE void poet_run(poet_blk *b, int32_t n, int32_t step_v, int32_t step_y, const int R, const int K2,
@@ -195,11 +243,19 @@ POET_ALWAYS_INLINE void poet_run(poet_blk *b, int32_t n, int32_t step_v, int32_t
 {
     /* the fully unrolled window (K2 > 1) only for the main 6-wide blocks: tails keep the row loop */
     const int K2T = K2 > 1 ? 0 : K2;
+#if defined(POET_GEMM_MVE)
+    for (; n >= 4; n -= 4) { /* 4-pixel MVE blocks, then the 2- and 1-pixel tails in scalar code */
+        poet_block_mve(b, R, K2, K3, VP, VK3, WK3, WR, WK1);
+        b->v += 4 * step_v;
+        b->y += 4 * step_y;
+    }
+#else
     for (; n >= 6; n -= 6) {
         poet_block(b, R, 6, K2, K3, VP, VK3, WK3, WR, WK1);
         b->v += 6 * step_v;
         b->y += 6 * step_y;
     }
+#endif
     if (n >= 4) {
         poet_block(b, R, 4, K2T, K3, VP, VK3, WK3, WR, WK1);
         b->v += 4 * step_v;
@@ -215,7 +271,7 @@ POET_ALWAYS_INLINE void poet_run(poet_blk *b, int32_t n, int32_t step_v, int32_t
     if (n >= 1) poet_block(b, R, 1, K2T, K3, VP, VK3, WK3, WR, WK1);
 }
 
-#if defined(POET_GEMM_ASM)
+#if defined(POET_CONV_ASM)
 /* poet_run for a full 3x3 window with R = 4 (the interior of a 3x3 convolution's forward at stride 1, DIR =
  * +1, or 2, DIR = 2, or its input gradient at stride 1, DIR = -1): 4-pixel blocks in assembly
  * (poet_asm_conv3x3_4x4), a C 6-pixel block first where that saves a tail, the 2- and 1-pixel
@@ -1077,7 +1133,7 @@ POET_ALWAYS_INLINE void poet_fwd_rows(const poet_cgeo *g, const float *X, const 
             }
             if (KWC == 1) /* strided 1x1: one tap (or none: nk1 = 0 writes zeros / bias) */
                 poet_run(&b, end - ow, g->SW, 1, R, 1, 1, SWC, 1, 1, 0, 1);
-#if defined(POET_GEMM_ASM)
+#if defined(POET_CONV_ASM)
             else if (KWC == 3 && SWC == 1 && nkw == 3 && nkh == 3 && g->KW == 3 && R == 4 && b.nk1 > 0)
                 poet_run_conv3_asm(&b, end - ow, 1);
             else if (KWC == 3 && SWC == 2 && nkw == 3 && nkh == 3 && g->KW == 3 && R == 4 && b.nk1 > 0)
@@ -1116,7 +1172,7 @@ POET_ALWAYS_INLINE void poet_fwd_all(const poet_cgeo *g, const float *X, const f
     }
 }
 
-#if defined(POET_GEMM_ASM)
+#if defined(POET_GEMM_ASM) || defined(POET_GEMM_MVE)
 /* 1x1, stride 1, no padding, where the GEMM has assembly blocks: y[m, s] = sum over c of W[m, c] * X[c, s],
  * then + B[m], is the product W·X plus a column bias per sample and group, which poet_gemm_f32 computes in
  * the reference order (c ascending from +0.0f, then + B[m]) with fewer instructions than the block kernel
@@ -1146,7 +1202,7 @@ POET_NOINLINE void poet_fwd_k5_s1(const poet_cgeo *g, const float *X, const floa
 {
     poet_fwd_all(g, X, W, B, Y, 1, 5, 0);
 }
-#if defined(POET_GEMM_ASM)
+#if defined(POET_CONV_ASM)
 /* 1x1, stride 2, no padding, output rows and `channels` (of a group) in multiples of 4: the assembly paths */
 static int poet_pw2_asm(const poet_cgeo *g, int32_t channels)
 {
@@ -1155,7 +1211,7 @@ static int poet_pw2_asm(const poet_cgeo *g, int32_t channels)
 }
 #endif
 
-#if defined(POET_GEMM_ASM)
+#if defined(POET_CONV_ASM)
 /* 1x1, stride 2, no padding, groups of output channels and output rows in multiples of 4 (the input
  * gradient's condition with 4 | Mg, poet_pw2_asm), where the GEMM has assembly blocks: y[m, oh, ow] = sum over c of
  * W[m, c] * X[c, 2 oh, 2 ow], then + B[m], is W·X per sample, group and output row, X read every other
@@ -1202,7 +1258,7 @@ void poet_conv2d_f32(const float *X, const float *W, const float *B, float *Y, c
         poet_dw_fwd_s2(&g, X, W, B, Y);
     else if (poet_pw1(&g))
         poet_fwd_pw(&g, X, W, B, Y);
-#if defined(POET_GEMM_ASM)
+#if defined(POET_CONV_ASM)
     else if (poet_pw2_asm(&g, g.Mg))
         poet_fwd_pw_s2_nn(&g, X, W, B, Y);
 #endif
@@ -1332,7 +1388,7 @@ POET_ALWAYS_INLINE void poet_gi_rows(const poet_cgeo *g, const float *dY, const 
                 /* taps step by SW along a row: WK3 = SWC (0: run time) */
                 if (KWC == 1) /* strided 1x1: one tap (or none: nk1 = 0 writes zeros) */
                     poet_run(&b, end - q, 1, g->SW, R, 1, 1, 1, -1, SWC, 1, 0);
-#if defined(POET_GEMM_ASM)
+#if defined(POET_CONV_ASM)
                 else if (KWC == 3 && SWC == 1 && nkw == 3 && nkh == 3 && g->SH == 1 && R == 4 && b.nk1 > 0)
                     poet_run_conv3_asm(&b, end - q, -1);
 #endif
@@ -1384,7 +1440,7 @@ POET_NOINLINE void poet_gi_pw(const poet_cgeo *g, const float *dY, const float *
             poet_gemm_f32(W + grp * g->Mg * g->Cg, dY + (n * g->M + grp * g->Mg) * g->OHW, NULL,
                           dX + (n * g->C + grp * g->Cg) * g->IHW, g->Cg, g->IHW, g->Mg, 1, 0, 1.0f, 0.0f, 0, 0);
 }
-#if defined(POET_GEMM_ASM)
+#if defined(POET_CONV_ASM)
 /* 1x1, stride 2, no padding, channel groups and output rows in multiples of 4, where the GEMM has
  * assembly blocks (poet_pw2_asm with 4 | Cg): dX[c, 2 oh, 2 ow] = sum over m of W[m, c] * dY[m, oh, ow] is
  * Wᵀ·dY per sample, group and output row, stored every other input column (poet_asm_tn_4x4_s2); every
@@ -1444,7 +1500,7 @@ void poet_conv2d_grad_input_f32(const float *dY, const float *W, float *dX, cons
         poet_dw_gi_s2(&g, dY, W, dX);
     else if (poet_pw1(&g))
         poet_gi_pw(&g, dY, W, dX);
-#if defined(POET_GEMM_ASM)
+#if defined(POET_CONV_ASM)
     else if (poet_pw2_asm(&g, g.Cg))
         poet_gi_pw_s2_tn(&g, dY, W, dX);
 #endif

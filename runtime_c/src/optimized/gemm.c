@@ -17,6 +17,7 @@
 
 #include "poet/blocked.h"
 #include "poet/blocked_arm.h"
+#include "poet/blocked_mve.h"
 #include "poet/kernels.h"
 
 typedef struct {
@@ -210,6 +211,134 @@ POET_NOINLINE void poet_gemm_nn_asm(const poet_gemm_args *g) { poet_gemm_layout_
 POET_NOINLINE void poet_gemm_tn_asm(const poet_gemm_args *g) { poet_gemm_layout_asm(g, 1, 0); }
 #endif
 
+#if defined(POET_GEMM_MVE)
+/* ---- Helium (MVE) blocks (poet/arm_asm.h decides; poet/blocked_mve.h) --------------------------------
+ * Y[i : i+R, j : j+4C] in R x C vector accumulators (R <= 3, C <= 2: with the loaded vector and the product,
+ * 8 of MVE's 8 q registers); lane l of vector c is output column j + 4c + l, so every output has its own
+ * accumulator lane that starts at +0.0f and adds op(A)[i+r, k] * op(B)[k, j+4c+l] for k ascending, the
+ * product rounded first (VMUL.F32 Qd, Qn, Rm with the A value in a core register, then VADD.F32): the
+ * reference's operations in the reference's order. Per k step: R scalar loads of op(A), C vector loads of
+ * op(B) and 2RC vector operations for 4RC MACs. op(B) rows are contiguous for A·B and Aᵀ·B (VLDRW); for A·Bᵀ
+ * the four lanes are four rows of B, K floats apart: a gather (VLDRW.U32 Qd, [Rn, Qm, UXTW #2]) from a base
+ * that advances by one float per k, the lanes' offsets in two more q registers: R <= 2 there (gcc 12's
+ * vldrwq_gather_base_wb_f32 issues two loads, so the write-back form is not used). When N is not a multiple of 4 the
+ * last vector has `last` valid lanes: its loads (A·B, Aᵀ·B) and stores are predicated, so no element
+ * outside the arrays is touched (its gathered lanes re-read B's last row and are not stored).
+ * Epilogues: y = acc, acc + C[j] (a vector add), acc + C[i] (add the row's scalar), else the general
+ * y = alpha * acc (+ beta * C[...]) in scalar FPv5 code, as the reference computes it. */
+/* the loops over a block's rows and vectors fully unrolled: the accumulators stay in registers */
+#define POET_MVE_UNROLL _Pragma("GCC unroll 8")
+POET_ALWAYS_INLINE void poet_mve_block(const poet_gemm_args *g, int32_t i, int32_t j, const int R, const int C,
+                                       int32_t last, const int TAIL, const int TA, const int TB)
+{
+    const int32_t M = g->M, N = g->N, K = g->K;
+    const float32x4_t zero = vdupq_n_f32(0.0f);
+    float32x4_t acc[3][2] = {{zero, zero}, {zero, zero}, {zero, zero}};
+    const mve_pred16_t pl = TAIL ? poet_mve_first(last) : 0; /* lanes of the last vector */
+    const float *a0 = g->A + (TA ? i : i * K), *a1 = a0 + (R > 1 ? (TA ? 1 : K) : 0);
+    const float *a2 = a0 + (R > 2 ? (TA ? 2 : 2 * K) : 0);
+    if (TB) {
+        uint32x4_t off[2];
+        POET_MVE_UNROLL for (int c = 0; c < C; ++c) /* element offsets (j + 4c + l) * K of the lanes' rows, rows past N - 1 clamped */
+            off[c] = vmulq_n_u32(vminq_u32(vaddq_n_u32(poet_mve_lanes(1), (uint32_t)(j + 4 * c)),
+                                           vdupq_n_u32((uint32_t)(N - 1))),
+                                 (uint32_t)K);
+        const float *bk = g->B;
+        for (int32_t k = 0; k < K; ++k) {
+            const float x0 = *a0++, x1 = R > 1 ? *a1++ : 0.0f, x2 = R > 2 ? *a2++ : 0.0f;
+            POET_MVE_UNROLL for (int c = 0; c < C; ++c) {
+                const float32x4_t bv = vldrwq_gather_shifted_offset_f32(bk, off[c]);
+                acc[0][c] = vaddq_f32(acc[0][c], vmulq_n_f32(bv, x0));
+                if (R > 1) acc[1][c] = vaddq_f32(acc[1][c], vmulq_n_f32(bv, x1));
+                if (R > 2) acc[2][c] = vaddq_f32(acc[2][c], vmulq_n_f32(bv, x2));
+            }
+            ++bk;
+        }
+    } else {
+        const float *b = g->B + j;
+        for (int32_t k = 0; k < K; ++k) {
+            float x0, x1 = 0.0f, x2 = 0.0f;
+            if (TA) {
+                x0 = a0[0];
+                if (R > 1) x1 = a0[1];
+                if (R > 2) x2 = a0[2];
+                a0 += M;
+            } else {
+                x0 = *a0++;
+                if (R > 1) x1 = *a1++;
+                if (R > 2) x2 = *a2++;
+            }
+            POET_MVE_UNROLL for (int c = 0; c < C; ++c) {
+                const float32x4_t bv = TAIL && c == C - 1 ? vldrwq_z_f32(b + 4 * c, pl) : vld1q_f32(b + 4 * c);
+                acc[0][c] = vaddq_f32(acc[0][c], vmulq_n_f32(bv, x0));
+                if (R > 1) acc[1][c] = vaddq_f32(acc[1][c], vmulq_n_f32(bv, x1));
+                if (R > 2) acc[2][c] = vaddq_f32(acc[2][c], vmulq_n_f32(bv, x2));
+            }
+            b += N;
+        }
+    }
+    (void)a1;
+    (void)a2;
+    POET_MVE_UNROLL for (int r = 0; r < R; ++r) {
+        float *y = g->Y + (i + r) * N + j;
+        POET_MVE_UNROLL for (int c = 0; c < C; ++c) {
+            const int part = TAIL && c == C - 1;
+            float32x4_t v = acc[r][c];
+            if (g->plain) {
+            } else if (g->bias_row) {
+                const float *bias = g->C + j + 4 * c;
+                v = vaddq_f32(v, part ? vldrwq_z_f32(bias, pl) : vld1q_f32(bias));
+            } else if (g->bias_col) {
+                v = vaddq_n_f32(v, g->C[i + r]);
+            } else { /* the general epilogue, scalar: y = alpha * acc, then + beta * C */
+                float t[4];
+                vst1q_f32(t, v);
+                const int32_t n = part ? last : 4;
+                for (int32_t l = 0; l < n; ++l) {
+                    const int32_t col = j + 4 * c + l;
+                    float yv = g->alpha * t[l];
+                    if (g->C) yv += g->beta * g->C[(i + r) * g->c_rs + col * g->c_cs];
+                    y[4 * c + l] = yv;
+                }
+                continue;
+            }
+            if (part) vstrwq_p_f32(y + 4 * c, v, pl);
+            else vst1q_f32(y + 4 * c, v);
+        }
+    }
+}
+
+/* Rows i .. i+R-1: 8-column blocks, then the 1..7 columns left (one block, its last vector predicated). */
+POET_ALWAYS_INLINE void poet_mve_rows(const poet_gemm_args *g, int32_t i, const int R, const int TA, const int TB)
+{
+    const int32_t N = g->N;
+    int32_t j = 0;
+    for (; j + 8 <= N; j += 8) poet_mve_block(g, i, j, R, 2, 4, 0, TA, TB);
+    const int32_t left = N - j;
+    if (left > 4) poet_mve_block(g, i, j, R, 2, left - 4, 1, TA, TB);
+    else if (left == 4) poet_mve_block(g, i, j, R, 1, 4, 0, TA, TB);
+    else if (left > 0) poet_mve_block(g, i, j, R, 1, left, 1, TA, TB);
+}
+
+/* All of Y: 3-row strips (2-row for A·Bᵀ, whose gathers need two more q registers), then the rows left. */
+POET_ALWAYS_INLINE void poet_mve_layout(const poet_gemm_args *g, const int TA, const int TB)
+{
+    const int32_t M = g->M;
+    int32_t i = 0;
+    if (TB) {
+        for (; i + 2 <= M; i += 2) poet_mve_rows(g, i, 2, TA, TB);
+    } else {
+        for (; i + 3 <= M; i += 3) poet_mve_rows(g, i, 3, TA, TB);
+        if (M - i == 2) { poet_mve_rows(g, i, 2, TA, TB); i += 2; }
+    }
+    if (M - i == 1) poet_mve_rows(g, i, 1, TA, TB);
+}
+
+POET_NOINLINE void poet_gemm_nt_mve(const poet_gemm_args *g) { poet_mve_layout(g, 0, 1); }
+POET_NOINLINE void poet_gemm_nn_mve(const poet_gemm_args *g) { poet_mve_layout(g, 0, 0); }
+POET_NOINLINE void poet_gemm_tn_mve(const poet_gemm_args *g) { poet_mve_layout(g, 1, 0); }
+#endif
+
 /* one function per layout, kept out of line so each gets the whole register file to itself; A·Bᵀ with K = 8
  * (a layer of 8 inputs) has its own with the k loop unrolled (for Aᵀ·B the unrolled loop spills) */
 POET_NOINLINE void poet_gemm_nt(const poet_gemm_args *g) { poet_gemm_layout(g, 0, 1, 0); }
@@ -238,6 +367,12 @@ void poet_gemm_f32(const float *A, const float *B, const float *C, float *Y, int
     const int32_t bias_row = alpha == 1.0f && beta == 1.0f && C != NULL && c_rs == 0 && c_cs == 1;
     const int32_t bias_col = alpha == 1.0f && beta == 1.0f && C != NULL && c_rs == 1 && c_cs == 0;
     const poet_gemm_args g = {A, B, C, Y, M, N, K, c_rs, c_cs, alpha, beta, plain, bias_row, bias_col};
+#if defined(POET_GEMM_MVE)
+    if (transA) poet_gemm_tn_mve(&g);
+    else if (transB) poet_gemm_nt_mve(&g);
+    else poet_gemm_nn_mve(&g);
+    return;
+#endif
 #if defined(POET_GEMM_ASM)
     if (plain || bias_row || bias_col) {
         if (transA) poet_gemm_tn_asm(&g);
