@@ -39,6 +39,8 @@ class Inspection:
     no_remat_peak_bytes: int
     optimizer: str = "sgd"  # the one the floor and the no-remat peak are computed with
     optimizer_state_bytes: dict[str, int] | None = None  # state RAM of each optimizer
+    training_options: dict[str, bool] | None = None  # the rewrites the graph above is built with
+    floor_by_options: dict[str, int] | None = None  # the floor with each rewrite off and on (floor_variants)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -61,17 +63,18 @@ def inspect(
     reserve: int = 8192,
     input_place: planning.InputPlace = planning.InputPlace.RAM,
     optimizer: Optimizer = PLAIN_SGD,
+    options: autodiff.TrainingOptions = autodiff.PLAIN,
 ) -> Inspection:
     g = frontend.load(path, batch)
     chosen = trainable.select(g, train)
-    tg = autodiff.training_graph(g, loss, chosen, optimizer)
+    tg = autodiff.training_graph(g, loss, chosen, optimizer, options)
     spec = planning.spec_from_graph(tg, reserve, input_place)
     per_param = spec.fixed.trainable_params  # every state tensor is laid out like its parameter
     problem = planning.price(spec, load_profile("host"), 1 << 62)
     floor = memory_floor(problem)
     peak = simulate(problem, get_scheduler("none")(problem)).peak_ram_bytes
     frozen = [p for p in g.params if p not in chosen]
-    grads = [n.inputs[1] for n in tg.nodes if n.phase == Phase.UPDATE]
+    grads = [n.inputs[1] for n in tg.nodes if n.phase == Phase.UPDATE and not ops.get(n.op).fused]
     return Inspection(
         path.name,
         frontend.graph_batch(g),
@@ -92,7 +95,36 @@ def inspect(
         peak,
         optimizer.kind.value,
         {k.value: len(names) * per_param for k, names in STATE_NAMES.items()},
+        options.to_json(),
+        {
+            label: floor_of(g, loss, chosen, optimizer, o, reserve, input_place)
+            for label, o in FLOOR_VARIANTS.items()
+        },
     )
+
+
+# the rewrites `poet inspect` shows the floor with: each alone, both, neither
+FLOOR_VARIANTS = {
+    "plain": autodiff.PLAIN,
+    "fused-updates": autodiff.TrainingOptions(fused_updates=True),
+    "relu-masks": autodiff.TrainingOptions(relu_masks=True),
+    "both": autodiff.TrainingOptions(fused_updates=True, relu_masks=True),
+}
+
+
+def floor_of(
+    g: Graph,
+    loss: autodiff.Loss,
+    chosen: frozenset[str],
+    optimizer: Optimizer,
+    options: autodiff.TrainingOptions,
+    reserve: int,
+    input_place: planning.InputPlace = planning.InputPlace.RAM,
+) -> int:
+    """The memory floor (bytes) of ``g``'s training graph built with ``options``."""
+    tg = autodiff.training_graph(g, loss, chosen, optimizer, options)
+    spec = planning.spec_from_graph(tg, reserve, input_place)
+    return memory_floor(planning.price(spec, load_profile("host"), 1 << 62)).bytes
 
 
 def format_inspection(r: Inspection) -> str:
@@ -120,6 +152,11 @@ def format_inspection(r: Inspection) -> str:
         + f" (RAM, the whole step; the floor below is with --optimizer {r.optimizer})",
         f"memory floor     {kb(r.floor_bytes)} at node {r.floor_node}",
         f"                 {r.floor_explanation}",
+        "floor by rewrite "
+        + ", ".join(f"{k} {v:,} B" for k, v in (r.floor_by_options or {}).items())
+        + " (--fused-updates, --relu-masks; "
+        + ", ".join(f"{k} {'on' if v else 'off'}" for k, v in (r.training_options or {}).items())
+        + " above)",
         f"no-remat peak    {kb(r.no_remat_peak_bytes)} (every node once, freed after last use)",
     ]
     return "\n".join(lines)
