@@ -53,6 +53,7 @@ class CompileOptions:
     optimizer: Optimizer = PLAIN_SGD  # --optimizer and its hyperparameters
     check_inputs: bool = False  # --check-inputs: the step scans x (and float targets) for NaN/Inf
     verify_paging: bool = False  # --verify-paging: CRC-32 of every paged value, checked at page-in
+    training: autodiff.TrainingOptions = autodiff.PLAIN  # --fused-updates, --relu-masks (exact rewrites)
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ def plan_training(
     g = frontend.to_ir(model, opts.batch)
     sanity.check_graph(g, opts.ram_bytes)  # before any per-element work
     phase("training graph")
-    tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train), opts.optimizer)
+    tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train), opts.optimizer, opts.training)
     profile = load_profile(opts.device)
     if flash_warning := sanity.flash_excess(tg, profile):
         print(f"poet: warning: {flash_warning}", file=sys.stderr)
@@ -514,6 +515,7 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
         "lr": opts.lr,
         "optimizer": {**opts.optimizer.to_json(), "state_bytes": c.fixed.optimizer_state},
         "train": opts.train,
+        "training_options": opts.training.to_json(),
         "kernels": opts.kernels,
         "input": opts.input.value,
         "params": opts.params.value,

@@ -67,7 +67,10 @@ def rate(profile: Profile, op_class: OpClass) -> float:
 
 def node_cycles(profile: Profile, work: Work) -> float:
     """Estimated cycles of one kernel call."""
-    return rate(profile, work.op_class) * work.quantity + call_cycles(profile, OpClass(work.op_class))
+    cycles = rate(profile, work.op_class) * work.quantity + call_cycles(profile, OpClass(work.op_class))
+    if work.update_elements:  # a fused update: its optimizer step, priced as the update op would be
+        cycles += rate(profile, OpClass.UPDATE) * work.update_elements * work.update_weight
+    return cycles
 
 
 CONV_CLASSES = (OpClass.CONV, OpClass.DEPTHWISE)

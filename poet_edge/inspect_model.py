@@ -41,6 +41,8 @@ class Inspection:
     floor_stored_node: str = ""
     optimizer: str = "sgd"  # the one the floor and the no-remat peak are computed with
     optimizer_state_bytes: dict[str, int] | None = None  # state RAM of each optimizer
+    training_options: dict[str, bool] | None = None  # the rewrites the graph above is built with
+    floor_by_options: dict[str, int] | None = None  # the floor with each rewrite off and on (floor_variants)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -63,10 +65,11 @@ def inspect(
     reserve: int = 8192,
     input_place: planning.InputPlace = planning.InputPlace.RAM,
     optimizer: Optimizer = PLAIN_SGD,
+    options: autodiff.TrainingOptions = autodiff.PLAIN,
 ) -> Inspection:
     g = frontend.load(path, batch)
     chosen = trainable.select(g, train)
-    tg = autodiff.training_graph(g, loss, chosen, optimizer)
+    tg = autodiff.training_graph(g, loss, chosen, optimizer, options)
     spec = planning.spec_from_graph(tg, reserve, input_place)
     per_param = spec.fixed.trainable_params  # every state tensor is laid out like its parameter
     problem = planning.price(spec, load_profile("host"), 1 << 62)
@@ -75,7 +78,7 @@ def inspect(
     stored = planning.spec_from_graph(tg, reserve, input_place, frozenset(tg.trainable))
     floor_stored = memory_floor(planning.price(stored, load_profile("host"), 1 << 62))
     frozen = [p for p in g.params if p not in chosen]
-    grads = [n.inputs[1] for n in tg.nodes if n.phase == Phase.UPDATE]
+    grads = [n.inputs[1] for n in tg.nodes if n.phase == Phase.UPDATE and not ops.get(n.op).fused]
     return Inspection(
         path.name,
         frontend.graph_batch(g),
@@ -98,7 +101,36 @@ def inspect(
         floor_stored.node,
         optimizer.kind.value,
         {k.value: len(names) * per_param for k, names in STATE_NAMES.items()},
+        options.to_json(),
+        {
+            label: floor_of(g, loss, chosen, optimizer, o, reserve, input_place)
+            for label, o in FLOOR_VARIANTS.items()
+        },
     )
+
+
+# the rewrites `poet inspect` shows the floor with: each alone, both, neither
+FLOOR_VARIANTS = {
+    "plain": autodiff.PLAIN,
+    "fused-updates": autodiff.TrainingOptions(fused_updates=True),
+    "relu-masks": autodiff.TrainingOptions(relu_masks=True),
+    "both": autodiff.TrainingOptions(fused_updates=True, relu_masks=True),
+}
+
+
+def floor_of(
+    g: Graph,
+    loss: autodiff.Loss,
+    chosen: frozenset[str],
+    optimizer: Optimizer,
+    options: autodiff.TrainingOptions,
+    reserve: int,
+    input_place: planning.InputPlace = planning.InputPlace.RAM,
+) -> int:
+    """The memory floor (bytes) of ``g``'s training graph built with ``options``."""
+    tg = autodiff.training_graph(g, loss, chosen, optimizer, options)
+    spec = planning.spec_from_graph(tg, reserve, input_place)
+    return memory_floor(planning.price(spec, load_profile("host"), 1 << 62)).bytes
 
 
 def format_inspection(r: Inspection) -> str:
@@ -128,6 +160,11 @@ def format_inspection(r: Inspection) -> str:
         f"                 {r.floor_explanation}",
         f"                 {kb(r.floor_stored_bytes)} with --params storage (every trainable parameter "
         f"in storage, loaded where needed), at node {r.floor_stored_node}",
+        "floor by rewrite "
+        + ", ".join(f"{k} {v:,} B" for k, v in (r.floor_by_options or {}).items())
+        + " (--fused-updates, --relu-masks; "
+        + ", ".join(f"{k} {'on' if v else 'off'}" for k, v in (r.training_options or {}).items())
+        + " above)",
         f"no-remat peak    {kb(r.no_remat_peak_bytes)} (every node once, freed after last use)",
     ]
     return "\n".join(lines)

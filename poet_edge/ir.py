@@ -26,7 +26,7 @@ class Phase(str, Enum):
     UPDATE = "update"
 
 
-DTYPE_BYTES = {"float32": 4, "int32": 4, "int64": 8}
+DTYPE_BYTES = {"float32": 4, "int32": 4, "int64": 8, "uint32": 4}  # uint32: packed 1-bit masks
 
 
 @dataclass(frozen=True)

@@ -38,16 +38,19 @@ def run(
         attrs = {**n.attrs, "lr": lr, "t": t} if update else n.attrs
         outs = op.forward([env[i] for i in n.inputs], attrs)
         if update:
-            env.update(zip(in_place(n.inputs), outs, strict=True))
+            env.update(zip(in_place(n.inputs, g), outs, strict=True))
             continue
         for name, val in zip(n.outputs, outs, strict=False):
-            env[name] = np.asarray(val, dtype=dtype)
+            val = np.asarray(val)
+            env[name] = val if val.dtype.kind in "iu" else val.astype(dtype)  # 1-bit masks stay uint32
     return env
 
 
-def in_place(update_inputs: tuple[str, ...]) -> tuple[str, ...]:
-    """The inputs an update node rewrites: the parameter and its optimizer state (not the gradient)."""
-    return (update_inputs[0], *update_inputs[2:])
+def in_place(update_inputs: tuple[str, ...], g: Graph) -> tuple[str, ...]:
+    """The inputs an update node rewrites: the parameter and its optimizer state (not the gradient, nor a
+    fused update's operands)."""
+    state = (t for t in update_inputs[1:] if g.tensor(t).role == Role.OPTIMIZER_STATE)
+    return (update_inputs[0], *state)
 
 
 def state_names(g: Graph) -> list[str]:
@@ -63,8 +66,9 @@ class StepResult:
 
 
 def gradient_names(g: Graph) -> dict[str, str]:
-    """parameter -> the tensor holding its final gradient (the second input of its update)."""
-    return {n.inputs[0]: n.inputs[1] for n in g.nodes if n.phase == Phase.UPDATE}
+    """parameter -> the tensor holding its final gradient (the second input of its update); a fused update's
+    parameter has none (its gradient never exists whole)."""
+    return {n.inputs[0]: n.inputs[1] for n in g.nodes if n.phase == Phase.UPDATE and not ops.get(n.op).fused}
 
 
 def train_step(

@@ -168,7 +168,9 @@ def floor_bytes(opts: CompileOptions) -> int | None:
     """The model's memory floor (no schedule goes below it), or None when the model does not compile."""
     try:
         g = frontend.load(opts.model, opts.batch)
-        tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train), opts.optimizer)
+        tg = autodiff.training_graph(
+            g, opts.loss, trainable.select(g, opts.train), opts.optimizer, opts.training
+        )
         profile = load_profile(opts.device)
         reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
         problem = planning.price(planning.spec_from_graph(tg, reserve, opts.input), profile, opts.ram_bytes)

@@ -33,6 +33,10 @@ class Work:
     # GEMM (block structure of the fast kernels), an element relative to a plain elementwise kernel (ops that
     # call math helpers); poet_edge.kernel_model
     weight: float = 1.0
+    # a fused weight-gradient update (poet_edge/ops/fused.py) also runs the optimizer update on this many
+    # elements, priced at the update rate times update_weight (poet_edge.cost.node_cycles)
+    update_elements: int = 0
+    update_weight: float = 1.0
 
     @property
     def quantity(self) -> float:

@@ -26,6 +26,7 @@ from poet_edge.ops.base import (
     NullArg,
     RuntimeArg,
     TensorArg,
+    WorkspaceArg,
 )
 from poet_edge.paths import RUNTIME_C
 from poet_edge.planning import INPUT_KIND, PARAM_KIND, ProblemSpec, param_node_name, stored_params
@@ -267,6 +268,7 @@ class _Pointers:
         self.birth = {(i.start, i.value): k for k, i in enumerate(plan.instances)}
         self.offsets = plan.offsets
         self.current: dict[str, int] = {}  # node value -> arena byte offset of its live instance
+        self.group = ""  # the scheduling node being computed (whose workspace WORKSPACE names)
 
     def born(self, step: int, value: str) -> None:
         k = self.birth.get((step, value))
@@ -277,6 +279,8 @@ class _Pointers:
         return f"(poet_arena + {self.current[value] // 4})"
 
     def tensor_ptr(self, name: str) -> str:
+        if name == WORKSPACE:  # the running node's kernel workspace (arena instance "<node>#ws")
+            return self.value_ptr(f"{self.group}#ws")
         if name in self.outs:
             return self.outs[name]
         t = self.tg.tensor(name)
@@ -307,6 +311,9 @@ class IntArrays:
         )
 
 
+WORKSPACE = "#ws"  # what a WorkspaceArg asks the pointer function for
+
+
 def _arg(a: CArg, ptr: Callable[[str], str], arrays: IntArrays) -> str:
     if isinstance(a, TensorArg):
         return ptr(a.name)
@@ -322,6 +329,8 @@ def _arg(a: CArg, ptr: Callable[[str], str], arrays: IntArrays) -> str:
         return a.name
     if isinstance(a, NullArg):
         return "NULL"
+    if isinstance(a, WorkspaceArg):
+        return ptr(WORKSPACE)
     raise TypeError(a)
 
 
@@ -381,6 +390,8 @@ def body(
     for k, s in enumerate(schedule.steps):
         if isinstance(s, Compute):
             ptrs.born(k, s.node)
+            ptrs.born(k, f"{s.node}#ws")
+            ptrs.group = s.node
             again = " (recompute)" if s.node in computed else ""
             computed.add(s.node)
             if groups[s.node].kind == INPUT_KIND:
@@ -693,7 +704,11 @@ def generate(
 
 # kernel sources whose fast variant calls another source's public kernel (the fast convolution's 1x1 cases
 # and every matrix of the fast batched MatMul are products of two matrices: poet_gemm_f32)
-KERNEL_DEPENDENCIES: dict[str, tuple[str, ...]] = {"conv": ("gemm",), "matmul": ("gemm",)}
+KERNEL_DEPENDENCIES: dict[str, tuple[str, ...]] = {
+    "conv": ("gemm",),
+    "matmul": ("gemm",),
+    "fused": ("adam", "conv", "gemm", "sgd", "sgd_momentum"),  # fused updates call the unfused kernels
+}
 
 
 def with_dependencies(sources: set[str]) -> list[str]:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import cast
 
-from poet_edge import frontend, optimizer, report
+from poet_edge import autodiff, frontend, optimizer, report
 from poet_edge.autodiff import Loss
 from poet_edge.commands import add_batch, add_solve_limits, warn_ram_above_device
 from poet_edge.compiler import CompileOptions, compile_model
@@ -49,6 +49,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "poet_train_step takes it per step",
     )
     optimizer.add_arguments(p.add_argument_group("optimizer (torch.optim's formulas)"))
+    autodiff.add_arguments(p.add_argument_group("training-graph rewrites (exact)"))
     p.add_argument(
         "--reserve",
         help=f"RAM kept for stack and runtime, {SIZE_HELP} (default: the device "
@@ -150,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
         optimizer=optimizer.from_args(args),
         check_inputs=args.check_inputs,
         verify_paging=args.verify_paging,
+        training=autodiff.options_from_args(args),
     )
     try:
         c = compile_model(opts, progress.info, () if args.no_report else (report.render,), progress.phase)

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from poet_edge import frontend, optimizer, sanity
+from poet_edge import autodiff, frontend, optimizer, sanity
 from poet_edge.autodiff import Loss
 from poet_edge.commands import add_batch
 from poet_edge.inspect_model import format_inspection, inspect
@@ -36,6 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=INPUT_HELP,
     )
     optimizer.add_arguments(p)
+    autodiff.add_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -52,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
         parse_size(args.reserve),
         InputPlace(args.input),
         optimizer.from_args(args),
+        autodiff.options_from_args(args),
     )
     print(json.dumps(r.to_json(), indent=1) if args.json else format_inspection(r))
     return 0

@@ -7,7 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
-from poet_edge import frontend, optimizer, sanity, sweep
+from poet_edge import autodiff, frontend, optimizer, sanity, sweep
 from poet_edge.autodiff import Loss
 from poet_edge.commands import add_batch, add_solve_limits, warn_ram_above_device
 from poet_edge.compiler import CompileOptions
@@ -63,6 +63,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--lr", type=float, default=0.01, help="learning rate of every step (default 0.01)")
     optimizer.add_arguments(p)
+    autodiff.add_arguments(p)
     p.add_argument("--reserve", help=f"RAM kept for stack and runtime, {SIZE_HELP} (default: the profile's)")
     p.add_argument("--train", default="all", help=f"trainable parameters: {TRAIN_HELP}")
     p.add_argument(
@@ -124,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         milp=MilpOptions(time_limit_s=args.time_limit, gap_rel=args.gap, effort=args.effort),
         input=InputPlace(args.input),
         optimizer=optimizer.from_args(args),
+        training=autodiff.options_from_args(args),
     )
     if not args.model.is_file():
         raise PoetError(f"{args.model}: no such file")

@@ -39,6 +39,9 @@ from poet_edge.ops import equal, expand, gather, hardsigmoid, hardswish, squeeze
 from poet_edge.ops import gru, lstm  # recurrent
 
 # isort: split
+from poet_edge.ops import fused, mask  # training-graph rewrites (autodiff.TrainingOptions)
+
+# isort: split
 from poet_edge.ops.base import OpDef
 
 REGISTRY: dict[str, OpDef] = {
@@ -122,6 +125,11 @@ REGISTRY: dict[str, OpDef] = {
         lstm.OP,
         lstm.STATES,
         lstm.GRAD,
+        # training-graph rewrites
+        fused.CONV,
+        fused.GEMM,
+        mask.MASK,
+        mask.GRAD,
     )
 }
 

@@ -68,7 +68,12 @@ class NullArg:
     """A NULL pointer (an optional tensor that is absent)."""
 
 
-CArg = TensorArg | IntArg | FloatArg | DoubleArg | IntArrayArg | RuntimeArg | NullArg
+@dataclass(frozen=True)
+class WorkspaceArg:
+    """Pointer to the node's kernel workspace: ``Work.workspace_bytes`` of scratch in the arena."""
+
+
+CArg = TensorArg | IntArg | FloatArg | DoubleArg | IntArrayArg | RuntimeArg | NullArg | WorkspaceArg
 
 
 @dataclass(frozen=True)
@@ -162,6 +167,9 @@ class OpDef:
     constant input (e.g. Reshape's ``shape``). A parameter fed only into ``frozen_inputs`` is never
     trainable. ``internal`` ops appear only in training graphs.
 
+    ``fused`` marks an update node that computes its parameter's gradient itself, tile by tile (its inputs
+    are the parameter, the gradient's operands, then the optimizer state; no gradient tensor exists).
+
     ``attributes`` declares every ONNX attribute the op handles (ONNX opsets ``frontend.MIN_OPSET`` to
     ``MAX_OPSET``) and the values it implements; the frontend refuses any other attribute or value
     (:func:`attribute_problems`). Internal ops leave it empty: their attributes come from poet itself."""
@@ -179,6 +187,8 @@ class OpDef:
     )  # parameter inputs that are never trained (e.g. BN statistics)
     internal: bool = False
     attributes: Mapping[str, Attr] = field(default_factory=dict)
+    # an update that computes its parameter's gradient itself (inputs: param, operands, *state; ops/fused.py)
+    fused: bool = False
 
 
 def unsupported(node: Node, what: str) -> PoetError:

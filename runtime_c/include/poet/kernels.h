@@ -198,4 +198,40 @@ void poet_lstm_grad_f32(const float *X, const float *W, const float *R, const fl
                         float *S, int32_t seq, int32_t batch, int32_t in, int32_t H, int32_t direction);
 /* ---- end recurrent ---------------------------------------------------------------------------------- */
 
+/* ---- training-graph rewrites (poet_edge/autodiff.py TrainingOptions) -------------------------------- */
+
+/* Fused weight-gradient updates (src/kernels/fused.c): the gradient of W computed `tile` output channels
+ * (convolution) or rows (GEMM) at a time into ws by the unfused gradient kernel, and each tile applied at
+ * once by the optimizer's update kernel (kind POET_UPDATE_*; s0, s1: its state tensors or NULL). Same bits
+ * as the gradient kernel followed by the update. The GEMM form computes alpha op(A) op(B) per batch (A, B
+ * contiguous [batches] stacks) and, if `reduced`, sums the batches from +0.0f and multiplies by scale unless
+ * it is 1 (ReduceSumTo). ws: tile * per-row floats (twice if reduced), plus K * tile for transA, plus (conv,
+ * N > 1) N * tile * OH * OW. */
+enum { POET_UPDATE_SGD = 0, POET_UPDATE_SGD_MOMENTUM = 1, POET_UPDATE_ADAM = 2 };
+typedef struct {
+    int32_t kind;
+    float lr;
+    int32_t t;
+    float momentum;
+    double weight_decay;
+    int32_t nesterov;
+    double beta1, beta2, eps;
+    int32_t decoupled;
+} poet_update;
+void poet_conv2d_grad_weight_update_f32(const float *X, const float *dY, float *W, float *s0, float *s1,
+                                        int32_t kind, float lr, int32_t t, float momentum, double weight_decay,
+                                        int32_t nesterov, double beta1, double beta2, double eps,
+                                        int32_t decoupled, float *ws, const int32_t *g, int32_t tile);
+void poet_gemm_grad_update_f32(const float *A, const float *B, float *W, float *s0, float *s1, int32_t kind,
+                               float lr, int32_t t, float momentum, double weight_decay, int32_t nesterov,
+                               double beta1, double beta2, double eps, int32_t decoupled, float *ws, int32_t M,
+                               int32_t N, int32_t K, int32_t transA, int32_t transB, float alpha, int32_t batches,
+                               int32_t reduced, float scale, int32_t tile);
+
+/* 1-bit masks (src/kernels/mask.c): M (uint32 words in the arena; element i is bit i % 32 of word i / 32)
+ * = has_min ? Y > min : 1 and has_max ? Y < max : 1; dX = bit ? dY : 0.0f (dX may be dY). */
+void poet_range_mask_f32(const float *Y, void *M, int32_t n, int32_t has_min, float min, int32_t has_max,
+                         float max);
+void poet_mask_grad_f32(const void *M, const float *dY, float *dX, int32_t n);
+
 #endif
