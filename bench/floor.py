@@ -49,15 +49,15 @@ class Case:
         return LOSSES.get(self.model, autodiff.Loss.CROSS_ENTROPY)
 
 
-def _problem(case: Case, options: autodiff.TrainingOptions):
+def _problem(case: Case, options: autodiff.TrainingOptions, stored: bool = False):
     tg = autodiff.training_graph(case.graph, case.loss, case.chosen, options=options)
-    spec = planning.spec_from_graph(tg, RESERVE)
+    spec = planning.spec_from_graph(tg, RESERVE, stored=frozenset(tg.trainable) if stored else frozenset())
     return planning.price(spec, load_profile("host"), 1 << 62)
 
 
-def floor_with(options: autodiff.TrainingOptions) -> Callable[[Case], int]:
+def floor_with(options: autodiff.TrainingOptions, stored: bool = False) -> Callable[[Case], int]:
     def column(case: Case) -> int:
-        return memory_floor(_problem(case, options)).bytes
+        return memory_floor(_problem(case, options, stored)).bytes
 
     return column
 
@@ -81,12 +81,26 @@ def both(case: Case) -> int:
     return floor_with(autodiff.TrainingOptions(fused_updates=True, relu_masks=True))(case)
 
 
+def params_in_storage(case: Case) -> int:
+    """--params storage: every trainable parameter in storage, loaded where forward, backward and its
+    update need it (the plain graph)."""
+    return floor_with(autodiff.PLAIN, stored=True)(case)
+
+
+def all_three(case: Case) -> int:
+    """Fused updates, 1-bit masks and every trainable parameter in storage (the defaults of `poet compile`
+    with --params storage; --params auto picks this where the budget needs it)."""
+    return floor_with(autodiff.TrainingOptions(fused_updates=True, relu_masks=True), stored=True)(case)
+
+
 # floor columns, in order: (header, function of the case)
 COLUMNS: tuple[tuple[str, Callable[[Case], int]], ...] = (
     ("before", before),
     ("fused updates", fused_updates),
     ("1-bit masks", relu_masks),
     ("both", both),
+    ("params in storage", params_in_storage),
+    ("all three", all_three),
 )
 
 
@@ -139,7 +153,7 @@ def markdown(rows: list[dict[str, object]]) -> str:
     return "\n".join(out)
 
 
-REPORT = """# Memory floors with fused updates and 1-bit masks (issue 56)
+REPORT = """# Memory floors with fused updates, 1-bit masks and parameters in storage (issue 56)
 
 Measured by `bench/floor.py` on {machine}, commit {commit}, {date}.
 
@@ -147,13 +161,17 @@ Every zoo model at batch 1, float32, SGD, `--train all` and `--train bias`, 8 KB
 RAM no schedule can go below (fixed bytes + the largest node's inputs, output and workspace); the peaks are
 the no-recomputation run in the given order (every value freed after its last use), plain and with both
 rewrites. KB = 1024 bytes; percentages against the floor before. Both rewrites are exact (parameters
-bit-identical to the plain graph: tests/test_fused_updates.py, tests/test_masks.py).
+bit-identical to the plain graph: tests/test_fused_updates.py, tests/test_masks.py), and so is keeping
+parameters in storage (tests/test_params_storage.py); the last costs storage reads and writes every step
+(bench/results/tight.md has the energy, traffic and endurance of runs at these floors).
 
 {table}
 
 Where the floor does not move, the largest node is not a weight gradient (fused updates) or its float
 input has another backward reader (masks: e.g. the next layer's weight gradient reads the ReLU output when
-that layer trains); the fixed bytes (every trainable parameter in RAM) are unchanged by both rewrites.
+that layer trains); the fixed bytes (every trainable parameter in RAM) are unchanged by both rewrites, and
+fall to the optimizer state, inputs and reserve with parameters in storage. Below "all three", the floor is
+set by one operator's inputs, output and workspace: only operator splitting (issue 57) goes lower.
 """
 
 

@@ -154,7 +154,9 @@ def _plan_stored(
         raise PoetError(
             f"--ram {fmt_bytes(opts.ram_bytes)} is below the memory floor of this model, "
             f"{fmt_bytes(floor.bytes)} ({floor.explanation}){_state_hint(spec.fixed, opts)}"
-            f"{_storage_hint(tg, reserve, profile, opts)}{_params_hint(tg, reserve, profile, opts)}"
+            f"{_storage_hint(tg, reserve, profile, opts)}"
+            f"{_params_hint(tg, reserve, profile, opts, floor.bytes)}"
+            f"{_rewrites_hint(g, reserve, profile, opts, floor.bytes)}"
         )
     schedule, plan = _fit(problem, floor.bytes, spec, opts, limit, began, phase, log)
     phase("simulate")
@@ -190,9 +192,15 @@ def stored_candidates(
     kept. --params ram: none; storage: all. auto: none when the model's floor fits the budget that way;
     else the fewest of the largest parameters that bring the floor under the budget (keeping a parameter in
     storage lowers the floor or leaves it), and all of them (more room for activations, more storage
-    traffic); all when even that is above the budget (its floor is then the error)."""
+    traffic); all when even that is above the budget (its floor is then the error). With --verify-paging,
+    none (stored parameters are not CRC-checked yet)."""
     everything = frozenset(tg.trainable)
-    if opts.params == planning.ParamPlace.RAM or not everything:
+    if opts.verify_paging and opts.params == planning.ParamPlace.STORAGE:
+        raise PoetError(
+            "--verify-paging does not cover parameters kept in storage yet (their loads and write-backs "
+            "carry no CRC-32): use --params ram, or auto, which keeps them in RAM with --verify-paging"
+        )
+    if opts.params == planning.ParamPlace.RAM or not everything or opts.verify_paging:
         return [frozenset()]
     if opts.params == planning.ParamPlace.STORAGE:
         return [everything]
@@ -212,12 +220,24 @@ def stored_candidates(
     return [fewest] if fewest == everything else [fewest, everything]
 
 
-def _params_hint(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions) -> str:
+def _params_hint(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions, floor: int) -> str:
     """With --params ram: what the floor would be with every trainable parameter in storage, when lower."""
     if opts.params != planning.ParamPlace.RAM or not tg.trainable:
         return ""
     alt = _stored_floor(tg, reserve, profile, opts, frozenset(tg.trainable))
-    return f"; with --params storage (or auto) the floor is {fmt_bytes(alt)}" if alt < opts.ram_bytes else ""
+    return f"; with --params storage (or auto) the floor is {fmt_bytes(alt)}" if alt < floor else ""
+
+
+def _rewrites_hint(g: Graph, reserve: int, profile: Profile, opts: CompileOptions, floor: int) -> str:
+    """Without both exact rewrites (--fused-updates, --relu-masks): the floor with them, when lower."""
+    if opts.training == autodiff.DEFAULT_OPTIONS:
+        return ""
+    tg = autodiff.training_graph(
+        g, opts.loss, trainable.select(g, opts.train), opts.optimizer, autodiff.DEFAULT_OPTIONS
+    )
+    stored = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
+    alt = _stored_floor(tg, reserve, profile, opts, stored)
+    return f"; with --fused-updates --relu-masks the floor is {fmt_bytes(alt)}" if alt < floor else ""
 
 
 def _state_hint(fixed: planning.FixedRam, opts: CompileOptions) -> str:

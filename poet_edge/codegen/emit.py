@@ -520,7 +520,7 @@ def journal_section(storage: StoragePlan, param_vars: dict[str, str], verify: bo
     if not storage.journal:
         return "\n".join(out)
     n = len(storage.journal)
-    rows = ",\n".join(f"    {{{param_vars[p]}, sizeof {param_vars[p]}}}" for p in storage.journal)
+    rows = ",\n".join(f"    {{{param_vars[p]}, sizeof {param_vars[p]}, -1}}" for p in storage.journal)
     offs = ", ".join(f"{o}u" for o in storage.journal.values())
     out += [
         f"static const poet_persistent_span poet_journal_src[{n}] = {{\n{rows}\n}};",

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 from typing import cast
 
-from poet_edge import autodiff, frontend, optimizer, report
+from poet_edge import autodiff, frontend, optimizer, planning, report
 from poet_edge.autodiff import Loss
 from poet_edge.commands import add_batch, add_solve_limits, warn_ram_above_device
-from poet_edge.compiler import CompileOptions, compile_model
+from poet_edge.compiler import Compiled, CompileOptions, compile_model
 from poet_edge.planning import INPUT_HELP, PARAMS_HELP, InputPlace, ParamPlace
 from poet_edge.progress import Progress
 from poet_edge.schedulers import SCHEDULERS, milp_solver
@@ -180,6 +180,10 @@ def run(args: argparse.Namespace) -> int:
     say(
         f"recomputations {c.sim.n_recomputations}, page-outs {c.sim.n_page_outs}, page-ins {c.sim.n_page_ins}"
     )
+    for line in storage_lines(c):
+        say(line)
+    if (warn := endurance_warning(c)) is not None:
+        print(warn, file=sys.stderr)
     for m in c.inference:
         ram = fmt_bytes(m.spec.fixed.total + m.arena.arena_bytes)
         say(
@@ -206,6 +210,40 @@ def run(args: argparse.Namespace) -> int:
         "poet_model.c, poet_model.h, Makefile, README.md)"
     )
     return 0
+
+
+ENDURANCE_WARN_STEPS = 100_000  # fewer training steps than this until the storage wears out: a warning
+
+
+def storage_lines(c: Compiled) -> list[str]:
+    """Parameters kept in storage, and the storage traffic and wear of a step, when it writes storage."""
+    lines = []
+    stored = planning.stored_params(c.spec)
+    if stored:
+        nbytes = sum(c.training.tensor(p).nbytes for p in stored)
+        lines.append(
+            f"parameters in storage: {len(stored)} of {len(c.training.trainable)} trainable "
+            f"({fmt_bytes(nbytes)}), read {c.sim.param_bytes_read:,} B and written "
+            f"{c.sim.param_bytes_written:,} B per step"
+        )
+    if c.sim.storage_bytes_written and c.sim.steps_until_endurance is not None:
+        lines.append(
+            f"storage ({c.profile.storage.kind}): {c.sim.storage_bytes_written:,} B written per step, "
+            f"{c.sim.erase_blocks_per_step:.4g} erase blocks; endurance reached after "
+            f"{c.sim.steps_until_endurance:,.0f} steps (wear spread over the whole storage)"
+        )
+    return lines
+
+
+def endurance_warning(c: Compiled) -> str | None:
+    left = c.sim.steps_until_endurance
+    if not c.sim.storage_bytes_written or left is None or left >= ENDURANCE_WARN_STEPS:
+        return None
+    return (
+        f"poet: warning: the storage ({c.profile.storage.kind}, {c.profile.storage.endurance_cycles:,} erase "
+        f"cycles) wears out after {left:,.0f} training steps at {c.sim.storage_bytes_written:,} B "
+        f"written per step (below {ENDURANCE_WARN_STEPS:,}); --params ram or a larger --ram writes less"
+    )
 
 
 HINT_GAP = 0.01  # without --gap, a gap left wider than this by the time limit gets the hint

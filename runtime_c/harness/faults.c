@@ -58,21 +58,18 @@ static void load(const uint8_t *src, int scribble)
 {
     for (int32_t i = 0; i < POET_NUM_PERSISTENT; ++i) {
         const poet_persistent_span *s = &poet_persistent[i];
-        if (s->data != NULL && scribble) {
-            memset(s->data, 0xFF, s->bytes);
-        } else if (s->data != NULL) {
-            memcpy(s->data, src, s->bytes);
-        } else if (!scribble) {
-            (void)poet_param_write(s->param, 0u, s->bytes / 4u, (const float *)(const void *)src);
+        if (scribble) {
+            /* a stored parameter survives the reboot: storage keeps it (the model's slot choice stays as
+             * the restore leaves it, as after a real reset, where the restore writes slot 0) */
+            if (s->data != NULL) memset(s->data, 0xFF, s->bytes);
         } else {
-            float ones[16];
-            memset(ones, 0xFF, sizeof ones);
-            for (uint32_t k = 0; k < s->bytes / 4u; k += 16u) {
-                uint32_t n = s->bytes / 4u - k < 16u ? s->bytes / 4u - k : 16u;
-                (void)poet_param_write(s->param, k, n, ones);
+            if (s->data != NULL) {
+                memcpy(s->data, src, s->bytes);
+            } else {
+                (void)poet_param_write(s->param, 0u, s->bytes / 4u, (const float *)(const void *)src);
             }
+            src += s->bytes;
         }
-        if (!scribble) src += s->bytes;
     }
 }
 
