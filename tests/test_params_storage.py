@@ -14,7 +14,7 @@ import pytest
 from conftest import EXAMPLES, need_tools, poet
 
 from poet_edge import autodiff, frontend, planning, reference, runner, trainable
-from poet_edge.compiler import CompileOptions, Compiled, compile_model, stored_candidates
+from poet_edge.compiler import Compiled, CompileOptions, compile_model, stored_candidates
 from poet_edge.errors import PoetError
 from poet_edge.memory_floor import memory_floor
 from poet_edge.profiles import load_profile
