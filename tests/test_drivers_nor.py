@@ -20,7 +20,7 @@ CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off"]
 INCLUDES = [f"-I{ROOT / 'runtime_c' / 'include'}", f"-I{DRIVERS}", f"-I{SIM}"]
 DEVICES = {
     "stm32f4": (
-        ["-DSIM_F4", "-DPOET_STM32F4_HOOKS=\"stm32f4_hooks.h\""],
+        ["-DSIM_F4", '-DPOET_STM32F4_HOOKS="stm32f4_hooks.h"'],
         [SIM / "stm32f4_sim.c", DRIVERS / "poet_stm32f4_flash.c"],
     ),
     "spi_nor": (["-DSIM_SPI"], [SIM / "spi_nor_sim.c", DRIVERS / "poet_spi_nor.c"]),
@@ -112,9 +112,22 @@ def test_generated_step_pages_through_each_driver_bit_identically(tmp_path):
     need_tools("gcc")
     out = tmp_path / "ds"
     r = poet(
-        "compile", ROOT / "examples" / "zoo" / "dscnn.onnx", "--device", "cortex-m4", "--ram", "128KB",
-        "--train", "bias", "--scheduler", "page-all", "--kernels", "reference", "--no-report", "-o", out,
-    )  # fmt: skip
+        "compile",
+        ROOT / "examples" / "zoo" / "dscnn.onnx",
+        "--device",
+        "cortex-m4",
+        "--ram",
+        "128KB",
+        "--train",
+        "bias",
+        "--scheduler",
+        "page-all",
+        "--kernels",
+        "reference",
+        "--no-report",
+        "-o",
+        out,
+    )
     assert r.returncode == 0, r.stderr
     model_c = (out / "poet_model.c").read_text()
     assert model_c.count("poet_storage_write(") >= 7
@@ -126,8 +139,10 @@ def test_generated_step_pages_through_each_driver_bit_identically(tmp_path):
         objs.append(obj)
     main = SIM / "model_main.c"
     ram = tmp_path / "ram"
-    subprocess.run(["gcc", *CFLAGS, *INCLUDES, *inc, "-DRAM_STORAGE", "-o", str(ram), str(main), *map(str, objs), "-lm"],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        ["gcc", *CFLAGS, *INCLUDES, *inc, "-DRAM_STORAGE", "-o", str(ram), str(main), *map(str, objs), "-lm"],
+        check=True,
+    )
     nor_main = [main, DRIVERS / "poet_storage_nor.c", *objs]
     exes = {
         "stm32f4": build(tmp_path / "f4", "stm32f4", nor_main, "-DSIM_F4_WIDE", extra_inc=inc),
@@ -153,8 +168,20 @@ def test_drivers_compile_for_the_stm32f405(tmp_path):
     need_tools("arm-none-eabi-gcc")
     for src in sorted(DRIVERS.glob("*.c")):
         subprocess.run(
-            ["arm-none-eabi-gcc", "-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard", *CFLAGS,
-             "-pedantic", f"-I{ROOT / 'runtime_c' / 'include'}", f"-I{DRIVERS}", "-c", str(src),
-             "-o", str(tmp_path / (src.stem + ".o"))],
+            [
+                "arm-none-eabi-gcc",
+                "-mcpu=cortex-m4",
+                "-mthumb",
+                "-mfpu=fpv4-sp-d16",
+                "-mfloat-abi=hard",
+                *CFLAGS,
+                "-pedantic",
+                f"-I{ROOT / 'runtime_c' / 'include'}",
+                f"-I{DRIVERS}",
+                "-c",
+                str(src),
+                "-o",
+                str(tmp_path / (src.stem + ".o")),
+            ],
             check=True,
-        )  # fmt: skip
+        )
