@@ -21,13 +21,13 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed  ## create .venv and install poet-edge with test dependencies
 
-toolchain:  ## install gcc, the Arm toolchain, QEMU and chromium (report tests) through apt when missing
-	@if command -v gcc >/dev/null && command -v arm-none-eabi-gcc >/dev/null && command -v qemu-system-arm >/dev/null \
+toolchain:  ## install gcc, cmake, the Arm toolchain, QEMU and chromium (report tests) through apt when missing
+	@if command -v gcc >/dev/null && command -v cmake >/dev/null && command -v arm-none-eabi-gcc >/dev/null && command -v qemu-system-arm >/dev/null \
 	    && command -v chromium >/dev/null \
 	    && arm-none-eabi-gcc -print-file-name=librdimon.a | grep -q /; then echo "toolchain present"; \
 	 elif [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-	    gcc make chromium $(ARM_PACKAGES); \
-	 else echo "missing toolchain: run as root or: sudo apt-get install gcc make chromium $(ARM_PACKAGES)"; exit 1; fi
+	    gcc make cmake chromium $(ARM_PACKAGES); \
+	 else echo "missing toolchain: run as root or: sudo apt-get install gcc make cmake chromium $(ARM_PACKAGES)"; exit 1; fi
 
 DIGITS := examples/digits
 demo: venv toolchain  ## digits CNN: pretrain on the host with poet-edge, fine-tune on rotated digits on an emulated Cortex-M4 in 64KB

@@ -37,6 +37,26 @@ if TYPE_CHECKING:
     from poet_edge.inference import ModePlan
 
 TEMPLATES = Path(__file__).parent / "templates"
+M4F_FLAGS = "-mcpu=cortex-m4 -mthumb -mfpu=fpv4-sp-d16 -mfloat-abi=hard"
+# -mcpu/-mfpu/-mfloat-abi of cmake/arm-none-eabi.cmake by device profile (others: the Cortex-M4F's); the
+# M55 keeps auto-vectorization off (MVE float flushes subnormals: docs/targets.md)
+CPU_FLAGS = {
+    "cortex-m0plus": "-mcpu=cortex-m0plus -mthumb -mfloat-abi=soft",
+    "cortex-m3": "-mcpu=cortex-m3 -mthumb -mfloat-abi=soft",
+    "cortex-m7": "-mcpu=cortex-m7 -mthumb -mfpu=fpv5-d16 -mfloat-abi=hard",
+    "cortex-m33": "-mcpu=cortex-m33 -mthumb -mfpu=fpv5-sp-d16 -mfloat-abi=hard",
+    "cortex-m55": "-mcpu=cortex-m55 -mthumb -mfloat-abi=hard -fno-tree-vectorize",
+}
+DRIVER_SOURCES = (
+    "poet_nor_log.h",
+    "poet_nor_log.c",
+    "poet_storage_nor.c",
+    "poet_stm32f4_flash.h",
+    "poet_stm32f4_flash.c",
+    "poet_spi_nor.h",
+    "poet_spi_nor.c",
+)
+BARE_METAL_EXAMPLE = ("main.c", "startup_stm32f405.c", "stm32f405.ld")
 
 
 def render(name: str, **values: object) -> str:
@@ -691,6 +711,7 @@ def generate(
         "poet_model.c": source,
         "Makefile": render("Makefile.in", **common),
         "CMakeLists.txt": render("CMakeLists.txt.in", **common),
+        **board_files(str(meta.get("device", "host"))),
         "README.md": render_readme(
             tg,
             schedule,
@@ -700,6 +721,25 @@ def generate(
             storage.input_bytes,
         ),
     }
+
+
+def board_files(device: str) -> dict[str, str]:
+    """What a board build adds to the project: the storage drivers (runtime_c/drivers/), the toolchain
+    file for arm-none-eabi-gcc with the flags of ``device``'s core, and the STM32F405 bare-metal example."""
+    flags = CPU_FLAGS.get(device, M4F_FLAGS)
+    files = {
+        "cmake/arm-none-eabi.cmake": render(
+            "board/arm-none-eabi.cmake.in",
+            version=__version__,
+            device=device,
+            cpu_flags=flags,
+            board="stm32f405" if flags == M4F_FLAGS else "",
+        )
+    }
+    files.update({f"drivers/{n}": (RUNTIME_C / "drivers" / n).read_text() for n in DRIVER_SOURCES})
+    example = TEMPLATES / "board"
+    files.update({f"examples/bare_metal/{n}": (example / n).read_text() for n in BARE_METAL_EXAMPLE})
+    return files
 
 
 # kernel sources whose fast variant calls another source's public kernel (the fast convolution's 1x1 cases
