@@ -192,15 +192,9 @@ def stored_candidates(
     kept. --params ram: none; storage: all. auto: none when the model's floor fits the budget that way;
     else the fewest of the largest parameters that bring the floor under the budget (keeping a parameter in
     storage lowers the floor or leaves it), and all of them (more room for activations, more storage
-    traffic); all when even that is above the budget (its floor is then the error). With --verify-paging,
-    none (stored parameters are not CRC-checked yet)."""
+    traffic); all when even that is above the budget (its floor is then the error)."""
     everything = frozenset(tg.trainable)
-    if opts.verify_paging and opts.params == planning.ParamPlace.STORAGE:
-        raise PoetError(
-            "--verify-paging does not cover parameters kept in storage yet (their loads and write-backs "
-            "carry no CRC-32): use --params ram, or auto, which keeps them in RAM with --verify-paging"
-        )
-    if opts.params == planning.ParamPlace.RAM or not everything or opts.verify_paging:
+    if opts.params == planning.ParamPlace.RAM or not everything:
         return [frozenset()]
     if opts.params == planning.ParamPlace.STORAGE:
         return [everything]

@@ -260,9 +260,11 @@ def simulate(
             elif node.kind == PARAM_KIND:  # a parameter kept in storage is loaded
                 read += node.out_bytes
                 param_read += node.out_bytes
+                checks.paged(node.out_bytes)
             if node.stores_bytes:  # a stored parameter's update writes it back
                 written.append(node.stores_bytes)
                 param_written += node.stores_bytes
+                read += checks.written_back(node.stores_bytes)
         elif isinstance(step, Free):
             if v not in st.in_ram:
                 raise InvalidSchedule(i, step, f"free of {node.name}, which is not resident in RAM")
@@ -369,6 +371,16 @@ class _Checks:
     def load(self) -> None:
         if self.profile is not None and self.integrity is not None:
             self.cost = self.cost + self.integrity.scan(self.profile, self.integrity.checked_per_load)
+
+    def written_back(self, nbytes: int) -> int:
+        """A stored parameter's write-back: with verify_paging, a CRC-32 before the write, and a read-back
+        with its CRC-32 after it. Returns the bytes read."""
+        if self.profile is None or self.integrity is None or not self.integrity.verify_paging:
+            return 0
+        self.paged(nbytes)
+        self.paged(nbytes)
+        self.cost = self.cost + transfer_cost(self.profile, nbytes, False)
+        return nbytes
 
     def paged(self, nbytes: int) -> None:
         if self.profile is not None and self.integrity is not None and self.integrity.verify_paging:

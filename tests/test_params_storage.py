@@ -174,11 +174,14 @@ def test_qemu_gives_the_host_bits_within_the_budget(
     assert qemu.steps[-1].bytes_written == c.sim.storage_bytes_written
 
 
-def test_faults_and_power_cuts_leave_stored_parameters_as_before_or_after(tmp_path: Path) -> None:
+@pytest.mark.parametrize("verify", [False, True], ids=["plain", "verify-paging"])
+def test_faults_and_power_cuts_leave_stored_parameters_as_before_or_after(
+    tmp_path: Path, verify: bool
+) -> None:
     """Every storage fault kind at every storage call of a step and a checkpoint save (bench/faults.py's
-    driver): with parameters in storage, a failed or torn call, and a power cut at any call, leave the
-    state before or after the step. Bit flips are detected only with --verify-paging, which parameters in
-    storage do not support yet (refused, below)."""
+    driver): with parameters in storage, a failed or torn call and a power cut at any call leave the state
+    before or after the step; with --verify-paging (a CRC-32 of every load, write-back read back and checked)
+    bit flips too."""
     need_tools("gcc")
     out = tmp_path / "faults"
     opts = replace(
@@ -187,21 +190,37 @@ def test_faults_and_power_cuts_leave_stored_parameters_as_before_or_after(tmp_pa
         scheduler="page-all",
         input=planning.InputPlace.STORAGE,
         check_inputs=True,
+        verify_paging=verify,
     )
     c = compile_model(opts)
     assert planning.stored_params(c.spec) and not c.storage.journal  # the slots replace the journal
     lines = run_driver(out, "host")
-    cases = [ln.split() for ln in lines if ln.startswith("case ") and ln.split()[1] in ("fail", "tear")]
-    assert len(cases) == 2 * int(next(ln.split() for ln in lines if ln.startswith("calls "))[2]) + 2 * int(
-        next(ln.split() for ln in lines if ln.startswith("calls "))[4]
-    )
+    kinds = ("fail", "tear", "flip") if verify else ("fail", "tear")
+    cases = [ln.split() for ln in lines if ln.startswith("case ") and ln.split()[1] in kinds]
+    calls = next(ln.split() for ln in lines if ln.startswith("calls "))
+    assert len(cases) == len(kinds) * (int(calls[2]) + int(calls[4]))
     fields = [dict(zip(c[4::2], c[5::2], strict=True)) for c in cases]
     assert all(f["fired"] == "1" for f in fields)
     assert all(f["ram"] in ("pre", "post", "-") and f["restored"] in ("pre", "post") for f in fields)
     assert all(f["step"] in ("ok", "-") or f["ram"] == "pre" for f in fields)  # a failed step changes nothing
     assert sum(f["power_off"] == "1" for f in fields) > 0
-    with pytest.raises(PoetError, match="--verify-paging does not cover"):
-        compile_model(replace(opts, out=tmp_path / "v", verify_paging=True))
+
+
+def test_verify_paging_traffic_is_the_simulated(tmp_path: Path) -> None:
+    """--verify-paging reads every write-back back: the simulator counts it (and its CRC work)."""
+    need_tools("gcc")
+    tg = _tg()
+    floor = memory_floor(
+        planning.price(planning.spec_from_graph(tg, 8192), load_profile("cortex-m4"), 1)
+    ).bytes
+    c = compile_model(_opts(tmp_path / "v", floor - 4 * KB, planning.ParamPlace.AUTO, verify_paging=True))
+    stored = sum(n.stores for n in c.spec.nodes)
+    assert stored and c.sim.crc_bytes >= 2 * stored
+    plain = simulate(c.problem, c.schedule, c.profile)
+    assert c.sim.storage_bytes_read == plain.storage_bytes_read + stored
+    run = runner.run_project(tmp_path / "v", "host", STEPS)
+    for s in run.steps[1:]:
+        assert (s.bytes_written, s.bytes_read) == (c.sim.storage_bytes_written, c.sim.storage_bytes_read)
 
 
 def test_compile_reports_storage_wear_and_warns_below_100k_steps(tmp_path: Path) -> None:

@@ -404,6 +404,7 @@ def body(
     kinds = kinds or {op: k for k, op in enumerate(op_kinds(tg))}
     ptrs = _Pointers(tg, spec, plan, param_vars, outs)
     page_index = {v: i for i, v in enumerate(storage.offsets)}
+    param_index = {p: i for i, p in enumerate(sorted(tg.params))}
     err = _ErrorPath()
     computed: set[str] = set()
     lines: list[str] = []
@@ -428,6 +429,12 @@ def body(
                         "POET_ERR_STORAGE_READ",
                     )
                 )
+                if verify_paging:
+                    crc = f"poet_crc32({ptrs.value_ptr(s.node)}, {value_bytes[s.node]}u)"
+                    lines.append(
+                        f"    if ({crc} != poet_param_crc[{param_index[p]}][poet_param_slot]) "
+                        + err.fail("POET_ERR_CORRUPT")
+                    )
                 continue
             for i, name in enumerate((s.node, *groups[s.node].epilogue)):
                 n = nodes[name]
@@ -445,14 +452,8 @@ def body(
                 if n.outputs and tg.tensor(n.outputs[0]).role == Role.LOSS:
                     lines.append(f"    loss = *{ptrs.tensor_ptr(n.outputs[0])};")
                 if n.phase == Phase.UPDATE and n.inputs[0] in storage.params:
-                    p = n.inputs[0]
-                    lines.append(f"    /* write {c_comment(p)} back to the slot this step does not read */")
-                    lines.append(
-                        err.check(
-                            f"poet_storage_write({_slot(storage, p, True)}, {ptrs.tensor_ptr(p)}, "
-                            f"{value_bytes[param_node_name(p)]}u)",
-                            "POET_ERR_STORAGE_WRITE",
-                        )
+                    lines += _write_back(
+                        n.inputs[0], storage, ptrs, value_bytes, param_index, err, verify_paging
                     )
         elif isinstance(s, PageOut):
             ptr, nbytes = ptrs.value_ptr(s.node), value_bytes[s.node]
@@ -482,6 +483,29 @@ def body(
                 )
         elif isinstance(s, Free):
             pass  # the arena plan already reuses the bytes
+    return lines
+
+
+def _write_back(
+    p: str,
+    storage: StoragePlan,
+    ptrs: _Pointers,
+    value_bytes: dict[str, int],
+    param_index: dict[str, int],
+    err: _ErrorPath,
+    verify: bool,
+) -> list[str]:
+    """After the update of stored parameter ``p``: write it to the slot the step does not read; with
+    ``verify``, its CRC-32 first, then read it back into the same (now dead) buffer and check it."""
+    ptr, nbytes, slot = ptrs.tensor_ptr(p), value_bytes[param_node_name(p)], _slot(storage, p, True)
+    crc = f"poet_param_crc[{param_index[p]}][poet_param_slot ^ 1u]"
+    lines = [f"    /* write {c_comment(p)} back to the slot this step does not read */"]
+    if verify:
+        lines.append(f"    {crc} = poet_crc32({ptr}, {nbytes}u);")
+    lines.append(err.check(f"poet_storage_write({slot}, {ptr}, {nbytes}u)", "POET_ERR_STORAGE_WRITE"))
+    if verify:
+        lines.append(err.check(f"poet_storage_read({slot}, {ptr}, {nbytes}u)", "POET_ERR_STORAGE_READ"))
+        lines.append(f"    if (poet_crc32({ptr}, {nbytes}u) != {crc}) " + err.fail("POET_ERR_CORRUPT"))
     return lines
 
 
