@@ -92,7 +92,7 @@ def inspect(
         (len(frozen), sum(tg.tensor(p).nbytes for p in frozen)),
         sum(tg.tensor(o).nbytes for n in g.nodes for o in n.outputs),
         _macs(tg, {Phase.FORWARD}),
-        _macs(tg, {Phase.BACKWARD}),
+        _macs(tg, {Phase.BACKWARD, Phase.UPDATE}),  # fused updates compute weight gradients
         floor.bytes,
         floor.node,
         floor.explanation,

@@ -125,6 +125,8 @@ def test_generated_step_pages_through_each_driver_bit_identically(tmp_path):
         "--kernels",
         "reference",
         "--no-report",
+        "--no-fused-updates",  # the plain graph: 7 page-outs, 220 KB of storage (the rewrites page less)
+        "--no-relu-masks",
         "-o",
         out,
     )

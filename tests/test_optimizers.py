@@ -23,6 +23,7 @@ from poet_edge.compiler import CompileOptions, compile_model
 from poet_edge.errors import PoetError
 from poet_edge.memory_floor import memory_floor
 from poet_edge.optimizer import Optimizer
+from poet_edge.planning import ParamPlace
 
 REFS = EXAMPLES / "optim"
 MLP = EXAMPLES / "mlp.onnx"
@@ -116,7 +117,15 @@ def test_state_is_counted_against_ram(tmp_path):
     with pytest.raises(PoetError, match="below the memory floor .* of momentum state"):
         ram = floors["sgd"] + params // 2  # fits plain SGD, not momentum
         compile_model(
-            CompileOptions(MLP, "cortex-m4", ram, tmp_path / "m", 4, optimizer=Optimizer("momentum"))
+            CompileOptions(
+                MLP,
+                "cortex-m4",
+                ram,
+                tmp_path / "m",
+                4,
+                optimizer=Optimizer("momentum"),
+                params=ParamPlace.RAM,
+            )
         )
 
 

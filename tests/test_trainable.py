@@ -76,12 +76,15 @@ def test_frozen_parameters_take_no_ram(mlp_path, tmp_path):
 
 
 def test_inspect(mlp_path):
-    r = poet("inspect", mlp_path, "--train", "last:1", "--json")
+    r = poet("inspect", mlp_path, "--train", "last:1", "--json", "--no-fused-updates")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["forward_macs"] == 64 * 32 + 32 * 32 + 32 * 10
     assert d["backward_macs"] == 32 * 10  # only dW of the last layer
     assert d["training_nodes"] == {"forward": 6, "loss": 1, "backward": 3, "update": 2}
+    fused = json.loads(poet("inspect", mlp_path, "--train", "last:1", "--json").stdout)
+    assert fused["backward_macs"] == 32 * 10  # the same dW, computed by the fused update node
+    assert fused["training_nodes"] == {"forward": 6, "loss": 1, "backward": 2, "update": 2}
     assert d["params_trainable"] == [2, 4 * (320 + 10)]
     assert d["floor_bytes"] <= d["no_remat_peak_bytes"]
     text = poet("inspect", mlp_path).stdout
