@@ -42,14 +42,15 @@ from poet_edge.memory_floor import memory_floor  # noqa: E402
 from poet_edge.problem import SchedulingProblem  # noqa: E402
 from poet_edge.schedulers import SCHEDULERS  # noqa: E402
 from poet_edge.schedulers.engine import Analysis, analyse  # noqa: E402
+from poet_edge.schedulers.lp_model import LpModel, solve_lp  # noqa: E402
 from poet_edge.schedulers.scale import ScaleOptions  # noqa: E402
 from poet_edge.schedulers.segment_cover import Cover, build_cover  # noqa: E402
 from poet_edge.schedulers.segment_gap import split_ends  # noqa: E402
-from poet_edge.schedulers.segment_lp import _Lp, _solve, bound_model  # noqa: E402
+from poet_edge.schedulers.segment_lp import bound_model  # noqa: E402
 from poet_edge.schedulers.segment_strict import split_model, strict_model  # noqa: E402
 from poet_edge.simulator import simulate  # noqa: E402
 
-Build = Callable[[SchedulingProblem, Analysis, Cover, bool, float, np.ndarray], "_Lp | None"]
+Build = Callable[[SchedulingProblem, Analysis, Cover, bool, float, np.ndarray], "LpModel | None"]
 
 
 def split(
@@ -60,7 +61,7 @@ def split(
     latency: bool,
     norm: float,
     budget: np.ndarray,
-) -> _Lp | None:
+) -> LpModel | None:
     """The split model as scale's split proof builds it (its LP relaxation gets the time limit)."""
     return split_model(problem, an, cover, latency, norm, budget, options.time_limit_s, options).split()
 
@@ -75,7 +76,7 @@ def measure(problem: SchedulingProblem, build: Build, norm: float, options: Scal
     )
     if lp is None:
         return ("no fit", "", f"{time.perf_counter() - start:.1f}", "")
-    solved = _solve(lp, options.time_limit_s, options)
+    solved = solve_lp(lp, options.time_limit_s, options)
     return (
         f"{100 * solved.bound:.2f}",
         str(len(lp.cost)),
@@ -98,8 +99,8 @@ def split_rounds(
         lp = strict_model(problem, an, cover, False, norm, budget, splits or None)
         if lp is None:
             break
-        relaxed = _solve(lp, options.time_limit_s, options, integer=False)
-        solved = _solve(lp, options.time_limit_s, options)
+        relaxed = solve_lp(lp, options.time_limit_s, options, integer=False)
+        solved = solve_lp(lp, options.time_limit_s, options)
         point = "" if solved.objective is None else f"{100 * solved.objective:.2f}"
         out.append(
             {

@@ -237,7 +237,7 @@ def _fusable(
         attrs["alpha"] = float(n.attr("alpha", 1.0))  # type: ignore[arg-type]
     if len(chain) == 2:
         attrs["scale"] = scale
-    m, nn, k = fused.gemm._mnk([sa[-2:], sb[-2:]], attrs)
+    m, nn, k = fused.gemm.mnk([sa[-2:], sb[-2:]], attrs)
     ws = fused.gemm_workspace(m, nn, k, ta, len(chain) == 2)
     if 4 * ws >= gbytes:
         return None

@@ -103,11 +103,11 @@ def test_refinement_adds_the_overfilled_stages_until_none_is() -> None:
     assert refined.rounds >= 3 and not refined.stopped
     assert set(first.stages) < set(refined.stages)
     assert len(refined.stages) >= len(first.stages) + refined.rounds - 1
-    from poet_edge.schedulers.segment_lp import _solve
+    from poet_edge.schedulers.lp_model import solve_lp
 
-    assert refined.bound >= _solve(first.lp, 60.0, OPTS).bound - 1e-9
+    assert refined.bound >= solve_lp(first.lp, 60.0, OPTS).bound - 1e-9
     last = ib.build(problem, an, False, plain, refined.stages)
-    solved = _solve(last.lp, 60.0, OPTS)
+    solved = solve_lp(last.lp, 60.0, OPTS)
     assert solved.values is not None
     assert ib.overfilled(problem, an, last, solved.values) == []
 
@@ -123,7 +123,7 @@ def test_a_point_that_overfills_no_stage_is_a_stage_model_point(
     recomputed for a recomputation is in RAM from then; one recomputed before its invalidator from
     then)."""
     from poet_edge.schedulers import stage_model
-    from poet_edge.schedulers.segment_lp import _costs, _solve
+    from poet_edge.schedulers.lp_model import node_costs, solve_lp
 
     unrecomputable, unpageable, invalidations, storage = flags
     base = random_layered_dag(
@@ -146,8 +146,8 @@ def test_a_point_that_overfills_no_stage_is_a_stage_model_point(
         if refined.model is None or refined.point is None:  # the model has no point
             continue
         assert ib.overfilled(problem, an, refined.model, refined.point) == []
-        assert refined.bound == pytest.approx(_solve(refined.model.lp, 60.0, OPTS).bound, abs=1e-6)
-        stages = stage_model.build(problem, an, _costs(problem, False), 1.0)
+        assert refined.bound == pytest.approx(solve_lp(refined.model.lp, 60.0, OPTS).bound, abs=1e-6)
+        stages = stage_model.build(problem, an, node_costs(problem, False), 1.0)
         x = ib.stage_point(problem, an, refined.model, refined.point, stages)
         assert stage_model.violated(stages, x) == []
         assert float(sum(c * v for c, v in zip(stages.cost, x, strict=True))) == pytest.approx(
@@ -169,7 +169,7 @@ def test_mobilenet_point_lifts_with_recomputations_before_their_invalidators(
     from pathlib import Path
 
     from poet_edge.schedulers import stage_model
-    from poet_edge.schedulers.segment_lp import _costs
+    from poet_edge.schedulers.lp_model import node_costs
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
     from solver import zoo_graphs
@@ -182,7 +182,7 @@ def test_mobilenet_point_lifts_with_recomputations_before_their_invalidators(
     assert refined.model is not None and refined.point is not None
     assert refined.bound > 0.395  # 0.3999 with highspy 1.16
     monkeypatch.setattr(stage_model, "_gap_rows", lambda *args: None)
-    stages = stage_model.build(problem, an, _costs(problem, False), plain)
+    stages = stage_model.build(problem, an, node_costs(problem, False), plain)
     x = ib.stage_point(problem, an, refined.model, refined.point, stages)
     assert stage_model.violated(stages, x) == []
     assert float(sum(c * v for c, v in zip(stages.cost, x, strict=True))) == pytest.approx(refined.bound)
@@ -309,16 +309,16 @@ def test_a_round_starts_only_when_twice_the_last_ones_seconds_are_left(
     are not left) and the refinement reports that it stopped; with 4.5 s all three run."""
     from types import SimpleNamespace
 
-    from poet_edge.schedulers.segment_lp import _solve
+    from poet_edge.schedulers.lp_model import solve_lp
 
     now = [0.0]
 
     def solve(*args: object, **kwargs: object) -> object:
         now[0] += 1.0
-        return _solve(*args, **kwargs)  # type: ignore[arg-type]
+        return solve_lp(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ib, "time", SimpleNamespace(perf_counter=lambda: now[0]))
-    monkeypatch.setattr(ib, "_solve", solve)
+    monkeypatch.setattr(ib, "solve_lp", solve)
     problem = replace(training_chain(8, seed=0), budget_bytes=220)
     an = analyse(problem, True)
     plain = sum(n.compute_j for n in problem.nodes)

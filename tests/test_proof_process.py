@@ -1,6 +1,6 @@
 """The interval model's refinement in a child process (proof_process.start_refine) against the same in
 this process; the split model's child (proof_process.start_split) against split_model and its cutoff
-proofs, on the strict model, then the split model, in this process (segment_lp._solve); a child
+proofs, on the strict model, then the split model, in this process (lp_model.solve_lp); a child
 stopped at its limit gives only the bounds it reported; a child that fails raises; a job stopped early
 leaves no process and no files behind."""
 
@@ -18,8 +18,8 @@ from poet_edge.graphgen import training_chain
 from poet_edge.schedulers import interval_bound, proof_process
 from poet_edge.schedulers.engine import analyse
 from poet_edge.schedulers.highs_run import TIME_LIMIT
+from poet_edge.schedulers.lp_model import solve_lp
 from poet_edge.schedulers.scale import ScaleOptions
-from poet_edge.schedulers.segment_lp import _solve
 from poet_edge.schedulers.segment_strict import split_model
 
 OPTIONS = ScaleOptions(threads=1)
@@ -94,11 +94,11 @@ def _split_args() -> tuple[object, object, object, float, np.ndarray]:
 def test_the_split_child_reports_its_relaxation_and_proves_the_last_cutoff_it_was_sent() -> None:
     """The split model's child reports first the bound of the strict model's LP relaxation, as
     split_model gives it here; sent two cutoffs (above the strict model's optimum, then below), it
-    proves the last on the strict model, as _solve does here."""
+    proves the last on the strict model, as solve_lp does here."""
     problem, an, cover, plain, budget = _split_args()
     models = split_model(problem, an, cover, False, plain, budget, 10.0, OPTIONS)  # type: ignore[arg-type]
     assert models.strict is not None
-    optimum = _solve(models.strict, 10.0, OPTIONS).objective
+    optimum = solve_lp(models.strict, 10.0, OPTIONS).objective
     assert optimum is not None and optimum > 0
     cutoffs = (1.1 * optimum, 0.9 * optimum)
     job = proof_process.start_split(
@@ -108,7 +108,7 @@ def test_the_split_child_reports_its_relaxation_and_proves_the_last_cutoff_it_wa
         proof_process.send(job, cutoff)
     assert proof_process.split_relaxed(job, wait=True) == pytest.approx(models.bound, abs=1e-9)
     there = proof_process.split_proved(job)
-    here = _solve(models.strict, 10.0, OPTIONS, cutoff=cutoffs[-1])
+    here = solve_lp(models.strict, 10.0, OPTIONS, cutoff=cutoffs[-1])
     assert there.status == here.status and there.bound == pytest.approx(here.bound, abs=1e-9)
     assert there.bound == pytest.approx(cutoffs[-1], abs=1e-6) and there.objective is None
     assert not Path(job.tmp.name).exists()
@@ -119,7 +119,7 @@ def test_where_the_strict_model_has_a_point_below_the_cutoff_the_child_proves_on
     models = split_model(problem, an, cover, False, plain, budget, 10.0, OPTIONS)  # type: ignore[arg-type]
     split = models.split()
     assert models.strict is not None and split is not None and split is not models.strict
-    optimum = _solve(models.strict, 10.0, OPTIONS).objective
+    optimum = solve_lp(models.strict, 10.0, OPTIONS).objective
     assert optimum is not None
     cutoff = 1.1 * optimum
     job = proof_process.start_split(
@@ -127,13 +127,13 @@ def test_where_the_strict_model_has_a_point_below_the_cutoff_the_child_proves_on
     )  # type: ignore[arg-type]
     proof_process.send(job, cutoff)
     there = proof_process.split_proved(job)
-    here = _solve(split, 10.0, OPTIONS, cutoff=cutoff)
+    here = solve_lp(split, 10.0, OPTIONS, cutoff=cutoff)
     assert here.objective is not None and here.objective < cutoff
     assert (there.status, there.objective) == (here.status, pytest.approx(here.objective, abs=1e-9))
 
 
 def test_a_proof_given_the_relaxations_reduced_costs_is_the_proof_that_solves_the_lp_again() -> None:
-    """_solve(with_reduced=True) on the LP relaxation returns its safe bound (at most the LP optimum) and
+    """solve_lp(with_reduced=True) on the LP relaxation returns its safe bound (at most the LP optimum) and
     reduced costs; a cutoff proof given them ends as one that solves the LP itself."""
     problem, an, cover, plain, budget = _split_args()
     models = split_model(problem, an, cover, False, plain, budget, 10.0, OPTIONS)  # type: ignore[arg-type]
@@ -141,11 +141,11 @@ def test_a_proof_given_the_relaxations_reduced_costs_is_the_proof_that_solves_th
     z, d = models.reduced
     assert z == pytest.approx(models.bound, abs=1e-7) and z <= models.bound + 1e-9
     assert len(d) == len(models.strict.cost)
-    optimum = _solve(models.strict, 10.0, OPTIONS).objective
+    optimum = solve_lp(models.strict, 10.0, OPTIONS).objective
     assert optimum is not None
     for cutoff in (0.9 * optimum, 1.1 * optimum):
-        again = _solve(models.strict, 10.0, OPTIONS, cutoff=cutoff)
-        given = _solve(models.strict, 10.0, OPTIONS, cutoff=cutoff, reduced=models.reduced)
+        again = solve_lp(models.strict, 10.0, OPTIONS, cutoff=cutoff)
+        given = solve_lp(models.strict, 10.0, OPTIONS, cutoff=cutoff, reduced=models.reduced)
         assert (given.status, given.objective, given.bound) == (again.status, again.objective, again.bound)
 
 

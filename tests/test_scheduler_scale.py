@@ -146,8 +146,8 @@ def _strict_bound(problem: SchedulingProblem) -> float:
     import numpy as np
 
     from poet_edge.schedulers.engine import analyse
+    from poet_edge.schedulers.lp_model import solve_lp
     from poet_edge.schedulers.segment_cover import build_cover
-    from poet_edge.schedulers.segment_lp import _solve
     from poet_edge.schedulers.segment_strict import strict_model
 
     an = analyse(problem, True)
@@ -160,7 +160,7 @@ def _strict_bound(problem: SchedulingProblem) -> float:
         lp = strict_model(problem, an, cover, False, 1.0, budget, splits)
         if lp is None:
             return math.inf
-        solved = _solve(lp, 60.0, OPTS)
+        solved = solve_lp(lp, 60.0, OPTS)
         assert solved.optimal
         bounds.append(plain + solved.bound)
     return max(bounds)
@@ -254,8 +254,9 @@ def test_running_sum_budget_rows_are_the_same_model(seed: int, monkeypatch: pyte
     LP relaxation and the MIP have the same optima as with the dense rows."""
     import numpy as np
 
-    from poet_edge.schedulers import segment_lp as lp_model
+    from poet_edge.schedulers import segment_lp
     from poet_edge.schedulers.engine import analyse
+    from poet_edge.schedulers.lp_model import solve_lp
     from poet_edge.schedulers.segment_cover import build_cover
 
     base = random_layered_dag(120, seed, n_invalidations=1)
@@ -264,13 +265,13 @@ def test_running_sum_budget_rows_are_the_same_model(seed: int, monkeypatch: pyte
         cover = build_cover(problem, an)
         optima = []
         for dense in (10**12, 0):
-            monkeypatch.setattr(lp_model, "DENSE_NONZEROS", dense)
-            lp = lp_model.bound_model(
+            monkeypatch.setattr(segment_lp, "DENSE_NONZEROS", dense)
+            lp = segment_lp.bound_model(
                 problem, an, cover, False, 1.0, np.full(len(problem.nodes), problem.budget_bytes)
             )
             assert lp is not None
             assert bool(lp.bounds) == (dense == 0)
-            solved = [lp_model._solve(lp, 60.0, OPTS, integer) for integer in (False, True)]
+            solved = [solve_lp(lp, 60.0, OPTS, integer) for integer in (False, True)]
             assert all(s.optimal for s in solved)
             optima.append([s.objective for s in solved])
         assert optima[1] == pytest.approx(optima[0], rel=1e-6, abs=1e-9)
@@ -280,9 +281,9 @@ def test_late_eviction_carries_a_value_to_its_consumers_restoration() -> None:
     """Plan mode "drop<r": the value leaves RAM after stage r, after that stage's early restorations
     ("drop>r" of a consumer), which then recompute the consumer from it instead of recomputing it too."""
     from poet_edge.schedulers.engine import DROP, analyse
-    from poet_edge.schedulers.plan_replay import FREE_TEMPS, _as_plan, replay_plan
+    from poet_edge.schedulers.lp_model import node_costs
+    from poet_edge.schedulers.plan_replay import FREE_TEMPS, replay_entries, replay_plan
     from poet_edge.schedulers.segment_cover import build_cover
-    from poet_edge.schedulers.segment_lp import _costs
 
     problem = training_chain(6, seed=1)
     an = analyse(problem, True)
@@ -305,7 +306,9 @@ def test_late_eviction_carries_a_value_to_its_consumers_restoration() -> None:
             {k: DROP, k2: DROP, FREE_TEMPS: DROP},
             {k: f"{DROP}<{r}", k2: f"{DROP}>{r}", FREE_TEMPS: DROP},
         ):
-            schedule, overflow = replay_plan(problem, an, _as_plan(cover, plan), _costs(problem, False))
+            schedule, overflow = replay_plan(
+                problem, an, replay_entries(cover, plan), node_costs(problem, False)
+            )
             assert schedule is not None and not overflow
             simulate(problem, schedule)  # valid
             steps = [(type(s).__name__, s.node) for s in schedule.steps]
@@ -336,30 +339,30 @@ def test_a_value_updated_before_its_use_is_dropped_and_restored_early(
 ) -> None:
     """A DROP whose value may not be recomputed just before its use (an in-place update of a parameter
     it reads runs first) is restored right after the last stage before the update, and held: the plan
-    mode "drop>t" (:func:`_drop_mode`), the primal model's option (it frees nothing from the update's
+    mode "drop>t" (:func:`drop_mode`), the primal model's option (it frees nothing from the update's
     stage on), the local search's mode; a plain DROP cannot be followed. On the path of the largest
     graphs (no stage model; it finds this on small ones) scale finds the optimum, x recomputed once
     (before: no schedule at all here; mobilenetv2_035 with every parameter trained at 1.1x the floor
     paged a 432 KB gradient out instead, 204.79% against 18.92%)."""
     from poet_edge.schedulers import scale as scale_module
     from poet_edge.schedulers.engine import DROP, analyse
-    from poet_edge.schedulers.plan_replay import _as_plan, _drop_mode, replay_plan
-    from poet_edge.schedulers.plan_search import _modes
+    from poet_edge.schedulers.lp_model import node_costs
+    from poet_edge.schedulers.plan_replay import drop_mode, replay_entries, replay_plan
+    from poet_edge.schedulers.plan_search import plan_modes
     from poet_edge.schedulers.segment_cover import build_cover
-    from poet_edge.schedulers.segment_lp import _costs
 
     problem = _updated_before_its_use()
     an = analyse(problem, True)
     assert an.recomp_until[1] == 3
     cover = build_cover(problem, an)
     k = cover.segs.index(Segment(1, 1, 4))
-    assert _drop_mode(an, cover.segs[k]) == "drop>2"
-    assert _modes(problem, an, cover)[k] == ("drop>2",)  # x cannot be paged
+    assert drop_mode(an, cover.segs[k]) == "drop>2"
+    assert plan_modes(problem, an, cover)[k] == ("drop>2",)  # x cannot be paged
     (option,) = [o for o in cover.primal_opts if o.seg == k]
     assert (option.end, option.credit_at(2), option.credit_at(3)) == (3, 100.0, 0.0)
-    costs = _costs(problem, False)
-    assert replay_plan(problem, an, _as_plan(cover, {k: DROP}), costs)[0] is None
-    schedule, overflow = replay_plan(problem, an, _as_plan(cover, {k: "drop>2"}), costs)
+    costs = node_costs(problem, False)
+    assert replay_plan(problem, an, replay_entries(cover, {k: DROP}), costs)[0] is None
+    schedule, overflow = replay_plan(problem, an, replay_entries(cover, {k: "drop>2"}), costs)
     assert schedule is not None and not overflow
     steps = [f"{type(s).__name__} {s.node}" for s in schedule.steps]
     assert steps.index("Compute x", steps.index("Free x")) < steps.index("Compute u")
@@ -992,8 +995,9 @@ def _segment_cover_checks(problem: SchedulingProblem, schedules: list[Schedule])
 
     import numpy as np
 
-    from poet_edge.schedulers import segment_lp as lp_model
+    from poet_edge.schedulers import segment_lp
     from poet_edge.schedulers.engine import analyse
+    from poet_edge.schedulers.lp_model import solve_lp
     from poet_edge.schedulers.segment_cover import build_cover
     from poet_edge.schedulers.segment_strict import strict_model
 
@@ -1001,7 +1005,7 @@ def _segment_cover_checks(problem: SchedulingProblem, schedules: list[Schedule])
     cover = build_cover(problem, an)
     plain = sum(n.compute_j for n in problem.nodes)
     budget = np.full(len(problem.nodes), problem.budget_bytes)
-    for schedule, build in itertools.product(schedules, (lp_model.bound_model, strict_model)):
+    for schedule, build in itertools.product(schedules, (segment_lp.bound_model, strict_model)):
         lp = build(problem, an, cover, False, 1.0, budget)  # strict: other pruning, and variants
         assert lp is not None
         evicted = _evictions(problem, cover.segs, schedule)
@@ -1014,7 +1018,7 @@ def _segment_cover_checks(problem: SchedulingProblem, schedules: list[Schedule])
             if mode is not None:
                 assert chosen, f"segment {cover.segs[k]} restored by {mode}: no such option in the model"
                 lp.rows.append((1.0, math.inf, chosen, [1.0] * len(chosen)))
-        solved = lp_model._solve(lp, 60.0, OPTS)
+        solved = solve_lp(lp, 60.0, OPTS)
         assert solved.optimal, f"{schedule.solver}: the bound model cuts off the schedule's evictions"
         assert plain + solved.bound <= simulate(problem, schedule).energy_j * (1 + 1e-7), schedule.solver
 
@@ -1109,8 +1113,9 @@ def test_strict_bound_links_case_a_to_the_next_variant(
     tests/data, proven by the stage model), and neither bound exceeds the schedule's cost."""
     import numpy as np
 
-    from poet_edge.schedulers import segment_lp as lp_model
+    from poet_edge.schedulers import segment_lp
     from poet_edge.schedulers.engine import analyse
+    from poet_edge.schedulers.lp_model import solve_lp
     from poet_edge.schedulers.segment_cover import build_cover
     from poet_edge.schedulers.segment_strict import strict_model
 
@@ -1120,10 +1125,10 @@ def test_strict_bound_links_case_a_to_the_next_variant(
     plain = sum(n.compute_j for n in problem.nodes)
     budgets = np.full(len(problem.nodes), problem.budget_bytes)
     found = []
-    for build in (lp_model.bound_model, strict_model):
+    for build in (segment_lp.bound_model, strict_model):
         lp = build(problem, an, cover, False, plain, budgets)
         assert lp is not None
-        solved = lp_model._solve(lp, 60.0, OPTS)
+        solved = solve_lp(lp, 60.0, OPTS)
         assert solved.optimal
         found.append(solved.bound)
     segment, strict = found
@@ -1385,16 +1390,16 @@ def test_local_search_descent_stops_when_told() -> None:
     """A descent ends as soon as ``stop()`` is true (scale's stall check, within a descent), with the
     replays it made until then: here every ``stop()`` call after the third is true."""
     from poet_edge.schedulers.engine import analyse
-    from poet_edge.schedulers.plan_search import _modes, _Search
+    from poet_edge.schedulers.lp_model import node_costs
+    from poet_edge.schedulers.plan_search import PlanSearch, plan_modes
     from poet_edge.schedulers.segment_cover import build_cover
-    from poet_edge.schedulers.segment_lp import _costs
 
     problem = scale_budgets(random_layered_dag(60, 1, n_invalidations=1), (0.5,))[0]
     an = analyse(problem, True)
     cover = build_cover(problem, an, False)
 
-    def search() -> _Search:
-        return _Search(problem, an, cover, _costs(problem, False), _modes(problem, an, cover))
+    def search() -> PlanSearch:
+        return PlanSearch(problem, an, cover, node_costs(problem, False), plan_modes(problem, an, cover))
 
     free = search()
     free.run({}, math.inf, lambda plan: None)

@@ -1,5 +1,5 @@
 """The gap rows and split ends of the strict bound model (poet_edge.schedulers.segment_gap), and the
-cutoff of segment_lp._solve. Soundness on random problems: test_scheduler_scale.py (_strict_bound)."""
+cutoff of lp_model.solve_lp. Soundness on random problems: test_scheduler_scale.py (_strict_bound)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from test_scheduler_scale import OPTS, _residual_chain, _stacked_chain
 from poet_edge.graphgen import training_chain
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedulers.engine import DROP, Analysis, analyse
+from poet_edge.schedulers.lp_model import solve_lp
 from poet_edge.schedulers.milp import MilpOptions, schedule_milp
 from poet_edge.schedulers.segment_cover import Cover, build_cover
-from poet_edge.schedulers.segment_gap import _end, _ranges, split_ends
-from poet_edge.schedulers.segment_lp import _solve
+from poet_edge.schedulers.segment_gap import _ranges, option_end, split_ends
 from poet_edge.schedulers.segment_strict import strict_model
 from poet_edge.simulator import simulate
 
@@ -50,7 +50,7 @@ def _bound(problem: SchedulingProblem, gaps: bool) -> float:
     every = {s: set(range(g.start + 1, g.end)) for s, g in enumerate(cover.segs)}
     lp = strict_model(problem, an, cover, False, 1.0, budget, every, gaps)
     assert lp is not None
-    solved = _solve(lp, 60.0, OPTS)
+    solved = solve_lp(lp, 60.0, OPTS)
     assert solved.optimal
     return sum(n.compute_j for n in problem.nodes) + solved.bound
 
@@ -73,11 +73,13 @@ def test_split_ends_halve_the_ranges_of_the_drops_a_solution_uses() -> None:
     assert lp is not None
     values = np.zeros(len(lp.cost))
     lo_of = _ranges(cover, lp)
-    wide = [j for j, o in enumerate(lp.opts) if o.mode == DROP and lo_of[j] < _end(cover, o) - 1]
+    wide = [j for j, o in enumerate(lp.opts) if o.mode == DROP and lo_of[j] < option_end(cover, o) - 1]
     assert wide
     values[wide[0]] = 0.5
     j = wide[0]
-    assert split_ends(cover, lp, values) == {lp.opts[j].seg: {(lo_of[j] + _end(cover, lp.opts[j])) // 2}}
+    assert split_ends(cover, lp, values) == {
+        lp.opts[j].seg: {(lo_of[j] + option_end(cover, lp.opts[j])) // 2}
+    }
     values[wide[0]] = 0.05  # below SPLIT_SHARE
     assert split_ends(cover, lp, values) == {}
     split = strict_model(problem, an, cover, False, 1.0, budget, {lp.opts[j].seg: {lo_of[j] + 1}})
@@ -90,10 +92,10 @@ def test_cutoff_bounds_by_the_cutoff_only_what_it_proves() -> None:
     an, cover, budget = _setup(problem)
     lp = strict_model(problem, an, cover, False, 1.0, budget)
     assert lp is not None
-    optimum = _solve(lp, 60.0, OPTS)
+    optimum = solve_lp(lp, 60.0, OPTS)
     assert optimum.optimal and optimum.bound > 0
-    below = _solve(lp, 60.0, OPTS, cutoff=0.5 * optimum.bound)  # no point below: proven
+    below = solve_lp(lp, 60.0, OPTS, cutoff=0.5 * optimum.bound)  # no point below: proven
     assert below.feasible and below.bound == pytest.approx(0.5 * optimum.bound)
-    above = _solve(lp, 60.0, OPTS, cutoff=2.0 * optimum.bound)  # the optimum is below: found
+    above = solve_lp(lp, 60.0, OPTS, cutoff=2.0 * optimum.bound)  # the optimum is below: found
     assert above.optimal and above.bound == pytest.approx(optimum.bound, rel=1e-6)
     assert above.objective == pytest.approx(optimum.bound, rel=1e-6)

@@ -43,7 +43,9 @@ def _work(ins, outs, attrs):
     )
 
 
-def _bound_args(attrs) -> tuple[IntArg, FloatArg, IntArg, FloatArg]:
+def bound_args(attrs) -> tuple[IntArg, FloatArg, IntArg, FloatArg]:
+    """The kernel arguments (has_min, min, has_max, max) of a Clip's bounds (0.0 for a missing one): the C
+    clip kernels take them, and so does the range mask (:mod:`poet_edge.ops.mask`) that stands for them."""
     lo, hi = bound(attrs, "min"), bound(attrs, "max")
     return IntArg(int(lo is not None)), FloatArg(lo or 0.0), IntArg(int(hi is not None)), FloatArg(hi or 0.0)
 
@@ -67,7 +69,7 @@ def backward(gb, node, gys, needs):
 def kernel(node, shape):
     n = elements(shape(node.outputs[0]))
     x, y = TensorArg(node.inputs[0]), TensorArg(node.outputs[0], False)
-    return KernelCall("poet_clip_f32", (x, y, IntArg(n), *_bound_args(node.attrs)), "clip")
+    return KernelCall("poet_clip_f32", (x, y, IntArg(n), *bound_args(node.attrs)), "clip")
 
 
 def check(node):
@@ -96,7 +98,7 @@ def grad_kernel(node, shape):
     x, dy = node.inputs
     return KernelCall(
         "poet_clip_grad_f32",
-        (TensorArg(x), TensorArg(dy), TensorArg(node.outputs[0], False), IntArg(n), *_bound_args(node.attrs)),
+        (TensorArg(x), TensorArg(dy), TensorArg(node.outputs[0], False), IntArg(n), *bound_args(node.attrs)),
         "clip",
     )
 

@@ -161,7 +161,7 @@ def gemm_dims(shapes, attrs) -> tuple[int, int, int, int]:
     """(batches, M, N, K) of W's gradient alpha op(A) op(B) (per batch: A [.., M or K, ..], B likewise)."""
     a, b = tuple(shapes[1]), tuple(shapes[2])
     batches = int(attrs.get("batches", 1))  # type: ignore[call-overload]
-    m, n, k = gemm._mnk([a[-2:], b[-2:]], attrs)
+    m, n, k = gemm.mnk([a[-2:], b[-2:]], attrs)
     return batches, m, n, k
 
 

@@ -20,7 +20,9 @@ from poet_edge.ops.broadcast import strides_for
 from poet_edge.work import OpClass, Work
 
 
-def _mnk(shapes, attrs) -> tuple[int, int, int]:
+def mnk(shapes, attrs) -> tuple[int, int, int]:
+    """(M, N, K) of Gemm A x B with its ``transA`` / ``transB`` attributes: A is M x K, B is K x N (also
+    for fused and transposed MatMul / Gemm kernels); ValueError when the inner dimensions differ."""
     a, b = shapes[0], shapes[1]
     m, k = (a[1], a[0]) if attrs.get("transA", 0) else (a[0], a[1])
     k2, n = (b[1], b[0]) if attrs.get("transB", 0) else (b[0], b[1])
@@ -30,7 +32,7 @@ def _mnk(shapes, attrs) -> tuple[int, int, int]:
 
 
 def infer(shapes, attrs):
-    m, n, _ = _mnk(shapes, attrs)
+    m, n, _ = mnk(shapes, attrs)
     if len(shapes) > 2:
         np.broadcast_shapes(shapes[2], (m, n))
     return [(m, n)]
@@ -66,7 +68,7 @@ def backward(gb, node, gys, needs):
 
 
 def work(ins, outs, attrs):
-    m, n, k = _mnk(ins, attrs)
+    m, n, k = mnk(ins, attrs)
     return Work(
         OpClass.DENSE,
         macs=m * n * k,
@@ -77,7 +79,7 @@ def work(ins, outs, attrs):
 
 
 def kernel(node, shape):
-    m, n, k = _mnk([shape(node.inputs[0]), shape(node.inputs[1])], node.attrs)
+    m, n, k = mnk([shape(node.inputs[0]), shape(node.inputs[1])], node.attrs)
     has_c = len(node.inputs) > 2
     c_rs, c_cs = strides_for(shape(node.inputs[2]), (m, n)) if has_c else (0, 0)
     return KernelCall(

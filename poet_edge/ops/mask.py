@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.ops.base import IntArg, KernelCall, OpDef, TensorArg, elements
-from poet_edge.ops.clip import _bound_args, bound
+from poet_edge.ops.clip import bound, bound_args
 from poet_edge.work import OpClass, Work
 
 WORD_BITS = 32
@@ -64,7 +64,7 @@ def mask_kernel(node, shape):
     n = elements(shape(node.inputs[0]))
     return KernelCall(
         "poet_range_mask_f32",
-        (TensorArg(node.inputs[0]), TensorArg(node.outputs[0], False), IntArg(n), *_bound_args(node.attrs)),
+        (TensorArg(node.inputs[0]), TensorArg(node.outputs[0], False), IntArg(n), *bound_args(node.attrs)),
         "mask",
     )
 

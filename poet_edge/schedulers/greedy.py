@@ -44,7 +44,12 @@ def _option(engine: Engine, u: int, prefer_paging: bool) -> tuple[float, str]:
 SAMPLE = 16  # DTR scores only this many candidates per eviction: the least recently used
 
 
-def _dtr(engine: Engine, candidates: list[int], prefer_paging: bool = False) -> tuple[int, str]:
+def dtr_policy(engine: Engine, candidates: list[int], prefer_paging: bool = False) -> tuple[int, str]:
+    """The DTR eviction rule as an :class:`~poet_edge.schedulers.engine.Engine` policy: of the ``SAMPLE``
+    least recently used candidates, the value with the least cost / (bytes x staleness), and how to
+    evict it (PAGE or DROP, the cheaper; PAGE when ``prefer_paging`` and it can be paged). Ties: larger
+    value first, then lower index. Also the repair rule of
+    :func:`~poet_edge.schedulers.plan_replay.decode`."""
     best: tuple[float, int, int, str] | None = None
     if len(candidates) > SAMPLE:
         candidates = sorted(candidates, key=lambda u: (-engine.staleness(u), u))[:SAMPLE]
@@ -61,14 +66,14 @@ def _dtr(engine: Engine, candidates: list[int], prefer_paging: bool = False) -> 
 
 
 def _dtr_paging_first(engine: Engine, candidates: list[int]) -> tuple[int, str]:
-    return _dtr(engine, candidates, prefer_paging=True)
+    return dtr_policy(engine, candidates, prefer_paging=True)
 
 
 def schedule_greedy(problem: SchedulingProblem) -> Schedule:
     variants = (
-        ("dtr", _dtr, True),
+        ("dtr", dtr_policy, True),
         ("dtr-paging-first", _dtr_paging_first, True),
-        ("dtr-paging-only", _dtr, False),
+        ("dtr-paging-only", dtr_policy, False),
     )
     errors: list[PoetError] = []
     best: tuple[float, float, int, Schedule] | None = None

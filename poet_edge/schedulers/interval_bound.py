@@ -55,7 +55,7 @@ from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Compute, PageIn, PageOut, Schedule
 from poet_edge.schedulers.engine import Analysis
 from poet_edge.schedulers.highs_run import TIME_LIMIT, broken_rows
-from poet_edge.schedulers.segment_lp import _costs, _Lp, _solve
+from poet_edge.schedulers.lp_model import LpModel, node_costs, solve_lp
 from poet_edge.schedulers.stage_model import StageModel
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ class IntervalModel:
     """The model for bottleneck stages ``stages`` (sorted): its columns by key, and its rows."""
 
     stages: tuple[int, ...]
-    lp: _Lp
+    lp: LpModel
     cols: dict[Key, int]
     feasible: bool  # False: a bottleneck's own inputs and output overfill RAM
 
@@ -93,8 +93,8 @@ def build(
 ) -> IntervalModel:
     """The interval model with bottlenecks ``stages`` (see the module docstring)."""
     nodes, n = problem.nodes, len(problem.nodes)
-    comp, pin, pout = _costs(problem, latency)
-    lp = _Lp()
+    comp, pin, pout = node_costs(problem, latency)
+    lp = LpModel()
     cols: dict[Key, int] = {}
     sized = [v for v in range(n) if nodes[v].out_bytes > 0]
     for v in sized:
@@ -132,7 +132,7 @@ def _have(cols: dict[Key, int], b: int, u: int) -> list[int]:
 
 
 def _interval_rows(
-    problem: SchedulingProblem, an: Analysis, lp: _Lp, cols: dict[Key, int], b: int, end: int
+    problem: SchedulingProblem, an: Analysis, lp: LpModel, cols: dict[Key, int], b: int, end: int
 ) -> None:
     nodes = problem.nodes
     used = {u for j in range(b + 1, end + 1) for u in an.preds[j]}
@@ -152,7 +152,9 @@ def _interval_rows(
             lp.rows.append((-math.inf, 0.0, [p, cols[("O", -1, v)]], [1.0, -1.0]))
 
 
-def _ram_row(problem: SchedulingProblem, an: Analysis, lp: _Lp, held: list[tuple[int, int]], b: int) -> bool:
+def _ram_row(
+    problem: SchedulingProblem, an: Analysis, lp: LpModel, held: list[tuple[int, int]], b: int
+) -> bool:
     """RAM while node b runs (``held``: b's H columns); False when b's own inputs and output do not fit."""
     need = _need(an, b)
     cap = _avail(problem) - _own(problem, an, b)
@@ -165,7 +167,7 @@ def _ram_row(problem: SchedulingProblem, an: Analysis, lp: _Lp, held: list[tuple
     return cap >= 0
 
 
-def _link_rows(lp: _Lp, cols: dict[Key, int], held: list[tuple[int, int]], prev: int) -> None:
+def _link_rows(lp: LpModel, cols: dict[Key, int], held: list[tuple[int, int]], prev: int) -> None:
     """A value in RAM at a bottleneck (``held``: its H columns) was in RAM at ``prev`` or restored in
     between."""
     for v, j in held:
@@ -373,7 +375,7 @@ def refine(
             stopped = False
             break
         began = time.perf_counter()
-        solved = _solve(model.lp, deadline - began, options, nodes=nodes)
+        solved = solve_lp(model.lp, deadline - began, options, nodes=nodes)
         took = time.perf_counter() - began
         rounds, status = rounds + 1, solved.status
         if solved.bound > bound and on_bound is not None:

@@ -10,7 +10,7 @@ policy says whether inputs recomputed only for a restoration are freed at once o
 use); the replay reports the stages where it overflows the budget (transient RAM). Plans that do not
 fit can also be run through the baseline engine (:func:`decode`, :mod:`poet_edge.schedulers.engine`),
 which repairs overflows by the DTR rule. A bound-model solution can also be read as a held plan
-(:func:`_held_plan`: the ancestors its options hold rather than restore are kept past their last use).
+(:func:`held_plan`: the ancestors its options hold rather than restore are kept past their last use).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import numpy as np
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 from poet_edge.schedulers.engine import DROP, PAGE, Analysis, Engine
-from poet_edge.schedulers.greedy import _dtr
-from poet_edge.schedulers.segment_cover import Cover, Option, Segment, _dead, _dying, _restore_by
-from poet_edge.schedulers.segment_lp import _costs, _Lp
+from poet_edge.schedulers.greedy import dtr_policy
+from poet_edge.schedulers.lp_model import LpModel, node_costs
+from poet_edge.schedulers.segment_cover import Cover, Option, Segment, dead_inputs, dying_inputs, restore_by
 
 NAME = "scale"  # the scheduler these plans belong to: its schedules carry the name
 
@@ -30,16 +30,18 @@ NAME = "scale"  # the scheduler these plans belong to: its schedules carry the n
 Plan = dict[int, str]  # segment -> PAGE or DROP (segments not in it stay resident); FREE_TEMPS: policy
 FREE_TEMPS = -1  # plan key: free inputs recomputed for a restoration right after it
 STORE = "store"  # plan key -2 - v: page v out right after computing it (restorations then page it in)
-FETCH = "fetch"  # replay entry: restore the value after this stage (an early restoration, see _mode)
+FETCH = "fetch"  # replay entry: restore the value after this stage (an early restoration, see parse_mode)
 KEEP = "keep"  # plan key -2 - v: hold v after its last use until the last DROP that may need it is restored
-LATE = "late "  # replay entry prefix: evict after this stage's early restorations (see _mode)
+LATE = "late "  # replay entry prefix: evict after this stage's early restorations (see parse_mode)
 
 
-def _store_key(v: int) -> int:
+def store_key(v: int) -> int:
+    """The plan key of value v's STORE / KEEP entry (-2 - v: negative, apart from FREE_TEMPS); the map is
+    its own inverse, so it also gives the value of such a key."""
     return -2 - v
 
 
-def _mode(mode: str) -> tuple[str, int | None, int | None]:
+def parse_mode(mode: str) -> tuple[str, int | None, int | None]:
     """A segment's plan mode: "drop" / "page"; with ">t": restored early, right after stage t (and
     held to its use), instead of just before its use; with "<u" (before any ">t"): evicted late,
     after stage u instead of the segment's start (after the early restorations of stage u, which may
@@ -49,25 +51,26 @@ def _mode(mode: str) -> tuple[str, int | None, int | None]:
     return base, int(at) if at else None, int(late) if late else None
 
 
-def _fmt(base: str, at: int | None, late: int | None) -> str:
+def format_mode(base: str, at: int | None, late: int | None) -> str:
+    """A segment's plan mode from (base, t, u), the inverse of :func:`parse_mode`."""
     return base + (f"<{late}" if late is not None else "") + (f">{at}" if at is not None else "")
 
 
-def _drop_mode(an: Analysis, g: Segment) -> str:
+def drop_mode(an: Analysis, g: Segment) -> str:
     """The plan mode of dropping segment g: recomputed just before its use, or, where its value may no
     longer be recomputed then (an in-place update of a parameter it reads runs first:
-    :func:`~poet_edge.schedulers.segment_cover._restore_by`), right after the stage before the last one
+    :func:`~poet_edge.schedulers.segment_cover.restore_by`), right after the stage before the last one
     it may (restored early, held to its use), as the primal model's DROP option. mobilenetv2_035,
     every parameter trained, 1.1x the floor: the input gradient of a convolution may be recomputed
     only until its weight's update, three stages before its use; dropped to that stage instead of paged
     out, the local search goes from 204.79% to 22.21%."""
-    e = _restore_by(an, g)
-    return DROP if e >= g.end or e - 1 <= g.start else _fmt(DROP, e - 1, None)
+    e = restore_by(an, g)
+    return DROP if e >= g.end or e - 1 <= g.start else format_mode(DROP, e - 1, None)
 
 
-def _option_mode(an: Analysis, cover: Cover, o: Option) -> str:
-    """The plan mode of option o (a DROP as :func:`_drop_mode`)."""
-    return _drop_mode(an, cover.segs[o.seg]) if o.mode == DROP else o.mode
+def option_mode(an: Analysis, cover: Cover, o: Option) -> str:
+    """The plan mode of option o (a DROP as :func:`drop_mode`)."""
+    return drop_mode(an, cover.segs[o.seg]) if o.mode == DROP else o.mode
 
 
 # -- decoding a plan into a schedule ------------------------------------------------------------------------
@@ -105,7 +108,7 @@ def decode(
 ) -> tuple[Schedule, dict[int, int]]:
     """Runs the plan through the engine; returns the schedule and the stages that overflowed (bytes)."""
     engine = _Planned(
-        problem, NAME, policy=_dtr, allow_recompute=True, allow_paging=True, after_target=_evict
+        problem, NAME, policy=dtr_policy, allow_recompute=True, allow_paging=True, after_target=_evict
     )
     engine.plan, engine.overflow = plan, {}
     return engine.run(), engine.overflow
@@ -116,7 +119,7 @@ class _Replay:
 
     def __init__(self, problem: SchedulingProblem, an: Analysis, costs: tuple[list[float], ...] = ()) -> None:
         self.p, self.an = problem, an
-        self.costs = costs or _costs(problem, False)
+        self.costs = costs or node_costs(problem, False)
         self.cost = 0.0
         self.hold = True  # keep inputs recomputed for a restoration until their last use
         self.work = 20 * len(problem.nodes) + 1000  # recomputations a plan may ask for
@@ -249,27 +252,30 @@ def replay_plan(
     return Schedule(tuple(r.steps), NAME, (("cost", r.cost),)), {}
 
 
-def _as_plan(cover: Cover, plan: Plan) -> dict[int, list[tuple[int, str]]]:
+def replay_entries(cover: Cover, plan: Plan) -> dict[int, list[tuple[int, str]]]:
+    """A plan as :func:`replay_plan` takes it: stage -> (value, what happens to it after that stage):
+    evicted (mode, LATE + mode when evicted late), restored early (FETCH), stored when computed (STORE),
+    held until then (KEEP, at the end of the last planned DROP that may need it); FREE_TEMPS kept."""
     out: dict[int, list[tuple[int, str]]] = {}
     for k in sorted(plan):
         if k == FREE_TEMPS:
             out[FREE_TEMPS] = []
             continue
         if k < 0:
-            v = _store_key(k)  # the map is its own inverse
+            v = store_key(k)  # the map is its own inverse
             if plan[k] == STORE:
                 out.setdefault(v, []).append((v, STORE))
             else:  # until the last planned DROP whose recomputation may need v is restored
                 ends = [
                     cover.segs[j].end
                     for j, m in plan.items()
-                    if j >= 0 and _mode(m)[0] == DROP and v in cover.ancestors.get(j, ())
+                    if j >= 0 and parse_mode(m)[0] == DROP and v in cover.ancestors.get(j, ())
                 ]
                 if ends:
                     out.setdefault(max(ends), []).append((v, KEEP))
             continue
         g = cover.segs[k]
-        mode, at, late = _mode(plan[k])
+        mode, at, late = parse_mode(plan[k])
         if late is None:
             out.setdefault(g.start, []).append((g.value, mode))
         else:
@@ -279,36 +285,38 @@ def _as_plan(cover: Cover, plan: Plan) -> dict[int, list[tuple[int, str]]]:
     return out
 
 
-def _held_plan(problem: SchedulingProblem, an: Analysis, cover: Cover, lp: _Lp, values: np.ndarray) -> Plan:
+def held_plan(
+    problem: SchedulingProblem, an: Analysis, cover: Cover, lp: LpModel, values: np.ndarray
+) -> Plan:
     """A bound-model solution as a plan that holds, past their last use, the ancestors its DROP
     options neither restore nor pass by (the "held" alternatives), kept until the recomputations that
     may need them."""
-    plan = _seg_plan(an, cover, lp, values)
+    plan = segment_plan(an, cover, lp, values)
     for j, o in enumerate(lp.opts):
         if values[j] > 0.5 and o.mode == DROP:
             g, restored = cover.segs[o.seg], {v for v, _, _ in o.terms}
             level, seen = [g.value], {g.value}
             while level:  # the needed ancestors the option does not restore, and nothing behind them
                 v = level.pop()
-                for q in _dead(problem, an, v, g.start) + _dying(problem, an, v, g):
+                for q in dead_inputs(problem, an, v, g.start) + dying_inputs(problem, an, v, g):
                     if q not in seen:
                         seen.add(q)
                         if q in restored:
                             level.append(q)
                         else:
-                            plan.setdefault(_store_key(q), KEEP)
+                            plan.setdefault(store_key(q), KEEP)
     return plan
 
 
-def _seg_plan(an: Analysis, cover: Cover, lp: _Lp, values: np.ndarray) -> Plan:
-    """The chosen evictions (a DROP as :func:`_drop_mode`); an input an option pages in is stored when
+def segment_plan(an: Analysis, cover: Cover, lp: LpModel, values: np.ndarray) -> Plan:
+    """The chosen evictions (a DROP as :func:`drop_mode`); an input an option pages in is stored when
     computed."""
     plan: Plan = {}
     for j, o in enumerate(lp.opts):
         if values[j] > 0.5:
-            plan[o.seg] = _option_mode(an, cover, o)
+            plan[o.seg] = option_mode(an, cover, o)
             own = cover.segs[o.seg].value
             for v, kinds, _ in o.terms:
                 if v != own and kinds in ("i", "j"):
-                    plan[_store_key(v)] = STORE
+                    plan[store_key(v)] = STORE
     return plan

@@ -2,7 +2,7 @@
 
 First-improvement descent over plans judged by the exact replay (fewer overflow bytes, then lower
 cost), moves = change one segment (resident / PAGE / DROP; a DROP is restored early where its value
-may not be recomputed at its use: :func:`~poet_edge.schedulers.plan_replay._drop_mode`), move one
+may not be recomputed at its use: :func:`~poet_edge.schedulers.plan_replay.drop_mode`), move one
 eviction to another segment overlapping it, flip the replay policy, store / keep / release one dead
 ancestor, restore one evicted value earlier (2, 4, ..., 32 stages before its use), evict one later
 (1, 2, ..., 32 stages after the segment's start, or 2, ..., 32 before its end), carry one (hold it
@@ -25,17 +25,17 @@ from poet_edge.schedulers.plan_replay import (
     KEEP,
     STORE,
     Plan,
-    _as_plan,
-    _fmt,
-    _mode,
-    _option_mode,
-    _store_key,
+    format_mode,
+    option_mode,
+    parse_mode,
+    replay_entries,
     replay_plan,
+    store_key,
 )
 from poet_edge.schedulers.segment_cover import Cover
 
 
-def _with(plan: Plan, k: int, mode: str | None) -> Plan:
+def plan_with(plan: Plan, k: int, mode: str | None) -> Plan:
     """A copy of ``plan`` with key k set to ``mode`` (left out when None)."""
     out = dict(plan)
     if mode is None:
@@ -46,7 +46,7 @@ def _with(plan: Plan, k: int, mode: str | None) -> Plan:
 
 
 @dataclass
-class _Search:
+class PlanSearch:
     """Local search over plans, judged by the exact replay (:func:`replay_plan`): a plan is better
     when its replay overflows the budget by fewer bytes in total, then when it costs less. Moves, in a
     fixed order (first improvement): flip the replay policy; change one segment (resident / PAGE /
@@ -68,7 +68,7 @@ class _Search:
             return self.seen[key]
         self.evals += 1
         schedule, overflow = replay_plan(
-            self.problem, self.an, _as_plan(self.cover, plan), self.costs, strict
+            self.problem, self.an, replay_entries(self.cover, plan), self.costs, strict
         )
         if schedule is None:
             out = (float(sum(overflow.values())) if not strict else math.inf, math.inf)
@@ -81,25 +81,25 @@ class _Search:
     def neighbours(self, plan: Plan) -> Iterator[Plan]:
         """The moves from ``plan``, lazily (a descent takes the first that improves; on a thousand-node
         graph the whole list is millions of plans)."""
-        yield _with(plan, FREE_TEMPS, None if FREE_TEMPS in plan else DROP)
+        yield plan_with(plan, FREE_TEMPS, None if FREE_TEMPS in plan else DROP)
         for k, modes in self.modes.items():
             for mode in (None, *modes):
                 if plan.get(k) != mode:
-                    yield _with(plan, k, mode)
+                    yield plan_with(plan, k, mode)
         for k in sorted(plan):
             if k < 0:
                 continue
             g = self.cover.segs[k]
-            mode, at, late = _mode(plan[k])
+            mode, at, late = parse_mode(plan[k])
             for t in sorted({g.end - (1 << j) for j in range(1, 6)} - {at}):
                 if g.start < t < g.end - 1 and (late is None or late < t):  # restore early
-                    yield {**plan, k: _fmt(mode, t, late)}
+                    yield {**plan, k: format_mode(mode, t, late)}
             last = g.end - 1 if at is None else at
             for u in sorted({g.start + (1 << j) for j in range(6)} | {g.end - (1 << j) for j in range(1, 6)}):
                 if g.start < u < last and u != late:  # evict late
-                    yield {**plan, k: _fmt(mode, at, u)}
+                    yield {**plan, k: format_mode(mode, at, u)}
             if late is not None:
-                yield {**plan, k: _fmt(mode, at, None)}
+                yield {**plan, k: format_mode(mode, at, None)}
             yield from self._carry(plan, k)
             for k2, modes in self.modes.items():
                 if k2 < 0:
@@ -118,12 +118,12 @@ class _Search:
         (the consumer's early restoration, or its last stage before its use): it is recomputed from k's
         value while that is still in RAM."""
         g = self.cover.segs[k]
-        mode, at, _ = _mode(plan[k])
+        mode, at, _ = parse_mode(plan[k])
         for k2 in sorted(plan):
             if k2 < 0 or k2 == k:
                 continue
             h = self.cover.segs[k2]
-            mode2, at2, late2 = _mode(plan[k2])
+            mode2, at2, late2 = parse_mode(plan[k2])
             r = h.end - 1 if at2 is None else at2
             if (
                 mode2 == DROP
@@ -131,7 +131,7 @@ class _Search:
                 and g.start < r < (g.end - 1 if at is None else at)
                 and (late2 is None or late2 < r)
             ):
-                carried = {**plan, k: _fmt(mode, at, r), k2: _fmt(mode2, r, late2)}
+                carried = {**plan, k: format_mode(mode, at, r), k2: format_mode(mode2, r, late2)}
                 yield carried
                 for k3, modes in self.modes.items():  # with one more eviction where k's value stays longer
                     f = self.cover.segs[k3] if k3 >= 0 else None
@@ -166,15 +166,15 @@ class _Search:
         return plan
 
 
-def _modes(problem: SchedulingProblem, an: Analysis, cover: Cover) -> dict[int, tuple[str, ...]]:
-    """The modes of every segment with options (:func:`~poet_edge.schedulers.plan_replay._option_mode`),
+def plan_modes(problem: SchedulingProblem, an: Analysis, cover: Cover) -> dict[int, tuple[str, ...]]:
+    """The modes of every segment with options (:func:`~poet_edge.schedulers.plan_replay.option_mode`),
     and KEEP / STORE (if pageable) for every dead ancestor a recomputation may need (kept or paged in,
     it spares recomputing its own inputs)."""
     modes: dict[int, set[str]] = {}
     for o in (*cover.bound_opts, *cover.primal_opts):
-        modes.setdefault(o.seg, set()).add(_option_mode(an, cover, o))
+        modes.setdefault(o.seg, set()).add(option_mode(an, cover, o))
     for v in sorted({v for anc in cover.ancestors.values() for v in anc}):
-        modes[_store_key(v)] = {KEEP, STORE} if problem.nodes[v].pageable else {KEEP}
+        modes[store_key(v)] = {KEEP, STORE} if problem.nodes[v].pageable else {KEEP}
     return {
         k: tuple(sorted(modes[k])) for k in sorted(modes, key=lambda k: (k < 0, abs(k)))
     }  # segments first

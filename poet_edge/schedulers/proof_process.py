@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from poet_edge.schedulers.highs_run import TIME_LIMIT
-from poet_edge.schedulers.segment_lp import _solve, _Solved
+from poet_edge.schedulers.lp_model import LpResult, solve_lp
 
 if TYPE_CHECKING:
     from poet_edge.schedulers.interval_bound import Refined
@@ -140,7 +140,7 @@ def start_split(
     :func:`poet_edge.schedulers.segment_strict.split_model` with its model arguments bound (a
     ``functools.partial``, pickled to the child). The child reports the LP relaxation's bound first
     (:func:`split_relaxed`), then waits for a cutoff (:func:`send`) and proves it, HiGHS told to look
-    only below it (:func:`poet_edge.schedulers.segment_lp._solve`; result: :func:`split_proved`), on
+    only below it (:func:`poet_edge.schedulers.lp_model.solve_lp`; result: :func:`split_proved`), on
     the strict model, then, where that has a point below the cutoff, on the split model (:func:`_split`),
     while this process searches on; it starts again on a new cutoff. ``nodes``: each proof's
     branch-and-bound nodes at most (deterministic; ``seconds`` is a safety stop)."""
@@ -174,14 +174,14 @@ def send(job: Job, cutoff: float) -> None:
         pass
 
 
-def split_proved(job: Job) -> _Solved:
+def split_proved(job: Job) -> LpResult:
     """The proof of the last cutoff :func:`send` gave the child of :func:`start_split`, waited for
     until its deadline: HiGHS's result (when the child was stopped, or had no model, status "Time
     limit reached", no point, and the last bound it reported)."""
     out, stopped = job.finish()
     if stopped or out is None:
-        return _Solved(TIME_LIMIT, True, False, None, job.last, None)
-    assert isinstance(out, _Solved)
+        return LpResult(TIME_LIMIT, True, False, None, job.last, None)
+    assert isinstance(out, LpResult)
     return out
 
 
@@ -232,7 +232,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _split(args: tuple[Any, ...], deadline: float, tell: Callable[[float], None]) -> _Solved | None:
+def _split(args: tuple[Any, ...], deadline: float, tell: Callable[[float], None]) -> LpResult | None:
     """The child of :func:`start_split`: the strict model and its relaxation's bound (told first), then
     the proof of the last cutoff read from standard input, started again whenever a new one comes:
     on the strict model, until its first point below the cutoff (reduced costs from the relaxation:
@@ -264,7 +264,7 @@ def _split(args: tuple[Any, ...], deadline: float, tell: Callable[[float], None]
         newer = partial(_newer, cutoffs, cutoff)
         strict = lp is models.strict
         left = deadline - time.time()
-        solved = _solve(
+        solved = solve_lp(
             lp,
             left,
             options,

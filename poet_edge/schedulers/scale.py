@@ -2,7 +2,8 @@
 schedules near it, for training graphs of a thousand nodes.
 
 The pieces: the segment cover (:mod:`~poet_edge.schedulers.segment_cover`), its bound and primal
-models for HiGHS (:mod:`~poet_edge.schedulers.segment_lp`), plans and their exact replay
+models for HiGHS (:mod:`~poet_edge.schedulers.segment_lp`, written in and solved by
+:mod:`~poet_edge.schedulers.lp_model`), plans and their exact replay
 (:mod:`~poet_edge.schedulers.plan_replay`), the local search over plans
 (:mod:`~poet_edge.schedulers.plan_search`), POET's stage model without its RAM between stages
 (:mod:`~poet_edge.schedulers.stage_model`), that model kept exact at a few bottleneck stages
@@ -55,21 +56,22 @@ from poet_edge.schedulers import interval_bound, proof_process, stage_model
 from poet_edge.schedulers.effort import SAFETY_S, Budget, levels
 from poet_edge.schedulers.engine import DROP, Analysis, analyse
 from poet_edge.schedulers.highs_run import TIME_LIMIT
+from poet_edge.schedulers.lp_model import node_costs, solve_lp
 from poet_edge.schedulers.milp import MilpOptions, ProgressCallback, pinned_check
 from poet_edge.schedulers.milp_decode import stages
 from poet_edge.schedulers.plan_replay import (
     FREE_TEMPS,
     NAME,
     Plan,
-    _as_plan,
-    _held_plan,
-    _seg_plan,
     decode,
+    held_plan,
+    replay_entries,
     replay_plan,
+    segment_plan,
 )
-from poet_edge.schedulers.plan_search import _modes, _Search, _with
+from poet_edge.schedulers.plan_search import PlanSearch, plan_modes, plan_with
 from poet_edge.schedulers.segment_cover import Cover, build_cover
-from poet_edge.schedulers.segment_lp import _columns, _costs, _input_cuts, _rows, _solve, bound_model
+from poet_edge.schedulers.segment_lp import add_input_cuts, add_model_rows, bound_model, option_columns
 from poet_edge.schedulers.segment_strict import split_model, strict_model
 from poet_edge.simulator import SimResult, simulate
 
@@ -177,16 +179,16 @@ REPAIRS = 400  # at most this many replays when repairing a held plan by one mor
 
 
 def _offer_held(run: _Run, plan: Plan) -> None:
-    """Offers a held plan (:func:`_held_plan`); when it does not fit, the cheapest plan with one more
+    """Offers a held plan (:func:`held_plan`); when it does not fit, the cheapest plan with one more
     segment evicted (DROP or PAGE) that fits (at most ``REPAIRS`` replays). A plan that fits is
     recorded as a start of the local search."""
     problem, an, cover, best = run.problem, run.an, run.cover, run.best
-    costs = _costs(problem, run.latency)
-    modes = _modes(problem, an, cover)
+    costs = node_costs(problem, run.latency)
+    modes = plan_modes(problem, an, cover)
     found: list[tuple[float, Plan]] = []
 
     def fits(x: Plan) -> bool:
-        schedule, _ = replay_plan(problem, an, _as_plan(cover, x), costs, strict=True)
+        schedule, _ = replay_plan(problem, an, replay_entries(cover, x), costs, strict=True)
         if schedule is not None:
             found.append((float(dict(schedule.info)["cost"]), x))  # type: ignore[arg-type]
         return schedule is not None
@@ -201,7 +203,7 @@ def _offer_held(run: _Run, plan: Plan) -> None:
     if found:
         cost, x = min(found, key=lambda f: f[0])
         best.plans.append((cost, len(best.plans), x))
-        schedule, _ = replay_plan(problem, an, _as_plan(cover, x), costs)
+        schedule, _ = replay_plan(problem, an, replay_entries(cover, x), costs)
         if schedule is not None:
             _try(problem, best, run.options, lambda: schedule, "held bound-model plan")  # type: ignore[misc]
 
@@ -305,7 +307,7 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     problem = _restricted(problem, options)
     an = analyse(problem, True)
     latency = options.objective == "latency"
-    plain = sum(_costs(problem, latency)[0])
+    plain = sum(node_costs(problem, latency)[0])
     norm = plain if plain > 0 else 1.0
     _baselines(problem, best, options)  # a first valid schedule before anything else
     pairs = stage_model.pairs(problem, an)
@@ -362,7 +364,7 @@ def _mid_size(run: _Run, bound: float, plain: float, pairs: int, job: proof_proc
     """The phases of the mid-size path after its first local search (the module docstring); returns
     the last local search's replays."""
     problem, best, options, norm, count = run.problem, run.best, run.options, run.norm, run.budget.windows
-    model = stage_model.build(problem, run.an, _costs(problem, run.latency), norm)
+    model = stage_model.build(problem, run.an, node_costs(problem, run.latency), norm)
     windows = stage_model.windows(model, options.threads, 0.0) if model.feasible else None
     cover = bound  # the segment cover's
     near = _near_sweep()
@@ -416,8 +418,8 @@ def _second_start(run: _Run, bound: float) -> Schedule | None:
     other = [plan for _, k, plan in ranked if (k in best.primal) != (ranked[0][1] in best.primal)]
     if not other:
         return None
-    costs = _costs(problem, run.latency)
-    search = _Search(problem, an, cover, costs, _modes(problem, an, cover))
+    costs = node_costs(problem, run.latency)
+    search = PlanSearch(problem, an, cover, costs, plan_modes(problem, an, cover))
     improved = [0]  # replays when the descent last improved
 
     def better(plan: Plan) -> None:
@@ -428,7 +430,7 @@ def _second_start(run: _Run, bound: float) -> Schedule | None:
         other[0], _deadline(best, options), better, lambda: _stalled(search.evals, improved[0], stall)
     )
     best.late(_left(best, options) <= 0.0)
-    schedule, _ = replay_plan(problem, an, _as_plan(cover, found), costs)
+    schedule, _ = replay_plan(problem, an, replay_entries(cover, found), costs)
     if schedule is not None:
         _try(problem, best, options, lambda: schedule, "local search, second start")
     return schedule
@@ -467,9 +469,9 @@ def _bound(run: _Run) -> float:
             f"no schedule exists within the RAM budget {problem.budget_bytes} bytes in the problem's order: "
             f"values that can be neither paged out nor recomputed must stay resident"
         )
-    relaxed = _solve(lp, _left(best, options), options, integer=False)
+    relaxed = solve_lp(lp, _left(best, options), options, integer=False)
     best.clock(relaxed.status)
-    solved = _solve(lp, _left(best, options), options, nodes=run.budget.nodes)
+    solved = solve_lp(lp, _left(best, options), options, nodes=run.budget.nodes)
     best.clock(solved.status)
     if not solved.feasible:
         raise PoetError(
@@ -477,8 +479,8 @@ def _bound(run: _Run) -> float:
             f"(the segment relaxation is infeasible)"
         )
     if solved.values is not None:
-        _offer_plan(run, _seg_plan(run.an, cover, lp, solved.values), "bound-model plan")
-        _offer_held(run, _held_plan(problem, run.an, cover, lp, solved.values))
+        _offer_plan(run, segment_plan(run.an, cover, lp, solved.values), "bound-model plan")
+        _offer_held(run, held_plan(problem, run.an, cover, lp, solved.values))
     return max(solved.bound, relaxed.bound)
 
 
@@ -494,7 +496,7 @@ def _stages(run: _Run, plain: float) -> float:
     is the first solve's (resnet8, every parameter trained, at 70%: one cut round finds 86.97%
     against the bound 86.26%, where the first point decodes to 98.74%)."""
     problem, an, best, options, nodes = run.problem, run.an, run.best, run.options, run.budget.nodes
-    model = stage_model.build(problem, an, _costs(problem, run.latency), run.norm)
+    model = stage_model.build(problem, an, node_costs(problem, run.latency), run.norm)
     if not model.feasible:
         return 0.0
     start = stage_model.encode(problem, an, model, best.schedule) if best.schedule is not None else None
@@ -622,7 +624,7 @@ def _strict(run: _Run, bound: float, cover: float) -> float:
     lp = strict_model(run.problem, run.an, run.cover, run.latency, run.norm, _full(run.problem), gaps=False)
     if lp is None:
         return 0.0
-    solved = _solve(lp, _left(best, options), options, nodes=run.budget.nodes)
+    solved = solve_lp(lp, _left(best, options), options, nodes=run.budget.nodes)
     best.clock(solved.status)
     return solved.bound
 
@@ -866,7 +868,7 @@ def _window_schedule(
     schedule = stage_model.decode(problem, run.an, model, solved.values, gaps)
     if gaps:
         cost = _metric(simulate(problem, schedule), run.options)
-        extra = cost - (sum(_costs(problem, run.latency)[0]) + solved.objective * run.norm)
+        extra = cost - (sum(node_costs(problem, run.latency)[0]) + solved.objective * run.norm)
         if cost + extra > own:
             raise PoetError(f"the repair of gaps {gaps} hides {extra / run.norm:.2%} of the plain pass")
     return schedule
@@ -877,10 +879,10 @@ def _offer_plan(run: _Run, segplan: Plan, origin: str, primal: bool = False) -> 
     the primal model), else through the engine (which repairs overflows by DTR); returns the overflow
     of the exact replay (empty when it fits)."""
     problem, an, cover, best, options = run.problem, run.an, run.cover, run.best, run.options
-    costs = _costs(problem, run.latency)
+    costs = node_costs(problem, run.latency)
     overflows = []
     for variant in (segplan, {**segplan, FREE_TEMPS: DROP}):
-        plan = _as_plan(cover, variant)
+        plan = replay_entries(cover, variant)
         schedule, overflow = replay_plan(problem, an, plan, costs)
         if schedule is not None:
             cost = float(dict(schedule.info)["cost"])  # type: ignore[arg-type]
@@ -907,19 +909,19 @@ def _improve(run: _Run, bound: float) -> str:
         for k in range(rounds):
             if _closed(best.cost, bound, options.gap_rel) or best.late(_left(best, options) <= 0.0):
                 break
-            lp = _columns(problem, opts, run.latency, run.norm)
+            lp = option_columns(problem, opts, run.latency, run.norm)
             if opts is cover.bound_opts:
-                _input_cuts(problem, run.an, cover, lp, run.latency, run.norm)
-            if not _rows(problem, cover, lp, budget):
+                add_input_cuts(problem, run.an, cover, lp, run.latency, run.norm)
+            if not add_model_rows(problem, cover, lp, budget):
                 status = f"{name} round {k}: a tightened stage cannot fit"
                 break
-            solved = _solve(lp, _left(best, options), options, nodes=run.budget.nodes)
+            solved = solve_lp(lp, _left(best, options), options, nodes=run.budget.nodes)
             best.clock(solved.status)
             if name == "primal":
                 status = f"primal round {k}: {solved.status}"
             if solved.values is None:
                 break
-            segplan = _seg_plan(run.an, cover, lp, solved.values)
+            segplan = segment_plan(run.an, cover, lp, solved.values)
             overflow = _offer_plan(run, segplan, f"{name} plan, round {k}", name == "primal")
             if not overflow:
                 break
@@ -928,14 +930,14 @@ def _improve(run: _Run, bound: float) -> str:
 
 
 def _search(run: _Run, bound: float, kicks: int | None = None) -> int:
-    """Local search (:class:`_Search`) from the three cheapest recorded plans (or from no eviction at
+    """Local search (:class:`PlanSearch`) from the three cheapest recorded plans (or from no eviction at
     all), then iterated: perturb 1-3 random segments of the best plan (seeded by the level) and
     descend again, at most ``kicks`` (else ``Budget.kicks``) times, while the gap is open, until the
     incumbent has not improved for ``Budget.stall`` replays (``STALL_FIRST`` x as many before its
     first improvement; checked within a descent too); returns the number of replays."""
     problem, an, cover, best, options = run.problem, run.an, run.cover, run.best, run.options
-    costs = _costs(problem, run.latency)
-    search = _Search(problem, an, cover, costs, _modes(problem, an, cover))
+    costs = node_costs(problem, run.latency)
+    search = PlanSearch(problem, an, cover, costs, plan_modes(problem, an, cover))
     starts = [plan for _, _, plan in sorted(best.plans, key=lambda x: (x[0], x[1]))] or [{}]
     done: set[tuple[tuple[int, str], ...]] = set()
     deadline = _deadline(best, options)
@@ -943,7 +945,7 @@ def _search(run: _Run, bound: float, kicks: int | None = None) -> int:
 
     def offer(plan: Plan) -> None:
         nonlocal improved
-        schedule, _ = replay_plan(problem, an, _as_plan(cover, plan), costs)
+        schedule, _ = replay_plan(problem, an, replay_entries(cover, plan), costs)
         if schedule is not None:
             before = best.cost
             _try(problem, best, options, lambda: schedule, "local search")
@@ -979,7 +981,7 @@ def _search(run: _Run, bound: float, kicks: int | None = None) -> int:
             break
         plan = incumbent
         for k in rng.sample(movable, min(len(movable), rng.randint(1, 3))):
-            plan = _with(plan, k, rng.choice((None, *search.modes[k])))
+            plan = plan_with(plan, k, rng.choice((None, *search.modes[k])))
         found = descend(plan)
         if search.score(found, False) < search.score(incumbent, False):
             incumbent = found

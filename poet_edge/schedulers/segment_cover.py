@@ -107,7 +107,7 @@ def _segments(problem: SchedulingProblem, an: Analysis) -> list[Segment]:
     return out
 
 
-def _kinds(problem: SchedulingProblem, an: Analysis, q: int, stage: int) -> str:
+def restore_kinds(problem: SchedulingProblem, an: Analysis, q: int, stage: int) -> str:
     """How value q can be restored after ``stage`` (for the bound: generous)."""
     node = problem.nodes[q]
     cap = problem.storage_bytes
@@ -115,13 +115,13 @@ def _kinds(problem: SchedulingProblem, an: Analysis, q: int, stage: int) -> str:
     return ("i" if page else "") + ("c" if node.recomputable and stage < an.recomp_until[q] else "")
 
 
-def _restore_by(an: Analysis, g: Segment) -> int:
+def restore_by(an: Analysis, g: Segment) -> int:
     """The stage before which a recomputation restores g.value: its use, or the last stage it may run
     (``Analysis.recomp_until``: an in-place update of a parameter it reads runs before its use)."""
     return min(g.end, an.recomp_until[g.value])
 
 
-def _dead(problem: SchedulingProblem, an: Analysis, v: int, a: int) -> list[int]:
+def dead_inputs(problem: SchedulingProblem, an: Analysis, v: int, a: int) -> list[int]:
     """Inputs of v that no first computation uses after stage a."""
     return [q for q in an.preds[v] if problem.nodes[q].out_bytes > 0 and max(an.succs[q]) <= a]
 
@@ -168,7 +168,7 @@ class _Prune:
     """How alternatives compare: by the objective's cost; ``tight``: the model has a runtime row or a
     storage row that can bind, so an alternative beats another only when it is cheaper in energy and
     latency and pages in no other values. An alternative never beats one that restores fewer of the
-    ``shared`` values (inputs of several nodes: :func:`_topups` charges them one whole restoration).
+    ``shared`` values (inputs of several nodes: :func:`add_topups` charges them one whole restoration).
     ``strict`` (the options of :func:`strict_bound_options`): nor one that recomputes fewer values,
     whose inputs the strict bound model's cuts then need; a dying input's page-in and recomputation
     are separate alternatives."""
@@ -294,13 +294,13 @@ def _input_alts(
     the segment's value is, so an ancestor held counts the smallest (shared) bytes on its path
     (``cap``)."""
     held = min(cap, problem.nodes[q].out_bytes * w)
-    kinds = _kinds(problem, an, q, g.start)
+    kinds = restore_kinds(problem, an, q, g.start)
     alts: list[Alt] = [(held, 0.0, 0.0, 0.0, 0.0, (), ())]
     if "i" in kinds:
         alts.append(_term(problem, q, "i", w))
     if "c" in kinds:
-        dead = [p for p in _dead(problem, an, q, g.start) if p not in seen]
-        dying = [p for p in _dying(problem, an, q, g) if p not in seen]
+        dead = [p for p in dead_inputs(problem, an, q, g.start) if p not in seen]
+        dying = [p for p in dying_inputs(problem, an, q, g) if p not in seen]
         budget[0] -= len(dead) + len(dying)
         if depth >= DEPTH or len(dead) > 3 or budget[0] < 0:
             alts.append(_term(problem, q, kinds, w))
@@ -315,7 +315,7 @@ def _input_alts(
     return prune.front(alts, ALTS)
 
 
-def _dying(problem: SchedulingProblem, an: Analysis, v: int, g: Segment) -> list[int]:
+def dying_inputs(problem: SchedulingProblem, an: Analysis, v: int, g: Segment) -> list[int]:
     """Inputs of v whose last first-computation use is strictly inside segment g."""
     return [q for q in an.preds[v] if problem.nodes[q].out_bytes > 0 and g.start < max(an.succs[q]) < g.end]
 
@@ -331,7 +331,7 @@ def _dying_alts(
     page-in and compute, share w; with ``split``, each of them as an alternative of its own)."""
     held = min(cap, problem.nodes[p].out_bytes * w)
     alts: list[Alt] = [(0.0, 0.0, 0.0, 0.0, 0.0, (), ((max(an.succs[p]) + 1, held),))]
-    kinds = _kinds(problem, an, p, g.start)
+    kinds = restore_kinds(problem, an, p, g.start)
     if kinds:
         alts += [_term(problem, p, k, w) for k in kinds] if split else [_term(problem, p, kinds, w)]
     return alts
@@ -348,10 +348,10 @@ def _bound_drops(problem: SchedulingProblem, an: Analysis, s: int, g: Segment, p
     nodes, i, a = problem.nodes, g.value, g.start
     if not (nodes[i].recomputable and a < an.recomp_until[i]):
         return []
-    dead = _dead(problem, an, i, a)
+    dead = dead_inputs(problem, an, i, a)
     if len(dead) > 3:
         return [Option(s, DROP, ((i, "c", 1.0),), float(nodes[i].out_bytes))]
-    dying = _dying(problem, an, i, g)
+    dying = dying_inputs(problem, an, i, g)
     seen = {i, *dead, *dying}
     bi = float(nodes[i].out_bytes)
     budget = [EXPAND]
@@ -385,7 +385,7 @@ def _primal_drop(
     ``limit`` nodes); every other input reached must be resident there (kept segments). Where g.value
     may no longer be recomputed at g.end (``Analysis.recomp_until``), it is recomputed just before the
     last stage b it may, and held from there on (the option frees nothing from b on: ``end`` = b)."""
-    nodes, i, b = problem.nodes, g.value, _restore_by(an, g)
+    nodes, i, b = problem.nodes, g.value, restore_by(an, g)
 
     def can(v: int) -> bool:
         return nodes[v].recomputable and b <= an.recomp_until[v]
@@ -455,7 +455,7 @@ def _bound_options(
     nodes = problem.nodes
     pages = [
         [Option(s, PAGE, ((g.value, "i", 1.0),), float(nodes[g.value].out_bytes))]
-        if "i" in _kinds(problem, an, g.value, g.start)
+        if "i" in restore_kinds(problem, an, g.value, g.start)
         else []
         for s, g in enumerate(segs)
     ]
@@ -486,8 +486,8 @@ def _dead_ancestors(problem: SchedulingProblem, an: Analysis, g: Segment) -> tup
     out: list[int] = []
     level, seen = [g.value], {g.value}
     for _ in range(DEPTH):
-        dying = [q for v in level for q in _dying(problem, an, v, g) if q not in seen]
-        nxt = [q for v in level for q in _dead(problem, an, v, g.start) if q not in seen]
+        dying = [q for v in level for q in dying_inputs(problem, an, v, g) if q not in seen]
+        nxt = [q for v in level for q in dead_inputs(problem, an, v, g.start) if q not in seen]
         nxt = list(dict.fromkeys(nxt))[: max(0, EXPAND - len(out))]
         dying = [q for q in dict.fromkeys(dying) if q not in nxt]
         seen.update(nxt + dying)

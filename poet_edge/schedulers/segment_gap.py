@@ -3,7 +3,7 @@ the RAM at the moment a dropped value is recomputed, which the budget rows (one 
 do not see.
 
 Gap row. DROP options ``js`` of segment s = (i, a, b) that end at e (the last restoration of i is
-before stage e, :func:`_end`); lo: the largest end below e of
+before stage e, :func:`option_end`); lo: the largest end below e of
 an option of s (a when there is none). A schedule's point takes the option of s with the least end at
 or after i's last restoration, so when it takes one of ``js`` that restoration, a recomputation of i,
 happens at a moment tau after stage lo and before stage e. At tau, RAM holds the fixed bytes, i with
@@ -52,25 +52,25 @@ import numpy as np
 
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedulers.engine import DROP, Analysis
+from poet_edge.schedulers.lp_model import LpModel
 from poet_edge.schedulers.segment_cover import Cover, Option
-from poet_edge.schedulers.segment_lp import _Lp
 
 SPLIT_SHARE = 0.1  # split_ends: options whose LP value exceeds this
 
 
-def _end(cover: Cover, o: Option) -> int:
+def option_end(cover: Cover, o: Option) -> int:
     """The stage by which option o's last restoration happens (a variant's end, else its segment's)."""
     return o.end if o.end >= 0 else cover.segs[o.seg].end
 
 
-def _ranges(cover: Cover, lp: _Lp) -> dict[int, int]:
+def _ranges(cover: Cover, lp: LpModel) -> dict[int, int]:
     """Option column -> lo: the largest end of another option of its segment below its end."""
     ends: dict[int, set[int]] = {}
     for o in lp.opts:
-        ends.setdefault(o.seg, set()).add(_end(cover, o))
+        ends.setdefault(o.seg, set()).add(option_end(cover, o))
     out = {}
     for j, o in enumerate(lp.opts):
-        e = _end(cover, o)
+        e = option_end(cover, o)
         out[j] = max([x for x in ends[o.seg] if x < e], default=cover.segs[o.seg].start)
     return out
 
@@ -79,7 +79,7 @@ def gap_rows(
     problem: SchedulingProblem,
     an: Analysis,
     cover: Cover,
-    lp: _Lp,
+    lp: LpModel,
     budget: np.ndarray,
     acols: dict[int, list[tuple[int, int]]],
     once_more: Callable[[int, int], float],
@@ -92,7 +92,7 @@ def gap_rows(
     groups: dict[tuple[int, int], list[int]] = {}
     for j, o in enumerate(lp.opts):
         if o.mode == DROP:
-            groups.setdefault((o.seg, _end(cover, o)), []).append(j)
+            groups.setdefault((o.seg, option_end(cover, o)), []).append(j)
     micro: dict[tuple[int, int], int] = {}  # (y, e) -> column m_y (-1: y cannot be restored)
     rows = 0
     for (seg, e), js in sorted(groups.items()):
@@ -120,7 +120,7 @@ def gap_rows(
             lp.rows.append((-math.inf, 0.0, [f, m], [1.0, -1.0]) if m >= 0 else (-math.inf, 0.0, [f], [1.0]))
             free[("m", y)] = (f, float(nodes[y].out_bytes))
         for s in spanning:
-            absent = [j for j in lp.by_seg.get(s, ()) if _end(cover, lp.opts[j]) > lo]
+            absent = [j for j in lp.by_seg.get(s, ()) if option_end(cover, lp.opts[j]) > lo]
             if not absent:
                 continue  # never absent at tau (or not optional)
             f = lp.col(0.0, continuous=True)
@@ -145,7 +145,7 @@ def _micro(problem: SchedulingProblem, an: Analysis, e: int, ex: set[int]) -> li
 
 
 def _present(
-    lp: _Lp, js: list[int], acols: dict[int, list[tuple[int, int]]], free: dict[object, tuple[int, float]]
+    lp: LpModel, js: list[int], acols: dict[int, list[tuple[int, int]]], free: dict[object, tuple[int, float]]
 ) -> None:
     """Segments the options ``js`` need in RAM by tau (case A, and case A of their options' pairs)."""
     for j in js:
@@ -158,13 +158,13 @@ def _present(
                         lp.rows.append((-math.inf, 2.0, [free[k2][0], a, a2], [1.0, 1.0, 1.0]))
 
 
-def split_ends(cover: Cover, lp: _Lp, values: np.ndarray) -> dict[int, set[int]]:
+def split_ends(cover: Cover, lp: LpModel, values: np.ndarray) -> dict[int, set[int]]:
     """Segment -> one more end for each DROP option whose value in ``values`` exceeds ``SPLIT_SHARE``
     and whose range (lo, e] is more than one stage wide: its midpoint."""
     lo_of = _ranges(cover, lp)
     out: dict[int, set[int]] = {}
     for j, o in enumerate(lp.opts):
-        e = _end(cover, o)
+        e = option_end(cover, o)
         if o.mode == DROP and values[j] > SPLIT_SHARE and lo_of[j] < e - 1:
             out.setdefault(o.seg, set()).add((lo_of[j] + e) // 2)
     return out

@@ -8,7 +8,7 @@ segment spanning t that is not evicted must fit the budget, i.e. sum of bytes(s)
 excess(t). Storage capacity and the runtime budget are rows too. A value with several consumers
 restored by the options of several segments is charged there by fractions; since any one of those
 restorations is a whole one, a top-up column makes the charge at least one restoration
-(:func:`_topups`). Inputs of a recomputed value that are not dead get cuts (:func:`_input_cuts`): when
+(:func:`add_topups`). Inputs of a recomputed value that are not dead get cuts (:func:`add_input_cuts`): when
 the input's own segment is evicted as well, it is restored twice, or held from the recomputation to
 its next use, or kept until the recomputation (RAM in the budget rows or cost). Ignored on purpose
 (it only adds cost): the transient RAM of deeper restorations. Its optimum bounds the cost of every
@@ -25,61 +25,14 @@ segment s' whose value a recompute closure needs resident.
 from __future__ import annotations
 
 import math
-import time
 from bisect import bisect_right
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedulers.engine import DROP, Analysis
-from poet_edge.schedulers.highs_run import (
-    CUTOFF_TOL,
-    PROOF_OPTIONS,
-    Csr,
-    add_csr,
-    add_rows,
-    fix_by_reduced_cost,
-    new_highs,
-    run_highs,
-    safe_bound,
-)
-from poet_edge.schedulers.segment_cover import Cover, Option, Term, _kinds
-
-if TYPE_CHECKING:
-    from poet_edge.schedulers.scale import ScaleOptions
-
-
-@dataclass
-class _Lp:
-    """Columns and rows of one model, ready for highspy."""
-
-    cost: list[float] = field(default_factory=list)
-    rows: list[tuple[float, float, list[int], list[float]]] = field(default_factory=list)
-    opts: list[Option] = field(default_factory=list)  # column j < len(opts): option j
-    z: dict[int, int] = field(default_factory=dict)
-    by_seg: dict[int, list[int]] = field(default_factory=dict)
-    ram: dict[int, list[tuple[int, float]]] = field(default_factory=dict)  # stage -> (column, bytes it adds)
-    cont: set[int] = field(default_factory=set)  # continuous columns (the others are binary)
-    bounds: dict[int, tuple[float, float]] = field(default_factory=dict)  # column -> bounds, if not [0, 1]
-    csr: Csr | None = None  # the rows as arrays (rows_csr), in place of ``rows``
-
-    def col(self, cost: float, continuous: bool = False, bounds: tuple[float, float] = (0.0, 1.0)) -> int:
-        self.cost.append(cost)
-        if continuous:
-            self.cont.add(len(self.cost) - 1)
-        if bounds != (0.0, 1.0):
-            self.bounds[len(self.cost) - 1] = bounds
-        return len(self.cost) - 1
-
-
-def _costs(problem: SchedulingProblem, latency: bool) -> tuple[list[float], list[float], list[float]]:
-    nodes = problem.nodes
-    if latency:
-        return [n.compute_s for n in nodes], [n.page_in_s for n in nodes], [n.page_out_s for n in nodes]
-    return [n.compute_j for n in nodes], [n.page_in_j for n in nodes], [n.page_out_j for n in nodes]
+from poet_edge.schedulers.lp_model import LpModel, node_costs
+from poet_edge.schedulers.segment_cover import Cover, Option, Term, restore_kinds
 
 
 def _term_cost(terms: tuple[Term, ...], comp: list[float], pin: list[float]) -> float:
@@ -87,9 +40,12 @@ def _term_cost(terms: tuple[Term, ...], comp: list[float], pin: list[float]) -> 
     return sum(w * min(arr[k][v] for k in kinds) for v, kinds, w in terms)
 
 
-def _columns(problem: SchedulingProblem, opts: list[Option], latency: bool, norm: float) -> _Lp:
-    comp, pin, pout = _costs(problem, latency)
-    lp = _Lp(opts=list(opts))
+def option_columns(problem: SchedulingProblem, opts: list[Option], latency: bool, norm: float) -> LpModel:
+    """A model with one column per option (its restoration cost / ``norm``), one page-out column per value
+    an option pages in (each such option <= it) and, for a segment with several options, a row choosing
+    at most one of them. The bound, primal and strict models start from it."""
+    comp, pin, pout = node_costs(problem, latency)
+    lp = LpModel(opts=list(opts))
     for j, o in enumerate(opts):
         lp.col(_term_cost(o.terms, comp, pin) / norm)
         lp.by_seg.setdefault(o.seg, []).append(j)
@@ -104,8 +60,8 @@ def _columns(problem: SchedulingProblem, opts: list[Option], latency: bool, norm
     return lp
 
 
-def _topups(
-    problem: SchedulingProblem, an: Analysis, cover: Cover, lp: _Lp, latency: bool, norm: float
+def add_topups(
+    problem: SchedulingProblem, an: Analysis, cover: Cover, lp: LpModel, latency: bool, norm: float
 ) -> None:
     """One restoration of an ancestor at least. The bound options charge a shared ancestor's
     restoration by fractions (w each); when any chosen option restores ancestor v, v is restored at
@@ -114,7 +70,7 @@ def _topups(
     options' fractions of v (in units of c_v, v's cheapest restoration, its cost), binary E_v >=
     every option that restores v. Sound only with :class:`_Prune`'s rule that an alternative never
     beats (or is merged into) one that restores fewer values."""
-    comp, pin, _ = _costs(problem, latency)
+    comp, pin, _ = node_costs(problem, latency)
     users: dict[int, dict[int, float]] = {}  # v -> option column -> its charge for v (all its terms of v)
     for j, o in enumerate(lp.opts):
         own = cover.segs[o.seg].value
@@ -138,8 +94,8 @@ def _topups(
 PAIR_NONZEROS = 200_000  # at most this many budget-row entries of the restoration-input cuts
 
 
-def _near(
-    cover: Cover, lp: _Lp, pairs: list[tuple[int, int]]
+def pair_counts(
+    cover: Cover, lp: LpModel, pairs: list[tuple[int, int]]
 ) -> tuple[dict[tuple[int, int], int], dict[int, int]]:
     """For pairs (option column, segment s' of an input): (s', stage) -> the segments pairing with s'
     whose B range covers the stage, and option column -> its number of pairs."""
@@ -156,8 +112,8 @@ def _near(
     return near, inputs
 
 
-def _input_cuts(
-    problem: SchedulingProblem, an: Analysis, cover: Cover, lp: _Lp, latency: bool, norm: float
+def add_input_cuts(
+    problem: SchedulingProblem, an: Analysis, cover: Cover, lp: LpModel, latency: bool, norm: float
 ) -> None:
     """Cuts for the inputs a recomputation needs that are not dead (the bound model's columns must be
     ``cover.bound_opts``). DROP option o of segment s = (i, a, b) recomputes i at some moment tau in
@@ -177,7 +133,7 @@ def _input_cuts(
     from that pair's b on, restored before it), B and D add nothing: after tau only i can be their
     bytes, and i is counted once (a column w >= x_B - held replaces x_B there)."""
     nodes = problem.nodes
-    comp, pin, _ = _costs(problem, latency)
+    comp, pin, _ = node_costs(problem, latency)
     span = {
         (g.value, t): k for k, g in enumerate(cover.segs) if k in lp.by_seg for t in range(g.start + 1, g.end)
     }
@@ -190,7 +146,7 @@ def _input_cuts(
             k = span.get((q, g.end))
             if k is not None and g.end not in an.succs[q]:
                 pairs.append((j, q, k))
-    near, inputs = _near(cover, lp, [(j, k) for j, _, k in pairs])
+    near, inputs = pair_counts(cover, lp, [(j, k) for j, _, k in pairs])
     budget = PAIR_NONZEROS
     held: dict[int, dict[int, list[int]]] = {}  # s' -> b -> A columns of the pairs ending at b
     again: dict[int, int] = {}  # s' -> column: q is restored once more in s'
@@ -209,7 +165,7 @@ def _input_cuts(
         if g.start < h.start:  # D: i recomputed before a' and in RAM from a' on
             cols.append(lp.col(0.0))
             claims += [(cols[-1], o.seg, t, part[t - g.start]) for t in range(h.start, g.end)]
-        kinds = _kinds(problem, an, q, h.start)
+        kinds = restore_kinds(problem, an, q, h.start)
         if kinds:  # C: one restoration more of q in s', paid once for all pairs of s' (column y)
             if k not in again:
                 again[k] = lp.col(min((comp[q] if c == "c" else pin[q]) for c in kinds) / norm)
@@ -232,9 +188,9 @@ def _input_cuts(
 
 
 def _held(
-    problem: SchedulingProblem, cover: Cover, lp: _Lp, held: dict[int, dict[int, list[int]]]
+    problem: SchedulingProblem, cover: Cover, lp: LpModel, held: dict[int, dict[int, list[int]]]
 ) -> dict[int, list[tuple[int, int]]]:
-    """Case A of :func:`_input_cuts`: q (segment s') in RAM from the earliest b of a pair with x_A on
+    """Case A of :func:`add_input_cuts`: q (segment s') in RAM from the earliest b of a pair with x_A on
     to b', counted once, not per pair. Returns s' -> (b, column: q in RAM from b on), b ascending."""
     steps: dict[int, list[tuple[int, int]]] = {}
     for k, by_end in held.items():
@@ -254,7 +210,7 @@ def _held(
     return steps
 
 
-def _rows(problem: SchedulingProblem, cover: Cover, lp: _Lp, budget: np.ndarray) -> bool:
+def add_model_rows(problem: SchedulingProblem, cover: Cover, lp: LpModel, budget: np.ndarray) -> bool:
     """Adds the budget, keep, storage and runtime rows; False when a stage cannot fit at all."""
     nodes = problem.nodes
     stages: list[tuple[int, float, dict[int, float]]] = []  # (stage, excess, column -> bytes it frees)
@@ -288,7 +244,7 @@ def _rows(problem: SchedulingProblem, cover: Cover, lp: _Lp, budget: np.ndarray)
                 (-math.inf, cap / sc, list(lp.z.values()), [nodes[i].out_bytes / sc for i in lp.z])
             )
     if problem.max_latency_s is not None:
-        comp, pin, pout = _costs(problem, True)
+        comp, pin, pout = node_costs(problem, True)
         room = problem.max_latency_s - sum(comp)
         if room < 0:
             return False
@@ -301,19 +257,19 @@ def _rows(problem: SchedulingProblem, cover: Cover, lp: _Lp, budget: np.ndarray)
 
 def bound_model(
     problem: SchedulingProblem, an: Analysis, cover: Cover, latency: bool, norm: float, budget: np.ndarray
-) -> _Lp | None:
+) -> LpModel | None:
     """The bound model (columns of ``cover.bound_opts``, input cuts, top-ups, rows), ready for
-    :func:`_solve`; None when a stage cannot fit at all."""
-    lp = _columns(problem, cover.bound_opts, latency, norm)
-    _input_cuts(problem, an, cover, lp, latency, norm)
-    _topups(problem, an, cover, lp, latency, norm)
-    return lp if _rows(problem, cover, lp, budget) else None
+    :func:`solve_lp`; None when a stage cannot fit at all."""
+    lp = option_columns(problem, cover.bound_opts, latency, norm)
+    add_input_cuts(problem, an, cover, lp, latency, norm)
+    add_topups(problem, an, cover, lp, latency, norm)
+    return lp if add_model_rows(problem, cover, lp, budget) else None
 
 
 DENSE_NONZEROS = 100_000  # more budget-row entries than this: the rows as running sums (_running_sums)
 
 
-def _running_sums(lp: _Lp, stages: list[tuple[int, float, dict[int, float]]]) -> None:
+def _running_sums(lp: LpModel, stages: list[tuple[int, float, dict[int, float]]]) -> None:
     """The budget rows in a sparse form with the same points: over each run of consecutive stages, a
     continuous column F_t = the bytes freed at stage t (>= its excess), F_t = F_(t-1) + the columns whose
     bytes change at t (a segment starts or ends, an input is held from then on). A column enters the
@@ -331,117 +287,3 @@ def _running_sums(lp: _Lp, stages: list[tuple[int, float, dict[int, float]]]) ->
         changed = sorted(j for j, d in delta.items() if d != 0.0)
         lp.rows.append((0.0, 0.0, idx + changed, val + [delta[j] / scale for j in changed]))
         prev = (t, f, frees)
-
-
-@dataclass(frozen=True)
-class _Solved:
-    status: str
-    feasible: bool  # the model has a point (False: proven infeasible)
-    optimal: bool
-    objective: float | None  # scaled, None without a solution
-    bound: float  # scaled dual bound (0 when unknown)
-    values: np.ndarray | None
-    reduced: tuple[float, np.ndarray] | None = None  # an LP's safe bound and reduced costs (``with_reduced``)
-
-
-def _solve(
-    lp: _Lp,
-    time_limit: float,
-    options: ScaleOptions,
-    integer: bool = True,
-    cutoff: float | None = None,
-    on_bound: Callable[[float], None] | None = None,
-    stop: Callable[[], bool] | None = None,
-    with_reduced: bool = False,
-    reduced: tuple[float, np.ndarray] | None = None,
-    first_point: bool = False,
-    nodes: int | None = None,
-) -> _Solved:
-    """HiGHS on the model (its LP relaxation unless ``integer``). With ``cutoff`` (scaled), HiGHS looks
-    only for points cheaper than it (as :func:`poet_edge.schedulers.stage_model.solve`): the bound is
-    then at most ``cutoff``, and ``cutoff`` itself when the search ends with no cheaper point. Such a
-    proof on a bound model wants no point: HiGHS runs without its heuristics (``PROOF_OPTIONS``), after
-    :func:`~poet_edge.schedulers.highs_run.fix_by_reduced_cost` (bert_tiny at 50%, the split model, 2
-    threads, 28.06% proven: 24 s -> 16 s; presolve 4 s -> 1 s). ``on_bound``: told HiGHS's MIP dual bound
-    (scaled; with ``cutoff``, at most that) whenever it checks for an interrupt; ``stop()``: asked then
-    too, the solve ends once it says True (status "Interrupted by user"). ``with_reduced``: an LP
-    relaxation also returns its :func:`~poet_edge.schedulers.highs_run.safe_bound` and reduced costs
-    (``_Solved.reduced``); ``reduced``: a proof is given those of the same model (its LP not solved again).
-    ``first_point``: a proof ends at the first point below the cutoff (it has failed then). ``nodes``: at
-    most this many branch-and-bound nodes (HiGHS's ``mip_max_nodes``, a deterministic limit; the time
-    limit is then only a safety stop)."""
-    import highspy
-
-    h = new_highs()
-    h.setOptionValue("output_flag", options.msg)
-    h.setOptionValue("time_limit", max(0.05, time_limit))
-    h.setOptionValue("mip_rel_gap", options.inner_gap)
-    h.setOptionValue("random_seed", 0)
-    if nodes is not None:
-        h.setOptionValue("mip_max_nodes", max(1, nodes))
-    if options.threads:
-        h.setOptionValue("threads", options.threads)
-    if cutoff is not None:
-        h.setOptionValue("objective_bound", cutoff + CUTOFF_TOL)
-    ncol = len(lp.cost)
-    if ncol == 0:
-        return _Solved("empty", True, True, 0.0, 0.0, np.zeros(0))
-    h.addCols(
-        ncol,
-        np.array(lp.cost),
-        np.array([lp.bounds.get(j, (0.0, 1.0))[0] for j in range(ncol)]),
-        np.array([lp.bounds.get(j, (0.0, 1.0))[1] for j in range(ncol)]),
-        0,
-        np.array([0]),
-        np.array([0]),
-        np.array([0.0]),
-    )
-    if integer:
-        ints = np.array([j for j in range(ncol) if j not in lp.cont], dtype=np.int32)
-        h.changeColsIntegrality(len(ints), ints, np.ones(len(ints), dtype=np.uint8))
-    added = add_rows(h, lp.rows) if lp.csr is None else add_csr(h, *lp.csr)
-    if added == highspy.HighsStatus.kError:  # e.g. a row naming a column twice: HiGHS drops the rows
-        raise AssertionError(f"HiGHS refused the model's rows ({added})")
-    # kWarning: the rows are in; HiGHS dropped coefficients below its small_matrix_value (1e-9), as in
-    # dense graphs' tiny relative sizes
-    if cutoff is not None and integer:  # a proof: no point wanted, fewer columns free
-        for name, value in PROOF_OPTIONS:
-            h.setOptionValue(name, value)
-        began = time.perf_counter()
-        fixed = fix_by_reduced_cost(h, cutoff, reduced)
-        if fixed is not None and fixed[0] > cutoff + CUTOFF_TOL:  # the LP alone proves it
-            return _Solved("cutoff by LP", True, False, None, cutoff, None)
-        h.setOptionValue("time_limit", max(0.05, time_limit - (time.perf_counter() - began)))
-    found = first_point and cutoff is not None
-    if (on_bound is not None or stop is not None or found) and integer:
-
-        def check(e: Any) -> None:
-            bound = e.data_out.mip_dual_bound
-            if on_bound is not None and math.isfinite(bound):
-                on_bound(bound if cutoff is None else min(bound, cutoff))
-            if (stop is not None and stop()) or (found and e.data_out.mip_primal_bound < cutoff):
-                e.interrupt()
-
-        h.cbMipInterrupt.subscribe(check)
-    run_highs(h)
-    status = h.modelStatusToString(h.getModelStatus())
-    info = h.getInfo()
-    ms = highspy.HighsModelStatus
-    infeasible = h.getModelStatus() in (ms.kInfeasible, ms.kUnboundedOrInfeasible)
-    has = info.primal_solution_status == 2
-    optimal = h.getModelStatus() == ms.kOptimal
-    obj = info.objective_function_value if has else None
-    bound = info.mip_dual_bound if integer else (obj if optimal else 0.0)
-    if cutoff is not None:  # a point above the cutoff may be reported optimal: the proof covers only below
-        if bound is not None and math.isfinite(bound):
-            bound = min(bound, cutoff)
-        else:
-            bound = cutoff if optimal or infeasible else 0.0
-        infeasible, optimal = False, optimal and obj is not None and obj < cutoff
-    if bound is None or not math.isfinite(bound):
-        bound = 0.0
-    if optimal and obj is not None and not integer:
-        bound = obj
-    values = np.array(h.getSolution().col_value) if has else None
-    got = safe_bound(h) if with_reduced and not integer and optimal else None
-    return _Solved(status, not infeasible, optimal, obj, max(0.0, bound), values, got)

@@ -31,17 +31,22 @@ import numpy as np
 
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedulers.engine import DROP, Analysis
-from poet_edge.schedulers.segment_cover import DEPTH, Cover, Option, _dead, _kinds, strict_bound_options
-from poet_edge.schedulers.segment_gap import _end, gap_rows, split_ends
+from poet_edge.schedulers.lp_model import LpModel, node_costs, solve_lp
+from poet_edge.schedulers.segment_cover import (
+    DEPTH,
+    Cover,
+    Option,
+    dead_inputs,
+    restore_kinds,
+    strict_bound_options,
+)
+from poet_edge.schedulers.segment_gap import gap_rows, option_end, split_ends
 from poet_edge.schedulers.segment_lp import (
     PAIR_NONZEROS,
-    _columns,
-    _costs,
-    _Lp,
-    _near,
-    _rows,
-    _solve,
-    _topups,
+    add_model_rows,
+    add_topups,
+    option_columns,
+    pair_counts,
 )
 
 if TYPE_CHECKING:
@@ -81,7 +86,7 @@ def _pairs(
     segment ends before it is recomputed."""
     if o.mode != DROP:
         return []
-    nodes, g, e = problem.nodes, cover.segs[o.seg], _end(cover, o)
+    nodes, g, e = problem.nodes, cover.segs[o.seg], option_end(cover, o)
     rec = {v: w for v, kinds, w in o.terms if kinds == "c" and v != g.value and max(an.succs[v]) < g.end}
     restored = {v for v, _, _ in o.terms}
     share: dict[int, float] = {g.value: math.inf}
@@ -110,12 +115,12 @@ def with_variants(problem: SchedulingProblem, an: Analysis, cover: Cover, opts: 
     by_seg: dict[int, list[Option]] = {}
     for o in opts:
         by_seg.setdefault(o.seg, []).append(o)
-    have = {(o.seg, _end(cover, o)) for o in opts}
+    have = {(o.seg, option_end(cover, o)) for o in opts}
     level = list(opts)
     for _ in range(LEVELS):
         nxt: list[Option] = []
         for o in level:
-            e = _end(cover, o)
+            e = option_end(cover, o)
             for pair in _pairs(problem, an, cover, span, o):
                 if (pair.k, e) in have or len(nxt) + len(by_seg[pair.k]) > VARIANTS:
                     continue
@@ -139,10 +144,14 @@ def _once_more(
     nodes, bq = problem.nodes, problem.nodes[q].out_bytes
 
     def again(v: int, depth: int) -> float:
-        kinds = _kinds(problem, an, v, a)
+        kinds = restore_kinds(problem, an, v, a)
         best = pin[v] if "i" in kinds else math.inf
         if "c" in kinds:
-            dead = [x for x in _dead(problem, an, v, a) if len(an.succs[x]) == 1 and nodes[x].out_bytes >= bq]
+            dead = [
+                x
+                for x in dead_inputs(problem, an, v, a)
+                if len(an.succs[x]) == 1 and nodes[x].out_bytes >= bq
+            ]
             best = min(best, comp[v] + (sum(again(x, depth + 1) for x in dead) if depth < DEPTH else 0.0))
         return best
 
@@ -150,7 +159,7 @@ def _once_more(
 
 
 def _cuts(
-    problem: SchedulingProblem, an: Analysis, cover: Cover, lp: _Lp, latency: bool, norm: float
+    problem: SchedulingProblem, an: Analysis, cover: Cover, lp: LpModel, latency: bool, norm: float
 ) -> dict[int, list[tuple[int, int]]]:
     """The input cuts of every pair (:func:`_pairs`). DROP option o of segment s = (i, a, b) with end
     e restores i last at some moment tau in (a, e] (i is in RAM from then to b) and recomputes value
@@ -168,19 +177,19 @@ def _cuts(
     segments pairing with s' whose B range covers t. The claims stop at e, from where o frees
     nothing, so i is never counted twice. Returns option column -> (s', column of case A) of its pairs."""
     nodes = problem.nodes
-    comp, pin, _ = _costs(problem, latency)
+    comp, pin, _ = node_costs(problem, latency)
     span = _span(cover, set(lp.by_seg))
     pairs = [(j, p) for j, o in enumerate(lp.opts) for p in _pairs(problem, an, cover, span, o)]
-    near, inputs = _near(cover, lp, [(j, p.k) for j, p in pairs])
+    near, inputs = pair_counts(cover, lp, [(j, p.k) for j, p in pairs])
     ends: dict[int, list[tuple[int, int]]] = {}  # segment -> (end, column) of its options
     for j, o in enumerate(lp.opts):
-        ends.setdefault(o.seg, []).append((_end(cover, o), j))
+        ends.setdefault(o.seg, []).append((option_end(cover, o), j))
     budget = PAIR_NONZEROS
     again: dict[int, int] = {}  # s' -> column: q is restored once more in s' (-1: it cannot be)
     acols: dict[int, list[tuple[int, int]]] = {}
     for j, p in pairs:
         o, g, h = lp.opts[j], cover.segs[lp.opts[j].seg], cover.segs[p.k]
-        e, bq = _end(cover, o), float(nodes[p.q].out_bytes)
+        e, bq = option_end(cover, o), float(nodes[p.q].out_bytes)
         budget -= e - min(g.start, h.start)
         if budget < 0:
             break
@@ -216,9 +225,9 @@ def strict_model(
     budget: np.ndarray,
     splits: Mapping[int, set[int]] | None = None,
     gaps: bool = True,
-) -> _Lp | None:
+) -> LpModel | None:
     """The strict bound model with its gap rows (:mod:`poet_edge.schedulers.segment_gap`), ready for
-    :func:`poet_edge.schedulers.segment_lp._solve`; ``splits``: segment -> more ends, at each a
+    :func:`poet_edge.schedulers.lp_model.solve_lp`; ``splits``: segment -> more ends, at each a
     variant of every option of the segment (:func:`poet_edge.schedulers.segment_gap.split_ends`);
     ``gaps``: False leaves the gap rows out (to measure what they add).
     None when a stage cannot fit at all (the segment bound model says why) or the strict options miss
@@ -230,18 +239,18 @@ def strict_model(
     if splits:
         have: dict[int, set[int]] = {}  # segment -> ends it has
         for o in allv:
-            have.setdefault(o.seg, set()).add(_end(cover, o))
+            have.setdefault(o.seg, set()).add(option_end(cover, o))
         bases: dict[int, list[Option]] = {}  # segment -> its options, in order
         for b in opts:
             bases.setdefault(b.seg, []).append(b)
         for seg, ends in sorted(splits.items()):
             for e in sorted(set(ends) - have.get(seg, set())):
                 allv += [_variant(b, e) for b in bases.get(seg, [])]
-    lp = _columns(problem, allv, latency, norm)
+    lp = option_columns(problem, allv, latency, norm)
     acols = _cuts(problem, an, cover, lp, latency, norm)
-    _topups(problem, an, cover, lp, latency, norm)
+    add_topups(problem, an, cover, lp, latency, norm)
     if gaps:
-        comp, pin, _ = _costs(problem, latency)
+        comp, pin, _ = node_costs(problem, latency)
         gap_rows(
             problem,
             an,
@@ -251,7 +260,7 @@ def strict_model(
             acols,
             lambda y, a: _once_more(problem, an, y, a, comp, pin) / norm,
         )
-    return lp if _rows(problem, cover, lp, budget) else None
+    return lp if add_model_rows(problem, cover, lp, budget) else None
 
 
 @dataclass(frozen=True)
@@ -261,12 +270,12 @@ class SplitModels:
     :func:`~poet_edge.schedulers.highs_run.safe_bound` and reduced costs (a proof on the strict model
     need not solve its LP again), and the split model's build from that relaxation (:meth:`split`)."""
 
-    strict: _Lp | None
+    strict: LpModel | None
     bound: float
     reduced: tuple[float, np.ndarray] | None = None
-    make_split: Callable[[], _Lp] | None = None  # _split_of, its arguments bound
+    make_split: Callable[[], LpModel] | None = None  # _split_of, its arguments bound
 
-    def split(self) -> _Lp | None:
+    def split(self) -> LpModel | None:
         """The split model (None without a strict model)."""
         return None if self.make_split is None else self.make_split()
 
@@ -286,7 +295,7 @@ def split_model(
     lp = strict_model(problem, an, cover, latency, norm, budget)
     if lp is None:
         return SplitModels(None, 0.0)
-    relaxed = _solve(lp, time_limit, options, integer=False, with_reduced=True)
+    relaxed = solve_lp(lp, time_limit, options, integer=False, with_reduced=True)
     if relaxed.values is None:
         return SplitModels(None, relaxed.bound)
     build = partial(strict_model, problem, an, cover, latency, norm, budget)
@@ -295,8 +304,8 @@ def split_model(
 
 
 def _split_of(
-    build: Callable[[Mapping[int, set[int]]], _Lp | None], cover: Cover, lp: _Lp, values: np.ndarray
-) -> _Lp:
+    build: Callable[[Mapping[int, set[int]]], LpModel | None], cover: Cover, lp: LpModel, values: np.ndarray
+) -> LpModel:
     """The strict model ``lp`` rebuilt (``build``: :func:`strict_model` with the problem's arguments
     bound) with the split ends its relaxation's point ``values`` asks for
     (:func:`poet_edge.schedulers.segment_gap.split_ends`; ``lp`` itself when that model is None)."""
