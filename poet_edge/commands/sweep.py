@@ -270,11 +270,13 @@ class SweepProgress:
         self.done += 1
         self.cached += e.cached
         self.failed += not e.row.ok
-        self.info(row_text(e.row, self.verbose, self.multi))
+        self.info(row_text(e.row, self.verbose, self.multi))  # on a terminal: the status line redrawn below
         now = time.monotonic()
-        if self.live:
-            self._draw(self.status())
-        elif not self.quiet and (now - self._last_plain >= self.plain_every_s or self.done == self.total):
+        if (
+            not self.live
+            and not self.quiet
+            and (now - self._last_plain >= self.plain_every_s or self.done == self.total)
+        ):
             self._last_plain = now
             self.stream.write(self.status() + "\n")
             self.stream.flush()
