@@ -390,8 +390,8 @@ class DaskExecutor:
                     n_workers=jobs,
                     threads_per_worker=1,
                     processes=True,
-                    dashboard_address=None,
-                    silence_logs=logging.ERROR,
+                    dashboard_address=":0",  # any free port: never clash with another cluster
+                    silence_logs=logging.CRITICAL,  # shutdown chatter; a failed point is a row
                 )
                 self._client = distributed.Client(self._cluster)
         except (OSError, TimeoutError) as e:

@@ -73,7 +73,7 @@ def test_dask_local_cluster_gives_the_same_csv(local: Path, tmp_path: Path) -> N
     from distributed import LocalCluster
 
     # an existing cluster, as a user's would be: the sweep connects to it with --address
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None, processes=True) as cluster:
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0", processes=True) as cluster:
         r = poet(
             "sweep", *SMALL, "--executor", "dask", "--address", cluster.scheduler_address,
             "--cache", tmp_path / "cache", "-o", tmp_path / "out",
