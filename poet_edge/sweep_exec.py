@@ -447,8 +447,8 @@ class RayExecutor:
         }
         if address:
             kwargs["address"] = address
-        else:
-            kwargs["num_cpus"] = jobs
+        else:  # "local": a new instance, even when another cluster runs on this machine
+            kwargs["address"], kwargs["num_cpus"] = "local", jobs
             kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": _here_on_path()}}
         try:
             ray.init(**kwargs)
