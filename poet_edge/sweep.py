@@ -1,30 +1,35 @@
-"""`poet sweep`: compile one model across RAM budgets and schedulers, then tabulate and plot the trade-off.
+"""`poet sweep`: compile models across devices, `--train` choices, RAM budgets and schedulers, then
+tabulate and plot the trade-off.
 
-Every (budget, scheduler) pair is an independent task, :func:`compile_point`, which calls the same
-compile path as `poet compile` (``compiler.compile_model``) with its own output folder
-``DIR/<scheduler>-<budget bytes>/`` and returns one :class:`SweepRow`. Tasks run in worker processes
-(``concurrent.futures.ProcessPoolExecutor``); since a task needs only its picklable arguments and
-writes only its own folder, the same function could be handed to any other executor (a cluster queue).
-A budget the scheduler cannot meet is a row whose ``status`` is the error text, never a crash.
+Every point (model, device, train, scheduler, budget) is one independent task
+(:mod:`poet_edge.sweep_exec`): the worker plans the same compile as `poet compile`
+(``compiler.plan_training``) from the ONNX bytes and returns the plan's numbers and, on request, the
+project as an archive; this process stores the outcome in the result cache as it arrives and writes the
+point's folder ``DIR/<point_dir>/`` from the archive. A point the cache already holds is not computed
+again, whichever executor (local processes, Dask, Ray) computed it. A budget the scheduler cannot meet is
+a row whose ``status`` is the error text, never a crash; the rows of sweep.csv are in grid order (model,
+device, train, scheduler, budget), so the file does not depend on the executor or on finishing order.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import math
-import os
+import re
 import shutil
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import astuple, dataclass, fields, replace
 from pathlib import Path
 
 from poet_edge import autodiff, frontend, planning, trainable
-from poet_edge.compiler import PLAN, CompileOptions, Renderer, compile_model
+from poet_edge.compiler import PLAN, CompileOptions
 from poet_edge.errors import PoetError
 from poet_edge.memory_floor import memory_floor
+from poet_edge.paths import write_project
 from poet_edge.profiles import load_profile
+from poet_edge.sweep_exec import Executor, Outcome, ResultCache, Task, check_code, task_key, unpack
 from poet_edge.units import parse_size
 
 CSV_NAME = "sweep.csv"
@@ -36,6 +41,9 @@ SCALES = ("log", "linear")
 class SweepRow:
     """One line of sweep.csv. Numbers are empty (None) when ``status`` is an error."""
 
+    model: str
+    device: str
+    train: str
     budget_bytes: int
     scheduler: str
     status: str  # "ok" or the error text
@@ -56,21 +64,103 @@ COLUMNS = tuple(f.name for f in fields(SweepRow))
 
 
 @dataclass(frozen=True)
-class Sweep:
-    """What to sweep: the compile options shared by every point, and the grid."""
+class Model:
+    """A model axis entry: the file, its budgets and its batch (None: the model's own, else 1)."""
 
-    base: CompileOptions  # ram_bytes, scheduler and out are replaced per point
+    path: Path
     budgets: tuple[int, ...]
+    batch: int | None = None
+
+    @property
+    def label(self) -> str:
+        return self.path.name
+
+
+@dataclass(frozen=True)
+class Point:
+    model: Model
+    opts: CompileOptions  # model, device, train, ram_bytes, scheduler, out, batch set
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What to sweep: the compile options shared by every point, and the axes."""
+
+    base: CompileOptions  # model, device, train, ram_bytes, scheduler, batch and out are set per point
+    models: tuple[Model, ...]
+    devices: tuple[str, ...]
+    trains: tuple[str, ...]
     schedulers: tuple[str, ...]
     out: Path
     report: bool = True
+    projects: bool = True  # write every point's project folder (else sweep.csv and plots only)
 
-    def points(self) -> list[CompileOptions]:
-        return [
-            replace(self.base, ram_bytes=b, scheduler=s, out=self.out / point_dir(s, b))
-            for s in self.schedulers
-            for b in self.budgets
-        ]
+    def __post_init__(self) -> None:
+        labels = [m.label for m in self.models]
+        if len(set(labels)) != len(labels):
+            raise PoetError(f"two models have the same file name ({', '.join(labels)}); rename one")
+        for axis, values in (("devices", self.devices), ("train values", self.trains)):
+            if len(set(values)) != len(values):
+                raise PoetError(f"the sweep lists the same {axis[:-1]} twice: {', '.join(values)}")
+        if not (self.models and self.devices and self.trains and self.schedulers):
+            raise PoetError("a sweep needs at least one model, device, train value and scheduler")
+
+    def point_dir(self, model: Model, device: str, train: str, scheduler: str, budget: int) -> str:
+        """``<scheduler>-<budget>``, under ``<model>/``, ``<device>/`` and ``train-<value>/`` for each axis
+        with more than one value."""
+        parts = []
+        if len(self.models) > 1:
+            parts.append(safe_name(Path(model.label).stem))
+        if len(self.devices) > 1:
+            parts.append(safe_name(Path(device).stem))
+        if len(self.trains) > 1:
+            parts.append("train-" + safe_name(train))
+        return "/".join([*parts, point_dir(scheduler, budget)])
+
+    def points(self) -> list[Point]:
+        out: list[Point] = []
+        for m in self.models:
+            batch = frontend.batch_of(m.path, m.batch)
+            for d in self.devices:
+                for t in self.trains:
+                    for s in self.schedulers:
+                        for b in m.budgets:
+                            rel = self.point_dir(m, d, t, s, b)
+                            opts = replace(
+                                self.base,
+                                model=m.path,
+                                device=d,
+                                train=t,
+                                batch=batch,
+                                ram_bytes=b,
+                                scheduler=s,
+                                out=self.out / rel,
+                            )
+                            out.append(Point(m, opts))
+        return out
+
+    def groups(self) -> list[tuple[Model, str, str]]:
+        """(model, device, train) in grid order: one memory floor and one Pareto plot each."""
+        return [(m, d, t) for m in self.models for d in self.devices for t in self.trains]
+
+    def plot_name(self, model: Model, device: str, train: str) -> str:
+        parts = []
+        if len(self.models) > 1:
+            parts.append(safe_name(Path(model.label).stem))
+        if len(self.devices) > 1:
+            parts.append(safe_name(Path(device).stem))
+        if len(self.trains) > 1:
+            parts.append("train-" + safe_name(train))
+        return "-".join(["pareto", *parts]) + ".png" if parts else PARETO_NAME
+
+
+def safe_name(text: str) -> str:
+    """A folder name for an axis value: letters, digits, '.', '_' and '-' kept, others '_', plus a short
+    hash when anything was replaced (so two values never share a folder)."""
+    clean = re.sub(r"[^A-Za-z0-9._-]", "_", text)
+    if clean == text and text not in ("", ".", ".."):
+        return text
+    return f"{clean.strip('.')[:40]}-{hashlib.sha256(text.encode()).hexdigest()[:6]}"
 
 
 def point_dir(scheduler: str, budget: int) -> str:
@@ -100,68 +190,101 @@ def parse_budgets(text: str, points: int, scale: str) -> tuple[int, ...]:
     if ".." in text:
         lo, _, hi = text.partition("..")
         return spaced(parse_size(lo), parse_size(hi), points, scale)
-    return tuple(sorted({parse_size(t) for t in text.split(",") if t.strip()}))
+    budgets = tuple(sorted({parse_size(t) for t in text.split(",") if t.strip()}))
+    if not budgets:
+        raise PoetError(f"--ram {text!r}: no budget given")
+    return budgets
 
 
-def compile_point(opts: CompileOptions, report: bool = True) -> SweepRow:
-    """One sweep task: compile at ``opts`` into ``opts.out``; errors become the row's status."""
-    renderers: tuple[Renderer, ...] = ()
-    if report:
-        from poet_edge.report import render
+# ---- running ------------------------------------------------------------------------------------------
 
-        renderers = (render,)
-    base = SweepRow(opts.ram_bytes, opts.scheduler, "ok", dir=opts.out.name)
-    try:
-        c = compile_model(opts, renderers=renderers)
-    except PoetError as e:
-        _drop_stale(opts.out)
-        return replace(base, status=str(e), dir="")
-    except Exception as e:  # noqa: BLE001 - a sweep reports every point; the text says it is a bug
-        _drop_stale(opts.out)
-        return replace(base, status=f"internal error: {type(e).__name__}: {e}", dir="")
-    return replace(
-        base,
-        peak_ram_bytes=c.predicted_ram_bytes,
-        energy_j=c.sim.energy_j,
-        latency_s=c.sim.latency_s,
-        recomputations=c.sim.n_recomputations,
-        page_outs=c.sim.n_page_outs,
-        arena_bytes=c.arena.arena_bytes,
-    )
+
+@dataclass(frozen=True)
+class Event:
+    """A finished point, for progress reports: its row, whether it came from the cache, and how long
+    the worker took (0 for a cached point)."""
+
+    row: SweepRow
+    cached: bool
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Stats:
+    points: int
+    cached: int  # points the cache answered
+    computed: int  # tasks run on workers (points with the same key count once)
+    failed: int  # rows whose status is an error
+
+
+def row_of(p: Point, o: Outcome, dir: str) -> SweepRow:
+    nums = (o.peak_ram_bytes, o.energy_j, o.latency_s, o.recomputations, o.page_outs, o.arena_bytes)
+    o_ = p.opts
+    return SweepRow(p.model.label, o_.device, o_.train, o_.ram_bytes, o_.scheduler, o.status, *nums, dir=dir)
+
+
+def run(
+    sweep: Sweep,
+    executor: Executor,
+    cache: ResultCache,
+    on_start: Callable[[int, int], None] = lambda total, cached: None,
+    on_event: Callable[[Event], None] = lambda e: None,
+) -> tuple[list[SweepRow], Stats]:
+    """Computes every point the cache does not hold on ``executor``, stores each outcome in the cache as it
+    arrives and writes its folder; returns the rows in grid order. ``on_start(points, cached)`` is called
+    once the cache has been consulted, ``on_event`` once per finished point (cached ones first)."""
+    points = sweep.points()
+    sweep.out.mkdir(parents=True, exist_ok=True)
+    model_bytes = {m.label: m.path.read_bytes() for m in sweep.models}
+    model_sha = {k: hashlib.sha256(v).hexdigest() for k, v in model_bytes.items()}
+    keys = [task_key(model_sha[p.model.label], p.model.label, p.opts, sweep.report) for p in points]
+    rows: list[SweepRow | None] = [None] * len(points)
+    by_key: dict[str, list[int]] = {}
+    for i, k in enumerate(keys):
+        by_key.setdefault(k, []).append(i)
+
+    def finish(i: int, o: Outcome, cached: bool, seconds: float) -> None:
+        p = points[i]
+        rel = p.opts.out.relative_to(sweep.out).as_posix()
+        if o.ok and sweep.projects:
+            assert o.archive is not None
+            write_project(p.opts.out, unpack(o.archive))
+        else:
+            _drop_stale(p.opts.out)
+        rows[i] = row_of(p, o, rel if o.ok and sweep.projects else "")
+        on_event(Event(rows[i], cached, seconds))  # type: ignore[arg-type]
+
+    todo: list[Task] = []
+    hits: list[tuple[int, Outcome]] = []
+    for key, idx in by_key.items():
+        hit = cache.get(key, need_archive=sweep.projects)
+        if hit is not None:
+            hits.extend((i, hit) for i in idx)
+            continue
+        p = points[idx[0]]
+        todo.append(Task(key, p.model.label, replace(p.opts, out=Path()), sweep.report, sweep.projects))
+    on_start(len(points), len(hits))
+    for i, o in sorted(hits, key=lambda h: h[0]):
+        finish(i, o, True, 0.0)
+
+    def done(t: Task, o: Outcome) -> None:
+        o = check_code(o)
+        cache.put(o)
+        for i in by_key[t.key]:
+            finish(i, o, False, o.seconds)
+
+    if todo:
+        executor.run(todo, {t.model_name: model_bytes[t.model_name] for t in todo}, done)
+    final = [r for r in rows if r is not None]
+    assert len(final) == len(points)
+    stats = Stats(len(points), len(hits), len(todo), sum(not r.ok for r in final))
+    return final, stats
 
 
 def _drop_stale(out: Path) -> None:
     """A failed point leaves no folder, not even one from an earlier sweep."""
     if (out / PLAN).is_file():
         shutil.rmtree(out)
-
-
-def run(
-    sweep: Sweep, jobs: int | None = None, on_row: Callable[[SweepRow], None] = lambda r: None
-) -> list[SweepRow]:
-    """Compiles every point (``jobs`` worker processes; 1 runs in this process) and returns the rows in
-    grid order (scheduler, then budget)."""
-    points = sweep.points()
-    sweep.out.mkdir(parents=True, exist_ok=True)
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(points)))
-    if jobs == 1:
-        rows = []
-        for p in points:
-            rows.append(compile_point(p, sweep.report))
-            on_row(rows[-1])
-        return rows
-    pool = ProcessPoolExecutor(max_workers=jobs)
-    try:
-        futures: list[Future[SweepRow]] = [pool.submit(compile_point, p, sweep.report) for p in points]
-        for f in as_completed(futures):
-            on_row(f.result())
-        return [f.result() for f in futures]
-    except BaseException:  # an error or a signal (cli.Interrupted): the workers stop now, not after a point
-        for worker in list((getattr(pool, "_processes", None) or {}).values()):
-            worker.terminate()  # SIGTERM: a forked worker runs its cleanup (cli's handler) and exits
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def floor_bytes(opts: CompileOptions) -> int | None:
@@ -177,6 +300,11 @@ def floor_bytes(opts: CompileOptions) -> int | None:
     except PoetError:
         return None
     return memory_floor(problem).bytes
+
+
+def group_options(sweep: Sweep, model: Model, device: str, train: str) -> CompileOptions:
+    batch = frontend.batch_of(model.path, model.batch)
+    return replace(sweep.base, model=model.path, device=device, train=train, batch=batch)
 
 
 def _cell(v: object) -> str:
@@ -199,28 +327,45 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def pareto_png(sweep: Sweep, rows: Sequence[SweepRow], floor: int | None, scale: str) -> bytes:
+def pareto_png(
+    sweep: Sweep,
+    rows: Sequence[SweepRow],
+    model: Model,
+    device: str,
+    train: str,
+    floor: int | None,
+    scale: str,
+) -> bytes:
     from poet_edge.report.plots import ParetoPoint
     from poet_edge.report.plots import pareto_png as draw
 
+    mine = [r for r in rows if (r.model, r.device, r.train) == (model.label, device, train)]
     pts = [
         ParetoPoint(r.scheduler, r.budget_bytes, r.energy_j, r.latency_s)
-        for r in rows
+        for r in mine
         if r.ok and r.energy_j is not None and r.latency_s is not None
     ]
-    failed = sum(not r.ok for r in rows)
+    failed = sum(not r.ok for r in mine)
+    batch = frontend.batch_of(model.path, model.batch)
+    trained = "" if train == "all" else f", --train {train}"
     title = (
-        f"{sweep.base.model.name} on {sweep.base.device}, batch {sweep.base.batch}: one training step "
-        f"vs RAM budget ({scale} spacing; {failed} of {len(rows)} points infeasible)"
+        f"{model.label} on {device}, batch {batch}{trained}: one training step "
+        f"vs RAM budget ({scale} spacing; {failed} of {len(mine)} points infeasible)"
     )
-    failed_points = [(r.scheduler, r.budget_bytes) for r in rows if not r.ok]
-    return draw(pts, failed_points, sweep.schedulers, sweep.budgets, floor, scale == "log", title)
+    failed_points = [(r.scheduler, r.budget_bytes) for r in mine if not r.ok]
+    return draw(pts, failed_points, sweep.schedulers, model.budgets, floor, scale == "log", title)
 
 
-def write_outputs(sweep: Sweep, rows: Sequence[SweepRow], floor: int | None, scale: str) -> None:
-    """sweep.csv and pareto.png, each written to a temporary name and renamed into place."""
-    files = ((CSV_NAME, csv_text(rows).encode()), (PARETO_NAME, pareto_png(sweep, rows, floor, scale)))
+def write_outputs(
+    sweep: Sweep, rows: Sequence[SweepRow], floors: Sequence[int | None], scale: str
+) -> list[str]:
+    """sweep.csv and one Pareto plot per (model, device, train) (``floors`` in :meth:`Sweep.groups`
+    order), each written to a temporary name and renamed into place; returns the file names."""
+    files = [(CSV_NAME, csv_text(rows).encode())]
+    for (m, d, t), floor in zip(sweep.groups(), floors, strict=True):
+        files.append((sweep.plot_name(m, d, t), pareto_png(sweep, rows, m, d, t, floor, scale)))
     for name, data in files:
         tmp = sweep.out / f".{name}.tmp"
         tmp.write_bytes(data)
         tmp.replace(sweep.out / name)
+    return [name for name, _ in files]

@@ -53,6 +53,8 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "--jobs",
         "2",
         "--no-report",
+        "--cache",
+        out.parent / "cache",
         "-o",
         out,
     )
@@ -67,11 +69,16 @@ def test_sweep_outputs(swept: Path) -> None:
         (b, s) for s in ("none", "greedy") for b in (32768, 46421, 60075, 73728)
     ]
     assert list(rows[0]) == list(sweep.COLUMNS)
+    assert {(r["model"], r["device"], r["train"]) for r in rows} == {("mlp.onnx", "cortex-m4", "all")}
     below = [r for r in rows if r["budget_bytes"] == "32768"]
     assert all("below the memory floor" in r["status"] and r["peak_ram_bytes"] == "" for r in below)
     assert not (swept / "none-32768").exists()
     png = (swept / sweep.PARETO_NAME).read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24])[0] >= 600
+
+
+def tree(d: Path) -> dict[str, bytes]:
+    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
 def compile_like(row: dict[str, str], out: Path) -> subprocess.CompletedProcess[str]:
@@ -104,7 +111,7 @@ def test_sweep_rows_equal_individual_compiles(swept: Path, tmp_path: Path) -> No
             continue
         assert r.returncode == 0, r.stderr
         plan_text = (out / "plan.json").read_text()
-        assert (swept / row["dir"] / "plan.json").read_text() == plan_text
+        assert tree(swept / row["dir"]) == tree(out)  # the folder written from the worker's archive
         plan = json.loads(plan_text)
         sim = plan["simulation"]
         assert int(row["peak_ram_bytes"]) == plan["peak_ram_bytes"]
@@ -119,8 +126,10 @@ def test_sweep_passes_the_solver_options(monkeypatch: pytest.MonkeyPatch, tmp_pa
     from poet_edge.cli import main
 
     seen = []
-    monkeypatch.setattr(sweep, "run", lambda spec, jobs, tell: seen.append(spec.base.milp) or [])
-    monkeypatch.setattr(sweep, "write_outputs", lambda *a: None)
+    monkeypatch.setattr(
+        sweep, "run", lambda spec, *a: seen.append(spec.base.milp) or ([], sweep.Stats(0, 0, 0, 0))
+    )
+    monkeypatch.setattr(sweep, "write_outputs", lambda *a: [])
     monkeypatch.setattr(sweep, "floor_bytes", lambda opts: None)
     argv = ["sweep", str(MLP), "--ram", "32KB", "-q", "-o", str(tmp_path / "s")]
     assert main([*argv, "--time-limit", "7", "--gap", "2%"]) == 0
