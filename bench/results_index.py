@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -38,7 +39,11 @@ def title(table: Path, text: str) -> str:
 
 
 def script(table: Path, text: str) -> str:
-    """The bench script named in the table's text ("bench/x.py"), else the one named like the table."""
+    """The bench script that wrote the table ("Measured by `bench/x.py`"), else the first one its text names,
+    else the one named like the table."""
+    by = re.search(r"by `(bench/[\w-]+\.py)`", text)
+    if by and (RESULTS.parent.parent / by.group(1)).is_file():
+        return by.group(1)
     for candidate in sorted(RESULTS.parent.glob("*.py")):
         if f"bench/{candidate.name}" in text:
             return f"bench/{candidate.name}"

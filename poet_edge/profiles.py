@@ -113,7 +113,7 @@ def list_profiles(directory: Path | None = None) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.toml"))
 
 
-def _resolve(name_or_path: str | Path) -> Path:
+def resolve_profile(name_or_path: str | Path) -> Path:
     text = str(name_or_path)
     candidate = Path(text)
     if text.endswith(".toml") or "/" in text or "\\" in text:
@@ -176,7 +176,7 @@ def profile_from_dict(data: dict[str, Any], where: str = "profile") -> Profile:
 
 def load_profile(name_or_path: str | Path) -> Profile:
     """Load a profile by name (``cortex-m4``) or by path to a ``.toml`` file."""
-    path = _resolve(name_or_path)
+    path = resolve_profile(name_or_path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:

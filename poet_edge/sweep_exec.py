@@ -130,10 +130,10 @@ def _canonical(v: object) -> object:
 
 def device_bytes(device: str) -> str:
     """The SHA-256 of the device profile's file (a name or a TOML path; unreadable: the name alone)."""
-    from poet_edge.profiles import _resolve
+    from poet_edge.profiles import resolve_profile
 
     try:
-        return hashlib.sha256(_resolve(device).read_bytes()).hexdigest()
+        return hashlib.sha256(resolve_profile(device).read_bytes()).hexdigest()
     except (PoetError, OSError):
         return ""
 

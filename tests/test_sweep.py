@@ -41,7 +41,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "--device",
         "cortex-m4",
         "--ram",
-        "32KB..72KB",
+        "16KB..72KB",
         "--points",
         "4",
         "--scale",
@@ -59,20 +59,20 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
         out,
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "linear spacing: 32768, 46421, 60075, 73728 bytes" in r.stdout
+    assert "linear spacing: 16384, 35499, 54613, 73728 bytes" in r.stdout
     return out
 
 
 def test_sweep_outputs(swept: Path) -> None:
     rows = sweep.read_csv(swept / sweep.CSV_NAME)
     assert [(int(r["budget_bytes"]), r["scheduler"]) for r in rows] == [
-        (b, s) for s in ("none", "greedy") for b in (32768, 46421, 60075, 73728)
+        (b, s) for s in ("none", "greedy") for b in (16384, 35499, 54613, 73728)
     ]
     assert list(rows[0]) == list(sweep.COLUMNS)
     assert {(r["model"], r["device"], r["train"]) for r in rows} == {("mlp.onnx", "cortex-m4", "all")}
-    below = [r for r in rows if r["budget_bytes"] == "32768"]
+    below = [r for r in rows if r["budget_bytes"] == "16384"]
     assert all("below the memory floor" in r["status"] and r["peak_ram_bytes"] == "" for r in below)
-    assert not (swept / "none-32768").exists()
+    assert not (swept / "none-16384").exists()
     png = (swept / sweep.PARETO_NAME).read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24])[0] >= 600
 

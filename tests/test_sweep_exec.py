@@ -21,7 +21,7 @@ from poet_edge.errors import PoetError
 
 MLP = EXAMPLES / "mlp.onnx"
 # 4 budgets x 3 schedulers; 32 KB is below mlp's floor (35,696 B): three error rows, nine compiles
-GRID = ["--device", "cortex-m4", "--ram", "32KB..72KB", "--points", "4", "--schedulers", "none,greedy,scale"]
+GRID = ["--device", "cortex-m4", "--ram", "20KB..72KB", "--points", "4", "--schedulers", "none,greedy,scale"]
 SMALL = [str(MLP), *GRID, "--batch", "8", "--no-report"]
 
 
@@ -148,7 +148,7 @@ def test_models_devices_and_train_values_from_a_sweep_file(local: Path, tmp_path
         'models = ["m/mlp.onnx", {path = "m/mlp2.onnx", ram = ["48KB"]}]\n'
         'devices = ["cortex-m4", "cortex-m7"]\n'
         'train = ["all", "bias"]\n'
-        'ram = "32KB..72KB"\npoints = 4\nschedulers = ["none", "scale"]\nbatch = 8\n'
+        'ram = "20KB..72KB"\npoints = 4\nschedulers = ["none", "scale"]\nbatch = 8\n'
         'no_report = true\nno_projects = true\nout = "o"\njobs = 2\n'
     )
     r = poet("sweep", tmp_path / "s.toml", "--schedulers", "greedy,none", "--cache", tmp_path / "cache")
@@ -157,7 +157,7 @@ def test_models_devices_and_train_values_from_a_sweep_file(local: Path, tmp_path
     # grid order: model, device, train, scheduler (the command line's), budget (mlp2: its own one)
     expect = [
         (m, d, t, s, b)
-        for m, budgets in (("mlp.onnx", (32768, 42938, 56265, 73728)), ("mlp2.onnx", (49152,)))
+        for m, budgets in (("mlp.onnx", (20480, 31388, 48106, 73728)), ("mlp2.onnx", (49152,)))
         for d in ("cortex-m4", "cortex-m7")
         for t in ("all", "bias")
         for s in ("greedy", "none")
@@ -189,8 +189,8 @@ def test_models_devices_and_train_values_from_a_sweep_file(local: Path, tmp_path
         for r in rows
         if r["model"] == "mlp.onnx"
     }
-    assert by[("cortex-m4", "all", "none", "32768")]["status"] != "ok"
-    assert by[("cortex-m4", "bias", "none", "32768")]["status"] == "ok"
+    assert by[("cortex-m4", "all", "none", "20480")]["status"] != "ok"
+    assert by[("cortex-m4", "bias", "none", "20480")]["status"] == "ok"
     assert "mlp2.onnx on cortex-m7, --train bias: 2 of 2 points compiled" in r.stdout
 
 
