@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 ZOO = ROOT / "examples" / "zoo"
 OUTPUTS = ("plan.json", "poet_model.c", "poet_model.h")
 
-# (model, --train, --ram): resnet8 at about 1.02x its memory floor (below its no-remat peak), dscnn at about
-# 60% (both the stage model's path), bert_tiny at 80KB (the mid-size path: the interval model's child, windows)
+# (model, --train, --ram): resnet8 at about 1.02x its memory floor (below its no-remat peak), dscnn at
+# about 60% (both the stage model's path), bert_tiny at 80KB (the mid-size path: interval model, windows)
 ROWS = (("resnet8", "bias", "216KB"), ("dscnn", "all", "290KB"), ("bert_tiny", "bias", "80KB"))
 
 
