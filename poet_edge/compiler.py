@@ -111,8 +111,10 @@ def plan_training(
         print(f"poet: warning: {flash_warning}", file=sys.stderr)
     reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
     log(f"training graph: {len(tg.nodes)} nodes ({sum(n.phase == Phase.FORWARD for n in tg.nodes)} forward)")
-    best: Compiled | None = None
     candidates = stored_candidates(tg, reserve, profile, opts)
+    # several choices: compared at the quick effort, the chosen one then planned at the asked effort
+    probe = replace(opts, milp=replace(opts.milp, effort="quick")) if len(candidates) > 1 else opts
+    best: tuple[Compiled, frozenset[str]] | None = None
     for k, stored in enumerate(candidates):
         if stored:
             log(
@@ -120,15 +122,20 @@ def plan_training(
                 f"{len(tg.trainable)}, {fmt_bytes(sum(tg.tensor(p).nbytes for p in stored))}"
             )
         try:
-            c = _plan_stored(g, tg, profile, reserve, stored, opts, limit, began, phase, log)
+            c = _plan_stored(g, tg, profile, reserve, stored, probe, limit, began, phase, log)
         except PoetError:
             if best is None and k == len(candidates) - 1:
                 raise
             continue
-        if best is None or c.sim.energy_j < best.sim.energy_j:
-            best = c
+        if best is None or c.sim.energy_j < best[0].sim.energy_j:
+            best = c, stored
     assert best is not None
-    compiled = best
+    compiled, chosen = best
+    if probe is not opts and opts.milp.effort != "quick":
+        log(
+            f"parameters in storage: {len(chosen)} of {len(tg.trainable)} (the less energy at --effort quick)"
+        )
+        compiled = _plan_stored(g, tg, profile, reserve, chosen, opts, limit, began, phase, log)
     limit.begin(None)
     return compiled
 
@@ -192,7 +199,8 @@ def stored_candidates(
     kept. --params ram: none; storage: all. auto: none when the model's floor fits the budget that way;
     else the fewest of the largest parameters that bring the floor under the budget (keeping a parameter in
     storage lowers the floor or leaves it), and all of them (more room for activations, more storage
-    traffic); all when even that is above the budget (its floor is then the error)."""
+    traffic); all when even that is above the budget (its floor is then the error). Several choices are
+    compared at --effort quick (plan_training), and the chosen one planned at the asked effort."""
     everything = frozenset(tg.trainable)
     if opts.params == planning.ParamPlace.RAM or not everything:
         return [frozenset()]

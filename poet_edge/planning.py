@@ -246,8 +246,9 @@ PARAMS_HELP = (
     "where the trainable parameters live between steps: ram (the whole step, counted as fixed RAM), "
     "storage (a master copy in storage, loaded into the arena where the forward, backward and the update "
     "need it, written back after its update: storage reads and writes every step, and storage wear), or "
-    "auto (default: ram when the model fits that way, else the fewest parameter bytes in storage that "
-    "make it fit, the largest parameters first)"
+    "auto (default: ram when the model's floor fits the budget that way; else two choices are scheduled at "
+    "--effort quick, the fewest largest parameters in storage that make the floor fit and all of them, "
+    "and the one with less energy is planned at the asked effort)"
 )
 
 
