@@ -30,7 +30,7 @@ from provenance import provenance  # noqa: E402
 from zoo import table  # noqa: E402
 
 from poet_edge import runner  # noqa: E402
-from poet_edge.autodiff import Loss  # noqa: E402
+from poet_edge.autodiff import DEFAULT_OPTIONS, Loss  # noqa: E402
 from poet_edge.compiler import Compiled, CompileOptions, compile_model  # noqa: E402
 from poet_edge.errors import PoetError  # noqa: E402
 from poet_edge.units import parse_ram  # noqa: E402
@@ -80,7 +80,8 @@ EXPLAIN = (
     "in parentheses. instr/step: the last step (QEMU -icount: instructions, not cycles). file W/R: the "
     "bytes written and read through the storage file over the run; simulator W/R: the plan's simulated "
     "traffic per step times the steps. Compiled for the chip's profile (cortex-m3, stm32f405; cortex-m4 "
-    "for the M55, which has no profile). On qemu-stm32f405 `64KB+32KB` puts part of the arena in the "
+    "for the M55, which has no profile), with poet compile's defaults (--fused-updates --relu-masks). "
+    "On qemu-stm32f405 `64KB+32KB` puts part of the arena in the "
     "second bank: under QEMU, which models no CCM, it is linked at 0x20020000 (docs/targets.md)."
 )
 
@@ -103,6 +104,7 @@ def _compile(case: Case, device: str, out: Path) -> Compiled:
             Loss(case.loss),
             scheduler=case.scheduler,
             train=case.train,
+            training=DEFAULT_OPTIONS,  # poet compile's default: --fused-updates --relu-masks
             ram_banks=banks if len(banks) > 1 else (),
         )
     )
@@ -119,7 +121,9 @@ def _row(case: Case, target: str, c: Compiled, out: Path, host: runner.RunOutcom
         "predicted_ram_bytes": c.predicted_ram_bytes,
         "budget_bytes": sum(parse_ram(case.ram)),
     }
-    file = tmp / f"storage-{target}.bin"
+    # a fixed path: -DPOET_STORAGE_FILE is in every object's flags, so the object cache serves a re-run
+    file = Path(tempfile.gettempdir()) / "poet-bench-chips" / f"storage-{target}.bin"
+    file.parent.mkdir(exist_ok=True)
     try:
         r = runner.run_project(out, target, STEPS, storage_file=file, timeout_s=3600)
     except PoetError as e:
