@@ -169,11 +169,13 @@ def test_board_image_puts_the_second_bank_in_the_ccm(mlp: tuple[Path, Path], tmp
     obj, elf = tmp_path / "poet_model.o", tmp_path / "image.elf"
     flags = ["-mcpu=cortex-m4", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard", "-mthumb", "-std=c99", "-O2"]
     incs = [f"-I{d}" for d in (out, out / "runtime" / "include", out / "target")]
+    script = out / "examples" / "bare_metal" / "stm32f405.ld"
+    warn = ["-Wall", "-Wextra", "-Werror"]
     for cmd in (
-        ["arm-none-eabi-gcc", *flags, "-Wall", "-Wextra", "-Werror", *incs, "-c", str(out / "poet_model.c"), "-o", str(obj)],
-        ["arm-none-eabi-gcc", *flags, "-nostdlib", "-T", str(out / "examples" / "bare_metal" / "stm32f405.ld"),
-         "-Wl,--unresolved-symbols=ignore-all", str(obj), "-o", str(elf)],
-    ):  # fmt: skip
+        ["arm-none-eabi-gcc", *flags, *warn, *incs, "-c", str(out / "poet_model.c"), "-o", str(obj)],
+        ["arm-none-eabi-gcc", *flags, "-nostdlib", "-T", str(script), "-Wl,--unresolved-symbols=ignore-all"]
+        + [str(obj), "-o", str(elf)],
+    ):
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr[-3000:]
     syms = _symbols(elf)
