@@ -544,7 +544,8 @@ def bank_rooms(banks: tuple[int, ...], ram_bytes: int, fixed_bytes: int) -> tupl
         raise PoetError(
             f"the first RAM bank ({fmt_bytes(banks[0])}) cannot hold the fixed RAM "
             f"({fmt_bytes(fixed_bytes)}: parameters, optimizer state, inputs and the stack/runtime "
-            "reserve), which the linker places there; give the larger bank first, or a larger first bank"
+            "reserve), which the linker places there; give the larger bank first, a larger first bank, or "
+            "--params storage (trainable parameters out of RAM)"
         )
     return (banks[0] - fixed_bytes, *banks[1:])
 

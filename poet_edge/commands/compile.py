@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or args.model.with_suffix(".poet")
     progress = Progress.from_flags(args.quiet, args.verbose)
     banks = parse_ram(args.ram)
-    warn_ram_above_device(sum(banks), args.device)
+    warn_ram_above_device(banks[0], args.device)  # a profile's ram_bytes: its main (first) RAM bank
     opts = CompileOptions(
         args.model,
         args.device,
