@@ -1,5 +1,5 @@
-"""Zoo models on the real-chip targets (issue 58): qemu-stm32f405 (128 KB; and 64KB+32KB, RAM banks: part of
-the SRAM and of the second bank, see docs/targets.md), qemu-cortex-m3 (soft float), qemu-cortex-m55
+"""Zoo models on the real-chip targets (issue 58): qemu-stm32f405 (128 KB, 80 KB; 48KB+32KB, RAM banks: part
+of the SRAM and of the second bank, see docs/targets.md), qemu-cortex-m3 (soft float), qemu-cortex-m55
 (scalar) and qemu-cortex-m55-mve (Helium kernels). Each row: compile, 3 training steps on the target with
 the paging storage in a host file through semihosting (`poet run --storage-file`), the same compile's 3
 steps on the host; the parameters compared bit for bit with the host's; measured RAM (static + stack
@@ -60,14 +60,15 @@ class Case:
     targets: tuple[str, ...]
 
 
+STM32 = ("qemu-stm32f405",)
 CASES = (
     Case("mlp", ROOT / "examples" / "mlp.onnx", "cross-entropy", "all", 4, "128KB", "scale", ALL),
     Case("dscnn", ZOO / "dscnn.onnx", "cross-entropy", "bias", 1, "128KB", "scale", ALL),
-    Case(
-        "dscnn", ZOO / "dscnn.onnx", "cross-entropy", "bias", 1, "64KB+32KB", "scale", ("qemu-stm32f405",)
-    ),  # below its floor in 64 KB alone
+    Case("dscnn", ZOO / "dscnn.onnx", "cross-entropy", "bias", 1, "80KB", "scale", STM32),  # pages
+    # two banks (48 KB of the SRAM, 32 KB of the second bank), paging: dscnn's floor is 73.5 KB
+    Case("dscnn", ZOO / "dscnn.onnx", "cross-entropy", "bias", 1, "48KB+32KB", "scale", STM32),
     Case("autoencoder", ZOO / "autoencoder.onnx", "mse", "bias", 4, "128KB", "scale", ALL),
-    Case("autoencoder", ZOO / "autoencoder.onnx", "mse", "bias", 4, "56KB", "greedy", M3_M55),
+    Case("autoencoder", ZOO / "autoencoder.onnx", "mse", "bias", 4, "50KB", "greedy", M3_M55),  # pages
 )
 
 
@@ -81,7 +82,7 @@ EXPLAIN = (
     "bytes written and read through the storage file over the run; simulator W/R: the plan's simulated "
     "traffic per step times the steps. Compiled for the chip's profile (cortex-m3, stm32f405; cortex-m4 "
     "for the M55, which has no profile), with poet compile's defaults (--fused-updates --relu-masks). "
-    "On qemu-stm32f405 `64KB+32KB` puts part of the arena in the "
+    "On qemu-stm32f405 `48KB+32KB` puts part of the arena in the "
     "second bank: under QEMU, which models no CCM, it is linked at 0x20020000 (docs/targets.md)."
 )
 
