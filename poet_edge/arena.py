@@ -1,7 +1,11 @@
 """Static arena planning: every value instance of a schedule gets an offset in one buffer.
 
 An instance is born by Compute or PageIn and dies at the Free of its value (or at the end of the step).
-Recomputed and paged-in copies are new instances and may land at a different offset."""
+Recomputed and paged-in copies are new instances and may land at a different offset.
+
+With RAM banks (``--ram 128KB+64KB``) there is one buffer per bank: the first bank holds the fixed RAM
+(stack, heap, parameters, inputs: the linker puts them there) and as much of the arena as fits beside it,
+later banks the rest; each instance lies wholly inside one bank (:func:`plan_banks`)."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ import numpy as np
 
 from poet_edge.errors import PoetError
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
-from poet_edge.units import ALIGN, align
+from poet_edge.units import ALIGN, align, fmt_bytes
 
 
 @dataclass(frozen=True)
@@ -35,10 +39,23 @@ class ArenaPlan:
     arena_bytes: int
     peak_live_bytes: int
     planner: str
+    # with RAM banks: each instance's bank (its offset is inside that bank's buffer) and each bank's
+    # buffer size, arena_bytes being their sum; empty: one bank, one buffer of arena_bytes
+    banks: tuple[int, ...] = ()
+    bank_bytes: tuple[int, ...] = ()
 
     @property
     def overhead(self) -> float:
         return self.arena_bytes / self.peak_live_bytes if self.peak_live_bytes else 1.0
+
+    def bank(self, i: int) -> int:
+        """The bank of instance ``i`` (0 without banks)."""
+        return self.banks[i] if self.banks else 0
+
+    @property
+    def tops(self) -> tuple[int, ...]:
+        """Each bank's buffer size (one bank: the arena)."""
+        return self.bank_bytes or (self.arena_bytes,)
 
 
 def instances(schedule: Schedule, sizes: Mapping[str, int], workspace: Mapping[str, int]) -> list[Instance]:
@@ -517,10 +534,129 @@ def plan_best(insts: list[Instance], check: Callable[[], None] = lambda: None) -
     return best
 
 
+def bank_rooms(banks: tuple[int, ...], ram_bytes: int, fixed_bytes: int) -> tuple[int, ...]:
+    """The arena bytes each bank may hold: the first bank what the fixed RAM leaves of it (the linker puts
+    stack, heap, .data and .bss there), later banks all of theirs. ``banks`` empty or one size: one bank,
+    ``ram_bytes`` minus the fixed RAM."""
+    if len(banks) <= 1:
+        return (ram_bytes - fixed_bytes,)
+    if fixed_bytes > banks[0]:
+        raise PoetError(
+            f"the first RAM bank ({fmt_bytes(banks[0])}) cannot hold the fixed RAM "
+            f"({fmt_bytes(fixed_bytes)}: parameters, optimizer state, inputs and the stack/runtime "
+            "reserve), which the linker places there; give the larger bank first, a larger first bank, or "
+            "--params storage (trainable parameters out of RAM)"
+        )
+    return (banks[0] - fixed_bytes, *banks[1:])
+
+
+def excess(plan: ArenaPlan, rooms: tuple[int, ...]) -> int:
+    """Bytes by which the plan overflows its banks (the sum over the banks that overflow), or, when all
+    fit, minus the smallest slack (one bank: arena minus room)."""
+    over = [t - r for t, r in zip(plan.tops, rooms, strict=True)]
+    beyond = sum(o for o in over if o > 0)
+    return beyond if beyond > 0 else max(over)
+
+
+def bank_report(plan: ArenaPlan, rooms: tuple[int, ...]) -> str:
+    """Each bank's arena against its room, naming the banks that overflow."""
+    return "; ".join(
+        f"bank {b} arena {fmt_bytes(t)} of {fmt_bytes(r)}{' (overflows)' if t > r else ''}"
+        for b, (t, r) in enumerate(zip(plan.tops, rooms, strict=True))
+    )
+
+
+def _banked(
+    insts: list[Instance], offsets: list[int], banks: list[int], k: int, peak: int, name: str
+) -> ArenaPlan:
+    tops = [0] * k
+    for inst, off, b in zip(insts, offsets, banks, strict=True):
+        tops[b] = max(tops[b], off + inst.size)
+    return ArenaPlan(tuple(insts), tuple(offsets), sum(tops), peak, name, tuple(banks), tuple(tops))
+
+
+def _spill(
+    insts: list[Instance], rooms: tuple[int, ...], whole: ArenaPlan, check: Callable[[], None]
+) -> ArenaPlan:
+    """Bank by bank: the instances a plan places inside the bank's room stay there at their offsets, the
+    rest are planned again (:func:`plan_best`) for the next bank; the last bank takes all that is left."""
+    offsets, banks = list(whole.offsets), [0] * len(insts)
+    idx, plan, names = list(range(len(insts))), whole, [whole.planner]
+    for b, room in enumerate(rooms):
+        last = b == len(rooms) - 1 or plan.arena_bytes <= room
+        rest = []
+        for k, i in enumerate(idx):
+            if last or plan.offsets[k] + insts[i].size <= room:
+                offsets[i], banks[i] = plan.offsets[k], b
+            else:
+                rest.append(i)
+        if last:
+            break
+        idx = rest
+        plan = plan_best([insts[i] for i in idx], check)
+        names.append(plan.planner)
+    return _banked(insts, offsets, banks, len(rooms), whole.peak_live_bytes, f"banks: {' / '.join(names)}")
+
+
+def _first_fit_banks(
+    insts: list[Instance], conf: _Conf, order: list[int], rooms: tuple[int, ...]
+) -> tuple[list[int], list[int]] | None:
+    """First fit by bank: each instance in ``order`` at the lowest hole of the first bank where it fits
+    under the room, among the lifetime-overlapping instances of that bank; None if one fits no bank."""
+    offsets, banks = [-1] * len(insts), [-1] * len(insts)
+    size = conf.sizes
+    for i in order:
+        conf.work += 1 + len(conf.lists[i])
+        for b, room in enumerate(rooms):
+            busy = sorted((offsets[j], offsets[j] + size[j]) for j in conf.lists[i] if banks[j] == b)
+            o = _gaps(busy, size[i])[0][0]
+            if o + size[i] <= room:
+                offsets[i], banks[i] = o, b
+                break
+        else:
+            return None
+    return offsets, banks
+
+
+def plan_banks(
+    insts: list[Instance], rooms: tuple[int, ...], check: Callable[[], None] = lambda: None
+) -> ArenaPlan:
+    """The arena in RAM banks of ``rooms`` bytes (one room: :func:`plan_best`, unchanged). One plan over
+    all instances; if it fits the first bank, that is the plan (the later banks stay empty). Else
+    :func:`_spill` moves what lies above the first bank's room to the next bank, planned again; if a bank
+    still overflows, first fit by bank with lifetimes (:func:`_first_fit_banks`) over three orderings of
+    :func:`plan_best` is tried, the first that fits taken; else the spilled plan, whose last bank
+    overflows (:func:`excess` tells by how much: the caller reschedules or evicts)."""
+    whole = plan_best(insts, check)
+    if len(rooms) == 1:
+        return whole
+    if whole.arena_bytes <= rooms[0]:
+        empty = (0,) * (len(rooms) - 1)
+        return replace(whole, banks=(0,) * len(insts), bank_bytes=(whole.arena_bytes, *empty))
+    spilled = _spill(insts, rooms, whole, check)
+    if excess(spilled, rooms) <= 0:
+        return spilled
+    conf = _Conf(insts, conflicts(insts))
+    n = range(len(insts))
+    breadth = _breadth(insts)
+    orders = {
+        "size": sorted(n, key=lambda i: (-insts[i].size, insts[i].start, i)),
+        "breadth": sorted(n, key=lambda i: (-breadth[i], -insts[i].size, insts[i].start, i)),
+        "birth": sorted(n, key=lambda i: (insts[i].start, -insts[i].size, i)),
+    }
+    for name, order in orders.items():
+        check()
+        found = _first_fit_banks(insts, conf, order, rooms)
+        if found is not None:
+            peak = whole.peak_live_bytes
+            return _banked(insts, *found, len(rooms), peak, f"banks: {name}/first-fit")
+    return spilled
+
+
 def evict_above(
     schedule: Schedule,
     plan: ArenaPlan,
-    room: int,
+    room: int | tuple[int, ...],
     preds: Mapping[str, set[str]],
     consumers: Mapping[str, set[str]],
     recomputable: set[str],
@@ -536,11 +672,13 @@ def evict_above(
     fit holes a long one did not. Numerics do not change (the same kernel on the same inputs, or a copy). None
     when no instance above ``room`` can be evicted so (a workspace, a value never freed, or one neither
     recomputable there nor ``pageable``). ``once``: a value that would be paged in is paged out and in only
-    once, around the longest stretch without reads (cheaper where a page-in costs more than the RAM saved)."""
+    once, around the longest stretch without reads (cheaper where a page-in costs more than the RAM saved).
+    With RAM banks ``room`` holds each bank's room."""
+    rooms = (room,) if isinstance(room, int) else room
     above = [
         (inst, _reads(schedule.steps, inst, consumers[inst.value]))
-        for inst, off in zip(plan.instances, plan.offsets, strict=True)
-        if off + inst.size > room and schedule.steps[inst.end] == Free(inst.value)
+        for k, (inst, off) in enumerate(zip(plan.instances, plan.offsets, strict=True))
+        if off + inst.size > rooms[plan.bank(k)] and schedule.steps[inst.end] == Free(inst.value)
     ]
     evicted = {inst.value for inst, _ in above}
     resident = _resident_before(schedule.steps, {run[0] for _, runs in above for run in runs})
@@ -615,14 +753,16 @@ def verify(plan: ArenaPlan) -> None:
     """Raises if two lifetime-overlapping instances share bytes or an offset is misaligned (every pair
     of :func:`conflicts`, the lifetime-overlapping ones, is checked)."""
     insts, offsets = list(plan.instances), plan.offsets
-    for ia, oa in zip(insts, offsets, strict=True):
-        if oa % ALIGN or oa < 0 or oa + ia.size > plan.arena_bytes:
+    if plan.banks and (len(plan.banks) != len(insts) or sum(plan.bank_bytes) != plan.arena_bytes):
+        raise PoetError("arena plan: the banks do not match the instances or the arena size")
+    for k, (ia, oa) in enumerate(zip(insts, offsets, strict=True)):
+        if oa % ALIGN or oa < 0 or oa + ia.size > plan.tops[plan.bank(k)]:
             raise PoetError(f"arena plan: instance {ia.value} at {oa} is misaligned or outside the arena")
     for a, others in enumerate(conflicts(insts)):
         ia, oa = insts[a], offsets[a]
         for b in others:
             ib, ob = insts[b], offsets[b]
-            if b > a and oa < ob + ib.size and ob < oa + ia.size:
+            if b > a and plan.bank(a) == plan.bank(b) and oa < ob + ib.size and ob < oa + ia.size:
                 raise PoetError(
                     f"arena plan: {ia.value} [{oa},{oa + ia.size}) and {ib.value} "
                     f"[{ob},{ob + ib.size}) overlap while both alive"

@@ -54,6 +54,7 @@ class CompileOptions:
     check_inputs: bool = False  # --check-inputs: the step scans x (and float targets) for NaN/Inf
     verify_paging: bool = False  # --verify-paging: CRC-32 of every paged value, checked at page-in
     training: autodiff.TrainingOptions = autodiff.PLAIN  # --fused-updates, --relu-masks (exact rewrites)
+    ram_banks: tuple[int, ...] = ()  # --ram A+B: the RAM banks, ram_bytes their sum; (): one bank
 
 
 @dataclass(frozen=True)
@@ -76,9 +77,15 @@ class Compiled:
         return self.spec.fixed
 
     @property
+    def bank_bytes(self) -> tuple[int, ...]:
+        """The shared arena's buffer in each RAM bank: the largest of the training and inference plans'."""
+        plans = [self.arena, *(m.arena for m in self.inference)]
+        return tuple(max(p.tops[b] for p in plans) for b in range(len(self.arena.tops)))
+
+    @property
     def arena_bytes(self) -> int:
-        """The shared arena: the largest of the training and inference plans."""
-        return max([self.arena.arena_bytes, *(m.arena.arena_bytes for m in self.inference)])
+        """The shared arena: the largest of the training and inference plans (in each bank)."""
+        return sum(self.bank_bytes)
 
     @property
     def predicted_ram_bytes(self) -> int:
@@ -294,8 +301,9 @@ def _evict_fragments(
     with --no-remat / --no-paging) and plan again, while that shrinks the arena; each repaired schedule is
     replayed by the simulator (budget, storage, latency bound) before it is taken. Not with --scheduler none
     (every node once, nothing paged)."""
-    room = opts.ram_bytes - problem.fixed_bytes
-    if plan.arena_bytes <= room or opts.scheduler == "none":
+    rooms = arena.bank_rooms(opts.ram_banks, opts.ram_bytes, problem.fixed_bytes)
+    room = sum(rooms)
+    if arena.excess(plan, rooms) <= 0 or opts.scheduler == "none":
         return schedule, plan
     names = [n.name for n in problem.nodes]
     preds: dict[str, set[str]] = {n: set() for n in names}
@@ -311,13 +319,16 @@ def _evict_fragments(
         found: list[tuple[bool, float, Schedule, arena.ArenaPlan]] = []
         for once in (False, True):  # page around every run of reads, or once around the longest idle stretch
             limit.check()
-            repaired = arena.evict_above(schedule, plan, room, preds, consumers, recomputable, pageable, once)
+            repaired = arena.evict_above(
+                schedule, plan, rooms, preds, consumers, recomputable, pageable, once
+            )
             energy = _valid_energy(problem, repaired)
             if repaired is not None and energy is not None:
-                new = arena.plan_best(arena.instances(repaired, sizes, ws), limit.check)
-                fits = new.arena_bytes <= room  # then the least energy, else the smallest arena
-                found.append((not fits, energy if fits else new.arena_bytes, repaired, new))
-        found = [f for f in found if f[3].arena_bytes < plan.arena_bytes]
+                new = arena.plan_banks(arena.instances(repaired, sizes, ws), rooms, limit.check)
+                over = arena.excess(new, rooms)
+                fits = over <= 0  # then the least energy, else the smallest arena (one bank: arena - room)
+                found.append((not fits, energy if fits else over, repaired, new))
+        found = [f for f in found if arena.excess(f[3], rooms) < arena.excess(plan, rooms)]
         if not found:
             break
         _, _, schedule, new = min(found, key=lambda f: f[:2])
@@ -326,7 +337,7 @@ def _evict_fragments(
             f"{new.arena_bytes} B (this costs energy; a longer --time-limit reschedules instead)"
         )
         plan = new
-        if plan.arena_bytes <= room:
+        if arena.excess(plan, rooms) <= 0:
             break
     return schedule, plan
 
@@ -376,18 +387,19 @@ def _fit(
     sizes = {n.name: n.out_bytes for n in spec.nodes}
     ws = {n.name: n.workspace_bytes for n in problem.nodes}
     target, rounds, why, cut, last = problem, 0, "", 0, 0
+    rooms = arena.bank_rooms(opts.ram_banks, opts.ram_bytes, problem.fixed_bytes)
     while True:
         phase("schedule" + what)
         schedule = _schedule(target, _round_options(opts, limit, began))
         rounds += 1
         phase("arena" + what)
-        plan = arena.plan_best(arena.instances(schedule, sizes, ws), limit.check)
-        excess = problem.fixed_bytes + plan.arena_bytes - opts.ram_bytes
+        plan = arena.plan_banks(arena.instances(schedule, sizes, ws), rooms, limit.check)
+        excess = arena.excess(plan, rooms)  # one bank: fixed + arena - --ram
         cut, last = (2 * cut if excess == last else excess), excess  # the same excess again: cut more
         why = _no_reschedule(opts, limit, began, rounds, target.budget_bytes - cut < floor)
         if excess > 0 and why:  # the last resort, cheap in time but dearer than a reschedule
             schedule, plan = _evict_fragments(problem, schedule, plan, opts, limit, log)
-            excess = problem.fixed_bytes + plan.arena_bytes - opts.ram_bytes
+            excess = arena.excess(plan, rooms)
         if excess <= 0 or why:
             break
         log(f"arena exceeds the budget by {excess} B after fragmentation; rescheduling with a tighter budget")
@@ -400,6 +412,7 @@ def _fit(
             f"{fmt_bytes(excess)} more than --ram {fmt_bytes(opts.ram_bytes)} leaves (after "
             f"{rounds} schedule(s); {why}); give a larger --ram, or a longer --time-limit for a "
             f"reschedule with a budget tightened by the excess"
+            + (f" (RAM banks: {arena.bank_report(plan, rooms)})" if len(rooms) > 1 else "")
         )
     return schedule, plan
 
@@ -532,6 +545,7 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
         "model_sha256": hashlib.sha256(opts.model.read_bytes()).hexdigest(),
         "device": c.profile.name,
         "ram_budget_bytes": opts.ram_bytes,
+        **({"ram_banks": _banks_json(c, opts)} if len(opts.ram_banks) > 1 else {}),
         "batch": frontend.graph_batch(c.graph),  # the batch used, also where the export fixed it
         "loss": opts.loss.value,
         "lr": opts.lr,
@@ -588,14 +602,33 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
             "overhead": round(c.arena.overhead, 6),
             "instances": [
                 {"value": i.value, "offset": o, "bytes": i.size, "first_step": i.start, "last_step": i.end}
-                for i, o in zip(c.arena.instances, c.arena.offsets, strict=False)
+                | ({"bank": c.arena.bank(k)} if c.arena.banks else {})
+                for k, (i, o) in enumerate(zip(c.arena.instances, c.arena.offsets, strict=False))
             ],
+            **({"bank_bytes": list(c.arena.bank_bytes)} if c.arena.banks else {}),
         },
         "storage": c.storage.to_json(),
         # poet_predict / poet_eval_step: own schedules, replayed by the simulator, in the same arena
         "runtime_arena_bytes": c.arena_bytes,
         "inference": {m.mode: m.to_json(DETERMINISTIC_INFO) for m in c.inference},
     }
+
+
+def _banks_json(c: Compiled, opts: CompileOptions) -> list[dict[str, Any]]:
+    """--ram A+B: each bank's budget, the shared arena's buffer in it (``poet_arena``, then
+    ``poet_arena_ccm`` in section .ccmram), and what else the linker puts there (the first bank: the fixed
+    RAM, i.e. .data and .bss with the parameters, optimizer state and inputs, the heap and the stack)."""
+    return [
+        {
+            "bytes": size,
+            "arena_symbol": emit.ARENA_SYMBOLS[b],
+            "section": ".bss" if b == 0 else emit.BANK_SECTION,
+            "arena_bytes": c.bank_bytes[b],
+            "fixed_bytes": c.fixed.total if b == 0 else 0,
+            "predicted_bytes": c.bank_bytes[b] + (c.fixed.total if b == 0 else 0),
+        }
+        for b, size in enumerate(opts.ram_banks)
+    ]
 
 
 def project_files(

@@ -79,8 +79,16 @@ class RunOutcome:
 
     @property
     def measured_ram_bytes(self) -> int:
-        """Static RAM (data + bss + heap, from the ELF) plus the stack high-water mark."""
-        return self.build.ram_static_bytes + self.stack_used
+        """Static RAM (data + bss + heap, from the ELF) plus the stack high-water mark, plus the second RAM
+        bank's section (.ccmram) on a target that has one."""
+        return self.build.ram_static_bytes + self.stack_used + self.build.sections.get("bank1", 0)
+
+    @property
+    def measured_bank_bytes(self) -> tuple[int, ...]:
+        """Measured RAM per bank: the first holds the static RAM and the stack; the second (on a target
+        with one) the section .ccmram."""
+        first = self.build.ram_static_bytes + self.stack_used
+        return (first,) if "bank1" not in self.build.sections else (first, self.build.sections["bank1"])
 
     def instructions(self, ticks: int) -> int | None:
         per = self.target.instructions_per_tick
@@ -415,6 +423,7 @@ def run_project(
         defines["POET_PROFILE"] = ""
     sims = [plan.get("simulation", {}), *(m["simulation"] for m in plan.get("inference", {}).values())]
     targets.check_storage(target, max(int(s.get("storage_peak_bytes", 0)) for s in sims))
+    ram_bytes, bank1 = _banks(out, plan, target, sims, storage_file, defines)
     if target.memory is not None:
         flash = sum(int(p.get("bytes", 0)) for p in plan.get("parameters", []) if isinstance(p, dict))
         sanity.check_target_flash(flash, target.name, target.memory.flash_bytes)
@@ -435,10 +444,11 @@ def run_project(
         srcs,
         incs,
         work / "build",
-        plan["ram_budget_bytes"],
+        ram_bytes,
         defines=defines,
         sanitize=sanitize,
         stack_reserve_bytes=min(MIN_STACK_BYTES, plan["problem"]["fixed_ram"]["reserve"]),
+        bank1_bytes=bank1,
     )
     logs: list[StepLog] = []
     kinds: dict[str, tuple[int, int]] = {}
@@ -483,6 +493,45 @@ def run_project(
     if storage_file is not None and traffic is None and any(s.bytes_written or s.bytes_read for s in logs):
         raise PoetError("the program paged but did not report its storage file traffic")
     return RunOutcome(tuple(logs), params, built, target, res.stdout, kinds, done[0], evaluated, traffic)
+
+
+def _banks(
+    out: Path,
+    plan: dict[str, Any],
+    target: targets.Target,
+    sims: list[dict[str, Any]],
+    storage_file: Path | None,
+    defines: dict[str, str],
+) -> tuple[int, int]:
+    """The first RAM bank's budget and the second's (0: one bank) that the program is linked with. A plan
+    for two banks (--ram A+B) runs on the host or on a target with a second bank (qemu-stm32f405, whose
+    second bank under QEMU takes the memory it otherwise pages to: then pages through --storage-file, a
+    file of the target's storage size)."""
+    banks = plan.get("ram_banks")
+    if not banks:
+        return int(plan["ram_budget_bytes"]), 0
+    try:
+        first, second = (int(b["bytes"]) for b in banks)
+    except (TypeError, KeyError, ValueError):
+        raise corrupted(out, "ram_banks must list two banks with their bytes") from None
+    mem = target.memory
+    if mem is None:
+        return first, second
+    if not mem.bank1_max_bytes:
+        raise PoetError(
+            f"{out} is planned for two RAM banks ({first}+{second} bytes); target {target.name} has one RAM "
+            "region: run it on qemu-stm32f405 or the host, or compile it with one --ram size"
+        )
+    paged = max(int(s.get("storage_peak_bytes", 0)) for s in sims)
+    if storage_file is None and paged > mem.storage_bytes - second:
+        raise PoetError(
+            f"the plan pages through {paged} bytes; on {target.name} the second RAM bank takes {second} of "
+            f"the {mem.storage_bytes} bytes QEMU otherwise pages to: page through a host file with "
+            "--storage-file"
+        )
+    if storage_file is not None:
+        defines["POET_STORAGE_FILE_BYTES"] = f"{mem.storage_bytes}u"
+    return first, second
 
 
 def storage_file_define(target: targets.Target, path: Path) -> dict[str, str]:

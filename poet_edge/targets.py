@@ -50,6 +50,7 @@ class Memory:
     storage_origin: int
     storage_bytes: int
     heap_bytes: int
+    bank1_max_bytes: int = 0  # a second RAM bank for the arena (--ram A+B, section .ccmram); 0: none
 
 
 @dataclass(frozen=True)
@@ -220,20 +221,28 @@ def build(
     sanitize: bool = False,
     stack_reserve_bytes: int = DEFAULT_STACK_RESERVE_BYTES,
     heap_bytes: int | None = None,
+    bank1_bytes: int = 0,
 ) -> BuildResult:
     """Compile and link ``sources`` with the target's platform code into ``out_dir``.
 
     On QEMU targets the RAM region is exactly ``ram_bytes`` and must hold .data, .bss, the heap
     (``heap_bytes``, default from target.toml) and at least ``stack_reserve_bytes`` of stack; if not,
     the linker's error is raised as PoetError. On the host, ``ram_bytes`` is recorded only.
-    A define with an empty value is passed as ``-DNAME``.
+    A define with an empty value is passed as ``-DNAME``. ``bank1_bytes``: the second RAM bank's budget
+    (--ram A+B; ``ram_bytes`` is then the first bank's), the length of the linker region that holds
+    section .ccmram on a target with a second bank; its bytes are ``sections["bank1"]``.
     """
     check_toolchain(target)
     _check_build_args(target, ram_bytes, sanitize, stack_reserve_bytes)
+    if bank1_bytes and target.memory is not None and not 0 < bank1_bytes <= target.memory.bank1_max_bytes:
+        raise PoetError(
+            f"a second RAM bank of {bank1_bytes} bytes: target {target.name} has "
+            + (f"{target.memory.bank1_max_bytes} bytes there" if target.memory.bank1_max_bytes else "none")
+        )
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     elf = out_dir / ("program" if not target.is_qemu else "program.elf")
-    link_args = _link_args(target, out_dir, ram_bytes, stack_reserve_bytes, heap_bytes)
+    link_args = _link_args(target, out_dir, ram_bytes, stack_reserve_bytes, heap_bytes, bank1_bytes)
     flags = [
         *target.cflags,
         *(target.sanitize_flags if sanitize else ()),
@@ -332,7 +341,12 @@ def _define_args(defines: Mapping[str, str]) -> list[str]:
 
 
 def _link_args(
-    target: Target, out_dir: Path, ram_bytes: int, stack_reserve: int, heap_bytes: int | None
+    target: Target,
+    out_dir: Path,
+    ram_bytes: int,
+    stack_reserve: int,
+    heap_bytes: int | None,
+    bank1_bytes: int = 0,
 ) -> list[str]:
     if target.linker_template is None or target.memory is None:
         return []
@@ -341,7 +355,7 @@ def _link_args(
         raise PoetError(f"heap size must be a non-negative multiple of 8 bytes, got {heap}")
     script = out_dir / "link.ld"
     text = Template(target.linker_template.read_text()).substitute(
-        ram_bytes=ram_bytes, heap_bytes=heap, stack_reserve_bytes=stack_reserve
+        ram_bytes=ram_bytes, heap_bytes=heap, stack_reserve_bytes=stack_reserve, bank1_bytes=bank1_bytes
     )
     script.write_text(text)
     dirs = [f"-L{d}" for d in target.linker_include_dirs]
@@ -378,6 +392,8 @@ def _section_sizes(target: Target, elf: Path) -> dict[str, int]:
         "heap": sym["__poet_stack_limit"] - sym["__poet_heap_start"],
         "stack": sym["__poet_stack_top"] - sym["__poet_stack_limit"],
     }
+    if "__poet_bank1_start" in sym:  # the second RAM bank (section .ccmram)
+        ram["bank1"] = sym["__poet_bank1_end"] - sym["__poet_bank1_start"]
     return {"text": text + data - (sym["__poet_data_end"] - sym["__poet_data_start"]), **ram}
 
 

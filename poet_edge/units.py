@@ -42,6 +42,25 @@ def parse_size(text: str) -> int:
     return int(value)
 
 
+RAM_HELP = (
+    f"{SIZE_HELP}; RAM banks joined by '+' (e.g. 128KB+64KB: the first bank holds the stack, heap, "
+    "parameters and inputs and part of the arena, later banks more of the arena; no array spans two)"
+)
+
+
+MAX_BANKS = 2  # the arena's buffers: poet_arena, poet_arena_ccm (codegen.emit.ARENA_SYMBOLS)
+
+
+def parse_ram(text: str) -> tuple[int, ...]:
+    """``--ram``: one size, or the sizes of RAM banks joined by ``+`` (``128KB+64KB``), in link order."""
+    parts = str(text).split("+")
+    if len(parts) > 1 and any(not p.strip() for p in parts):
+        raise PoetError(f"cannot read RAM banks '{text}': give sizes joined by '+', e.g. 128KB+64KB")
+    if len(parts) > MAX_BANKS:
+        raise PoetError(f"--ram '{text}': at most {MAX_BANKS} RAM banks (e.g. 128KB+64KB)")
+    return tuple(parse_size(p) for p in parts)
+
+
 def fmt_bytes(n: int | float) -> str:
     n = int(n)
     return f"{n} B ({n / 1024:.1f} KiB)" if n >= 1024 else f"{n} B"

@@ -257,6 +257,35 @@ def storage_for(tg: Graph, spec: ProblemSpec, schedule: Schedule) -> StoragePlan
     )
 
 
+# the arena's buffer in each RAM bank (--ram A+B): poet_arena, beside the fixed RAM in the first bank, and
+# poet_arena_ccm in section .ccmram (the STM32 name of the 64 KB CCM), which the board's linker script maps
+# to the second bank
+ARENA_SYMBOLS = ("poet_arena", "poet_arena_ccm")
+BANK_SECTION = ".ccmram"
+
+
+def bank_arrays(bank_bytes: Sequence[int]) -> tuple[str, str]:
+    """The declarations of the arena's later-bank buffers and their zeroing in poet_init (both empty with
+    one bank: the file is as without banks)."""
+    if len(bank_bytes) <= 1:
+        return "", ""
+    if len(bank_bytes) > len(ARENA_SYMBOLS):
+        raise PoetError(f"at most {len(ARENA_SYMBOLS)} RAM banks, got {len(bank_bytes)}")
+    decl = f"""
+/* the arena's part in the second RAM bank (--ram A+B; no array spans two banks), in section {BANK_SECTION},
+ * which the board's linker script maps to that bank (STM32F4: the 64 KB CCM at 0x10000000); the section may
+ * be NOLOAD: poet_init zeroes it */
+#ifndef POET_BANK1_SECTION
+#if defined(__GNUC__) && defined(__ELF__)
+#define POET_BANK1_SECTION __attribute__((section("{BANK_SECTION}")))
+#else
+#define POET_BANK1_SECTION
+#endif
+#endif
+static float {ARENA_SYMBOLS[1]}[{max(1, bank_bytes[1] // 4)}] POET_ALIGNED POET_BANK1_SECTION;"""
+    return decl, f"\n    memset({ARENA_SYMBOLS[1]}, 0, sizeof {ARENA_SYMBOLS[1]});"
+
+
 class _Pointers:
     """Where each tensor lives at each point of the schedule."""
 
@@ -288,15 +317,18 @@ class _Pointers:
         self.birth = {(i.start, i.value): k for k, i in enumerate(plan.instances)}
         self.offsets = plan.offsets
         self.current: dict[str, int] = {}  # node value -> arena byte offset of its live instance
+        self.plan = plan
+        self.arena: dict[str, str] = {}  # node value -> the arena buffer (RAM bank) of its live instance
         self.group = ""  # the scheduling node being computed (whose workspace WORKSPACE names)
 
     def born(self, step: int, value: str) -> None:
         k = self.birth.get((step, value))
         if k is not None:
             self.current[value] = self.offsets[k]
+            self.arena[value] = ARENA_SYMBOLS[self.plan.bank(k)]
 
     def value_ptr(self, value: str) -> str:
-        return f"(poet_arena + {self.current[value] // 4})"
+        return f"({self.arena[value]} + {self.current[value] // 4})"
 
     def tensor_ptr(self, name: str) -> str:
         if name == WORKSPACE:  # the running node's kernel workspace (arena instance "<node>#ws")
@@ -311,7 +343,7 @@ class _Pointers:
         if t.role in (Role.PARAMETER, Role.OPTIMIZER_STATE) and name not in self.sub:
             return self.param_vars[name]
         node, off = self.sub[name]
-        return f"(poet_arena + {(self.current[node] + off) // 4})"
+        return f"({self.arena[node]} + {(self.current[node] + off) // 4})"
 
 
 class IntArrays:
@@ -679,7 +711,16 @@ def generate(
         m.mode: body(m.graph, m.spec, m.schedule, m.arena, m.storage, vars_, arrays, kinds, _outs(m), verify)
         for m in modes
     }
-    arena_bytes = max([plan.arena_bytes, *(m.arena.arena_bytes for m in modes)])
+    plans = [plan, *(m.arena for m in modes)]
+    bank_bytes = [max(p.tops[b] for p in plans) for b in range(len(plan.tops))]  # per RAM bank
+    arena_bytes = sum(bank_bytes)  # one bank: the largest plan's arena
+    banks_decl, banks_zero = bank_arrays(bank_bytes)
+    scratch = max((align(tg.tensor(p).nbytes) for p in storage.params), default=0)
+    if verify and len(bank_bytes) > 1 and bank_bytes[0] < scratch:  # poet_param_rehash reads into poet_arena
+        raise PoetError(
+            f"--verify-paging with parameters in storage needs the first bank's arena to hold the largest "
+            f"stored parameter ({scratch} B); it has {bank_bytes[0]} B: give a larger first bank"
+        )
     storage_bytes = max([storage.total_bytes, *(m.storage.total_bytes for m in modes)])
     out = next((m.graph.tensor(m.graph.outputs[0]) for m in modes if m.mode == "predict"), None)
     common = {"version": __version__, "model": c_comment(str(meta["model"])), "arena_bytes": arena_bytes}
@@ -719,7 +760,9 @@ def generate(
         param_table=table,
         state_arrays=state_decls,
         state_zero=state_zero,
-        arena_floats=max(1, arena_bytes // 4),
+        arena_floats=max(1, bank_bytes[0] // 4),
+        bank_arrays=banks_decl,
+        bank_zero=banks_zero,
         label_type="int32_t" if labels.dtype == "int32" else "float",
         body="\n".join(step_lines),
         predict_body="\n".join(mode_lines.get("predict", ["    (void)out;"])),

@@ -18,7 +18,7 @@ from poet_edge.schedulers.effort import cut_warning
 from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.schedulers.ordering import ALL_ORDERS
 from poet_edge.trainable import TRAIN_HELP
-from poet_edge.units import SIZE_HELP, fmt_bytes, parse_size
+from poet_edge.units import RAM_HELP, SIZE_HELP, fmt_bytes, parse_ram, parse_size
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", type=Path, help="ONNX model (float32, static shapes except the batch dimension)")
     p.add_argument("--device", default="host", help="device profile name or TOML path (see 'poet profiles')")
-    p.add_argument("--ram", required=True, help=f"RAM budget for one training step, {SIZE_HELP}")
+    p.add_argument("--ram", required=True, help=f"RAM budget for one training step, {RAM_HELP}")
     p.add_argument("-o", "--out", type=Path, help="output folder (default: <model name>.poet)")
     add_batch(p)
     p.add_argument(
@@ -120,11 +120,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     out = args.out or args.model.with_suffix(".poet")
     progress = Progress.from_flags(args.quiet, args.verbose)
-    warn_ram_above_device(parse_size(args.ram), args.device)
+    banks = parse_ram(args.ram)
+    warn_ram_above_device(banks[0], args.device)  # a profile's ram_bytes: its main (first) RAM bank
     opts = CompileOptions(
         args.model,
         args.device,
-        parse_size(args.ram),
+        sum(banks),
         out,
         frontend.batch_of(args.model, args.batch),
         Loss(args.loss),
@@ -152,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
         check_inputs=args.check_inputs,
         verify_paging=args.verify_paging,
         training=autodiff.options_from_args(args),
+        ram_banks=banks if len(banks) > 1 else (),
     )
     try:
         c = compile_model(opts, progress.info, () if args.no_report else (report.render,), progress.phase)
@@ -170,6 +172,12 @@ def run(args: argparse.Namespace) -> int:
             else ")"
         )
     )
+    for b, size in enumerate(opts.ram_banks):
+        used = c.bank_bytes[b] + (c.fixed.total if b == 0 else 0)
+        say(
+            f"  bank {b}: {fmt_bytes(used)} of {fmt_bytes(size)} "
+            f"(arena {fmt_bytes(c.bank_bytes[b])}{', fixed RAM, stack and heap' if b == 0 else ''})"
+        )
     base = sum(n.compute_j for n in c.problem.nodes), sum(n.compute_s for n in c.problem.nodes)
     say(
         f"predicted step: {c.sim.latency_s * 1e3:.3f} ms, {c.sim.energy_j * 1e3:.4f} mJ on {c.profile.name} "

@@ -118,6 +118,14 @@ def summarize(r: RunOutcome, plan: dict) -> dict:
         "static_ram_bytes": r.build.ram_static_bytes if r.target.is_qemu else None,
         "stack_used_bytes": r.stack_used if r.target.is_qemu else None,
         "measured_ram_bytes": r.measured_ram_bytes if r.target.is_qemu else None,
+        **(
+            {
+                "ram_banks": [b["bytes"] for b in plan["ram_banks"]],
+                "measured_bank_bytes": r.measured_bank_bytes,
+            }
+            if plan.get("ram_banks") and r.target.is_qemu
+            else {}
+        ),
         "sections": r.build.sections,
     }
     if r.evals:
@@ -178,6 +186,15 @@ def format_summary(s: dict) -> str:
             f"RAM: measured {s['measured_ram_bytes']:,} B (static {s['static_ram_bytes']:,} + stack "
             f"high-water {s['stack_used_bytes']:,}) vs predicted {s['predicted_ram_bytes']:,} B, budget "
             f"{s['ram_budget_bytes']:,} B"
+        )
+    if s.get("measured_bank_bytes"):
+        lines.append(
+            "RAM banks: measured "
+            + ", ".join(
+                f"bank {b} {m:,} B of {size:,} B"
+                for b, (m, size) in enumerate(zip(s["measured_bank_bytes"], s["ram_banks"], strict=True))
+            )
+            + " (bank 0: static + stack; bank 1: section .ccmram)"
         )
     lines.append(
         f"storage per step: written {s['storage_bytes_written_per_step'][-1]:,} B, read "

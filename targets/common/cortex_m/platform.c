@@ -28,9 +28,20 @@ static uint8_t *poet_heap_brk = __poet_heap_start;
 
 /* ---- paging storage ---------------------------------------------------------------------- */
 
+/* The storage's bytes: the STORAGE region's, or with a storage file POET_STORAGE_FILE_BYTES when given (the
+ * STM32F405 target's second RAM bank takes the region QEMU would page to). */
+static size_t poet_storage_bytes(void)
+{
+#if defined(POET_STORAGE_FILE) && defined(POET_STORAGE_FILE_BYTES)
+    return (size_t)POET_STORAGE_FILE_BYTES;
+#else
+    return (size_t)(__poet_storage_end - __poet_storage_start);
+#endif
+}
+
 static int poet_storage_span_ok(uint32_t offset, size_t bytes)
 {
-    size_t capacity = (size_t)(__poet_storage_end - __poet_storage_start);
+    size_t capacity = poet_storage_bytes();
     return offset <= capacity && bytes <= capacity - offset;
 }
 
@@ -187,7 +198,7 @@ void poet_target_storage_reset_stats(void)
 
 uint32_t poet_target_storage_capacity(void)
 {
-    return (uint32_t)(__poet_storage_end - __poet_storage_start);
+    return (uint32_t)poet_storage_bytes();
 }
 
 /* ---- ticks ---------------------------------------------------------------------------------- */
