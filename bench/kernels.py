@@ -16,6 +16,7 @@ Run: .venv/bin/python bench/kernels.py [TARGET...] [--conv-models M1,M2]"""
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import sys
@@ -24,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from provenance import provenance  # noqa: E402
 from zoo import table  # noqa: E402
 
 from poet_edge import frontend  # noqa: E402
@@ -244,7 +246,38 @@ def main(argv: list[str]) -> int:
         " (targets for the M4: general and pointwise <= 2.6, depthwise <= 4)"
     )
     print(table(conv_summary, list(conv_summary[0])))
+    write_results(targets, models[-1] if models else None, summary, conv_summary)
     return 0
+
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _markdown(rows: list[dict[str, object]]) -> str:
+    cols = list(rows[0])
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    return "\n".join(out + ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows])
+
+
+def write_results(targets, conv_models, summary, conv_summary) -> None:
+    """bench/results/kernels.{json,md}: the two geometric-mean tables, with machine, commit and date."""
+    meta = provenance()
+    what = {"targets": list(targets), "conv_models": list(conv_models or CONV_MODELS)}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "kernels.json").write_text(
+        json.dumps({**meta, **what, "dense": summary, "conv": conv_summary}, indent=1) + "\n"
+    )
+    (RESULTS / "kernels.md").write_text(
+        "# Kernels: instructions per MAC, fast vs reference, per target\n\n"
+        f"Measured by `bench/kernels.py` on {meta['machine']}, commit {meta['commit']}, {meta['date']}.\n"
+        f"Targets: {', '.join(targets)}; conv calls of {', '.join(what['conv_models'])}. QEMU -icount counts "
+        "instructions, not cycles; the script's docstring says which shapes are measured.\n\n"
+        "## Dense (Gemm) shapes and bert_tiny's MatMul calls, geometric means\n\n"
+        + _markdown(summary)
+        + "\n\n## Conv calls, geometric means\n\n"
+        + _markdown(conv_summary)
+        + "\n"
+    )
 
 
 def conv_report(target: str, m: mb.Measurement, conv) -> list[dict[str, object]]:
