@@ -296,7 +296,10 @@ def floor_bytes(opts: CompileOptions) -> int | None:
         )
         profile = load_profile(opts.device)
         reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
-        problem = planning.price(planning.spec_from_graph(tg, reserve, opts.input), profile, opts.ram_bytes)
+        # the lowest floor the compile can reach: with --params auto or storage, every parameter stored
+        stored = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
+        spec = planning.spec_from_graph(tg, reserve, opts.input, stored)
+        problem = planning.price(spec, profile, opts.ram_bytes)
     except PoetError:
         return None
     return memory_floor(problem).bytes
