@@ -105,9 +105,8 @@ class Sweep:
         if not (self.models and self.devices and self.trains and self.schedulers):
             raise PoetError("a sweep needs at least one model, device, train value and scheduler")
 
-    def point_dir(self, model: Model, device: str, train: str, scheduler: str, budget: int) -> str:
-        """``<scheduler>-<budget>``, under ``<model>/``, ``<device>/`` and ``train-<value>/`` for each axis
-        with more than one value."""
+    def axis_parts(self, model: Model, device: str, train: str) -> list[str]:
+        """``<model>``, ``<device>`` and ``train-<value>`` for each axis with more than one value."""
         parts = []
         if len(self.models) > 1:
             parts.append(safe_name(Path(model.label).stem))
@@ -115,7 +114,11 @@ class Sweep:
             parts.append(safe_name(Path(device).stem))
         if len(self.trains) > 1:
             parts.append("train-" + safe_name(train))
-        return "/".join([*parts, point_dir(scheduler, budget)])
+        return parts
+
+    def point_dir(self, model: Model, device: str, train: str, scheduler: str, budget: int) -> str:
+        """``<scheduler>-<budget>``, under a folder for each of :meth:`axis_parts`."""
+        return "/".join([*self.axis_parts(model, device, train), point_dir(scheduler, budget)])
 
     def points(self) -> list[Point]:
         out: list[Point] = []
@@ -144,13 +147,7 @@ class Sweep:
         return [(m, d, t) for m in self.models for d in self.devices for t in self.trains]
 
     def plot_name(self, model: Model, device: str, train: str) -> str:
-        parts = []
-        if len(self.models) > 1:
-            parts.append(safe_name(Path(model.label).stem))
-        if len(self.devices) > 1:
-            parts.append(safe_name(Path(device).stem))
-        if len(self.trains) > 1:
-            parts.append("train-" + safe_name(train))
+        parts = self.axis_parts(model, device, train)
         return "-".join(["pareto", *parts]) + ".png" if parts else PARETO_NAME
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -20,6 +21,15 @@ def need_tools(*tools: str) -> None:
     missing = [t for t in tools if shutil.which(t) is None]
     if missing:
         msg = f"missing {', '.join(missing)}; {INSTALL_HINT}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+
+
+def need_module(module: str, hint: str) -> None:
+    """Like :func:`need_tools`, for a Python package an extra installs (``hint``: how to install it)."""
+    if importlib.util.find_spec(module) is None:
+        msg = f"{module} is not installed: {hint}"
         if os.environ.get("CI") == "true":
             pytest.fail(msg)
         pytest.skip(msg)

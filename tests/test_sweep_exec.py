@@ -4,16 +4,14 @@ values in one sweep, from flags or a TOML file."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, ROOT, poet
+from conftest import EXAMPLES, ROOT, need_module, poet
 
 from poet_edge import sweep, sweep_exec
 from poet_edge.compiler import CompileOptions
@@ -61,11 +59,8 @@ def test_second_run_computes_nothing(local: Path, tmp_path: Path) -> None:
 
 
 def _need(module: str) -> None:
-    if importlib.util.find_spec(module) is None:
-        # the test extra installs it: in CI a missing package is a broken install, not a reason to skip
-        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(
-            f"{module} is not installed: pip install 'poet-edge[{module.replace('distributed', 'dask')}]'"
-        )
+    # the test extra installs it: in CI a missing package is a broken install, not a reason to skip
+    need_module(module, f"pip install 'poet-edge[{module.replace('distributed', 'dask')}]'")
 
 
 def test_dask_local_cluster_gives_the_same_csv(local: Path, tmp_path: Path) -> None:
