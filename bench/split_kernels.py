@@ -1,5 +1,5 @@
-"""Channel-tile conv kernels (issue 57: operator splitting) against the whole fast kernel: instructions per MAC
-on QEMU (-icount: instructions, not cycles) of the fast part kernels (poet_conv2d_part_f32,
+"""Channel-tile conv kernels (issue 57: operator splitting) against the whole fast kernel: instructions per
+MAC on QEMU (-icount: instructions, not cycles) of the fast part kernels (poet_conv2d_part_f32,
 poet_conv2d_grad_input_part_f32 in runtime_c/src/optimized/conv.c) over a tiling of each conv, next to the
 fast whole kernel (poet_conv2d_f32, poet_conv2d_grad_input_f32) on the same conv, measured in one program.
 
@@ -62,17 +62,36 @@ class Conv:
         y = conv_window(self.x, self.w, attrs).y_shape
         n, c, h, w = self.x
         m, _, kh, kw = self.w
-        return (n, c, h, w, m, kh, kw, y[2], y[3], self.stride, self.stride, self.pads[0], self.pads[1], self.group)
+        return (
+            n,
+            c,
+            h,
+            w,
+            m,
+            kh,
+            kw,
+            y[2],
+            y[3],
+            self.stride,
+            self.stride,
+            self.pads[0],
+            self.pads[1],
+            self.group,
+        )
 
     def macs(self, c_lo: int, c_hi: int, m_lo: int, m_hi: int) -> int:
         """MACs of a tile: the (input, output) channel pairs it connects x N x OH x OW x KH x KW."""
         n, c, _, _, m, kh, kw, oh, ow, *_, g = self.geom
         cg, mg = c // g, m // g
-        pairs = sum(max(0, min(c_hi, (mm // mg + 1) * cg) - max(c_lo, mm // mg * cg)) for mm in range(m_lo, m_hi))
+        pairs = sum(
+            max(0, min(c_hi, (mm // mg + 1) * cg) - max(c_lo, mm // mg * cg)) for mm in range(m_lo, m_hi)
+        )
         return pairs * n * oh * ow * kh * kw
 
 
-def part_case(conv: Conv, kernel: str, t: tuple[int, int, int, int], bias: bool, prev: bool, name: str) -> mb.KernelCase:
+def part_case(
+    conv: Conv, kernel: str, t: tuple[int, int, int, int], bias: bool, prev: bool, name: str
+) -> mb.KernelCase:
     """One call of a part kernel: tensors X (or dY) tile, W, [B], [P], Y (or dX) tile."""
     n, c, h, w, m, kh, kw, oh, ow, *_ = conv.geom
     c_lo, c_hi, m_lo, m_hi = t
@@ -91,7 +110,8 @@ def part_case(conv: Conv, kernel: str, t: tuple[int, int, int, int], bias: bool,
     if kernel == "forward":
         call = f"poet_conv2d_part_f32({', '.join(names)}, @T{y}@, poet_mb_ints_@0, poet_mb_ints_@1);"
     else:
-        call = f"poet_conv2d_grad_input_part_f32({names[0]}, {names[1]}, {names[3]}, @T{y}@, poet_mb_ints_@0, poet_mb_ints_@1);"
+        args = f"{names[0]}, {names[1]}, {names[3]}, @T{y}@, poet_mb_ints_@0, poet_mb_ints_@1"
+        call = f"poet_conv2d_grad_input_part_f32({args});"
     return mb.KernelCase(
         name=name,
         op_class=OpClass.CONV,
@@ -124,7 +144,9 @@ def tilings(conv: Conv, kernel: str) -> dict[str, list[tuple[tuple[int, int, int
             out[f"m {TILE}"] = [((0, c, lo, hi), True, False) for lo, hi in ms]
         if len(cs) > 1 and len(ms) > 1:
             out[f"c {TILE} x m {TILE}"] = [
-                ((clo, chi, mlo, mhi), i == len(cs) - 1, i > 0) for mlo, mhi in ms for i, (clo, chi) in enumerate(cs)
+                ((clo, chi, mlo, mhi), i == len(cs) - 1, i > 0)
+                for mlo, mhi in ms
+                for i, (clo, chi) in enumerate(cs)
             ]
     else:
         if len(ms) > 1:
@@ -198,7 +220,9 @@ def _markdown(rows: list[dict[str, object]]) -> str:
     return "\n".join(out + ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows])
 
 
-def write_results(targets: list[str], rows: list[dict[str, object]], worst: float, worst_chain: float) -> None:
+def write_results(
+    targets: list[str], rows: list[dict[str, object]], worst: float, worst_chain: float
+) -> None:
     """bench/results/split_kernels.{json,md}, with machine, commit and date."""
     meta = provenance()
     RESULTS.mkdir(exist_ok=True)
@@ -208,12 +232,11 @@ def write_results(targets: list[str], rows: list[dict[str, object]], worst: floa
     )
     (RESULTS / "split_kernels.md").write_text(
         "# Split kernels: channel-tile conv kernels vs the whole fast kernel, instructions per MAC\n\n"
-        f"Measured by `bench/split_kernels.py` on {meta['machine']}, commit {meta['commit']}, {meta['date']}.\n"
-        f"Targets: {', '.join(targets)}; tiles of {TILE} channels. QEMU -icount counts instructions, not cycles; "
-        "the script's docstring says which shapes and tilings are measured. Goal: part kernels within 10% of "
-        f"the whole kernel. Worst single call / whole: {worst:.3f}; worst chain / whole: {worst_chain:.3f}.\n\n"
-        + _markdown(rows)
-        + "\n"
+        f"Measured by `bench/split_kernels.py` on {meta['machine']}, commit {meta['commit']}, "
+        f"{meta['date']}.\nTargets: {', '.join(targets)}; tiles of {TILE} channels. QEMU -icount counts "
+        "instructions, not cycles; the script's docstring says which shapes and tilings are measured. Goal: "
+        "part kernels within 10% of the whole kernel. Worst single call / whole: "
+        f"{worst:.3f}; worst chain / whole: {worst_chain:.3f}.\n\n" + _markdown(rows) + "\n"
     )
 
 
