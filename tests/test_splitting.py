@@ -136,10 +136,12 @@ def test_c_on_host_bit_identical(tmp_path, train, batch, kernels, tile):
     assert [s.loss for s in runs["plain"].steps] == [s.loss for s in runs["split"].steps]
     for k, v in runs["plain"].params.items():
         assert np.array_equal(v, runs["split"].params[k]), k
+    # against numpy: 1e-5 at batch 1; at batch 2 the unsplit C program (the same bits) is 2.2e-4 from numpy
+    # in w0 after 3 steps (summation orders differ, and a ReLU near 0 can decide the other way)
     c = runner.load_plan(tmp_path / "split")
     _, ref = reference.train(_tg(path, train), runner.batches(c, STEPS), LR)
     for k, v in ref.items():
-        assert max_rel_err(runs["split"].params[k], v.reshape(-1)) <= 1e-5, k
+        assert max_rel_err(runs["split"].params[k], v.reshape(-1)) <= (1e-5 if batch == 1 else 1e-3), k
 
 
 def test_auto_splits_below_the_unsplit_floor_and_qemu_gives_the_host_bits(tmp_path):
