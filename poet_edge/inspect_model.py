@@ -167,8 +167,9 @@ def format_inspection(r: Inspection) -> str:
         f"                 {r.floor_explanation}",
         f"                 {kb(r.floor_stored_bytes)} with --params storage (every trainable parameter "
         f"in storage, loaded where needed), at node {r.floor_stored_node}",
-        f"                 {kb(r.floor_split_bytes)} with that and --split {splitting.TILE_SIZES[-1] // 1024}KB "
-        f"(operator splitting into channel tiles), at node {r.floor_split_node}",
+        f"                 {kb(r.floor_split_bytes)} with that and --split "
+        f"{splitting.TILE_SIZES[-1] // 1024}KB (operator splitting into channel tiles), at node "
+        f"{r.floor_split_node}",
         "floor by rewrite "
         + ", ".join(f"{k} {v:,} B" for k, v in (r.floor_by_options or {}).items())
         + " (--fused-updates, --relu-masks; "

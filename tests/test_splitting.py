@@ -13,8 +13,8 @@ import numpy as np
 import onnx
 import pytest
 from conftest import need_tools, poet
-from oputil import max_rel_err
 from onnx import TensorProto, helper, numpy_helper
+from oputil import max_rel_err
 
 from poet_edge import autodiff, frontend, planning, reference, runner, splitting, trainable
 from poet_edge.autodiff import Loss
@@ -45,7 +45,9 @@ def resnet_block(path: Path, batch: int = 1) -> Path:
         helper.make_node("Conv", ["a", param("w1", 8, 8, 3, 3), param("b1", 8)], ["b"], **p1),
         helper.make_node("Add", ["a", "b"], ["s"]),
         helper.make_node("Relu", ["s"], ["r"]),
-        helper.make_node("Conv", ["r", param("w2", 8, 1, 3, 3), param("b2", 8)], ["d"], group=8, strides=[2, 2], **p1),
+        helper.make_node(
+            "Conv", ["r", param("w2", 8, 1, 3, 3), param("b2", 8)], ["d"], group=8, strides=[2, 2], **p1
+        ),
         helper.make_node("Clip", ["d", "lo", "hi"], ["e"]),
         helper.make_node("Conv", ["e", param("w3", 6, 8, 1, 1), param("b3", 6)], ["f"]),
         helper.make_node("Relu", ["f"], ["g"]),
@@ -69,7 +71,8 @@ def resnet_block(path: Path, batch: int = 1) -> Path:
 
 def _tg(path: Path, train: str = "all"):
     g = frontend.load(path)
-    return autodiff.training_graph(g, Loss.CROSS_ENTROPY, trainable.select(g, train), options=autodiff.DEFAULT_OPTIONS)
+    chosen = trainable.select(g, train)
+    return autodiff.training_graph(g, Loss.CROSS_ENTROPY, chosen, options=autodiff.DEFAULT_OPTIONS)
 
 
 def _floor(tg, stored: bool = True) -> int:
@@ -93,9 +96,9 @@ def test_tiles_replace_every_big_node(tmp_path):
         if n.op != "Concat" and n.name.rsplit("/", 1)[0] in s.split_nodes:
             assert not whole & {*n.inputs, *n.outputs}, n.name
     # the conv parts of one output tile chain over ascending input tiles, bias on the last only
-    for n in g.nodes:
-        if n.op == "ConvPart":
-            assert n.attrs["bias"] == (not any(m.inputs[-1:] == n.outputs for m in g.nodes if m.op == "ConvPart"))
+    parts = [n for n in g.nodes if n.op == "ConvPart"]
+    for n in parts:
+        assert n.attrs["bias"] == (not any(m.inputs[-1:] == n.outputs for m in parts))
     assert _floor(g) < _floor(tg)
     assert splitting.split_graph(tg, 1 << 30).tiles == {}  # nothing above a huge tile size
 
@@ -156,7 +159,9 @@ def test_auto_splits_below_the_unsplit_floor_and_qemu_gives_the_host_bits(tmp_pa
     unsplit = memory_floor(planning.price(spec, load_profile("cortex-m4"), 1)).bytes
     ram = unsplit - 2048
     opts = replace(
-        CompileOptions(path, "cortex-m4", ram, tmp_path / "m4", 1, Loss.CROSS_ENTROPY, LR, None, "scale", "bias"),
+        CompileOptions(
+            path, "cortex-m4", ram, tmp_path / "m4", 1, Loss.CROSS_ENTROPY, LR, None, "scale", "bias"
+        ),
         training=autodiff.DEFAULT_OPTIONS,
     )
     with pytest.raises(PoetError, match="with --split auto the floor is"):
