@@ -185,3 +185,30 @@ def test_cli_split_flag(tmp_path):
     assert bad.returncode != 0 and "expected auto, off or a tile size" in bad.stderr
     assert not (tmp_path / "x").exists()
     assert "--split" in poet("compile", "--help").stdout
+
+
+def test_auto_splits_only_below_the_unsplit_floor_with_the_largest_fitting_tiles(tmp_path):
+    from poet_edge.compiler import plan_choices
+
+    path = resnet_block(tmp_path / "m.onnx")
+    tg = _tg(path, "bias")
+    prof = load_profile("host")
+    opts = _opts(path, tmp_path / "x", 1, "bias", split="auto", ram_bytes=1 << 20)
+    assert all(tile is None for _, tile in plan_choices(tg, 8192, prof, opts))  # fits unsplit
+    everything = frozenset(tg.trainable)
+    unsplit = _floor(tg) - 1024 + 8192  # _floor uses a 1 KB reserve
+    tight = replace(opts, ram_bytes=unsplit - 1)
+    choices = plan_choices(tg, 8192, prof, tight)
+    assert [s for s, _ in choices] == [everything] * len(choices) and 1 <= len(choices) <= 2
+    sizes = [t for _, t in choices]
+    assert sizes[0] is not None and sizes[1:] in ([], [sizes[0] // 2])
+
+    def floor(tile: int) -> int:
+        spec = planning.spec_from_graph(splitting.split_graph(tg, tile).graph, 8192, stored=everything)
+        return memory_floor(planning.price(spec, prof, 1)).bytes
+
+    assert floor(sizes[0]) <= tight.ram_bytes < floor(sizes[0] * 2)  # the largest size that fits
+    assert plan_choices(tg, 8192, prof, replace(tight, split="off")) == [(everything, None)]
+    assert plan_choices(tg, 8192, prof, replace(tight, split="2KB")) == [(everything, 2048)]
+    with pytest.raises(PoetError, match="expected auto, off or a tile size"):
+        plan_choices(tg, 8192, prof, replace(tight, split="2 lumps"))
