@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass, fields, replace
 from pathlib import Path
 
-from poet_edge import autodiff, frontend, planning, trainable
+from poet_edge import autodiff, frontend, planning, splitting, trainable
 from poet_edge.compiler import PLAN, CompileOptions
 from poet_edge.errors import PoetError
 from poet_edge.memory_floor import memory_floor
@@ -295,6 +295,10 @@ def floor_bytes(opts: CompileOptions) -> int | None:
         reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
         # the lowest floor the compile can reach: with --params auto or storage, every parameter stored
         stored = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
+        if opts.split != "off":  # ... and with --split, tiles of the given or the smallest size
+            tg = splitting.split_graph(
+                tg, splitting.tile_bytes_of(opts.split) or splitting.TILE_SIZES[-1]
+            ).graph
         spec = planning.spec_from_graph(tg, reserve, opts.input, stored)
         problem = planning.price(spec, profile, opts.ram_bytes)
     except PoetError:

@@ -21,6 +21,7 @@ from poet_edge.planning import INPUT_HELP, InputPlace
 from poet_edge.profiles import tomllib
 from poet_edge.schedulers import ALIASES, SCHEDULERS
 from poet_edge.schedulers.milp import MilpOptions
+from poet_edge.splitting import SPLIT_HELP, parse_split
 from poet_edge.trainable import TRAIN_HELP
 from poet_edge.units import SIZE_HELP, parse_size
 
@@ -126,6 +127,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=InputPlace.RAM.value,
         help=INPUT_HELP,
     )
+    p.add_argument("--split", type=parse_split, default="auto", metavar="auto|off|SIZE", help=SPLIT_HELP)
     p.add_argument("--no-report", action="store_true", help="skip report.html and memory.png in each point")
     talk = p.add_mutually_exclusive_group()
     talk.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
@@ -384,6 +386,7 @@ def run(args: argparse.Namespace) -> int:
         input=InputPlace(args.input),
         optimizer=optimizer.from_args(args),
         training=autodiff.options_from_args(args),
+        split=args.split,
     )
     spec = sweep.Sweep(
         base,
