@@ -77,14 +77,27 @@ def _embed(x: np.ndarray, total: int, lo: int) -> np.ndarray:
 
 
 # ---- ConvPart(X_j, W, [B], [P]) -> Y_t -----------------------------------------------------------------
-def infer(shapes, attrs):
+def _checked(shapes, attrs, forward: bool) -> list[tuple[int, ...]]:
+    """The part's output shape; ValueError when the tile or the operand tile does not fit the conv."""
     win = whole(attrs, shapes[1])
     c_lo, c_hi, m_lo, m_hi = tile(attrs)
     if not (0 <= c_lo < c_hi <= win.c and 0 <= m_lo < m_hi <= win.m):
         raise ValueError(f"tile {tile(attrs)} outside the conv's {win.c} input / {win.m} output channels")
-    if tuple(shapes[0]) != _channels(win.x_shape, c_hi - c_lo):
-        raise ValueError(f"input tile {tuple(shapes[0])} does not hold channels [{c_lo}, {c_hi})")
-    return [_channels(win.y_shape, m_hi - m_lo)]
+    (src, lo, hi), out = (
+        ((win.x_shape, c_lo, c_hi), (win.y_shape, m_hi - m_lo))
+        if forward
+        else (
+            (win.y_shape, m_lo, m_hi),
+            (win.x_shape, c_hi - c_lo),
+        )
+    )
+    if tuple(shapes[0]) != _channels(src, hi - lo):
+        raise ValueError(f"operand tile {tuple(shapes[0])} does not hold channels [{lo}, {hi})")
+    return [_channels(*out)]
+
+
+def infer(shapes, attrs):
+    return _checked(shapes, attrs, forward=True)
 
 
 def forward(xs, attrs):
@@ -105,33 +118,23 @@ def work(ins, outs, attrs):
     return _work(whole(attrs, ins[1]), tile(attrs), ins, outs, "forward")
 
 
-def kernel(node, shape):
+def _call(func: str, node, shape, bias: bool) -> KernelCall:
+    """(operand, W, [B,] P, out, geometry, tile): the two part kernels' shared argument list."""
     win = whole(node.attrs, shape(node.inputs[1]))
     b, p = _optional(node, 2)
-    return KernelCall(
-        "poet_conv2d_part_f32",
-        (
-            TensorArg(node.inputs[0]),
-            TensorArg(node.inputs[1]),
-            TensorArg(b) if b else NullArg(),
-            TensorArg(p) if p else NullArg(),
-            TensorArg(node.outputs[0], False),
-            win.ints(),
-            IntArrayArg(tile(node.attrs)),
-        ),
-        "conv",
-    )
+    optional = ([TensorArg(b) if b else NullArg()] if bias else []) + [TensorArg(p) if p else NullArg()]
+    head = (TensorArg(node.inputs[0]), TensorArg(node.inputs[1]), *optional)
+    tail = (TensorArg(node.outputs[0], False), win.ints(), IntArrayArg(tile(node.attrs)))
+    return KernelCall(func, (*head, *tail), "conv")
+
+
+def kernel(node, shape):
+    return _call("poet_conv2d_part_f32", node, shape, bias=True)
 
 
 # ---- ConvGradInputPart(dY_t, W, [P]) -> dX_j -------------------------------------------------------------
 def grad_infer(shapes, attrs):
-    win = whole(attrs, shapes[1])
-    c_lo, c_hi, m_lo, m_hi = tile(attrs)
-    if not (0 <= c_lo < c_hi <= win.c and 0 <= m_lo < m_hi <= win.m):
-        raise ValueError(f"tile {tile(attrs)} outside the conv's {win.c} input / {win.m} output channels")
-    if tuple(shapes[0]) != _channels(win.y_shape, m_hi - m_lo):
-        raise ValueError(f"gradient tile {tuple(shapes[0])} does not hold channels [{m_lo}, {m_hi})")
-    return [_channels(win.x_shape, c_hi - c_lo)]
+    return _checked(shapes, attrs, forward=False)
 
 
 def grad_forward(xs, attrs):
@@ -150,20 +153,7 @@ def grad_work(ins, outs, attrs):
 
 
 def grad_kernel(node, shape):
-    win = whole(node.attrs, shape(node.inputs[1]))
-    _, p = _optional(node, 2)
-    return KernelCall(
-        "poet_conv2d_grad_input_part_f32",
-        (
-            TensorArg(node.inputs[0]),
-            TensorArg(node.inputs[1]),
-            TensorArg(p) if p else NullArg(),
-            TensorArg(node.outputs[0], False),
-            win.ints(),
-            IntArrayArg(tile(node.attrs)),
-        ),
-        "conv",
-    )
+    return _call("poet_conv2d_grad_input_part_f32", node, shape, bias=False)
 
 
 OP = OpDef("ConvPart", infer, forward, work, None, kernel, internal=True)
