@@ -717,7 +717,7 @@ def evict_above(
         out += before.get(k, [])
         out += [kept] if kept is not None else []
         out += after.get(k, [])
-    return Schedule(tuple(out), schedule.solver, schedule.info)
+    return Schedule(tuple(out), schedule.solver, schedule.report)
 
 
 def _resident_before(steps: tuple[Step, ...], at: set[int]) -> dict[int, set[str]]:

@@ -20,7 +20,7 @@ from poet_edge.paths import PLAN_FILE, RUNTIME_C, TARGETS, check_output, write_p
 from poet_edge.problem import SchedulingProblem
 from poet_edge.profiles import Profile, load_profile
 from poet_edge.progress import PhaseLimit
-from poet_edge.schedule import Schedule
+from poet_edge.schedule import Schedule, SolveReport
 from poet_edge.schedulers import ALIASES, configured, get_scheduler
 from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.simulator import Integrity, SimResult, simulate
@@ -501,7 +501,7 @@ def _schedule(problem: SchedulingProblem, opts: CompileOptions) -> Schedule:
             return Schedule(
                 schedule.steps,
                 opts.scheduler,
-                (("status", "Optimal (the no-remat schedule fits)"), ("gap", 0.0)),
+                SolveReport.of(status="Optimal (the no-remat schedule fits)", gap=0.0),
             )
     if opts.scheduler != "none":
         return configured(opts.scheduler, opts.milp)(problem)
@@ -591,7 +591,7 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
             "solver": c.schedule.solver,
             "steps": c.schedule.to_json(),
             # solver details without timings (plan.json must not depend on the wall clock)
-            "info": {k: v for k, v in c.schedule.info if k in DETERMINISTIC_INFO},
+            "info": c.schedule.report.to_json(DETERMINISTIC_INFO),
         },
         "integrity": integrity(opts, tg, c.storage).to_json(),
         "simulation": c.sim.to_json(),

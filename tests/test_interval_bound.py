@@ -80,7 +80,7 @@ def test_exact_optimal_schedules_are_points_and_the_bound_stays_below(seed: int)
     an = analyse(base, True)
     above = []
     for problem, exact in exact_schedules(base):
-        assert dict(exact.info)["status"] == "Optimal"
+        assert exact.report.status == "Optimal"
         _point_checks(problem, [exact], seed)
         plain = sum(n.compute_j for n in problem.nodes)
         optimum = simulate(problem, exact).energy_j
@@ -228,7 +228,7 @@ def test_mid_size_path_reports_the_interval_bound_and_proves_below_it(
     monkeypatch.setattr(proof_process, "refined", spy_refined)
     problem = replace(training_chain(8, seed=0), budget_bytes=220)
     schedule = schedule_scale(problem, OPTS)
-    info = dict(schedule.info)
+    info = schedule.report.to_json()
     plain = sum(n.compute_j for n in problem.nodes)
     assert refined and max(refined) > 0
     assert float(info["bound"]) >= plain * (1 + max(refined)) * (1 - 1e-9)  # type: ignore[arg-type]
@@ -292,7 +292,7 @@ def test_mid_size_path_offers_the_interval_point_decoded_and_repaired(
         for problem in scale_budgets(base, (0.6,)):
             offers.clear()
             schedule = schedule_scale(problem, OPTS)
-            info = dict(schedule.info)
+            info = schedule.report.to_json()
             cost = simulate(problem, schedule).energy_j
             for origin, paid in offers:
                 origins.add(origin.split(",")[0] if "repair" not in origin else "repair")

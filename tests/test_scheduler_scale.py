@@ -56,7 +56,7 @@ def _check(problem: SchedulingProblem, opts: ScaleOptions = OPTS) -> float | Non
     assert sim.peak_ram_bytes <= problem.budget_bytes
     if problem.max_latency_s is not None:
         assert sim.latency_s <= problem.max_latency_s * (1 + 1e-9)
-    info = dict(schedule.info)
+    info = schedule.report.to_json()
     for key in ("status", "bound", "gap", "seconds", "first_valid_s"):
         assert key in info
     sources = (
@@ -110,11 +110,11 @@ def test_training_chain_with_invalidations_and_latency() -> None:
 def test_bound_below_exact_optimum_on_tiny_dags(seed: int) -> None:
     base = random_layered_dag(6 + seed % 3, seed, n_invalidations=seed % 2)
     for problem, exact in exact_schedules(base):
-        info = dict(exact.info)
+        info = exact.report.to_json()
         assert info["status"] == "Optimal"
         optimum = simulate(problem, exact).energy_j
         scale = schedule_scale(problem, OPTS)
-        bound = float(dict(scale.info)["bound"])  # type: ignore[arg-type]
+        bound = float(scale.report.bound)  # type: ignore[arg-type]
         assert bound <= optimum * (1 + 1e-7)
         assert simulate(problem, scale).energy_j >= bound * (1 - 1e-9)
         assert _strict_bound(problem) <= optimum * (1 + 1e-7)
@@ -131,10 +131,10 @@ def _against_exact(base: SchedulingProblem) -> Iterator[tuple[SchedulingProblem,
     """(problem, scale's schedule, exact optimum) at 80%, 60% and 0% between floor and peak where the
     exact MILP solves; asserts scale's bound is at most the optimum."""
     for problem, exact in exact_schedules(base):
-        assert dict(exact.info)["status"] == "Optimal"
+        assert exact.report.status == "Optimal"
         optimum = simulate(problem, exact).energy_j
         scale = schedule_scale(problem, OPTS)
-        assert float(dict(scale.info)["bound"]) <= optimum * (1 + 1e-7)  # type: ignore[arg-type]
+        assert float(scale.report.bound) <= optimum * (1 + 1e-7)  # type: ignore[arg-type]
         assert _strict_bound(problem) <= optimum * (1 + 1e-7)
         yield problem, scale, optimum
 
@@ -312,7 +312,7 @@ def test_late_eviction_carries_a_value_to_its_consumers_restoration() -> None:
             assert schedule is not None and not overflow
             simulate(problem, schedule)  # valid
             steps = [(type(s).__name__, s.node) for s in schedule.steps]
-            runs.append((steps.count(("Compute", names[v])), float(dict(schedule.info)["cost"])))  # type: ignore[arg-type]
+            runs.append((steps.count(("Compute", names[v])), float(schedule.report.cost)))  # type: ignore[arg-type]
             if "<" in plan[k]:  # freed right after the consumer's restoration, which follows stage r
                 first = steps.index(("Compute", names[r]))
                 assert ("Free", names[v]) in steps[first:] and ("Free", names[v]) not in steps[:first]
@@ -371,14 +371,14 @@ def test_a_value_updated_before_its_use_is_dropped_and_restored_early(
     monkeypatch.setattr(scale_module, "LNS_PAIRS", 0)
     best = schedule_scale(problem, OPTS)
     assert simulate(problem, best).energy_j == pytest.approx(6.0 + 2.0)
-    assert dict(best.info)["status"] == "optimal"
+    assert best.report.status == "optimal"
 
 
 def test_deterministic() -> None:
     base = random_layered_dag(60, 7, n_invalidations=2)
     for problem in scale_budgets(base, (0.7, 0.5)):
         first = schedule_scale(problem, OPTS)
-        assert dict(first.info)["status"] != "feasible, time-dependent"  # what the status promises
+        assert first.report.status != "feasible, time-dependent"  # what the status promises
         assert first.steps == schedule_scale(problem, OPTS).steps
 
 
@@ -386,14 +386,14 @@ def test_status_says_when_a_time_limit_cut_the_run_short() -> None:
     # at a time limit of 0 every phase is late (the bound model's first solve does not close the gap
     # here); with 60 s the local search closes it
     problem = scale_budgets(training_chain(20, seed=3), (0.0,))[0]
-    cut = dict(schedule_scale(problem, replace(OPTS, time_limit_s=0.0)).info)
+    cut = schedule_scale(problem, replace(OPTS, time_limit_s=0.0)).report.to_json()
     assert cut["status"] == "feasible" and cut["cut_by_time_limit"] is True
     assert cut["cut_phase"] == "segment cover"  # the first phase the safety stop cut
     assert float(cut["gap"]) > 0  # type: ignore[arg-type]
     # within_1pct_s: when the schedule first came within 1% of the bound reported (never, when the gap
     # stays wider)
     assert (cut["within_1pct_s"] is None) == (float(cut["gap"]) > 0.01)  # type: ignore[arg-type]
-    done = dict(schedule_scale(problem, OPTS).info)
+    done = schedule_scale(problem, OPTS).report.to_json()
     assert done["status"] == "optimal" and done["cut_by_time_limit"] is False and done["cut_phase"] is None
     near, first = done["within_1pct_s"], done["first_valid_s"]
     assert isinstance(near, float) and isinstance(first, float)
@@ -406,7 +406,7 @@ def test_progress_is_told_every_cheaper_schedule_and_higher_bound() -> None:
     seen: list[tuple[float, float | None, float | None, float | None]] = []
     options = MilpOptions(time_limit_s=60.0, threads=1, on_progress=lambda *a: seen.append(a))
     schedule = configured("scale", options)(problem)
-    info = dict(schedule.info)
+    info = schedule.report.to_json()
     assert info["status"] == "optimal" and len(seen) >= 3  # the first baseline, cheaper ones, a bound
     times = [t for t, _, _, _ in seen]
     costs = [c for _, c, _, _ in seen]
@@ -472,10 +472,10 @@ def test_no_paging_and_no_remat(graph: str, seed: int, without: str) -> None:
         else:
             computed = [s.node for s in schedule.steps if isinstance(s, Compute)]
             assert len(computed) == len(set(computed))
-        bound = float(dict(schedule.info)["bound"])  # type: ignore[arg-type]
+        bound = float(schedule.report.bound)  # type: ignore[arg-type]
         assert bound <= sim.energy_j * (1 + 1e-9)
         if exact is not None:
-            assert dict(exact.info)["status"] == "Optimal"
+            assert exact.report.status == "Optimal"
             assert bound <= simulate(problem, exact).energy_j * (1 + 1e-7)
             solved += 1
     assert solved > 1  # budgets below the peak, where the restriction matters
@@ -496,7 +496,7 @@ def test_registry_names() -> None:
     assert poet.solver == "poet-milp"
     assert SCHEDULERS["milp"] is schedule_milp
     # the MILP's own MIP start must not run the other solvers (poet-milp would recurse)
-    assert "scale" not in str(dict(schedule_milp(problem).info).get("warm_start"))
+    assert "scale" not in str(schedule_milp(problem).report.warm_start)
 
 
 def _stage_model(problem: SchedulingProblem) -> tuple[Analysis, StageModel]:
@@ -592,7 +592,7 @@ def test_stage_model_and_lns_paths(path: str, monkeypatch: pytest.MonkeyPatch) -
 
     def recorded(*args, **kwargs):  # type: ignore[no-untyped-def]
         out = finish(*args, **kwargs)
-        origins.append(dict(out.info)["bound_from"])
+        origins.append(out.report.bound_from)
         return out
 
     monkeypatch.setattr(scale, "_finish", recorded)
@@ -1277,7 +1277,7 @@ def test_windows_send_the_split_child_cutoffs_only_when_its_proof_is_due(
     assert len(sent) == 1
     assert windows[0] > sent[0][2]  # windows after the first cutoff
     plain = runs[-1].split.plain  # type: ignore[union-attr]
-    bound = float(dict(schedule.info)["bound"])  # type: ignore[arg-type]
+    bound = float(schedule.report.bound)  # type: ignore[arg-type]
     assert proved and bound >= (plain + proved[-1] * runs[-1].norm) * (1 - 1e-9)
 
 
@@ -1465,7 +1465,7 @@ def test_gap_option_stops_once_proven_within_it() -> None:
     for problem in scale_budgets(base, (0.7, 0.5)):
         exact = simulate(problem, schedule_scale(problem, OPTS)).energy_j
         first = schedule_scale(problem, wide)
-        info = dict(first.info)
+        info = first.report.to_json()
         cost = simulate(problem, first).energy_j
         assert cost - float(info["bound"]) <= 0.05 * cost * (1 + 1e-9)  # type: ignore[arg-type]
         assert float(info["gap"]) <= 0.05 + 1e-12  # type: ignore[arg-type]

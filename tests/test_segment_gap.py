@@ -59,7 +59,7 @@ def _bound(problem: SchedulingProblem, gaps: bool) -> float:
 def test_gap_rows_raise_the_bound_and_stay_below_the_optimum(kind: str, seed: int, fraction: float) -> None:
     (problem,) = scale_budgets(_base(kind, seed), (fraction,))
     exact = schedule_milp(problem, MilpOptions(time_limit_s=None, threads=1))
-    assert dict(exact.info)["status"] == "Optimal"
+    assert exact.report.status == "Optimal"
     optimum = simulate(problem, exact).energy_j
     with_rows, without = _bound(problem, True), _bound(problem, False)
     assert with_rows <= optimum * (1 + 1e-7)

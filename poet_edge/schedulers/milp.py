@@ -33,7 +33,7 @@ CBC through ``PULP_CBC_CMD`` (warm start via PuLP, status and bound read from CB
 
 Progress: ``MilpOptions.on_progress(elapsed_s, incumbent, bound, gap)`` is called while HiGHS solves
 (highspy's MIP interrupt and improving-solution callbacks; it only observes), in problem units like
-the final objective, ``gap`` relative to the whole objective as in ``Schedule.info``. HiGHS only: CBC
+the final objective, ``gap`` relative to the whole objective as in ``Schedule.report``. HiGHS only: CBC
 runs as a subprocess and reports nothing until it ends.
 """
 
@@ -54,7 +54,7 @@ import pulp
 from poet_edge.errors import PoetError
 from poet_edge.memory_floor import check_budget
 from poet_edge.problem import SchedulingProblem
-from poet_edge.schedule import PageIn, PageOut, Schedule
+from poet_edge.schedule import PageIn, PageOut, Schedule, SolveReport
 from poet_edge.schedulers.highs_run import Checked, quiet_banner, run_checked
 from poet_edge.schedulers.milp_decode import Pair, Stages, StageSolution, decode, encode, stages
 from poet_edge.simulator import InvalidSchedule, SimResult, simulate
@@ -68,7 +68,7 @@ ProgressCallback = Callable[[float, float | None, float | None, float | None], N
 class MilpOptions:
     """How to build and solve the MILP. ``time_limit_s`` None: no limit. ``gap_rel``: stop once the
     schedule is proven within this fraction of the lower bound, (cost - bound) / cost as
-    ``Schedule.info``'s gap (None: the solver's default, ``GAP_REL`` here; scale has its own).
+    ``Schedule.report``'s gap (None: the solver's default, ``GAP_REL`` here; scale has its own).
     ``on_progress(elapsed_s, incumbent, bound, gap)``: live solver progress (HiGHS only; see the
     module docstring)."""
 
@@ -624,7 +624,7 @@ def _infeasible(problem: SchedulingProblem, st: Stages, options: MilpOptions) ->
 
 def _info(
     out: _Outcome, m: _Model, options: MilpOptions, warm: str, fallback: str | None, objective: float | None
-) -> tuple[tuple[str, object], ...]:
+) -> SolveReport:
     """Solver details; ``bound`` is never below the plain pass (every node once), ``gap`` is relative
     to the whole objective, ``solver_gap`` is the solver's own (on the part above the plain pass)."""
     plain = m.offset * m.norm
@@ -636,20 +636,20 @@ def _info(
         gap = max(0.0, objective - bound) / max(abs(objective), 1e-300)
         extra = objective - plain
         solver_gap = max(0.0, objective - bound) / extra if extra > 1e-12 * max(abs(objective), 1.0) else 0.0
-    return (
-        ("status", out.status),
-        ("objective", objective),
-        ("bound", bound),
-        ("gap", gap),
-        ("solver_gap", solver_gap),
-        ("seconds", round(out.seconds, 3)),
-        ("binaries", m.binaries),
-        ("columns", len(m.lp.variables())),
-        ("rows", len(_rows(m.lp))),
-        ("solver", options.solver),
-        ("objective_kind", options.objective),
-        ("warm_start", warm),
-        ("fallback", fallback),
+    return SolveReport.of(
+        status=out.status,
+        objective=objective,
+        bound=bound,
+        gap=gap,
+        solver_gap=solver_gap,
+        seconds=round(out.seconds, 3),
+        binaries=m.binaries,
+        columns=len(m.lp.variables()),
+        rows=len(_rows(m.lp)),
+        solver=options.solver,
+        objective_kind=options.objective,
+        warm_start=warm,
+        fallback=fallback,
     )
 
 
@@ -668,22 +668,21 @@ def _warm_start(
     return values, f"baseline '{base.name}'"
 
 
-def _fallback(base: _Candidate | None, why: str, info: tuple[tuple[str, object], ...]) -> Schedule:
+def _fallback(base: _Candidate | None, why: str, info: SolveReport) -> Schedule:
     if base is None:
         raise PoetError(f"MILP found no schedule ({why}) and no baseline scheduler succeeded")
     note = f"{base.name}: {why}"
-    fixed = tuple((k, note if k == "fallback" else v) for k, v in info)
-    return Schedule(base.schedule.steps, "milp", fixed + (("schedule_from", base.name),))
+    return Schedule(base.schedule.steps, "milp", info.with_(fallback=note).with_(schedule_from=base.name))
 
 
 def schedule_milp(problem: SchedulingProblem, options: MilpOptions | None = None) -> Schedule:
-    """Solve the POET MILP for ``problem``; see the module docstring. ``Schedule.info`` carries status,
+    """Solve the POET MILP for ``problem``; see the module docstring. ``Schedule.report`` carries status,
     objective, bound, gap, seconds, binaries, rows, solver, warm start and fallback."""
     options = options or MilpOptions()
     if options.objective not in ("energy", "latency"):
         raise PoetError(f"unknown objective '{options.objective}'; use energy or latency")
     if not problem.nodes:
-        return Schedule((), "milp", (("status", "empty problem"),))
+        return Schedule((), "milp", SolveReport.of(status="empty problem"))
     if any(
         x < 0
         for n in problem.nodes

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.problem import SchedulingProblem
-from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
+from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, SolveReport, Step
 from poet_edge.schedulers.engine import DROP, PAGE, Analysis, Engine
 from poet_edge.schedulers.greedy import dtr_policy
 from poet_edge.schedulers.lp_model import LpModel, node_costs
@@ -249,7 +249,7 @@ def replay_plan(
             return None, r.overflow
     if r.overflow:
         return None, r.overflow
-    return Schedule(tuple(r.steps), NAME, (("cost", r.cost),)), {}
+    return Schedule(tuple(r.steps), NAME, SolveReport.of(cost=r.cost)), {}
 
 
 def replay_entries(cover: Cover, plan: Plan) -> dict[int, list[tuple[int, str]]]:

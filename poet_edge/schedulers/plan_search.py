@@ -73,7 +73,7 @@ class PlanSearch:
         if schedule is None:
             out = (float(sum(overflow.values())) if not strict else math.inf, math.inf)
         else:
-            out = (0.0, float(dict(schedule.info)["cost"]))  # type: ignore[arg-type]
+            out = (0.0, schedule.report.replayed_cost)
         if not strict or schedule is not None:
             self.seen[key] = out
         return out

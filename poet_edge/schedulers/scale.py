@@ -51,7 +51,7 @@ import numpy as np
 from poet_edge.errors import PoetError
 from poet_edge.memory_floor import check_budget
 from poet_edge.problem import SchedulingProblem
-from poet_edge.schedule import Schedule
+from poet_edge.schedule import Schedule, SolveReport
 from poet_edge.schedulers import interval_bound, proof_process, stage_model
 from poet_edge.schedulers.effort import SAFETY_S, Budget, levels
 from poet_edge.schedulers.engine import DROP, Analysis, analyse
@@ -190,7 +190,7 @@ def _offer_held(run: _Run, plan: Plan) -> None:
     def fits(x: Plan) -> bool:
         schedule, _ = replay_plan(problem, an, replay_entries(cover, x), costs, strict=True)
         if schedule is not None:
-            found.append((float(dict(schedule.info)["cost"]), x))  # type: ignore[arg-type]
+            found.append((schedule.report.replayed_cost, x))
         return schedule is not None
 
     if not fits(plan):
@@ -300,7 +300,7 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     budgets = options.budgets()
     best = _Best(on_progress=options.on_progress)
     if not problem.nodes:
-        return Schedule((), NAME, (("status", "empty problem"),))
+        return Schedule((), NAME, SolveReport.of(status="empty problem"))
     check_budget(problem)
     restrictions = MilpOptions(paging=options.paging, remat=options.remat)
     pinned_check(problem, stages(problem, options.paging, options.remat), restrictions)  # says which values
@@ -885,7 +885,7 @@ def _offer_plan(run: _Run, segplan: Plan, origin: str, primal: bool = False) -> 
         plan = replay_entries(cover, variant)
         schedule, overflow = replay_plan(problem, an, plan, costs)
         if schedule is not None:
-            cost = float(dict(schedule.info)["cost"])  # type: ignore[arg-type]
+            cost = schedule.report.replayed_cost
             if primal:
                 best.primal.add(len(best.plans))
             best.plans.append((cost, len(best.plans), variant))
@@ -1001,22 +1001,22 @@ def _finish(best: _Best, plain: float, status: str, cover: Cover, evals: int, ef
     if bound > best.cost:  # only within the solver's tolerances (the bound is a relaxation)
         bound = best.cost if bound <= best.cost * (1 + 1e-7) else bound
     gap = max(0.0, best.cost - bound) / max(abs(best.cost), 1e-300)
-    info = (
-        ("status", "optimal" if gap <= 1e-9 else "feasible"),
-        ("objective", best.cost),
-        ("bound", bound),
-        ("bound_from", bound_from),
-        ("gap", gap),
-        ("effort", effort),
-        ("cut_by_time_limit", best.cut is not None),
-        ("cut_phase", best.cut),
-        ("seconds", round(time.perf_counter() - best.began, 3)),
-        ("first_valid_s", best.first_valid_s),
-        ("within_1pct_s", next((t for t, c in best.improvements if _closed(c, bound, NEAR_GAP)), None)),
-        ("schedule_from", best.origin),
-        ("primal", status),
-        ("segments", len(cover.segs)),
-        ("options", (len(cover.bound_opts), len(cover.primal_opts))),
-        ("search_replays", evals),
+    report = SolveReport.of(
+        status="optimal" if gap <= 1e-9 else "feasible",
+        objective=best.cost,
+        bound=bound,
+        bound_from=bound_from,
+        gap=gap,
+        effort=effort,
+        cut_by_time_limit=best.cut is not None,
+        cut_phase=best.cut,
+        seconds=round(time.perf_counter() - best.began, 3),
+        first_valid_s=best.first_valid_s,
+        within_1pct_s=next((t for t, c in best.improvements if _closed(c, bound, NEAR_GAP)), None),
+        schedule_from=best.origin,
+        primal=status,
+        segments=len(cover.segs),
+        options=(len(cover.bound_opts), len(cover.primal_opts)),
+        search_replays=evals,
     )
-    return Schedule(tuple(best.schedule.steps), NAME, info)
+    return Schedule(tuple(best.schedule.steps), NAME, report)
