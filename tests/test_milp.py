@@ -481,12 +481,12 @@ def test_gap_conversion_holds_on_the_whole_cost() -> None:
     # (its objective + the plain pass, m.offset) is within the gap asked for
     import pulp
 
-    from poet_edge.schedulers.milp import GAP_REL, _gaps, _Model
+    from poet_edge.schedulers.milp import GAP_REL, MilpModel, solver_gaps
 
-    m = _Model(pulp.LpProblem("gaps"))
+    m = MilpModel(pulp.LpProblem("gaps"))
     m.offset = 3.0
-    assert _gaps(m, MilpOptions()) == {"gapRel": GAP_REL, "gapAbs": 1e-9}
-    g = _gaps(m, MilpOptions(gap_rel=0.02))
+    assert solver_gaps(m, MilpOptions()) == {"gapRel": GAP_REL, "gapAbs": 1e-9}
+    g = solver_gaps(m, MilpOptions(gap_rel=0.02))
     for ub in (0.0, 0.5, 10.0, 1e3):
         for lb in (ub - g["gapAbs"], ub * (1 - g["gapRel"])):
             assert (ub - lb) / (ub + m.offset) <= 0.02 + 1e-12

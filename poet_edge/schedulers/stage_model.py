@@ -393,8 +393,8 @@ def decode(
     for t in range(n):
         ins = {q for q in an.preds[t] if nodes[q].out_bytes > 0}
         keep = ins | kept[t]
-        orders = _orders(nodes, an, _needed(an, gap[t], ram, keep))
-        tried = [_restore(nodes, an, order, ram, stored, keep) for order in orders]
+        orders = restoration_orders(nodes, an, needed_restorations(an, gap[t], ram, keep))
+        tried = [restore_gap(nodes, an, order, ram, stored, keep) for order in orders]
         gap_steps, after, peak = min(tried, key=lambda r: r[2])
         if peak > room:  # no order fits: free and restore again what does not (gap_repair)
             fixed = [
@@ -444,7 +444,7 @@ def gap_cut(m: StageModel, an: Analysis, values: np.ndarray, t: int) -> Row:
     return (-math.inf, len(on) - 1.0, on, [1.0] * len(on))
 
 
-def _needed(
+def needed_restorations(
     an: Analysis, todo: list[tuple[int, str]], ram: set[int], keep: set[int]
 ) -> list[tuple[int, str]]:
     """The restorations of a gap that are needed: of the values in ``keep`` that are not in RAM, and of
@@ -456,7 +456,7 @@ def _needed(
     return [(i, k) for i, k in todo if i in seen]
 
 
-def _orders(
+def restoration_orders(
     nodes: tuple[ProblemNode, ...], an: Analysis, todo: list[tuple[int, str]]
 ) -> list[list[tuple[int, str]]]:
     """Orders in which a gap may restore ``todo`` (each recomputation after the restorations of its
@@ -525,7 +525,7 @@ def _depth_first(
     return order
 
 
-def _restore(
+def restore_gap(
     nodes: tuple[ProblemNode, ...],
     an: Analysis,
     order: list[tuple[int, str]],
