@@ -134,7 +134,7 @@ def test_a_point_that_overfills_no_stage_is_a_stage_model_point(
         n_invalidations=invalidations,
     )
     chain = training_chain(6 + seed, seed=seed)
-    monkeypatch.setattr(stage_model, "_gap_rows", lambda *args: None)
+    monkeypatch.setattr(stage_model, "add_gap_rows", lambda *args: None)
     lifted = 0
     for problem in [
         *scale_budgets(replace(base, storage_bytes=storage), (0.7, 0.5, 0.0)),
@@ -181,7 +181,7 @@ def test_mobilenet_point_lifts_with_recomputations_before_their_invalidators(
     refined = ib.refine(problem, an, False, plain, OPTS, 120.0)
     assert refined.model is not None and refined.point is not None
     assert refined.bound > 0.395  # 0.3999 with highspy 1.16
-    monkeypatch.setattr(stage_model, "_gap_rows", lambda *args: None)
+    monkeypatch.setattr(stage_model, "add_gap_rows", lambda *args: None)
     stages = stage_model.build(problem, an, node_costs(problem, False), plain)
     x = ib.stage_point(problem, an, refined.model, refined.point, stages)
     assert stage_model.violated(stages, x) == []

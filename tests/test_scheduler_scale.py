@@ -252,7 +252,7 @@ def test_bound_below_exact_optimum_on_residual_chains(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", [3, 4])
-def test_running_sum_budget_rows_are_the_same_model(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_running_sum_budget_rows_are_the_same_model(seed: int) -> None:
     """Large graphs get the budget rows as running sums (``_running_sums``): the same points, so the
     LP relaxation and the MIP have the same optima as with the dense rows."""
     import numpy as np
@@ -268,10 +268,8 @@ def test_running_sum_budget_rows_are_the_same_model(seed: int, monkeypatch: pyte
         cover = build_cover(problem, an)
         optima = []
         for dense in (10**12, 0):
-            monkeypatch.setattr(segment_lp, "DENSE_NONZEROS", dense)
-            lp = segment_lp.bound_model(
-                problem, an, cover, False, 1.0, np.full(len(problem.nodes), problem.budget_bytes)
-            )
+            budget = np.full(len(problem.nodes), problem.budget_bytes)
+            lp = segment_lp.bound_model(problem, an, cover, False, 1.0, budget, dense_nonzeros=dense)
             assert lp is not None
             assert bool(lp.bounds) == (dense == 0)
             solved = [solve_lp(lp, 60.0, OPTS, integer) for integer in (False, True)]

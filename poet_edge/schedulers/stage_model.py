@@ -156,7 +156,7 @@ def build(
         if sum(val) > room:
             sc = float(max(room, 1))
             m.rows.append((-math.inf, room / sc, idx, [v / sc for v in val]))
-    _gap_rows(problem, an, m)
+    add_gap_rows(problem, an, m)
     if cap is not None and m.out and sum(nodes[i].out_bytes for i in m.out) > cap:
         sc = float(max(cap, 1))
         m.rows.append((-math.inf, cap / sc, list(m.out.values()), [nodes[i].out_bytes / sc for i in m.out]))
@@ -181,7 +181,7 @@ def build(
     return m
 
 
-def _gap_rows(problem: SchedulingProblem, an: Analysis, m: StageModel) -> None:
+def add_gap_rows(problem: SchedulingProblem, an: Analysis, m: StageModel) -> None:
     """RAM while v is recomputed in gap t: v, its inputs and every other value that stays in RAM
     through the whole gap. A value i is there when it was kept after stage t-1 and after stage t and
     not restored in gap t (it cannot leave and come back without a restoration): W[t,i] >=
