@@ -35,7 +35,7 @@ from poet_edge.simulator import SimResult, simulate
 if TYPE_CHECKING:
     from poet_edge.schedulers.scale_split import SplitProof
 
-NEAR_GAP = 0.01  # info within_1pct_s: when the schedule first came within this of the reported bound
+NEAR_GAP = 0.01  # the report's within_1pct_s: when the schedule first came within this of the reported bound
 
 
 @dataclass
@@ -142,7 +142,7 @@ class Run:
 
 def closed(cost: float, bound: float, gap: float) -> bool:
     """Whether ``cost`` is proven within ``gap`` of the lower bound: (cost - bound) / cost at most
-    that, the gap ``Schedule.info`` reports (the run stops at ``ScaleOptions.gap_rel``). Never without
+    that, the gap ``Schedule.report`` reports (the run stops at ``ScaleOptions.gap_rel``). Never without
     a schedule (cost inf)."""
     return math.isfinite(cost) and cost - bound <= gap * cost
 

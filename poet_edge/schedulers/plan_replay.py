@@ -228,7 +228,7 @@ def replay_plan(
     comes back just before its next use (page-in, or recomputation of it and of its missing inputs);
     values are freed after their last use. Returns (schedule, {}) or (None, bytes over the budget by
     stage) when the plan does not fit (transient RAM of restorations) or cannot be followed.
-    ``costs``: (compute, page-in, page-out) per node; the schedule's cost is then in its info.
+    ``costs``: (compute, page-in, page-out) per node; the schedule's cost is then in its report (``cost``).
     ``strict``: stop at the first overflow (the returned overflow is then partial). With the entry
     ``plan[FREE_TEMPS]``, inputs recomputed only for a restoration are freed right after it (else
     they stay until their last use). An entry (v, STORE) pages v out and keeps it (a restoration of
