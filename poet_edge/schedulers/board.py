@@ -57,6 +57,7 @@ class Board:
     proven: tuple[float, str] | None = None  # the highest lower bound so far, and what proved it
 
     def offer(self, schedule: Schedule, sim: SimResult, cost: float, origin: str) -> None:
+        """Takes ``schedule`` (valid, costing ``cost``) as the incumbent when it is cheaper."""
         if self.first_valid_s is None:
             self.first_valid_s = time.perf_counter() - self.began
         if cost < self.cost * (1 - 1e-12):
@@ -90,10 +91,12 @@ class Board:
 
 
 def metric(sim: SimResult, options: ScaleOptions) -> float:
+    """The objective of a simulated schedule: its latency or its energy."""
     return sim.latency_s if options.objective == "latency" else sim.energy_j
 
 
 def admissible(problem: SchedulingProblem, sim: SimResult) -> bool:
+    """Whether a simulated schedule keeps the problem's runtime budget (``max_latency_s``), if any."""
     limit = problem.max_latency_s
     return limit is None or sim.latency_s <= limit * (1 + 1e-9)
 
@@ -101,6 +104,9 @@ def admissible(problem: SchedulingProblem, sim: SimResult) -> bool:
 def try_schedule(
     problem: SchedulingProblem, best: Board, options: ScaleOptions, make: Callable[[], Schedule], origin: str
 ) -> SimResult | None:
+    """Makes a schedule (``make``), replays it in the simulator and, when it is valid and admissible,
+    offers it to the board as coming from ``origin``; returns its simulation (None when ``make`` or the
+    replay raised)."""
     try:
         schedule = make()
         sim = simulate(problem, schedule)
@@ -191,6 +197,7 @@ def full_budget(problem: SchedulingProblem) -> np.ndarray:
 
 
 def finish(best: Board, plain: float, status: str, cover: Cover, evals: int, effort: str) -> Schedule:
+    """The board at the run's end as its schedule and :class:`~poet_edge.schedule.SolveReport`."""
     assert best.schedule is not None
     bound, bound_from = best.proved((plain, "plain pass"))
     if bound > best.cost:  # only within the solver's tolerances (the bound is a relaxation)

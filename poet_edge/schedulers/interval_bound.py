@@ -38,7 +38,7 @@ mobilenetv1_025 with every parameter trained at 60%: 39.99% after 4.2 s (one sta
 
 Where no stage overfills, the point is one of the stage model's but for the RAM of the restorations
 between stages (:func:`stage_point`); decoded, it is a schedule at the bound where those fit (scale
-offers it, :func:`poet_edge.schedulers.scale._interval`).
+offers it, :func:`poet_edge.schedulers.scale_bounds.interval_refined`).
 """
 
 from __future__ import annotations

@@ -35,6 +35,8 @@ from poet_edge.schedulers.segment_lp import add_input_cuts, add_model_rows, opti
 
 
 def baselines(problem: SchedulingProblem, best: Board, options: ScaleOptions) -> None:
+    """Offers the baselines' schedules (none, page-all, greedy, recompute-all): a first valid schedule
+    before anything else."""
     from poet_edge.schedulers.greedy import schedule_greedy
     from poet_edge.schedulers.none import schedule_none
     from poet_edge.schedulers.page_all import schedule_page_all
@@ -50,6 +52,7 @@ def baselines(problem: SchedulingProblem, best: Board, options: ScaleOptions) ->
 
 
 def tighten(budget: np.ndarray, overflow: dict[int, int]) -> np.ndarray:
+    """``budget`` (the models' budget rows) lowered at each overflowing stage by its overflow."""
     out = budget.copy()
     for t, over in overflow.items():
         if 0 <= t < len(out) and over < 1 << 61:  # not the "cannot be followed" marker

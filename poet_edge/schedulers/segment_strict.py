@@ -1,7 +1,8 @@
 """The strict bound model of scheduler "scale": the segment bound model
 (:mod:`poet_edge.schedulers.segment_lp`) with the cuts of every value a recomputation recomputes,
 not only of the segment's own value. Larger (bert_tiny: 615 columns become 2,700) and slower to
-solve, so scale runs it only where the gap stays wide (:func:`poet_edge.schedulers.scale._strict`).
+solve, so scale runs it only where the gap stays wide
+(:func:`poet_edge.schedulers.scale_bounds.strict_bound`).
 
 Three additions, each a relaxation of every schedule in the problem's order (for the third, of some
 optimal one):
