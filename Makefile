@@ -53,7 +53,7 @@ lint:  venv ## ruff (lint + format check), mypy on the package, the pipeline's l
 	$(VENV)/bin/ruff format --check poet_edge tools
 	$(VENV)/bin/mypy poet_edge
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/python tools/check_private_imports.py poet_edge bench
+	$(VENV)/bin/python tools/check_private_imports.py poet_edge bench tests
 
 BENCH_HELPERS := bench/provenance.py bench/results_index.py
 bench: venv toolchain  ## run the benchmark scripts in bench/ (each prints a table), then index bench/results/RESULTS.md

@@ -65,7 +65,7 @@ def _row(family: str, n: int, frac: float, options: MilpOptions) -> dict[str, ob
     except PoetError as err:
         return {**head, "status": f"error: {str(err)[:70]}"}
     total = time.perf_counter() - began
-    info = dict(schedule.info)
+    info = schedule.report.to_json()
     sim = simulate(problem, schedule)
     base_c = best_baseline(problem, options)
     return {

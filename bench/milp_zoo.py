@@ -74,7 +74,7 @@ def main() -> int:
                 continue
             secs = time.monotonic() - t0
             sim = _sim(problem, sched, profile)
-            info = dict(sched.info)
+            info = sched.report.to_json()
             best = min((s.energy_j, n) for n, s in base.items()) if base else None
             rows.append(
                 {

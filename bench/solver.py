@@ -128,7 +128,7 @@ def run_scale(
         schedule = schedule_scale(problem, options)
     except PoetError as err:
         return Run(total_s=time.perf_counter() - began, note=str(err)[:40])
-    info = dict(schedule.info)
+    info = schedule.report.to_json()
     first, near = info.get("first_valid_s"), info.get("within_1pct_s")
     run = Run(
         total_s=time.perf_counter() - began,
@@ -154,7 +154,7 @@ def run_poet(problem: SchedulingProblem, limit: float, threads: int, gap: float 
         schedule = replace(schedule_milp(problem, options), solver="poet-milp")
     except PoetError as err:
         return Run(total_s=time.perf_counter() - began, note=str(err)[:40])
-    info = dict(schedule.info)
+    info = schedule.report.to_json()
     total = time.perf_counter() - began
     bound = info.get("bound")
     run = Run(

@@ -124,7 +124,7 @@ def run_case(model: str, train: str, ram: int, tmp: Path) -> dict[str, Any]:
             "energy_free_mj": free.sim.energy_j * 1e3,
             "recomputations": c.sim.n_recomputations,
             "page_outs": c.sim.n_page_outs,
-            "schedule_info": {k: v for k, v in c.schedule.info if k in ("status", "gap", "effort")},
+            "schedule_info": c.schedule.report.to_json(("status", "gap", "effort")),
         }
     )
     return row

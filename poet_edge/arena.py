@@ -117,7 +117,7 @@ def conflicts(insts: list[Instance]) -> list[list[int]]:
 SMALL_CONFLICTS = 48  # shorter conflict lists are placed in plain Python, longer ones with numpy
 
 
-class _Conf:
+class Conflicts:
     """The conflict lists (as lists and as arrays) with the instance sizes: what placement reads."""
 
     def __init__(self, insts: list[Instance], conf: list[list[int]]) -> None:
@@ -129,7 +129,7 @@ class _Conf:
         self.work = 0  # conflict entries visited by placements (a count, not a time)
 
 
-def _offset_small(offsets: list[int], conf: _Conf, i: int, best_fit: bool) -> int:
+def _offset_small(offsets: list[int], conf: Conflicts, i: int, best_fit: bool) -> int:
     size = conf.sizes
     busy = sorted((offsets[j], offsets[j] + size[j]) for j in conf.lists[i] if offsets[j] >= 0)
     gaps = _gaps(busy, size[i])
@@ -139,7 +139,7 @@ def _offset_small(offsets: list[int], conf: _Conf, i: int, best_fit: bool) -> in
 UNPLACED = 1 << 60  # _offset_large's offset of an unplaced instance: above every hole, never in one
 
 
-def _offset_large(offsets: np.ndarray, conf: _Conf, i: int, best_fit: bool) -> int:
+def _offset_large(offsets: np.ndarray, conf: Conflicts, i: int, best_fit: bool) -> int:
     """As :func:`_offset_small`, vectorised: hole k lies between the highest end of the busy ranges
     sorted before k (``prev``) and the start of range k. ``offsets`` holds ``UNPLACED`` for instances
     not placed yet: they sort last, the first of them opens the unbounded hole above all placed ranges
@@ -167,7 +167,7 @@ def _offset_large(offsets: np.ndarray, conf: _Conf, i: int, best_fit: bool) -> i
 def _place(
     order: list[int],
     insts: list[Instance],
-    conf: _Conf,
+    conf: Conflicts,
     best_fit: bool,
     fixed: list[int] | None = None,
 ) -> list[int]:
@@ -190,7 +190,7 @@ def _place(
 
 def _plan(
     insts: list[Instance],
-    conf: _Conf,
+    conf: Conflicts,
     order: list[int],
     best_fit: bool,
     name: str,
@@ -204,7 +204,7 @@ def _plan(
 def plan_greedy_by_size(insts: list[Instance]) -> ArenaPlan:
     """TensorFlow Lite Micro's greedy planner: largest first, lowest fitting offset (the baseline)."""
     order = sorted(range(len(insts)), key=lambda i: (-insts[i].size, insts[i].start, i))
-    return _plan(insts, _Conf(insts, conflicts(insts)), order, False, "greedy-by-size")
+    return _plan(insts, Conflicts(insts, conflicts(insts)), order, False, "greedy-by-size")
 
 
 def _breadth(insts: list[Instance]) -> list[int]:
@@ -234,7 +234,7 @@ REFINE_WORK = 8_000_000  # conflict entries all refinements of one plan_best may
 
 def _refine(
     insts: list[Instance],
-    conf: _Conf,
+    conf: Conflicts,
     order: list[int],
     best_fit: bool,
     floor: int,
@@ -281,7 +281,7 @@ EXACT_NODES = (
 EXACT_MAX_VARS = 20_000  # the exact slot model is only built below this many binaries
 
 
-def _units(insts: list[Instance], floor: int) -> list[int]:
+def slot_units(insts: list[Instance], floor: int) -> list[int]:
     """Slot units for :func:`plan_slots`, largest first: the gcd ``u`` of the largest sizes whenever the
     instances whose size is not a multiple of ``u`` (the small ones) never have more than ``SMALL_SHARE``
     of the live peak alive together, while the multiples of ``u`` need at most ``SLOT_MAX`` slots."""
@@ -298,7 +298,7 @@ def _units(insts: list[Instance], floor: int) -> list[int]:
     return out
 
 
-class _Slots:
+class Slots:
     """Contiguous slot assignment of interval items (start, end, width) into ``k`` slots, items in order
     of birth. A greedy sweep places each item, at its birth, in the free slots that score best: not
     splitting a free run, the shortest run, then next to an item that dies in the same epoch (between the
@@ -433,22 +433,22 @@ def exact_slots(items: list[tuple[int, int, int]], k: int, nodes: int = EXACT_NO
 
 def plan_slots(
     insts: list[Instance],
-    conf: list[list[int]] | _Conf,
+    conf: list[list[int]] | Conflicts,
     ceiling: int,
     budget: int = SLOT_WORK,
     check: Callable[[], None] = lambda: None,
 ) -> ArenaPlan | None:
     """When the large instances' sizes are multiples of one unit, pack them into unit slots (by gravity,
-    slot-aligned offsets lose nothing among them) with :class:`_Slots`, forwards in time and, if that
+    slot-aligned offsets lose nothing among them) with :class:`Slots`, forwards in time and, if that
     fails, backwards (a packing read backwards is a packing), at the fewest slots their live peak allows
     and more while under ``ceiling`` bytes; then place the small instances around them (first and best
-    fit, the better). Each unit of :func:`_units` is tried, until one reaches the live peak; the smallest
+    fit, the better). Each unit of :func:`slot_units` is tried, until one reaches the live peak; the smallest
     arena under ``ceiling`` wins, None if none is. ``budget`` (slot visits) bounds the whole search."""
-    conf = conf if isinstance(conf, _Conf) else _Conf(insts, conf)
+    conf = conf if isinstance(conf, Conflicts) else Conflicts(insts, conf)
     floor = peak_live(insts)
     last = max((i.end for i in insts), default=0)
     best: ArenaPlan | None = None
-    for u in _units(insts, floor):
+    for u in slot_units(insts, floor):
         small = sorted(
             (i for i, x in enumerate(insts) if x.size % u), key=lambda i: (-insts[i].size, insts[i].start, i)
         )
@@ -465,7 +465,7 @@ def plan_slots(
                     for i in large
                 }
                 order = sorted(large, key=lambda i: (span[i][0], -insts[i].size, -span[i][1], i))
-                slots = _Slots([(*span[i], insts[i].size // u) for i in order], k)
+                slots = Slots([(*span[i], insts[i].size // u) for i in order], k)
                 path = slots.search(min(budget, SLOT_ATTEMPT))
                 budget -= slots.work
                 if path is not None:
@@ -498,7 +498,7 @@ def plan_best(insts: list[Instance], check: Callable[[], None] = lambda: None) -
     name for a refined one, "slots" for the slot stage). ``check`` is called between steps: it may raise
     (a time limit), it cannot change the plan, which depends on work counts only."""
     n = range(len(insts))
-    conf = _Conf(insts, conflicts(insts))
+    conf = Conflicts(insts, conflicts(insts))
     breadth = _breadth(insts)
     orders = {
         "size": sorted(n, key=lambda i: (-insts[i].size, insts[i].start, i)),
@@ -599,7 +599,7 @@ def _spill(
 
 
 def _first_fit_banks(
-    insts: list[Instance], conf: _Conf, order: list[int], rooms: tuple[int, ...]
+    insts: list[Instance], conf: Conflicts, order: list[int], rooms: tuple[int, ...]
 ) -> tuple[list[int], list[int]] | None:
     """First fit by bank: each instance in ``order`` at the lowest hole of the first bank where it fits
     under the room, among the lifetime-overlapping instances of that bank; None if one fits no bank."""
@@ -636,7 +636,7 @@ def plan_banks(
     spilled = _spill(insts, rooms, whole, check)
     if excess(spilled, rooms) <= 0:
         return spilled
-    conf = _Conf(insts, conflicts(insts))
+    conf = Conflicts(insts, conflicts(insts))
     n = range(len(insts))
     breadth = _breadth(insts)
     orders = {
@@ -717,7 +717,7 @@ def evict_above(
         out += before.get(k, [])
         out += [kept] if kept is not None else []
         out += after.get(k, [])
-    return Schedule(tuple(out), schedule.solver, schedule.info)
+    return Schedule(tuple(out), schedule.solver, schedule.report)
 
 
 def _resident_before(steps: tuple[Step, ...], at: set[int]) -> dict[int, set[str]]:

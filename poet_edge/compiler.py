@@ -30,7 +30,7 @@ from poet_edge.paths import PLAN_FILE, RUNTIME_C, TARGETS, check_output, write_p
 from poet_edge.problem import SchedulingProblem
 from poet_edge.profiles import Profile, load_profile
 from poet_edge.progress import PhaseLimit
-from poet_edge.schedule import Schedule
+from poet_edge.schedule import Schedule, SolveReport
 from poet_edge.schedulers import ALIASES, configured, get_scheduler
 from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.simulator import Integrity, SimResult, simulate
@@ -354,7 +354,7 @@ def _state_hint(fixed: planning.FixedRam, opts: CompileOptions) -> str:
 # --time-limit bounds the whole compile. A schedule may use what is left of it but RESERVE_SHARE (the arena,
 # simulation and code generation after it); when fragmentation makes the arena exceed the budget, a reschedule
 # with the budget tightened by the excess runs only if at least RETRY_SHARE of the limit is left for it, at
-# most MAX_ROUNDS schedules in all; after the last one, _evict_fragments repairs the schedule instead. Shares
+# most MAX_ROUNDS schedules in all; after the last one, evict_fragments repairs the schedule instead. Shares
 # of the limit, so that the rule is the same at every limit.
 RESERVE_SHARE = 0.1
 RETRY_SHARE = 0.5  # a solve that needed less than about half the limit likely converges again in what is left
@@ -379,7 +379,7 @@ def _round_options(opts: CompileOptions, limit: PhaseLimit, began: float) -> Com
 EVICT_ROUNDS = 4  # eviction repairs of one schedule's arena (a count: plans stay deterministic)
 
 
-def _evict_fragments(
+def evict_fragments(
     problem: SchedulingProblem,
     schedule: Schedule,
     plan: arena.ArenaPlan,
@@ -475,14 +475,14 @@ def _fit(
     """Schedules ``problem`` and plans its arena. The arena, not only the live bytes, must fit: while it
     does not, reschedules with the budget tightened by the excess (doubled while the same excess comes
     back), while :func:`_no_reschedule` allows; then, as the last resort, evicts the values placed above
-    the budget (:func:`_evict_fragments`); an arena still too big stops the compile naming the phase."""
+    the budget (:func:`evict_fragments`); an arena still too big stops the compile naming the phase."""
     sizes = {n.name: n.out_bytes for n in spec.nodes}
     ws = {n.name: n.workspace_bytes for n in problem.nodes}
     target, rounds, why, cut, last = problem, 0, "", 0, 0
     rooms = arena.bank_rooms(opts.ram_banks, opts.ram_bytes, problem.fixed_bytes)
     while True:
         phase("schedule" + what)
-        schedule = _schedule(target, _round_options(opts, limit, began))
+        schedule = schedule_problem(target, _round_options(opts, limit, began))
         rounds += 1
         phase("arena" + what)
         plan = arena.plan_banks(arena.instances(schedule, sizes, ws), rooms, limit.check)
@@ -490,7 +490,7 @@ def _fit(
         cut, last = (2 * cut if excess == last else excess), excess  # the same excess again: cut more
         why = _no_reschedule(opts, limit, began, rounds, target.budget_bytes - cut < floor)
         if excess > 0 and why:  # the last resort, cheap in time but dearer than a reschedule
-            schedule, plan = _evict_fragments(problem, schedule, plan, opts, limit, log)
+            schedule, plan = evict_fragments(problem, schedule, plan, opts, limit, log)
             excess = arena.excess(plan, rooms)
         if excess <= 0 or why:
             break
@@ -582,7 +582,7 @@ def max_latency_s(text: str | None, problem: SchedulingProblem) -> float | None:
     return value * sum(n.compute_s for n in problem.nodes) if t.endswith("x") else value
 
 
-def _schedule(problem: SchedulingProblem, opts: CompileOptions) -> Schedule:
+def schedule_problem(problem: SchedulingProblem, opts: CompileOptions) -> Schedule:
     """Runs the scheduler. `none` cannot trade anything for memory: over budget, its simulated peak is
     the error.
     `scale`, `milp`: when the no-remat schedule fits (and no latency bound binds it), it is optimal — every
@@ -593,7 +593,7 @@ def _schedule(problem: SchedulingProblem, opts: CompileOptions) -> Schedule:
             return Schedule(
                 schedule.steps,
                 opts.scheduler,
-                (("status", "Optimal (the no-remat schedule fits)"), ("gap", 0.0)),
+                SolveReport.of(status="Optimal (the no-remat schedule fits)", gap=0.0),
             )
     if opts.scheduler != "none":
         return configured(opts.scheduler, opts.milp)(problem)
@@ -685,7 +685,7 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
             "solver": c.schedule.solver,
             "steps": c.schedule.to_json(),
             # solver details without timings (plan.json must not depend on the wall clock)
-            "info": {k: v for k, v in c.schedule.info if k in DETERMINISTIC_INFO},
+            "info": c.schedule.report.to_json(DETERMINISTIC_INFO),
         },
         "integrity": integrity(opts, tg, c.storage).to_json(),
         "simulation": c.sim.to_json(),

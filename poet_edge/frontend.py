@@ -72,7 +72,7 @@ def load_onnx(path: str | Path) -> onnx.ModelProto:
     return model
 
 
-def _attrs(node: onnx.NodeProto) -> dict[str, object]:
+def node_attrs(node: onnx.NodeProto) -> dict[str, object]:
     out: dict[str, object] = {}
     for a in node.attribute:
         v = onnx.helper.get_attribute_value(a)
@@ -180,7 +180,7 @@ class _Builder:
         name = _node_name(pn, index)
         return [
             PoetError(f"node '{name}' ({pn.op_type}): unsupported {p}")
-            for p in attribute_problems(op, _attrs(pn))
+            for p in attribute_problems(op, node_attrs(pn))
         ]
 
     def add(self, pn: onnx.NodeProto, index: int) -> None:
@@ -205,7 +205,7 @@ class _Builder:
                     f"compile time; foldable: {', '.join(FOLDABLE)})"
                 )
             raise UnsupportedOp(f"node '{name}': unsupported op {pn.op_type}{why}")
-        attrs, inputs = _attrs(pn), []
+        attrs, inputs = node_attrs(pn), []
         for i, t in enumerate(pin):
             if i in op.const_inputs:
                 if t == "":
@@ -282,7 +282,7 @@ class _Builder:
         pin = _trim(pn.input)
         if any(i < len(pin) and pin[i] in self.unknown for i in op.const_inputs):
             return  # its constant inputs are unknown: the attribute checks would guess
-        attrs = _attrs(pn)
+        attrs = node_attrs(pn)
         for i, key in op.const_inputs.items():
             value = self.consts.get(pin[i], self.params.get(pin[i])) if i < len(pin) and pin[i] else None
             if value is not None:
@@ -297,7 +297,7 @@ class _Builder:
         return bool(pin) and all(t == "" or t in self.consts for t in pin)
 
     def _fold(self, pn: onnx.NodeProto, name: str, pin: list[str]) -> None:
-        attrs = _attrs(pn)
+        attrs = node_attrs(pn)
         xs = [self.consts.get(t) if t else None for t in pin]  # Shape's input may be any tensor
         try:
             if pn.op_type == "Shape":
@@ -333,7 +333,7 @@ class _Builder:
         return t
 
     def _constant(self, pn: onnx.NodeProto, name: str) -> np.ndarray:
-        attrs = _attrs(pn)
+        attrs = node_attrs(pn)
         if "value" in attrs:
             return np.asarray(attrs["value"])
         for key in ("value_float", "value_int", "value_floats", "value_ints"):

@@ -76,7 +76,7 @@ class ModePlan:
             "schedule": {
                 "solver": self.schedule.solver,
                 "steps": self.schedule.to_json(),
-                "info": {k: v for k, v in self.schedule.info if k in deterministic_info},
+                "info": self.schedule.report.to_json(deterministic_info),
             },
             "simulation": self.sim.to_json(),
             "arena_bytes": self.arena.arena_bytes,

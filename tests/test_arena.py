@@ -98,25 +98,27 @@ def test_slot_stage_places_small_instances_around_the_slots():
 
 def test_units_are_gcds_of_the_largest_sizes_with_few_small_bytes_left():
     big = [Instance("a", 8192, 0, 5), Instance("b", 16384, 2, 3), Instance("c", 8192, 4, 9)]
-    assert arena._units([*big, Instance("s", 256, 0, 9)], 32768 + 256) == [8192, 256]
-    assert arena._units([*big, Instance("s", 4096, 0, 9)], 32768 + 4096) == [4096]  # 4096 B is no small share
+    assert arena.slot_units([*big, Instance("s", 256, 0, 9)], 32768 + 256) == [8192, 256]
+    assert arena.slot_units([*big, Instance("s", 4096, 0, 9)], 32768 + 4096) == [
+        4096
+    ]  # 4096 B is no small share
     assert (
-        arena._units([Instance("a", 16 * 1000, 0, 1), Instance("b", 16 * 1001, 0, 1)], 32016) == []
+        arena.slot_units([Instance("a", 16 * 1000, 0, 1), Instance("b", 16 * 1001, 0, 1)], 32016) == []
     )  # > SLOT_MAX
 
 
 def test_slot_search_repairs_a_stuck_greedy_sweep():
     items = [(4, 9, 2), (4, 8, 2), (5, 10, 1), (5, 7, 1), (7, 8, 1), (8, 12, 2), (10, 16, 2), (10, 15, 1)]
     k = 8  # the most slots alive at once
-    depth, _ = arena._Slots(items, k).sweep([-1] * k, 0, [])
+    depth, _ = arena.Slots(items, k).sweep([-1] * k, 0, [])
     assert depth < len(items)  # the plain sweep gets stuck: a wide item finds no adjacent free slots
-    path = arena._Slots(items, k).search(10**6)
+    path = arena.Slots(items, k).search(10**6)
     assert path is not None
     for a, ((sa, ea, wa), pa) in enumerate(zip(items, path, strict=True)):
         assert 0 <= pa <= k - wa
         for (sb, eb, wb), pb in list(zip(items, path, strict=True))[a + 1 :]:
             assert not (sa <= eb and sb <= ea and pa < pb + wb and pb < pa + wa)
-    assert arena._Slots(items, k).search(10) is None  # a budget (in slot visits) ends the search
+    assert arena.Slots(items, k).search(10) is None  # a budget (in slot visits) ends the search
 
 
 def _chains(seed: int) -> list[Instance]:
@@ -215,14 +217,14 @@ def test_planning_work_on_a_2000_node_graph_is_bounded(monkeypatch):
         {n.name: n.out_bytes for n in p.nodes},
         {n.name: n.workspace_bytes for n in p.nodes},
     )
-    made: list[arena._Conf] = []
+    made: list[arena.Conflicts] = []
 
-    class Spy(arena._Conf):
+    class Spy(arena.Conflicts):
         def __init__(self, *args) -> None:
             super().__init__(*args)
             made.append(self)
 
-    monkeypatch.setattr(arena, "_Conf", Spy)
+    monkeypatch.setattr(arena, "Conflicts", Spy)
     plan = arena.plan_best(insts)
     arena.verify(plan)
     assert plan.arena_bytes <= arena.plan_greedy_by_size(insts).arena_bytes
@@ -301,7 +303,7 @@ def test_evicting_the_values_above_fits_the_greedy_gru_arena() -> None:
     assert (room, plan.arena_bytes) == (73712, 80448)
     logs: list[str] = []
     opts = CompileOptions(gru, "cortex-m4", 100 * 1024, Path("unused"), scheduler="greedy")
-    repaired, fitted = compiler._evict_fragments(problem, schedule, plan, opts, PhaseLimit(None), logs.append)
+    repaired, fitted = compiler.evict_fragments(problem, schedule, plan, opts, PhaseLimit(None), logs.append)
     assert len(logs) == 4 and fitted.arena_bytes == 73088 <= room
     arena.verify(fitted)
     sim = simulate(problem, repaired)

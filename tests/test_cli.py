@@ -331,23 +331,24 @@ def test_gap_option_and_option_errors(tmp_path):
 
 
 def test_open_gap_is_explained():
-    from poet_edge.commands.compile import _bound_lines
+    from poet_edge.commands.compile import bound_lines
+    from poet_edge.schedule import SolveReport
 
     timed = {"status": "feasible, time-dependent", "bound": 0.012, "gap": 0.4}
-    lines = _bound_lines(timed, 0.01, "energy", 30.0, None)
+    lines = bound_lines(SolveReport.of(**timed), 0.01, "energy", 30.0, None)
     assert lines[0].startswith("lower bound: 12.0000 mJ (+20.00% energy)")
     assert lines[0].endswith("costs at most 66.67% more than the best")  # cost = bound / (1 - gap)
     assert lines[1].startswith("hint: the 30 s time limit left the gap open")
-    assert _bound_lines({**timed, "status": "Time limit reached"}, 0.01, "latency", 5.0, None)[0].startswith(
-        "lower bound: 12.0000 ms (+20.00% latency)"
-    )
+    assert bound_lines(
+        SolveReport.of(**{**timed, "status": "Time limit reached"}), 0.01, "latency", 5.0, None
+    )[0].startswith("lower bound: 12.0000 ms (+20.00% latency)")
     assert (
-        len(_bound_lines({**timed, "status": "feasible"}, 0.01, "energy", 30.0, None)) == 1
+        len(bound_lines(SolveReport.of(**{**timed, "status": "feasible"}), 0.01, "energy", 30.0, None)) == 1
     )  # time was not it
     assert (
-        len(_bound_lines({**timed, "gap": 0.005}, 0.01, "energy", 30.0, None)) == 1
+        len(bound_lines(SolveReport.of(**{**timed, "gap": 0.005}), 0.01, "energy", 30.0, None)) == 1
     )  # within the default 1%
-    assert len(_bound_lines(timed, 0.01, "energy", 30.0, 0.5)) == 1  # within the asked --gap
+    assert len(bound_lines(SolveReport.of(**timed), 0.01, "energy", 30.0, 0.5)) == 1  # within the asked --gap
     for info in (
         {},
         {**timed, "gap": 0.0},
@@ -355,4 +356,4 @@ def test_open_gap_is_explained():
         {**timed, "bound": None},
         {"status": "heuristic"},
     ):
-        assert _bound_lines(info, 0.01, "energy", 30.0, None) == []
+        assert bound_lines(SolveReport.of(**info), 0.01, "energy", 30.0, None) == []

@@ -132,7 +132,7 @@ def _fragmenting(
     from poet_edge import compiler
 
     seen: list[tuple[int, float, int]] = []
-    real_schedule, real_plan = compiler._schedule, arena.plan_best
+    real_schedule, real_plan = compiler.schedule_problem, arena.plan_best
 
     def schedule(problem, opts):
         seen.append((problem.budget_bytes, opts.milp.time_limit_s, 0))
@@ -145,7 +145,7 @@ def _fragmenting(
         seen[-1] = (*seen[-1][:2], p.arena_bytes)
         return p
 
-    monkeypatch.setattr(compiler, "_schedule", schedule)
+    monkeypatch.setattr(compiler, "schedule_problem", schedule)
     monkeypatch.setattr(arena, "plan_best", plan)
     return seen
 

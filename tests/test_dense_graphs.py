@@ -47,7 +47,7 @@ def test_recomputation_needed_still_gets_a_first_schedule():
     problem = replace(given, budget_bytes=budget)
     schedule = configured("scale", MilpOptions(time_limit_s=3.0, threads=1))(problem)
     sim = simulate(problem, schedule)
-    info = dict(schedule.info)
+    info = schedule.report.to_json()
     assert sim.peak_ram_bytes <= budget and sim.n_recomputations > 0
     assert info["bound_covers"] in (ALL_ORDERS, "this order") and float(info["bound"]) <= sim.energy_j  # type: ignore[arg-type]
     assert info["order"] != "given"

@@ -71,7 +71,7 @@ def test_quick_is_a_prefix_of_default() -> None:
         e: [schedule_scale(problem, ScaleOptions(threads=1, effort=e)) for _ in range(2)] for e in efforts
     }
     for first, second in runs.values():
-        assert first.steps == second.steps and dict(first.info)["objective"] == dict(second.info)["objective"]
-    quick, default = (dict(runs[e][0].info) for e in ("quick", "default"))
+        assert first.steps == second.steps and first.report.objective == second.report.objective
+    quick, default = (runs[e][0].report.to_json() for e in ("quick", "default"))
     assert not quick["cut_by_time_limit"] and not default["cut_by_time_limit"]
     assert default["objective"] <= quick["objective"]

@@ -33,9 +33,11 @@ def test_restore_evicting_replays_within_the_room(seed: int) -> None:
         todo = [
             (v, k) for v, k in todo if k == "i" or (nodes[v].recomputable and stage <= an.recomp_until[v])
         ]
-        orders = stage_model._orders(nodes, an, stage_model._needed(an, todo, ram, keep))
+        orders = stage_model.restoration_orders(
+            nodes, an, stage_model.needed_restorations(an, todo, ram, keep)
+        )
         order = orders[0]
-        plain = stage_model._restore(nodes, an, order, ram, stored, keep)[2]
+        plain = stage_model.restore_gap(nodes, an, order, ram, stored, keep)[2]
         room = rng.randint(plain // 2, plain)
         out = restore_evicting(nodes, an, stage, order, ram, stored, keep, room)
         if out is None:

@@ -17,7 +17,7 @@ from poet_edge.schedule import Compute, Schedule
 from poet_edge.schedulers import SCHEDULERS
 from poet_edge.schedulers import interval_bound as ib
 from poet_edge.schedulers.engine import analyse
-from poet_edge.schedulers.scale import ScaleOptions, schedule_scale
+from poet_edge.schedulers.scale import Policy, ScaleOptions, schedule_scale
 from poet_edge.simulator import simulate
 
 OPTS = ScaleOptions(time_limit_s=60.0, threads=1, kicks=3)
@@ -28,7 +28,7 @@ def _stage_sets(problem: SchedulingProblem, seed: int) -> list[tuple[int, ...]]:
     rng = random.Random(seed)
     return [
         (),
-        ib._tightest(problem, analyse(problem, True)),
+        ib.tightest_stages(problem, analyse(problem, True)),
         tuple(range(0, n, 3)),
         tuple(range(n)),
         tuple(sorted(rng.sample(range(n), n // 4))),
@@ -80,7 +80,7 @@ def test_exact_optimal_schedules_are_points_and_the_bound_stays_below(seed: int)
     an = analyse(base, True)
     above = []
     for problem, exact in exact_schedules(base):
-        assert dict(exact.info)["status"] == "Optimal"
+        assert exact.report.status == "Optimal"
         _point_checks(problem, [exact], seed)
         plain = sum(n.compute_j for n in problem.nodes)
         optimum = simulate(problem, exact).energy_j
@@ -99,7 +99,7 @@ def test_refinement_adds_the_overfilled_stages_until_none_is() -> None:
     an = analyse(problem, True)
     plain = sum(n.compute_j for n in problem.nodes)
     refined = ib.refine(problem, an, False, plain, OPTS, 60.0)
-    first = ib.build(problem, an, False, plain, ib._tightest(problem, an))
+    first = ib.build(problem, an, False, plain, ib.tightest_stages(problem, an))
     assert refined.rounds >= 3 and not refined.stopped
     assert set(first.stages) < set(refined.stages)
     assert len(refined.stages) >= len(first.stages) + refined.rounds - 1
@@ -134,7 +134,7 @@ def test_a_point_that_overfills_no_stage_is_a_stage_model_point(
         n_invalidations=invalidations,
     )
     chain = training_chain(6 + seed, seed=seed)
-    monkeypatch.setattr(stage_model, "_gap_rows", lambda *args: None)
+    monkeypatch.setattr(stage_model, "add_gap_rows", lambda *args: None)
     lifted = 0
     for problem in [
         *scale_budgets(replace(base, storage_bytes=storage), (0.7, 0.5, 0.0)),
@@ -181,7 +181,7 @@ def test_mobilenet_point_lifts_with_recomputations_before_their_invalidators(
     refined = ib.refine(problem, an, False, plain, OPTS, 120.0)
     assert refined.model is not None and refined.point is not None
     assert refined.bound > 0.395  # 0.3999 with highspy 1.16
-    monkeypatch.setattr(stage_model, "_gap_rows", lambda *args: None)
+    monkeypatch.setattr(stage_model, "add_gap_rows", lambda *args: None)
     stages = stage_model.build(problem, an, node_costs(problem, False), plain)
     x = ib.stage_point(problem, an, refined.model, refined.point, stages)
     assert stage_model.violated(stages, x) == []
@@ -208,15 +208,9 @@ def test_mid_size_path_reports_the_interval_bound_and_proves_below_it(
     least that model's; where that bound already puts the gap within prove_gap, the cutoff proof
     looks for any cheaper point ((1 - gap_rel) x the incumbent)."""
     from poet_edge.schedulers import proof_process, scale, stage_model
+    from poet_edge.schedulers.board import Run
 
-    monkeypatch.setattr(scale, "STAGE_PAIRS", 0)
-    monkeypatch.setattr(scale, "PROVE_PAIRS", 10**9)
-    closed = scale._closed
-
-    def never(cost: float, bound: float, gap: float) -> bool:
-        return gap != OPTS.gap_rel and closed(cost, bound, gap)
-
-    monkeypatch.setattr(scale, "_closed", never)
+    opts = replace(OPTS, policy=Policy(stage_pairs=0, prove_pairs=10**9, every_phase=True))
     refined: list[float] = []
     real_refined = proof_process.refined
 
@@ -227,8 +221,8 @@ def test_mid_size_path_reports_the_interval_bound_and_proves_below_it(
 
     monkeypatch.setattr(proof_process, "refined", spy_refined)
     problem = replace(training_chain(8, seed=0), budget_bytes=220)
-    schedule = schedule_scale(problem, OPTS)
-    info = dict(schedule.info)
+    schedule = schedule_scale(problem, opts)
+    info = schedule.report.to_json()
     plain = sum(n.compute_j for n in problem.nodes)
     assert refined and max(refined) > 0
     assert float(info["bound"]) >= plain * (1 + max(refined)) * (1 - 1e-9)  # type: ignore[arg-type]
@@ -242,19 +236,19 @@ def test_mid_size_path_reports_the_interval_bound_and_proves_below_it(
         return real_solve(*args, **kwargs)  # type: ignore[arg-type]
 
     seen: list[float] = []
-    real_prove = scale._prove
+    real_prove = scale.cutoff_proof
 
-    def spy_prove(run: scale._Run, *args: object) -> float:
+    def spy_prove(run: Run, *args: object, **kwargs: object) -> float:
         seen.append(run.best.cost)
-        return real_prove(run, *args)  # type: ignore[arg-type]
+        return real_prove(run, *args, **kwargs)  # type: ignore[arg-type]
 
-    def within(run: scale._Run, job: object, model: object, plain: float) -> float:  # 0.5 x prove_gap below
-        return ((1 - OPTS.prove_gap / 2) * run.best.cost - plain) / run.norm
+    def within(run: Run, bound: float, **kwargs: object) -> float:  # 0.5 x prove_gap below
+        return ((1 - OPTS.prove_gap / 2) * run.best.cost - run.plain) / run.norm
 
-    monkeypatch.setattr(scale, "_interval", within)
-    monkeypatch.setattr(scale, "_prove", spy_prove)
+    monkeypatch.setattr(scale, "interval_refined", within)
+    monkeypatch.setattr(scale, "cutoff_proof", spy_prove)
     monkeypatch.setattr(stage_model, "solve", spy_solve)
-    schedule_scale(problem, OPTS)
+    schedule_scale(problem, opts)
     assert cutoffs and all(abs(c - want) <= 1e-9 for c, want in cutoffs)
 
 
@@ -265,17 +259,12 @@ def test_mid_size_path_offers_the_interval_point_decoded_and_repaired(
     offers the schedule (origin "interval model"); where the decode repairs a gap, windows around it
     give further points ("interval model, repair round k"). Every offer the simulator accepts costs at
     least the reported bound, and the result at most the cheapest of them."""
-    from poet_edge.schedulers import scale
+    from poet_edge.schedulers import scale_bounds
 
-    monkeypatch.setattr(scale, "STAGE_PAIRS", 0)
-    closed = scale._closed
-
-    def never(cost: float, bound: float, gap: float) -> bool:  # else the first local search ends the run
-        return gap != OPTS.gap_rel and closed(cost, bound, gap)
-
-    monkeypatch.setattr(scale, "_closed", never)
+    # every phase: else the first local search ends the run
+    opts = replace(OPTS, policy=Policy(stage_pairs=0, every_phase=True))
     offers: list[tuple[str, float]] = []
-    real_try = scale._try
+    real_try = scale_bounds.try_schedule
 
     def spy_try(
         problem: SchedulingProblem, best: object, options: ScaleOptions, make: object, origin: str
@@ -285,14 +274,14 @@ def test_mid_size_path_offers_the_interval_point_decoded_and_repaired(
             offers.append((origin, sim.energy_j if sim.peak_ram_bytes <= problem.budget_bytes else math.inf))
         return sim
 
-    monkeypatch.setattr(scale, "_try", spy_try)
+    monkeypatch.setattr(scale_bounds, "try_schedule", spy_try)  # the interval model's offers
     origins = set()
     for seed in (105, 109):  # graphs whose interval point needs a repair (gap 18, gap 6) at 60%
         base = random_layered_dag(40, seed, n_invalidations=2)
         for problem in scale_budgets(base, (0.6,)):
             offers.clear()
-            schedule = schedule_scale(problem, OPTS)
-            info = dict(schedule.info)
+            schedule = schedule_scale(problem, opts)
+            info = schedule.report.to_json()
             cost = simulate(problem, schedule).energy_j
             for origin, paid in offers:
                 origins.add(origin.split(",")[0] if "repair" not in origin else "repair")

@@ -37,7 +37,7 @@ def _solve(problem: SchedulingProblem, **kw: object) -> tuple[Schedule, SimResul
     options = MilpOptions(time_limit_s=60, threads=2, **kw)  # type: ignore[arg-type]
     schedule = schedule_milp(problem, options)
     sim = simulate(problem, schedule)
-    info = dict(schedule.info)
+    info = schedule.report.to_json()
     assert sim.peak_ram_bytes <= problem.budget_bytes
     if info["fallback"] is None:
         value = _metric(sim, options.objective)
@@ -400,7 +400,7 @@ def test_time_limit_returns_a_valid_schedule_with_its_gap() -> None:
     base = random_layered_dag(40, 9)
     problem = replace(base, budget_bytes=(memory_floor(base).bytes + peak_ram(base)) // 2)
     schedule = schedule_milp(problem, MilpOptions(time_limit_s=2, threads=1))
-    info = dict(schedule.info)
+    info = schedule.report.to_json()
     sim = simulate(problem, schedule)
     assert sim.peak_ram_bytes <= problem.budget_bytes
     assert info["bound"] <= sim.energy_j * (1 + 1e-9)
@@ -414,7 +414,7 @@ def test_progress_callback_reports_incumbent_bound_and_gap() -> None:
     calls: list[tuple[float, float | None, float | None, float | None]] = []
     options = MilpOptions(time_limit_s=20, threads=1, on_progress=lambda *a: calls.append(a))
     assert options == MilpOptions(time_limit_s=20, threads=1)  # the callback is not part of eq/hash
-    info = dict(schedule_milp(problem, options).info)
+    info = schedule_milp(problem, options).report.to_json()
     assert any(inc is not None and math.isfinite(inc) for _, inc, _, _ in calls)
     for _, inc, bound, gap in calls:
         assert gap is None or 0.0 <= gap <= 1.0
@@ -469,7 +469,7 @@ def test_gap_is_on_the_whole_cost() -> None:
     exact = simulate(problem, schedule_milp(problem, MilpOptions(time_limit_s=60, threads=1))).energy_j
     for gap in (0.3, 0.02):
         schedule = schedule_milp(problem, MilpOptions(time_limit_s=60, threads=1, gap_rel=gap))
-        info = dict(schedule.info)
+        info = schedule.report.to_json()
         cost = simulate(problem, schedule).energy_j
         assert info["status"] == "Optimal"  # HiGHS's word for "within the gap asked for"
         assert float(info["gap"]) <= gap + 1e-9  # type: ignore[arg-type]
@@ -481,12 +481,12 @@ def test_gap_conversion_holds_on_the_whole_cost() -> None:
     # (its objective + the plain pass, m.offset) is within the gap asked for
     import pulp
 
-    from poet_edge.schedulers.milp import GAP_REL, _gaps, _Model
+    from poet_edge.schedulers.milp import GAP_REL, MilpModel, solver_gaps
 
-    m = _Model(pulp.LpProblem("gaps"))
+    m = MilpModel(pulp.LpProblem("gaps"))
     m.offset = 3.0
-    assert _gaps(m, MilpOptions()) == {"gapRel": GAP_REL, "gapAbs": 1e-9}
-    g = _gaps(m, MilpOptions(gap_rel=0.02))
+    assert solver_gaps(m, MilpOptions()) == {"gapRel": GAP_REL, "gapAbs": 1e-9}
+    g = solver_gaps(m, MilpOptions(gap_rel=0.02))
     for ub in (0.0, 0.5, 10.0, 1e3):
         for lb in (ub - g["gapAbs"], ub * (1 - g["gapRel"])):
             assert (ub - lb) / (ub + m.offset) <= 0.02 + 1e-12

@@ -10,7 +10,7 @@ from onnx_node_exclusions import EXCLUDED
 
 from poet_edge import ops
 from poet_edge.errors import PoetError
-from poet_edge.frontend import _attrs
+from poet_edge.frontend import node_attrs
 from poet_edge.ir import Node
 from poet_edge.ops.base import attribute_problems
 
@@ -35,7 +35,7 @@ def run_case(case) -> str:
     feeds, expected = case.data_sets[0]
     names = [i.name for i in case.model.graph.input]
     values = dict(zip(names, feeds, strict=False))
-    attrs, xs, ins = _attrs(pn), [], []
+    attrs, xs, ins = node_attrs(pn), [], []
     for i, name in enumerate(pn.input):
         if i in op.const_inputs:
             if name:
@@ -51,7 +51,7 @@ def run_case(case) -> str:
     if any(x.dtype != np.float32 for x in xs):
         return "refused: non-float32 data"
     node = Node(pn.name or pn.op_type, pn.op_type, tuple(ins), tuple(pn.output), attrs)
-    problems = attribute_problems(op, _attrs(pn))  # as the frontend: the declared attributes first
+    problems = attribute_problems(op, node_attrs(pn))  # as the frontend: the declared attributes first
     if problems:
         return f"refused: {problems[0]}"
     try:

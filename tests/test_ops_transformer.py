@@ -440,7 +440,7 @@ def test_layer_norm_matches_onnx_node_tests_on_y():
     from test_onnx_node import cases  # shares the cached collection with the node tests
 
     from poet_edge import ops
-    from poet_edge.frontend import _attrs
+    from poet_edge.frontend import node_attrs
 
     checked = 0
     for c in cases():
@@ -448,7 +448,7 @@ def test_layer_norm_matches_onnx_node_tests_on_y():
         if pn[0].op_type != "LayerNormalization":
             continue
         feeds, expected = c.data_sets[0]
-        y = ops.get("LayerNormalization").forward([np.asarray(f) for f in feeds], _attrs(pn[0]))[0]
+        y = ops.get("LayerNormalization").forward([np.asarray(f) for f in feeds], node_attrs(pn[0]))[0]
         np.testing.assert_allclose(y, expected[0], rtol=1e-5, atol=1e-6)
         checked += 1
     assert checked >= 17

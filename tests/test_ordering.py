@@ -89,7 +89,7 @@ def test_reordering_strictly_lowers_the_peak() -> None:
     choice = choose_order(problem, 150)
     assert choice.peak == _peak(choice.problem) == 102
     schedule = configured("scale", MilpOptions(time_limit_s=10.0, threads=1))(problem)
-    info = dict(schedule.info)
+    info = schedule.report.to_json()
     assert simulate(problem, schedule).energy_j == 5.0  # every node once: the least in any order
     assert (info["status"], info["bound_covers"], info["bound"]) == ("optimal", ALL_ORDERS, 5.0)
 
@@ -124,7 +124,7 @@ def test_bound_labels_say_which_orders_they_cover() -> None:
     assert forced(chain) and not forced(dense_layered(60, seed=1))
     problem = random_layered_dag(40, 3, width=4)
     tight = replace(problem, budget_bytes=int(0.75 * _peak(problem)))
-    info = dict(configured("scale", MilpOptions(time_limit_s=20.0, threads=1))(tight).info)
+    info = configured("scale", MilpOptions(time_limit_s=20.0, threads=1))(tight).report.to_json()
     assert info["bound_covers"] in (ALL_ORDERS, THIS_ORDER)
     if info["bound_covers"] == THIS_ORDER:
         assert info["status"] != "optimal"  # "optimal for this order" at most
@@ -154,7 +154,7 @@ def test_baselines_work_is_bounded_on_2000_nodes_12000_edges() -> None:
     problem = dense_layered(2000, seed=3)
     budget = int(0.95 * _peak(problem))
     schedule = schedule_greedy(replace(problem, budget_bytes=budget))
-    work = dict(schedule.info)["work"]
+    work = schedule.report.work
     evictions = sum(1 for s in schedule.steps if type(s).__name__ == "Free")
     # per eviction: SAMPLE candidates, each looking at most RECOMPUTE_VISITS ancestors (+ their inputs)
     assert isinstance(work, int) and work <= evictions * SAMPLE * (engine.RECOMPUTE_VISITS + 1 + 8)
@@ -183,8 +183,8 @@ def test_the_given_order_is_scheduled_too_unless_no_time_is_left() -> None:
     assert calls == [[n.name for n in choice.problem.nodes], [n.name for n in problem.nodes]]
     costs = [simulate(problem, schedule_greedy(p)).energy_j for p in (choice.problem, problem)]
     assert simulate(problem, both).energy_j <= min(costs) * (1 + 1e-12)
-    assert not dict(both.info).get("cut_by_time_limit")
+    assert not both.report.cut_by_time_limit
     calls.clear()
-    cut = dict(schedule_ordered(problem, inner, 0.0).info)
+    cut = schedule_ordered(problem, inner, 0.0).report.to_json()
     assert len(calls) == 1 and cut["cut_by_time_limit"] is True
     assert cut["cut_phase"] == "the given order's schedule"

@@ -1,6 +1,7 @@
-"""tools/check_private_imports.py (run by ``make lint``): no module of poet_edge (or bench/) uses another
-module's private names. The checker is run on the real tree (it must pass) and on a small package
-written here with one violation of each kind it knows, and the allowed uses next to them."""
+"""tools/check_private_imports.py (run by ``make lint``): no module of poet_edge (or bench/, tests/) uses
+another module's private names, and no test patches one. The checker is run on the real tree (it must
+pass) and on a small package written here with one violation of each kind it knows, and the allowed uses
+next to them."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def _check(*args: str | Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[s
 
 
 def test_the_package_uses_no_private_name_of_another_module() -> None:
-    run = _check("poet_edge", "bench")
+    run = _check("poet_edge", "bench", "tests")
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout == ""
 
@@ -101,3 +102,30 @@ def test_a_private_name_reached_through_another_modules_import_is_reported(tmp_p
     assert run.stdout.splitlines() == [
         f"{tmp_path / 'poet_edge' / 'user.py'}:3:7: uses private name `_mnk` of `poet_edge.fused.gemm`"
     ]
+
+
+def test_a_test_patching_a_private_name_is_reported(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "poet_edge/__init__.py": "",
+            "poet_edge/a.py": "_LIMIT = 1\nLIMIT = 2\n",
+            "tests/test_a.py": (
+                "import os\n"
+                "from poet_edge import a\n"
+                "import poet_edge.a as alias\n"
+                "\n"
+                "\n"
+                "def test_x(monkeypatch):\n"
+                "    monkeypatch.setattr(a, '_LIMIT', 3)\n"
+                "    monkeypatch.setattr(alias, '_LIMIT', 3)\n"
+                "    monkeypatch.setattr(a, 'LIMIT', 3)\n"
+                "    monkeypatch.setattr(os, '_exit', None)\n"
+                "    monkeypatch.setattr(a, name, 3)\n"
+            ),
+        },
+    )
+    run = _check("--root", tmp_path, tmp_path / "tests", cwd=tmp_path)
+    assert run.returncode == 1
+    found = [line.split(": ", 1)[1] for line in run.stdout.splitlines()]
+    assert found == ["patches private name `_LIMIT` of `poet_edge.a`"] * 2, found

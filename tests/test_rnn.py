@@ -288,7 +288,7 @@ def test_forward_matches_onnx_node_tests():
     from test_onnx_node import cases
 
     from poet_edge import ops
-    from poet_edge.frontend import _attrs
+    from poet_edge.frontend import node_attrs
     from poet_edge.ir import Node
     from poet_edge.ops.base import attribute_problems
 
@@ -297,12 +297,12 @@ def test_forward_matches_onnx_node_tests():
         pn = case.model.graph.node[0]
         if pn.op_type not in GATES:
             continue
-        attrs = _attrs(pn)
+        attrs = node_attrs(pn)
         node = Node(
             "n", pn.op_type, tuple(t for t in pn.input if t), ("Y", "Y_h", "Y_c")[: len(pn.output)], attrs
         )
         try:
-            if attribute_problems(ops.get(pn.op_type), _attrs(pn)):
+            if attribute_problems(ops.get(pn.op_type), node_attrs(pn)):
                 continue
             ops.get(pn.op_type).check(node)
         except PoetError:

@@ -19,10 +19,11 @@ from poet_edge.memory_floor import memory_floor
 from poet_edge.problem import ProblemNode, SchedulingProblem
 from poet_edge.schedule import Compute, Free, Schedule
 from poet_edge.schedulers import BASELINES, SCHEDULERS, configured, get_scheduler
+from poet_edge.schedulers.board import Board, Run, closed
 from poet_edge.schedulers.effort import LEVELS
 from poet_edge.schedulers.engine import Analysis
 from poet_edge.schedulers.milp import MilpOptions, schedule_milp
-from poet_edge.schedulers.scale import ScaleOptions, schedule_scale
+from poet_edge.schedulers.scale import Policy, ScaleOptions, schedule_scale
 from poet_edge.schedulers.segment_cover import Segment
 from poet_edge.schedulers.stage_model import StageModel
 from poet_edge.simulator import SimResult, simulate
@@ -56,7 +57,7 @@ def _check(problem: SchedulingProblem, opts: ScaleOptions = OPTS) -> float | Non
     assert sim.peak_ram_bytes <= problem.budget_bytes
     if problem.max_latency_s is not None:
         assert sim.latency_s <= problem.max_latency_s * (1 + 1e-9)
-    info = dict(schedule.info)
+    info = schedule.report.to_json()
     for key in ("status", "bound", "gap", "seconds", "first_valid_s"):
         assert key in info
     sources = (
@@ -110,11 +111,11 @@ def test_training_chain_with_invalidations_and_latency() -> None:
 def test_bound_below_exact_optimum_on_tiny_dags(seed: int) -> None:
     base = random_layered_dag(6 + seed % 3, seed, n_invalidations=seed % 2)
     for problem, exact in exact_schedules(base):
-        info = dict(exact.info)
+        info = exact.report.to_json()
         assert info["status"] == "Optimal"
         optimum = simulate(problem, exact).energy_j
         scale = schedule_scale(problem, OPTS)
-        bound = float(dict(scale.info)["bound"])  # type: ignore[arg-type]
+        bound = float(scale.report.bound)  # type: ignore[arg-type]
         assert bound <= optimum * (1 + 1e-7)
         assert simulate(problem, scale).energy_j >= bound * (1 - 1e-9)
         assert _strict_bound(problem) <= optimum * (1 + 1e-7)
@@ -127,14 +128,16 @@ def test_bound_below_exact_optimum_on_training_chains(seed: int) -> None:
         assert simulate(problem, scale).energy_j <= _best_baseline(problem) * (1 + 1e-9)  # type: ignore[operator]
 
 
-def _against_exact(base: SchedulingProblem) -> Iterator[tuple[SchedulingProblem, Schedule, float]]:
+def _against_exact(
+    base: SchedulingProblem, opts: ScaleOptions = OPTS
+) -> Iterator[tuple[SchedulingProblem, Schedule, float]]:
     """(problem, scale's schedule, exact optimum) at 80%, 60% and 0% between floor and peak where the
     exact MILP solves; asserts scale's bound is at most the optimum."""
     for problem, exact in exact_schedules(base):
-        assert dict(exact.info)["status"] == "Optimal"
+        assert exact.report.status == "Optimal"
         optimum = simulate(problem, exact).energy_j
-        scale = schedule_scale(problem, OPTS)
-        assert float(dict(scale.info)["bound"]) <= optimum * (1 + 1e-7)  # type: ignore[arg-type]
+        scale = schedule_scale(problem, opts)
+        assert float(scale.report.bound) <= optimum * (1 + 1e-7)  # type: ignore[arg-type]
         assert _strict_bound(problem) <= optimum * (1 + 1e-7)
         yield problem, scale, optimum
 
@@ -249,7 +252,7 @@ def test_bound_below_exact_optimum_on_residual_chains(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", [3, 4])
-def test_running_sum_budget_rows_are_the_same_model(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_running_sum_budget_rows_are_the_same_model(seed: int) -> None:
     """Large graphs get the budget rows as running sums (``_running_sums``): the same points, so the
     LP relaxation and the MIP have the same optima as with the dense rows."""
     import numpy as np
@@ -265,10 +268,8 @@ def test_running_sum_budget_rows_are_the_same_model(seed: int, monkeypatch: pyte
         cover = build_cover(problem, an)
         optima = []
         for dense in (10**12, 0):
-            monkeypatch.setattr(segment_lp, "DENSE_NONZEROS", dense)
-            lp = segment_lp.bound_model(
-                problem, an, cover, False, 1.0, np.full(len(problem.nodes), problem.budget_bytes)
-            )
+            budget = np.full(len(problem.nodes), problem.budget_bytes)
+            lp = segment_lp.bound_model(problem, an, cover, False, 1.0, budget, dense_nonzeros=dense)
             assert lp is not None
             assert bool(lp.bounds) == (dense == 0)
             solved = [solve_lp(lp, 60.0, OPTS, integer) for integer in (False, True)]
@@ -312,7 +313,7 @@ def test_late_eviction_carries_a_value_to_its_consumers_restoration() -> None:
             assert schedule is not None and not overflow
             simulate(problem, schedule)  # valid
             steps = [(type(s).__name__, s.node) for s in schedule.steps]
-            runs.append((steps.count(("Compute", names[v])), float(dict(schedule.info)["cost"])))  # type: ignore[arg-type]
+            runs.append((steps.count(("Compute", names[v])), float(schedule.report.cost)))  # type: ignore[arg-type]
             if "<" in plan[k]:  # freed right after the consumer's restoration, which follows stage r
                 first = steps.index(("Compute", names[r]))
                 assert ("Free", names[v]) in steps[first:] and ("Free", names[v]) not in steps[:first]
@@ -344,7 +345,6 @@ def test_a_value_updated_before_its_use_is_dropped_and_restored_early(
     graphs (no stage model; it finds this on small ones) scale finds the optimum, x recomputed once
     (before: no schedule at all here; mobilenetv2_035 with every parameter trained at 1.1x the floor
     paged a 432 KB gradient out instead, 204.79% against 18.92%)."""
-    from poet_edge.schedulers import scale as scale_module
     from poet_edge.schedulers.engine import DROP, analyse
     from poet_edge.schedulers.lp_model import node_costs
     from poet_edge.schedulers.plan_replay import drop_mode, replay_entries, replay_plan
@@ -367,18 +367,16 @@ def test_a_value_updated_before_its_use_is_dropped_and_restored_early(
     steps = [f"{type(s).__name__} {s.node}" for s in schedule.steps]
     assert steps.index("Compute x", steps.index("Free x")) < steps.index("Compute u")
     assert simulate(problem, schedule).peak_ram_bytes <= 200
-    monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
-    monkeypatch.setattr(scale_module, "LNS_PAIRS", 0)
-    best = schedule_scale(problem, OPTS)
+    best = schedule_scale(problem, replace(OPTS, policy=Policy(stage_pairs=0, lns_pairs=0)))
     assert simulate(problem, best).energy_j == pytest.approx(6.0 + 2.0)
-    assert dict(best.info)["status"] == "optimal"
+    assert best.report.status == "optimal"
 
 
 def test_deterministic() -> None:
     base = random_layered_dag(60, 7, n_invalidations=2)
     for problem in scale_budgets(base, (0.7, 0.5)):
         first = schedule_scale(problem, OPTS)
-        assert dict(first.info)["status"] != "feasible, time-dependent"  # what the status promises
+        assert first.report.status != "feasible, time-dependent"  # what the status promises
         assert first.steps == schedule_scale(problem, OPTS).steps
 
 
@@ -386,14 +384,14 @@ def test_status_says_when_a_time_limit_cut_the_run_short() -> None:
     # at a time limit of 0 every phase is late (the bound model's first solve does not close the gap
     # here); with 60 s the local search closes it
     problem = scale_budgets(training_chain(20, seed=3), (0.0,))[0]
-    cut = dict(schedule_scale(problem, replace(OPTS, time_limit_s=0.0)).info)
+    cut = schedule_scale(problem, replace(OPTS, time_limit_s=0.0)).report.to_json()
     assert cut["status"] == "feasible" and cut["cut_by_time_limit"] is True
     assert cut["cut_phase"] == "segment cover"  # the first phase the safety stop cut
     assert float(cut["gap"]) > 0  # type: ignore[arg-type]
     # within_1pct_s: when the schedule first came within 1% of the bound reported (never, when the gap
     # stays wider)
     assert (cut["within_1pct_s"] is None) == (float(cut["gap"]) > 0.01)  # type: ignore[arg-type]
-    done = dict(schedule_scale(problem, OPTS).info)
+    done = schedule_scale(problem, OPTS).report.to_json()
     assert done["status"] == "optimal" and done["cut_by_time_limit"] is False and done["cut_phase"] is None
     near, first = done["within_1pct_s"], done["first_valid_s"]
     assert isinstance(near, float) and isinstance(first, float)
@@ -406,7 +404,7 @@ def test_progress_is_told_every_cheaper_schedule_and_higher_bound() -> None:
     seen: list[tuple[float, float | None, float | None, float | None]] = []
     options = MilpOptions(time_limit_s=60.0, threads=1, on_progress=lambda *a: seen.append(a))
     schedule = configured("scale", options)(problem)
-    info = dict(schedule.info)
+    info = schedule.report.to_json()
     assert info["status"] == "optimal" and len(seen) >= 3  # the first baseline, cheaper ones, a bound
     times = [t for t, _, _, _ in seen]
     costs = [c for _, c, _, _ in seen]
@@ -472,10 +470,10 @@ def test_no_paging_and_no_remat(graph: str, seed: int, without: str) -> None:
         else:
             computed = [s.node for s in schedule.steps if isinstance(s, Compute)]
             assert len(computed) == len(set(computed))
-        bound = float(dict(schedule.info)["bound"])  # type: ignore[arg-type]
+        bound = float(schedule.report.bound)  # type: ignore[arg-type]
         assert bound <= sim.energy_j * (1 + 1e-9)
         if exact is not None:
-            assert dict(exact.info)["status"] == "Optimal"
+            assert exact.report.status == "Optimal"
             assert bound <= simulate(problem, exact).energy_j * (1 + 1e-7)
             solved += 1
     assert solved > 1  # budgets below the peak, where the restriction matters
@@ -496,7 +494,7 @@ def test_registry_names() -> None:
     assert poet.solver == "poet-milp"
     assert SCHEDULERS["milp"] is schedule_milp
     # the MILP's own MIP start must not run the other solvers (poet-milp would recurse)
-    assert "scale" not in str(dict(schedule_milp(problem).info).get("warm_start"))
+    assert "scale" not in str(schedule_milp(problem).report.warm_start)
 
 
 def _stage_model(problem: SchedulingProblem) -> tuple[Analysis, StageModel]:
@@ -588,27 +586,26 @@ def test_stage_model_and_lns_paths(path: str, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(stage_model, "solve", counted("solve"))
     monkeypatch.setattr(stage_model, "window", counted("window"))
     origins: list[object] = []  # what proved each run's bound
-    finish = scale._finish
+    finish = scale.finish
 
     def recorded(*args, **kwargs):  # type: ignore[no-untyped-def]
         out = finish(*args, **kwargs)
-        origins.append(dict(out.info)["bound_from"])
+        origins.append(out.report.bound_from)
         return out
 
-    monkeypatch.setattr(scale, "_finish", recorded)
+    monkeypatch.setattr(scale, "finish", recorded)
+    policy = Policy(prove_pairs=10**9 if path == "prove" else 0)
     if path in ("lns", "prove"):
-        monkeypatch.setattr(scale, "STAGE_PAIRS", 0)
-        monkeypatch.setattr(scale, "LNS_WIDTH", 6)
-        monkeypatch.setattr(scale, "LNS_STEP", 3)
-    monkeypatch.setattr(scale, "PROVE_PAIRS", 10**9 if path == "prove" else 0)
+        policy = replace(policy, stage_pairs=0, lns_width=6, lns_step=3)
+    opts = replace(OPTS, policy=policy)
     if path == "prove":  # a proof wherever the gap is open: its cutoff just below the incumbent
-        monkeypatch.setitem(globals(), "OPTS", replace(OPTS, prove_gap=1e-6))
+        opts = replace(opts, prove_gap=1e-6)
     for seed in range(3):
         base = random_layered_dag(30, seed + 20, unpageable_prob=0.2 * seed, n_invalidations=seed)
         for problem in scale_budgets(base, (0.7, 0.5, 0.0)):
-            _check(problem)
-    for problem, _, _ in _against_exact(training_chain(5, seed=7)):
-        _check(problem)
+            _check(problem, opts)
+    for problem, _, _ in _against_exact(training_chain(5, seed=7), opts):
+        _check(problem, opts)
     assert calls[{"stage": "solve", "lns": "window", "prove": "cutoff"}[path]] > 0
     if path != "stage":  # (the stage path's cut rounds solve with a cutoff too, when a decode needs a repair)
         assert (calls["cutoff"] > 0) == (path == "prove")
@@ -660,7 +657,7 @@ def test_stage_model_gap_orders_restore_inputs_first(seed: int) -> None:
     rng = random.Random(seed)
     for _ in range(50):
         todo = [(v, rng.choice("ci")) for v in sorted(rng.sample(range(40), rng.randint(1, 15)))]
-        orders = stage_model._orders(problem.nodes, an, todo)
+        orders = stage_model.restoration_orders(problem.nodes, an, todo)
         assert orders[0] == sorted(todo) and len(orders) == len({tuple(o) for o in orders})
         for order in orders:
             assert sorted(order) == sorted(todo)
@@ -760,19 +757,20 @@ def test_stage_model_decode_repairs_a_gap_no_order_fits() -> None:
     assert sim.n_recomputations == 4
     an, _ = _stage_model(problem)
     order = [(1, "c"), (2, "c"), (3, "c")]
-    assert stage_model._orders(nodes, an, order) == [order]  # c, d, e: the only order
-    assert stage_model._restore(nodes, an, order, {0, 4}, set(), {0, 1, 3, 4})[2] == 65
+    assert stage_model.restoration_orders(nodes, an, order) == [order]  # c, d, e: the only order
+    assert stage_model.restore_gap(nodes, an, order, {0, 4}, set(), {0, 1, 3, 4})[2] == 65
 
 
 def test_lns_takes_a_repaired_window_point_only_when_it_gains_more_than_the_repair_hides() -> None:
     """A window's point whose gap needed a repair costs more than the point (here 4 recomputations
     against the model's 3). The windows search below the model's cost of the incumbent, so such an
-    incumbent hides the schedules between the two: _window_schedule takes the repaired schedule only
+    incumbent hides the schedules between the two: window_schedule takes the repaired schedule only
     when it beats the incumbent by at least that difference, else raises (bert_tiny at 50%: 29.63%
     with every repair taken, 29.35% and gap 0.66% with this rule)."""
     import numpy as np
 
-    from poet_edge.schedulers import scale, stage_model
+    from poet_edge.schedulers import stage_model
+    from poet_edge.schedulers.scale_search import window_schedule
     from poet_edge.schedulers.segment_cover import build_cover
 
     problem, steps = _gap_no_order_fits()
@@ -786,12 +784,12 @@ def test_lns_takes_a_repaired_window_point_only_when_it_gains_more_than_the_repa
     assert repaired == [5] and point == pytest.approx(3)  # c, d, e (the model's costs are not scaled)
     for incumbent, taken in ((13.0, True), (12.0, True), (11.5, False)):  # 11 + what the repair hides
         cover = build_cover(problem, an, False)
-        run = scale._Run(problem, an, cover, scale._Best(), OPTS, False, 1.0, LEVELS[0])
+        run = Run(problem, an, cover, Board(), OPTS, False, 1.0, 7.0, LEVELS[0])
         if taken:
-            assert simulate(problem, scale._window_schedule(run, model, solved, incumbent)).energy_j == 11
+            assert simulate(problem, window_schedule(run, model, solved, incumbent)).energy_j == 11
         else:
             with pytest.raises(PoetError, match="repair of gaps"):
-                scale._window_schedule(run, model, solved, incumbent)
+                window_schedule(run, model, solved, incumbent)
 
 
 def test_stage_model_gap_cut_removes_that_gap_configuration() -> None:
@@ -816,14 +814,15 @@ def test_stage_model_gap_cut_removes_that_gap_configuration() -> None:
 
 
 def test_stage_model_cut_rounds_find_a_schedule_the_repair_hides(monkeypatch: pytest.MonkeyPatch) -> None:
-    """_stages: when the model's point decodes only with a repaired gap (here the first solve returns
+    """stage_bound: when the model's point decodes only with a repaired gap (here the first solve returns
     the point of :func:`_gap_no_order_fits`, 3 recomputations that decode to 4, as HiGHS may at its
     time limit), that gap's configuration is cut off and the model solved again below the incumbent:
     the cut round finds the plain pass (energy 7, not 11). The bound returned is the first solve's,
     of the model without the cut. Without cut rounds the incumbent stays the repaired schedule."""
     import numpy as np
 
-    from poet_edge.schedulers import scale, stage_model
+    from poet_edge.schedulers import stage_model
+    from poet_edge.schedulers.scale_bounds import stage_bound
     from poet_edge.schedulers.segment_cover import build_cover
 
     problem, steps = _gap_no_order_fits()
@@ -842,10 +841,10 @@ def test_stage_model_cut_rounds_find_a_schedule_the_repair_hides(monkeypatch: py
     runs = ((LEVELS[0].cut_rounds, 7.0, "stage model, cut round 1"), (0, 11.0, "stage model"))
     for rounds, cost, origin in runs:
         cutoffs.clear()
-        best = scale._Best()
+        best = Board()
         budget = replace(LEVELS[0], cut_rounds=rounds)
-        run = scale._Run(problem, an, build_cover(problem, an, False), best, OPTS, False, 1.0, budget)
-        assert scale._stages(run, 7.0) == 2.5
+        run = Run(problem, an, build_cover(problem, an, False), best, OPTS, False, 1.0, 7.0, budget)
+        assert stage_bound(run) == 2.5
         assert (best.cost, best.origin) == (cost, origin)
         assert cutoffs == ([None, 11.0 - 7.0] if rounds else [None])
 
@@ -1148,7 +1147,7 @@ def test_once_more_prices_the_chain_an_optimal_schedule_cannot_keep(
     to the second restoration is never better than keeping q itself, so x1 (and x0, likewise) is
     recomputed too: 1 + 2 + 4. When x1 is smaller than q, or feeds another node, it may be held: 1."""
     from poet_edge.schedulers.engine import analyse
-    from poet_edge.schedulers.segment_strict import _once_more
+    from poet_edge.schedulers.segment_strict import price_once_more
 
     def node(name: str, size: int, cost: float, kind: str = "forward") -> ProblemNode:
         return ProblemNode(name, size, cost, cost, 100.0, 100.0, 100.0, 100.0, kind=kind)
@@ -1164,7 +1163,7 @@ def test_once_more_prices_the_chain_an_optimal_schedule_cannot_keep(
     problem = SchedulingProblem(nodes, tuple(sorted(edges)), 10**9)
     an = analyse(problem, True)
     comp, pin = [n.compute_j for n in nodes], [n.page_in_j for n in nodes]
-    assert _once_more(problem, an, 2, 3, comp, pin) == pytest.approx(price)
+    assert price_once_more(problem, an, 2, 3, comp, pin) == pytest.approx(price)
 
 
 @pytest.mark.parametrize("above", [False, True])
@@ -1180,8 +1179,7 @@ def test_strict_phase_runs_while_the_gap_stays_open(
     than STRICT_ABOVE (``above``: every bound is)."""
     import numpy as np
 
-    from poet_edge.schedulers import proof_process
-    from poet_edge.schedulers import scale as scale_module
+    from poet_edge.schedulers import proof_process, scale_bounds
 
     relaxed: list[float] = []
     real_relaxed = proof_process.split_relaxed
@@ -1194,25 +1192,23 @@ def test_strict_phase_runs_while_the_gap_stays_open(
 
     monkeypatch.setattr(proof_process, "split_relaxed", spy_relaxed)
     calls: list[float] = []
-    real = scale_module.strict_model
+    real = scale_bounds.strict_model
 
     def spy(*args: object, **kwargs: object) -> object:
         lp = real(*args, **kwargs)  # type: ignore[arg-type]
         calls.append(0.0 if lp is None else float(np.sum(lp.cost)))
         return lp
 
-    monkeypatch.setattr(scale_module, "strict_model", spy)  # the strict phase
-    monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
-    closed = scale_module._closed  # the run's own gap never closes: every phase runs
-
-    def never(cost: float, bound: float, gap: float) -> bool:
-        return gap != OPTS.gap_rel and closed(cost, bound, gap)
-
-    monkeypatch.setattr(scale_module, "_closed", never)
-    monkeypatch.setattr(scale_module, "STRICT_GAP", -1.0 if wide else math.inf)
-    monkeypatch.setattr(scale_module, "STRICT_ABOVE", -1.0 if above else math.inf)
+    monkeypatch.setattr(scale_bounds, "strict_model", spy)  # the strict phase
+    policy = Policy(
+        stage_pairs=0,
+        every_phase=True,  # the run's own gap never closes: every phase runs
+        strict_gap=-1.0 if wide else math.inf,
+        strict_above=-1.0 if above else math.inf,
+    )
     (problem,) = scale_budgets(training_chain(8, seed=1), (0.4,))
-    _check(problem, replace(OPTS, prove_gap=-1.0, levels=(replace(LEVELS[1], kicks=3),)))  # the phase once
+    levels = (replace(LEVELS[1], kicks=3),)
+    _check(problem, replace(OPTS, prove_gap=-1.0, levels=levels, policy=policy))  # the phase once
     assert len(calls) == ((0 if above else 1) if wide else 0) and min(calls, default=1) > 0
     assert relaxed and max(relaxed) > 0
 
@@ -1226,13 +1222,12 @@ def test_windows_send_the_split_child_cutoffs_only_when_its_proof_is_due(
     (with STRICT_GAP below every gap, never), once (its result is taken at the end, so it does not
     depend on when the proof ends); the windows search on after it (they do not hand over), and the
     bound reported is at least the proof's."""
-    from poet_edge.schedulers import proof_process
-    from poet_edge.schedulers import scale as scale_module
+    from poet_edge.schedulers import proof_process, scale_search, stage_model
 
     sent: list[tuple[float, float, int]] = []  # (cutoff, the cutoff the incumbent asks, windows solved)
     real_send, real_window, real_proved = (
         proof_process.send,
-        scale_module.stage_model.window,
+        stage_model.window,
         proof_process.split_proved,
     )
     windows = [0]
@@ -1253,21 +1248,21 @@ def test_windows_send_the_split_child_cutoffs_only_when_its_proof_is_due(
         proved.append(out.bound)
         return out
 
-    runs: list[scale_module._Run] = []
-    real_poll = scale_module._split_poll
+    runs: list[Run] = []
+    real_poll = scale_search.split_poll
 
-    def poll(run: scale_module._Run, bound: float) -> float:
+    def poll(run: Run, bound: float) -> float:
         runs.append(run)
         return real_poll(run, bound)
 
     monkeypatch.setattr(proof_process, "send", send)
     monkeypatch.setattr(proof_process, "split_proved", split_proved)
-    monkeypatch.setattr(scale_module, "_split_poll", poll)
-    monkeypatch.setattr(scale_module.stage_model, "window", window)
-    monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
-    monkeypatch.setattr(scale_module, "STRICT_GAP", math.inf if due else -1.0)
+    monkeypatch.setattr(scale_search, "split_poll", poll)
+    monkeypatch.setattr(stage_model, "window", window)
     (problem,) = scale_budgets(training_chain(8, seed=1), (0.4,))
-    options = replace(OPTS, prove_gap=-1.0, gap_rel=-1.0, time_limit_s=30.0)  # the gap never closes
+    policy = Policy(stage_pairs=0, strict_gap=math.inf if due else -1.0)
+    # the gap never closes
+    options = replace(OPTS, prove_gap=-1.0, gap_rel=-1.0, time_limit_s=30.0, policy=policy)
     schedule = schedule_scale(problem, options)
     assert runs, "the windows never polled the split model's child"
     if not due:
@@ -1277,7 +1272,7 @@ def test_windows_send_the_split_child_cutoffs_only_when_its_proof_is_due(
     assert len(sent) == 1
     assert windows[0] > sent[0][2]  # windows after the first cutoff
     plain = runs[-1].split.plain  # type: ignore[union-attr]
-    bound = float(dict(schedule.info)["bound"])  # type: ignore[arg-type]
+    bound = float(schedule.report.bound)  # type: ignore[arg-type]
     assert proved and bound >= (plain + proved[-1] * runs[-1].norm) * (1 - 1e-9)
 
 
@@ -1290,7 +1285,6 @@ def test_the_split_child_starts_only_where_the_segment_cover_leaves_the_gap_open
     evict, the plain pass is optimal and proven at once) never; at 40% of it (the gap kept open) once,
     and the child is gone when the run returns."""
     from poet_edge.schedulers import proof_process
-    from poet_edge.schedulers import scale as scale_module
 
     jobs: list[proof_process.Job] = []
     real_start = proof_process.start_split
@@ -1300,10 +1294,11 @@ def test_the_split_child_starts_only_where_the_segment_cover_leaves_the_gap_open
         return jobs[-1]
 
     monkeypatch.setattr(proof_process, "start_split", start)
-    monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
     (problem,) = scale_budgets(training_chain(8, seed=1), (fraction,))
     open_gap = fraction < 1.0
-    options = replace(OPTS, time_limit_s=30.0, gap_rel=-1.0 if open_gap else OPTS.gap_rel)
+    options = replace(
+        OPTS, time_limit_s=30.0, gap_rel=-1.0 if open_gap else OPTS.gap_rel, policy=Policy(stage_pairs=0)
+    )
     cost = _check(problem, options)
     assert cost is not None
     assert len(jobs) == (1 if open_gap else 0)
@@ -1317,8 +1312,7 @@ def test_split_proof_is_not_sent_when_its_lp_is_too_far_below_the_cutoff(
     """The split model's child is sent a cutoff (mid-size path, forced onto a small chain, always due)
     only when its LP relaxation is within STRICT_GAP of the cutoff: with the relaxation taken as 0 on a
     schedule more than 6% above the plain pass it is not; with STRICT_GAP infinite it is."""
-    from poet_edge.schedulers import proof_process
-    from poet_edge.schedulers import scale as scale_module
+    from poet_edge.schedulers import proof_process, scale, scale_split
 
     sends = [0]
     real_send, real_relaxed = proof_process.send, proof_process.split_relaxed
@@ -1333,11 +1327,11 @@ def test_split_proof_is_not_sent_when_its_lp_is_too_far_below_the_cutoff(
 
     monkeypatch.setattr(proof_process, "send", send)
     monkeypatch.setattr(proof_process, "split_relaxed", relaxed)
-    monkeypatch.setattr(scale_module, "_split_due", lambda run, bound: True)
-    monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
-    monkeypatch.setattr(scale_module, "STRICT_GAP", 0.05 if far else math.inf)
+    monkeypatch.setattr(scale_split, "split_due", lambda run, bound: True)  # the split poll's
+    monkeypatch.setattr(scale, "split_due", lambda run, bound: True)  # the second start's
     (problem,) = scale_budgets(training_chain(8, seed=1), (0.4,))
-    cost = _check(problem, replace(OPTS, prove_gap=-1.0, gap_rel=-1.0, time_limit_s=30.0))
+    policy = Policy(stage_pairs=0, strict_gap=0.05 if far else math.inf)
+    cost = _check(problem, replace(OPTS, prove_gap=-1.0, gap_rel=-1.0, time_limit_s=30.0, policy=policy))
     assert cost is not None and cost > 1.06 * sum(n.compute_j for n in problem.nodes)
     assert (sends[0] == 0) if far else (sends[0] >= 1)
 
@@ -1349,36 +1343,35 @@ def test_second_start_windows_keep_their_own_incumbent(monkeypatch: pytest.Monke
     (here run until their sweeps end) take a point when it is cheaper than their own incumbent, which
     starts at the second start's cost and falls, even while the run's incumbent is cheaper still;
     every schedule the run returns is valid and within its bound."""
-    from poet_edge.schedulers import scale as scale_module
+    from poet_edge.schedulers import scale, scale_search
 
-    real_lns, real_window_schedule = scale_module._lns, scale_module._window_schedule
+    real_lns, real_window_schedule = scale.lns, scale_search.window_schedule
     starts: list[float] = []  # the cost of each second start
     owns: list[tuple[float, float]] = []  # (windows' own incumbent, the run's) at each second-start window
 
-    def lns(run: scale_module._Run, *args: object, **kwargs: object) -> None:
+    def lns(run: Run, *args: object, **kwargs: object) -> int:
         start = kwargs.get("start")
         if start is not None:
             assert isinstance(start, Schedule)
             starts.append(simulate(run.problem, start).energy_j)
             kwargs["stall"] = 10**9  # these windows run until their sweeps end
-        real_lns(run, *args, **kwargs)  # type: ignore[arg-type]
+        return real_lns(run, *args, **kwargs)  # type: ignore[arg-type]
 
-    def window_schedule(run: scale_module._Run, model: object, solved: object, own: float) -> Schedule:
+    def window_schedule(run: Run, model: object, solved: object, own: float) -> Schedule:
         if starts and not math.isclose(own, run.best.cost):
             owns.append((own, run.best.cost))
         return real_window_schedule(run, model, solved, own)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(scale_module, "_lns", lns)
-    monkeypatch.setattr(scale_module, "_window_schedule", window_schedule)
-    monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
-    monkeypatch.setattr(scale_module, "STRICT_GAP", -1.0)
+    monkeypatch.setattr(scale, "lns", lns)
+    monkeypatch.setattr(scale_search, "window_schedule", window_schedule)
+    policy = Policy(stage_pairs=0, strict_gap=-1.0)
     levels = tuple(replace(b, window_stall=0) for b in LEVELS[:2])
     found = False
     for seed in range(6):
         for problem in scale_budgets(training_chain(8, seed=seed), (0.3, 0.5)):
             starts.clear()
             owns.clear()
-            _check(problem, replace(OPTS, prove_gap=-1.0, gap_rel=-1.0, levels=levels))
+            _check(problem, replace(OPTS, prove_gap=-1.0, gap_rel=-1.0, levels=levels, policy=policy))
             assert len(starts) <= 1
             found = found or bool(owns and owns[0][0] > owns[0][1])
             assert all(own <= starts[0] + 1e-9 for own, _ in owns)
@@ -1421,14 +1414,13 @@ def test_local_search_stall_is_a_count_of_replays(monkeypatch: pytest.MonkeyPatc
     to run, and the windows after it then took different paths)."""
     import time
 
-    from poet_edge.schedulers import plan_search
-    from poet_edge.schedulers import scale as scale_module
+    from poet_edge.schedulers import plan_search, scale, scale_primal, scale_search
 
     class Stop(Exception):
         pass
 
     first: list[int] = []
-    real_search, real_replay = scale_module._search, scale_module.replay_plan
+    real_search, real_replay = scale.local_search, scale_search.replay_plan
 
     def search(*args: object, **kwargs: object) -> int:
         first.append(real_search(*args, **kwargs))  # type: ignore[arg-type]
@@ -1438,13 +1430,14 @@ def test_local_search_stall_is_a_count_of_replays(monkeypatch: pytest.MonkeyPatc
         time.sleep(0.002)
         return real_replay(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(scale_module, "_search", search)
-    monkeypatch.setattr(scale_module, "STAGE_PAIRS", 0)
+    monkeypatch.setattr(scale, "local_search", search)
     (problem,) = scale_budgets(random_layered_dag(60, 1, n_invalidations=1), (0.5,))
-    opts = replace(OPTS, kicks=40, prove_gap=-1.0, gap_rel=-1.0, time_limit_s=600.0)
+    policy = Policy(stage_pairs=0)
+    opts = replace(OPTS, kicks=40, prove_gap=-1.0, gap_rel=-1.0, time_limit_s=600.0, policy=policy)
     for stall, replay in ((10**9, real_replay), (5, real_replay), (5, slow)):
         levels = (replace(LEVELS[0], stall=stall),)
-        monkeypatch.setattr(scale_module, "replay_plan", replay)  # the incumbent's replays
+        monkeypatch.setattr(scale_primal, "replay_plan", replay)  # the plans' replays
+        monkeypatch.setattr(scale_search, "replay_plan", replay)  # the incumbent's replays
         monkeypatch.setattr(plan_search, "replay_plan", replay)  # the search's own (its count)
         with pytest.raises(Stop):
             schedule_scale(problem, replace(opts, levels=levels))
@@ -1456,16 +1449,14 @@ def test_gap_option_stops_once_proven_within_it() -> None:
     # --gap: scale stops once (cost - bound) / cost is at most the gap asked for; the inner solves stay
     # as exact as the default's, and a run that ends there returns the same schedule every time
     assert OPTS.with_gap(None) is OPTS
-    from poet_edge.schedulers.scale import _closed
-
-    assert not _closed(math.inf, 0.0, OPTS.gap_rel)  # no schedule yet: never closed (the phases must run)
+    assert not closed(math.inf, 0.0, OPTS.gap_rel)  # no schedule yet: never closed (the phases must run)
     wide = OPTS.with_gap(0.05)
     assert (wide.gap_rel, wide.prove_gap, wide.inner_gap) == (0.05, 0.05, OPTS.inner_gap)
     base = random_layered_dag(60, 7, n_invalidations=2)
     for problem in scale_budgets(base, (0.7, 0.5)):
         exact = simulate(problem, schedule_scale(problem, OPTS)).energy_j
         first = schedule_scale(problem, wide)
-        info = dict(first.info)
+        info = first.report.to_json()
         cost = simulate(problem, first).energy_j
         assert cost - float(info["bound"]) <= 0.05 * cost * (1 + 1e-9)  # type: ignore[arg-type]
         assert float(info["gap"]) <= 0.05 + 1e-12  # type: ignore[arg-type]

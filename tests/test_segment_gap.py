@@ -14,7 +14,7 @@ from poet_edge.schedulers.engine import DROP, Analysis, analyse
 from poet_edge.schedulers.lp_model import solve_lp
 from poet_edge.schedulers.milp import MilpOptions, schedule_milp
 from poet_edge.schedulers.segment_cover import Cover, build_cover
-from poet_edge.schedulers.segment_gap import _ranges, option_end, split_ends
+from poet_edge.schedulers.segment_gap import option_end, option_ranges, split_ends
 from poet_edge.schedulers.segment_strict import strict_model
 from poet_edge.simulator import simulate
 
@@ -59,7 +59,7 @@ def _bound(problem: SchedulingProblem, gaps: bool) -> float:
 def test_gap_rows_raise_the_bound_and_stay_below_the_optimum(kind: str, seed: int, fraction: float) -> None:
     (problem,) = scale_budgets(_base(kind, seed), (fraction,))
     exact = schedule_milp(problem, MilpOptions(time_limit_s=None, threads=1))
-    assert dict(exact.info)["status"] == "Optimal"
+    assert exact.report.status == "Optimal"
     optimum = simulate(problem, exact).energy_j
     with_rows, without = _bound(problem, True), _bound(problem, False)
     assert with_rows <= optimum * (1 + 1e-7)
@@ -72,7 +72,7 @@ def test_split_ends_halve_the_ranges_of_the_drops_a_solution_uses() -> None:
     lp = strict_model(problem, an, cover, False, 1.0, budget)
     assert lp is not None
     values = np.zeros(len(lp.cost))
-    lo_of = _ranges(cover, lp)
+    lo_of = option_ranges(cover, lp)
     wide = [j for j, o in enumerate(lp.opts) if o.mode == DROP and lo_of[j] < option_end(cover, o) - 1]
     assert wide
     values[wide[0]] = 0.5

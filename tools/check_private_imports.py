@@ -12,9 +12,13 @@ protocol. For every ``.py`` file given (directories are walked) the checker repo
   where ``module`` is bound by an import of a first-party module: any private name reached through
   another module's namespace, in any scope (function-level imports included).
 
+* ``monkeypatch.setattr(module, "_name", ...)`` (any ``x.setattr`` call whose first argument is bound
+  to a first-party module and whose second is a private name as a string constant): a test that
+  patches another module's private name (pass a policy or options object instead, or patch public API).
+
 Only first-party modules (``FIRST_PARTY``) are checked: ``sys._getframe`` is the standard library's
-business. A module may use its own private names. Strings are not names: ``getattr(m, "_name")`` and
-``monkeypatch.setattr(m, "_name", ...)`` are not checked.
+business. A module may use its own private names. Other strings are not names: ``getattr(m, "_name")``
+is not checked. ``make lint`` runs it on poet_edge, bench and tests.
 
 Usage: ``python tools/check_private_imports.py [--root DIR] PATH...``: one line per use
 (``file:line:col: message``) and exit status 1 when there is any, else 0.
@@ -109,6 +113,32 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
+def _patched_private(
+    node: ast.AST, modules: dict[str, str], dotted_roots: set[str]
+) -> tuple[str, str] | None:
+    """(module, name) of ``x.setattr(module, "_name", ...)`` with ``module`` bound to a first-party module;
+    None for any other node."""
+    if not (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "setattr"
+    ):
+        return None
+    if (
+        len(node.args) < 2
+        or not isinstance(node.args[1], ast.Constant)
+        or not isinstance(node.args[1].value, str)
+    ):
+        return None
+    name, base = node.args[1].value, _dotted(node.args[0])
+    if base is None or not is_private(name):
+        return None
+    head, _, rest = base.partition(".")
+    if head in modules:
+        return modules[head] + (f".{rest}" if rest else ""), name
+    if head in dotted_roots:
+        return base, name
+    return None
+
+
 def check_file(path: Path, root: Path) -> list[Violation]:
     """All uses of other modules' private names in one file."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
@@ -152,6 +182,9 @@ def check_file(path: Path, root: Path) -> list[Violation]:
                     add(node, f"imports private name `{alias.name}` from `{source}`")
 
     for node in ast.walk(tree):
+        patched = _patched_private(node, modules, dotted_roots)
+        if patched is not None and patched[0] != current:
+            add(node, f"patches private name `{patched[1]}` of `{patched[0]}`")
         if not isinstance(node, ast.Attribute) or not is_private(node.attr):
             continue
         base = _dotted(node.value)

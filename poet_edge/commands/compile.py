@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import cast
 
 from poet_edge import autodiff, frontend, optimizer, planning, report
 from poet_edge.autodiff import Loss
@@ -13,6 +12,7 @@ from poet_edge.commands import add_batch, add_solve_limits, warn_ram_above_devic
 from poet_edge.compiler import Compiled, CompileOptions, compile_model
 from poet_edge.planning import INPUT_HELP, PARAMS_HELP, InputPlace, ParamPlace
 from poet_edge.progress import Progress
+from poet_edge.schedule import SolveReport
 from poet_edge.schedulers import SCHEDULERS, milp_solver
 from poet_edge.schedulers.effort import cut_warning
 from poet_edge.schedulers.milp import MilpOptions
@@ -201,20 +201,20 @@ def run(args: argparse.Namespace) -> int:
             f"poet_{'predict' if m.mode == 'predict' else 'eval_step'}: {m.sim.latency_s * 1e3:.3f} ms, "
             f"{m.sim.energy_j * 1e3:.4f} mJ per batch, RAM {ram} (own schedule, same arena)"
         )
-    info = dict(c.schedule.info)
-    warning = cut_warning(info, args.time_limit)
+    solved = c.schedule.report
+    warning = cut_warning(solved, args.time_limit)
     if warning is not None:
         print(warning, file=sys.stderr)
-    if "status" in info:
-        gap = info.get("gap")
+    if solved.has("status"):
+        gap = solved.gap
         say(
-            f"solver: {info['status']}"
-            + (f", gap {100 * float(cast(float, gap)):.3f}%" if gap is not None else "")
-            + (f", {float(cast(float, info['seconds'])):.1f} s" if "seconds" in info else "")
-            + (f"; fell back: {info['fallback']}" if info.get("fallback") else "")
+            f"solver: {solved.status}"
+            + (f", gap {100 * gap:.3f}%" if gap is not None else "")
+            + (f", {solved.seconds:.1f} s" if solved.seconds is not None else "")
+            + (f"; fell back: {solved.fallback}" if solved.fallback else "")
         )
         plain = base[0] if args.objective == "energy" else base[1]
-        for line in _bound_lines(info, plain, args.objective, args.time_limit, args.gap):
+        for line in bound_lines(solved, plain, args.objective, args.time_limit, args.gap):
             say(line)
     say(
         f"wrote {out}/ (plan.json, {'' if args.no_report else 'report.html, memory.png, '}"
@@ -260,19 +260,18 @@ def endurance_warning(c: Compiled) -> str | None:
 HINT_GAP = 0.01  # without --gap, a gap left wider than this by the time limit gets the hint
 
 
-def _bound_lines(
-    info: dict[str, object], plain: float, objective: str, time_limit: float | None, gap_asked: float | None
+def bound_lines(
+    report: SolveReport, plain: float, objective: str, time_limit: float | None, gap_asked: float | None
 ) -> list[str]:
     """What the solver's lower bound means, when the gap is open; with a hint when the time limit
     left it wider than asked (``--gap``, else ``HINT_GAP``)."""
-    bound, gap = info.get("bound"), info.get("gap")
-    if bound is None or gap is None or plain <= 0.0:
+    if report.bound is None or report.gap is None or plain <= 0.0:
         return []
-    b, g = float(cast(float, bound)), float(cast(float, gap))
+    b, g = float(report.bound), float(report.gap)
     if not 0.0 < g < 1.0:
         return []
     shown = f"{b * 1e3:.4f} {'mJ' if objective == 'energy' else 'ms'}"
-    space = "in any order" if info.get("bound_covers") == ALL_ORDERS else "in this order"
+    space = "in any order" if report.bound_covers == ALL_ORDERS else "in this order"
     lines = [
         f"lower bound: {shown} ({100 * (b / plain - 1):+.2f}% {objective}): no schedule that computes "
         f"the nodes {space} costs less, so this one costs at most {100 * (1 / (1 - g) - 1):.2f}% "
@@ -280,7 +279,7 @@ def _bound_lines(
     ]
     # a time limit cut the run: scale's cut_by_time_limit; "time" in the MILP's status (HiGHS's "Time
     # limit reached", CBC's "Stopped on time limit")
-    timed = bool(info.get("cut_by_time_limit")) or "time" in str(info.get("status", "")).lower()
+    timed = bool(report.cut_by_time_limit) or "time" in str(report.status or "").lower()
     if timed and g > (HINT_GAP if gap_asked is None else gap_asked):
         shown = "the time limit" if time_limit is None else f"the {time_limit:g} s time limit"
         lines.append(

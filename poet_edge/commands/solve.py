@@ -61,7 +61,7 @@ def _schedule(problem: SchedulingProblem, args: argparse.Namespace) -> tuple[Sch
         effort=args.effort,
     )
     schedule = configured(args.scheduler, options)(problem)
-    warning = cut_warning(dict(schedule.info), args.time_limit)
+    warning = cut_warning(schedule.report, args.time_limit)
     if warning is not None:
         print(warning, file=sys.stderr)
     return schedule, time.perf_counter() - began
@@ -70,10 +70,10 @@ def _schedule(problem: SchedulingProblem, args: argparse.Namespace) -> tuple[Sch
 def _summary(
     schedule: Schedule, sim: SimResult | None, error: str | None, seconds: float, objective: str
 ) -> dict[str, Any]:
-    info = dict(schedule.info)
+    report = schedule.report
     out: dict[str, Any] = {
         "scheduler": schedule.solver,
-        "status": info.get("status", "heuristic"),
+        "status": report.status if report.has("status") else "heuristic",
         "valid": sim is not None,
         "compute_cost": None if sim is None else (sim.latency_s if objective == "latency" else sim.energy_j),
         "energy": None if sim is None else sim.energy_j,
@@ -81,12 +81,12 @@ def _summary(
         "cost_unit": None if sim is None else sim.cost_unit,
         "peak_ram_bytes": None if sim is None else sim.peak_ram_bytes,
         "budget_bytes": None if sim is None else sim.budget_bytes,
-        "objective": info.get("objective"),
-        "bound": info.get("bound"),
-        "gap": info.get("gap"),
+        "objective": report.objective,
+        "bound": report.bound,
+        "gap": report.gap,
         "seconds": round(seconds, 3),
     }
-    out.update({k: v for k, v in info.items() if k not in out and k != "seconds"})
+    out.update({k: v for k, v in report.items() if k not in out and k != "seconds"})
     if error:
         out["error"] = error
     out["schedule"] = schedule.to_json()

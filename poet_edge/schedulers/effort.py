@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from poet_edge.schedule import SolveReport
+
 SAFETY_S = 600.0  # scale's default --time-limit: a safety stop, not a budget
 
 
@@ -51,13 +53,13 @@ def levels(effort: str) -> tuple[Budget, ...]:
     return LEVELS[: EFFORTS[effort]]
 
 
-def cut_warning(info: Mapping[str, object], limit: float | None) -> str | None:
-    """The warning line for a run the safety time limit cut (``info`` a schedule's), None otherwise."""
-    if not info.get("cut_by_time_limit"):
+def cut_warning(report: SolveReport, limit: float | None) -> str | None:
+    """The warning line for a run the safety time limit cut (``report`` a schedule's), None otherwise."""
+    if not report.cut_by_time_limit:
         return None
     shown = f"{limit:g} s" if limit is not None else f"{SAFETY_S:g} s (default)"
     return (
         f"poet: warning: the --time-limit {shown} safety stop cut the scheduler in phase "
-        f"'{info.get('cut_phase')}'; this schedule may differ between runs (raise --time-limit, or use "
+        f"'{report.cut_phase}'; this schedule may differ between runs (raise --time-limit, or use "
         "a smaller --effort)"
     )

@@ -15,7 +15,7 @@ Three variants run: DTR as above, DTR preferring paging (values are dropped only
 be paged), and DTR with paging only (no recomputation: values that are not recomputable then need not
 be kept for their consumers' recomputation). Recomputing a dropped value needs its missing ancestors
 in RAM at once, which can fail near the memory floor. The cheapest schedule (simulated energy, then
-latency) wins; its variant is in ``Schedule.info``, with the engine's work (nodes looked at: a count that
+latency) wins; its variant is in ``Schedule.report``, with the engine's work (nodes looked at: a count that
 ``engine.RECOMPUTE_VISITS`` bounds per question). If all three fail, the first error is reported.
 """
 
@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from poet_edge.errors import PoetError
 from poet_edge.problem import SchedulingProblem
-from poet_edge.schedule import Schedule
+from poet_edge.schedule import Schedule, SolveReport
 from poet_edge.schedulers.engine import DROP, PAGE, Engine
 from poet_edge.simulator import simulate
 
@@ -80,7 +80,7 @@ def schedule_greedy(problem: SchedulingProblem) -> Schedule:
     for i, (label, policy, recompute) in enumerate(variants):
         try:
             engine = Engine(problem, "greedy", policy=policy, allow_recompute=recompute, allow_paging=True)
-            schedule = replace(engine.run(), info=(("variant", label), ("work", engine.work)))
+            schedule = replace(engine.run(), report=SolveReport.of(variant=label, work=engine.work))
         except PoetError as err:
             errors.append(err)
             continue

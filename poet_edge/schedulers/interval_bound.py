@@ -38,7 +38,7 @@ mobilenetv1_025 with every parameter trained at 60%: 39.99% after 4.2 s (one sta
 
 Where no stage overfills, the point is one of the stage model's but for the RAM of the restorations
 between stages (:func:`stage_point`); decoded, it is a schedule at the bound where those fit (scale
-offers it, :func:`poet_edge.schedulers.scale._interval`).
+offers it, :func:`poet_edge.schedulers.scale_bounds.interval_refined`).
 """
 
 from __future__ import annotations
@@ -288,7 +288,7 @@ def _spans(
     return spans
 
 
-def _tightest(problem: SchedulingProblem, an: Analysis) -> tuple[int, ...]:
+def tightest_stages(problem: SchedulingProblem, an: Analysis) -> tuple[int, ...]:
     """The stages whose own inputs, output and workspace leave the least RAM free (the floor's)."""
     own = [_own(problem, an, t) for t in range(len(problem.nodes))]
     top = max(own, default=0)
@@ -363,7 +363,7 @@ def refine(
     many rounds, of at most this many branch-and-bound nodes each (counts: where they end the result
     does not depend on the machine; ``stopped`` then stays False, it says only that time was up)."""
     deadline = time.perf_counter() + seconds
-    stages = _tightest(problem, an)
+    stages = tightest_stages(problem, an)
     bound, rounds, status, stopped = 0.0, 0, "not run", True
     took = 0.0  # seconds the last round took: the next, larger, needs more (ROUND_GROWTH)
     while time.perf_counter() + growth * took < deadline:

@@ -33,7 +33,7 @@ CBC through ``PULP_CBC_CMD`` (warm start via PuLP, status and bound read from CB
 
 Progress: ``MilpOptions.on_progress(elapsed_s, incumbent, bound, gap)`` is called while HiGHS solves
 (highspy's MIP interrupt and improving-solution callbacks; it only observes), in problem units like
-the final objective, ``gap`` relative to the whole objective as in ``Schedule.info``. HiGHS only: CBC
+the final objective, ``gap`` relative to the whole objective as in ``Schedule.report``. HiGHS only: CBC
 runs as a subprocess and reports nothing until it ends.
 """
 
@@ -54,7 +54,7 @@ import pulp
 from poet_edge.errors import PoetError
 from poet_edge.memory_floor import check_budget
 from poet_edge.problem import SchedulingProblem
-from poet_edge.schedule import PageIn, PageOut, Schedule
+from poet_edge.schedule import PageIn, PageOut, Schedule, SolveReport
 from poet_edge.schedulers.highs_run import Checked, quiet_banner, run_checked
 from poet_edge.schedulers.milp_decode import Pair, Stages, StageSolution, decode, encode, stages
 from poet_edge.simulator import InvalidSchedule, SimResult, simulate
@@ -68,7 +68,7 @@ ProgressCallback = Callable[[float, float | None, float | None, float | None], N
 class MilpOptions:
     """How to build and solve the MILP. ``time_limit_s`` None: no limit. ``gap_rel``: stop once the
     schedule is proven within this fraction of the lower bound, (cost - bound) / cost as
-    ``Schedule.info``'s gap (None: the solver's default, ``GAP_REL`` here; scale has its own).
+    ``Schedule.report``'s gap (None: the solver's default, ``GAP_REL`` here; scale has its own).
     ``on_progress(elapsed_s, incumbent, bound, gap)``: live solver progress (HiGHS only; see the
     module docstring)."""
 
@@ -86,7 +86,7 @@ class MilpOptions:
 
 
 @dataclass
-class _Model:
+class MilpModel:
     """The PuLP model and its variables (off-diagonal R only; R[t,t] = 1 is a constant)."""
 
     lp: pulp.LpProblem
@@ -151,22 +151,22 @@ def _rows(lp: pulp.LpProblem) -> list[pulp.LpConstraint]:
     return list(rows()) if callable(rows) else list(rows.values())
 
 
-def _avail(m: _Model, t: int, i: int) -> pulp.LpAffineExpression:
+def _avail(m: MilpModel, t: int, i: int) -> pulp.LpAffineExpression:
     """1 when value i is in RAM at some point of stage t (resident, paged in or computed)."""
     if i == t:
         return pulp.LpAffineExpression(constant=1)
     return pulp.lpSum(v for v in (m.S.get((t, i)), m.MI.get((t, i)), m.R.get((t, i))) if v is not None)
 
 
-def _computes(m: _Model, t: int) -> list[int]:
+def _computes(m: MilpModel, t: int) -> list[int]:
     return sorted([i for (s, i) in m.R if s == t] + [t])
 
 
-def _rt(m: _Model, t: int, k: int) -> pulp.LpAffineExpression:
+def _rt(m: MilpModel, t: int, k: int) -> pulp.LpAffineExpression:
     return pulp.LpAffineExpression(constant=1) if k == t else pulp.LpAffineExpression(m.R[(t, k)])
 
 
-def _add_variables(m: _Model, st: Stages) -> None:
+def _add_variables(m: MilpModel, st: Stages) -> None:
     bins = pulp.LpBinary
     for i in range(st.n):
         for t in range(i + 1, st.need[i] + 1):
@@ -181,7 +181,7 @@ def _add_variables(m: _Model, st: Stages) -> None:
                 m.MO[(t, i)] = _var(m.lp, f"MO_{t}_{i}", 0, 1, bins)
 
 
-def _add_flow(m: _Model, st: Stages) -> None:
+def _add_flow(m: MilpModel, st: Stages) -> None:
     lp = m.lp
     for (t, i), s in m.S.items():
         sources = [v for v in (s, m.MI.get((t, i)), m.R.get((t, i))) if v is not None]
@@ -200,7 +200,7 @@ def _add_flow(m: _Model, st: Stages) -> None:
                 lp += _rt(m, t, v) <= _avail(m, t, u), f"dep_{t}_{u}_{v}"
 
 
-def _add_storage(m: _Model, problem: SchedulingProblem) -> None:
+def _add_storage(m: MilpModel, problem: SchedulingProblem) -> None:
     lp = m.lp
     for (t, i), sd in m.SD.items():
         prev = [v for v in (m.SD.get((t - 1, i)), m.MO.get((t - 1, i))) if v is not None]
@@ -226,7 +226,7 @@ def _add_storage(m: _Model, problem: SchedulingProblem) -> None:
             )
 
 
-def _add_memory(m: _Model, problem: SchedulingProblem, st: Stages) -> None:
+def _add_memory(m: MilpModel, problem: SchedulingProblem, st: Stages) -> None:
     lp = m.lp
     size = [n.out_bytes / m.mem for n in problem.nodes]
     for t in range(st.n):
@@ -248,7 +248,7 @@ def _add_memory(m: _Model, problem: SchedulingProblem, st: Stages) -> None:
             prev = k
 
 
-def _add_free(m: _Model, problem: SchedulingProblem, st: Stages, t: int, k: int) -> None:
+def _add_free(m: MilpModel, problem: SchedulingProblem, st: Stages, t: int, k: int) -> None:
     for i in sorted({*st.preds[k], k}):
         later = [j for j in st.users[i] if k < j <= t]
         if problem.nodes[i].out_bytes == 0 or t in later:
@@ -264,7 +264,7 @@ def _add_free(m: _Model, problem: SchedulingProblem, st: Stages, t: int, k: int)
 
 
 def _cost_expr(
-    m: _Model, costs: tuple[list[float], list[float], list[float]], norm: float
+    m: MilpModel, costs: tuple[list[float], list[float], list[float]], norm: float
 ) -> pulp.LpAffineExpression:
     comp, pin, pout = costs
     terms = [(v, comp[i] / norm) for (_, i), v in m.R.items()]
@@ -273,9 +273,9 @@ def _cost_expr(
     return pulp.LpAffineExpression([(v, c) for v, c in terms if c != 0])
 
 
-def build(problem: SchedulingProblem, st: Stages, options: MilpOptions) -> _Model:
+def build(problem: SchedulingProblem, st: Stages, options: MilpOptions) -> MilpModel:
     """The PuLP model of ``problem`` in the stage model ``st``."""
-    m = _Model(pulp.LpProblem("poet", pulp.LpMinimize))
+    m = MilpModel(pulp.LpProblem("poet", pulp.LpMinimize))
     m.mem = float(problem.budget_bytes - problem.fixed_bytes) or 1.0
     _add_variables(m, st)
     costs = _costs(problem, options.objective == "latency")
@@ -341,7 +341,7 @@ class _HighsWithStart(pulp.HiGHS):  # type: ignore[misc, valid-type]
         h.cbMipInterrupt.subscribe(on_event)
 
 
-def _progress_reporter(m: _Model, on_progress: ProgressCallback) -> Callable[[float, float, float], None]:
+def _progress_reporter(m: MilpModel, on_progress: ProgressCallback) -> Callable[[float, float, float], None]:
     """Converts HiGHS's scaled primal/dual bounds to problem units (as for the final objective)."""
     plain = m.offset * m.norm
 
@@ -356,7 +356,7 @@ def _progress_reporter(m: _Model, on_progress: ProgressCallback) -> Callable[[fl
     return report
 
 
-def _gaps(m: _Model, options: MilpOptions) -> dict[str, float]:
+def solver_gaps(m: MilpModel, options: MilpOptions) -> dict[str, float]:
     """The solver's gaps. Its objective leaves out the plain pass (``m.offset``), so a gap asked for on
     the whole cost is given as the same relative gap on the rest, or that fraction of the plain pass
     as an absolute gap, whichever the solver reaches first: either one has the whole within it."""
@@ -365,7 +365,7 @@ def _gaps(m: _Model, options: MilpOptions) -> dict[str, float]:
     return {"gapRel": options.gap_rel, "gapAbs": max(1e-9, options.gap_rel * m.offset)}
 
 
-def _solve_highs(m: _Model, options: MilpOptions, start: dict[str, float] | None) -> tuple[_Outcome, str]:
+def _solve_highs(m: MilpModel, options: MilpOptions, start: dict[str, float] | None) -> tuple[_Outcome, str]:
     import highspy
 
     solver = _HighsWithStart(
@@ -374,7 +374,7 @@ def _solve_highs(m: _Model, options: MilpOptions, start: dict[str, float] | None
         msg=options.msg,
         timeLimit=options.time_limit_s,
         threads=options.threads,
-        **_gaps(m, options),
+        **solver_gaps(m, options),
         mip_feasibility_tolerance=1e-9,
         primal_feasibility_tolerance=1e-9,
     )
@@ -408,7 +408,7 @@ def _cbc_log(path: Path) -> tuple[str, float | None]:
     return (result[-1].strip() if result else "unknown"), value
 
 
-def _solve_cbc(m: _Model, options: MilpOptions, start: dict[str, float] | None) -> tuple[_Outcome, str]:
+def _solve_cbc(m: MilpModel, options: MilpOptions, start: dict[str, float] | None) -> tuple[_Outcome, str]:
     if start:
         for v in m.lp.variables():
             v.setInitialValue(start.get(v.name, 0.0))
@@ -419,7 +419,7 @@ def _solve_cbc(m: _Model, options: MilpOptions, start: dict[str, float] | None) 
             msg=options.msg,
             timeLimit=options.time_limit_s,
             threads=options.threads,
-            **_gaps(m, options),
+            **solver_gaps(m, options),
             warmStart=bool(start),
             logPath=str(log),
         )
@@ -439,7 +439,7 @@ def _solve_cbc(m: _Model, options: MilpOptions, start: dict[str, float] | None) 
     return _Outcome(status, has, optimal, infeasible, obj, bound_out, seconds), warm
 
 
-def _solve(m: _Model, options: MilpOptions, start: dict[str, float] | None) -> tuple[_Outcome, str]:
+def _solve(m: MilpModel, options: MilpOptions, start: dict[str, float] | None) -> tuple[_Outcome, str]:
     if options.solver == "highs":
         return _solve_highs(m, options, start)
     if options.solver == "cbc":
@@ -450,7 +450,7 @@ def _solve(m: _Model, options: MilpOptions, start: dict[str, float] | None) -> t
 # -- solutions -----------------------------------------------------------------------------------------
 
 
-def _rounded(m: _Model, st: Stages) -> StageSolution:
+def _rounded(m: MilpModel, st: Stages) -> StageSolution:
     def on(d: dict[Pair, pulp.LpVariable]) -> frozenset[Pair]:
         return frozenset(k for k, v in d.items() if round(v.varValue or 0.0) == 1)
 
@@ -458,7 +458,9 @@ def _rounded(m: _Model, st: Stages) -> StageSolution:
     return StageSolution(on(m.R) | diag, on(m.S), on(m.MI), on(m.MO))
 
 
-def _assign(m: _Model, problem: SchedulingProblem, st: Stages, sol: StageSolution) -> dict[str, float] | None:
+def _assign(
+    m: MilpModel, problem: SchedulingProblem, st: Stages, sol: StageSolution
+) -> dict[str, float] | None:
     """Column values of ``sol`` (FREE at its largest allowed value, U by its recurrence); None when
     ``sol`` uses a pair the model does not have."""
     groups = (
@@ -492,7 +494,7 @@ def _assign(m: _Model, problem: SchedulingProblem, st: Stages, sol: StageSolutio
     return values
 
 
-def _violations(m: _Model, values: dict[str, float], tol: float = 1e-9) -> list[str]:
+def _violations(m: MilpModel, values: dict[str, float], tol: float = 1e-9) -> list[str]:
     bad = []
     for c in _rows(m.lp):
         name = c.name
@@ -623,8 +625,13 @@ def _infeasible(problem: SchedulingProblem, st: Stages, options: MilpOptions) ->
 
 
 def _info(
-    out: _Outcome, m: _Model, options: MilpOptions, warm: str, fallback: str | None, objective: float | None
-) -> tuple[tuple[str, object], ...]:
+    out: _Outcome,
+    m: MilpModel,
+    options: MilpOptions,
+    warm: str,
+    fallback: str | None,
+    objective: float | None,
+) -> SolveReport:
     """Solver details; ``bound`` is never below the plain pass (every node once), ``gap`` is relative
     to the whole objective, ``solver_gap`` is the solver's own (on the part above the plain pass)."""
     plain = m.offset * m.norm
@@ -636,25 +643,25 @@ def _info(
         gap = max(0.0, objective - bound) / max(abs(objective), 1e-300)
         extra = objective - plain
         solver_gap = max(0.0, objective - bound) / extra if extra > 1e-12 * max(abs(objective), 1.0) else 0.0
-    return (
-        ("status", out.status),
-        ("objective", objective),
-        ("bound", bound),
-        ("gap", gap),
-        ("solver_gap", solver_gap),
-        ("seconds", round(out.seconds, 3)),
-        ("binaries", m.binaries),
-        ("columns", len(m.lp.variables())),
-        ("rows", len(_rows(m.lp))),
-        ("solver", options.solver),
-        ("objective_kind", options.objective),
-        ("warm_start", warm),
-        ("fallback", fallback),
+    return SolveReport.of(
+        status=out.status,
+        objective=objective,
+        bound=bound,
+        gap=gap,
+        solver_gap=solver_gap,
+        seconds=round(out.seconds, 3),
+        binaries=m.binaries,
+        columns=len(m.lp.variables()),
+        rows=len(_rows(m.lp)),
+        solver=options.solver,
+        objective_kind=options.objective,
+        warm_start=warm,
+        fallback=fallback,
     )
 
 
 def _warm_start(
-    m: _Model, problem: SchedulingProblem, st: Stages, base: _Candidate | None
+    m: MilpModel, problem: SchedulingProblem, st: Stages, base: _Candidate | None
 ) -> tuple[dict[str, float] | None, str]:
     if base is None:
         return None, "not used: no baseline succeeded"
@@ -668,22 +675,21 @@ def _warm_start(
     return values, f"baseline '{base.name}'"
 
 
-def _fallback(base: _Candidate | None, why: str, info: tuple[tuple[str, object], ...]) -> Schedule:
+def _fallback(base: _Candidate | None, why: str, info: SolveReport) -> Schedule:
     if base is None:
         raise PoetError(f"MILP found no schedule ({why}) and no baseline scheduler succeeded")
     note = f"{base.name}: {why}"
-    fixed = tuple((k, note if k == "fallback" else v) for k, v in info)
-    return Schedule(base.schedule.steps, "milp", fixed + (("schedule_from", base.name),))
+    return Schedule(base.schedule.steps, "milp", info.with_(fallback=note).with_(schedule_from=base.name))
 
 
 def schedule_milp(problem: SchedulingProblem, options: MilpOptions | None = None) -> Schedule:
-    """Solve the POET MILP for ``problem``; see the module docstring. ``Schedule.info`` carries status,
+    """Solve the POET MILP for ``problem``; see the module docstring. ``Schedule.report`` carries status,
     objective, bound, gap, seconds, binaries, rows, solver, warm start and fallback."""
     options = options or MilpOptions()
     if options.objective not in ("energy", "latency"):
         raise PoetError(f"unknown objective '{options.objective}'; use energy or latency")
     if not problem.nodes:
-        return Schedule((), "milp", (("status", "empty problem"),))
+        return Schedule((), "milp", SolveReport.of(status="empty problem"))
     if any(
         x < 0
         for n in problem.nodes

@@ -36,7 +36,7 @@ import numpy as np
 
 from poet_edge.errors import PoetError
 from poet_edge.problem import SchedulingProblem
-from poet_edge.schedule import Compute, Free, Schedule, Step
+from poet_edge.schedule import Compute, Free, Schedule, SolveReport, Step
 from poet_edge.simulator import simulate
 
 SEED = 55  # the local search's moves
@@ -600,12 +600,12 @@ def _plain(problem: SchedulingProblem, latency: bool) -> float:
     return sum(n.compute_s if latency else n.compute_j for n in problem.nodes)
 
 
-def _order_info(choice: OrderChoice, seconds: float) -> tuple[tuple[str, object], ...]:
-    return (
-        ("order", choice.origin),
-        ("orders_compared", [list(c) for c in choice.compared]),
-        ("order_evaluations", choice.evaluations),
-        ("order_s", round(seconds, 3)),
+def _order_info(report: SolveReport, choice: OrderChoice, seconds: float) -> SolveReport:
+    return report.with_(
+        order=choice.origin,
+        orders_compared=[list(c) for c in choice.compared],
+        order_evaluations=choice.evaluations,
+        order_s=round(seconds, 3),
     )
 
 
@@ -629,7 +629,7 @@ def schedule_ordered(
       cheapest schedule is kept (``inner``'s on ties, the chosen order's before the given one's),
       ``inner``'s error only raised when there is no other schedule.
 
-    ``Schedule.info`` gains ``order`` (the candidate chosen), ``orders_compared``, ``order_evaluations``,
+    ``Schedule.report`` gains ``order`` (the candidate chosen), ``orders_compared``, ``order_evaluations``,
     ``order_s`` and ``bound_covers``: "all orders" where the bound is the plain pass (every node once) or
     the problem's order is forced, else "this order" (``inner``'s bound covers only schedules that
     first compute the nodes in the chosen order), and an "optimal" status says "optimal for this order"
@@ -645,18 +645,18 @@ def schedule_ordered(
             problem, sequence_schedule(ordered, np.arange(len(ordered.nodes)), "scale"), latency, at
         )
         if attempt.schedule is not None:
-            info = (
-                ("status", "optimal"),
-                ("objective", attempt.cost),
-                ("bound", plain),
-                ("bound_from", "plain pass"),
-                ("bound_covers", ALL_ORDERS),
-                ("gap", max(0.0, attempt.cost - plain) / max(abs(attempt.cost), 1e-300)),
-                ("seconds", round(at, 3)),
-                ("first_valid_s", round(at, 3)),
-                ("schedule_from", "no-recomputation pass in the chosen order"),
+            report = SolveReport.of(
+                status="optimal",
+                objective=attempt.cost,
+                bound=plain,
+                bound_from="plain pass",
+                bound_covers=ALL_ORDERS,
+                gap=max(0.0, attempt.cost - plain) / max(abs(attempt.cost), 1e-300),
+                seconds=round(at, 3),
+                first_valid_s=round(at, 3),
+                schedule_from="no-recomputation pass in the chosen order",
             )
-            return replace(attempt.schedule, info=info + _order_info(choice, at))
+            return replace(attempt.schedule, report=_order_info(report, choice, at))
     ours = Attempt(None, math.inf, 0.0)
     if remat:
         costs = [n.compute_s if latency else n.compute_j for n in ordered.nodes]
@@ -688,7 +688,7 @@ def schedule_ordered(
             raise error
         return _marked(_ours(ours, None, plain, choice, order_s, began), skipped)
     if ours.cost < cost:
-        return _marked(_ours(ours, dict(theirs.info).get("bound"), plain, choice, order_s, began), skipped)
+        return _marked(_ours(ours, theirs.report.bound, plain, choice, order_s, began), skipped)
     return _marked(_labelled(theirs, choice, ordered, order_s, ours), skipped)
 
 
@@ -703,49 +703,51 @@ def _run(
 
 
 def _marked(schedule: Schedule, skipped: bool) -> Schedule:
-    """``schedule``, its info saying the safety stop cut the run where the given order was skipped."""
+    """``schedule``, its report saying the safety stop cut the run where the given order was skipped."""
     if not skipped:
         return schedule
-    cut = {"cut_by_time_limit": True, "cut_phase": "the given order's schedule"}
+    report = schedule.report.without("cut_by_time_limit", "cut_phase")
     return replace(
-        schedule, info=tuple((k, v) for k, v in schedule.info if k not in cut) + tuple(cut.items())
+        schedule, report=report.with_(cut_by_time_limit=True, cut_phase="the given order's schedule")
     )
 
 
 def _cut(schedule: Schedule | None) -> bool:
-    return schedule is not None and bool(dict(schedule.info).get("cut_by_time_limit"))
+    return schedule is not None and bool(schedule.report.cut_by_time_limit)
 
 
 def _ours(
-    ours: Attempt, order_bound: object, plain: float, choice: OrderChoice, order_s: float, began: float
+    ours: Attempt, order_bound: float | None, plain: float, choice: OrderChoice, order_s: float, began: float
 ) -> Schedule:
     assert ours.schedule is not None
-    info = (
-        ("status", "feasible"),
-        ("objective", ours.cost),
-        ("bound", plain),
-        ("bound_from", "plain pass"),
-        ("bound_covers", ALL_ORDERS),
-        ("order_bound", order_bound),
-        ("gap", max(0.0, ours.cost - plain) / max(abs(ours.cost), 1e-300)),
-        ("seconds", round(time.perf_counter() - began, 3)),
-        ("first_valid_s", round(ours.at_s, 3)),
-        ("schedule_from", "recomputations inserted into the chosen order"),
+    report = SolveReport.of(
+        status="feasible",
+        objective=ours.cost,
+        bound=plain,
+        bound_from="plain pass",
+        bound_covers=ALL_ORDERS,
+        order_bound=order_bound,
+        gap=max(0.0, ours.cost - plain) / max(abs(ours.cost), 1e-300),
+        seconds=round(time.perf_counter() - began, 3),
+        first_valid_s=round(ours.at_s, 3),
+        schedule_from="recomputations inserted into the chosen order",
     )
-    return replace(ours.schedule, info=info + _order_info(choice, order_s))
+    return replace(ours.schedule, report=_order_info(report, choice, order_s))
 
 
 def _labelled(
     schedule: Schedule, choice: OrderChoice, ordered: SchedulingProblem, order_s: float, ours: Attempt
 ) -> Schedule:
-    info = dict(schedule.info)
-    covers = ALL_ORDERS if info.get("bound_from") == "plain pass" or forced(ordered) else THIS_ORDER
-    if info.get("status") == "optimal" and covers == THIS_ORDER:
-        info["status"] = "optimal for this order"
-    info["bound_covers"] = covers
-    first = info.get("first_valid_s")
-    if isinstance(first, (int, float)):
-        info["first_valid_s"] = round(min(first + order_s, ours.at_s if ours.schedule else math.inf), 3)
-    if isinstance(info.get("seconds"), (int, float)):
-        info["seconds"] = round(float(info["seconds"]) + order_s, 3)  # type: ignore[arg-type]
-    return replace(schedule, info=tuple(info.items()) + _order_info(choice, order_s))
+    report = schedule.report
+    covers = ALL_ORDERS if report.bound_from == "plain pass" or forced(ordered) else THIS_ORDER
+    if report.status == "optimal" and covers == THIS_ORDER:
+        report = report.with_(status="optimal for this order")
+    report = report.with_(bound_covers=covers)
+    first = report.first_valid_s
+    if first is not None:
+        report = report.with_(
+            first_valid_s=round(min(first + order_s, ours.at_s if ours.schedule else math.inf), 3)
+        )
+    if report.seconds is not None:
+        report = report.with_(seconds=round(report.seconds + order_s, 3))
+    return replace(schedule, report=_order_info(report, choice, order_s))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.problem import SchedulingProblem
-from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
+from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, SolveReport, Step
 from poet_edge.schedulers.engine import DROP, PAGE, Analysis, Engine
 from poet_edge.schedulers.greedy import dtr_policy
 from poet_edge.schedulers.lp_model import LpModel, node_costs
@@ -228,7 +228,7 @@ def replay_plan(
     comes back just before its next use (page-in, or recomputation of it and of its missing inputs);
     values are freed after their last use. Returns (schedule, {}) or (None, bytes over the budget by
     stage) when the plan does not fit (transient RAM of restorations) or cannot be followed.
-    ``costs``: (compute, page-in, page-out) per node; the schedule's cost is then in its info.
+    ``costs``: (compute, page-in, page-out) per node; the schedule's cost is then in its report (``cost``).
     ``strict``: stop at the first overflow (the returned overflow is then partial). With the entry
     ``plan[FREE_TEMPS]``, inputs recomputed only for a restoration are freed right after it (else
     they stay until their last use). An entry (v, STORE) pages v out and keeps it (a restoration of
@@ -249,7 +249,7 @@ def replay_plan(
             return None, r.overflow
     if r.overflow:
         return None, r.overflow
-    return Schedule(tuple(r.steps), NAME, (("cost", r.cost),)), {}
+    return Schedule(tuple(r.steps), NAME, SolveReport.of(cost=r.cost)), {}
 
 
 def replay_entries(cover: Cover, plan: Plan) -> dict[int, list[tuple[int, str]]]:

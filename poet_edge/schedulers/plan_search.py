@@ -7,7 +7,7 @@ eviction to another segment overlapping it, flip the replay policy, store / keep
 ancestor, restore one evicted value earlier (2, 4, ..., 32 stages before its use), evict one later
 (1, 2, ..., 32 stages after the segment's start, or 2, ..., 32 before its end), carry one (hold it
 until the restoration of a dropped consumer, recomputed from it then; also with one more eviction of
-any segment overlapping the stages it is held longer). :func:`poet_edge.schedulers.scale._search`
+any segment overlapping the stages it is held longer). :func:`poet_edge.schedulers.scale_search.local_search`
 iterates it.
 """
 
@@ -73,7 +73,7 @@ class PlanSearch:
         if schedule is None:
             out = (float(sum(overflow.values())) if not strict else math.inf, math.inf)
         else:
-            out = (0.0, float(dict(schedule.info)["cost"]))  # type: ignore[arg-type]
+            out = (0.0, schedule.report.replayed_cost)
         if not strict or schedule is not None:
             self.seen[key] = out
         return out

@@ -63,7 +63,7 @@ def option_end(cover: Cover, o: Option) -> int:
     return o.end if o.end >= 0 else cover.segs[o.seg].end
 
 
-def _ranges(cover: Cover, lp: LpModel) -> dict[int, int]:
+def option_ranges(cover: Cover, lp: LpModel) -> dict[int, int]:
     """Option column -> lo: the largest end of another option of its segment below its end."""
     ends: dict[int, set[int]] = {}
     for o in lp.opts:
@@ -88,7 +88,7 @@ def gap_rows(
     column A_jk) of its pairs; ``once_more(y, a)``: the scaled price of one more restoration of y after
     stage a (inf: never). Returns how many groups got a row."""
     nodes = problem.nodes
-    lo_of = _ranges(cover, lp)
+    lo_of = option_ranges(cover, lp)
     groups: dict[tuple[int, int], list[int]] = {}
     for j, o in enumerate(lp.opts):
         if o.mode == DROP:
@@ -161,7 +161,7 @@ def _present(
 def split_ends(cover: Cover, lp: LpModel, values: np.ndarray) -> dict[int, set[int]]:
     """Segment -> one more end for each DROP option whose value in ``values`` exceeds ``SPLIT_SHARE``
     and whose range (lo, e] is more than one stage wide: its midpoint."""
-    lo_of = _ranges(cover, lp)
+    lo_of = option_ranges(cover, lp)
     out: dict[int, set[int]] = {}
     for j, o in enumerate(lp.opts):
         e = option_end(cover, o)

@@ -210,8 +210,16 @@ def _held(
     return steps
 
 
-def add_model_rows(problem: SchedulingProblem, cover: Cover, lp: LpModel, budget: np.ndarray) -> bool:
-    """Adds the budget, keep, storage and runtime rows; False when a stage cannot fit at all."""
+def add_model_rows(
+    problem: SchedulingProblem,
+    cover: Cover,
+    lp: LpModel,
+    budget: np.ndarray,
+    dense_nonzeros: int | None = None,
+) -> bool:
+    """Adds the budget, keep, storage and runtime rows; False when a stage cannot fit at all. The
+    budget rows are running sums where they have more than ``dense_nonzeros`` entries (default
+    ``DENSE_NONZEROS``)."""
     nodes = problem.nodes
     stages: list[tuple[int, float, dict[int, float]]] = []  # (stage, excess, column -> bytes it frees)
     for t, segs in enumerate(cover.spans):
@@ -225,7 +233,8 @@ def add_model_rows(problem: SchedulingProblem, cover: Cover, lp: LpModel, budget
         for j, byte in lp.ram.get(t, ()):
             frees[j] = frees.get(j, 0.0) - byte
         stages.append((t, excess, frees))
-    if sum(len(frees) for _, _, frees in stages) <= DENSE_NONZEROS:
+    dense = DENSE_NONZEROS if dense_nonzeros is None else dense_nonzeros
+    if sum(len(frees) for _, _, frees in stages) <= dense:
         for _, excess, frees in stages:
             lp.rows.append((1.0, math.inf, list(frees), [v / excess for v in frees.values()]))
     else:
@@ -256,14 +265,21 @@ def add_model_rows(problem: SchedulingProblem, cover: Cover, lp: LpModel, budget
 
 
 def bound_model(
-    problem: SchedulingProblem, an: Analysis, cover: Cover, latency: bool, norm: float, budget: np.ndarray
+    problem: SchedulingProblem,
+    an: Analysis,
+    cover: Cover,
+    latency: bool,
+    norm: float,
+    budget: np.ndarray,
+    dense_nonzeros: int | None = None,
 ) -> LpModel | None:
     """The bound model (columns of ``cover.bound_opts``, input cuts, top-ups, rows), ready for
-    :func:`solve_lp`; None when a stage cannot fit at all."""
+    :func:`solve_lp`; None when a stage cannot fit at all. ``dense_nonzeros``: in place of
+    ``DENSE_NONZEROS`` (:func:`add_model_rows`)."""
     lp = option_columns(problem, cover.bound_opts, latency, norm)
     add_input_cuts(problem, an, cover, lp, latency, norm)
     add_topups(problem, an, cover, lp, latency, norm)
-    return lp if add_model_rows(problem, cover, lp, budget) else None
+    return lp if add_model_rows(problem, cover, lp, budget, dense_nonzeros) else None
 
 
 DENSE_NONZEROS = 100_000  # more budget-row entries than this: the rows as running sums (_running_sums)

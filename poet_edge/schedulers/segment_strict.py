@@ -1,7 +1,8 @@
 """The strict bound model of scheduler "scale": the segment bound model
 (:mod:`poet_edge.schedulers.segment_lp`) with the cuts of every value a recomputation recomputes,
 not only of the segment's own value. Larger (bert_tiny: 615 columns become 2,700) and slower to
-solve, so scale runs it only where the gap stays wide (:func:`poet_edge.schedulers.scale._strict`).
+solve, so scale runs it only where the gap stays wide
+(:func:`poet_edge.schedulers.scale_bounds.strict_bound`).
 
 Three additions, each a relaxation of every schedule in the problem's order (for the third, of some
 optimal one):
@@ -13,7 +14,7 @@ optimal one):
   inputs in RAM when it is recomputed; the cases A, B, C and D of the segment bound model's input
   cuts apply to each such input, A as "some option of q's segment ends by e" (by its first end
   at or after e when it has no variant at e).
-- The price of one more restoration (case C, :func:`_once_more`) is the restoration of the chain
+- The price of one more restoration (case C, :func:`price_once_more`) is the restoration of the chain
   that an optimal schedule cannot avoid, not only of the value itself.
 
 The options are pruned strictly (:func:`poet_edge.schedulers.segment_cover.strict_bound_options`).
@@ -131,7 +132,7 @@ def with_variants(problem: SchedulingProblem, an: Analysis, cover: Cover, opts: 
     return out
 
 
-def _once_more(
+def price_once_more(
     problem: SchedulingProblem, an: Analysis, q: int, a: int, comp: list[float], pin: list[float]
 ) -> float:
     """The least cost of restoring q (segment from stage a) once more, in some optimal schedule
@@ -206,7 +207,7 @@ def _cuts(
             for t in range(max(h.start, g.start + 1), e):
                 lp.ram.setdefault(t, []).append((cols[-1], part[t - g.start]))
         if p.k not in again:  # C
-            price = _once_more(problem, an, p.q, h.start, comp, pin)
+            price = price_once_more(problem, an, p.q, h.start, comp, pin)
             again[p.k] = lp.col(price / norm) if math.isfinite(price) else -1
         if again[p.k] >= 0:
             cols.append(lp.col(0.0))
@@ -258,7 +259,7 @@ def strict_model(
             lp,
             budget,
             acols,
-            lambda y, a: _once_more(problem, an, y, a, comp, pin) / norm,
+            lambda y, a: price_once_more(problem, an, y, a, comp, pin) / norm,
         )
     return lp if add_model_rows(problem, cover, lp, budget) else None
 

@@ -156,7 +156,7 @@ def build(
         if sum(val) > room:
             sc = float(max(room, 1))
             m.rows.append((-math.inf, room / sc, idx, [v / sc for v in val]))
-    _gap_rows(problem, an, m)
+    add_gap_rows(problem, an, m)
     if cap is not None and m.out and sum(nodes[i].out_bytes for i in m.out) > cap:
         sc = float(max(cap, 1))
         m.rows.append((-math.inf, cap / sc, list(m.out.values()), [nodes[i].out_bytes / sc for i in m.out]))
@@ -181,7 +181,7 @@ def build(
     return m
 
 
-def _gap_rows(problem: SchedulingProblem, an: Analysis, m: StageModel) -> None:
+def add_gap_rows(problem: SchedulingProblem, an: Analysis, m: StageModel) -> None:
     """RAM while v is recomputed in gap t: v, its inputs and every other value that stays in RAM
     through the whole gap. A value i is there when it was kept after stage t-1 and after stage t and
     not restored in gap t (it cannot leave and come back without a restoration): W[t,i] >=
@@ -393,8 +393,8 @@ def decode(
     for t in range(n):
         ins = {q for q in an.preds[t] if nodes[q].out_bytes > 0}
         keep = ins | kept[t]
-        orders = _orders(nodes, an, _needed(an, gap[t], ram, keep))
-        tried = [_restore(nodes, an, order, ram, stored, keep) for order in orders]
+        orders = restoration_orders(nodes, an, needed_restorations(an, gap[t], ram, keep))
+        tried = [restore_gap(nodes, an, order, ram, stored, keep) for order in orders]
         gap_steps, after, peak = min(tried, key=lambda r: r[2])
         if peak > room:  # no order fits: free and restore again what does not (gap_repair)
             fixed = [
@@ -444,7 +444,7 @@ def gap_cut(m: StageModel, an: Analysis, values: np.ndarray, t: int) -> Row:
     return (-math.inf, len(on) - 1.0, on, [1.0] * len(on))
 
 
-def _needed(
+def needed_restorations(
     an: Analysis, todo: list[tuple[int, str]], ram: set[int], keep: set[int]
 ) -> list[tuple[int, str]]:
     """The restorations of a gap that are needed: of the values in ``keep`` that are not in RAM, and of
@@ -456,7 +456,7 @@ def _needed(
     return [(i, k) for i, k in todo if i in seen]
 
 
-def _orders(
+def restoration_orders(
     nodes: tuple[ProblemNode, ...], an: Analysis, todo: list[tuple[int, str]]
 ) -> list[list[tuple[int, str]]]:
     """Orders in which a gap may restore ``todo`` (each recomputation after the restorations of its
@@ -525,7 +525,7 @@ def _depth_first(
     return order
 
 
-def _restore(
+def restore_gap(
     nodes: tuple[ProblemNode, ...],
     an: Analysis,
     order: list[tuple[int, str]],
