@@ -10,7 +10,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from poet_edge import __version__, arena, autodiff, frontend, inference, planning, sanity, trainable
+from poet_edge import (
+    __version__,
+    arena,
+    autodiff,
+    frontend,
+    inference,
+    planning,
+    sanity,
+    splitting,
+    trainable,
+)
 from poet_edge.codegen import emit
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Phase
@@ -55,6 +65,7 @@ class CompileOptions:
     verify_paging: bool = False  # --verify-paging: CRC-32 of every paged value, checked at page-in
     training: autodiff.TrainingOptions = autodiff.PLAIN  # --fused-updates, --relu-masks (exact rewrites)
     ram_banks: tuple[int, ...] = ()  # --ram A+B: the RAM banks, ram_bytes their sum; (): one bank
+    split: str = "off"  # --split: auto, off or a tile size (operator splitting, poet_edge/splitting.py)
 
 
 @dataclass(frozen=True)
@@ -71,6 +82,7 @@ class Compiled:
     arena: arena.ArenaPlan
     storage: emit.StoragePlan
     inference: tuple[inference.ModePlan, ...] = ()  # poet_predict and poet_eval_step, sharing the arena
+    split: splitting.Split | None = None  # the channel tiles, when the compile split operators
 
     @property
     def fixed(self) -> planning.FixedRam:
@@ -118,33 +130,94 @@ def plan_training(
         print(f"poet: warning: {flash_warning}", file=sys.stderr)
     reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
     log(f"training graph: {len(tg.nodes)} nodes ({sum(n.phase == Phase.FORWARD for n in tg.nodes)} forward)")
-    candidates = stored_candidates(tg, reserve, profile, opts)
+    candidates = plan_choices(tg, reserve, profile, opts)
     # several choices: compared at the quick effort, the chosen one then planned at the asked effort
     probe = replace(opts, milp=replace(opts.milp, effort="quick")) if len(candidates) > 1 else opts
-    best: tuple[Compiled, frozenset[str]] | None = None
-    for k, stored in enumerate(candidates):
+    best: tuple[Compiled, Choice] | None = None
+    for k, choice in enumerate(candidates):
+        stored, tile = choice
         if stored:
             log(
                 f"parameters in storage ({k + 1} of {len(candidates)} choices): {len(stored)} of "
                 f"{len(tg.trainable)}, {fmt_bytes(sum(tg.tensor(p).nbytes for p in stored))}"
             )
         try:
-            c = _plan_stored(g, tg, profile, reserve, stored, probe, limit, began, phase, log)
+            c = _plan_choice(g, tg, profile, reserve, choice, probe, limit, began, phase, log)
         except PoetError:
             if best is None and k == len(candidates) - 1:
                 raise
             continue
+        if tile is not None:
+            log(f"split into {fmt_bytes(tile)} tiles: {c.sim.energy_j * 1e3:.3f} mJ")
         if best is None or c.sim.energy_j < best[0].sim.energy_j:
-            best = c, stored
+            best = c, choice
     assert best is not None
     compiled, chosen = best
     if probe is not opts and opts.milp.effort != "quick":
+        tiles = f", {fmt_bytes(chosen[1])} tiles" if chosen[1] else ""
         log(
-            f"parameters in storage: {len(chosen)} of {len(tg.trainable)} (the less energy at --effort quick)"
+            f"parameters in storage: {len(chosen[0])} of {len(tg.trainable)}{tiles} "
+            "(the least energy at --effort quick)"
         )
-        compiled = _plan_stored(g, tg, profile, reserve, chosen, opts, limit, began, phase, log)
+        compiled = _plan_choice(g, tg, profile, reserve, chosen, opts, limit, began, phase, log)
     limit.begin(None)
     return compiled
+
+
+Choice = tuple[frozenset[str], int | None]  # (parameters kept in storage, tile size or None: no splitting)
+
+
+def _plan_choice(
+    g: Graph,
+    tg: Graph,
+    profile: Profile,
+    reserve: int,
+    choice: Choice,
+    opts: CompileOptions,
+    limit: PhaseLimit,
+    began: float,
+    phase: Callable[[str], None],
+    log: Callable[[str], None],
+) -> Compiled:
+    """:func:`_plan_stored` on the training graph, split into tiles of ``choice[1]`` bytes when given."""
+    stored, tile = choice
+    if tile is None:
+        return _plan_stored(g, tg, profile, reserve, stored, opts, limit, began, phase, log)
+    split = splitting.split_graph(tg, tile)
+    log(
+        f"operator splitting: {len(split.tiles)} tensors in tiles of at most {fmt_bytes(tile)}, "
+        f"{len(split.split_nodes)} nodes split, {len(split.graph.nodes)} nodes"
+    )
+    c = _plan_stored(g, split.graph, profile, reserve, stored, opts, limit, began, phase, log)
+    return replace(c, split=split)
+
+
+def _split_floor(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions, choice: Choice) -> int:
+    stored, tile = choice
+    graph = tg if tile is None else splitting.split_graph(tg, tile).graph
+    return _stored_floor(graph, reserve, profile, opts, stored)
+
+
+def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions) -> list[Choice]:
+    """The (stored parameters, tile size) pairs the compile schedules, the least energy kept.
+
+    --split off: :func:`stored_candidates` unsplit. A tile size: the same choices, split. auto: unsplit when
+    one of those fits the budget; else every trainable parameter in storage (none with --params ram) and the
+    largest tile size of ``splitting.TILE_SIZES`` whose floor fits, and half of it (smaller tiles: more room
+    for the scheduler, more nodes); unsplit when no size fits (the floor error then says so)."""
+    stored = stored_candidates(tg, reserve, profile, opts)
+    size = splitting.tile_bytes_of(opts.split)
+    if opts.split == "off" or size is not None:
+        return [(s, size) for s in stored]
+    if any(_stored_floor(tg, reserve, profile, opts, s) <= opts.ram_bytes for s in stored):
+        return [(s, None) for s in stored]
+    keep = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
+    fits = [
+        t
+        for t in splitting.TILE_SIZES
+        if _split_floor(tg, reserve, profile, opts, (keep, t)) <= opts.ram_bytes
+    ]
+    return [(keep, t) for t in fits[:2]] or [(s, None) for s in stored]
 
 
 def _plan_stored(
@@ -171,6 +244,7 @@ def _plan_stored(
             f"{_storage_hint(tg, reserve, profile, opts)}"
             f"{_params_hint(tg, reserve, profile, opts, floor.bytes)}"
             f"{_rewrites_hint(g, reserve, profile, opts, floor.bytes)}"
+            f"{_split_hint(tg, reserve, profile, opts, spec, floor.bytes)}"
         )
     schedule, plan = _fit(problem, floor.bytes, spec, opts, limit, began, phase, log)
     phase("simulate")
@@ -247,6 +321,24 @@ def _rewrites_hint(g: Graph, reserve: int, profile: Profile, opts: CompileOption
     stored = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
     alt = _stored_floor(tg, reserve, profile, opts, stored)
     return f"; with --fused-updates --relu-masks the floor is {fmt_bytes(alt)}" if alt < floor else ""
+
+
+def _split_hint(
+    tg: Graph, reserve: int, profile: Profile, opts: CompileOptions, spec: planning.ProblemSpec, floor: int
+) -> str:
+    """Unsplit (--split off, or auto when no tile size fits): the floor with the smallest tiles, when lower,
+    and the node that sets it."""
+    if splitting.tile_bytes_of(opts.split) is not None:
+        return ""
+    stored = frozenset(planning.stored_params(spec))
+    graph = splitting.split_graph(tg, splitting.TILE_SIZES[-1]).graph
+    low = memory_floor(
+        planning.price(planning.spec_from_graph(graph, reserve, opts.input, stored), profile, 1)
+    )
+    if low.bytes >= floor:
+        return ""
+    how = "--split auto" if opts.split == "off" else "operator splitting (even with the smallest tiles)"
+    return f"; with {how} the floor is {fmt_bytes(low.bytes)}, set by node {low.node}"
 
 
 def _state_hint(fixed: planning.FixedRam, opts: CompileOptions) -> str:
@@ -556,6 +648,8 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
         "input": opts.input.value,
         "params": opts.params.value,
         "stored_parameters": list(planning.stored_params(c.spec)),
+        "split": opts.split,
+        "tiles": c.split.summary() if c.split else None,
         "peak_ram_bytes": c.predicted_ram_bytes,
         "simulated_peak_ram_bytes": c.sim.peak_ram_bytes,
         "fixed_ram_bytes": c.fixed.total,

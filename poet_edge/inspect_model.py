@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from poet_edge import autodiff, frontend, ops, planning, trainable
+from poet_edge import autodiff, frontend, ops, planning, splitting, trainable
 from poet_edge.ir import Graph, Phase
 from poet_edge.memory_floor import memory_floor
 from poet_edge.optimizer import PLAIN_SGD, STATE_NAMES, Optimizer
@@ -43,6 +43,8 @@ class Inspection:
     optimizer_state_bytes: dict[str, int] | None = None  # state RAM of each optimizer
     training_options: dict[str, bool] | None = None  # the rewrites the graph above is built with
     floor_by_options: dict[str, int] | None = None  # the floor with each rewrite off and on (floor_variants)
+    floor_split_bytes: int = 0  # parameters in storage and operator splitting at the smallest tile size
+    floor_split_node: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -77,6 +79,9 @@ def inspect(
     peak = simulate(problem, get_scheduler("none")(problem)).peak_ram_bytes
     stored = planning.spec_from_graph(tg, reserve, input_place, frozenset(tg.trainable))
     floor_stored = memory_floor(planning.price(stored, load_profile("host"), 1 << 62))
+    split = splitting.split_graph(tg, splitting.TILE_SIZES[-1]).graph
+    split_spec = planning.spec_from_graph(split, reserve, input_place, frozenset(tg.trainable))
+    floor_split = memory_floor(planning.price(split_spec, load_profile("host"), 1 << 62))
     frozen = [p for p in g.params if p not in chosen]
     grads = [n.inputs[1] for n in tg.nodes if n.phase == Phase.UPDATE and not ops.get(n.op).fused]
     return Inspection(
@@ -106,6 +111,8 @@ def inspect(
             label: floor_of(g, loss, chosen, optimizer, o, reserve, input_place)
             for label, o in FLOOR_VARIANTS.items()
         },
+        floor_split.bytes,
+        floor_split.node,
     )
 
 
@@ -160,6 +167,9 @@ def format_inspection(r: Inspection) -> str:
         f"                 {r.floor_explanation}",
         f"                 {kb(r.floor_stored_bytes)} with --params storage (every trainable parameter "
         f"in storage, loaded where needed), at node {r.floor_stored_node}",
+        f"                 {kb(r.floor_split_bytes)} with that and --split "
+        f"{splitting.TILE_SIZES[-1] // 1024}KB (operator splitting into channel tiles), at node "
+        f"{r.floor_split_node}",
         "floor by rewrite "
         + ", ".join(f"{k} {v:,} B" for k, v in (r.floor_by_options or {}).items())
         + " (--fused-updates, --relu-masks; "

@@ -30,6 +30,7 @@ per-MAC rate.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the ops import this module: no import of them at run time
@@ -413,8 +414,15 @@ def conv_tally(w: Window, kind: str) -> Tally:
 
 
 def conv_weight(w: Window, kind: str, macs: int) -> float:
-    """Weight of a convolution call of ``macs`` MACs (the cost model's count, padded taps included)."""
-    return conv_tally(w, kind).weight(macs)
+    """Weight of a convolution call of ``macs`` MACs (the cost model's count, padded taps included). The
+    channel tiles of a split convolution (ops/conv_part.py) are priced with their whole convolution's
+    window, whose walk is computed once."""
+    return _whole_tally(w, kind).weight(macs)
+
+
+@lru_cache(maxsize=4096)
+def _whole_tally(w: Window, kind: str) -> Tally:
+    return conv_tally(w, kind)
 
 
 def fit(tallies: list[Tally], measured: list[float]) -> tuple[dict[str, Coefficients], list[float]]:

@@ -17,6 +17,7 @@ from poet_edge.schedulers import SCHEDULERS, milp_solver
 from poet_edge.schedulers.effort import cut_warning
 from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.schedulers.ordering import ALL_ORDERS
+from poet_edge.splitting import SPLIT_HELP, parse_split
 from poet_edge.trainable import TRAIN_HELP
 from poet_edge.units import RAM_HELP, SIZE_HELP, fmt_bytes, parse_ram, parse_size
 
@@ -98,6 +99,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=ParamPlace.AUTO.value,
         help=PARAMS_HELP,
     )
+    p.add_argument("--split", type=parse_split, default="auto", metavar="auto|off|SIZE", help=SPLIT_HELP)
     p.add_argument(
         "--check-inputs",
         action="store_true",
@@ -154,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
         verify_paging=args.verify_paging,
         training=autodiff.options_from_args(args),
         ram_banks=banks if len(banks) > 1 else (),
+        split=args.split,
     )
     try:
         c = compile_model(opts, progress.info, () if args.no_report else (report.render,), progress.phase)

@@ -39,7 +39,7 @@ from poet_edge.ops import equal, expand, gather, hardsigmoid, hardswish, squeeze
 from poet_edge.ops import gru, lstm  # recurrent
 
 # isort: split
-from poet_edge.ops import fused, mask  # training-graph rewrites (autodiff.TrainingOptions)
+from poet_edge.ops import conv_part, fused, mask  # training-graph rewrites (TrainingOptions, splitting)
 
 # isort: split
 from poet_edge.ops.base import OpDef
@@ -130,6 +130,8 @@ REGISTRY: dict[str, OpDef] = {
         fused.GEMM,
         mask.MASK,
         mask.GRAD,
+        conv_part.OP,
+        conv_part.GRAD_INPUT,
     )
 }
 

@@ -37,4 +37,4 @@ def kernel(node, shape):
     )
 
 
-OP = OpDef("Add", infer, forward, work, backward, kernel)
+OP = OpDef("Add", infer, forward, work, backward, kernel, channelwise=True)

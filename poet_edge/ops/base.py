@@ -189,6 +189,9 @@ class OpDef:
     attributes: Mapping[str, Attr] = field(default_factory=dict)
     # an update that computes its parameter's gradient itself (inputs: param, operands, *state; ops/fused.py)
     fused: bool = False
+    # run on channel tiles of same-shape inputs, gives the channel tiles of its output (elementwise ops;
+    # operator splitting, poet_edge/splitting.py)
+    channelwise: bool = False
 
 
 def unsupported(node: Node, what: str) -> PoetError:

@@ -113,5 +113,6 @@ OP = OpDef(
     check,
     const_inputs={1: "min", 2: "max"},
     attributes={"min": ANY, "max": ANY},  # opset < 11: the bounds are attributes
+    channelwise=True,
 )
-GRAD = OpDef("ClipGrad", _same, grad_forward, _work, None, grad_kernel, internal=True)
+GRAD = OpDef("ClipGrad", _same, grad_forward, _work, None, grad_kernel, internal=True, channelwise=True)

@@ -28,13 +28,13 @@ def _macs(win: Window) -> int:
     return win.n * win.m * win.oh * win.ow * (win.c // win.groups) * win.kh * win.kw
 
 
-def _class(win: Window) -> OpClass:
+def op_class(win: Window) -> OpClass:
     # depthwise: one input channel per group (C_in == groups > 1), C_out = multiplier * C_in
     return OpClass.DEPTHWISE if win.groups == win.c > 1 and win.m % win.c == 0 else OpClass.CONV
 
 
 def _conv_work(win: Window, ins, outs, kind: str) -> Work:
-    cls, macs = _class(win), _macs(win)
+    cls, macs = op_class(win), _macs(win)
     return Work(
         cls,
         macs=macs,

@@ -98,5 +98,9 @@ def grad_kernel(node, shape):
     )
 
 
-MASK = OpDef("RangeMask", mask_infer, mask_forward, mask_work, None, mask_kernel, internal=True)
-GRAD = OpDef("MaskGrad", grad_infer, grad_forward, grad_work, None, grad_kernel, internal=True)
+MASK = OpDef(
+    "RangeMask", mask_infer, mask_forward, mask_work, None, mask_kernel, internal=True, channelwise=True
+)
+GRAD = OpDef(
+    "MaskGrad", grad_infer, grad_forward, grad_work, None, grad_kernel, internal=True, channelwise=True
+)

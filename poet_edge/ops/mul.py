@@ -19,4 +19,4 @@ def backward(gb, node, gys, needs):
     ]
 
 
-OP = OpDef("Mul", binary_infer, forward, elementwise.work, backward, binary_kernel(BIN_MUL))
+OP = OpDef("Mul", binary_infer, forward, elementwise.work, backward, binary_kernel(BIN_MUL), channelwise=True)

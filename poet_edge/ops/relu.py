@@ -50,5 +50,5 @@ def grad_kernel(node, shape):
     )
 
 
-OP = OpDef("Relu", _same, forward, _work, backward, kernel)
-GRAD = OpDef("ReluGrad", _same, grad_forward, _work, None, grad_kernel, internal=True)
+OP = OpDef("Relu", _same, forward, _work, backward, kernel, channelwise=True)
+GRAD = OpDef("ReluGrad", _same, grad_forward, _work, None, grad_kernel, internal=True, channelwise=True)

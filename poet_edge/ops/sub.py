@@ -19,4 +19,4 @@ def backward(gb, node, gys, needs):
     ]
 
 
-OP = OpDef("Sub", binary_infer, forward, elementwise.work, backward, binary_kernel(BIN_SUB))
+OP = OpDef("Sub", binary_infer, forward, elementwise.work, backward, binary_kernel(BIN_SUB), channelwise=True)

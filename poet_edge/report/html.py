@@ -203,6 +203,22 @@ def _params(plan: dict[str, Any]) -> str:
     return _table("params", ["parameter", "shape", "lives in", "#bytes"], rows)
 
 
+def _tiles(plan: dict[str, Any]) -> str:
+    """Operator splitting: the tiled tensors and their tile counts (plan.json ``tiles``), or a line."""
+    tiles = plan.get("tiles")
+    if not tiles:
+        flag = escape(str(plan.get("split", "off")))
+        return f'<p class="note">No operator was split (<code>--split {flag}</code>).</p>'
+    rows = [[f"<code>{escape(t)}</code>", _num(str(k))] for t, k in tiles["tensors"].items()]
+    note = (
+        f'<p class="note">Tiles of at most {fmt_bytes(tiles["tile_bytes"])}: {len(tiles["tensors"])} '
+        "tensors in channel tiles (tile i of a tensor is the value <code>&lt;tensor&gt;/t&lt;i&gt;</code> "
+        f"in the plot and the schedule), {len(tiles['nodes'])} nodes run tile by tile "
+        "(docs/splitting.md).</p>"
+    )
+    return note + _table("tiles", ["tensor", "#tiles"], rows)
+
+
 def _schedule(plan: dict[str, Any], tl: Timeline) -> str:
     lines = [
         f"{i:5d}  {tl.totals[i]:>9,} B  {action:<9s} {name}"
@@ -243,6 +259,8 @@ def page(plan: dict[str, Any], tl: Timeline, stories: tuple[Story, ...], memory_
         _stories(stories),
         "<h2>Parameters</h2>",
         _params(plan),
+        "<h2>Operator splitting</h2>",
+        _tiles(plan),
         "<h2>Schedule</h2>",
         _schedule(plan, tl),
         f'<p class="note">poet-edge {escape(plan["poet_edge_version"])}; every number on this page comes '

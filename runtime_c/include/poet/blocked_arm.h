@@ -28,7 +28,8 @@ typedef struct {
     int32_t ldy;        /* bytes between output rows */
     const float *bias;  /* bias[c] added to column c (the column-bias epilogue) */
     const float *rbias; /* rbias[r] added to row r (the row-bias epilogue: a column vector C) */
-    int32_t step1, step2; /* byte steps a block kernel reads from memory (poet_asm_conv3x3_4x4) */
+    int32_t step1, step2; /* byte steps a block kernel reads from memory (poet_asm_conv3x3_4x4); step2: K for
+                           * poet_asm_nn_4x6_init / nn_4x3_init */
 } poet_asm_out;
 
 /* s<a> += s<x> */
@@ -206,9 +207,10 @@ typedef struct {
 
 /* Aᵀ·B, 4x6: op(A)[i + r, k] = a[k * lda + r] (4 consecutive floats per k), op(B)[k, j + c] = b[k * ldb + c]
  * (6 per k); lda and ldb in floats, K >= 1. Per k step: 3 VLDM, 2 ADD and 24 x (VMUL + VADD). */
-#define POET_ASM_TN_BODY \
-    "vldm %[out], {s0-s23}\n\t" POET_ASM_K_LOOP("vldm %[pa], {s24-s27}\n\t" \
-                                                 "add %[pa], %[pa], %[sa]\n\t" POET_ASM_B6_STEP)
+#define POET_ASM_TN_LOOP \
+    POET_ASM_K_LOOP("vldm %[pa], {s24-s27}\n\t" \
+                    "add %[pa], %[pa], %[sa]\n\t" POET_ASM_B6_STEP)
+#define POET_ASM_TN_BODY "vldm %[out], {s0-s23}\n\t" POET_ASM_TN_LOOP
 #define POET_ASM_TN_OPERANDS \
     : [pa] "+r"(a), [pb] "+r"(b), [k] "+r"(k), [sa] "+r"(sa), [sb] "+r"(sb) : [out] "r"(out) : POET_ASM_CLOBBERS
 POET_ALWAYS_INLINE void poet_asm_tn_4x6(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
@@ -221,8 +223,8 @@ POET_ALWAYS_INLINE void poet_asm_tn_4x6(const float *a, int32_t lda, const float
 
 /* A·B, 4x6: op(A)[i + r, k] = a[r * lda + k] (4 rows walked along k), op(B)[k, j + c] = b[k * ldb + c];
  * K >= 1. Per k step: 6 VLDM, 1 ADD and 24 x (VMUL + VADD). */
-#define POET_ASM_NN_BODY \
-    "vldm %[out], {s0-s23}\n\t" POET_ASM_K_LOOP(POET_ASM_A4(24, 25, 26, 27) POET_ASM_B6_STEP)
+#define POET_ASM_NN_LOOP POET_ASM_K_LOOP(POET_ASM_A4(24, 25, 26, 27) POET_ASM_B6_STEP)
+#define POET_ASM_NN_BODY "vldm %[out], {s0-s23}\n\t" POET_ASM_NN_LOOP
 #define POET_ASM_NN_OPERANDS \
     : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [pb] "+r"(b), [k] "+r"(k), [sb] "+r"(sb) \
     : [out] "r"(out) : POET_ASM_CLOBBERS
@@ -469,8 +471,8 @@ POET_ALWAYS_INLINE void poet_asm_nn_4x4_s2(const float *a, int32_t lda, const fl
     POET_ASM_W4(25, 26, 27, 28) POET_ASM_4X4(25, 26, 27, 28, 16, 18, 20, 22) \
     POET_ASM_W4(25, 26, 27, 28) POET_ASM_4X4(25, 26, 27, 28, 17, 19, 21, 23) \
     POET_ASM_W4(25, 26, 27, 28) POET_ASM_4X4(25, 26, 27, 28, 18, 20, 22, 24)
-#define POET_ASM_CONV3_BODY(row) \
-    "vldm %[out], {s0-s15}\n\t" \
+#define POET_ASM_CONV3_BODY(row) "vldm %[out], {s0-s15}\n\t" POET_ASM_CONV3_LOOP(row)
+#define POET_ASM_CONV3_LOOP(row) \
     "1:\n\t" row "add %[pv], %[pv], %[vk2]\n\t" row "add %[pv], %[pv], %[vk2]\n\t" row \
     "ldr %[t], [%[out], #112]\n\t" \
     "add %[pv], %[pv], %[t]\n\t" \
@@ -510,8 +512,8 @@ POET_ALWAYS_INLINE void poet_asm_conv3x3_4x4(const float *w, int32_t wr, const f
 #define POET_ASM_B3_STEP \
     "vldm %[pb], {s28-s30}\n\t" \
     "add %[pb], %[pb], %[sb]\n\t" POET_ASM_4X3(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
-#define POET_ASM_NN3_BODY \
-    "vldm %[out], {s0-s11}\n\t" POET_ASM_K_LOOP(POET_ASM_A4(24, 25, 26, 27) POET_ASM_B3_STEP)
+#define POET_ASM_NN3_LOOP POET_ASM_K_LOOP(POET_ASM_A4(24, 25, 26, 27) POET_ASM_B3_STEP)
+#define POET_ASM_NN3_BODY "vldm %[out], {s0-s11}\n\t" POET_ASM_NN3_LOOP
 POET_ALWAYS_INLINE void poet_asm_nn_4x3(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
                                         const poet_asm_out *out, const int EPI)
 {
@@ -520,15 +522,111 @@ POET_ALWAYS_INLINE void poet_asm_nn_4x3(const float *a, int32_t lda, const float
     uint32_t k = (uint32_t)K;
     POET_ASM_WITH_EPILOGUE(EPI, 3, POET_ASM_NN3_BODY, "a0", "sb", "k", POET_ASM_NN_OPERANDS);
 }
-#define POET_ASM_TN3_BODY \
-    "vldm %[out], {s0-s11}\n\t" POET_ASM_K_LOOP("vldm %[pa], {s24-s27}\n\t" \
-                                                 "add %[pa], %[pa], %[sa]\n\t" POET_ASM_B3_STEP)
+#define POET_ASM_TN3_LOOP \
+    POET_ASM_K_LOOP("vldm %[pa], {s24-s27}\n\t" \
+                    "add %[pa], %[pa], %[sa]\n\t" POET_ASM_B3_STEP)
+#define POET_ASM_TN3_BODY "vldm %[out], {s0-s11}\n\t" POET_ASM_TN3_LOOP
 POET_ALWAYS_INLINE void poet_asm_tn_4x3(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
                                         const poet_asm_out *out, const int EPI)
 {
     int32_t sa = 4 * lda, sb = 4 * ldb;
     uint32_t k = (uint32_t)K;
     POET_ASM_WITH_EPILOGUE(EPI, 3, POET_ASM_TN3_BODY, "pa", "sa", "sb", POET_ASM_TN_OPERANDS);
+}
+
+/* ---- blocks whose accumulators start from memory (the channel-tile kernels of src/optimized/conv.c) --------
+ * The same blocks as above, but every accumulator starts at the value of a previous partial sum P (same
+ * layout as the block's outputs: 4 rows of NC floats at %[ip], the rows ldy bytes apart as y's) instead of
+ * +0.0f: then the products in the same order and the same epilogue, so the bits are those of the reference
+ * part kernel (acc = P; acc += products ascending). %[ip] is advanced; `step` names the register that
+ * holds ldy. */
+#define POET_ASM_INIT_ROWS(step, r0, r1, r2, r3) \
+    "vldm %[ip], {" r0 "}\n\t" \
+    "add %[ip], %[ip], %[" step "]\n\t" \
+    "vldm %[ip], {" r1 "}\n\t" \
+    "add %[ip], %[ip], %[" step "]\n\t" \
+    "vldm %[ip], {" r2 "}\n\t" \
+    "add %[ip], %[ip], %[" step "]\n\t" \
+    "vldm %[ip], {" r3 "}\n\t"
+#define POET_ASM_INIT6(step) POET_ASM_INIT_ROWS(step, "s0-s5", "s6-s11", "s12-s17", "s18-s23")
+#define POET_ASM_INIT4(step) POET_ASM_INIT_ROWS(step, "s0-s3", "s4-s7", "s8-s11", "s12-s15")
+#define POET_ASM_INIT3(step) POET_ASM_INIT_ROWS(step, "s0-s2", "s3-s5", "s6-s8", "s9-s11")
+
+/* A·B has no register to spare for ldy: k holds it while the rows load, then K from out->step2 */
+#define POET_ASM_NN_INIT(rows, loop) \
+    "ldr %[k], [%[out], #100]\n\t" rows("k") "ldr %[k], [%[out], #116]\n\t" loop
+#define POET_ASM_NN_INIT_OPERANDS \
+    : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [pb] "+r"(b), [k] "=&r"(k), [sb] "+r"(sb), \
+      [ip] "+r"(ip) \
+    : [out] "r"(out) : POET_ASM_CLOBBERS
+#define POET_ASM_TN_INIT_OPERANDS \
+    : [pa] "+r"(a), [pb] "+r"(b), [k] "+r"(k), [sa] "+r"(sa), [sb] "+r"(sb), [ip] "+r"(ip) \
+    : [out] "r"(out), [il] "r"(il) : POET_ASM_CLOBBERS
+
+/* poet_asm_nn_4x6 / nn_4x3 / tn_4x6 / tn_4x3 from init (K >= 1; A·B reads K from out->step2) */
+POET_ALWAYS_INLINE void poet_asm_nn_4x6_init(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
+                                             const poet_asm_out *out, const float *init, const int EPI)
+{
+    const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda, *ip = init;
+    int32_t sb = 4 * ldb - 24;
+    uint32_t k;
+    (void)K;
+    POET_ASM_WITH_EPILOGUE(EPI, 6, POET_ASM_NN_INIT(POET_ASM_INIT6, POET_ASM_NN_LOOP), "a0", "sb", "k",
+                           POET_ASM_NN_INIT_OPERANDS);
+}
+POET_ALWAYS_INLINE void poet_asm_nn_4x3_init(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
+                                             const poet_asm_out *out, const float *init, const int EPI)
+{
+    const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda, *ip = init;
+    int32_t sb = 4 * ldb;
+    uint32_t k;
+    (void)K;
+    POET_ASM_WITH_EPILOGUE(EPI, 3, POET_ASM_NN_INIT(POET_ASM_INIT3, POET_ASM_NN3_LOOP), "a0", "sb", "k",
+                           POET_ASM_NN_INIT_OPERANDS);
+}
+POET_ALWAYS_INLINE void poet_asm_tn_4x6_init(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
+                                             const poet_asm_out *out, const float *init, const int EPI)
+{
+    const float *ip = init;
+    int32_t sa = 4 * lda, sb = 4 * ldb - 24;
+    const int32_t il = out->ldy;
+    uint32_t k = (uint32_t)K;
+    POET_ASM_WITH_EPILOGUE(EPI, 6, POET_ASM_INIT6("il") POET_ASM_TN_LOOP, "pa", "sa", "sb", POET_ASM_TN_INIT_OPERANDS);
+}
+POET_ALWAYS_INLINE void poet_asm_tn_4x3_init(const float *a, int32_t lda, const float *b, int32_t ldb, int32_t K,
+                                             const poet_asm_out *out, const float *init, const int EPI)
+{
+    const float *ip = init;
+    int32_t sa = 4 * lda, sb = 4 * ldb;
+    const int32_t il = out->ldy;
+    uint32_t k = (uint32_t)K;
+    POET_ASM_WITH_EPILOGUE(EPI, 3, POET_ASM_INIT3("il") POET_ASM_TN3_LOOP, "pa", "sa", "sb", POET_ASM_TN_INIT_OPERANDS);
+}
+
+/* poet_asm_conv3x3_4x4 from init: ldy is read into the scratch register t first */
+#define POET_ASM_CONV3_INIT_OPERANDS \
+    : [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2), [w3] "+r"(w3), [pv] "+r"(pv), [k] "+r"(k), [t] "=&r"(t), \
+      [ip] "+r"(ip) \
+    : [vk2] "r"(vk2b), [out] "r"(out) : POET_ASM_CLOBBERS
+#define POET_ASM_CONV3_INIT_BODY(row) "ldr %[t], [%[out], #100]\n\t" POET_ASM_INIT4("t") POET_ASM_CONV3_LOOP(row)
+POET_ALWAYS_INLINE void poet_asm_conv3x3_4x4_init(const float *w, int32_t wr, const float *v, int32_t nk1,
+                                                  int32_t vk2, const poet_asm_out *out, const float *init,
+                                                  const int DIR, const int EPI)
+{
+    const float *w0 = w, *w1 = w + wr, *w2 = w + 2 * wr, *w3 = w + 3 * wr, *ip = init;
+    const float *pv = DIR < 0 ? v - 2 : v;
+    const int32_t vk2b = 4 * vk2;
+    uint32_t k = (uint32_t)nk1; /* >= 1 */
+    int32_t t;
+    if (DIR == 2)
+        POET_ASM_WITH_EPILOGUE(EPI, 4, POET_ASM_CONV3_INIT_BODY(POET_ASM_CONV3_ROW_FWD2), "w0", "w1", "w2",
+                               POET_ASM_CONV3_INIT_OPERANDS);
+    else if (DIR > 0)
+        POET_ASM_WITH_EPILOGUE(EPI, 4, POET_ASM_CONV3_INIT_BODY(POET_ASM_CONV3_ROW_FWD), "w0", "w1", "w2",
+                               POET_ASM_CONV3_INIT_OPERANDS);
+    else
+        POET_ASM_WITH_EPILOGUE(EPI, 4, POET_ASM_CONV3_INIT_BODY(POET_ASM_CONV3_ROW_GI), "w0", "w1", "w2",
+                               POET_ASM_CONV3_INIT_OPERANDS);
 }
 
 #endif /* POET_GEMM_ASM */

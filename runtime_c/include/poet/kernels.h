@@ -68,6 +68,26 @@ enum {
 void poet_conv2d_f32(const float *X, const float *W, const float *B, float *Y, const int32_t *g);
 void poet_conv2d_grad_input_f32(const float *dY, const float *W, float *dX, const int32_t *g);
 void poet_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW, const int32_t *g);
+/* Channel tiles of a convolution (operator splitting): g is the geometry of the WHOLE conv, t = {c_lo, c_hi,
+ * m_lo, m_hi} a tile of input channels [c_lo, c_hi) and output channels [m_lo, m_hi) (absolute indices,
+ * 0 <= lo < hi <= C or M). Every tensor but W and B is dense over its tile's channels; W [M,C/G,KH,KW] and
+ * B [M] are the whole conv's (B indexed by absolute m).
+ * Forward: X [N, c_hi-c_lo, H, W], Y and P [N, m_hi-m_lo, OH, OW]. Each output of channel m (group
+ * gm = m / (M/G)) starts at P's value at the same index (P NULL: +0.0f), adds the products of the input
+ * channels [max(c_lo, gm*Cg), min(c_hi, (gm+1)*Cg)) (Cg = C/G) in the reference order (c, kh, kw) ascending,
+ * padded taps skipped, then Y = acc + B[m] (B NULL: Y = acc). So a chain of calls over ascending c-tiles
+ * that cover [0, C), each with P = the previous call's Y (NULL first) and B on the last call only, gives
+ * the bits of poet_conv2d_f32's output channels [m_lo, m_hi). Depthwise (G = C = M) with c-tile = m-tile
+ * is one call (P NULL, B given).
+ * Grad-input: dY [N, m_hi-m_lo, OH, OW], dX and P [N, c_hi-c_lo, H, W]. Each dX[n, c] starts at P (or +0.0f)
+ * and adds, in the reference order (m, kh, kw) ascending, the taps of the output channels in [m_lo, m_hi)
+ * of c's group: a chain over ascending m-tiles gives poet_conv2d_grad_input_f32's channels [c_lo, c_hi).
+ * An output whose channel range is empty is P (or +0.0f), plus B[m] in the forward. Y (dX) never aliases
+ * P or an input. */
+void poet_conv2d_part_f32(const float *X, const float *W, const float *B, const float *P, float *Y,
+                          const int32_t *g, const int32_t *t);
+void poet_conv2d_grad_input_part_f32(const float *dY, const float *W, const float *P, float *dX,
+                                     const int32_t *g, const int32_t *t);
 /* Y[c] = sum over n and s of X[N,C,S] (bias gradient of Conv and BatchNormalization). */
 void poet_channel_sum_f32(const float *X, float *Y, int32_t N, int32_t C, int32_t S);
 

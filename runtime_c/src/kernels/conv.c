@@ -73,6 +73,83 @@ void poet_conv2d_grad_input_f32(const float *dY, const float *W, float *dX, cons
     }
 }
 
+/* Channel tiles (kernels.h): the same loops over the tile's outputs, the channel range of each output cut
+ * to the tile, each accumulator starting at P (or +0.0f). */
+void poet_conv2d_part_f32(const float *X, const float *W, const float *B, const float *P, float *Y,
+                          const int32_t *g, const int32_t *t)
+{
+    const int32_t N = g[POET_WIN_N], C = g[POET_WIN_C], IH = g[POET_WIN_H], IW = g[POET_WIN_W];
+    const int32_t M = g[POET_WIN_M], KH = g[POET_WIN_KH], KW = g[POET_WIN_KW];
+    const int32_t OH = g[POET_WIN_OH], OW = g[POET_WIN_OW], SH = g[POET_WIN_SH], SW = g[POET_WIN_SW];
+    const int32_t PT = g[POET_WIN_PT], PL = g[POET_WIN_PL], G = g[POET_WIN_G];
+    const int32_t Cg = C / G, Mg = M / G;
+    const int32_t c_lo = t[0], c_hi = t[1], m_lo = t[2], m_hi = t[3], Ct = c_hi - c_lo, Mt = m_hi - m_lo;
+    for (int32_t n = 0; n < N; ++n) {
+        for (int32_t m = m_lo; m < m_hi; ++m) {
+            const int32_t gm = m / Mg;
+            const int32_t ca = c_lo > gm * Cg ? c_lo : gm * Cg, cb = c_hi < (gm + 1) * Cg ? c_hi : (gm + 1) * Cg;
+            const float *wm = W + m * Cg * KH * KW;
+            const int32_t o = (n * Mt + m - m_lo) * OH * OW;
+            for (int32_t oh = 0; oh < OH; ++oh) {
+                for (int32_t ow = 0; ow < OW; ++ow) {
+                    float acc = P ? P[o + oh * OW + ow] : 0.0f;
+                    for (int32_t c = ca; c < cb; ++c) {
+                        const float *x = X + (n * Ct + c - c_lo) * IH * IW, *w = wm + (c - gm * Cg) * KH * KW;
+                        for (int32_t kh = 0; kh < KH; ++kh) {
+                            const int32_t ih = oh * SH - PT + kh;
+                            if (ih < 0 || ih >= IH) continue;
+                            for (int32_t kw = 0; kw < KW; ++kw) {
+                                const int32_t iw = ow * SW - PL + kw;
+                                if (iw < 0 || iw >= IW) continue;
+                                acc += x[ih * IW + iw] * w[kh * KW + kw];
+                            }
+                        }
+                    }
+                    Y[o + oh * OW + ow] = B ? acc + B[m] : acc;
+                }
+            }
+        }
+    }
+}
+
+void poet_conv2d_grad_input_part_f32(const float *dY, const float *W, const float *P, float *dX,
+                                     const int32_t *g, const int32_t *t)
+{
+    const int32_t N = g[POET_WIN_N], C = g[POET_WIN_C], IH = g[POET_WIN_H], IW = g[POET_WIN_W];
+    const int32_t M = g[POET_WIN_M], KH = g[POET_WIN_KH], KW = g[POET_WIN_KW];
+    const int32_t OH = g[POET_WIN_OH], OW = g[POET_WIN_OW], SH = g[POET_WIN_SH], SW = g[POET_WIN_SW];
+    const int32_t PT = g[POET_WIN_PT], PL = g[POET_WIN_PL], G = g[POET_WIN_G];
+    const int32_t Cg = C / G, Mg = M / G;
+    const int32_t c_lo = t[0], c_hi = t[1], m_lo = t[2], m_hi = t[3], Ct = c_hi - c_lo, Mt = m_hi - m_lo;
+    for (int32_t n = 0; n < N; ++n) {
+        for (int32_t c = c_lo; c < c_hi; ++c) {
+            const int32_t grp = c / Cg, cl = c % Cg;
+            const int32_t ma = m_lo > grp * Mg ? m_lo : grp * Mg, mb = m_hi < (grp + 1) * Mg ? m_hi : (grp + 1) * Mg;
+            const int32_t o = (n * Ct + c - c_lo) * IH * IW;
+            for (int32_t ih = 0; ih < IH; ++ih) {
+                for (int32_t iw = 0; iw < IW; ++iw) {
+                    float acc = P ? P[o + ih * IW + iw] : 0.0f;
+                    for (int32_t m = ma; m < mb; ++m) {
+                        const float *dy = dY + (n * Mt + m - m_lo) * OH * OW, *w = W + (m * Cg + cl) * KH * KW;
+                        for (int32_t kh = 0; kh < KH; ++kh) {
+                            const int32_t th = ih + PT - kh; /* = oh * SH */
+                            if (th < 0) break;
+                            if (th % SH != 0 || th / SH >= OH) continue;
+                            for (int32_t kw = 0; kw < KW; ++kw) {
+                                const int32_t tw = iw + PL - kw; /* = ow * SW */
+                                if (tw < 0) break;
+                                if (tw % SW != 0 || tw / SW >= OW) continue;
+                                acc += dy[(th / SH) * OW + tw / SW] * w[kh * KW + kw];
+                            }
+                        }
+                    }
+                    dX[o + ih * IW + iw] = acc;
+                }
+            }
+        }
+    }
+}
+
 void poet_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW, const int32_t *g)
 {
     const int32_t N = g[POET_WIN_N], C = g[POET_WIN_C], IH = g[POET_WIN_H], IW = g[POET_WIN_W];

@@ -104,7 +104,8 @@ static int32_t poet_min32(int32_t a, int32_t b) { return a < b ? a : b; }
  *             v[k1 * vk1 + k2 * vk2 + k3 * VK3 + p * vp] * w_r[k1 * wk1 + k2 * wk2 + k3 * WK3]
  * where w_r = ws + r * wr. Compile-time: R, P, K2 / K3 (tap counts; 0 = run-time nk2 / nk3), VP (pixel
  * stride of v; 0 = run-time vp), VK3 and WK3 (strides of the innermost tap; WK3 0 = run-time wk3). The result goes to
- * y[r * yr + p * yp] (+ bias[r] when bias). */
+ * y[r * yr + p * yp] (+ bias[r] when bias). With hinit, out[r, p] starts at init[r * yr + p * yp] (the part
+ * kernels' P) instead of +0.0f. */
 typedef struct {
     const float *v, *w;
     int32_t nk1, nk2, nk3;
@@ -113,6 +114,8 @@ typedef struct {
     const float *bias;
     float *y;
     int32_t yr, yp;
+    const float *init; /* hinit: the outputs' starting values (a part kernel's P, laid out as y), else unused */
+    int32_t hinit;
 } poet_blk;
 
 /* One k step: R weights, then P input values each used for R accumulators. */
@@ -151,7 +154,10 @@ POET_ALWAYS_INLINE void poet_block(const poet_blk *b, const int R, const int P, 
     const int32_t wk2 = K2 && K3 ? K3 * WK3 : b->wk2;
     const int32_t wr = WR ? WR : b->wr, wk1 = WK1 ? WK1 : b->wk1;
     int32_t k1 = 0;
-    if (K2 == 1 && K3 == 1) {
+    if (b->hinit) {
+        POET_UNROLL for (int r = 0; r < R; ++r) POET_UNROLL for (int p = 0; p < P; ++p)
+            acc[r][p] = b->init[r * b->yr + p * b->yp];
+    } else if (K2 == 1 && K3 == 1) {
         /* single tap (1x1): the first product is added to +0.0f as the reference does, without zeroing */
         const float zero = 0.0f;
         if (b->nk1 < 1) {
@@ -204,9 +210,15 @@ POET_ALWAYS_INLINE void poet_block_mve(const poet_blk *b, const int R, const int
     const int32_t wk2 = K2 && K3 ? K3 * WK3 : b->wk2;
     const int32_t wr = WR ? WR : b->wr, wk1 = WK1 ? WK1 : b->wk1;
     const int32_t nk2 = K2 ? K2 : b->nk2;
-    const uint32x4_t off = poet_mve_lanes(vp);
+    const uint32x4_t off = poet_mve_lanes(vp), yoff = poet_mve_lanes(b->yp);
     const float32x4_t zero = vdupq_n_f32(0.0f);
     float32x4_t acc[POET_MAX_R] = {zero, zero, zero, zero};
+    if (b->hinit) {
+        POET_UNROLL for (int r = 0; r < R; ++r) {
+            const float *ir = b->init + r * b->yr;
+            acc[r] = b->yp == 1 ? vld1q_f32(ir) : vldrwq_gather_shifted_offset_f32(ir, yoff);
+        }
+    }
     for (int32_t k1 = 0; k1 < b->nk1; ++k1) {
         const float *v1 = b->v + k1 * vk1, *w1 = b->w + k1 * wk1;
         for (int32_t k2 = 0; k2 < nk2; ++k2) {
@@ -226,7 +238,6 @@ POET_ALWAYS_INLINE void poet_block_mve(const poet_blk *b, const int R, const int
             }
         }
     }
-    const uint32x4_t yoff = poet_mve_lanes(b->yp);
     POET_UNROLL for (int r = 0; r < R; ++r) {
         float *y = b->y + r * b->yr;
         const float32x4_t v = b->bias ? vaddq_n_f32(acc[r], b->bias[r]) : acc[r];
@@ -248,24 +259,28 @@ POET_ALWAYS_INLINE void poet_run(poet_blk *b, int32_t n, int32_t step_v, int32_t
         poet_block_mve(b, R, K2, K3, VP, VK3, WK3, WR, WK1);
         b->v += 4 * step_v;
         b->y += 4 * step_y;
+        b->init += 4 * step_y;
     }
 #else
     for (; n >= 6; n -= 6) {
         poet_block(b, R, 6, K2, K3, VP, VK3, WK3, WR, WK1);
         b->v += 6 * step_v;
         b->y += 6 * step_y;
+        b->init += 6 * step_y;
     }
 #endif
     if (n >= 4) {
         poet_block(b, R, 4, K2T, K3, VP, VK3, WK3, WR, WK1);
         b->v += 4 * step_v;
         b->y += 4 * step_y;
+        b->init += 4 * step_y;
         n -= 4;
     }
     if (n >= 2) {
         poet_block(b, R, 2, K2T, K3, VP, VK3, WK3, WR, WK1);
         b->v += 2 * step_v;
         b->y += 2 * step_y;
+        b->init += 2 * step_y;
         n -= 2;
     }
     if (n >= 1) poet_block(b, R, 1, K2T, K3, VP, VK3, WK3, WR, WK1);
@@ -287,25 +302,91 @@ POET_ALWAYS_INLINE void poet_run_conv3_asm(poet_blk *b, int32_t n, const int DIR
         poet_block(b, 4, 6, 3, 3, S, 1 - 2 * (DIR < 0), 1, DIR > 0 ? 0 : 9, 0);
         b->v += 6 * S;
         b->y += 6;
+        b->init += 6;
     }
     for (; n >= 4; n -= 4) {
         out.y = b->y;
-        if (b->bias)
+        if (b->hinit && b->bias)
+            poet_asm_conv3x3_4x4_init(b->w, b->wr, b->v, b->nk1, b->vk2, &out, b->init, DIR, 2);
+        else if (b->hinit)
+            poet_asm_conv3x3_4x4_init(b->w, b->wr, b->v, b->nk1, b->vk2, &out, b->init, DIR, 0);
+        else if (b->bias)
             poet_asm_conv3x3_4x4(b->w, b->wr, b->v, b->nk1, b->vk2, &out, DIR, 2);
         else
             poet_asm_conv3x3_4x4(b->w, b->wr, b->v, b->nk1, b->vk2, &out, DIR, 0);
         b->v += 4 * S;
         b->y += 4;
+        b->init += 4;
     }
     if (n >= 2) {
         poet_block(b, 4, 2, 0, 3, S, 1 - 2 * (DIR < 0), 1, DIR > 0 ? 0 : 9, 0);
         b->v += 2 * S;
         b->y += 2;
+        b->init += 2;
         n -= 2;
     }
     if (n >= 1) poet_block(b, 4, 1, 0, 3, S, 1 - 2 * (DIR < 0), 1, DIR > 0 ? 0 : 9, 0);
 }
+
+/* poet_run for a 1x1 stride-1 block of R = 4 channels over all pixels (b->nk1 >= 1): the GEMM blocks of
+ * poet/blocked_arm.h, 4x6 then 4x3, the 2- and 1-pixel tail in C. Forward (TA = 0): A·B with the weights
+ * of a channel walked along the input channels (rows b->wr apart), the input rows b->vk1 apart; input
+ * gradient (TA = 1): Aᵀ·B with the 4 channels' weights consecutive (b->wr = 1) and b->wk1 apart per output
+ * channel. The part kernels use it (the whole kernels call the GEMM): accumulators from b->init when
+ * hinit. */
+POET_ALWAYS_INLINE void poet_run_pw_asm_epi(poet_blk *b, int32_t n, const int TA, const int EPI, const int INIT)
+{
+    poet_asm_out out = {{0.0f}, b->y, 4 * b->yr, NULL, b->bias, 0, b->nk1}; /* step2: K for A·B from init */
+    const int32_t lda = TA ? b->wk1 : b->wr, ldb = b->vk1;
+    for (; n >= 6; n -= 6) {
+        out.y = b->y;
+        if (TA && INIT) poet_asm_tn_4x6_init(b->w, lda, b->v, ldb, b->nk1, &out, b->init, EPI);
+        else if (TA) poet_asm_tn_4x6(b->w, lda, b->v, ldb, b->nk1, &out, EPI);
+        else if (INIT) poet_asm_nn_4x6_init(b->w, lda, b->v, ldb, b->nk1, &out, b->init, EPI);
+        else poet_asm_nn_4x6(b->w, lda, b->v, ldb, b->nk1, &out, EPI);
+        b->v += 6;
+        b->y += 6;
+        b->init += 6;
+    }
+    if (n >= 3) {
+        out.y = b->y;
+        if (TA && INIT) poet_asm_tn_4x3_init(b->w, lda, b->v, ldb, b->nk1, &out, b->init, EPI);
+        else if (TA) poet_asm_tn_4x3(b->w, lda, b->v, ldb, b->nk1, &out, EPI);
+        else if (INIT) poet_asm_nn_4x3_init(b->w, lda, b->v, ldb, b->nk1, &out, b->init, EPI);
+        else poet_asm_nn_4x3(b->w, lda, b->v, ldb, b->nk1, &out, EPI);
+        b->v += 3;
+        b->y += 3;
+        b->init += 3;
+        n -= 3;
+    }
+    if (n >= 2) {
+        poet_block(b, 4, 2, 1, 1, 1, 1, 1, TA ? 1 : 0, TA ? 0 : 1);
+        b->v += 2;
+        b->y += 2;
+        b->init += 2;
+        n -= 2;
+    }
+    if (n >= 1) poet_block(b, 4, 1, 1, 1, 1, 1, 1, TA ? 1 : 0, TA ? 0 : 1);
+}
+
+POET_ALWAYS_INLINE void poet_run_pw_asm(poet_blk *b, int32_t n, const int TA)
+{
+    if (TA && b->hinit) poet_run_pw_asm_epi(b, n, 1, 0, 1);
+    else if (TA) poet_run_pw_asm_epi(b, n, 1, 0, 0);
+    else if (b->hinit && b->bias) poet_run_pw_asm_epi(b, n, 0, 2, 1);
+    else if (b->hinit) poet_run_pw_asm_epi(b, n, 0, 0, 1);
+    else if (b->bias) poet_run_pw_asm_epi(b, n, 0, 2, 0);
+    else poet_run_pw_asm_epi(b, n, 0, 0, 0);
+}
 #endif
+
+/* A channel tile of a part kernel (kernels.h): input channels [c_lo, c_hi) and output channels [m_lo, m_hi)
+ * (absolute; for the input gradient "input" is dY's m and "output" dX's c), P the starting values or NULL.
+ * The whole kernels run the same code with the whole conv as the tile. */
+typedef struct {
+    int32_t c_lo, c_hi, m_lo, m_hi;
+    const float *P;
+} poet_tile;
 
 /* ---- depthwise 3x3 (one input and one output channel per group) --------------------------------------
  * The nine weights of a channel stay in registers. poet_dw_plane computes
@@ -1075,16 +1156,19 @@ static void poet_fwd_cols(const poet_cgeo *g, int32_t ow, int32_t *k0, int32_t *
     *nk = poet_max32(0, poet_min32(g->KW, g->IW - iw) - *k0);
 }
 
-/* Output channels m0 .. m0+R-1 of group grp, sample n; SWC / KWC: compile-time stride / kernel width (0 =
- * run-time). Pointwise (KHC = KWC = 1, no padding) has a single tap. */
-POET_ALWAYS_INLINE void poet_fwd_rows(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y,
-                                      int32_t n, int32_t grp, int32_t m0, const int R, const int SWC,
+/* R output channels of one sample: xg the first of the nc input channels they sum (g->IHW apart), wm the
+ * first output channel's weights of that input channel, bias its bias (or NULL), y0 its output plane and i0
+ * its starting values (P) or NULL; SWC / KWC: compile-time stride / kernel width (0 = run-time). Pointwise
+ * (KHC = KWC = 1, no padding) has a single tap. */
+POET_ALWAYS_INLINE void poet_fwd_rows(const poet_cgeo *g, const float *xg, const float *wm, const float *bias,
+                                      float *y0, const float *i0, int32_t nc, const int R, const int SWC,
                                       const int KWC, const int PW)
 {
-    const float *xg = X + (n * g->C + grp * g->Cg) * g->IHW;
-    const float *wm = W + m0 * g->Cg * g->KK;
+    const float *ib = i0 ? i0 : y0; /* read only with hinit */
     poet_blk b;
-    b.nk1 = g->Cg;
+    b.hinit = i0 != NULL;
+    b.init = ib;
+    b.nk1 = nc;
     b.vk1 = g->IHW;
     b.vk2 = g->IW;
     b.vp = g->SW;
@@ -1092,7 +1176,7 @@ POET_ALWAYS_INLINE void poet_fwd_rows(const poet_cgeo *g, const float *X, const 
     b.wk1 = g->KK;
     b.wk2 = g->KW;
     b.wk3 = 1;
-    b.bias = B ? B + m0 : NULL;
+    b.bias = bias;
     b.yr = g->OHW;
     b.yp = 1;
     if (PW) { /* 1x1, stride 1, no padding: all OH*OW pixels as one row */
@@ -1100,7 +1184,14 @@ POET_ALWAYS_INLINE void poet_fwd_rows(const poet_cgeo *g, const float *X, const 
         b.nk3 = 1;
         b.v = xg;
         b.w = wm;
-        b.y = Y + (n * g->M + m0) * g->OHW;
+        b.y = y0;
+        b.init = ib;
+#if defined(POET_CONV_ASM)
+        if (R == 4 && nc > 0) {
+            poet_run_pw_asm(&b, g->OHW, 0);
+            return;
+        }
+#endif
         poet_run(&b, g->OHW, 1, 1, R, 1, 1, 1, 1, 1, 0, 1);
         return;
     }
@@ -1108,7 +1199,8 @@ POET_ALWAYS_INLINE void poet_fwd_rows(const poet_cgeo *g, const float *X, const 
         const int32_t ih = oh * g->SH - g->PT;
         const int32_t kh0 = poet_max32(0, -ih), nkh = poet_max32(0, poet_min32(g->KH, g->IH - ih) - kh0);
         b.nk2 = nkh;
-        float *yrow = Y + ((n * g->M + m0) * g->OH + oh) * g->OW;
+        float *yrow = y0 + oh * g->OW;
+        const float *irow = ib + oh * g->OW;
         int32_t ow = 0;
         while (ow < g->OW) {
             int32_t kw0, nkw, end = ow + 1;
@@ -1122,6 +1214,7 @@ POET_ALWAYS_INLINE void poet_fwd_rows(const poet_cgeo *g, const float *X, const 
             }
             const int32_t iw = ow * g->SW - g->PL;
             b.y = yrow + ow;
+            b.init = irow + ow;
             b.nk3 = nkw;
             if (nkh > 0 && nkw > 0) {
                 b.v = xg + (ih + kh0) * g->IW + iw + kw0;
@@ -1149,25 +1242,40 @@ POET_ALWAYS_INLINE void poet_fwd_rows(const poet_cgeo *g, const float *X, const 
                 poet_run(&b, end - ow, g->SW, 1, R, 0, 5, SWC, 1, 1, 0, 0);
             else
                 poet_run(&b, end - ow, g->SW, 1, R, 0, 0, SWC, 1, 1, 0, 0);
-            b.nk1 = g->Cg;
+            b.nk1 = nc;
             ow = end;
         }
     }
 }
 
-POET_ALWAYS_INLINE void poet_fwd_all(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y,
-                                     const int SWC, const int KWC, const int PW)
+/* The tile's outputs (every output channel of the whole conv for the whole kernel), 4/2/1 channels at a time:
+ * X holds the input channels [c_lo, c_hi) of each sample, Y (and P) the output channels [m_lo, m_hi). */
+POET_ALWAYS_INLINE void poet_fwd_all(const poet_cgeo *g, const poet_tile *t, const float *X, const float *W,
+                                     const float *B, float *Y, const int SWC, const int KWC, const int PW)
 {
+    const int32_t Ct = t->c_hi - t->c_lo, Mt = t->m_hi - t->m_lo;
     for (int32_t n = 0; n < g->N; ++n) {
-        for (int32_t grp = 0; grp < g->G; ++grp) {
-            int32_t m = grp * g->Mg;
-            const int32_t mend = m + g->Mg;
-            for (; m + 4 <= mend; m += 4) poet_fwd_rows(g, X, W, B, Y, n, grp, m, 4, SWC, KWC, PW);
+        for (int32_t grp = t->m_lo / g->Mg; grp * g->Mg < t->m_hi; ++grp) {
+            int32_t m = poet_max32(t->m_lo, grp * g->Mg);
+            const int32_t mend = poet_min32(t->m_hi, (grp + 1) * g->Mg);
+            const int32_t ca = poet_max32(t->c_lo, grp * g->Cg);
+            const int32_t nc = poet_max32(0, poet_min32(t->c_hi, (grp + 1) * g->Cg) - ca);
+            /* no input channel of this group in the tile: nothing is read (the outputs are P or 0, + bias) */
+            const float *xg = nc > 0 ? X + (n * Ct + ca - t->c_lo) * g->IHW : X;
+            const int32_t wc = nc > 0 ? (ca - grp * g->Cg) * g->KK : 0;
+#define POET_FWD_ROWS(R) \
+    do { \
+        const int32_t o_ = (n * Mt + m - t->m_lo) * g->OHW; \
+        poet_fwd_rows(g, xg, W + m * g->Cg * g->KK + wc, B ? B + m : NULL, Y + o_, t->P ? t->P + o_ : NULL, nc, \
+                      R, SWC, KWC, PW); \
+    } while (0)
+            for (; m + 4 <= mend; m += 4) POET_FWD_ROWS(4);
             if (mend - m >= 2) {
-                poet_fwd_rows(g, X, W, B, Y, n, grp, m, 2, SWC, KWC, PW);
+                POET_FWD_ROWS(2);
                 m += 2;
             }
-            if (mend - m >= 1) poet_fwd_rows(g, X, W, B, Y, n, grp, m, 1, SWC, KWC, PW);
+            if (mend - m >= 1) POET_FWD_ROWS(1);
+#undef POET_FWD_ROWS
         }
     }
 }
@@ -1184,23 +1292,34 @@ POET_NOINLINE void poet_fwd_pw(const poet_cgeo *g, const float *X, const float *
             poet_gemm_f32(W + grp * g->Mg * g->Cg, X + (n * g->C + grp * g->Cg) * g->IHW, B ? B + grp * g->Mg : NULL,
                           Y + (n * g->M + grp * g->Mg) * g->OHW, g->Mg, g->OHW, g->Cg, 0, 0, 1.0f, 1.0f, 1, 0);
 }
-#else
+#endif
+/* the block kernel on a 1x1 stride-1 conv (the part kernels on every target, the whole kernel in C builds) */
+POET_NOINLINE void poet_fwd_pw_blk(const poet_cgeo *g, const poet_tile *t, const float *X, const float *W,
+                                   const float *B, float *Y)
+{
+    poet_fwd_all(g, t, X, W, B, Y, 1, 1, 1);
+}
+#if !defined(POET_GEMM_ASM) && !defined(POET_GEMM_MVE)
 POET_NOINLINE void poet_fwd_pw(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y)
 {
-    poet_fwd_all(g, X, W, B, Y, 1, 1, 1);
+    const poet_tile t = {0, g->C, 0, g->M, NULL};
+    poet_fwd_pw_blk(g, &t, X, W, B, Y);
 }
 #endif
-POET_NOINLINE void poet_fwd_s1(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y)
+POET_NOINLINE void poet_fwd_s1(const poet_cgeo *g, const poet_tile *t, const float *X, const float *W, const float *B,
+                               float *Y)
 {
-    poet_fwd_all(g, X, W, B, Y, 1, 3, 0);
+    poet_fwd_all(g, t, X, W, B, Y, 1, 3, 0);
 }
-POET_NOINLINE void poet_fwd_s2(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y)
+POET_NOINLINE void poet_fwd_s2(const poet_cgeo *g, const poet_tile *t, const float *X, const float *W, const float *B,
+                               float *Y)
 {
-    poet_fwd_all(g, X, W, B, Y, 2, 3, 0);
+    poet_fwd_all(g, t, X, W, B, Y, 2, 3, 0);
 }
-POET_NOINLINE void poet_fwd_k5_s1(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y)
+POET_NOINLINE void poet_fwd_k5_s1(const poet_cgeo *g, const poet_tile *t, const float *X, const float *W,
+                                  const float *B, float *Y)
 {
-    poet_fwd_all(g, X, W, B, Y, 1, 5, 0);
+    poet_fwd_all(g, t, X, W, B, Y, 1, 5, 0);
 }
 #if defined(POET_CONV_ASM)
 /* 1x1, stride 2, no padding, output rows and `channels` (of a group) in multiples of 4: the assembly paths */
@@ -1239,19 +1358,40 @@ POET_NOINLINE void poet_fwd_pw_s2_nn(const poet_cgeo *g, const float *X, const f
 }
 #endif
 
-POET_NOINLINE void poet_fwd_pw_s2(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y)
+POET_NOINLINE void poet_fwd_pw_s2(const poet_cgeo *g, const poet_tile *t, const float *X, const float *W,
+                                  const float *B, float *Y)
 {
-    poet_fwd_all(g, X, W, B, Y, 2, 1, 0);
+    poet_fwd_all(g, t, X, W, B, Y, 2, 1, 0);
 }
-POET_NOINLINE void poet_fwd_any(const poet_cgeo *g, const float *X, const float *W, const float *B, float *Y)
+POET_NOINLINE void poet_fwd_any(const poet_cgeo *g, const poet_tile *t, const float *X, const float *W, const float *B,
+                                float *Y)
 {
-    poet_fwd_all(g, X, W, B, Y, 0, 0, 0);
+    poet_fwd_all(g, t, X, W, B, Y, 0, 0, 0);
+}
+
+/* the block-kernel paths of the forward for a tile (the whole conv: every path but the specialised ones) */
+static void poet_fwd_tile(const poet_cgeo *g, const poet_tile *t, const float *X, const float *W, const float *B,
+                          float *Y)
+{
+    if (poet_pw1(g))
+        poet_fwd_pw_blk(g, t, X, W, B, Y);
+    else if (g->KH == 1 && g->KW == 1 && g->SW == 2)
+        poet_fwd_pw_s2(g, t, X, W, B, Y);
+    else if (g->SW == 1 && g->KW == 5)
+        poet_fwd_k5_s1(g, t, X, W, B, Y);
+    else if (g->SW == 1)
+        poet_fwd_s1(g, t, X, W, B, Y);
+    else if (g->SW == 2)
+        poet_fwd_s2(g, t, X, W, B, Y);
+    else
+        poet_fwd_any(g, t, X, W, B, Y);
 }
 
 
 void poet_conv2d_f32(const float *X, const float *W, const float *B, float *Y, const int32_t *geom)
 {
     const poet_cgeo g = poet_conv_geo(geom);
+    const poet_tile t = {0, g.C, 0, g.M, NULL};
     if (poet_dw3(&g, 1))
         poet_dw_fwd_s1(&g, X, W, B, Y);
     else if (poet_dw3(&g, 2))
@@ -1262,16 +1402,8 @@ void poet_conv2d_f32(const float *X, const float *W, const float *B, float *Y, c
     else if (poet_pw2_asm(&g, g.Mg))
         poet_fwd_pw_s2_nn(&g, X, W, B, Y);
 #endif
-    else if (g.KH == 1 && g.KW == 1 && g.SW == 2)
-        poet_fwd_pw_s2(&g, X, W, B, Y);
-    else if (g.SW == 1 && g.KW == 5)
-        poet_fwd_k5_s1(&g, X, W, B, Y);
-    else if (g.SW == 1)
-        poet_fwd_s1(&g, X, W, B, Y);
-    else if (g.SW == 2)
-        poet_fwd_s2(&g, X, W, B, Y);
     else
-        poet_fwd_any(&g, X, W, B, Y);
+        poet_fwd_tile(&g, &t, X, W, B, Y);
 }
 
 /* ---- input gradient --------------------------------------------------------------------------------- */
@@ -1290,15 +1422,18 @@ static void poet_gi_taps(int32_t i, int32_t P, int32_t S, int32_t K, int32_t O, 
     *nk = (hi - first) / S + 1;
 }
 
-/* Input channels c0 .. c0+R-1 (group grp), sample n. */
-POET_ALWAYS_INLINE void poet_gi_rows(const poet_cgeo *g, const float *dY, const float *W, float *dX, int32_t n,
-                                     int32_t grp, int32_t c0, const int R, const int SWC, const int KWC, const int PW)
+/* R input channels of one sample: dyg the first of the nm output-gradient channels they sum (g->OHW apart),
+ * wc the first input channel's weights of that output channel, dx0 its dX plane and i0 its starting values
+ * (P) or NULL. */
+POET_ALWAYS_INLINE void poet_gi_rows(const poet_cgeo *g, const float *dyg, const float *wc, float *dx0,
+                                     const float *i0, int32_t nm, const int R, const int SWC, const int KWC,
+                                     const int PW)
 {
-    const int32_t cl = c0 - grp * g->Cg;
-    const float *dyg = dY + (n * g->M + grp * g->Mg) * g->OHW;
-    const float *wc = W + (grp * g->Mg * g->Cg + cl) * g->KK;
+    const float *ib = i0 ? i0 : dx0; /* read only with hinit */
     poet_blk b;
-    b.nk1 = g->Mg;
+    b.hinit = i0 != NULL;
+    b.init = ib;
+    b.nk1 = nm;
     b.vk1 = g->OHW;
     b.vk2 = -g->OW;
     b.vp = 1;
@@ -1314,7 +1449,14 @@ POET_ALWAYS_INLINE void poet_gi_rows(const poet_cgeo *g, const float *dY, const 
         b.nk3 = 1;
         b.v = dyg;
         b.w = wc;
-        b.y = dX + (n * g->C + c0) * g->IHW;
+        b.y = dx0;
+        b.init = ib;
+#if defined(POET_CONV_ASM)
+        if (R == 4 && nm > 0) {
+            poet_run_pw_asm(&b, g->IHW, 1);
+            return;
+        }
+#endif
         poet_run(&b, g->IHW, 1, 1, R, 1, 1, 1, -1, 1, 1, 0);
         return;
     }
@@ -1343,7 +1485,8 @@ POET_ALWAYS_INLINE void poet_gi_rows(const poet_cgeo *g, const float *dY, const 
         c.nk3 = nkw;
         c.vp = g->OW;
         c.yp = g->IW;
-        c.y = dX + ((n * g->C + c0) * g->IH + ra) * g->IW + iw;
+        c.y = dx0 + ra * g->IW + iw;
+        c.init = ib + ra * g->IW + iw;
         if (nkw > 0) {
             c.v = dyg + (ra + g->PT) * g->OW + iw + g->PL - kw0;
             c.w = wc + kw0;
@@ -1359,7 +1502,8 @@ POET_ALWAYS_INLINE void poet_gi_rows(const poet_cgeo *g, const float *dY, const 
         poet_gi_taps(ih, g->PT, g->SH, g->KH, g->OH, &kh0, &nkh);
         b.nk2 = nkh;
         const int32_t oh0 = (ih + g->PT - kh0) / g->SH; /* dY row of the first tap */
-        float *xrow = dX + ((n * g->C + c0) * g->IH + ih) * g->IW;
+        float *xrow = dx0 + ih * g->IW;
+        const float *irow = ib + ih * g->IW;
         const int32_t split = ih >= ra && ih < rb; /* border columns done above */
         for (int32_t rho = 0; rho < g->SW && rho < g->IW; ++rho) {
             const int32_t nq = split ? qb : (g->IW - rho + g->SW - 1) / g->SW;
@@ -1376,6 +1520,7 @@ POET_ALWAYS_INLINE void poet_gi_rows(const poet_cgeo *g, const float *dY, const 
                     ++end;
                 }
                 b.y = xrow + iw;
+                b.init = irow + iw;
                 b.nk3 = nkw;
                 if (nkh > 0 && nkw > 0) {
                     b.v = dyg + oh0 * g->OW + (iw + g->PL - kw0) / g->SW;
@@ -1406,26 +1551,41 @@ POET_ALWAYS_INLINE void poet_gi_rows(const poet_cgeo *g, const float *dY, const 
                     poet_run(&b, end - q, 1, 1, R, 0, 5, 1, -1, 1, 0, 0);
                 else
                     poet_run(&b, end - q, 1, g->SW, R, 0, 0, 1, -1, SWC, 0, 0);
-                b.nk1 = g->Mg;
+                b.nk1 = nm;
                 q = end;
             }
         }
     }
 }
 
-POET_ALWAYS_INLINE void poet_gi_all(const poet_cgeo *g, const float *dY, const float *W, float *dX, const int SWC,
-                                    const int KWC, const int PW)
+/* The tile's input channels [c_lo, c_hi) (dX and P hold those of each sample), summing the output channels
+ * [m_lo, m_hi) of their group (dY holds those); the whole kernel: every channel. */
+POET_ALWAYS_INLINE void poet_gi_all(const poet_cgeo *g, const poet_tile *t, const float *dY, const float *W, float *dX,
+                                    const int SWC, const int KWC, const int PW)
 {
+    const int32_t Ct = t->c_hi - t->c_lo, Mt = t->m_hi - t->m_lo;
     for (int32_t n = 0; n < g->N; ++n) {
-        for (int32_t grp = 0; grp < g->G; ++grp) {
-            int32_t c = grp * g->Cg;
-            const int32_t cend = c + g->Cg;
-            for (; c + 4 <= cend; c += 4) poet_gi_rows(g, dY, W, dX, n, grp, c, 4, SWC, KWC, PW);
+        for (int32_t grp = t->c_lo / g->Cg; grp * g->Cg < t->c_hi; ++grp) {
+            int32_t c = poet_max32(t->c_lo, grp * g->Cg);
+            const int32_t cend = poet_min32(t->c_hi, (grp + 1) * g->Cg);
+            const int32_t ma = poet_max32(t->m_lo, grp * g->Mg);
+            const int32_t nm = poet_max32(0, poet_min32(t->m_hi, (grp + 1) * g->Mg) - ma);
+            /* no output channel of this group in the tile: nothing is read (dX is P or 0) */
+            const float *dyg = nm > 0 ? dY + (n * Mt + ma - t->m_lo) * g->OHW : dY;
+            const int32_t wm = nm > 0 ? ma : grp * g->Mg;
+#define POET_GI_ROWS(R) \
+    do { \
+        const int32_t o_ = (n * Ct + c - t->c_lo) * g->IHW; \
+        poet_gi_rows(g, dyg, W + (wm * g->Cg + c - grp * g->Cg) * g->KK, dX + o_, t->P ? t->P + o_ : NULL, nm, R, \
+                     SWC, KWC, PW); \
+    } while (0)
+            for (; c + 4 <= cend; c += 4) POET_GI_ROWS(4);
             if (cend - c >= 2) {
-                poet_gi_rows(g, dY, W, dX, n, grp, c, 2, SWC, KWC, PW);
+                POET_GI_ROWS(2);
                 c += 2;
             }
-            if (cend - c >= 1) poet_gi_rows(g, dY, W, dX, n, grp, c, 1, SWC, KWC, PW);
+            if (cend - c >= 1) POET_GI_ROWS(1);
+#undef POET_GI_ROWS
         }
     }
 }
@@ -1466,25 +1626,47 @@ POET_NOINLINE void poet_gi_pw_s2_tn(const poet_cgeo *g, const float *dY, const f
 }
 #endif
 
-POET_NOINLINE void poet_gi_pw_s2(const poet_cgeo *g, const float *dY, const float *W, float *dX)
+POET_NOINLINE void poet_gi_pw_blk(const poet_cgeo *g, const poet_tile *t, const float *dY, const float *W, float *dX)
 {
-    poet_gi_all(g, dY, W, dX, 2, 1, 0);
+    poet_gi_all(g, t, dY, W, dX, 1, 1, 1);
 }
-POET_NOINLINE void poet_gi_k3_s1(const poet_cgeo *g, const float *dY, const float *W, float *dX)
+POET_NOINLINE void poet_gi_pw_s2(const poet_cgeo *g, const poet_tile *t, const float *dY, const float *W, float *dX)
 {
-    poet_gi_all(g, dY, W, dX, 1, 3, 0);
+    poet_gi_all(g, t, dY, W, dX, 2, 1, 0);
 }
-POET_NOINLINE void poet_gi_k3_s2(const poet_cgeo *g, const float *dY, const float *W, float *dX)
+POET_NOINLINE void poet_gi_k3_s1(const poet_cgeo *g, const poet_tile *t, const float *dY, const float *W, float *dX)
 {
-    poet_gi_all(g, dY, W, dX, 2, 3, 0);
+    poet_gi_all(g, t, dY, W, dX, 1, 3, 0);
 }
-POET_NOINLINE void poet_gi_k5_s1(const poet_cgeo *g, const float *dY, const float *W, float *dX)
+POET_NOINLINE void poet_gi_k3_s2(const poet_cgeo *g, const poet_tile *t, const float *dY, const float *W, float *dX)
 {
-    poet_gi_all(g, dY, W, dX, 1, 5, 0);
+    poet_gi_all(g, t, dY, W, dX, 2, 3, 0);
 }
-POET_NOINLINE void poet_gi_any(const poet_cgeo *g, const float *dY, const float *W, float *dX)
+POET_NOINLINE void poet_gi_k5_s1(const poet_cgeo *g, const poet_tile *t, const float *dY, const float *W, float *dX)
 {
-    poet_gi_all(g, dY, W, dX, 0, 0, 0);
+    poet_gi_all(g, t, dY, W, dX, 1, 5, 0);
+}
+POET_NOINLINE void poet_gi_any(const poet_cgeo *g, const poet_tile *t, const float *dY, const float *W, float *dX)
+{
+    poet_gi_all(g, t, dY, W, dX, 0, 0, 0);
+}
+
+/* the block-kernel paths of the input gradient for a tile (the whole conv: every path but the specialised
+ * ones; pointwise: the part kernels only) */
+static void poet_gi_tile(const poet_cgeo *g, const poet_tile *t, const float *dY, const float *W, float *dX)
+{
+    if (poet_pw1(g))
+        poet_gi_pw_blk(g, t, dY, W, dX);
+    else if (g->KH == 1 && g->KW == 1 && g->SW == 2)
+        poet_gi_pw_s2(g, t, dY, W, dX);
+    else if (g->SW == 1 && g->KW == 3 && g->KH == 3)
+        poet_gi_k3_s1(g, t, dY, W, dX);
+    else if (g->SW == 2 && g->KW == 3 && g->KH == 3)
+        poet_gi_k3_s2(g, t, dY, W, dX);
+    else if (g->SW == 1 && g->KW == 5)
+        poet_gi_k5_s1(g, t, dY, W, dX);
+    else
+        poet_gi_any(g, t, dY, W, dX);
 }
 
 void poet_conv2d_grad_input_f32(const float *dY, const float *W, float *dX, const int32_t *geom)
@@ -1504,16 +1686,71 @@ void poet_conv2d_grad_input_f32(const float *dY, const float *W, float *dX, cons
     else if (poet_pw2_asm(&g, g.Cg))
         poet_gi_pw_s2_tn(&g, dY, W, dX);
 #endif
-    else if (g.KH == 1 && g.KW == 1 && g.SW == 2)
-        poet_gi_pw_s2(&g, dY, W, dX);
-    else if (g.SW == 1 && g.KW == 3 && g.KH == 3)
-        poet_gi_k3_s1(&g, dY, W, dX);
-    else if (g.SW == 2 && g.KW == 3 && g.KH == 3)
-        poet_gi_k3_s2(&g, dY, W, dX);
-    else if (g.SW == 1 && g.KW == 5)
-        poet_gi_k5_s1(&g, dY, W, dX);
-    else
-        poet_gi_any(&g, dY, W, dX);
+    else {
+        const poet_tile t = {0, g.C, 0, g.M, NULL};
+        poet_gi_tile(&g, &t, dY, W, dX);
+    }
+}
+
+/* ---- channel tiles (kernels.h) ------------------------------------------------------------------------
+ * A tile without P whose channels are a whole convolution of their own is one: the whole kernel runs on that
+ * geometry (every specialised path, the same instructions per MAC). Forward: the output channels a union of
+ * groups and the input channels exactly theirs (depthwise tiles, grouped convs), or the output channels in
+ * one group and the input channels all of that group (any output tile of G = 1). Input gradient: the same
+ * with input and output channels swapped, or the input channels one whole group and the output channels
+ * any part of it (the first tile of a chain over output channels). The sub-geometry is written to sub. Any
+ * other tile runs the block kernels with the tile's channel ranges (poet_fwd_tile / poet_gi_tile), the
+ * accumulators starting at P. */
+static int32_t poet_part_groups(const poet_cgeo *g, const poet_tile *t, int grad)
+{
+    /* the channels summed (a) and those of the outputs (b), per group */
+    const int32_t a_lo = grad ? t->m_lo : t->c_lo, a_hi = grad ? t->m_hi : t->c_hi, Ag = grad ? g->Mg : g->Cg;
+    const int32_t b_lo = grad ? t->c_lo : t->m_lo, b_hi = grad ? t->c_hi : t->m_hi, Bg = grad ? g->Cg : g->Mg;
+    if (t->P) return 0;
+    if (b_lo % Bg == 0 && b_hi % Bg == 0 && a_lo == b_lo / Bg * Ag && a_hi == b_hi / Bg * Ag) return (b_hi - b_lo) / Bg;
+    if (!grad && b_lo / Bg == (b_hi - 1) / Bg && a_lo == b_lo / Bg * Ag && a_hi == a_lo + Ag) return 1;
+    if (grad && b_lo % Bg == 0 && b_hi == b_lo + Bg && a_lo / Ag == b_lo / Bg && (a_hi - 1) / Ag == b_lo / Bg)
+        return 1;
+    return 0;
+}
+
+/* geom with the tile's channel counts and G groups (a tile that poet_part_groups found a conv of its own) */
+static void poet_part_geom(const int32_t *geom, const poet_tile *t, int32_t G, int32_t *sub)
+{
+    for (int32_t i = 0; i < POET_WIN_LEN; ++i) sub[i] = geom[i];
+    sub[POET_WIN_C] = t->c_hi - t->c_lo;
+    sub[POET_WIN_M] = t->m_hi - t->m_lo;
+    sub[POET_WIN_G] = G;
+}
+
+void poet_conv2d_part_f32(const float *X, const float *W, const float *B, const float *P, float *Y,
+                          const int32_t *geom, const int32_t *tl)
+{
+    const poet_cgeo g = poet_conv_geo(geom);
+    const poet_tile t = {tl[0], tl[1], tl[2], tl[3], P};
+    const int32_t G = poet_part_groups(&g, &t, 0);
+    if (G > 0) { /* W rows from m_lo: [Mt, Cg, KH, KW] is the sub-conv's weight */
+        int32_t sub[POET_WIN_LEN];
+        poet_part_geom(geom, &t, G, sub);
+        poet_conv2d_f32(X, W + t.m_lo * g.Cg * g.KK, B ? B + t.m_lo : NULL, Y, sub);
+        return;
+    }
+    poet_fwd_tile(&g, &t, X, W, B, Y);
+}
+
+void poet_conv2d_grad_input_part_f32(const float *dY, const float *W, const float *P, float *dX,
+                                     const int32_t *geom, const int32_t *tl)
+{
+    const poet_cgeo g = poet_conv_geo(geom);
+    const poet_tile t = {tl[0], tl[1], tl[2], tl[3], P};
+    const int32_t G = poet_part_groups(&g, &t, 1);
+    if (G > 0) {
+        int32_t sub[POET_WIN_LEN];
+        poet_part_geom(geom, &t, G, sub);
+        poet_conv2d_grad_input_f32(dY, W + t.m_lo * g.Cg * g.KK, dX, sub);
+        return;
+    }
+    poet_gi_tile(&g, &t, dY, W, dX);
 }
 
 /* ---- weight gradient -------------------------------------------------------------------------------- */
