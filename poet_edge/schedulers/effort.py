@@ -13,7 +13,7 @@ on, so it never returns a costlier schedule. The wall-clock ``--time-limit`` is 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 SAFETY_S = 600.0  # scale's default --time-limit: a safety stop, not a budget
 
@@ -43,6 +43,30 @@ LEVELS = (
            rounds=24, cut_rounds=30, split=True, sequences=7000),
 )  # fmt: skip
 EFFORTS: Mapping[str, int] = {"quick": 1, "default": 2, "max": 3}  # the levels each effort runs
+
+
+SIZE_PAIRS = 10000  # value-stage pairs up to which the levels' window counts and split proof stand
+
+
+def sized(budget: Budget, pairs: int, level: int) -> Budget:
+    """Level ``level``'s ``budget`` for a graph of ``pairs`` value-stage pairs. The first level stands
+    as written (``quick`` is the same run on every graph). Beyond it, on graphs of more than
+    ``SIZE_PAIRS`` pairs, where every HiGHS window is a larger model: the windows per sweep phase (and
+    the window stall) shrink as ``SIZE_PAIRS / pairs`` (never below the first level's), so the windows'
+    work stays about what it is at ``SIZE_PAIRS``; and the split model's cutoff proof, whose root LP
+    alone grows faster than the graph and is not bounded by a count, does not run (bert_tiny with every
+    parameter trained and stored, 17,328 pairs, --effort default: its proof ran over 220 s, until the
+    600 s safety stop). Deterministic: a function of the graph's size only."""
+    if level == 0 or pairs <= SIZE_PAIRS:
+        return budget
+    share = SIZE_PAIRS / pairs
+    first = LEVELS[0]
+    return replace(
+        budget,
+        windows=max(first.windows, round(budget.windows * share)),
+        window_stall=max(first.window_stall, round(budget.window_stall * share)),
+        split=False,
+    )
 
 
 def sequence_work(effort: str) -> int:

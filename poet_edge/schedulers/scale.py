@@ -53,7 +53,7 @@ from poet_edge.memory_floor import check_budget
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers import interval_bound, proof_process, stage_model
-from poet_edge.schedulers.effort import SAFETY_S, Budget, levels
+from poet_edge.schedulers.effort import SAFETY_S, Budget, levels, sized
 from poet_edge.schedulers.engine import DROP, Analysis, analyse
 from poet_edge.schedulers.highs_run import TIME_LIMIT
 from poet_edge.schedulers.lp_model import node_costs, solve_lp
@@ -314,7 +314,7 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     cover = build_cover(problem, an, latency)
     bound, status, evals = 0.0, "not run", 0
     for k, budget in enumerate(budgets):
-        run = _Run(problem, an, cover, best, options, latency, norm, budget, k)
+        run = _Run(problem, an, cover, best, options, latency, norm, sized(budget, pairs, k), k)
         mid = STAGE_PAIRS < pairs <= LNS_PAIRS
         job = _interval_start(run) if mid else None  # on the second core while this process searches
         try:
