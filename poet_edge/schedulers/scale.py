@@ -617,7 +617,7 @@ def _strict(run: _Run, bound: float, cover: float) -> float:
     ``bound`` is not more than ``STRICT_ABOVE`` above the segment cover's (``cover``): returns its
     (scaled) MIP dual bound, 0 when it does not run."""
     best, options = run.best, run.options
-    if best.schedule is None or _closed(best.cost, bound, STRICT_GAP):
+    if not run.budget.strict or best.schedule is None or _closed(best.cost, bound, STRICT_GAP):
         return 0.0
     if not _closed(bound, cover, STRICT_ABOVE):  # the interval model raised it well above the segment cover
         return 0.0
