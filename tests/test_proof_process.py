@@ -64,12 +64,10 @@ def test_the_childs_refinement_is_this_process_refinement() -> None:
     assert job.bounds == told and job.last == told[-1]
 
 
-def test_a_refinement_stopped_at_its_limit_gives_its_last_reported_bound(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(proof_process, "GRACE", 0.0)
+def test_a_refinement_stopped_at_its_limit_gives_its_last_reported_bound() -> None:
     problem, an, plain = _chain()
     job = proof_process.start_refine(_refine(problem, an, plain), OPTIONS, 0.0)  # type: ignore[arg-type]
+    job.grace = 0.0  # stopped at its deadline
     assert proof_process.refined(job) == (None, 0.0)
     assert not Path(job.tmp.name).exists()
 
@@ -149,16 +147,14 @@ def test_a_proof_given_the_relaxations_reduced_costs_is_the_proof_that_solves_th
         assert (given.status, given.objective, given.bound) == (again.status, again.objective, again.bound)
 
 
-def test_a_split_child_sent_no_cutoff_gives_its_relaxation_when_stopped(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_split_child_sent_no_cutoff_gives_its_relaxation_when_stopped() -> None:
     """Without a cutoff the child waits after its relaxation; stopped at its limit, its result is that
     bound alone (no point), and nothing is left behind."""
-    monkeypatch.setattr(proof_process, "GRACE", 0.0)
     problem, an, cover, plain, budget = _split_args()
     job = proof_process.start_split(
         partial(split_model, problem, an, cover, False, plain, budget), OPTIONS, 15.0
     )  # type: ignore[arg-type]  # seconds enough for the relaxation on a loaded machine
+    job.grace = 0.0  # stopped at its deadline
     relaxed = proof_process.split_relaxed(job, wait=True)
     assert relaxed is not None and relaxed > 0
     solved = proof_process.split_proved(job)

@@ -42,13 +42,15 @@ GRACE = 0.2  # seconds the child gets past its time limit to write what it found
 
 @dataclass
 class Job:
-    """A child process at work: its deadline (``time.time()``), the last bound it reported."""
+    """A child process at work: its deadline (``time.time()``), the last bound it reported; ``grace``:
+    the seconds past the deadline it gets to write what it found (default ``GRACE``)."""
 
     child: subprocess.Popen[str]
     tmp: tempfile.TemporaryDirectory[str]
     deadline: float
     bounds: list[float] = field(default_factory=list)  # each bound the child reported, in order (rising)
     reader: threading.Thread | None = None
+    grace: float = GRACE
 
     @property
     def last(self) -> float:
@@ -73,12 +75,12 @@ class Job:
         self.tmp.cleanup()
 
     def finish(self) -> tuple[Any, bool]:
-        """Waits for the child until the deadline plus ``GRACE``, stops it then; returns (its result,
+        """Waits for the child until the deadline plus ``grace``, stops it then; returns (its result,
         None when it was stopped; stopped). Raises RuntimeError when the child failed."""
         folder = Path(self.tmp.name)
         try:
             try:
-                self.child.wait(timeout=max(0.0, self.deadline + GRACE - time.time()))
+                self.child.wait(timeout=max(0.0, self.deadline + self.grace - time.time()))
             except subprocess.TimeoutExpired:
                 return None, True
             out = folder / "out.pkl"
