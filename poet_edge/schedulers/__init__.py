@@ -13,7 +13,7 @@ from dataclasses import replace
 from poet_edge.errors import PoetError
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule
-from poet_edge.schedulers.effort import SAFETY_S
+from poet_edge.schedulers.effort import SAFETY_S, sequence_work
 from poet_edge.schedulers.greedy import schedule_greedy
 from poet_edge.schedulers.milp import MilpOptions, schedule_milp
 from poet_edge.schedulers.none import schedule_none
@@ -85,9 +85,15 @@ def configured(name: str, options: MilpOptions) -> Callable[[SchedulingProblem],
             effort=options.effort,
         ).with_gap(options.gap_rel)
         latency = options.objective == "latency"
+        try:
+            sequences = sequence_work(options.effort)
+        except ValueError as e:
+            raise PoetError(str(e)) from None
 
         def inner(problem: SchedulingProblem, seconds: float) -> Schedule:
             return schedule_scale(problem, replace(scale, time_limit_s=seconds))
 
-        return lambda p: schedule_ordered(p, inner, limit, latency=latency, remat=options.remat)
+        return lambda p: schedule_ordered(
+            p, inner, limit, latency=latency, remat=options.remat, sequences=sequences
+        )
     return get_scheduler(name)

@@ -13,7 +13,7 @@ on, so it never returns a costlier schedule. The wall-clock ``--time-limit`` is 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from poet_edge.schedule import SolveReport
 
@@ -33,17 +33,52 @@ class Budget:
     rounds: int  # interval-model refinement rounds
     cut_rounds: int  # stage-model re-solves with the gaps' configurations cut off; repair windows
     split: bool  # mid-size graphs: the split model's cutoff proof runs in a child process
+    sequences: int = 0  # evaluations of the sequence search (seq_search) where recomputations were inserted
+    strict: bool = True  # mid-size graphs: the strict bound model may run (when the gap is wide)
 
 
 LEVELS = (
     Budget(kicks=60, stall=1000, nodes=100, window_nodes=5, windows=20, window_stall=10, rounds=6,
-           cut_rounds=2, split=False),
+           cut_rounds=2, split=False, sequences=1000),
     Budget(kicks=300, stall=3000, nodes=500, window_nodes=20, windows=300, window_stall=60, rounds=12,
-           cut_rounds=8, split=True),
+           cut_rounds=8, split=True, sequences=2000),
     Budget(kicks=1500, stall=10000, nodes=5000, window_nodes=100, windows=1500, window_stall=200,
-           rounds=24, cut_rounds=30, split=True),
+           rounds=24, cut_rounds=30, split=True, sequences=7000),
 )  # fmt: skip
 EFFORTS: Mapping[str, int] = {"quick": 1, "default": 2, "max": 3}  # the levels each effort runs
+
+
+SIZE_PAIRS = 10000  # value-stage pairs up to which the levels' window counts and split proof stand
+
+
+def sized(budget: Budget, pairs: int, level: int) -> Budget:
+    """Level ``level``'s ``budget`` for a graph of ``pairs`` value-stage pairs. The first level stands
+    as written (``quick`` is the same run on every graph). Beyond it, on graphs of more than
+    ``SIZE_PAIRS`` pairs, where every HiGHS window is a larger model: the windows per sweep phase (and
+    the window stall) shrink as ``SIZE_PAIRS / pairs`` (never below the first level's), so the windows'
+    work stays about what it is at ``SIZE_PAIRS``; the split model's cutoff proof and the strict bound
+    model, whose root LPs alone grow faster than the graph and are bounded by no count, do not run (the
+    strict model already ran at the first level, with fewer nodes). bert_tiny with every parameter
+    trained and stored (17,328 pairs) at --effort default: the split proof ran over 220 s, until the
+    600 s safety stop, and the strict model took 74 s at each level. Deterministic: a function of the
+    graph's size only."""
+    if level == 0 or pairs <= SIZE_PAIRS:
+        return budget
+    share = SIZE_PAIRS / pairs
+    first = LEVELS[0]
+    return replace(
+        budget,
+        windows=max(first.windows, round(budget.windows * share)),
+        window_stall=max(first.window_stall, round(budget.window_stall * share)),
+        split=False,
+        strict=False,
+    )
+
+
+def sequence_work(effort: str) -> int:
+    """The sequence search's evaluations at ``effort``: the sum over its levels (one search, the
+    smaller effort's run its prefix); ValueError naming the efforts."""
+    return sum(b.sequences for b in levels(effort))
 
 
 def levels(effort: str) -> tuple[Budget, ...]:

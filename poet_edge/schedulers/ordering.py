@@ -37,6 +37,7 @@ import numpy as np
 from poet_edge.errors import PoetError
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Compute, Free, Schedule, SolveReport, Step
+from poet_edge.schedulers.effort import sequence_work
 from poet_edge.simulator import simulate
 
 SEED = 55  # the local search's moves
@@ -512,7 +513,12 @@ SHIFTS = 200  # insert_recomputations: moves tried whenever no insertion lowers 
 
 
 def insert_recomputations(
-    problem: SchedulingProblem, budget: int, work: int, cost: Sequence[float]
+    problem: SchedulingProblem,
+    budget: int,
+    work: int,
+    cost: Sequence[float] | np.ndarray,
+    start: np.ndarray | None = None,
+    seed: int = SEED,
 ) -> tuple[np.ndarray | None, int]:
     """Recomputations inserted into the problem's order until its RAM curve fits ``budget``: each round
     ranks where recomputations could go by an estimate of the bytes over the budget they would save per
@@ -521,14 +527,16 @@ def insert_recomputations(
     across the steps over the budget (:func:`_shift`), and on. (sequence of node indices, or None when
     neither helps or ``work`` evaluations are spent; evaluations).
 
+    ``start``: from this sequence instead of the problem's order (``seed``: of the moves).
+
     Only nodes that are recomputable and invalidate nothing are recomputed."""
     seqs = Sequences(problem)
-    rng = random.Random(SEED)
+    rng = random.Random(seed)
     costs = np.asarray(cost, dtype=float)
     allowed = np.array([node.recomputable for node in problem.nodes], dtype=bool)
     for a, _ in problem.invalidated_by:
         allowed[a] = False
-    seq = np.arange(len(problem.nodes), dtype=np.int64)
+    seq = np.arange(len(problem.nodes), dtype=np.int64) if start is None else start
     mem, end = seqs.curve(seq)
     while seqs.evaluations < work:
         if not (mem > budget).any():
@@ -569,6 +577,7 @@ def sequence_schedule(problem: SchedulingProblem, seq: np.ndarray, solver: str) 
 # -- scheduling on the chosen order ---------------------------------------------------------------------
 
 INSERT_WORK = 3000  # schedule_ordered: evaluations of insert_recomputations
+SEQUENCE_WORK = sequence_work("default")  # schedule_ordered: the sequence search's evaluations
 ALL_ORDERS = "all orders"
 THIS_ORDER = "this order"
 
@@ -585,7 +594,8 @@ class Attempt:
 
     schedule: Schedule | None
     cost: float
-    at_s: float  # seconds from the start of schedule_ordered
+    at_s: float  # seconds from the start of schedule_ordered (the first valid one)
+    origin: str = "recomputations inserted into the chosen order"
 
 
 def _measure(problem: SchedulingProblem, schedule: Schedule, latency: bool, at_s: float) -> Attempt:
@@ -616,18 +626,20 @@ def schedule_ordered(
     latency: bool = False,
     remat: bool = True,
     work: int = ORDER_WORK,
+    sequences: int = SEQUENCE_WORK,
 ) -> Schedule:
     """``inner`` (scale) on the order :func:`choose_order` picks, with the order's own answers:
 
     * where the chosen order's no-recomputation pass fits the budget, that pass is returned: every node
       once is the least any schedule in any order costs ("optimal", the bound covers all orders);
     * otherwise recomputations are inserted into the chosen order (:func:`insert_recomputations`, at
-      most ``INSERT_WORK`` evaluations; not with ``remat`` False), a first schedule in seconds, and
-      ``inner`` runs on the chosen order for the time left, and, when that is not the given order, on
-      the given order too (unless the safety stop cut the first run, or the time left is shorter than
-      the first run took: then the run is marked cut, in phase "the given order's schedule"); the
-      cheapest schedule is kept (``inner``'s on ties, the chosen order's before the given one's),
-      ``inner``'s error only raised when there is no other schedule.
+      most ``INSERT_WORK`` evaluations; not with ``remat`` False), a first schedule in seconds, improved
+      by the sequence search (:func:`~poet_edge.schedulers.seq_search.improve_sequence`, ``sequences``
+      evaluations: ``--effort``'s), and ``inner`` runs on the chosen order for the time left, and,
+      when that is not the given order, on the given order too (unless the safety stop cut the first
+      run, or the time left is shorter than the first run took: then the run is marked cut, in phase
+      "the given order's schedule"); the cheapest schedule is kept (``inner``'s on ties, the chosen
+      order's before the given one's), ``inner``'s error only raised when there is no other schedule.
 
     ``Schedule.report`` gains ``order`` (the candidate chosen), ``orders_compared``, ``order_evaluations``,
     ``order_s`` and ``bound_covers``: "all orders" where the bound is the plain pass (every node once) or
@@ -659,12 +671,17 @@ def schedule_ordered(
             return replace(attempt.schedule, report=_order_info(report, choice, at))
     ours = Attempt(None, math.inf, 0.0)
     if remat:
+        from poet_edge.schedulers.seq_search import improve_sequence  # it builds on this module
+
         costs = [n.compute_s if latency else n.compute_j for n in ordered.nodes]
         seq, _ = insert_recomputations(ordered, problem.budget_bytes, INSERT_WORK, costs)
         if seq is not None:
-            ours = _measure(
-                problem, sequence_schedule(ordered, seq, "scale"), latency, time.perf_counter() - began
-            )
+            at = time.perf_counter() - began
+            ours = _measure(problem, sequence_schedule(ordered, seq, "scale"), latency, at)
+            found = improve_sequence(ordered, problem.budget_bytes, seq, costs, sequences)
+            better = _measure(problem, sequence_schedule(ordered, found.seq, "scale"), latency, at)
+            if better.cost < ours.cost:
+                ours = replace(better, origin=f"{ours.origin}, then the sequence search")
     order_s = time.perf_counter() - began
     theirs, error = _run(inner, ordered, time_limit_s - order_s)
     cost = _measure(problem, theirs, latency, 0.0).cost if theirs is not None else math.inf
@@ -730,7 +747,7 @@ def _ours(
         gap=max(0.0, ours.cost - plain) / max(abs(ours.cost), 1e-300),
         seconds=round(time.perf_counter() - began, 3),
         first_valid_s=round(ours.at_s, 3),
-        schedule_from="recomputations inserted into the chosen order",
+        schedule_from=ours.origin,
     )
     return replace(ours.schedule, report=_order_info(report, choice, order_s))
 

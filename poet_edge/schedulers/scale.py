@@ -70,6 +70,7 @@ from poet_edge.schedulers.board import (
     proven_bound,
     restricted,
 )
+from poet_edge.schedulers.effort import sized
 from poet_edge.schedulers.engine import analyse
 from poet_edge.schedulers.lp_model import node_costs
 from poet_edge.schedulers.milp import MilpOptions, pinned_check
@@ -127,7 +128,7 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     policy = options.policy
     bound, status, evals = 0.0, "not run", 0
     for k, budget in enumerate(budgets):
-        run = Run(problem, an, cover, best, options, latency, norm, plain, budget, k)
+        run = Run(problem, an, cover, best, options, latency, norm, plain, sized(budget, pairs, k), k)
         mid = policy.stage_pairs < pairs <= policy.lns_pairs
         job = interval_start(run) if mid else None  # on the second core while this process searches
         try:

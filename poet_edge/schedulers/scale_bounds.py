@@ -193,7 +193,11 @@ def strict_bound(run: Run, bound: float, cover: float) -> float:
     ``bound`` is not more than ``Policy.strict_above`` above the segment cover's (``cover``): returns its
     (scaled) MIP dual bound, 0 when it does not run."""
     best, options = run.best, run.options
-    if best.schedule is None or closed(best.cost, bound, run.options.policy.strict_gap):
+    if (
+        not run.budget.strict
+        or best.schedule is None
+        or closed(best.cost, bound, run.options.policy.strict_gap)
+    ):
         return 0.0
     if not closed(
         bound, cover, run.options.policy.strict_above
