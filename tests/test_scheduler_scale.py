@@ -1470,3 +1470,18 @@ def test_gap_option_stops_once_proven_within_it() -> None:
         given = schedule_scale(problem, replace(wide, kicks=ScaleOptions.kicks))
         assert chosen.steps == line(problem).steps
         assert simulate(problem, chosen).energy_j <= simulate(problem, given).energy_j * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_large_mips_give_way_to_the_relaxation_and_the_search(seed: int) -> None:
+    """Policy.mip_cols: segment models above it run no HiGHS MIP (their root is bounded by no count); the
+    run still ends valid, with its bound from the LP relaxation, deterministically, and never costlier than
+    the best baseline."""
+    base = random_layered_dag(60, 7 + seed, n_invalidations=2)
+    for problem in scale_budgets(base, (0.7, 0.5)):
+        opts = replace(OPTS, policy=Policy(mip_cols=0))
+        cost = _check(problem, opts)
+        again = schedule_scale(problem, opts)
+        if cost is not None:
+            assert again.steps == schedule_scale(problem, opts).steps
+            assert "Policy.mip_cols" in str(again.report.to_json().get("primal", ""))

@@ -48,6 +48,13 @@ def cover_bound(run: Run, bound: float = 0.0) -> float:
         )
     relaxed = solve_lp(lp, seconds_left(best, options), options, integer=False)
     best.clock(relaxed.status)
+    if len(lp.cost) > options.policy.mip_cols:  # its root is bounded by no count: the relaxation alone
+        if not relaxed.feasible:
+            raise PoetError(
+                f"no schedule exists within the RAM budget {problem.budget_bytes} bytes in the problem's "
+                "order (the segment relaxation is infeasible)"
+            )
+        return relaxed.bound
     solved = solve_lp(lp, seconds_left(best, options), options, nodes=run.budget.nodes)
     best.clock(solved.status)
     if not solved.feasible:
@@ -206,7 +213,7 @@ def strict_bound(run: Run, bound: float, cover: float) -> float:
     lp = strict_model(
         run.problem, run.an, run.cover, run.latency, run.norm, full_budget(run.problem), gaps=False
     )
-    if lp is None:
+    if lp is None or len(lp.cost) > options.policy.mip_cols:
         return 0.0
     solved = solve_lp(lp, seconds_left(best, options), options, nodes=run.budget.nodes)
     best.clock(solved.status)

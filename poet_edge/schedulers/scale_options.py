@@ -38,6 +38,11 @@ class Policy:
     near_step: int = 3  # ... step between windows
     near_stages: int = 16  # ... restorations at most this many stages before a consumer
     every_phase: bool = False  # the run's gap is never taken as closed, so every phase runs (tests)
+    # HiGHS MIPs on segment models of more columns do not run (the bound model keeps its LP relaxation):
+    # a MIP's root (LP, cuts, heuristics) is bounded by no count. resnet8 --train bias split into 8 KB
+    # tiles at 96 KB: 8,375 columns, over 60 s before its first node; the zoo's largest at half their
+    # no-remat peak: 1,517 columns (mobilenetv2_035 bias), 0.1 s.
+    mip_cols: int = 4000
 
 
 GAP_REL = 1e-4  # ScaleOptions.gap_rel's default

@@ -132,6 +132,11 @@ def primal_rounds(run: Run, bound: float) -> str:
             if not add_model_rows(problem, cover, lp, budget):
                 status = f"{name} round {k}: a tightened stage cannot fit"
                 break
+            if len(lp.cost) > options.policy.mip_cols:
+                status = (
+                    f"{name} rounds: a model of {len(lp.cost):,} columns (above Policy.mip_cols) not solved"
+                )
+                break
             solved = solve_lp(lp, seconds_left(best, options), options, nodes=run.budget.nodes)
             best.clock(solved.status)
             if name == "primal":
