@@ -237,9 +237,9 @@ parameter in storage; "all three" is both rewrites and every trainable parameter
 defaults when the budget needs it); "all three, input storage" adds `--input storage` (the batch x loaded
 into the arena where read, so the input image is no longer a fixed byte: 108 KB for the mobilenets at
 96x96). "split" is "all three" with operator splitting (`--split SIZE`, poet_edge/splitting.py): the lowest
-floor over the tile sizes {tiles} (the largest size on ties), with the tile size ("nothing tiled" where
-no tensor at any of those sizes is both above the size and tileable), the node that sets it (its op) and
-the split graph's node count; "split, input storage" the same with `--input storage`. A
+floor over the tile sizes {tiles} (the largest size on ties), with the tile size ("nothing tiled": the
+lowest floor is already reached at a size that tiles no tensor, so no tile size lowers it), the node that
+sets it (its op) and the split graph's node count; "split, input storage" the same with `--input storage`. A
 split floor above "all three" means splitting alone does not lower that model's floor: `--split auto`
 then keeps the unsplit graph, whose floor is the "all three" column (or "all three, input storage").
 Splitting is exact (bit-identical parameters: tests/test_splitting.py). Run time of the whole table:
