@@ -283,7 +283,8 @@ def flat(r: dict[str, Any]) -> dict[str, object]:
 
 REPORT = """# Whole models in microcontroller budgets (issues 56, 57)
 
-Measured by `bench/tight.py` on {machine}, commit {commit}, {date}.
+Measured by `bench/tight.py` on {machine}, commit {commit}, {date} (rows measured at {commits}; a run
+may resume from the rows of earlier ones with --partial).
 
 {doc}
 
@@ -303,42 +304,52 @@ def markdown(rows: list[dict[str, object]]) -> str:
     return "\n".join(out)
 
 
-def load_partial(path: Path | None) -> dict[str, list[dict[str, Any]]]:
-    """Rows already measured at this commit (--partial): {case key: rows}."""
-    if path is None or not path.is_file():
-        return {}
-    done = json.loads(path.read_text())
-    return done["rows"] if done.get("commit") == provenance()["commit"] else {}
+def load_partial(paths: list[Path]) -> dict[str, list[dict[str, Any]]]:
+    """Rows already measured (--partial files): {case key: rows}; each row keeps the commit it was
+    measured at ("commit"; rows of an older file without it take the file's)."""
+    done: dict[str, list[dict[str, Any]]] = {}
+    for path in paths:
+        if path.is_file():
+            data = json.loads(path.read_text())
+            for key, rows in data["rows"].items():
+                done[key] = [{"commit": data.get("commit", "?"), **r} for r in rows]
+    return done
 
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="run only this model's rows (nothing is written to bench/results)")
+    ap.add_argument("--case", action="append", help="run only the case with this key (see Case.key)")
     ap.add_argument(
         "--partial",
         type=Path,
-        help="a JSON file of the rows measured so far at this commit: read to skip them, updated after each",
+        action="append",
+        default=[],
+        help="JSON files of rows measured so far: read to skip their cases; the first is updated after each",
     )
     args = ap.parse_args(argv)
     done = load_partial(args.partial)
+    mine: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for case in sorted(CASES, key=lambda c: -c.issue):
             if (args.only and case.model != args.only) or case.key in done:
                 continue
+            if args.case and case.key not in args.case:
+                continue
             rows = [run_case(case, Path(tmp))]
             if case.smallest and "error" in rows[0]:
                 rows += smallest_budget(case, Path(tmp))
-            done[case.key] = rows
             for r in rows:
+                r["commit"] = provenance()["commit"]
                 print(flat(r), file=sys.stderr, flush=True)
+            done[case.key] = mine[case.key] = rows
             if args.partial:
-                args.partial.write_text(
-                    json.dumps({"commit": provenance()["commit"], "rows": done}, default=str) + "\n"
-                )
+                old = load_partial(args.partial[:1])
+                args.partial[0].write_text(json.dumps({"rows": {**old, **mine}}, default=str) + "\n")
     picked = [r for case in CASES if case.key in done for r in done[case.key]]
     shown = [flat(r) for r in picked]
     print(table(shown, list(dict.fromkeys(k for r in shown for k in r))))
-    if args.only or any(case.key not in done for case in CASES):
+    if args.only or args.case or any(case.key not in done for case in CASES):
         return 0
     meta = provenance()
     RESULTS.mkdir(exist_ok=True)
@@ -350,7 +361,10 @@ def main(argv: list[str]) -> int:
         for r in picked
         if "error" in r
     )
-    (RESULTS / "tight.md").write_text(REPORT.format(**meta, doc=doc, table=markdown(shown), errors=errors))
+    commits = ", ".join(sorted({str(r["commit"]) for r in picked}))
+    (RESULTS / "tight.md").write_text(
+        REPORT.format(**meta, doc=doc, table=markdown(shown), errors=errors, commits=commits)
+    )
     return 0
 
 
