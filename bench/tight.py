@@ -125,7 +125,7 @@ def flash_steps(written: int, text_bytes: int) -> float | None:
     """Steps until the MCU's flash wears out, wear spread over the pages the image leaves free."""
     if written <= 0:
         return None
-    pages = (FLASH["bytes"] - text_bytes) // FLASH["page"]
+    pages = (FLASH["bytes"] - text_bytes) // FLASH["page"]  # < 0: the image alone exceeds the flash
     return FLASH["cycles"] * pages / (written / FLASH["page"])
 
 
@@ -271,7 +271,9 @@ def flat(r: dict[str, Any]) -> dict[str, object]:
         "instr/step measured": f"{r['instr_measured']:,}",
         "predicted": f"{r['instr_predicted']:,.0f} ({100 * (pred / r['instr_measured'] - 1):+.1f}%)",
         "written B/step (sim)": f"{r['written_measured']:,} ({r['written_simulated']:,})",
-        "steps to wear-out SD / flash": f"{sd:.3g} / {fl:.3g}" if sd and fl else "-",
+        "steps to wear-out SD / flash": f"{sd:.3g} / " + (f"{fl:.3g}" if fl > 0 else "image > flash")
+        if sd and fl
+        else "-",
         "energy mJ (unconstrained)": f"{r['energy_mj']:.3f} ({r['energy_free_mj']:.3f}, "
         f"{100 * (r['energy_mj'] / r['energy_free_mj'] - 1):+.0f}%)",
         "latency ms (unconstrained)": f"{r['latency_ms']:.1f} ({r['latency_free_ms']:.1f}, "
