@@ -303,8 +303,9 @@ may resume from the rows of earlier ones with --partial).
 
 {table}
 
-Rows that fail name the node that sets the floor (`poet inspect` and bench/floor.py give the floors).
-The refusals in full:
+Rows that fail name the node that sets the floor (`poet inspect` and bench/floor.py give the floors); a
+target without a "smallest that works" row below it is one whose search did not finish in this run (see
+the commit message). The refusals in full:
 
 {errors}
 """
@@ -333,6 +334,7 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="run only this model's rows (nothing is written to bench/results)")
     ap.add_argument("--case", action="append", help="run only the case with this key (see Case.key)")
+    ap.add_argument("--no-smallest", action="store_true", help="skip the smallest-budget search")
     ap.add_argument(
         "--partial",
         type=Path,
@@ -350,7 +352,7 @@ def main(argv: list[str]) -> int:
             if args.case and case.key not in args.case:
                 continue
             rows = [run_case(case, Path(tmp))]
-            if case.smallest and "error" in rows[0]:
+            if case.smallest and "error" in rows[0] and not args.no_smallest:
                 rows += smallest_budget(case, Path(tmp))
             for r in rows:
                 r["commit"] = provenance()["commit"]
