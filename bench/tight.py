@@ -226,13 +226,15 @@ def smallest_budget(case: Case, tmp: Path) -> list[dict[str, Any]]:
     low = lowest_floor(tg, case.input)
     ram = -(-low["bytes"] // KB) * KB
     tried: list[int] = []
+    failed: list[str] = []
     for _ in range(MAX_TRIES):
         tried.append(ram)
         row = run_case(case, tmp, ram)
         if "error" not in row:
             break
+        failed.append(f"{ram // KB} KB: {row['error'][:160]}")
         ram = -(-(ram + int(STEP_UP * low["bytes"])) // KB) * KB
-    row["smallest"] = {**low, "tried": tried}
+    row["smallest"] = {**low, "tried": tried, "failed": failed}
     return [row]
 
 
@@ -259,7 +261,7 @@ def flat(r: dict[str, Any]) -> dict[str, object]:
         tried = ", ".join(f"{t // KB}" for t in low["tried"])
         note = (
             f"smallest that works: floor {low['bytes'] / KB:.1f} KB, set by {low['node']} ({low['op']}, "
-            f"{how}); tried {tried} KB"
+            f"{how}); tried {tried} KB" + "".join(f"; {f}" for f in low.get("failed", []))
         )
     if "error" in r and r["error"].startswith("compiled"):
         return {
