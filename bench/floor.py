@@ -1,12 +1,16 @@
 """Memory floors of every zoo model, --train all and bias, batch 1, float32: before, and with each exact
-training-graph rewrite of issue 56 (fused weight-gradient updates, 1-bit Relu/Clip masks) and both.
+training-graph rewrite of issue 56 (fused weight-gradient updates, 1-bit Relu/Clip masks) and both, and
+with operator splitting (issue 57) on top of all three.
 
 The floor (poet_edge.memory_floor) is the RAM no schedule goes below: fixed bytes (trainable parameters,
 optimizer state, inputs, the 8 KB reserve) + the largest node's inputs, output and workspace. The
 no-remat peak (every node once, in the given order, each value freed after its last use) is shown for the
-plain graph and with both rewrites. SGD, --input ram, the host profile (the floor is device-independent).
-Every rewrite column is one function of the training graph's options (COLUMNS): a new technique is one more
-function. Writes bench/results/floor.json and floor.md (machine, commit, date).
+plain graph and with both rewrites. SGD, --input ram unless a column says storage, the host profile (the
+floor is device-independent). Every rewrite column is one function of the training graph's options
+(COLUMNS): a new technique is one more function. The splitting columns (SPLIT_COLUMNS) take the lowest floor
+over the tile sizes SPLIT_TILES of poet_edge.splitting.split_graph applied to the "all three" training graph
+(every trainable parameter in storage), and name the tile size and the node (and its op) that sets it.
+Writes bench/results/floor.json and floor.md (machine, commit, date).
 
 Run: .venv/bin/python bench/floor.py"""
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from provenance import provenance  # noqa: E402
 from zoo import ROOT, ZOO, table  # noqa: E402
 
-from poet_edge import autodiff, frontend, planning, trainable  # noqa: E402
+from poet_edge import autodiff, frontend, planning, splitting, trainable  # noqa: E402
 from poet_edge.ir import Graph  # noqa: E402
 from poet_edge.memory_floor import memory_floor  # noqa: E402
+from poet_edge.problem import SchedulingProblem  # noqa: E402
 from poet_edge.profiles import load_profile  # noqa: E402
 from poet_edge.schedulers import get_scheduler  # noqa: E402
 from poet_edge.simulator import simulate  # noqa: E402
@@ -49,15 +55,30 @@ class Case:
         return LOSSES.get(self.model, autodiff.Loss.CROSS_ENTROPY)
 
 
-def _problem(case: Case, options: autodiff.TrainingOptions, stored: bool = False):
-    tg = autodiff.training_graph(case.graph, case.loss, case.chosen, options=options)
-    spec = planning.spec_from_graph(tg, RESERVE, stored=frozenset(tg.trainable) if stored else frozenset())
+def _priced(
+    tg: Graph, stored: bool, place: planning.InputPlace = planning.InputPlace.RAM
+) -> SchedulingProblem:
+    spec = planning.spec_from_graph(tg, RESERVE, place, frozenset(tg.trainable) if stored else frozenset())
     return planning.price(spec, load_profile("host"), 1 << 62)
 
 
-def floor_with(options: autodiff.TrainingOptions, stored: bool = False) -> Callable[[Case], int]:
+def _problem(
+    case: Case,
+    options: autodiff.TrainingOptions,
+    stored: bool = False,
+    place: planning.InputPlace = planning.InputPlace.RAM,
+) -> SchedulingProblem:
+    tg = autodiff.training_graph(case.graph, case.loss, case.chosen, options=options)
+    return _priced(tg, stored, place)
+
+
+def floor_with(
+    options: autodiff.TrainingOptions,
+    stored: bool = False,
+    place: planning.InputPlace = planning.InputPlace.RAM,
+) -> Callable[[Case], int]:
     def column(case: Case) -> int:
-        return memory_floor(_problem(case, options, stored)).bytes
+        return memory_floor(_problem(case, options, stored, place)).bytes
 
     return column
 
@@ -93,6 +114,12 @@ def all_three(case: Case) -> int:
     return floor_with(autodiff.TrainingOptions(fused_updates=True, relu_masks=True), stored=True)(case)
 
 
+def all_three_input_storage(case: Case) -> int:
+    """All three, and the batch x in storage (--input storage): loaded into the arena where read, so the
+    input image is no longer fixed bytes (mobilenets at 96x96: 108 KB)."""
+    return floor_with(autodiff.DEFAULT_OPTIONS, stored=True, place=planning.InputPlace.STORAGE)(case)
+
+
 # floor columns, in order: (header, function of the case)
 COLUMNS: tuple[tuple[str, Callable[[Case], int]], ...] = (
     ("before", before),
@@ -101,7 +128,39 @@ COLUMNS: tuple[tuple[str, Callable[[Case], int]], ...] = (
     ("both", both),
     ("params in storage", params_in_storage),
     ("all three", all_three),
+    ("all three, input storage", all_three_input_storage),
 )
+
+# Operator splitting on top of all three: the tile sizes tried (the lowest floor is kept; the floor is not
+# monotone in the tile size, because part chains and Concat joins add inputs), and where x lives.
+SPLIT_TILES = (32 * 1024, 16 * 1024, 8 * 1024, 4 * 1024, 2 * 1024, 1024)
+SPLIT_COLUMNS: tuple[tuple[str, planning.InputPlace], ...] = (
+    ("split", planning.InputPlace.RAM),
+    ("split, input storage", planning.InputPlace.STORAGE),
+)
+
+
+def split_floors(case: Case) -> dict[str, dict[str, Any]]:
+    """Per SPLIT_COLUMNS header: the lowest floor over SPLIT_TILES of the "all three" graph split into
+    tiles, the tile size and node that give it (the largest tile size on ties), the split graph's node
+    count, and the floor at every tile size."""
+    tg = autodiff.training_graph(case.graph, case.loss, case.chosen, options=autodiff.DEFAULT_OPTIONS)
+    splits = {tile: splitting.split_graph(tg, tile) for tile in SPLIT_TILES}
+    out: dict[str, dict[str, Any]] = {}
+    for header, place in SPLIT_COLUMNS:
+        floors = {tile: memory_floor(_priced(sp.graph, True, place)) for tile, sp in splits.items()}
+        tile = min(SPLIT_TILES, key=lambda t: (floors[t].bytes, -t))
+        ops = {n.name: n.op for n in splits[tile].graph.nodes}
+        out[header] = {
+            "bytes": floors[tile].bytes,
+            "tile": tile,
+            "tiled_tensors": len(splits[tile].tiles),
+            "node": floors[tile].node,
+            "op": ops[floors[tile].node],
+            "nodes": len(splits[tile].graph.nodes),
+            "by_tile": {str(t): f.bytes for t, f in floors.items()},
+        }
+    return out
 
 
 def peak(case: Case, options: autodiff.TrainingOptions) -> int:
@@ -115,6 +174,7 @@ def row(case: Case) -> dict[str, Any]:
         "model": case.model,
         "train": case.train,
         "floor": floors,
+        "split": split_floors(case),
         "peak": {
             "before": peak(case, autodiff.PLAIN),
             "both": peak(case, autodiff.DEFAULT_OPTIONS),
@@ -141,6 +201,11 @@ def flat(r: dict[str, Any]) -> dict[str, object]:
     for name, _ in COLUMNS:
         v = r["floor"][name]
         cells[f"floor {name} KB"] = kb(v) + ("" if name == "before" else f" ({100 * (v / base - 1):+.1f}%)")
+    for name, _ in SPLIT_COLUMNS:
+        sp = r["split"][name]
+        cells[f"floor {name} KB"] = kb(sp["bytes"]) + f" ({100 * (sp['bytes'] / base - 1):+.1f}%)"
+        tile = f"{sp['tile'] // 1024} KB" if sp["tiled_tensors"] else "nothing tiled"
+        cells[f"{name}: tile, node (op), nodes"] = f"{tile}, {sp['node']} ({sp['op']}), {sp['nodes']:,}"
     cells["peak before KB"] = kb(r["peak"]["before"])
     cells["peak both KB"] = kb(r["peak"]["both"])
     return cells
@@ -153,7 +218,7 @@ def markdown(rows: list[dict[str, object]]) -> str:
     return "\n".join(out)
 
 
-REPORT = """# Memory floors with fused updates, 1-bit masks and parameters in storage (issue 56)
+REPORT = """# Memory floors: fused updates, 1-bit masks, params in storage, operator splitting (issues 56-57)
 
 Measured by `bench/floor.py` on {machine}, commit {commit}, {date}.
 
@@ -165,31 +230,62 @@ bit-identical to the plain graph: tests/test_fused_updates.py, tests/test_masks.
 parameters in storage (tests/test_params_storage.py); the last costs storage reads and writes every step
 (bench/results/tight.md has the energy, traffic and endurance of runs at these floors).
 
+What each column assumes (all: batch 1, float32, SGD, 8 KB reserve, `--input ram` unless it says storage):
+"before" is the plain training graph with every parameter in RAM; "fused updates", "1-bit masks" and "both"
+are the exact rewrites, parameters in RAM; "params in storage" is the plain graph with every trainable
+parameter in storage; "all three" is both rewrites and every trainable parameter in storage (the compile's
+defaults when the budget needs it); "all three, input storage" adds `--input storage` (the batch x loaded
+into the arena where read, so the input image is no longer a fixed byte: 108 KB for the mobilenets at
+96x96). "split" is "all three" with operator splitting (`--split SIZE`, poet_edge/splitting.py): the lowest
+floor over the tile sizes {tiles} (the largest size on ties), with the tile size ("nothing tiled": the
+lowest floor is already reached at a size that tiles no tensor, so no tile size lowers it), the node that
+sets it (its op) and the split graph's node count; "split, input storage" the same with `--input storage`. A
+split floor above "all three" means splitting alone does not lower that model's floor: `--split auto`
+then keeps the unsplit graph, whose floor is the "all three" column (or "all three, input storage").
+Splitting is exact (bit-identical parameters: tests/test_splitting.py). Run time of the whole table:
+{seconds:.0f} s on this machine.
+
 {table}
 
 Where the floor does not move, the largest node is not a weight gradient (fused updates) or its float
 input has another backward reader (masks: e.g. the next layer's weight gradient reads the ReLU output when
 that layer trains); the fixed bytes (every trainable parameter in RAM) are unchanged by both rewrites, and
 fall to the optimizer state, inputs and reserve with parameters in storage. Below "all three", the floor is
-set by one operator's inputs, output and workspace: only operator splitting (issue 57) goes lower.
+set by one operator's inputs, output and workspace, which splitting cuts where that operator is a
+convolution or a channelwise op on a big activation. The split floors that stay high are set by nodes
+the rewrite leaves whole: weight-gradient updates (ConvGradWeightUpdate, GemmGradUpdate), Gemm / GRU /
+pooling gradients, a first convolution reading the whole input image (fixed bytes with `--input ram`),
+and the Concat that joins a tiled tensor for an unsplit reader (its tiles and the whole tensor at once:
+twice the tensor, which is how splitting raises mobilenetv2_035 `--train all` above its unsplit floor).
 """
 
 
 def main() -> int:
+    began = time.monotonic()
     rows = [row(c) for c in cases()]
+    seconds = time.monotonic() - began
     shown = [flat(r) for r in rows]
     print(table(shown, list(shown[0])))
     worse = [
         (r["model"], r["train"], name)
         for r in rows
-        for name, _ in COLUMNS
-        if r["floor"][name] > r["floor"]["before"]
+        for name, v in [*r["floor"].items(), *((k, sp["bytes"]) for k, sp in r["split"].items())]
+        if v > r["floor"]["before"]
     ]
     print("floors above 'before':", worse or "none")
+    raised = [
+        (r["model"], r["train"]) for r in rows if r["split"]["split"]["bytes"] > r["floor"]["all three"]
+    ]
+    print("split floors above 'all three':", raised or "none")
+    print(f"{seconds:.0f} s")
     meta = provenance()
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "floor.json").write_text(json.dumps({**meta, "rows": rows}, indent=1) + "\n")
-    (RESULTS / "floor.md").write_text(REPORT.format(**meta, table=markdown(shown)))
+    data = {**meta, "seconds": round(seconds, 1), "split_tiles": list(SPLIT_TILES), "rows": rows}
+    (RESULTS / "floor.json").write_text(json.dumps(data, indent=1) + "\n")
+    tiles = ", ".join(f"{t // 1024} KB" for t in SPLIT_TILES)
+    (RESULTS / "floor.md").write_text(
+        REPORT.format(**meta, table=markdown(shown), tiles=tiles, seconds=seconds)
+    )
     return 1 if worse else 0
 
 

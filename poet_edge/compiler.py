@@ -122,7 +122,7 @@ def plan_training(
     model = frontend.load_onnx(opts.model)
     sanity.check_onnx(model)
     g = frontend.to_ir(model, opts.batch)
-    sanity.check_graph(g, opts.ram_bytes)  # before any per-element work
+    sanity.check_graph(g, opts.ram_bytes, opts.split != "off")  # before any per-element work
     phase("training graph")
     tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train), opts.optimizer, opts.training)
     profile = load_profile(opts.device)

@@ -57,16 +57,20 @@ def check_onnx(model: onnx.ModelProto) -> None:
             ) from None
 
 
-def check_graph(g: Graph, ram_bytes: int | None = None) -> None:
+def check_graph(g: Graph, ram_bytes: int | None = None, split: bool = False) -> None:
     """The model right after shape inference: it has an output, every tensor fits the hard cap and,
     except parameters, (a kernel reads and writes its values in RAM) the RAM budget ``ram_bytes``; every
-    weight is finite."""
+    weight is finite. ``split`` (operator splitting may run): an activation of rank >= 3 may be cut into
+    channel tiles, so only one channel of it must fit ``ram_bytes`` (the memory floor judges the rest)."""
     if not g.outputs:
         raise PoetError("the model has no graph outputs; poet trains its first output with the loss")
     limit = HARD_CAP_BYTES if ram_bytes is None else min(ram_bytes, HARD_CAP_BYTES)
     for t in g.tensors.values():
         n = _count(t.shape)
         size = n * DTYPE_BYTES.get(t.dtype, 4)
+        tiled = split and t.role == Role.ACTIVATION and len(t.shape) >= 3 and t.shape[1] > 0
+        if tiled and size <= HARD_CAP_BYTES and size // t.shape[1] <= limit:
+            continue  # one channel tile fits
         # a parameter may stay in flash (frozen): check_flash and the memory floor judge those
         if size > (HARD_CAP_BYTES if t.role == Role.PARAMETER else limit):
             where = (
@@ -78,6 +82,11 @@ def check_graph(g: Graph, ram_bytes: int | None = None) -> None:
                 f"tensor '{t.name}' ({t.role.value}, shape {list(t.shape)}) has {n:,} elements, "
                 f"{fmt_bytes(size)}: more than {where} ({fmt_bytes(limit)}); a kernel needs its values in RAM"
                 + ("; use a smaller --batch" if t.role == Role.INPUT and t.shape and t.shape[0] > 1 else "")
+                + (
+                    f"; even one channel of it ({fmt_bytes(size // t.shape[1])}) is, so tiles cannot help"
+                    if tiled
+                    else ""
+                )
             )
     for name in sorted(g.params):  # a constant may be +-inf (an attention mask's fill), never NaN
         check_finite(f"weight '{name}'", g.params[name], infinite_ok=name not in g.trainable)
