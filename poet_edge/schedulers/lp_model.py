@@ -110,7 +110,8 @@ def solve_lp(
             threads=options.threads or None,
             time_limit=max(0.05, time_limit),
             node_limit=nodes,
-            mip_rel_gap=options.inner_gap,
+            # a negative gap (tests: a run whose gap never closes) is one HiGHS refuses: its default stays
+            mip_rel_gap=options.inner_gap if options.inner_gap >= 0 else None,
             cutoff=cutoff,
             output=options.msg,
         )

@@ -375,7 +375,7 @@ def _solve_highs(m: MilpModel, options: MilpOptions, start: dict[str, float] | N
     opts = highs.Options(
         threads=options.threads,
         time_limit=options.time_limit_s,
-        mip_rel_gap=gaps["gapRel"],
+        mip_rel_gap=gaps["gapRel"] if gaps["gapRel"] >= 0 else None,  # HiGHS refuses a negative gap
         mip_abs_gap=gaps["gapAbs"],
         output=options.msg,
         extra=tolerances,

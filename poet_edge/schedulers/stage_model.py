@@ -277,9 +277,14 @@ def solve(
 def _options(
     threads: int | None, gap_abs: float, cutoff: float | None = None, nodes: int | None = None
 ) -> highs.Options:
-    """The stage model's HiGHS options: an absolute gap only, a node limit (deterministic)."""
+    """The stage model's HiGHS options: an absolute gap only (a negative one, as a run whose gap never
+    closes gives, is one HiGHS refuses: its default stays), a node limit (deterministic)."""
     return highs.Options(
-        threads=threads or None, mip_rel_gap=0.0, mip_abs_gap=gap_abs, cutoff=cutoff, node_limit=nodes
+        threads=threads or None,
+        mip_rel_gap=0.0,
+        mip_abs_gap=gap_abs if gap_abs >= 0 else None,
+        cutoff=cutoff,
+        node_limit=nodes,
     )
 
 
