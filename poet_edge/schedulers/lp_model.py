@@ -32,8 +32,9 @@ if TYPE_CHECKING:
 
 @dataclass
 class LpModel:
-    """Columns and rows of one model, ready for highspy (:func:`solve_lp`). Columns are binary in [0, 1]
-    unless listed in ``cont`` / ``bounds``; a row is (lower, upper, column indices, coefficients)."""
+    """Columns and rows of one model, ready for HiGHS (:func:`solve_lp`, through :mod:`poet_edge.highs`).
+    Columns are binary in [0, 1] unless listed in ``cont`` / ``bounds``; a row is (lower, upper, column
+    indices, coefficients)."""
 
     cost: list[float] = field(default_factory=list)
     rows: list[tuple[float, float, list[int], list[float]]] = field(default_factory=list)
