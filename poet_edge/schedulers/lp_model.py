@@ -78,6 +78,18 @@ class LpResult:
     reduced: tuple[float, np.ndarray] | None = None  # an LP's safe bound and reduced costs (``with_reduced``)
 
 
+def cost_scale(cost: list[float]) -> float:
+    """The power of two that puts the largest absolute cost in [0.5, 1) (1.0 without a nonzero cost).
+    The models' costs are the plain pass's shares (``Run.norm``): a node's recomputation or page-in can
+    be 1e-7 of it, at HiGHS's dual feasibility tolerance, and HiGHS then spends its root in cut rounds
+    (POET's resnet18 problem, the interval model's six refinement rounds on one thread: 13.3 s of CPU
+    as they are, 5.3 s scaled by 16). A power of two scales exactly both ways."""
+    top = max((abs(c) for c in cost), default=0.0)
+    if top == 0.0 or not math.isfinite(top):
+        return 1.0
+    return math.ldexp(1.0, -math.frexp(top)[1])  # frexp: top = m * 2**e with m in [0.5, 1)
+
+
 def solve_lp(
     lp: LpModel,
     time_limit: float,
@@ -120,10 +132,14 @@ def solve_lp(
     ncol = len(lp.cost)
     low, up = zip(*(lp.bounds.get(j, (0.0, 1.0)) for j in range(ncol)), strict=True)
     ints = [integer and j not in lp.cont for j in range(ncol)]
+    # a plain solve sees its costs scaled by a power of two (exact both ways); a proof's cutoff and
+    # reduced costs are in the model's own units, so it sees them as they are
+    scale = cost_scale(lp.cost) if cutoff is None and reduced is None and not with_reduced else 1.0
+    costs = lp.cost if scale == 1.0 else [c * scale for c in lp.cost]
     # HiGHS refusing the rows (e.g. one naming a column twice) is a HighsError; a warning means the rows
     # are in and HiGHS dropped coefficients below its small_matrix_value (1e-9), as in dense graphs' tiny
     # relative sizes
-    solver.load(highs.Model.of(lp.cost, lp.rows if lp.csr is None else lp.csr, low, up, ints))
+    solver.load(highs.Model.of(costs, lp.rows if lp.csr is None else lp.csr, low, up, ints))
     if cutoff is not None and integer:  # a proof: no point wanted, fewer columns free
         solver.set(highs.PROOF_OPTIONS)
         began = time.perf_counter()
@@ -137,14 +153,15 @@ def solve_lp(
 
         def check(p: highs.Progress) -> bool:
             if on_bound is not None and math.isfinite(p.dual):
-                on_bound(p.dual if cutoff is None else min(p.dual, cutoff))
+                on_bound(p.dual / scale if cutoff is None else min(p.dual, cutoff))
             return bool((stop is not None and stop()) or (found and cutoff is not None and p.primal < cutoff))
 
         watch = check
 
     r = solver.run(watch=watch)
-    infeasible, optimal, obj = r.infeasible, r.optimal, r.objective
-    bound = r.bound if integer else (obj if optimal else 0.0)
+    infeasible, optimal = r.infeasible, r.optimal
+    obj = None if r.objective is None else r.objective / scale
+    bound = r.bound / scale if integer else (obj if optimal else 0.0)
     if cutoff is not None:  # a point above the cutoff may be reported optimal: the proof covers only below
         if bound is not None and math.isfinite(bound):
             bound = min(bound, cutoff)
