@@ -38,9 +38,9 @@ and MIP (the segment cover's bound; its plans and held plan replayed and offered
 (solve, replay, tighten overflowing stages). Then, per level: on graphs of at most ``Policy.stage_pairs``
 value-stage pairs, a short local search, the stage model from the incumbent (its dual bound, its point
 decoded, with cut rounds where the decode needs repairs), the local search again. On mid-size graphs
-(at most ``Policy.lns_pairs``): the local search until it stalls; near windows while the interval model
-is refined in a child; the interval model's bound and point (decoded, windows around its repaired
-gaps); near windows again; the strict bound model when the gap stays wide; the stage model's cutoff
+(at most ``Policy.lns_pairs``): the local search until it stalls (the interval model is refined in a
+child meanwhile); the interval model's bound and point (decoded, windows around its repaired gaps);
+near windows, twice; the strict bound model when the gap stays wide; the stage model's cutoff
 proof (``Policy.prove_pairs``); stage and value windows (and, with the split proof, windows from a
 second start); the split proof's result; the local search. Larger graphs: the local search only.
 
@@ -180,9 +180,11 @@ def _mid_size(run: Run, bound: float, pairs: int, job: proof_process.Job | None)
     cover = bound  # the segment cover's
     near = near_sweeps(options.policy)
     near_windows = partial(lns, model=model, windows=windows, sweeps=near, count=count)
-    _improved(run, "near windows", near_windows, bound)  # while the child refines the interval model
+    # the interval model first: its point, decoded, is often a schedule at the bound, and the windows
+    # then start from it (or are not needed); it was refined in the child since the level began
     bound = _bounded(run, "interval model", partial(interval_refined, job=job, model=model), bound)
     _improved(run, "near windows", near_windows, bound)
+    _improved(run, "near windows", near_windows, proven_bound(run, bound))
     bound = _bounded(
         run, "strict segment cover", partial(strict_bound, cover=cover), proven_bound(run, bound)
     )
