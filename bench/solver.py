@@ -21,13 +21,20 @@ for scale and poet-milp; poet-milp is skipped above --poet-max-nodes nodes (its 
 binaries; it does not build in reasonable time or memory there; default 100).
 Run: .venv/bin/python bench/solver.py [--quick] [--time-limit S] [--threads N] [--sizes 100,250]
      [--only zoo|random] [--models resnet8,dscnn] [--budgets 80%,1.1xfloor] [--poet-max-nodes N]
-     [--json results.json] [--repeat N] [--gap 1%] [--train all]
+     [--json results.json] [--repeat N] [--gap 1%] [--train all] [--effort quick|default|max]
+     [--results NAME] [--reference FILE]
 With --gap G, scale and poet-milp stop once proven within G ((cost - bound) / cost), as
 `poet compile --gap G` does: the "t" column is then the time to a proven G; without it they close the
 gap as far as the time limit allows.
 With --repeat N, scale runs N times per row: the table shows its first run, a table of the spread over
 the runs follows it (cost, gap, the zoo criterion, how many different schedules), and the checks count
 every run.
+With --results NAME, the rows, the checks and the run's settings are written to bench/results/NAME.json
+and NAME.md with the machine, commit and date (bench/provenance.py). With --reference FILE (a JSON file
+of {"rows": [{"graph", "budget", "cost_j", "source"}]}, e.g. bench/results/solver-zoo-reference.json),
+a table compares scale's cost on each row with that reference: +% = cost / reference - 1, and whether
+the --scale-limit safety stop cut the run (a cut run may differ between runs; the rest are
+deterministic: scale's work is counted, not timed).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import sys
 import tempfile
 import time
@@ -48,6 +56,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from provenance import provenance  # noqa: E402
 from zoo import MODELS, table, training  # noqa: E402
 
 from poet_edge import planning  # noqa: E402
@@ -86,6 +95,7 @@ class Run:
     note: str = ""
     status: str = ""  # the solver's own (scale: optimal / feasible, time-dependent / feasible)
     digest: str = ""  # scale: a hash of the schedule's steps (runs that differ in it returned others)
+    cut: str | None = None  # scale: the phase the safety stop (--scale-limit) cut, None when it cut none
 
 
 def zoo_graphs(
@@ -137,6 +147,7 @@ def run_scale(
         bound=float(info["bound"]),  # type: ignore[arg-type]
         status=str(info.get("status", "")),
         digest=hashlib.sha256(repr(schedule.steps).encode()).hexdigest()[:12],
+        cut=str(info.get("cut_phase")) if info.get("cut_by_time_limit") else None,
     )
     return _measured(problem, schedule, run)
 
@@ -212,7 +223,7 @@ def _record(run: Run, plain: float, bound: float | None) -> dict[str, object]:
         "gap_pct": None if gap is None else 100 * gap,
         "status": run.status,
         "note": run.note,
-    } | ({"digest": run.digest} if run.digest else {})
+    } | ({"digest": run.digest, "cut": run.cut} if run.digest else {})
 
 
 def _cells(prefix: str, rec: dict[str, object]) -> dict[str, str]:
@@ -480,6 +491,131 @@ def checks_text(found: list[Check]) -> str:
     return "\n".join(lines)
 
 
+REFERENCE_GOAL_PCT = 0.5  # issue 55: no zoo row more than this above its reference cost
+
+
+def load_reference(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """The reference rows of ``path`` by (graph, budget): each with its ``cost_j`` and ``source``."""
+    data = json.loads(path.read_text())
+    rows = data.get("rows") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        raise SystemExit(f"bench/solver.py: {path}: no 'rows' list")
+    out = {}
+    for r in rows:
+        if not isinstance(r.get("cost_j"), (int, float)):
+            raise SystemExit(f"bench/solver.py: {path}: row {r.get('graph')} {r.get('budget')} has no cost_j")
+        out[(str(r["graph"]), str(r["budget"]))] = r
+    return out
+
+
+def compared(rows: list[Row], reference: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per row with a reference: scale's cost against it (J and +% over the plain pass, +% over the
+    reference), its seconds and gap, and whether the safety stop cut it."""
+    out = []
+    for raw in _raws(rows):
+        ref = reference.get((str(raw["graph"]), str(raw["budget"])))
+        rec = raw["solvers"].get("scale")
+        if ref is None or rec is None:
+            continue
+        plain = float(raw["plain_j"])
+        cost = None if rec["cost_pct"] is None else plain * (1 + rec["cost_pct"] / 100)
+        above = None if cost is None else 100 * (cost / float(ref["cost_j"]) - 1)
+        out.append(
+            {
+                "graph": raw["graph"],
+                "budget": raw["budget"],
+                "reference_j": float(ref["cost_j"]),
+                "reference_pct": 100 * (float(ref["cost_j"]) / plain - 1),
+                "reference_source": ref.get("source", ""),
+                "cost_j": cost,
+                "cost_pct": rec["cost_pct"],
+                "above_reference_pct": above,
+                "seconds": rec["total_s"],
+                "gap_pct": rec["gap_pct"],
+                "status": rec["status"],
+                "cut": rec.get("cut"),
+                "within_goal": above is not None and above <= REFERENCE_GOAL_PCT + 1e-9,
+            }
+        )
+    return out
+
+
+def reference_lines(found: list[dict[str, Any]]) -> list[dict[str, object]]:
+    """The comparison (:func:`compared`) as table rows."""
+    return [
+        {
+            "graph": r["graph"],
+            "budget": r["budget"],
+            "reference %": f"{r['reference_pct']:.2f}",
+            "now %": "none" if r["cost_pct"] is None else f"{r['cost_pct']:.2f}",
+            "+% vs ref": "" if r["above_reference_pct"] is None else f"{r['above_reference_pct']:+.3f}",
+            "s": f"{r['seconds']:.1f}",
+            "gap%": "" if r["gap_pct"] is None else f"{r['gap_pct']:.2f}",
+            "st": short_status(str(r["status"])),
+            "cut": r["cut"] or "no",
+            "ref from": r["reference_source"],
+        }
+        for r in found
+    ]
+
+
+REFERENCE_COLUMNS = [
+    "graph",
+    "budget",
+    "reference %",
+    "now %",
+    "+% vs ref",
+    "s",
+    "gap%",
+    "st",
+    "cut",
+    "ref from",
+]
+
+
+def reference_summary(found: list[dict[str, Any]]) -> str:
+    good = sum(r["within_goal"] for r in found)
+    goal = f"at most {REFERENCE_GOAL_PCT:g}% above it"
+    return f"scale against the reference (goal: {goal}): {good}/{len(found)} rows"
+
+
+def markdown(rows: list[dict[str, object]], columns: list[str]) -> str:
+    """``rows`` as a markdown table of ``columns``."""
+    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    out += ["| " + " | ".join(str(r.get(c, "")) for c in columns) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def write_results(
+    name: str, meta: dict[str, Any], report: dict[str, Any], sections: list[tuple[str, str]]
+) -> None:
+    """bench/results/NAME.json (the settings and provenance as "meta", the rows, checks and the
+    reference comparison) and NAME.md (the sections: title, markdown), each written whole (a temporary
+    file replaced)."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    lines = [
+        f"# Scheduler scale on the zoo rows of bench/solver.py ({name})",
+        "",
+        f"Measured by `bench/solver.py` (`{meta['command']}`). Machine: {meta['machine']}. "
+        f"Commit {meta['commit']}, {meta['date']}. Load average (1 min) at the start {meta['load_start']}, "
+        f"at the end {meta['load_end']} (the machine is shared: seconds are disturbed; scale's costs "
+        "are not, its work is counted, unless the safety stop cut a run: column cut).",
+        "",
+    ]
+    for title, body in sections:
+        lines += [f"## {title}", "", body, ""]
+    for path, text in (
+        (RESULTS / f"{name}.json", json.dumps({"meta": meta, **report}, indent=1) + "\n"),
+        (RESULTS / f"{name}.md", "\n".join(lines)),
+    ):
+        tmp = path.with_suffix(path.suffix + ".part")
+        tmp.write_text(text)
+        tmp.replace(path)
+
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
 COLUMNS = ["graph", "T", "budget"] + [
     f"{s} {c}"
     for s in SOLVERS
@@ -525,6 +661,10 @@ def main() -> int:
         help="run scale this many times per row (the table shows the first run; a spread table and the "
         "checks cover every run)",
     )
+    ap.add_argument("--results", help="also write bench/results/NAME.json and NAME.md (with provenance)")
+    ap.add_argument(
+        "--reference", type=Path, help="compare scale's costs with this JSON file's rows (module docstring)"
+    )
     ap.add_argument(
         "--gap",
         type=_gap,
@@ -538,6 +678,10 @@ def main() -> int:
         args.time_limit = min(args.time_limit, 10.0)
         args.poet_max_nodes = min(args.poet_max_nodes, 100)
     args.budget_labels = set(args.budgets.split(","))
+    if args.results is not None and not args.results.replace("-", "").replace("_", "").isalnum():
+        ap.error("--results takes a name (letters, digits, - and _), written to bench/results/")
+    reference = load_reference(args.reference) if args.reference is not None else None
+    load_start = round(os.getloadavg()[0], 2)
     zoo = not args.no_zoo and args.only != "random"
     graphs = zoo_graphs(args.device, [m for m in args.models.split(",") if m], args.train) if zoo else []
     if args.only != "zoo":
@@ -563,17 +707,38 @@ def main() -> int:
     print()
     found = checks(rows)
     print(checks_text(found))
+    versus = compared(rows, reference) if reference is not None else []
+    if reference is not None:
+        print()
+        print(reference_summary(versus))
+        print(table(reference_lines(versus), REFERENCE_COLUMNS))
+    report = {
+        "time_limit_s": args.time_limit,
+        "scale_limit_s": args.scale_limit,
+        "effort": args.effort,
+        "gap": args.gap,
+        "train": args.train,
+        "threads": args.threads,
+        "device": args.device,
+        "rows": _raws(rows),
+        "checks": [{"what": w, "passed": g, "checked": n, "misses": m} for w, g, n, m in found],
+    } | ({"reference": str(args.reference), "versus_reference": versus} if reference is not None else {})
     if args.json:
-        report = {
-            "time_limit_s": args.time_limit,
-            "gap": args.gap,
-            "train": args.train,
-            "threads": args.threads,
-            "device": args.device,
-            "rows": _raws(rows),
-            "checks": [{"what": w, "passed": g, "checked": n, "misses": m} for w, g, n, m in found],
-        }
         args.json.write_text(json.dumps(report, indent=1) + "\n")
+    if args.results is not None:
+        meta = provenance() | {
+            "command": "bench/solver.py " + " ".join(sys.argv[1:]),
+            "load_start": load_start,
+            "load_end": round(os.getloadavg()[0], 2),
+        }
+        sections = [
+            ("Every row", markdown(rows, COLUMNS)),
+            ("Checks", "```\n" + checks_text(found) + "\n```"),
+        ]
+        if reference is not None:
+            body = reference_summary(versus) + ".\n\n" + markdown(reference_lines(versus), REFERENCE_COLUMNS)
+            sections.insert(0, (f"Against {args.reference.name}", body))
+        write_results(args.results, meta, report, sections)
     return 0
 
 
