@@ -496,7 +496,10 @@ REFERENCE_GOAL_PCT = 0.5  # issue 55: no zoo row more than this above its refere
 
 def load_reference(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
     """The reference rows of ``path`` by (graph, budget): each with its ``cost_j`` and ``source``."""
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"bench/solver.py: --reference {path}: {err}") from None
     rows = data.get("rows") if isinstance(data, dict) else None
     if not isinstance(rows, list):
         raise SystemExit(f"bench/solver.py: {path}: no 'rows' list")
@@ -736,7 +739,10 @@ def main() -> int:
             ("Checks", "```\n" + checks_text(found) + "\n```"),
         ]
         if reference is not None:
-            body = reference_summary(versus) + ".\n\n" + markdown(reference_lines(versus), REFERENCE_COLUMNS)
+            told = json.loads(args.reference.read_text()).get("meta", {})
+            about = " ".join(str(told[k]) for k in ("what", "readme", "how") if k in told)
+            body = (about + "\n\n" if about else "") + reference_summary(versus) + "."
+            body += "\n\n" + markdown(reference_lines(versus), REFERENCE_COLUMNS)
             sections.insert(0, (f"Against {args.reference.name}", body))
         write_results(args.results, meta, report, sections)
     return 0
