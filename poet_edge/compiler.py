@@ -188,14 +188,20 @@ def _plan_choice(
         f"operator splitting: {len(split.tiles)} tensors in tiles of at most {fmt_bytes(tile)}, "
         f"{len(split.split_nodes)} nodes split, {len(split.graph.nodes)} nodes"
     )
+    if split.blocks:
+        n = sum(len(b) for b in split.blocks.values())
+        log(f"operator splitting: {len(split.blocks)} parameters in {n} blocks along the tiles")
+    stored = split.param_names(stored)
     c = _plan_stored(g, split.graph, profile, reserve, stored, opts, limit, began, phase, log)
     return replace(c, split=split)
 
 
 def _split_floor(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions, choice: Choice) -> int:
     stored, tile = choice
-    graph = tg if tile is None else splitting.split_graph(tg, tile).graph
-    return _stored_floor(graph, reserve, profile, opts, stored)
+    if tile is None:
+        return _stored_floor(tg, reserve, profile, opts, stored)
+    split = splitting.split_graph(tg, tile)
+    return _stored_floor(split.graph, reserve, profile, opts, split.param_names(stored))
 
 
 def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions) -> list[Choice]:
@@ -330,10 +336,10 @@ def _split_hint(
     and the node that sets it."""
     if splitting.tile_bytes_of(opts.split) is not None:
         return ""
-    stored = frozenset(planning.stored_params(spec))
-    graph = splitting.split_graph(tg, splitting.TILE_SIZES[-1]).graph
+    split = splitting.split_graph(tg, splitting.TILE_SIZES[-1])
+    stored = split.param_names(frozenset(planning.stored_params(spec)))
     low = memory_floor(
-        planning.price(planning.spec_from_graph(graph, reserve, opts.input, stored), profile, 1)
+        planning.price(planning.spec_from_graph(split.graph, reserve, opts.input, stored), profile, 1)
     )
     if low.bytes >= floor:
         return ""

@@ -79,8 +79,10 @@ def inspect(
     peak = simulate(problem, get_scheduler("none")(problem)).peak_ram_bytes
     stored = planning.spec_from_graph(tg, reserve, input_place, frozenset(tg.trainable))
     floor_stored = memory_floor(planning.price(stored, load_profile("host"), 1 << 62))
-    split = splitting.split_graph(tg, splitting.TILE_SIZES[-1]).graph
-    split_spec = planning.spec_from_graph(split, reserve, input_place, frozenset(tg.trainable))
+    split = splitting.split_graph(tg, splitting.TILE_SIZES[-1])
+    split_spec = planning.spec_from_graph(
+        split.graph, reserve, input_place, split.param_names(frozenset(tg.trainable))
+    )
     floor_split = memory_floor(planning.price(split_spec, load_profile("host"), 1 << 62))
     frozen = [p for p in g.params if p not in chosen]
     grads = [n.inputs[1] for n in tg.nodes if n.phase == Phase.UPDATE and not ops.get(n.op).fused]

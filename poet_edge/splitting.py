@@ -22,16 +22,21 @@ kernel's order, starting from the previous part's float sums, so every result ha
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
+import numpy as np
+
 from poet_edge.errors import PoetError
-from poet_edge.ir import Graph, Node, Tensor
+from poet_edge.ir import Graph, Node, Phase, Role, Tensor
 from poet_edge.ops import get as get_op
 from poet_edge.ops.concat import MAX_PIECES
 from poet_edge.ops.conv import conv_window
+from poet_edge.ops.fused import UPDATES, conv_workspace
 
 CONV_OPS = ("Conv", "ConvGradInput")
+POOL, POOL_GRAD = "GlobalAveragePool", "GlobalAveragePoolGrad"  # per channel: run per tile, no join
+Block = tuple[str, int, int, int, int]  # (block parameter, first row, end row, first column, end column)
 
 
 @dataclass(frozen=True)
@@ -43,14 +48,75 @@ class Split:
     tile_bytes: int
     tiles: Mapping[str, tuple[int, ...]]
     split_nodes: tuple[str, ...]
+    blocks: Mapping[str, tuple[Block, ...]] = field(default_factory=dict)  # parameter -> its blocks
+    _shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # a blocked parameter's shape
 
     def summary(self) -> dict[str, object]:
-        """plan.json's ``split``: the tile size, tiled tensors with their tile count, split nodes."""
+        """plan.json's ``split``: the tile size, tiled tensors with their tile count, split nodes, and the
+        parameters cut into blocks (each block: name, rows [r0, r1) and columns [c0, c1) of axes 0 and 1)."""
         return {
             "tile_bytes": self.tile_bytes,
             "tensors": {t: len(b) - 1 for t, b in sorted(self.tiles.items())},
             "nodes": list(self.split_nodes),
+            "parameters": {p: [list(b) for b in bs] for p, bs in sorted(self.blocks.items())},
         }
+
+    def param_names(self, names: frozenset[str]) -> frozenset[str]:
+        """``names`` (parameters of the unsplit graph) in the split graph: a blocked one by its blocks."""
+        return frozenset(b[0] for p in names for b in self.blocks.get(p, ((p, 0, 0, 0, 0),)))
+
+    def join_params(self, params: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Parameter values of the split graph as the unsplit graph's: each blocked parameter whole again,
+        in its own shape."""
+        joined = join_blocks(params, self.summary()["parameters"])  # type: ignore[arg-type]
+        return {k: v.reshape(self.shapes[k]) if k in self.blocks else v for k, v in joined.items()}
+
+    @property
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        return {p: self._shapes[p] for p in self.blocks}
+
+
+def _grid(blocks: Sequence[Sequence[object]]) -> tuple[int, int]:
+    return max(int(cast(int, b[2])) for b in blocks), max(int(cast(int, b[4])) for b in blocks)
+
+
+def join_blocks(
+    params: Mapping[str, np.ndarray], blocks: Mapping[str, Sequence[Sequence[object]]]
+) -> dict[str, np.ndarray]:
+    """``params`` with every blocked parameter's blocks (plan.json ``tiles.parameters``: name, rows
+    [r0, r1) of axis 0, columns [c0, c1) of axis 1) put back together, flat."""
+    out = dict(params)
+    for p, bs in blocks.items():
+        rows, cols = _grid(bs)
+        parts = [np.asarray(out.pop(str(b[0]))).reshape(-1) for b in bs]
+        inner = sum(v.size for v in parts) // (rows * cols)  # elements per (row, column): the kernel
+        whole = np.zeros((rows, cols * inner), dtype=parts[0].dtype)
+        for b, v in zip(bs, parts, strict=True):
+            r0, r1, c0, c1 = (int(cast(int, x)) for x in b[1:])
+            whole[r0:r1, c0 * inner : c1 * inner] = v.reshape(r1 - r0, (c1 - c0) * inner)
+        out[p] = whole.reshape(-1)
+    return out
+
+
+def cut_blocks(
+    params: Mapping[str, np.ndarray], blocks: Mapping[str, Sequence[Sequence[object]]]
+) -> dict[str, np.ndarray]:
+    """The inverse of :func:`join_blocks`: each blocked parameter given (any shape) replaced by its
+    blocks, flat."""
+    out = dict(params)
+    for p, bs in blocks.items():
+        if p not in out:
+            continue
+        rows, cols = _grid(bs)
+        v = np.asarray(out.pop(p)).reshape(-1)
+        if v.size % (rows * cols):
+            raise ValueError(f"{p!r} holds {v.size} values, not a multiple of its {rows}x{cols} channels")
+        m = v.reshape(rows, v.size // rows)
+        inner = m.shape[1] // cols
+        for b in bs:
+            r0, r1, c0, c1 = (int(cast(int, x)) for x in b[1:])
+            out[str(b[0])] = np.ascontiguousarray(m[r0:r1, c0 * inner : c1 * inner]).reshape(-1)
+    return out
 
 
 def tile_name(t: str, i: int) -> str:
@@ -102,74 +168,359 @@ def _tileable(tg: Graph, n: Node) -> bool:
     return n.op in CONV_OPS and len(tg.shape(n.inputs[1])) in (3, 4)
 
 
-def plan_tiles(tg: Graph, tile_bytes: int) -> dict[str, tuple[int, ...]]:
-    """Channel bounds of every tensor to tile: the classes channelwise nodes link whose biggest tensor
-    exceeds ``tile_bytes`` and whose every tensor is made by a node that can run in tiles."""
-    if tile_bytes < 1:
-        raise PoetError(f"tile size must be positive, got {tile_bytes} bytes")
-    classes = _Classes()
+@dataclass(frozen=True)
+class Family:
+    """A convolution whose trainable weight W can be cut into blocks along the tiles of its operands, so
+    that no node reads W whole: its forward ``conv`` (X, W, [B]) -> Y, its input gradient ``grad_input``
+    (dY, W) -> dX (or None), W's update ``update`` (fused: (W, X, dY, *state); plain: (W, dW, *state) with
+    dW from ``grad_weight`` (X, dY)), and the bias B's update when B is trainable. Groups 1 (blocks: every
+    pair of an output tile and an input tile) or depthwise (one input and one output channel per group: X,
+    Y, dX and dY share their tiles; block i: the channels of tile i)."""
+
+    conv: Node
+    grad_input: Node | None
+    update: Node
+    grad_weight: Node | None
+    bias_update: Node | None
+    depthwise: bool
+
+    @property
+    def w(self) -> str:
+        return self.conv.inputs[1]
+
+    @property
+    def b(self) -> str | None:
+        return self.conv.inputs[2] if len(self.conv.inputs) > 2 else None
+
+    @property
+    def dy(self) -> str:
+        return self.update.inputs[2] if self.grad_weight is None else self.grad_weight.inputs[1]
+
+    def ties(self) -> list[tuple[str, str]]:
+        """Tensors that must share their channel tiles for the blocks to line up."""
+        x, y = self.conv.inputs[0], self.conv.outputs[0]
+        out = [(y, self.dy)]
+        if self.grad_input is not None:
+            out.append((x, self.grad_input.outputs[0]))
+        if self.depthwise:
+            out.append((x, y))
+        return out
+
+
+def families(tg: Graph) -> dict[str, Family]:
+    """Every convolution whose trainable weight :class:`Family` can cut, by weight."""
+    producer, consumers = tg.producers(), tg.consumers()
+    out: dict[str, Family] = {}
+    for n in tg.nodes:
+        if n.op != "Conv" or not _tileable(tg, n) or n.inputs[1] not in tg.trainable:
+            continue
+        x, w = n.inputs[0], n.inputs[1]
+        win = conv_window(tg.shape(x), tg.shape(w), n.attrs)
+        depthwise = win.groups == win.c == win.m
+        if win.groups != 1 and not depthwise:
+            continue
+        readers = consumers[w]
+        gi = [r for r in readers if r.op == "ConvGradInput" and r.inputs[1] == w]
+        ups = [r for r in readers if r.phase == Phase.UPDATE and r.inputs[0] == w]
+        if len(gi) > 1 or len(ups) != 1 or len(readers) != 1 + len(gi) + 1:
+            continue
+        u, gw = ups[0], None
+        if u.op == "ConvGradWeightUpdate":
+            dy = u.inputs[2]
+            if u.inputs[1] != x:
+                continue
+        elif u.op in UPDATES and u.inputs[1] in producer:
+            gw = producer[u.inputs[1]]
+            if gw.op != "ConvGradWeight" or gw.inputs[0] != x or len(consumers[u.inputs[1]]) != 1:
+                continue
+            dy = gw.inputs[1]
+        else:
+            continue
+        if gi and gi[0].inputs[0] != dy:
+            continue
+        bias_update = None
+        if len(n.inputs) > 2:
+            b = n.inputs[2]
+            breaders = [r for r in consumers[b] if r is not n]
+            if b in tg.trainable:
+                if len(breaders) != 1 or breaders[0].op not in UPDATES or breaders[0].inputs[1] not in producer:
+                    continue
+                sums = producer[breaders[0].inputs[1]]
+                if sums.op != "ChannelSum" or sums.inputs[0] != dy or len(consumers[sums.outputs[0]]) != 1:
+                    continue
+                bias_update = breaders[0]
+            elif breaders:
+                continue
+        out[w] = Family(n, gi[0] if gi else None, u, gw, bias_update, depthwise)
+    return out
+
+
+def _eligible(tg: Graph, classes: _Classes, forced: frozenset[str] = frozenset()) -> dict[str, list[str]]:
+    """Members of every class whose tensors all may be tiled (whatever their size): made by a conv or a
+    channelwise node (or, in a ``forced`` class, by any node: its output is then sliced into the tiles),
+    none an input, output or parameter, masks read by channelwise nodes only."""
     producer, consumers = tg.producers(), tg.consumers()
     split_ok = {n.name for n in tg.nodes if _channelwise(tg, n)}
-    for n in tg.nodes:
-        if n.name in split_ok:
-            for t in (*n.inputs, *n.outputs):
-                classes.union(t, n.outputs[0])
-    conv_made = {t for n in tg.nodes if _tileable(tg, n) for t in (n.outputs[0],)}
+    conv_made = {n.outputs[0] for n in tg.nodes if _tileable(tg, n) or n.op == POOL_GRAD}
+    fixed = set(tg.inputs) | set(tg.outputs) | set(tg.params)
     members: dict[str, list[str]] = {}
     for t in tg.tensors:
         members.setdefault(classes.find(t), []).append(t)
-    fixed = set(tg.inputs) | set(tg.outputs) | set(tg.params)
-    out: dict[str, tuple[int, ...]] = {}
-    for names in members.values():
+    out = {}
+    for root, names in members.items():
         floats = [t for t in names if tg.tensor(t).dtype == "float32" and len(tg.shape(t)) >= 3]
-        if not floats:
+        if not floats or len({tg.shape(t)[:2] for t in floats}) != 1 or any(t in fixed for t in names):
             continue
-        nc = {tg.shape(t)[:2] for t in floats}
+        made = [t for t in names if t in conv_made or (t in producer and producer[t].name in split_ok)]
+        if len(made) != len(names) and (root not in forced or any(t not in producer for t in names)):
+            continue
+        others = [t for t in names if t not in floats]  # masks: only split nodes may make and read them
+        if any(t not in made or any(c.name not in split_ok for c in consumers[t]) for t in others):
+            continue
+        out[root] = names
+    return out
+
+
+def plan_tiles(
+    tg: Graph, tile_bytes: int, fams: Mapping[str, Family] | None = None
+) -> dict[str, tuple[int, ...]]:
+    """Channel bounds of every tensor to tile: the classes channelwise nodes link whose biggest tensor
+    exceeds ``tile_bytes`` and whose every tensor is made by a node that can run in tiles. A family's
+    (:func:`families`) tensors that must share tiles are linked too, when all their classes may be tiled.
+    A family whose weight exceeds ``tile_bytes`` has its output's class tiled in any case (a tensor of it
+    that an unsplit node makes is sliced), into at least as many tiles as its weight has tile sizes, so
+    the weight's blocks fit a tile."""
+    if tile_bytes < 1:
+        raise PoetError(f"tile size must be positive, got {tile_bytes} bytes")
+    classes = _Classes()
+    for n in tg.nodes:
+        if _channelwise(tg, n):
+            for t in (*n.inputs, *n.outputs):
+                classes.union(t, n.outputs[0])
+    ok = _eligible(tg, classes)
+    big_w = {w: f for w, f in (fams or {}).items() if tg.tensor(w).nbytes > tile_bytes and not f.depthwise}
+    for w, fam in sorted((fams or {}).items()):
+        ties = fam.ties()
+        if w in big_w:
+            y = fam.conv.outputs[0]
+            classes.union(y, fam.dy)
+            ties = [(a, b) for a, b in ties if (a, b) != (y, fam.dy)]
+        if all(classes.find(t) in ok for pair in ties for t in pair):
+            for a, b in ties:
+                classes.union(a, b)
+    need: dict[str, int] = {}  # class -> tiles its weights' blocks need
+    for w, fam in big_w.items():
+        root = classes.find(fam.conv.outputs[0])
+        need[root] = max(need.get(root, 0), -(-tg.tensor(w).nbytes // tile_bytes))
+    out: dict[str, tuple[int, ...]] = {}
+    for root, names in _eligible(tg, classes, frozenset(need)).items():
+        floats = [t for t in names if tg.tensor(t).dtype == "float32" and len(tg.shape(t)) >= 3]
         big = max(tg.tensor(t).nbytes for t in names)
-        if len(nc) != 1 or big <= tile_bytes or any(t in fixed for t in names):
-            continue
-        if any(t not in conv_made and (t not in producer or producer[t].name not in split_ok) for t in names):
-            continue
-        others = [t for t in names if t not in floats]  # masks: only split nodes may read them
-        if any(c.name not in split_ok for t in others for c in consumers[t]):
-            continue
-        c = next(iter(nc))[1]
-        k = min(c, -(-big // tile_bytes))
+        c = tg.shape(floats[0])[1]
+        k = min(c, max(-(-big // tile_bytes), need.get(root, 0)))
         if k < 2:
             continue
         bounds = tuple(i * c // k for i in range(k + 1))
-        for t in floats:
-            out[t] = bounds
-        for t in others:
+        for t in names:
             out[t] = bounds  # a mask's tile i packs the bits of its source's tile i
     return out
 
 
 def split_graph(tg: Graph, tile_bytes: int) -> Split:
-    """The training graph with every tensor :func:`plan_tiles` picks in channel tiles."""
-    tiles = plan_tiles(tg, tile_bytes)
-    return _Rewrite(tg, tiles).run(tile_bytes)
+    """The training graph with every tensor :func:`plan_tiles` picks in channel tiles, and the trainable
+    weight of every convolution :func:`families` can cut, whose operands are tiled, in blocks."""
+    fams = families(tg)
+    tiles = plan_tiles(tg, tile_bytes, fams)
+    return _Rewrite(tg, tiles, fams).run(tile_bytes)
+
+
+@dataclass(frozen=True)
+class _Cut:
+    """A family cut into blocks: output-channel bounds ``mb``, input-channel bounds ``cb``, the (output
+    tile, input tile) pairs that have a block."""
+
+    fam: Family
+    mb: tuple[int, ...]
+    cb: tuple[int, ...]
+    pairs: tuple[tuple[int, int], ...]
+    bias: bool  # B in blocks too (more than one output tile)
+
+    def block(self, p: str, i: int, j: int) -> str:
+        return f"{p}/b{i}.{j}"
 
 
 class _Rewrite:
-    def __init__(self, tg: Graph, tiles: dict[str, tuple[int, ...]]) -> None:
+    def __init__(self, tg: Graph, tiles: dict[str, tuple[int, ...]], fams: Mapping[str, Family]) -> None:
         self.tg, self.tiles = tg, tiles
         self.tensors: dict[str, Tensor] = dict(tg.tensors)
         self.producer = tg.producers()
         self.nodes: list[Node] = []
         self.joined: set[str] = set()  # tiled tensors a Concat has made whole again
         self.split: list[str] = []
+        self.params: dict[str, np.ndarray] = dict(tg.params)
+        self.trainable = set(tg.trainable)
+        self.blocks: dict[str, tuple[Block, ...]] = {}
+        self.cuts: dict[str, _Cut] = {}  # node of a cut family -> its cut
+        for w, fam in sorted(fams.items()):
+            self.cut(fam)
 
     def run(self, tile_bytes: int) -> Split:
         for n in self.tg.nodes:
             self.node(n)
         used = {t for n in self.nodes for t in (*n.inputs, *n.outputs)}
-        keep = set(self.tg.inputs) | set(self.tg.outputs) | set(self.tg.params) | used
+        keep = set(self.tg.inputs) | set(self.tg.outputs) | set(self.params) | used
         tensors = {t: v for t, v in self.tensors.items() if t in keep}
         g = Graph(
-            tensors, tuple(self.nodes), self.tg.inputs, self.tg.outputs, self.tg.params, self.tg.trainable
+            tensors, tuple(self.nodes), self.tg.inputs, self.tg.outputs, self.params, frozenset(self.trainable)
         )
-        return Split(g, tile_bytes, dict(self.tiles), tuple(self.split))
+        shapes = {p: self.tg.shape(p) for p in self.blocks}
+        return Split(g, tile_bytes, dict(self.tiles), tuple(self.split), dict(self.blocks), shapes)
+
+    # ---- parameter blocks ------------------------------------------------------------------------------
+    def cut(self, fam: Family) -> None:
+        """Blocks of W (and B) when the family's operands are tiled and their tiles line up."""
+        x, y, w = fam.conv.inputs[0], fam.conv.outputs[0], fam.w
+        dx = fam.grad_input.outputs[0] if fam.grad_input else None
+        t = self.tiles.get
+        if t(y) != t(fam.dy) or (dx is not None and t(x) != t(dx)) or (fam.depthwise and t(x) != t(y)):
+            return
+        if x not in self.tiles and y not in self.tiles:
+            return
+        win = conv_window(self.tg.shape(x), self.tg.shape(w), fam.conv.attrs)
+        mb, cb = self.tiles.get(y, (0, win.m)), self.tiles.get(x, (0, win.c))
+        if fam.depthwise:
+            pairs = tuple((i, i) for i in range(len(mb) - 1))
+        else:
+            pairs = tuple((i, j) for i in range(len(mb) - 1) for j in range(len(cb) - 1))
+        c = _Cut(fam, mb, cb, pairs, fam.b is not None and len(mb) > 2)
+        wb = []
+        for i, j in pairs:
+            c0, c1 = (0, 1) if fam.depthwise else (cb[j], cb[j + 1])
+            wb.append((c.block(w, i, j), mb[i], mb[i + 1], c0, c1))
+        self.add_blocks(w, tuple(wb), fam.update.inputs[3 if fam.grad_weight is None else 2 :])
+        if c.bias:
+            assert fam.b is not None
+            bb = tuple((f"{fam.b}/b{i}", mb[i], mb[i + 1], 0, 1) for i in range(len(mb) - 1))
+            state = fam.bias_update.inputs[2:] if fam.bias_update is not None else ()
+            self.add_blocks(fam.b, bb, state)
+        for n in (fam.conv, fam.grad_input, fam.update, fam.grad_weight):
+            if n is not None:
+                self.cuts[n.name] = c
+        if fam.bias_update is not None and c.bias:
+            self.cuts[fam.bias_update.name] = c
+            self.cuts[self.producer[fam.bias_update.inputs[1]].name] = c  # the bias gradient's ChannelSum
+
+    def add_blocks(self, p: str, blocks: tuple[Block, ...], state: Sequence[str]) -> None:
+        """Parameter ``p`` (and its optimizer ``state``) replaced by ``blocks``: rows [r0, r1) of axis 0,
+        columns [c0, c1) of axis 1 (a 1-D bias: column range (0, 1))."""
+        base = self.tg.tensor(p)
+        value = np.asarray(self.tg.params[p]) if p in self.tg.params else None
+        del self.params[p]
+        for name, r0, r1, c0, c1 in blocks:
+            shape = (r1 - r0,) if len(base.shape) == 1 else (r1 - r0, c1 - c0, *base.shape[2:])
+            self.tensors[name] = Tensor(name, shape, base.dtype, base.role)
+            if value is not None:
+                part = value[r0:r1] if value.ndim == 1 else value[r0:r1, c0:c1]
+                self.params[name] = np.ascontiguousarray(part)
+            if p in self.trainable:
+                self.trainable.add(name)
+            for s in state:
+                sname = s + name[len(p) :]
+                self.tensors[sname] = Tensor(sname, shape, "float32", Role.OPTIMIZER_STATE)
+        self.trainable.discard(p)
+        self.blocks[p] = blocks
+
+    def operand(self, t: str, i: int) -> str:
+        return self.tile(t, i) if t in self.tiles else t
+
+    def sub_attrs(self, c: _Cut, n: Node, i: int, j: int) -> dict[str, object]:
+        """The sub-convolution of block (i, j): input channels cb[j]..cb[j+1] to outputs mb[i]..mb[i+1]."""
+        x = self.tg.shape(c.fam.conv.inputs[0])
+        mi, cj = c.mb[i + 1] - c.mb[i], c.cb[j + 1] - c.cb[j]
+        return {**n.attrs, "group": mi if c.fam.depthwise else 1, "x_shape": (x[0], cj, *x[2:]), "tile": (0, cj, 0, mi)}
+
+    def cut_node(self, n: Node, c: _Cut) -> None:
+        f, w = c.fam, c.fam.w
+        if n is f.conv:
+            self.cut_conv(n, c)
+        elif n is f.grad_input:
+            self.cut_grad_input(n, c)
+        elif n is f.update and f.grad_weight is None:  # fused: (W, X, dY, *state)
+            for i, j in c.pairs:
+                a = self.sub_attrs(c, n, i, j)
+                block = c.block(w, i, j)
+                win = conv_window(a["x_shape"], self.tensors[block].shape, a)
+                attrs = {k: v for k, v in a.items() if k not in ("x_shape", "tile")}
+                attrs["workspace"] = conv_workspace(win)
+                ins = (block, self.operand(n.inputs[1], j), self.operand(n.inputs[2], i))
+                state = tuple(s + block[len(w) :] for s in n.inputs[3:])
+                self.nodes.append(Node(f"{n.name}/b{i}.{j}", n.op, (*ins, *state), (), attrs, n.phase))
+        elif n is f.grad_weight:
+            for i, j in c.pairs:
+                a = self.sub_attrs(c, n, i, j)
+                block = c.block(w, i, j)
+                attrs = {k: v for k, v in a.items() if k not in ("x_shape", "tile")}
+                attrs["w_shape"] = self.tensors[block].shape
+                dw = c.block(n.outputs[0], i, j)
+                self.tensors[dw] = Tensor(dw, self.tensors[block].shape, "float32", Role.GRADIENT)
+                ins = (self.operand(n.inputs[0], j), self.operand(n.inputs[1], i))
+                self.nodes.append(Node(f"{n.name}/b{i}.{j}", n.op, ins, (dw,), attrs, n.phase))
+        elif n is f.update:  # plain: (W, dW, *state)
+            for i, j in c.pairs:
+                block = c.block(w, i, j)
+                state = tuple(s + block[len(w) :] for s in n.inputs[2:])
+                ins = (block, c.block(n.inputs[1], i, j), *state)
+                self.nodes.append(Node(f"{n.name}/b{i}.{j}", n.op, ins, (), n.attrs, n.phase))
+        elif n is f.bias_update:
+            assert f.b is not None
+            for i in range(len(c.mb) - 1):
+                state = tuple(f"{s}/b{i}" for s in n.inputs[2:])
+                ins = (f"{f.b}/b{i}", f"{n.inputs[1]}/t{i}", *state)
+                self.nodes.append(Node(f"{n.name}/b{i}", n.op, ins, (), n.attrs, n.phase))
+        else:  # the bias gradient's ChannelSum: per tile, no join (the blocks' updates read the tiles)
+            self.channel_sum(n, join=False)
+
+    def cut_conv(self, n: Node, c: _Cut) -> None:
+        """Output tile i: the chain over its input tiles of parts reading block (i, j); B's block last."""
+        f, y = c.fam, n.outputs[0]
+        for i in range(len(c.mb) - 1):
+            js = [j for ii, j in c.pairs if ii == i]
+            prev: str | None = None
+            for idx, j in enumerate(js):
+                final = idx == len(js) - 1
+                ins = [self.operand(n.inputs[0], j), c.block(f.w, i, j)]
+                bias = final and f.b is not None
+                if bias:
+                    ins.append(f"{f.b}/b{i}" if c.bias else str(f.b))
+                if prev is not None:
+                    ins.append(prev)
+                if final:
+                    out = self.operand(y, i)
+                else:
+                    out = self.temp(f"{y}/t{i}/p{j}", y, c.mb[i + 1] - c.mb[i])
+                attrs = {**self.sub_attrs(c, n, i, j), "bias": bias, "partial": prev is not None}
+                self.nodes.append(Node(f"{n.name}/t{i}c{j}", "ConvPart", tuple(ins), (out,), attrs, n.phase))
+                prev = out
+
+    def cut_grad_input(self, n: Node, c: _Cut) -> None:
+        """Input-gradient tile j: the chain over the output tiles i of parts reading block (i, j)."""
+        dx = n.outputs[0]
+        for j in range(len(c.cb) - 1):
+            iis = [i for i, jj in c.pairs if jj == j]
+            prev: str | None = None
+            for idx, i in enumerate(iis):
+                ins = [self.operand(n.inputs[0], i), c.block(c.fam.w, i, j)]
+                if prev is not None:
+                    ins.append(prev)
+                if idx == len(iis) - 1:
+                    out = self.operand(dx, j)
+                else:
+                    out = self.temp(f"{dx}/t{j}/p{i}", dx, c.cb[j + 1] - c.cb[j])
+                attrs = {**self.sub_attrs(c, n, i, j), "partial": prev is not None}
+                self.nodes.append(
+                    Node(f"{n.name}/t{j}c{i}", "ConvGradInputPart", tuple(ins), (out,), attrs, n.phase)
+                )
+                prev = out
 
     # ---- tensors ---------------------------------------------------------------------------------------
     def tile(self, t: str, i: int, shape: Sequence[int] | None = None) -> str:
@@ -197,6 +548,14 @@ class _Rewrite:
             self.joined.add(t)
         return t
 
+    def slice(self, t: str, made: Node) -> None:
+        """Tiles of ``t``, made whole by an unsplit node: one Slice per tile, in ``made``'s phase."""
+        b = self.tiles[t]
+        for i in range(len(b) - 1):
+            attrs = {"starts": (b[i],), "ends": (b[i + 1],), "axes": (1,)}
+            self.nodes.append(Node(f"slice/{t}/t{i}", "Slice", (t,), (self.tile(t, i),), attrs, made.phase))
+        self.joined.add(t)  # readers that need it whole read the producer's output
+
     def concat(self, parts: list[str], out: str, axis: int, like: Node, name: str) -> None:
         """Concat along ``axis`` as a tree of nodes of at most MAX_PIECES inputs, in ``like``'s phase."""
         level = 0
@@ -217,6 +576,10 @@ class _Rewrite:
     # ---- nodes -----------------------------------------------------------------------------------------
     def node(self, n: Node) -> None:
         tiled = [t for t in (*n.inputs, *n.outputs) if t in self.tiles]
+        if n.name in self.cuts:
+            self.cut_node(n, self.cuts[n.name])
+            self.split.append(n.name)
+            return
         if not tiled:
             self.nodes.append(n)
         elif n.outputs and n.outputs[0] in self.tiles and _channelwise(self.tg, n):
@@ -225,9 +588,16 @@ class _Rewrite:
             self.conv(n)
         elif n.op == "ChannelSum" and n.inputs[0] in self.tiles:
             self.channel_sum(n)
+        elif n.op == POOL and n.inputs[0] in self.tiles and n.outputs[0] not in self.tiles:
+            self.pool(n)
+        elif n.op == POOL_GRAD and n.outputs[0] in self.tiles and n.inputs[0] not in self.tiles:
+            self.pool_grad(n)
         else:
             ins = tuple(self.whole(t) if t in self.tiles else t for t in n.inputs)
             self.nodes.append(Node(n.name, n.op, ins, n.outputs, n.attrs, n.phase))
+            for o in n.outputs:
+                if o in self.tiles:
+                    self.slice(o, n)
             return
         if tiled:
             self.split.append(n.name)
@@ -241,7 +611,7 @@ class _Rewrite:
             out = self.tile(n.outputs[0], i, shape)
             self.nodes.append(Node(f"{n.name}/t{i}", n.op, ins, (out,), n.attrs, n.phase))
 
-    def channel_sum(self, n: Node) -> None:
+    def channel_sum(self, n: Node, join: bool = True) -> None:
         x, y = n.inputs[0], n.outputs[0]
         parts = []
         for i in range(len(self.tiles[x]) - 1):
@@ -250,7 +620,31 @@ class _Rewrite:
             self.tensors[part] = Tensor(part, (self.tensors[xi].shape[1],), "float32", self.tg.tensor(y).role)
             self.nodes.append(Node(f"{n.name}/t{i}", n.op, (xi,), (part,), n.attrs, n.phase))
             parts.append(part)
-        self.concat(parts, y, 0, n, f"{n.name}/join")
+        if join:
+            self.concat(parts, y, 0, n, f"{n.name}/join")
+
+    def pool(self, n: Node) -> None:
+        """GlobalAveragePool per tile (each channel's mean on its own), a Concat of the small results."""
+        x, y = n.inputs[0], n.outputs[0]
+        parts = []
+        for i in range(len(self.tiles[x]) - 1):
+            xi = self.tile(x, i)
+            part = self.temp(f"{y}/t{i}", y, self.tensors[xi].shape[1])
+            self.nodes.append(Node(f"{n.name}/t{i}", n.op, (xi,), (part,), n.attrs, n.phase))
+            parts.append(part)
+        self.concat(parts, y, 1, n, f"{n.name}/join")
+
+    def pool_grad(self, n: Node) -> None:
+        """GlobalAveragePoolGrad per tile of its output, each from a Slice of the small gradient."""
+        dy, dx = n.inputs[0], n.outputs[0]
+        b = self.tiles[dx]
+        for i in range(len(b) - 1):
+            di = self.temp(f"{dy}/s{i}", dy, b[i + 1] - b[i])
+            attrs = {"starts": (b[i],), "ends": (b[i + 1],), "axes": (1,)}
+            self.nodes.append(Node(f"{n.name}/s{i}", "Slice", (dy,), (di,), attrs, n.phase))
+            out = self.tile(dx, i)
+            shape = {**n.attrs, "x_shape": self.tensors[out].shape}
+            self.nodes.append(Node(f"{n.name}/t{i}", n.op, (di,), (out,), shape, n.phase))
 
     def conv(self, n: Node) -> None:
         """The grid of parts: per output tile, a chain over the input tiles its groups read."""
