@@ -29,7 +29,7 @@ per-MAC rate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -49,6 +49,7 @@ class Coefficients:
     line: float = 0.0  # one row of positions of a weight-gradient block (its R + P pointers re-pointed)
     asm_step: float = 0.0  # loop overhead of one k step of an assembly GEMM block (poet/blocked_arm.h)
     asm_block: float = 0.0  # setting up, zeroing and storing one assembly GEMM block
+    narrow_step: float = 0.0  # extra for a k step of a block of fewer than 4 rows (the part kernels' C path)
 
 
 # Fitted with `.venv/bin/python bench/kernel_model.py qemu-cortex-m4` (2026-11-23) to 261 distinct dense and
@@ -61,6 +62,13 @@ COEFFICIENTS: dict[str, Coefficients] = {
     "gemm": Coefficients(step=1.42, block=54.09, row=141.56, asm_step=1.3, asm_block=31.76),
     "conv_forward": Coefficients(step=4.7, row=317.93),
     "conv_grad_input": Coefficients(edge_step=14.39, block=512.42),
+    # the block kernels of part-kernel tiles that are not a convolution of their own (part_tally), fitted with
+    # `.venv/bin/python bench/part_model.py qemu-cortex-m4` (2026-11-29) to 189 distinct calls of the zoo's
+    # splits, to the measured count minus the cortex-m4 profile's per-call cost of a conv call (the cost
+    # model adds it): rms / max relative error of the priced call 13.8 / 38% forward, 16.1 / 65% input
+    # gradient (worst: tiles of depthwise convolutions that cut groups); whole-conv pricing: 46 / 53% rms
+    "conv_forward_part": Coefficients(step=0.67, edge_step=9.6, output=3.35, row=197.86, narrow_step=3.36),
+    "conv_grad_input_part": Coefficients(edge_step=24.24, output=1.75, row=320.03, narrow_step=17.3),
     "conv_grad_weight": Coefficients(edge_step=4.81, output=22.77, line=57.73),
     "conv_grad_weight_taps": Coefficients(step=7.13, output=61.75, block=3.82, line=87.37),
     "depthwise_forward_s1": Coefficients(step=0.85, output=0.09, row=21.16),
@@ -100,6 +108,7 @@ class Tally:
     lines: int = 0
     asm_steps: int = 0
     asm_blocks: int = 0
+    narrow_steps: int = 0
 
     def asm(self, r: int, p: int, k: int, load_instructions: int) -> None:
         """One assembly block of r x p outputs (poet/blocked_arm.h) issuing ``load_instructions`` load and
@@ -120,6 +129,8 @@ class Tally:
             self.edge_steps += times * k
         self.outputs += times * r * p
         self.blocks += times
+        if r < 4:
+            self.narrow_steps += times * k
 
     def run(self, r: int, n: int, k: int, times: int = 1, edge: bool = False) -> None:
         """A run of n pixels tiled by 6/4/2/1-pixel blocks (poet_run), r rows, reduction k."""
@@ -138,11 +149,12 @@ class Tally:
             self.lines,
             self.asm_steps,
             self.asm_blocks,
+            self.narrow_steps,
         )
 
     def instructions(self, table: dict[str, Coefficients] | None = None) -> float:
         c = (table or COEFFICIENTS)[self.family]
-        coef = (c.step, c.edge_step, c.output, c.block, c.row, c.line, c.asm_step, c.asm_block)
+        coef = (c.step, c.edge_step, c.output, c.block, c.row, c.line, c.asm_step, c.asm_block, c.narrow_step)
         return 2 * self.macs + self.loads + sum(k * n for k, n in zip(coef, self.terms(), strict=True))
 
     def weight(self, macs: int) -> float:
@@ -265,7 +277,18 @@ def _as_gemm(t: Tally, m: int, n: int, k: int, times: int, trans_a: int, trans_b
     """``times`` m x n x k products by poet_gemm_f32 (the 1x1 convolutions): counted as GEMM."""
     g = gemm_tally(m, n, k, trans_a, trans_b)
     t.family = g.family
-    for name in ("macs", "loads", "steps", "outputs", "blocks", "rows", "asm_steps", "asm_blocks"):
+    counts = (
+        "macs",
+        "loads",
+        "steps",
+        "outputs",
+        "blocks",
+        "rows",
+        "asm_steps",
+        "asm_blocks",
+        "narrow_steps",
+    )
+    for name in counts:
         setattr(t, name, getattr(g, name) * times)
 
 
@@ -289,12 +312,18 @@ def _s2_blocks(t: Tally, channels: int, k: int, times: int, w: Window, loads_per
         t.asm(4, 4, k, loads_per_step * k)
 
 
-def _fwd(w: Window, t: Tally) -> None:
+def _fwd(w: Window, t: Tally, blocks: bool = False) -> None:
+    """``blocks``: the block kernels only (a part kernel's tile, poet_fwd_tile): no GEMM, no 1x1 stride-2
+    assembly; a 1x1 stride-1 conv runs all pixels of a channel as one run (poet_fwd_pw_blk)."""
     mg, cg, times = w.m // w.groups, w.c // w.groups, w.n * w.groups
+    if _pointwise(w) and blocks:
+        for r in tiles(mg, (4, 2, 1)):
+            t.run(r, w.oh * w.ow, cg, times)
+        return None
     if _pointwise(w):  # poet_fwd_pw on Cortex-M: W·X + bias per sample and group by the fast GEMM
         return _as_gemm(t, mg, w.oh * w.ow, cg, times, 0, 0)
-    if _pointwise_s2(w, mg):  # poet_fwd_pw_s2_nn: 4 VLDM of a weight, 4 VLDR of an input, 1 ADD per step
-        return _s2_blocks(t, mg, cg, times, w, 9)
+    if _pointwise_s2(w, mg) and not blocks:  # poet_fwd_pw_s2_nn: 4 VLDM of a weight, 4 VLDR of an input
+        return _s2_blocks(t, mg, cg, times, w, 9)  # and 1 ADD per step
     strips = tiles(mg, (4, 2, 1))
     rows = [_span(oh, w.pt, w.sh, w.kh, w.h)[1] for oh in range(w.oh)]
     cols = _runs([_span(ow, w.pl, w.sw, w.kw, w.w) for ow in range(w.ow)])
@@ -304,11 +333,16 @@ def _fwd(w: Window, t: Tally) -> None:
                 t.run(r, n, cg * nkh * nkw, times, nkh < w.kh or nkw < w.kw)
 
 
-def _gi(w: Window, t: Tally) -> None:
+def _gi(w: Window, t: Tally, blocks: bool = False) -> None:
+    """``blocks``: as for :func:`_fwd` (poet_gi_tile; 1x1 stride 1: poet_gi_pw_blk)."""
     mg, cg, times = w.m // w.groups, w.c // w.groups, w.n * w.groups
+    if _pointwise(w) and blocks:
+        for r in tiles(cg, (4, 2, 1)):
+            t.run(r, w.h * w.w, mg, times)
+        return None
     if _pointwise(w):  # poet_gi_pw: Wᵀ·dY per sample and group by the fast GEMM
         return _as_gemm(t, cg, w.h * w.w, mg, times, 1, 0)
-    if _pointwise_s2(w, cg):  # poet_gi_pw_s2_tn: 2 VLDM, 2 ADD per step
+    if _pointwise_s2(w, cg) and not blocks:  # poet_gi_pw_s2_tn: 2 VLDM, 2 ADD per step
         return _s2_blocks(t, cg, mg, times, w, 4)
     strips = tiles(cg, (4, 2, 1))
     ra = rb = qa = 0
@@ -414,15 +448,69 @@ def conv_tally(w: Window, kind: str) -> Tally:
 
 
 def conv_weight(w: Window, kind: str, macs: int) -> float:
-    """Weight of a convolution call of ``macs`` MACs (the cost model's count, padded taps included). The
-    channel tiles of a split convolution (ops/conv_part.py) are priced with their whole convolution's
-    window, whose walk is computed once."""
+    """Weight of a convolution call of ``macs`` MACs (the cost model's count, padded taps included)."""
     return _whole_tally(w, kind).weight(macs)
 
 
 @lru_cache(maxsize=4096)
 def _whole_tally(w: Window, kind: str) -> Tally:
     return conv_tally(w, kind)
+
+
+def part_groups(w: Window, tile: tuple[int, int, int, int], kind: str, partial: bool) -> int:
+    """The groups of the convolution of its own that a channel tile (c_lo, c_hi, m_lo, m_hi) of a part kernel
+    is, which the whole kernel runs (conv.c's poet_part_groups); 0: the tile runs the block kernels."""
+    c_lo, c_hi, m_lo, m_hi = tile
+    grad = kind == "grad_input"
+    mg, cg = w.m // w.groups, w.c // w.groups
+    a_lo, a_hi, ag = (m_lo, m_hi, mg) if grad else (c_lo, c_hi, cg)  # the channels summed
+    b_lo, b_hi, bg = (c_lo, c_hi, cg) if grad else (m_lo, m_hi, mg)  # the output channels
+    if partial:
+        return 0
+    if b_lo % bg == 0 and b_hi % bg == 0 and a_lo == b_lo // bg * ag and a_hi == b_hi // bg * ag:
+        return (b_hi - b_lo) // bg
+    if not grad and b_lo // bg == (b_hi - 1) // bg and a_lo == b_lo // bg * ag and a_hi == a_lo + ag:
+        return 1
+    if grad and b_lo % bg == 0 and b_hi == b_lo + bg and a_lo // ag == b_lo // bg == (a_hi - 1) // ag:
+        return 1
+    return 0
+
+
+def part_tally(w: Window, tile: tuple[int, int, int, int], kind: str, partial: bool) -> Tally:
+    """Block structure of one call of a part kernel (ops/conv_part.py: poet_conv2d_part_f32, ``kind``
+    forward, or poet_conv2d_grad_input_part_f32, grad_input) on channel tile (c_lo, c_hi, m_lo, m_hi) of
+    the convolution ``w``, with starting values P (``partial``). A tile that is a convolution of its own
+    runs the whole kernel on it; any other runs the block kernels over the tile's channels (family
+    ``conv_<kind>_part``) group by group, each output loaded once more with P."""
+    c_lo, c_hi, m_lo, m_hi = tile
+    g = part_groups(w, tile, kind, partial)
+    if g:
+        own = replace(w, c=c_hi - c_lo, m=m_hi - m_lo, groups=g)
+        if own.c == own.m == g and own.kh == own.kw == 3 and own.sh == own.sw and own.sh in (1, 2):
+            t = Tally(f"depthwise_{kind}_s{own.sh}")  # conv.c's poet_dw3: one channel per group, even one
+            _depthwise(own, kind, t)
+            return t
+        return conv_tally(own, kind)
+    t = Tally(f"conv_{kind}_part")
+    mg, cg = w.m // w.groups, w.c // w.groups
+    lo, hi, per = (m_lo, m_hi, mg) if kind == "forward" else (c_lo, c_hi, cg)  # the outputs, by group
+    for grp in range(lo // per, (hi - 1) // per + 1):
+        nc = max(0, min(c_hi, (grp + 1) * cg) - max(c_lo, grp * cg))
+        nm = max(0, min(m_hi, (grp + 1) * mg) - max(m_lo, grp * mg))
+        sub = replace(w, c=nc, m=nm, groups=1)
+        if kind == "forward":
+            _fwd(sub, t, blocks=True)
+        else:
+            _gi(sub, t, blocks=True)
+        if partial:
+            t.loads += sub.n * (nm * sub.oh * sub.ow if kind == "forward" else nc * sub.h * sub.w)
+    return t
+
+
+@lru_cache(maxsize=16384)
+def part_weight(w: Window, tile: tuple[int, int, int, int], kind: str, partial: bool, macs: int) -> float:
+    """Weight of one part-kernel call of ``macs`` MACs (:func:`part_tally`)."""
+    return part_tally(w, tile, kind, partial).weight(macs)
 
 
 def fit(tallies: list[Tally], measured: list[float]) -> tuple[dict[str, Coefficients], list[float]]:

@@ -24,7 +24,9 @@ class FixedRam:
     """RAM in use for the whole training step, by kind (bytes)."""
 
     trainable_params: int
-    inputs: int  # the labels, and the batch (x) unless it is read from storage: held by the caller
+    # held by the caller: the labels, and the batch (x); with x in storage (--input storage), instead of x the
+    # staging buffer through which the caller writes it there (:func:`input_staging_bytes`)
+    inputs: int
     optimizer_state: int
     reserve: int  # stack and runtime
 
@@ -154,14 +156,30 @@ def output_extra_bytes(tg: Graph) -> int:
     return max(0, align(tg.tensor(loss.inputs[0]).nbytes) - align(tg.tensor(loss.inputs[1]).nbytes))
 
 
+# Floats of the buffer through which the training harness (runtime_c/harness/main.c, poet_x) writes a batch
+# to storage with --input storage, a chunk at a time (a smaller batch: the batch's floats). The caller of a
+# step compiled that way needs such a buffer, so the plan counts it with the inputs; tests/
+# test_ram_accounting.py checks the harness's buffer against it.
+INPUT_STAGING_FLOATS = 256
+
+
+def input_staging_bytes(tg: Graph) -> int:
+    """RAM of the caller's staging buffer for a batch kept in storage (--input storage), aligned."""
+    x = next(t for t in tg.inputs if tg.tensor(t).role == Role.INPUT)
+    return align(4 * min(int(tg.tensor(x).nbytes) // 4, INPUT_STAGING_FLOATS))
+
+
 def fixed_ram(
     tg: Graph, reserve: int, input_place: InputPlace = InputPlace.RAM, stored: frozenset[str] = frozenset()
 ) -> FixedRam:
-    """``stored``: trainable parameters kept in storage (loaded into the arena when needed), not in RAM."""
+    """``stored``: trainable parameters kept in storage (loaded into the arena when needed), not in RAM.
+    With the batch in storage, the inputs count the caller's staging buffer instead of the batch."""
     params = sum(align(tg.tensor(p).nbytes) for p in tg.trainable if p not in stored)
     held = [t for t in tg.inputs if input_place == InputPlace.RAM or tg.tensor(t).role != Role.INPUT]
     state = sum(align(t.nbytes) for t in tg.tensors.values() if t.role == Role.OPTIMIZER_STATE)
     inputs = sum(align(tg.tensor(t).nbytes) for t in held) + output_extra_bytes(tg)
+    if input_place == InputPlace.STORAGE:
+        inputs += input_staging_bytes(tg)
     return FixedRam(params, inputs, state, reserve)
 
 

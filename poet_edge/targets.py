@@ -36,6 +36,7 @@ ARM_INSTALL_HINT = "apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi qe
 HOST_INSTALL_HINT = "apt-get install gcc binutils"
 DEFAULT_STACK_RESERVE_BYTES = 8192
 _LD_PATH = re.compile(r"^\S*/ld: ")
+_RAM_SHORT = re.compile(r"region .RAM. overflowed|stack reserve does not fit")
 _LINK_ERROR_PATTERN = re.compile(r"overflowed|poet:|undefined reference|multiple definition|error:", re.I)
 
 
@@ -242,7 +243,6 @@ def build(
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     elf = out_dir / ("program" if not target.is_qemu else "program.elf")
-    link_args = _link_args(target, out_dir, ram_bytes, stack_reserve_bytes, heap_bytes, bank1_bytes)
     flags = [
         *target.cflags,
         *(target.sanitize_flags if sanitize else ()),
@@ -251,21 +251,59 @@ def build(
         *(f"-I{d}" for d in [*include_dirs, RUNTIME_INCLUDE_DIR, *target.include_dirs]),
     ]
     objects = [_object(target, flags, Path(src), out_dir / "obj") for src in [*sources, *target.sources]]
-    cmd = [
-        target.cc,
-        *target.cflags,
-        *(target.sanitize_flags if sanitize else ()),
-        *(str(o) for o in objects),
-        *target.ldflags,
-        *link_args,
-        "-o",
-        str(elf),
-        *target.libs,
-    ]
-    _run_compiler(target, cmd)
+
+    def link(folder: Path, ram: int) -> list[str]:
+        """The link command of a program in ``folder`` whose (first) RAM region is ``ram`` bytes."""
+        folder.mkdir(parents=True, exist_ok=True)
+        return [
+            target.cc,
+            *target.cflags,
+            *(target.sanitize_flags if sanitize else ()),
+            *(str(o) for o in objects),
+            *target.ldflags,
+            *_link_args(target, folder, ram, stack_reserve_bytes, heap_bytes, bank1_bytes),
+            "-o",
+            str(folder / elf.name),
+            *target.libs,
+        ]
+
+    cmd = link(out_dir, ram_bytes)
+    try:
+        _run_compiler(target, cmd)
+    except PoetError as e:  # the program does not fit: say by how much
+        if target.memory is None or not _RAM_SHORT.search(str(e)):
+            raise
+        short = _ram_shortfall(target, link, out_dir / "ram-measure", ram_bytes, stack_reserve_bytes, str(e))
+        raise PoetError(short) from None
     sections = _section_sizes(target, elf)
     ram_static = sections["data"] + sections["bss"] + sections["heap"]
     return BuildResult(elf, sections, ram_static, target.name, ram_bytes, stack_reserve_bytes, tuple(cmd))
+
+
+def _ram_shortfall(
+    target: Target,
+    link: Callable[[Path, int], list[str]],
+    probe: Path,
+    ram_bytes: int,
+    stack: int,
+    error: str,
+) -> str:
+    """``error`` (a link that did not fit the RAM region) with the RAM the program needs: the same objects
+    linked again (``link(folder, ram)``: the link command) in ``probe`` into the target's whole RAM."""
+    assert target.memory is not None
+    try:
+        cmd = link(probe, target.memory.ram_max_bytes)
+        _run_compiler(target, cmd)
+        s = _section_sizes(target, Path(cmd[cmd.index("-o") + 1]))
+    except (PoetError, subprocess.CalledProcessError, KeyError):
+        return error
+    need = s["data"] + s["bss"] + s["heap"] + stack
+    head, _, tail = error.partition("\n")
+    return (
+        f"{head}\nthe program needs {need} bytes of RAM (.data {s['data']} + .bss {s['bss']} + heap "
+        f"{s['heap']} + stack reserve {stack}); its RAM budget is {ram_bytes} bytes, {need - ram_bytes} short"
+        f"\n{tail}"
+    )
 
 
 def cache_dir() -> Path | None:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from poet_edge.kernel_model import conv_weight
+from poet_edge.kernel_model import part_weight
 from poet_edge.ops.base import IntArrayArg, KernelCall, NullArg, OpDef, TensorArg, f32_bytes
 from poet_edge.ops.conv import conv_window, grad_input_forward, op_class
 from poet_edge.ops.conv import forward as conv_forward
@@ -57,15 +57,16 @@ def _macs(win: Window, c_lo: int, c_hi: int, m_lo: int, m_hi: int) -> int:
 
 
 def _work(win: Window, t: tuple[int, int, int, int], ins, outs, kind: str) -> Work:
+    """Priced by the part kernel's own block structure on its tile (kernel_model.part_tally): a small tile
+    costs more per MAC than its whole convolution. P is the last input, shaped as the output."""
     macs = _macs(win, *t)
+    partial = len(ins) > 2 and tuple(ins[-1]) == tuple(outs[0])
     return Work(
         op_class(win),
         macs=macs,
         bytes_read=f32_bytes(*ins),
         bytes_written=f32_bytes(*outs),
-        weight=conv_weight(
-            win, kind, _macs(win, 0, win.c, 0, win.m)
-        ),  # the whole conv's instructions per MAC
+        weight=part_weight(win, t, kind, partial, macs),
     )
 
 

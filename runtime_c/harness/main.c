@@ -20,8 +20,10 @@
 #include "poet_target.h"
 
 #if POET_INPUT_IN_STORAGE
-/* the batch goes from the data file to storage through a small buffer: it never occupies RAM whole */
-static float poet_x[POET_INPUT_ELEMS < 256 ? POET_INPUT_ELEMS : 256];
+/* the batch goes from the data file to storage through a small buffer: it never occupies RAM whole. The
+ * plan counts this buffer in its fixed RAM (poet_edge.planning.INPUT_STAGING_FLOATS: keep them equal) */
+#define POET_INPUT_STAGING_FLOATS 256
+static float poet_x[POET_INPUT_ELEMS < POET_INPUT_STAGING_FLOATS ? POET_INPUT_ELEMS : POET_INPUT_STAGING_FLOATS];
 #else
 static float poet_x[POET_INPUT_ELEMS];
 #endif
