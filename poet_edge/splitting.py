@@ -243,7 +243,11 @@ def families(tg: Graph) -> dict[str, Family]:
             b = n.inputs[2]
             breaders = [r for r in consumers[b] if r is not n]
             if b in tg.trainable:
-                if len(breaders) != 1 or breaders[0].op not in UPDATES or breaders[0].inputs[1] not in producer:
+                if (
+                    len(breaders) != 1
+                    or breaders[0].op not in UPDATES
+                    or breaders[0].inputs[1] not in producer
+                ):
                     continue
                 sums = producer[breaders[0].inputs[1]]
                 if sums.op != "ChannelSum" or sums.inputs[0] != dy or len(consumers[sums.outputs[0]]) != 1:
@@ -361,7 +365,7 @@ class _Rewrite:
         self.trainable = set(tg.trainable)
         self.blocks: dict[str, tuple[Block, ...]] = {}
         self.cuts: dict[str, _Cut] = {}  # node of a cut family -> its cut
-        for w, fam in sorted(fams.items()):
+        for _, fam in sorted(fams.items()):
             self.cut(fam)
 
     def run(self, tile_bytes: int) -> Split:
@@ -371,7 +375,12 @@ class _Rewrite:
         keep = set(self.tg.inputs) | set(self.tg.outputs) | set(self.params) | used
         tensors = {t: v for t, v in self.tensors.items() if t in keep}
         g = Graph(
-            tensors, tuple(self.nodes), self.tg.inputs, self.tg.outputs, self.params, frozenset(self.trainable)
+            tensors,
+            tuple(self.nodes),
+            self.tg.inputs,
+            self.tg.outputs,
+            self.params,
+            frozenset(self.trainable),
         )
         shapes = {p: self.tg.shape(p) for p in self.blocks}
         return Split(g, tile_bytes, dict(self.tiles), tuple(self.split), dict(self.blocks), shapes)
@@ -437,40 +446,22 @@ class _Rewrite:
         """The sub-convolution of block (i, j): input channels cb[j]..cb[j+1] to outputs mb[i]..mb[i+1]."""
         x = self.tg.shape(c.fam.conv.inputs[0])
         mi, cj = c.mb[i + 1] - c.mb[i], c.cb[j + 1] - c.cb[j]
-        return {**n.attrs, "group": mi if c.fam.depthwise else 1, "x_shape": (x[0], cj, *x[2:]), "tile": (0, cj, 0, mi)}
+        return {
+            **n.attrs,
+            "group": mi if c.fam.depthwise else 1,
+            "x_shape": (x[0], cj, *x[2:]),
+            "tile": (0, cj, 0, mi),
+        }
 
     def cut_node(self, n: Node, c: _Cut) -> None:
-        f, w = c.fam, c.fam.w
+        f = c.fam
         if n is f.conv:
             self.cut_conv(n, c)
         elif n is f.grad_input:
             self.cut_grad_input(n, c)
-        elif n is f.update and f.grad_weight is None:  # fused: (W, X, dY, *state)
+        elif n is f.update or n is f.grad_weight:
             for i, j in c.pairs:
-                a = self.sub_attrs(c, n, i, j)
-                block = c.block(w, i, j)
-                win = conv_window(a["x_shape"], self.tensors[block].shape, a)
-                attrs = {k: v for k, v in a.items() if k not in ("x_shape", "tile")}
-                attrs["workspace"] = conv_workspace(win)
-                ins = (block, self.operand(n.inputs[1], j), self.operand(n.inputs[2], i))
-                state = tuple(s + block[len(w) :] for s in n.inputs[3:])
-                self.nodes.append(Node(f"{n.name}/b{i}.{j}", n.op, (*ins, *state), (), attrs, n.phase))
-        elif n is f.grad_weight:
-            for i, j in c.pairs:
-                a = self.sub_attrs(c, n, i, j)
-                block = c.block(w, i, j)
-                attrs = {k: v for k, v in a.items() if k not in ("x_shape", "tile")}
-                attrs["w_shape"] = self.tensors[block].shape
-                dw = c.block(n.outputs[0], i, j)
-                self.tensors[dw] = Tensor(dw, self.tensors[block].shape, "float32", Role.GRADIENT)
-                ins = (self.operand(n.inputs[0], j), self.operand(n.inputs[1], i))
-                self.nodes.append(Node(f"{n.name}/b{i}.{j}", n.op, ins, (dw,), attrs, n.phase))
-        elif n is f.update:  # plain: (W, dW, *state)
-            for i, j in c.pairs:
-                block = c.block(w, i, j)
-                state = tuple(s + block[len(w) :] for s in n.inputs[2:])
-                ins = (block, c.block(n.inputs[1], i, j), *state)
-                self.nodes.append(Node(f"{n.name}/b{i}.{j}", n.op, ins, (), n.attrs, n.phase))
+                self.nodes.append(self.block_node(n, c, i, j))
         elif n is f.bias_update:
             assert f.b is not None
             for i in range(len(c.mb) - 1):
@@ -479,6 +470,28 @@ class _Rewrite:
                 self.nodes.append(Node(f"{n.name}/b{i}", n.op, ins, (), n.attrs, n.phase))
         else:  # the bias gradient's ChannelSum: per tile, no join (the blocks' updates read the tiles)
             self.channel_sum(n, join=False)
+
+    def block_node(self, n: Node, c: _Cut, i: int, j: int) -> Node:
+        """W's fused update (W, X, dY, *state), its gradient (X, dY) -> dW, or its plain update (W, dW,
+        *state), on block (i, j): the sub-convolution of input tile j and output tile i."""
+        w = c.fam.w
+        block = c.block(w, i, j)
+        shape = self.tensors[block].shape
+        name = f"{n.name}/b{i}.{j}"
+        if n is c.fam.update and c.fam.grad_weight is not None:  # plain
+            state = tuple(s + block[len(w) :] for s in n.inputs[2:])
+            return Node(name, n.op, (block, c.block(n.inputs[1], i, j), *state), (), n.attrs, n.phase)
+        a = self.sub_attrs(c, n, i, j)
+        attrs = {k: v for k, v in a.items() if k not in ("x_shape", "tile")}
+        if n is c.fam.grad_weight:
+            dw = c.block(n.outputs[0], i, j)
+            self.tensors[dw] = Tensor(dw, shape, "float32", Role.GRADIENT)
+            xy = (self.operand(n.inputs[0], j), self.operand(n.inputs[1], i))
+            return Node(name, n.op, xy, (dw,), {**attrs, "w_shape": shape}, n.phase)
+        attrs["workspace"] = conv_workspace(conv_window(a["x_shape"], shape, a))
+        state = tuple(s + block[len(w) :] for s in n.inputs[3:])
+        ins = (block, self.operand(n.inputs[1], j), self.operand(n.inputs[2], i), *state)
+        return Node(name, n.op, ins, (), attrs, n.phase)
 
     def cut_conv(self, n: Node, c: _Cut) -> None:
         """Output tile i: the chain over its input tiles of parts reading block (i, j); B's block last."""

@@ -274,3 +274,68 @@ def test_blocks_in_c_bit_identical_and_params_load_whole(tmp_path):
     np.savez(tmp_path / "bad.npz", **bad)  # type: ignore[arg-type]
     with pytest.raises(PoetError, match="w3"):
         runner.run_project(tmp_path / "split", "host", 1, load_params=tmp_path / "bad.npz")
+
+
+def pool_head(path: Path) -> Path:
+    """x[1,4,8,8] -> Conv 4->64 3x3 (a 9 KB weight) -> Relu -> MaxPool 2x2 -> GlobalAveragePool -> Gemm:
+    the conv's output gradient comes from MaxPool's gradient, a node that does not run in tiles."""
+    rng = np.random.default_rng(4)
+    inits = [
+        numpy_helper.from_array((0.3 * rng.standard_normal(s)).astype(np.float32), n)
+        for n, s in (("w", (64, 4, 3, 3)), ("b", (64,)), ("fc", (5, 64)), ("fb", (5,)))
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["m"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("GlobalAveragePool", ["m"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["q"]),
+        helper.make_node("Gemm", ["q", "fc", "fb"], ["y"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "pool_head",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_weight_bigger_than_a_tile_with_adam(tmp_path, fused):
+    """A weight bigger than the tile size is cut into blocks of at most a tile even where its output's
+    class holds a tensor an unsplit node makes (MaxPool's gradient: sliced into the tiles); Adam's state
+    is cut with it; fused and plain updates. numpy: the unsplit step; C (fast kernels): its bits."""
+    from poet_edge.optimizer import Optimizer, OptimizerKind
+
+    need_tools("gcc")
+    path = pool_head(tmp_path / "m.onnx")
+    adam = Optimizer(OptimizerKind.ADAM)
+    opts = replace(autodiff.DEFAULT_OPTIONS, fused_updates=fused)
+    g = frontend.load(path)
+    tg = autodiff.training_graph(g, Loss.CROSS_ENTROPY, trainable.select(g, "all"), adam, opts)
+    s = splitting.split_graph(tg, 2048)
+    assert max(s.graph.tensor(b[0]).nbytes for b in s.blocks["w"]) <= 2048
+    assert any(n.name.startswith("slice/") for n in s.graph.nodes)
+    states = [t for t, v in s.graph.tensors.items() if v.role.value == "optimizer-state"]
+    assert len(states) == 2 * len(s.graph.trainable)
+    rng = np.random.default_rng(6)
+    batch = [(rng.standard_normal((1, 4, 8, 8)).astype(np.float32), np.array([3], np.int32))] * STEPS
+    la, a = reference.train(tg, batch, LR)
+    lb, b = reference.train(s.graph, batch, LR)
+    b = s.join_params(b)
+    assert np.allclose(la, lb, rtol=1e-6)
+    for k in a:
+        assert max_rel_err(b[k], a[k]) <= 1e-6, k
+    runs = {}
+    for label, split in (("plain", "off"), ("split", "2KB")):
+        o = _opts(path, tmp_path / label, 1, "all", kernels="fast", split=split, optimizer=adam)
+        compile_model(replace(o, training=opts))
+        runs[label] = runner.run_project(tmp_path / label, "host", STEPS)
+    assert [x.loss for x in runs["plain"].steps] == [x.loss for x in runs["split"].steps]
+    for k, v in runs["plain"].params.items():
+        assert np.array_equal(v, runs["split"].params[k]), k
