@@ -218,12 +218,14 @@ def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions
     if any(_stored_floor(tg, reserve, profile, opts, s) <= opts.ram_bytes for s in stored):
         return [(s, None) for s in stored]
     keep = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
-    fits = [
-        t
-        for t in splitting.TILE_SIZES
-        if _split_floor(tg, reserve, profile, opts, (keep, t)) <= opts.ram_bytes
-    ]
-    return [(keep, t) for t in fits[:2]] or [(s, None) for s in stored]
+    fits: list[int] = []
+    for split in splitting.splits(tg):  # largest first, up to two
+        floor = _stored_floor(split.graph, reserve, profile, opts, split.param_names(keep))
+        if floor <= opts.ram_bytes:
+            fits.append(split.tile_bytes)
+        if len(fits) == 2:
+            break
+    return [(keep, t) for t in fits] or [(s, None) for s in stored]
 
 
 def _plan_stored(
@@ -336,14 +338,16 @@ def _split_hint(
     and the node that sets it."""
     if splitting.tile_bytes_of(opts.split) is not None:
         return ""
-    split = splitting.split_graph(tg, splitting.TILE_SIZES[-1])
-    stored = split.param_names(frozenset(planning.stored_params(spec)))
-    low = memory_floor(
-        planning.price(planning.spec_from_graph(split.graph, reserve, opts.input, stored), profile, 1)
-    )
-    if low.bytes >= floor:
+    stored = frozenset(planning.stored_params(spec))
+    floors = [
+        memory_floor(planning.price(planning.spec_from_graph(s.graph, reserve, opts.input, ps), profile, 1))
+        for s in splitting.splits(tg)
+        for ps in (s.param_names(stored),)
+    ]
+    low = min(floors, key=lambda f: f.bytes, default=None)
+    if low is None or low.bytes >= floor:
         return ""
-    how = "--split auto" if opts.split == "off" else "operator splitting (even with the smallest tiles)"
+    how = "--split auto" if opts.split == "off" else "operator splitting (with any tile size)"
     return f"; with {how} the floor is {fmt_bytes(low.bytes)}, set by node {low.node}"
 
 

@@ -21,7 +21,7 @@ kernel's order, starting from the previous part's float sums, so every result ha
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -712,11 +712,23 @@ class _Rewrite:
 SPLIT_HELP = (
     "operator splitting: big activations and gradients become channel tiles that the scheduler keeps, "
     "drops, recomputes or pages one by one, and the convolutions and elementwise ops that make and read "
-    "them run tile by tile (bit-identical results). auto (default): only when the model's memory floor is "
-    "above --ram, with the largest tile size that brings it under (and half that size, the less energy "
-    "kept); off: never; or a tile size, e.g. 16KB"
+    "them run tile by tile (bit-identical results); with --train all, convolution weights are cut into "
+    "blocks along the tiles. auto (default): only when the model's memory floor is above --ram, with the "
+    "largest tile size that brings it under (and the next size whose floor fits, the less energy kept; "
+    "sizes whose graph exceeds 30,000 nodes are not tried); off: never; or a tile size, e.g. 16KB"
 )
 TILE_SIZES = tuple(1 << k for k in range(19, 9, -1))  # 512 KiB down to 1 KiB: the sizes auto tries
+MAX_NODES = 30_000  # a split graph above this many nodes is not tried: scheduling it would take too long
+
+
+def splits(tg: Graph) -> Iterator[Split]:
+    """``tg`` split at each size of :data:`TILE_SIZES`, largest first, while the split graph has at most
+    :data:`MAX_NODES` nodes (smaller tiles only give more)."""
+    for t in TILE_SIZES:
+        s = split_graph(tg, t)
+        if len(s.graph.nodes) > MAX_NODES:
+            return
+        yield s
 
 
 def parse_split(text: str) -> str:
