@@ -35,7 +35,6 @@ from poet_edge.ops.conv import conv_window
 from poet_edge.ops.fused import UPDATES, conv_workspace
 
 CONV_OPS = ("Conv", "ConvGradInput")
-POOL, POOL_GRAD = "GlobalAveragePool", "GlobalAveragePoolGrad"  # per channel: run per tile, no join
 Block = tuple[str, int, int, int, int]  # (block parameter, first row, end row, first column, end column)
 
 
@@ -121,6 +120,20 @@ def cut_blocks(
 
 def tile_name(t: str, i: int) -> str:
     return f"{t}/t{i}"
+
+
+def _per_channel(tg: Graph, n: Node) -> bool:
+    """A pool or pool gradient (``OpDef.per_channel``) on [N, C, ...] float tensors of one (N, C)."""
+    if not get_op(n.op).per_channel or len(n.outputs) != 1:
+        return False
+    ts = [t for t in (*n.inputs, *n.outputs) if tg.tensor(t).dtype == "float32"]
+    return len(ts) == len(n.inputs) + 1 and all(len(tg.shape(t)) >= 3 for t in ts) and len(
+        {tg.shape(t)[:2] for t in ts}
+    ) == 1
+
+
+def _runs_in_tiles(tg: Graph, n: Node) -> bool:
+    return _channelwise(tg, n) or _per_channel(tg, n)
 
 
 def _channelwise(tg: Graph, n: Node) -> bool:
@@ -264,8 +277,8 @@ def _eligible(tg: Graph, classes: _Classes, forced: frozenset[str] = frozenset()
     channelwise node (or, in a ``forced`` class, by any node: its output is then sliced into the tiles),
     none an input, output or parameter, masks read by channelwise nodes only."""
     producer, consumers = tg.producers(), tg.consumers()
-    split_ok = {n.name for n in tg.nodes if _channelwise(tg, n)}
-    conv_made = {n.outputs[0] for n in tg.nodes if _tileable(tg, n) or n.op == POOL_GRAD}
+    split_ok = {n.name for n in tg.nodes if _runs_in_tiles(tg, n)}
+    conv_made = {n.outputs[0] for n in tg.nodes if _tileable(tg, n)}
     fixed = set(tg.inputs) | set(tg.outputs) | set(tg.params)
     members: dict[str, list[str]] = {}
     for t in tg.tensors:
@@ -298,7 +311,7 @@ def plan_tiles(
         raise PoetError(f"tile size must be positive, got {tile_bytes} bytes")
     classes = _Classes()
     for n in tg.nodes:
-        if _channelwise(tg, n):
+        if _runs_in_tiles(tg, n):
             for t in (*n.inputs, *n.outputs):
                 classes.union(t, n.outputs[0])
     ok = _eligible(tg, classes)
@@ -595,16 +608,12 @@ class _Rewrite:
             return
         if not tiled:
             self.nodes.append(n)
-        elif n.outputs and n.outputs[0] in self.tiles and _channelwise(self.tg, n):
+        elif n.outputs and n.outputs[0] in self.tiles and _runs_in_tiles(self.tg, n):
             self.channelwise(n)
         elif _tileable(self.tg, n):
             self.conv(n)
         elif n.op == "ChannelSum" and n.inputs[0] in self.tiles:
             self.channel_sum(n)
-        elif n.op == POOL and n.inputs[0] in self.tiles and n.outputs[0] not in self.tiles:
-            self.pool(n)
-        elif n.op == POOL_GRAD and n.outputs[0] in self.tiles and n.inputs[0] not in self.tiles:
-            self.pool_grad(n)
         else:
             ins = tuple(self.whole(t) if t in self.tiles else t for t in n.inputs)
             self.nodes.append(Node(n.name, n.op, ins, n.outputs, n.attrs, n.phase))
@@ -620,9 +629,13 @@ class _Rewrite:
         k = len(self.tiles[n.outputs[0]]) - 1
         for i in range(k):
             ins = tuple(self.tile(t, i) for t in n.inputs)
-            shape = op.infer([self.tensors[t].shape for t in ins], n.attrs)[0]
+            attrs = n.attrs
+            if "x_shape" in attrs:  # a pool gradient: the input shape it scatters into, cut to the tile
+                xs = tuple(cast(Sequence[int], attrs["x_shape"]))
+                attrs = {**attrs, "x_shape": (xs[0], self.tensors[ins[0]].shape[1], *xs[2:])}
+            shape = op.infer([self.tensors[t].shape for t in ins], attrs)[0]
             out = self.tile(n.outputs[0], i, shape)
-            self.nodes.append(Node(f"{n.name}/t{i}", n.op, ins, (out,), n.attrs, n.phase))
+            self.nodes.append(Node(f"{n.name}/t{i}", n.op, ins, (out,), attrs, n.phase))
 
     def channel_sum(self, n: Node, join: bool = True) -> None:
         x, y = n.inputs[0], n.outputs[0]
@@ -635,29 +648,6 @@ class _Rewrite:
             parts.append(part)
         if join:
             self.concat(parts, y, 0, n, f"{n.name}/join")
-
-    def pool(self, n: Node) -> None:
-        """GlobalAveragePool per tile (each channel's mean on its own), a Concat of the small results."""
-        x, y = n.inputs[0], n.outputs[0]
-        parts = []
-        for i in range(len(self.tiles[x]) - 1):
-            xi = self.tile(x, i)
-            part = self.temp(f"{y}/t{i}", y, self.tensors[xi].shape[1])
-            self.nodes.append(Node(f"{n.name}/t{i}", n.op, (xi,), (part,), n.attrs, n.phase))
-            parts.append(part)
-        self.concat(parts, y, 1, n, f"{n.name}/join")
-
-    def pool_grad(self, n: Node) -> None:
-        """GlobalAveragePoolGrad per tile of its output, each from a Slice of the small gradient."""
-        dy, dx = n.inputs[0], n.outputs[0]
-        b = self.tiles[dx]
-        for i in range(len(b) - 1):
-            di = self.temp(f"{dy}/s{i}", dy, b[i + 1] - b[i])
-            attrs = {"starts": (b[i],), "ends": (b[i + 1],), "axes": (1,)}
-            self.nodes.append(Node(f"{n.name}/s{i}", "Slice", (dy,), (di,), attrs, n.phase))
-            out = self.tile(dx, i)
-            shape = {**n.attrs, "x_shape": self.tensors[out].shape}
-            self.nodes.append(Node(f"{n.name}/t{i}", n.op, (di,), (out,), shape, n.phase))
 
     def conv(self, n: Node) -> None:
         """The grid of parts: per output tile, a chain over the input tiles its groups read."""
