@@ -127,9 +127,11 @@ def _per_channel(tg: Graph, n: Node) -> bool:
     if not get_op(n.op).per_channel or len(n.outputs) != 1:
         return False
     ts = [t for t in (*n.inputs, *n.outputs) if tg.tensor(t).dtype == "float32"]
-    return len(ts) == len(n.inputs) + 1 and all(len(tg.shape(t)) >= 3 for t in ts) and len(
-        {tg.shape(t)[:2] for t in ts}
-    ) == 1
+    return (
+        len(ts) == len(n.inputs) + 1
+        and all(len(tg.shape(t)) >= 3 for t in ts)
+        and len({tg.shape(t)[:2] for t in ts}) == 1
+    )
 
 
 def _runs_in_tiles(tg: Graph, n: Node) -> bool:
@@ -272,13 +274,12 @@ def families(tg: Graph) -> dict[str, Family]:
     return out
 
 
-def _eligible(tg: Graph, classes: _Classes, forced: frozenset[str] = frozenset()) -> dict[str, list[str]]:
-    """Members of every class whose tensors all may be tiled (whatever their size): made by a conv or a
-    channelwise node (or, in a ``forced`` class, by any node: its output is then sliced into the tiles),
-    none an input, output or parameter, masks read by channelwise nodes only."""
+def _eligible(tg: Graph, classes: _Classes) -> dict[str, list[str]]:
+    """Members of every class whose tensors all may be tiled (whatever their size): one (N, C), none an
+    input, output or parameter, masks made and read by nodes that run in tiles only. A float tensor that a
+    node which cannot run in tiles makes is sliced into the tiles after it."""
     producer, consumers = tg.producers(), tg.consumers()
     split_ok = {n.name for n in tg.nodes if _runs_in_tiles(tg, n)}
-    conv_made = {n.outputs[0] for n in tg.nodes if _tileable(tg, n)}
     fixed = set(tg.inputs) | set(tg.outputs) | set(tg.params)
     members: dict[str, list[str]] = {}
     for t in tg.tensors:
@@ -288,11 +289,9 @@ def _eligible(tg: Graph, classes: _Classes, forced: frozenset[str] = frozenset()
         floats = [t for t in names if tg.tensor(t).dtype == "float32" and len(tg.shape(t)) >= 3]
         if not floats or len({tg.shape(t)[:2] for t in floats}) != 1 or any(t in fixed for t in names):
             continue
-        made = [t for t in names if t in conv_made or (t in producer and producer[t].name in split_ok)]
-        if len(made) != len(names) and (root not in forced or any(t not in producer for t in names)):
-            continue
         others = [t for t in names if t not in floats]  # masks: only split nodes may make and read them
-        if any(t not in made or any(c.name not in split_ok for c in consumers[t]) for t in others):
+        ok = {c.name in split_ok for t in others for c in (producer[t], *consumers[t])}
+        if False in ok:
             continue
         out[root] = names
     return out
@@ -301,12 +300,11 @@ def _eligible(tg: Graph, classes: _Classes, forced: frozenset[str] = frozenset()
 def plan_tiles(
     tg: Graph, tile_bytes: int, fams: Mapping[str, Family] | None = None
 ) -> dict[str, tuple[int, ...]]:
-    """Channel bounds of every tensor to tile: the classes channelwise nodes link whose biggest tensor
-    exceeds ``tile_bytes`` and whose every tensor is made by a node that can run in tiles. A family's
-    (:func:`families`) tensors that must share tiles are linked too, when all their classes may be tiled.
-    A family whose weight exceeds ``tile_bytes`` has its output's class tiled in any case (a tensor of it
-    that an unsplit node makes is sliced), into at least as many tiles as its weight has tile sizes, so
-    the weight's blocks fit a tile."""
+    """Channel bounds of every tensor to tile: the classes that channelwise and per-channel nodes link
+    whose biggest tensor exceeds ``tile_bytes`` (and that :func:`_eligible` allows). A family's
+    (:func:`families`) tensors that must share tiles are linked too, when all their classes may be tiled;
+    a family whose weight exceeds ``tile_bytes`` has its output's class cut into at least as many tiles as
+    its weight has tile sizes, so the weight's blocks fit a tile."""
     if tile_bytes < 1:
         raise PoetError(f"tile size must be positive, got {tile_bytes} bytes")
     classes = _Classes()
@@ -330,7 +328,7 @@ def plan_tiles(
         root = classes.find(fam.conv.outputs[0])
         need[root] = max(need.get(root, 0), -(-tg.tensor(w).nbytes // tile_bytes))
     out: dict[str, tuple[int, ...]] = {}
-    for root, names in _eligible(tg, classes, frozenset(need)).items():
+    for root, names in _eligible(tg, classes).items():
         floats = [t for t in names if tg.tensor(t).dtype == "float32" and len(tg.shape(t)) >= 3]
         big = max(tg.tensor(t).nbytes for t in names)
         c = tg.shape(floats[0])[1]

@@ -277,8 +277,8 @@ def test_blocks_in_c_bit_identical_and_params_load_whole(tmp_path):
 
 
 def pool_head(path: Path) -> Path:
-    """x[1,4,8,8] -> Conv 4->64 3x3 (a 9 KB weight) -> Relu -> MaxPool 2x2 -> GlobalAveragePool -> Gemm:
-    the conv's output gradient comes from MaxPool's gradient, a node that does not run in tiles."""
+    """x[1,4,8,8] -> Conv 4->64 3x3 (a 9 KB weight) -> Relu -> MaxPool 2x2 -> AveragePool 2x2 ->
+    GlobalAveragePool -> Flatten -> Gemm: pools (per tile) and Flatten's gradient (whole, then sliced)."""
     rng = np.random.default_rng(4)
     inits = [
         numpy_helper.from_array((0.3 * rng.standard_normal(s)).astype(np.float32), n)
@@ -288,7 +288,8 @@ def pool_head(path: Path) -> Path:
         helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c"], ["r"]),
         helper.make_node("MaxPool", ["r"], ["m"], kernel_shape=[2, 2], strides=[2, 2]),
-        helper.make_node("GlobalAveragePool", ["m"], ["p"]),
+        helper.make_node("AveragePool", ["m"], ["a"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("GlobalAveragePool", ["a"], ["p"]),
         helper.make_node("Flatten", ["p"], ["q"]),
         helper.make_node("Gemm", ["q", "fc", "fb"], ["y"], transB=1),
     ]
@@ -307,9 +308,10 @@ def pool_head(path: Path) -> Path:
 
 @pytest.mark.parametrize("fused", [True, False])
 def test_weight_bigger_than_a_tile_with_adam(tmp_path, fused):
-    """A weight bigger than the tile size is cut into blocks of at most a tile even where its output's
-    class holds a tensor an unsplit node makes (MaxPool's gradient: sliced into the tiles); Adam's state
-    is cut with it; fused and plain updates. numpy: the unsplit step; C (fast kernels): its bits."""
+    """A weight bigger than the tile size is cut into blocks of at most a tile; the pools and their
+    gradients run per tile; a tensor an unsplit node makes (Flatten's gradient) is sliced into the tiles;
+    Adam's state is cut with the blocks; fused and plain updates. numpy: the unsplit step; C (fast
+    kernels): its bits."""
     from poet_edge.optimizer import Optimizer, OptimizerKind
 
     need_tools("gcc")
@@ -321,6 +323,15 @@ def test_weight_bigger_than_a_tile_with_adam(tmp_path, fused):
     s = splitting.split_graph(tg, 2048)
     assert max(s.graph.tensor(b[0]).nbytes for b in s.blocks["w"]) <= 2048
     assert any(n.name.startswith("slice/") for n in s.graph.nodes)
+    pools = {n.op for n in s.graph.nodes if "/t" in n.name and "Pool" in n.op}
+    assert pools == {
+        "MaxPool",
+        "MaxPoolGrad",
+        "AveragePool",
+        "AveragePoolGrad",
+        "GlobalAveragePool",
+        "GlobalAveragePoolGrad",
+    }, pools
     states = [t for t, v in s.graph.tensors.items() if v.role.value == "optimizer-state"]
     assert len(states) == 2 * len(s.graph.trainable)
     rng = np.random.default_rng(6)

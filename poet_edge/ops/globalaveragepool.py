@@ -74,4 +74,13 @@ def grad_kernel(node, shape):
 
 
 OP = OpDef("GlobalAveragePool", infer, forward, work, backward, kernel, per_channel=True)
-GRAD = OpDef("GlobalAveragePoolGrad", grad_infer, grad_forward, grad_work, None, grad_kernel, internal=True, per_channel=True)
+GRAD = OpDef(
+    "GlobalAveragePoolGrad",
+    grad_infer,
+    grad_forward,
+    grad_work,
+    None,
+    grad_kernel,
+    internal=True,
+    per_channel=True,
+)
