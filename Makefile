@@ -48,12 +48,13 @@ fuzz: venv toolchain  ## long fuzz: kernels (fast vs reference bit for bit, 20x 
 	POET_FUZZ_CASES=$(FUZZ_CASES) POET_FUZZ_SEED=$(FUZZ_SEEDS) $(PY) -m pytest -q tests/test_kernel_fuzz.py
 	POET_FUZZ_CLI_EXAMPLES=$(FUZZ_CLI_EXAMPLES) POET_FUZZ_CLI_RANDOM=1 $(PY) -m pytest -q tests/test_cli_fuzz.py
 
-lint:  venv ## ruff (lint + format check), mypy on the package, the pipeline's layer order (import-linter), no private names across modules
+lint:  venv ## ruff (lint + format check), mypy on the package, the pipeline's layer order (import-linter), no private names across modules, highspy only in poet_edge/highs.py
 	$(VENV)/bin/ruff check poet_edge tests bench examples tools
 	$(VENV)/bin/ruff format --check poet_edge tools
 	$(VENV)/bin/mypy poet_edge
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/python tools/check_private_imports.py poet_edge bench tests
+	$(VENV)/bin/python tools/check_highs_imports.py poet_edge bench tools examples
 
 BENCH_HELPERS := bench/provenance.py bench/results_index.py
 bench: venv toolchain  ## run the benchmark scripts in bench/ (each prints a table), then index bench/results/RESULTS.md

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from poet_edge import highs
 from poet_edge.errors import PoetError
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 from poet_edge.units import ALIGN, align, fmt_bytes
@@ -395,25 +396,15 @@ def exact_slots(items: list[tuple[int, int, int]], k: int, nodes: int = EXACT_NO
     nvars = sum(max(0, k - w + 1) for _, _, w in items)
     if nvars == 0 or nvars > EXACT_MAX_VARS or any(w > k for _, _, w in items):
         return None
-    import highspy
-    import numpy as np
-
-    from poet_edge.schedulers.highs_run import new_highs, run_highs
-
-    h = new_highs()
-    for key, value in (("threads", 1), ("mip_max_nodes", nodes), ("random_seed", 0)):
-        h.setOptionValue(key, value)
     first: list[int] = []
+    ncol = 0
     for _, _, w in items:
-        first.append(h.getNumCol())
-        for _ in range(k - w + 1):
-            h.addVar(0.0, 1.0)
-    n = h.getNumCol()
-    h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.ones(n, dtype=np.uint8))
-    for i, (_, _, w) in enumerate(items):
-        h.addRow(
-            1.0, 1.0, k - w + 1, np.arange(first[i], first[i] + k - w + 1, dtype=np.int32), np.ones(k - w + 1)
-        )
+        first.append(ncol)
+        ncol += k - w + 1
+    rows: list[highs.Row] = [
+        (1.0, 1.0, list(range(first[i], first[i] + k - w + 1)), [1.0] * (k - w + 1))
+        for i, (_, _, w) in enumerate(items)
+    ]
     for t in sorted({s for s, _, _ in items}):
         alive = [i for i, (s, e, _) in enumerate(items) if s <= t <= e]
         for q in range(k):
@@ -423,11 +414,11 @@ def exact_slots(items: list[tuple[int, int, int]], k: int, nodes: int = EXACT_NO
                 for p in range(max(0, q - items[i][2] + 1), min(q, k - items[i][2]) + 1)
             ]
             if len(cols) > 1:
-                h.addRow(0.0, 1.0, len(cols), np.array(cols, dtype=np.int32), np.ones(len(cols)))
-    run_highs(h)
-    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+                rows.append((0.0, 1.0, cols, [1.0] * len(cols)))
+    got = highs.solve(highs.Model.of([0.0] * ncol, rows), highs.Options(threads=1, node_limit=nodes))
+    if not got.optimal or got.values is None:
         return None
-    x = h.getSolution().col_value
+    x = got.values
     return [max(range(k - w + 1), key=lambda p: x[first[i] + p]) for i, (_, _, w) in enumerate(items)]
 
 

@@ -337,7 +337,7 @@ def test_schedules_replay_with_matching_terms(seed: int) -> None:
 @pytest.mark.parametrize(("n", "seed", "share"), [(14, 8, 2), (14, 10, 2), (20, 10, 1)])
 def test_objective_matches_the_schedule_after_a_mip_start(n: int, seed: int, share: int) -> None:
     """The best baseline is HiGHS's MIP start. HiGHS 1.16.0 returns, on these three problems, the
-    start's column values with an objective that is not theirs (highs_run.consistent); the schedule
+    start's column values with an objective that is not theirs (poet_edge.highs.Solver.run); the schedule
     must still cost what its info says, and the bound must not exceed it."""
     base = random_layered_dag(n, seed)
     floor, peak = memory_floor(base).bytes, peak_ram(base)

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from poet_edge.graphgen import training_chain
+from poet_edge.highs import TIME_LIMIT
 from poet_edge.schedulers import interval_bound, proof_process
 from poet_edge.schedulers.engine import analyse
-from poet_edge.schedulers.highs_run import TIME_LIMIT
 from poet_edge.schedulers.lp_model import solve_lp
 from poet_edge.schedulers.scale import ScaleOptions
 from poet_edge.schedulers.segment_strict import split_model

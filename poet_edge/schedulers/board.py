@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from poet_edge.errors import PoetError
+from poet_edge.highs import TIME_LIMIT
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule, SolveReport
 from poet_edge.schedulers.effort import Budget
 from poet_edge.schedulers.engine import Analysis
-from poet_edge.schedulers.highs_run import TIME_LIMIT
 from poet_edge.schedulers.milp import ProgressCallback
 from poet_edge.schedulers.plan_replay import NAME, Plan
 from poet_edge.schedulers.scale_options import ScaleOptions

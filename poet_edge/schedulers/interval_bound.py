@@ -51,10 +51,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from poet_edge.highs import TIME_LIMIT, broken_rows
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Compute, PageIn, PageOut, Schedule
 from poet_edge.schedulers.engine import Analysis
-from poet_edge.schedulers.highs_run import TIME_LIMIT, broken_rows
 from poet_edge.schedulers.lp_model import LpModel, node_costs, solve_lp
 from poet_edge.schedulers.stage_model import StageModel
 

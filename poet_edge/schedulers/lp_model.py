@@ -7,7 +7,7 @@ columns, the RAM a column adds at a stage). The builders fill it: the bound and 
 (:mod:`poet_edge.schedulers.segment_strict`), the gap rows (:mod:`poet_edge.schedulers.segment_gap`)
 and the interval bound (:mod:`poet_edge.schedulers.interval_bound`). :func:`solve_lp` runs HiGHS on it
 (the MIP or its LP relaxation, a cutoff proof, a node limit) through
-:mod:`poet_edge.schedulers.highs_run` and returns an :class:`LpResult`. :func:`node_costs` gives the
+:mod:`poet_edge.highs` and returns an :class:`LpResult`. :func:`node_costs` gives the
 per-node cost vectors the objective is written in.
 """
 
@@ -17,22 +17,13 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from poet_edge import highs
+from poet_edge.highs import Csr
 from poet_edge.problem import SchedulingProblem
-from poet_edge.schedulers.highs_run import (
-    CUTOFF_TOL,
-    PROOF_OPTIONS,
-    Csr,
-    add_csr,
-    add_rows,
-    fix_by_reduced_cost,
-    new_highs,
-    run_highs,
-    safe_bound,
-)
 from poet_edge.schedulers.segment_cover import Option
 
 if TYPE_CHECKING:
@@ -41,8 +32,9 @@ if TYPE_CHECKING:
 
 @dataclass
 class LpModel:
-    """Columns and rows of one model, ready for highspy (:func:`solve_lp`). Columns are binary in [0, 1]
-    unless listed in ``cont`` / ``bounds``; a row is (lower, upper, column indices, coefficients)."""
+    """Columns and rows of one model, ready for HiGHS (:func:`solve_lp`, through :mod:`poet_edge.highs`).
+    Columns are binary in [0, 1] unless listed in ``cont`` / ``bounds``; a row is (lower, upper, column
+    indices, coefficients)."""
 
     cost: list[float] = field(default_factory=list)
     rows: list[tuple[float, float, list[int], list[float]]] = field(default_factory=list)
@@ -103,77 +95,56 @@ def solve_lp(
     only for points cheaper than it (as :func:`poet_edge.schedulers.stage_model.solve`): the bound is
     then at most ``cutoff``, and ``cutoff`` itself when the search ends with no cheaper point. Such a
     proof on a bound model wants no point: HiGHS runs without its heuristics (``PROOF_OPTIONS``), after
-    :func:`~poet_edge.schedulers.highs_run.fix_by_reduced_cost` (bert_tiny at 50%, the split model, 2
+    :meth:`~poet_edge.highs.Solver.fix_by_reduced_cost` (bert_tiny at 50%, the split model, 2
     threads, 28.06% proven: 24 s -> 16 s; presolve 4 s -> 1 s). ``on_bound``: told HiGHS's MIP dual bound
     (scaled; with ``cutoff``, at most that) whenever it checks for an interrupt; ``stop()``: asked then
     too, the solve ends once it says True (status "Interrupted by user"). ``with_reduced``: an LP
-    relaxation also returns its :func:`~poet_edge.schedulers.highs_run.safe_bound` and reduced costs
+    relaxation also returns its :meth:`~poet_edge.highs.Solver.safe_bound` and reduced costs
     (``LpResult.reduced``); ``reduced``: a proof is given those of the same model (its LP not solved again).
     ``first_point``: a proof ends at the first point below the cutoff (it has failed then). ``nodes``: at
     most this many branch-and-bound nodes (HiGHS's ``mip_max_nodes``, a deterministic limit; the time
     limit is then only a safety stop)."""
-    import highspy
-
-    h = new_highs()
-    h.setOptionValue("output_flag", options.msg)
-    h.setOptionValue("time_limit", max(0.05, time_limit))
-    h.setOptionValue("mip_rel_gap", options.inner_gap)
-    h.setOptionValue("random_seed", 0)
-    if nodes is not None:
-        h.setOptionValue("mip_max_nodes", max(1, nodes))
-    if options.threads:
-        h.setOptionValue("threads", options.threads)
-    if cutoff is not None:
-        h.setOptionValue("objective_bound", cutoff + CUTOFF_TOL)
-    ncol = len(lp.cost)
-    if ncol == 0:
+    if not lp.cost:
         return LpResult("empty", True, True, 0.0, 0.0, np.zeros(0))
-    h.addCols(
-        ncol,
-        np.array(lp.cost),
-        np.array([lp.bounds.get(j, (0.0, 1.0))[0] for j in range(ncol)]),
-        np.array([lp.bounds.get(j, (0.0, 1.0))[1] for j in range(ncol)]),
-        0,
-        np.array([0]),
-        np.array([0]),
-        np.array([0.0]),
+    solver = highs.Solver(
+        highs.Options(
+            threads=options.threads or None,
+            time_limit=max(0.05, time_limit),
+            node_limit=nodes,
+            # a negative gap (tests: a run whose gap never closes) is one HiGHS refuses: its default stays
+            mip_rel_gap=options.inner_gap if options.inner_gap >= 0 else None,
+            cutoff=cutoff,
+            output=options.msg,
+        )
     )
-    if integer:
-        ints = np.array([j for j in range(ncol) if j not in lp.cont], dtype=np.int32)
-        h.changeColsIntegrality(len(ints), ints, np.ones(len(ints), dtype=np.uint8))
-    added = add_rows(h, lp.rows) if lp.csr is None else add_csr(h, *lp.csr)
-    if added == highspy.HighsStatus.kError:  # e.g. a row naming a column twice: HiGHS drops the rows
-        raise AssertionError(f"HiGHS refused the model's rows ({added})")
-    # kWarning: the rows are in; HiGHS dropped coefficients below its small_matrix_value (1e-9), as in
-    # dense graphs' tiny relative sizes
+    ncol = len(lp.cost)
+    low, up = zip(*(lp.bounds.get(j, (0.0, 1.0)) for j in range(ncol)), strict=True)
+    ints = [integer and j not in lp.cont for j in range(ncol)]
+    # HiGHS refusing the rows (e.g. one naming a column twice) is a HighsError; a warning means the rows
+    # are in and HiGHS dropped coefficients below its small_matrix_value (1e-9), as in dense graphs' tiny
+    # relative sizes
+    solver.load(highs.Model.of(lp.cost, lp.rows if lp.csr is None else lp.csr, low, up, ints))
     if cutoff is not None and integer:  # a proof: no point wanted, fewer columns free
-        for name, value in PROOF_OPTIONS:
-            h.setOptionValue(name, value)
+        solver.set(highs.PROOF_OPTIONS)
         began = time.perf_counter()
-        fixed = fix_by_reduced_cost(h, cutoff, reduced)
-        if fixed is not None and fixed[0] > cutoff + CUTOFF_TOL:  # the LP alone proves it
+        fixed = solver.fix_by_reduced_cost(cutoff, reduced)
+        if fixed is not None and fixed[0] > cutoff + highs.CUTOFF_TOL:  # the LP alone proves it
             return LpResult("cutoff by LP", True, False, None, cutoff, None)
-        h.setOptionValue("time_limit", max(0.05, time_limit - (time.perf_counter() - began)))
+        solver.set_time_limit(max(0.05, time_limit - (time.perf_counter() - began)))
     found = first_point and cutoff is not None
+    watch: highs.Watch | None = None
     if (on_bound is not None or stop is not None or found) and integer:
 
-        def check(e: Any) -> None:
-            bound = e.data_out.mip_dual_bound
-            if on_bound is not None and math.isfinite(bound):
-                on_bound(bound if cutoff is None else min(bound, cutoff))
-            if (stop is not None and stop()) or (found and e.data_out.mip_primal_bound < cutoff):
-                e.interrupt()
+        def check(p: highs.Progress) -> bool:
+            if on_bound is not None and math.isfinite(p.dual):
+                on_bound(p.dual if cutoff is None else min(p.dual, cutoff))
+            return bool((stop is not None and stop()) or (found and cutoff is not None and p.primal < cutoff))
 
-        h.cbMipInterrupt.subscribe(check)
-    run_highs(h)
-    status = h.modelStatusToString(h.getModelStatus())
-    info = h.getInfo()
-    ms = highspy.HighsModelStatus
-    infeasible = h.getModelStatus() in (ms.kInfeasible, ms.kUnboundedOrInfeasible)
-    has = info.primal_solution_status == 2
-    optimal = h.getModelStatus() == ms.kOptimal
-    obj = info.objective_function_value if has else None
-    bound = info.mip_dual_bound if integer else (obj if optimal else 0.0)
+        watch = check
+
+    r = solver.run(watch=watch)
+    infeasible, optimal, obj = r.infeasible, r.optimal, r.objective
+    bound = r.bound if integer else (obj if optimal else 0.0)
     if cutoff is not None:  # a point above the cutoff may be reported optimal: the proof covers only below
         if bound is not None and math.isfinite(bound):
             bound = min(bound, cutoff)
@@ -184,6 +155,5 @@ def solve_lp(
         bound = 0.0
     if optimal and obj is not None and not integer:
         bound = obj
-    values = np.array(h.getSolution().col_value) if has else None
-    got = safe_bound(h) if with_reduced and not integer and optimal else None
-    return LpResult(status, not infeasible, optimal, obj, max(0.0, bound), values, got)
+    got = solver.safe_bound() if with_reduced and not integer and optimal else None
+    return LpResult(r.status, not infeasible, optimal, obj, max(0.0, bound), r.values, got)

@@ -26,15 +26,16 @@ Constraints (what POET has, plus what it leaves out):
 
 Objective: energy (or latency) of computes, page-ins and page-outs. Costs are divided by the cost of
 one plain pass and bytes by the budget, so coefficients stay near 1 (unscaled joules made both HiGHS
-and CBC report wrong optima). HiGHS runs through PuLP's highspy interface (status, bound and gap are
-read from highspy itself; the best baseline is given as MIP start, and a result whose values do not
-give HiGHS's objective is solved again without it: :func:`~poet_edge.schedulers.highs_run.run_checked`);
+and CBC report wrong optima). PuLP builds the model; HiGHS solves it through :mod:`poet_edge.highs`
+(the model passed in column/row form as PuLP's own HiGHS interface would build it; the best baseline
+is given as MIP start, and a result whose values do not give HiGHS's objective is solved again
+without it: :meth:`~poet_edge.highs.Solver.run`);
 CBC through ``PULP_CBC_CMD`` (warm start via PuLP, status and bound read from CBC's log).
 
 Progress: ``MilpOptions.on_progress(elapsed_s, incumbent, bound, gap)`` is called while HiGHS solves
-(highspy's MIP interrupt and improving-solution callbacks; it only observes), in problem units like
-the final objective, ``gap`` relative to the whole objective as in ``Schedule.report``. HiGHS only: CBC
-runs as a subprocess and reports nothing until it ends.
+(HiGHS's MIP interrupt and improving-solution callbacks, through :mod:`poet_edge.highs`; it only
+observes), in problem units like the final objective, ``gap`` relative to the whole objective as in
+``Schedule.report``. HiGHS only: CBC runs as a subprocess and reports nothing until it ends.
 """
 
 from __future__ import annotations
@@ -47,15 +48,14 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import pulp
 
+from poet_edge import highs
 from poet_edge.errors import PoetError
 from poet_edge.memory_floor import check_budget
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import PageIn, PageOut, Schedule, SolveReport
-from poet_edge.schedulers.highs_run import Checked, quiet_banner, run_checked
 from poet_edge.schedulers.milp_decode import Pair, Stages, StageSolution, decode, encode, stages
 from poet_edge.simulator import InvalidSchedule, SimResult, simulate
 
@@ -295,50 +295,48 @@ def build(problem: SchedulingProblem, st: Stages, options: MilpOptions) -> MilpM
 # -- solving -------------------------------------------------------------------------------------------
 
 
-class _HighsWithStart(pulp.HiGHS):  # type: ignore[misc, valid-type]
-    """PuLP's highspy interface, plus a MIP start handed to highspy before ``run``."""
+def _highs_model(lp: pulp.LpProblem) -> tuple[highs.Model, list[pulp.LpVariable]]:
+    """The PuLP model in column/row form, as PuLP's own HiGHS interface builds it: columns in PuLP's
+    order (``lp.variables()``, by name) with their objective coefficients, bounds and integrality, rows
+    in the order they were added without zero coefficients. Returns the model and its columns."""
+    if lp.sense != pulp.LpMinimize:
+        raise ValueError("the MILP is a minimization")
+    variables = lp.variables()
+    index = {v.name: j for j, v in enumerate(variables)}
+    inf = math.inf
+    rows: list[highs.Row] = []
+    for c in _rows(lp):
+        items = [(index[v.name], float(a)) for v, a in c.items() if a != 0]
+        low, up = c.getLb(), c.getUb()
+        rows.append(
+            (
+                -inf if low is None else low,
+                inf if up is None else up,
+                [j for j, _ in items],
+                [a for _, a in items],
+            )
+        )
+    model = highs.Model.of(
+        [lp.objective.get(v, 0.0) for v in variables],
+        rows,
+        [-inf if v.lowBound is None else v.lowBound for v in variables],
+        [inf if v.upBound is None else v.upBound for v in variables],
+        [v.cat == pulp.LpInteger for v in variables],
+    )
+    return model, variables
 
-    def __init__(
-        self,
-        start: dict[str, float] | None,
-        report: Callable[[float, float, float], None] | None = None,
-        **kwargs: object,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.start = start
-        self.start_status = "none"
-        self.checked = Checked(False, False)  # set by callSolver
-        self.report = report  # (elapsed_s, primal bound, dual bound) in the solver's units
 
-    def callSolver(self, lp: pulp.LpProblem) -> None:  # noqa: N802 (PuLP's name)
-        if self.start:
-            import numpy as np
+def _watchers(report: Callable[[float, float, float], None]) -> Callable[[highs.Progress], bool]:
+    """Forwards HiGHS's MIP progress to ``report`` when it changes (or every second), read-only."""
+    last: list[float] = [float("-inf"), math.nan, math.nan]
 
-            variables = lp.variables()
-            index = np.array([v.index for v in variables], dtype=np.int32)
-            value = np.array([self.start.get(v.name, 0.0) for v in variables], dtype=np.float64)
-            status = lp.solverModel.setSolution(len(variables), index, value)
-            self.start_status = f"setSolution {status.name}"
-        if self.report is not None:
-            self._subscribe(lp.solverModel, self.report)
-        self.checked = run_checked(lp.solverModel, bool(self.start))
-        if self.checked.restarted:
-            self.start_status += "; HiGHS returned values that do not give its objective, solved without it"
+    def on_event(p: highs.Progress) -> bool:
+        if (p.primal, p.dual) != (last[1], last[2]) or p.seconds - last[0] >= 1.0:
+            last[:] = [p.seconds, p.primal, p.dual]
+            report(p.seconds, p.primal, p.dual)
+        return False  # it only observes
 
-    @staticmethod
-    def _subscribe(h: Any, report: Callable[[float, float, float], None]) -> None:
-        """Forward HiGHS's MIP progress to ``report`` when it changes (or every second), read-only."""
-        last: list[float] = [float("-inf"), math.nan, math.nan]
-
-        def on_event(e: Any) -> None:
-            d = e.data_out
-            now, primal, dual = d.running_time, d.mip_primal_bound, d.mip_dual_bound
-            if (primal, dual) != (last[1], last[2]) or now - last[0] >= 1.0:
-                last[:] = [now, primal, dual]
-                report(now, primal, dual)
-
-        h.cbMipImprovingSolution.subscribe(on_event)
-        h.cbMipInterrupt.subscribe(on_event)
+    return on_event
 
 
 def _progress_reporter(m: MilpModel, on_progress: ProgressCallback) -> Callable[[float, float, float], None]:
@@ -366,35 +364,40 @@ def solver_gaps(m: MilpModel, options: MilpOptions) -> dict[str, float]:
 
 
 def _solve_highs(m: MilpModel, options: MilpOptions, start: dict[str, float] | None) -> tuple[_Outcome, str]:
-    import highspy
-
-    solver = _HighsWithStart(
-        start,
-        _progress_reporter(m, options.on_progress) if options.on_progress and m.binaries else None,
-        msg=options.msg,
-        timeLimit=options.time_limit_s,
-        threads=options.threads,
-        **solver_gaps(m, options),
-        mip_feasibility_tolerance=1e-9,
-        primal_feasibility_tolerance=1e-9,
-    )
-    quiet_banner()
     began = time.perf_counter()
-    m.lp.solve(solver)
+    was_none, dummy = m.lp.fixObjective()  # as pulp's solve: a constant objective gets a dummy column
+    try:
+        model, variables = _highs_model(m.lp)
+    finally:
+        m.lp.restoreObjective(was_none, dummy)
+    gaps = solver_gaps(m, options)
+    tolerances = (("mip_feasibility_tolerance", 1e-9), ("primal_feasibility_tolerance", 1e-9))
+    opts = highs.Options(
+        threads=options.threads,
+        time_limit=options.time_limit_s,
+        mip_rel_gap=gaps["gapRel"] if gaps["gapRel"] >= 0 else None,  # HiGHS refuses a negative gap
+        mip_abs_gap=gaps["gapAbs"],
+        output=options.msg,
+        extra=tolerances,
+    )
+    watch = (
+        _watchers(_progress_reporter(m, options.on_progress)) if options.on_progress and m.binaries else None
+    )
+    values = [start.get(v.name, 0.0) for v in variables] if start else None
+    got = highs.solve(model, opts, values, watch, watch)
     seconds = time.perf_counter() - began
-    h = m.lp.solverModel
-    info = h.getInfo()
-    model_status = h.getModelStatus()
-    ok = solver.checked.trusted  # else neither the values nor the bound can be trusted
-    has = info.primal_solution_status == 2 and ok  # kSolutionStatusFeasible
-    status = h.modelStatusToString(model_status)
-    ms = highspy.HighsModelStatus
-    optimal = model_status == ms.kOptimal
-    infeasible = model_status in (ms.kInfeasible, ms.kUnboundedOrInfeasible)
-    obj = (info.objective_function_value + m.offset) * m.norm if has else None
-    bound = info.mip_dual_bound if m.binaries else info.objective_function_value
+    if got.values is not None:
+        for v, x in zip(variables, got.values, strict=True):
+            v.varValue = float(x)
+    warm = "none" if values is None else f"setSolution {got.start}"
+    if got.restarted:
+        warm += "; HiGHS returned values that do not give its objective, solved without it"
+    ok = got.trusted  # else neither the values nor the bound can be trusted
+    has = got.values is not None and ok
+    obj = (got.objective + m.offset) * m.norm if has and got.objective is not None else None
+    bound = got.bound if m.binaries else got.objective
     bound_out = None if bound is None or not ok or not math.isfinite(bound) else (bound + m.offset) * m.norm
-    return _Outcome(status, has, optimal and ok, infeasible, obj, bound_out, seconds), solver.start_status
+    return _Outcome(got.status, has, got.optimal and ok, got.infeasible, obj, bound_out, seconds), warm
 
 
 def _cbc_log(path: Path) -> tuple[str, float | None]:

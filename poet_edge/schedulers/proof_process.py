@@ -28,7 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from poet_edge.schedulers.highs_run import TIME_LIMIT
+from poet_edge.highs import TIME_LIMIT
 from poet_edge.schedulers.lp_model import LpResult, solve_lp
 
 if TYPE_CHECKING:

@@ -268,7 +268,7 @@ def strict_model(
 class SplitModels:
     """What :func:`split_model` gives: the strict model (None when it or its relaxation has no
     solution), its LP relaxation's (scaled) bound, that relaxation's
-    :func:`~poet_edge.schedulers.highs_run.safe_bound` and reduced costs (a proof on the strict model
+    :meth:`~poet_edge.highs.Solver.safe_bound` and reduced costs (a proof on the strict model
     need not solve its LP again), and the split model's build from that relaxation (:meth:`split`)."""
 
     strict: LpModel | None

@@ -36,24 +36,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from poet_edge import highs
+from poet_edge.highs import Row, broken_rows, rows_csr
 from poet_edge.problem import ProblemNode, SchedulingProblem
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
 from poet_edge.schedulers.engine import Analysis
 from poet_edge.schedulers.gap_repair import restore_evicting
-from poet_edge.schedulers.highs_run import (
-    CUTOFF_TOL,
-    Row,
-    add_csr,
-    add_rows,
-    broken_rows,
-    new_highs,
-    rows_csr,
-    run_checked,
-)
 
 
 @dataclass
@@ -276,83 +267,55 @@ def solve(
     With ``cutoff`` (scaled), HiGHS looks only for points cheaper than it (its ``objective_bound``:
     every node whose LP bound reaches it is pruned, with ``CUTOFF_TOL`` to spare); the bound returned
     is then at most ``cutoff``, and ``cutoff`` itself when the search ends with no cheaper point."""
-    return run(load(m, threads, gap_abs), time_limit, start, cutoff, nodes)
-
-
-def load(m: StageModel, threads: int | None, gap_abs: float) -> Any:
-    """A highspy instance holding the model."""
-    integer = np.array([j not in m.cont for j in range(len(m.cost))], dtype=bool)
-    h = _highs(np.array(m.cost, dtype=np.float64), integer, threads, gap_abs)
+    solver = highs.Solver(_options(threads, gap_abs, cutoff, nodes))
     if len(m.cost):
-        add_rows(h, m.rows)
-    return h
+        integer = np.array([j not in m.cont for j in range(len(m.cost))], dtype=bool)
+        solver.load(highs.Model.of(m.cost, m.rows, integer=integer))
+    return _run(solver, time_limit, start, cutoff)
 
 
-def _highs(cost: np.ndarray, integer: np.ndarray, threads: int | None, gap_abs: float) -> Any:
-    """A highspy instance with the stage model's options and columns in [0, 1] (binary where
-    ``integer``), no rows yet."""
-    h = new_highs()
-    h.setOptionValue("mip_rel_gap", 0.0)
-    h.setOptionValue("mip_abs_gap", gap_abs)
-    h.setOptionValue("random_seed", 0)
-    if threads:
-        h.setOptionValue("threads", threads)
-    n = len(cost)
-    if n == 0:
-        return h
-    h.addCols(n, cost, np.zeros(n), np.ones(n), 0, np.array([0]), np.array([0]), np.array([0.0]))
-    ints = np.flatnonzero(integer).astype(np.int32)
-    h.changeColsIntegrality(len(ints), ints, np.ones(len(ints), dtype=np.uint8))
-    return h
+def _options(
+    threads: int | None, gap_abs: float, cutoff: float | None = None, nodes: int | None = None
+) -> highs.Options:
+    """The stage model's HiGHS options: an absolute gap only (a negative one, as a run whose gap never
+    closes gives, is one HiGHS refuses: its default stays), a node limit (deterministic)."""
+    return highs.Options(
+        threads=threads or None,
+        mip_rel_gap=0.0,
+        mip_abs_gap=gap_abs if gap_abs >= 0 else None,
+        cutoff=cutoff,
+        node_limit=nodes,
+    )
 
 
-def run(
-    h: Any,
-    time_limit: float,
-    start: np.ndarray | None = None,
-    cutoff: float | None = None,
-    nodes: int | None = None,
+def _run(
+    solver: highs.Solver, time_limit: float, start: np.ndarray | None = None, cutoff: float | None = None
 ) -> Result:
-    """Solves the loaded model (from ``start``, a MIP start, if given; ``cutoff``, ``nodes``: see
-    :func:`solve`)."""
-    import highspy
-
-    h.setOptionValue("time_limit", max(0.05, time_limit))
-    if nodes is not None:
-        h.setOptionValue("mip_max_nodes", max(1, nodes))
-    if cutoff is not None:
-        h.setOptionValue("objective_bound", cutoff + CUTOFF_TOL)
-    if h.getNumCol() == 0:
+    """Solves the loaded model (from ``start``, a MIP start, if given; ``cutoff``: see :func:`solve`)."""
+    solver.set_time_limit(max(0.05, time_limit))
+    if solver.num_cols == 0:
         return Result("empty", False, True, 0.0, 0.0, np.zeros(0))
-    if start is not None:
-        sol = highspy.HighsSolution()
-        sol.col_value = list(map(float, start))
-        h.setSolution(sol)
-    ok = run_checked(h, start is not None).trusted  # else neither the values nor the bound count
-    ms = highspy.HighsModelStatus
-    model_status = h.getModelStatus()
-    info = h.getInfo()
-    has = info.primal_solution_status == 2 and ok
-    obj = info.objective_function_value if has else None
-    bound = info.mip_dual_bound
-    done = model_status in (ms.kOptimal, ms.kInfeasible)  # the search ended: no point below the limit is left
+    r = solver.run(start)
+    ok = r.trusted  # else neither the values nor the bound count
+    has = r.values is not None and ok
+    obj = r.objective if has else None
+    bound = r.bound
+    done = r.code in ("kOptimal", "kInfeasible")  # the search ended: no point below the limit is left
     if cutoff is not None and ok:
         # HiGHS reports a point above the cutoff as optimal when it finds no cheaper one; the proof only
         # covers points below the cutoff
-        finite = bound is not None and math.isfinite(bound)
-        bound = min(bound, cutoff) if finite else (cutoff if done else 0.0)
-    if bound is None or not math.isfinite(bound) or not ok:
+        bound = min(bound, cutoff) if math.isfinite(bound) else (cutoff if done else 0.0)
+    if not math.isfinite(bound) or not ok:
         bound = 0.0
-    values = np.array(h.getSolution().col_value) if has else None
     below = cutoff is None or (obj is not None and obj < cutoff)
     return Result(
-        h.modelStatusToString(model_status),
-        cutoff is None and model_status in (ms.kInfeasible, ms.kUnboundedOrInfeasible),
-        model_status == ms.kOptimal and ok and below,
+        r.status,
+        cutoff is None and r.infeasible,
+        r.optimal and ok and below,
         obj,
         max(0.0, bound),
-        values,
-        max(0, info.simplex_iteration_count) + max(0, info.mip_node_count),
+        r.values if has else None,
+        r.iterations + r.nodes,
     )
 
 
@@ -715,11 +678,12 @@ def window(
     inside = pos[col] >= 0
     fixed = np.bincount(row[~inside], weights=val[~inside] * x[col[~inside]], minlength=len(rows))
     row, col, val = row[inside], pos[col[inside]], val[inside]
-    h = _highs(w.cost[cols], w.integer[cols], w.threads, w.gap_abs)
-    if len(rows):
-        start = np.concatenate(([0], np.cumsum(np.bincount(row, minlength=len(rows)))))
-        add_csr(h, w.low[rows] - fixed, w.up[rows] - fixed, start, col, val)
-    sub = run(h, time_limit - (time.perf_counter() - began), x[cols], nodes=nodes)  # the build counts too
+    solver = highs.Solver(_options(w.threads, w.gap_abs, nodes=nodes))
+    if len(cols):
+        start = np.concatenate(([0], np.cumsum(np.bincount(row, minlength=len(rows))))).astype(np.int64)
+        csr = (w.low[rows] - fixed, w.up[rows] - fixed, start, col, val)
+        solver.load(highs.Model.of(w.cost[cols], csr, integer=w.integer[cols]))
+    sub = _run(solver, time_limit - (time.perf_counter() - began), x[cols])  # the build counts too
     if sub.values is None:
         return sub
     out = x.copy()
