@@ -83,6 +83,8 @@ class Compiled:
     storage: emit.StoragePlan
     inference: tuple[inference.ModePlan, ...] = ()  # poet_predict and poet_eval_step, sharing the arena
     split: splitting.Split | None = None  # the channel tiles, when the compile split operators
+    # the (stored parameters, tile size) choices scheduled at --effort quick to pick this one (plan.json)
+    compared: tuple[dict[str, object], ...] = ()
 
     @property
     def fixed(self) -> planning.FixedRam:
@@ -134,6 +136,7 @@ def plan_training(
     # several choices: compared at the quick effort, the chosen one then planned at the asked effort
     probe = replace(opts, milp=replace(opts.milp, effort="quick")) if len(candidates) > 1 else opts
     best: tuple[Compiled, Choice] | None = None
+    compared: list[dict[str, object]] = []
     for k, choice in enumerate(candidates):
         stored, tile = choice
         if stored:
@@ -141,12 +144,15 @@ def plan_training(
                 f"parameters in storage ({k + 1} of {len(candidates)} choices): {len(stored)} of "
                 f"{len(tg.trainable)}, {fmt_bytes(sum(tg.tensor(p).nbytes for p in stored))}"
             )
+        row: dict[str, object] = {"stored_parameters": len(stored), "tile_bytes": tile}
         try:
             c = _plan_choice(g, tg, profile, reserve, choice, probe, limit, began, phase, log)
-        except PoetError:
+        except PoetError as e:
+            compared.append({**row, "energy_j": None, "error": str(e)})
             if best is None and k == len(candidates) - 1:
                 raise
             continue
+        compared.append({**row, "energy_j": c.sim.energy_j, "error": None})
         if tile is not None:
             log(f"split into {fmt_bytes(tile)} tiles: {c.sim.energy_j * 1e3:.3f} mJ")
         if best is None or c.sim.energy_j < best[0].sim.energy_j:
@@ -161,7 +167,7 @@ def plan_training(
         )
         compiled = _plan_choice(g, tg, profile, reserve, chosen, opts, limit, began, phase, log)
     limit.begin(None)
-    return compiled
+    return replace(compiled, compared=tuple(compared) if len(candidates) > 1 else ())
 
 
 Choice = tuple[frozenset[str], int | None]  # (parameters kept in storage, tile size or None: no splitting)
@@ -660,6 +666,7 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
         "stored_parameters": list(planning.stored_params(c.spec)),
         "split": opts.split,
         "tiles": c.split.summary() if c.split else None,
+        "choices_compared": list(c.compared),
         "peak_ram_bytes": c.predicted_ram_bytes,
         "simulated_peak_ram_bytes": c.sim.peak_ram_bytes,
         "fixed_ram_bytes": c.fixed.total,

@@ -170,6 +170,12 @@ def test_auto_splits_below_the_unsplit_floor_and_qemu_gives_the_host_bits(tmp_pa
         compile_model(replace(opts, split="off"))
     c = compile_model(replace(opts, split="auto"))
     assert c.split is not None and c.predicted_ram_bytes <= ram
+    # what auto compared (plan.json choices_compared): two tile sizes, the least energy kept
+    assert len(c.compared) == 2 and all(r["tile_bytes"] for r in c.compared)
+    assert (
+        c.split.tile_bytes
+        == min((r for r in c.compared if r["energy_j"]), key=lambda r: r["energy_j"])["tile_bytes"]
+    )
     compile_model(replace(opts, out=tmp_path / "plain", ram_bytes=4 << 20, split="off"))
     host = runner.run_project(tmp_path / "m4", "host", STEPS)
     qemu = runner.run_project(tmp_path / "m4", "qemu-cortex-m4", STEPS)
