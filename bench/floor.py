@@ -252,11 +252,12 @@ input has another backward reader (masks: e.g. the next layer's weight gradient 
 that layer trains); the fixed bytes (every trainable parameter in RAM) are unchanged by both rewrites, and
 fall to the optimizer state, inputs and reserve with parameters in storage. Below "all three", the floor is
 set by one operator's inputs, output and workspace, which splitting cuts where that operator is a
-convolution or a channelwise op on a big activation. The split floors that stay high are set by nodes
-the rewrite leaves whole: weight-gradient updates (ConvGradWeightUpdate, GemmGradUpdate), Gemm / GRU /
-pooling gradients, a first convolution reading the whole input image (fixed bytes with `--input ram`),
-and the Concat that joins a tiled tensor for an unsplit reader (its tiles and the whole tensor at once:
-twice the tensor, which is how splitting raises mobilenetv2_035 `--train all` above its unsplit floor).
+convolution, a channelwise op or a global average pool on a big activation; with `--train all` a
+convolution's trainable weight is cut into blocks along the tiles, each updated from its own input and
+output-gradient tiles (docs/splitting.md). The split floors that stay high are set by nodes the rewrite
+leaves whole: Gemm weight updates (GemmGradUpdate), Gemm / GRU / MaxPool gradients, a first convolution
+reading the whole input image (fixed bytes with `--input ram`), and the Concat that joins a tiled tensor
+for an unsplit reader (its tiles and the whole tensor at once: twice the tensor).
 """
 
 

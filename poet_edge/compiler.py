@@ -83,6 +83,8 @@ class Compiled:
     storage: emit.StoragePlan
     inference: tuple[inference.ModePlan, ...] = ()  # poet_predict and poet_eval_step, sharing the arena
     split: splitting.Split | None = None  # the channel tiles, when the compile split operators
+    # the (stored parameters, tile size) choices scheduled at --effort quick to pick this one (plan.json)
+    compared: tuple[dict[str, object], ...] = ()
 
     @property
     def fixed(self) -> planning.FixedRam:
@@ -134,6 +136,7 @@ def plan_training(
     # several choices: compared at the quick effort, the chosen one then planned at the asked effort
     probe = replace(opts, milp=replace(opts.milp, effort="quick")) if len(candidates) > 1 else opts
     best: tuple[Compiled, Choice] | None = None
+    compared: list[dict[str, object]] = []
     for k, choice in enumerate(candidates):
         stored, tile = choice
         if stored:
@@ -141,12 +144,15 @@ def plan_training(
                 f"parameters in storage ({k + 1} of {len(candidates)} choices): {len(stored)} of "
                 f"{len(tg.trainable)}, {fmt_bytes(sum(tg.tensor(p).nbytes for p in stored))}"
             )
+        row: dict[str, object] = {"stored_parameters": len(stored), "tile_bytes": tile}
         try:
             c = _plan_choice(g, tg, profile, reserve, choice, probe, limit, began, phase, log)
-        except PoetError:
+        except PoetError as e:
+            compared.append({**row, "energy_j": None, "error": str(e)})
             if best is None and k == len(candidates) - 1:
                 raise
             continue
+        compared.append({**row, "energy_j": c.sim.energy_j, "error": None})
         if tile is not None:
             log(f"split into {fmt_bytes(tile)} tiles: {c.sim.energy_j * 1e3:.3f} mJ")
         if best is None or c.sim.energy_j < best[0].sim.energy_j:
@@ -161,7 +167,7 @@ def plan_training(
         )
         compiled = _plan_choice(g, tg, profile, reserve, chosen, opts, limit, began, phase, log)
     limit.begin(None)
-    return compiled
+    return replace(compiled, compared=tuple(compared) if len(candidates) > 1 else ())
 
 
 Choice = tuple[frozenset[str], int | None]  # (parameters kept in storage, tile size or None: no splitting)
@@ -188,14 +194,20 @@ def _plan_choice(
         f"operator splitting: {len(split.tiles)} tensors in tiles of at most {fmt_bytes(tile)}, "
         f"{len(split.split_nodes)} nodes split, {len(split.graph.nodes)} nodes"
     )
+    if split.blocks:
+        n = sum(len(b) for b in split.blocks.values())
+        log(f"operator splitting: {len(split.blocks)} parameters in {n} blocks along the tiles")
+    stored = split.param_names(stored)
     c = _plan_stored(g, split.graph, profile, reserve, stored, opts, limit, began, phase, log)
     return replace(c, split=split)
 
 
 def _split_floor(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions, choice: Choice) -> int:
     stored, tile = choice
-    graph = tg if tile is None else splitting.split_graph(tg, tile).graph
-    return _stored_floor(graph, reserve, profile, opts, stored)
+    if tile is None:
+        return _stored_floor(tg, reserve, profile, opts, stored)
+    split = splitting.split_graph(tg, tile)
+    return _stored_floor(split.graph, reserve, profile, opts, split.param_names(stored))
 
 
 def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions) -> list[Choice]:
@@ -212,12 +224,14 @@ def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions
     if any(_stored_floor(tg, reserve, profile, opts, s) <= opts.ram_bytes for s in stored):
         return [(s, None) for s in stored]
     keep = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
-    fits = [
-        t
-        for t in splitting.TILE_SIZES
-        if _split_floor(tg, reserve, profile, opts, (keep, t)) <= opts.ram_bytes
-    ]
-    return [(keep, t) for t in fits[:2]] or [(s, None) for s in stored]
+    fits: list[int] = []
+    for split in splitting.splits(tg):  # largest first, up to two
+        floor = _stored_floor(split.graph, reserve, profile, opts, split.param_names(keep))
+        if floor <= opts.ram_bytes:
+            fits.append(split.tile_bytes)
+        if len(fits) == 2:
+            break
+    return [(keep, t) for t in fits] or [(s, None) for s in stored]
 
 
 def _plan_stored(
@@ -331,13 +345,15 @@ def _split_hint(
     if splitting.tile_bytes_of(opts.split) is not None:
         return ""
     stored = frozenset(planning.stored_params(spec))
-    graph = splitting.split_graph(tg, splitting.TILE_SIZES[-1]).graph
-    low = memory_floor(
-        planning.price(planning.spec_from_graph(graph, reserve, opts.input, stored), profile, 1)
-    )
-    if low.bytes >= floor:
+    floors = [
+        memory_floor(planning.price(planning.spec_from_graph(s.graph, reserve, opts.input, ps), profile, 1))
+        for s in splitting.splits(tg)
+        for ps in (s.param_names(stored),)
+    ]
+    low = min(floors, key=lambda f: f.bytes, default=None)
+    if low is None or low.bytes >= floor:
         return ""
-    how = "--split auto" if opts.split == "off" else "operator splitting (even with the smallest tiles)"
+    how = "--split auto" if opts.split == "off" else "operator splitting (with any tile size)"
     return f"; with {how} the floor is {fmt_bytes(low.bytes)}, set by node {low.node}"
 
 
@@ -650,6 +666,7 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
         "stored_parameters": list(planning.stored_params(c.spec)),
         "split": opts.split,
         "tiles": c.split.summary() if c.split else None,
+        "choices_compared": list(c.compared),
         "peak_ram_bytes": c.predicted_ram_bytes,
         "simulated_peak_ram_bytes": c.sim.peak_ram_bytes,
         "fixed_ram_bytes": c.fixed.total,

@@ -43,8 +43,9 @@ class Inspection:
     optimizer_state_bytes: dict[str, int] | None = None  # state RAM of each optimizer
     training_options: dict[str, bool] | None = None  # the rewrites the graph above is built with
     floor_by_options: dict[str, int] | None = None  # the floor with each rewrite off and on (floor_variants)
-    floor_split_bytes: int = 0  # parameters in storage and operator splitting at the smallest tile size
+    floor_split_bytes: int = 0  # parameters in storage and operator splitting: the lowest over tile sizes
     floor_split_node: str = ""
+    floor_split_tile: int = 0  # the tile size that gives it
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -79,9 +80,14 @@ def inspect(
     peak = simulate(problem, get_scheduler("none")(problem)).peak_ram_bytes
     stored = planning.spec_from_graph(tg, reserve, input_place, frozenset(tg.trainable))
     floor_stored = memory_floor(planning.price(stored, load_profile("host"), 1 << 62))
-    split = splitting.split_graph(tg, splitting.TILE_SIZES[-1]).graph
-    split_spec = planning.spec_from_graph(split, reserve, input_place, frozenset(tg.trainable))
-    floor_split = memory_floor(planning.price(split_spec, load_profile("host"), 1 << 62))
+    split_floors = [
+        (memory_floor(planning.price(spec, load_profile("host"), 1 << 62)), sp.tile_bytes)
+        for sp in splitting.splits(tg)
+        for spec in (
+            planning.spec_from_graph(sp.graph, reserve, input_place, sp.param_names(frozenset(tg.trainable))),
+        )
+    ]
+    floor_split, split_tile = min(split_floors, key=lambda f: (f[0].bytes, -f[1]))
     frozen = [p for p in g.params if p not in chosen]
     grads = [n.inputs[1] for n in tg.nodes if n.phase == Phase.UPDATE and not ops.get(n.op).fused]
     return Inspection(
@@ -113,6 +119,7 @@ def inspect(
         },
         floor_split.bytes,
         floor_split.node,
+        split_tile,
     )
 
 
@@ -168,7 +175,7 @@ def format_inspection(r: Inspection) -> str:
         f"                 {kb(r.floor_stored_bytes)} with --params storage (every trainable parameter "
         f"in storage, loaded where needed), at node {r.floor_stored_node}",
         f"                 {kb(r.floor_split_bytes)} with that and --split "
-        f"{splitting.TILE_SIZES[-1] // 1024}KB (operator splitting into channel tiles), at node "
+        f"{r.floor_split_tile // 1024}KB (operator splitting into channel tiles), at node "
         f"{r.floor_split_node}",
         "floor by rewrite "
         + ", ".join(f"{k} {v:,} B" for k, v in (r.floor_by_options or {}).items())

@@ -344,12 +344,13 @@ def spec_from_graph(
             index[n.name] = k
             edges.update((sources[t], k) for t in n.inputs if t in sources and sources[t] != k)
             sources.update((o, k) for o in n.outputs)
+    readers = tg.consumers()
     invalid = {
         (index[r.name], index[u.name])
         for u in tg.nodes
         if u.phase == Phase.UPDATE
-        for r in tg.nodes
-        if u.inputs[0] in r.inputs and r is not u
+        for r in readers[u.inputs[0]]
+        if r is not u
     }
     invalid |= {
         (loads[u.inputs[0]], index[u.name])

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from poet_edge import sanity, targets
+from poet_edge import sanity, splitting, targets
 from poet_edge.compiler import PLAN
 from poet_edge.errors import PoetError
 
@@ -338,6 +338,10 @@ def write_load(path: Path, plan: dict[str, Any], params: Path) -> None:
             given = {k: z[k] for k in z.files}
     except (ValueError, OSError) as e:
         raise PoetError(f"--load-params {params}: not an npz file ({e})") from None
+    try:
+        given = splitting.cut_blocks(given, param_blocks(plan))
+    except ValueError as e:
+        raise PoetError(f"--load-params {params}: {e}") from None
     known = {p["name"]: p for p in plan["parameters"]}
     unknown = sorted(set(given) - set(known))
     if unknown:
@@ -358,6 +362,12 @@ def write_load(path: Path, plan: dict[str, Any], params: Path) -> None:
         for name, v in rows:
             enc = name.encode()
             f.write(struct.pack("<I", len(enc)) + enc + struct.pack("<I", v.size) + v.astype("<f4").tobytes())
+
+
+def param_blocks(plan: dict[str, Any]) -> dict[str, list[list[object]]]:
+    """Parameters the compile cut into blocks (operator splitting): name -> its blocks, from plan.json."""
+    tiles = plan.get("tiles") or {}
+    return dict(tiles.get("parameters", {})) if isinstance(tiles, dict) else {}
 
 
 def read_params(path: Path) -> dict[str, np.ndarray]:
@@ -488,7 +498,7 @@ def run_project(
             + " | ".join(res.stdout.strip().splitlines()[-3:])
         )
     evaluated = () if labels is None else _evaluations(plan, eval_lines, work / LOGITS_FILE, labels)
-    params = read_params(work / "poet_params.bin")
+    params = splitting.join_blocks(read_params(work / "poet_params.bin"), param_blocks(plan))
     traffic = file_traffic[0] if file_traffic else None
     if storage_file is not None and traffic is None and any(s.bytes_written or s.bytes_read for s in logs):
         raise PoetError("the program paged but did not report its storage file traffic")

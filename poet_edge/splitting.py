@@ -21,17 +21,21 @@ kernel's order, starting from the previous part's float sums, so every result ha
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import cast
 
+import numpy as np
+
 from poet_edge.errors import PoetError
-from poet_edge.ir import Graph, Node, Tensor
+from poet_edge.ir import Graph, Node, Phase, Role, Tensor
 from poet_edge.ops import get as get_op
 from poet_edge.ops.concat import MAX_PIECES
 from poet_edge.ops.conv import conv_window
+from poet_edge.ops.fused import UPDATES, conv_workspace
 
 CONV_OPS = ("Conv", "ConvGradInput")
+Block = tuple[str, int, int, int, int]  # (block parameter, first row, end row, first column, end column)
 
 
 @dataclass(frozen=True)
@@ -43,18 +47,95 @@ class Split:
     tile_bytes: int
     tiles: Mapping[str, tuple[int, ...]]
     split_nodes: tuple[str, ...]
+    blocks: Mapping[str, tuple[Block, ...]] = field(default_factory=dict)  # parameter -> its blocks
+    _shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # a blocked parameter's shape
 
     def summary(self) -> dict[str, object]:
-        """plan.json's ``split``: the tile size, tiled tensors with their tile count, split nodes."""
+        """plan.json's ``split``: the tile size, tiled tensors with their tile count, split nodes, and the
+        parameters cut into blocks (each block: name, rows [r0, r1) and columns [c0, c1) of axes 0 and 1)."""
         return {
             "tile_bytes": self.tile_bytes,
             "tensors": {t: len(b) - 1 for t, b in sorted(self.tiles.items())},
             "nodes": list(self.split_nodes),
+            "parameters": {p: [list(b) for b in bs] for p, bs in sorted(self.blocks.items())},
         }
+
+    def param_names(self, names: frozenset[str]) -> frozenset[str]:
+        """``names`` (parameters of the unsplit graph) in the split graph: a blocked one by its blocks."""
+        return frozenset(b[0] for p in names for b in self.blocks.get(p, ((p, 0, 0, 0, 0),)))
+
+    def join_params(self, params: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Parameter values of the split graph as the unsplit graph's: each blocked parameter whole again,
+        in its own shape."""
+        joined = join_blocks(params, self.summary()["parameters"])  # type: ignore[arg-type]
+        return {k: v.reshape(self.shapes[k]) if k in self.blocks else v for k, v in joined.items()}
+
+    @property
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        return {p: self._shapes[p] for p in self.blocks}
+
+
+def _grid(blocks: Sequence[Sequence[object]]) -> tuple[int, int]:
+    return max(int(cast(int, b[2])) for b in blocks), max(int(cast(int, b[4])) for b in blocks)
+
+
+def join_blocks(
+    params: Mapping[str, np.ndarray], blocks: Mapping[str, Sequence[Sequence[object]]]
+) -> dict[str, np.ndarray]:
+    """``params`` with every blocked parameter's blocks (plan.json ``tiles.parameters``: name, rows
+    [r0, r1) of axis 0, columns [c0, c1) of axis 1) put back together, flat."""
+    out = dict(params)
+    for p, bs in blocks.items():
+        rows, cols = _grid(bs)
+        parts = [np.asarray(out.pop(str(b[0]))).reshape(-1) for b in bs]
+        inner = sum(v.size for v in parts) // (rows * cols)  # elements per (row, column): the kernel
+        whole = np.zeros((rows, cols * inner), dtype=parts[0].dtype)
+        for b, v in zip(bs, parts, strict=True):
+            r0, r1, c0, c1 = (int(cast(int, x)) for x in b[1:])
+            whole[r0:r1, c0 * inner : c1 * inner] = v.reshape(r1 - r0, (c1 - c0) * inner)
+        out[p] = whole.reshape(-1)
+    return out
+
+
+def cut_blocks(
+    params: Mapping[str, np.ndarray], blocks: Mapping[str, Sequence[Sequence[object]]]
+) -> dict[str, np.ndarray]:
+    """The inverse of :func:`join_blocks`: each blocked parameter given (any shape) replaced by its
+    blocks, flat."""
+    out = dict(params)
+    for p, bs in blocks.items():
+        if p not in out:
+            continue
+        rows, cols = _grid(bs)
+        v = np.asarray(out.pop(p)).reshape(-1)
+        if v.size % (rows * cols):
+            raise ValueError(f"{p!r} holds {v.size} values, not a multiple of its {rows}x{cols} channels")
+        m = v.reshape(rows, v.size // rows)
+        inner = m.shape[1] // cols
+        for b in bs:
+            r0, r1, c0, c1 = (int(cast(int, x)) for x in b[1:])
+            out[str(b[0])] = np.ascontiguousarray(m[r0:r1, c0 * inner : c1 * inner]).reshape(-1)
+    return out
 
 
 def tile_name(t: str, i: int) -> str:
     return f"{t}/t{i}"
+
+
+def _per_channel(tg: Graph, n: Node) -> bool:
+    """A pool or pool gradient (``OpDef.per_channel``) on [N, C, ...] float tensors of one (N, C)."""
+    if not get_op(n.op).per_channel or len(n.outputs) != 1:
+        return False
+    ts = [t for t in (*n.inputs, *n.outputs) if tg.tensor(t).dtype == "float32"]
+    return (
+        len(ts) == len(n.inputs) + 1
+        and all(len(tg.shape(t)) >= 3 for t in ts)
+        and len({tg.shape(t)[:2] for t in ts}) == 1
+    )
+
+
+def _runs_in_tiles(tg: Graph, n: Node) -> bool:
+    return _channelwise(tg, n) or _per_channel(tg, n)
 
 
 def _channelwise(tg: Graph, n: Node) -> bool:
@@ -102,74 +183,368 @@ def _tileable(tg: Graph, n: Node) -> bool:
     return n.op in CONV_OPS and len(tg.shape(n.inputs[1])) in (3, 4)
 
 
-def plan_tiles(tg: Graph, tile_bytes: int) -> dict[str, tuple[int, ...]]:
-    """Channel bounds of every tensor to tile: the classes channelwise nodes link whose biggest tensor
-    exceeds ``tile_bytes`` and whose every tensor is made by a node that can run in tiles."""
-    if tile_bytes < 1:
-        raise PoetError(f"tile size must be positive, got {tile_bytes} bytes")
-    classes = _Classes()
+@dataclass(frozen=True)
+class Family:
+    """A convolution whose trainable weight W can be cut into blocks along the tiles of its operands, so
+    that no node reads W whole: its forward ``conv`` (X, W, [B]) -> Y, its input gradient ``grad_input``
+    (dY, W) -> dX (or None), W's update ``update`` (fused: (W, X, dY, *state); plain: (W, dW, *state) with
+    dW from ``grad_weight`` (X, dY)), and the bias B's update when B is trainable. Groups 1 (blocks: every
+    pair of an output tile and an input tile) or depthwise (one input and one output channel per group: X,
+    Y, dX and dY share their tiles; block i: the channels of tile i)."""
+
+    conv: Node
+    grad_input: Node | None
+    update: Node
+    grad_weight: Node | None
+    bias_update: Node | None
+    depthwise: bool
+
+    @property
+    def w(self) -> str:
+        return self.conv.inputs[1]
+
+    @property
+    def b(self) -> str | None:
+        return self.conv.inputs[2] if len(self.conv.inputs) > 2 else None
+
+    @property
+    def dy(self) -> str:
+        return self.update.inputs[2] if self.grad_weight is None else self.grad_weight.inputs[1]
+
+    def ties(self) -> list[tuple[str, str]]:
+        """Tensors that must share their channel tiles for the blocks to line up."""
+        x, y = self.conv.inputs[0], self.conv.outputs[0]
+        out = [(y, self.dy)]
+        if self.grad_input is not None:
+            out.append((x, self.grad_input.outputs[0]))
+        if self.depthwise:
+            out.append((x, y))
+        return out
+
+
+def families(tg: Graph) -> dict[str, Family]:
+    """Every convolution whose trainable weight :class:`Family` can cut, by weight."""
     producer, consumers = tg.producers(), tg.consumers()
-    split_ok = {n.name for n in tg.nodes if _channelwise(tg, n)}
+    out: dict[str, Family] = {}
     for n in tg.nodes:
-        if n.name in split_ok:
-            for t in (*n.inputs, *n.outputs):
-                classes.union(t, n.outputs[0])
-    conv_made = {t for n in tg.nodes if _tileable(tg, n) for t in (n.outputs[0],)}
+        if n.op != "Conv" or not _tileable(tg, n) or n.inputs[1] not in tg.trainable:
+            continue
+        x, w = n.inputs[0], n.inputs[1]
+        win = conv_window(tg.shape(x), tg.shape(w), n.attrs)
+        depthwise = win.groups == win.c == win.m
+        if win.groups != 1 and not depthwise:
+            continue
+        readers = consumers[w]
+        gi = [r for r in readers if r.op == "ConvGradInput" and r.inputs[1] == w]
+        ups = [r for r in readers if r.phase == Phase.UPDATE and r.inputs[0] == w]
+        if len(gi) > 1 or len(ups) != 1 or len(readers) != 1 + len(gi) + 1:
+            continue
+        u, gw = ups[0], None
+        if u.op == "ConvGradWeightUpdate":
+            dy = u.inputs[2]
+            if u.inputs[1] != x:
+                continue
+        elif u.op in UPDATES and u.inputs[1] in producer:
+            gw = producer[u.inputs[1]]
+            if gw.op != "ConvGradWeight" or gw.inputs[0] != x or len(consumers[u.inputs[1]]) != 1:
+                continue
+            dy = gw.inputs[1]
+        else:
+            continue
+        if gi and gi[0].inputs[0] != dy:
+            continue
+        bias_update = None
+        if len(n.inputs) > 2:
+            b = n.inputs[2]
+            breaders = [r for r in consumers[b] if r is not n]
+            if b in tg.trainable:
+                if (
+                    len(breaders) != 1
+                    or breaders[0].op not in UPDATES
+                    or breaders[0].inputs[1] not in producer
+                ):
+                    continue
+                sums = producer[breaders[0].inputs[1]]
+                if sums.op != "ChannelSum" or sums.inputs[0] != dy or len(consumers[sums.outputs[0]]) != 1:
+                    continue
+                bias_update = breaders[0]
+            elif breaders:
+                continue
+        out[w] = Family(n, gi[0] if gi else None, u, gw, bias_update, depthwise)
+    return out
+
+
+def _eligible(tg: Graph, classes: _Classes) -> dict[str, list[str]]:
+    """Members of every class whose tensors all may be tiled (whatever their size): one (N, C), none an
+    input, output or parameter, masks made and read by nodes that run in tiles only. A float tensor that a
+    node which cannot run in tiles makes is sliced into the tiles after it."""
+    producer, consumers = tg.producers(), tg.consumers()
+    split_ok = {n.name for n in tg.nodes if _runs_in_tiles(tg, n)}
+    fixed = set(tg.inputs) | set(tg.outputs) | set(tg.params)
     members: dict[str, list[str]] = {}
     for t in tg.tensors:
         members.setdefault(classes.find(t), []).append(t)
-    fixed = set(tg.inputs) | set(tg.outputs) | set(tg.params)
-    out: dict[str, tuple[int, ...]] = {}
-    for names in members.values():
+    out = {}
+    for root, names in members.items():
         floats = [t for t in names if tg.tensor(t).dtype == "float32" and len(tg.shape(t)) >= 3]
-        if not floats:
+        if not floats or len({tg.shape(t)[:2] for t in floats}) != 1 or any(t in fixed for t in names):
             continue
-        nc = {tg.shape(t)[:2] for t in floats}
+        others = [t for t in names if t not in floats]  # masks: only split nodes may make and read them
+        ok = {c.name in split_ok for t in others for c in (producer[t], *consumers[t])}
+        if False in ok:
+            continue
+        out[root] = names
+    return out
+
+
+def plan_tiles(
+    tg: Graph, tile_bytes: int, fams: Mapping[str, Family] | None = None
+) -> dict[str, tuple[int, ...]]:
+    """Channel bounds of every tensor to tile: the classes that channelwise and per-channel nodes link
+    whose biggest tensor exceeds ``tile_bytes`` (and that :func:`_eligible` allows). A family's
+    (:func:`families`) tensors that must share tiles are linked too, when all their classes may be tiled;
+    a family whose weight exceeds ``tile_bytes`` has its output's class cut into at least as many tiles as
+    its weight has tile sizes, so the weight's blocks fit a tile."""
+    if tile_bytes < 1:
+        raise PoetError(f"tile size must be positive, got {tile_bytes} bytes")
+    classes = _Classes()
+    for n in tg.nodes:
+        if _runs_in_tiles(tg, n):
+            for t in (*n.inputs, *n.outputs):
+                classes.union(t, n.outputs[0])
+    ok = _eligible(tg, classes)
+    big_w = {w: f for w, f in (fams or {}).items() if tg.tensor(w).nbytes > tile_bytes and not f.depthwise}
+    for w, fam in sorted((fams or {}).items()):
+        ties = fam.ties()
+        if w in big_w:
+            y = fam.conv.outputs[0]
+            classes.union(y, fam.dy)
+            ties = [(a, b) for a, b in ties if (a, b) != (y, fam.dy)]
+        if all(classes.find(t) in ok for pair in ties for t in pair):
+            for a, b in ties:
+                classes.union(a, b)
+    need: dict[str, int] = {}  # class -> tiles its weights' blocks need
+    for w, fam in big_w.items():
+        root = classes.find(fam.conv.outputs[0])
+        need[root] = max(need.get(root, 0), -(-tg.tensor(w).nbytes // tile_bytes))
+    out: dict[str, tuple[int, ...]] = {}
+    for root, names in _eligible(tg, classes).items():
+        floats = [t for t in names if tg.tensor(t).dtype == "float32" and len(tg.shape(t)) >= 3]
         big = max(tg.tensor(t).nbytes for t in names)
-        if len(nc) != 1 or big <= tile_bytes or any(t in fixed for t in names):
-            continue
-        if any(t not in conv_made and (t not in producer or producer[t].name not in split_ok) for t in names):
-            continue
-        others = [t for t in names if t not in floats]  # masks: only split nodes may read them
-        if any(c.name not in split_ok for t in others for c in consumers[t]):
-            continue
-        c = next(iter(nc))[1]
-        k = min(c, -(-big // tile_bytes))
+        c = tg.shape(floats[0])[1]
+        k = min(c, max(-(-big // tile_bytes), need.get(root, 0)))
         if k < 2:
             continue
         bounds = tuple(i * c // k for i in range(k + 1))
-        for t in floats:
-            out[t] = bounds
-        for t in others:
+        for t in names:
             out[t] = bounds  # a mask's tile i packs the bits of its source's tile i
     return out
 
 
 def split_graph(tg: Graph, tile_bytes: int) -> Split:
-    """The training graph with every tensor :func:`plan_tiles` picks in channel tiles."""
-    tiles = plan_tiles(tg, tile_bytes)
-    return _Rewrite(tg, tiles).run(tile_bytes)
+    """The training graph with every tensor :func:`plan_tiles` picks in channel tiles, and the trainable
+    weight of every convolution :func:`families` can cut, whose operands are tiled, in blocks."""
+    fams = families(tg)
+    tiles = plan_tiles(tg, tile_bytes, fams)
+    return _Rewrite(tg, tiles, fams).run(tile_bytes)
+
+
+@dataclass(frozen=True)
+class _Cut:
+    """A family cut into blocks: output-channel bounds ``mb``, input-channel bounds ``cb``, the (output
+    tile, input tile) pairs that have a block."""
+
+    fam: Family
+    mb: tuple[int, ...]
+    cb: tuple[int, ...]
+    pairs: tuple[tuple[int, int], ...]
+    bias: bool  # B in blocks too (more than one output tile)
+
+    def block(self, p: str, i: int, j: int) -> str:
+        return f"{p}/b{i}.{j}"
 
 
 class _Rewrite:
-    def __init__(self, tg: Graph, tiles: dict[str, tuple[int, ...]]) -> None:
+    def __init__(self, tg: Graph, tiles: dict[str, tuple[int, ...]], fams: Mapping[str, Family]) -> None:
         self.tg, self.tiles = tg, tiles
         self.tensors: dict[str, Tensor] = dict(tg.tensors)
         self.producer = tg.producers()
         self.nodes: list[Node] = []
         self.joined: set[str] = set()  # tiled tensors a Concat has made whole again
         self.split: list[str] = []
+        self.params: dict[str, np.ndarray] = dict(tg.params)
+        self.trainable = set(tg.trainable)
+        self.blocks: dict[str, tuple[Block, ...]] = {}
+        self.cuts: dict[str, _Cut] = {}  # node of a cut family -> its cut
+        for _, fam in sorted(fams.items()):
+            self.cut(fam)
 
     def run(self, tile_bytes: int) -> Split:
         for n in self.tg.nodes:
             self.node(n)
         used = {t for n in self.nodes for t in (*n.inputs, *n.outputs)}
-        keep = set(self.tg.inputs) | set(self.tg.outputs) | set(self.tg.params) | used
+        keep = set(self.tg.inputs) | set(self.tg.outputs) | set(self.params) | used
         tensors = {t: v for t, v in self.tensors.items() if t in keep}
         g = Graph(
-            tensors, tuple(self.nodes), self.tg.inputs, self.tg.outputs, self.tg.params, self.tg.trainable
+            tensors,
+            tuple(self.nodes),
+            self.tg.inputs,
+            self.tg.outputs,
+            self.params,
+            frozenset(self.trainable),
         )
-        return Split(g, tile_bytes, dict(self.tiles), tuple(self.split))
+        shapes = {p: self.tg.shape(p) for p in self.blocks}
+        return Split(g, tile_bytes, dict(self.tiles), tuple(self.split), dict(self.blocks), shapes)
+
+    # ---- parameter blocks ------------------------------------------------------------------------------
+    def cut(self, fam: Family) -> None:
+        """Blocks of W (and B) when the family's operands are tiled and their tiles line up."""
+        x, y, w = fam.conv.inputs[0], fam.conv.outputs[0], fam.w
+        dx = fam.grad_input.outputs[0] if fam.grad_input else None
+        t = self.tiles.get
+        if t(y) != t(fam.dy) or (dx is not None and t(x) != t(dx)) or (fam.depthwise and t(x) != t(y)):
+            return
+        if x not in self.tiles and y not in self.tiles:
+            return
+        win = conv_window(self.tg.shape(x), self.tg.shape(w), fam.conv.attrs)
+        mb, cb = self.tiles.get(y, (0, win.m)), self.tiles.get(x, (0, win.c))
+        if fam.depthwise:
+            pairs = tuple((i, i) for i in range(len(mb) - 1))
+        else:
+            pairs = tuple((i, j) for i in range(len(mb) - 1) for j in range(len(cb) - 1))
+        c = _Cut(fam, mb, cb, pairs, fam.b is not None and len(mb) > 2)
+        wb = []
+        for i, j in pairs:
+            c0, c1 = (0, 1) if fam.depthwise else (cb[j], cb[j + 1])
+            wb.append((c.block(w, i, j), mb[i], mb[i + 1], c0, c1))
+        self.add_blocks(w, tuple(wb), fam.update.inputs[3 if fam.grad_weight is None else 2 :])
+        if c.bias:
+            assert fam.b is not None
+            bb = tuple((f"{fam.b}/b{i}", mb[i], mb[i + 1], 0, 1) for i in range(len(mb) - 1))
+            state = fam.bias_update.inputs[2:] if fam.bias_update is not None else ()
+            self.add_blocks(fam.b, bb, state)
+        for n in (fam.conv, fam.grad_input, fam.update, fam.grad_weight):
+            if n is not None:
+                self.cuts[n.name] = c
+        if fam.bias_update is not None and c.bias:
+            self.cuts[fam.bias_update.name] = c
+            self.cuts[self.producer[fam.bias_update.inputs[1]].name] = c  # the bias gradient's ChannelSum
+
+    def add_blocks(self, p: str, blocks: tuple[Block, ...], state: Sequence[str]) -> None:
+        """Parameter ``p`` (and its optimizer ``state``) replaced by ``blocks``: rows [r0, r1) of axis 0,
+        columns [c0, c1) of axis 1 (a 1-D bias: column range (0, 1))."""
+        base = self.tg.tensor(p)
+        value = np.asarray(self.tg.params[p]) if p in self.tg.params else None
+        del self.params[p]
+        for name, r0, r1, c0, c1 in blocks:
+            shape = (r1 - r0,) if len(base.shape) == 1 else (r1 - r0, c1 - c0, *base.shape[2:])
+            self.tensors[name] = Tensor(name, shape, base.dtype, base.role)
+            if value is not None:
+                part = value[r0:r1] if value.ndim == 1 else value[r0:r1, c0:c1]
+                self.params[name] = np.ascontiguousarray(part)
+            if p in self.trainable:
+                self.trainable.add(name)
+            for s in state:
+                sname = s + name[len(p) :]
+                self.tensors[sname] = Tensor(sname, shape, "float32", Role.OPTIMIZER_STATE)
+        self.trainable.discard(p)
+        self.blocks[p] = blocks
+
+    def operand(self, t: str, i: int) -> str:
+        return self.tile(t, i) if t in self.tiles else t
+
+    def sub_attrs(self, c: _Cut, n: Node, i: int, j: int) -> dict[str, object]:
+        """The sub-convolution of block (i, j): input channels cb[j]..cb[j+1] to outputs mb[i]..mb[i+1]."""
+        x = self.tg.shape(c.fam.conv.inputs[0])
+        mi, cj = c.mb[i + 1] - c.mb[i], c.cb[j + 1] - c.cb[j]
+        return {
+            **n.attrs,
+            "group": mi if c.fam.depthwise else 1,
+            "x_shape": (x[0], cj, *x[2:]),
+            "tile": (0, cj, 0, mi),
+        }
+
+    def cut_node(self, n: Node, c: _Cut) -> None:
+        f = c.fam
+        if n is f.conv:
+            self.cut_conv(n, c)
+        elif n is f.grad_input:
+            self.cut_grad_input(n, c)
+        elif n is f.update or n is f.grad_weight:
+            for i, j in c.pairs:
+                self.nodes.append(self.block_node(n, c, i, j))
+        elif n is f.bias_update:
+            assert f.b is not None
+            for i in range(len(c.mb) - 1):
+                state = tuple(f"{s}/b{i}" for s in n.inputs[2:])
+                ins = (f"{f.b}/b{i}", f"{n.inputs[1]}/t{i}", *state)
+                self.nodes.append(Node(f"{n.name}/b{i}", n.op, ins, (), n.attrs, n.phase))
+        else:  # the bias gradient's ChannelSum: per tile, no join (the blocks' updates read the tiles)
+            self.channel_sum(n, join=False)
+
+    def block_node(self, n: Node, c: _Cut, i: int, j: int) -> Node:
+        """W's fused update (W, X, dY, *state), its gradient (X, dY) -> dW, or its plain update (W, dW,
+        *state), on block (i, j): the sub-convolution of input tile j and output tile i."""
+        w = c.fam.w
+        block = c.block(w, i, j)
+        shape = self.tensors[block].shape
+        name = f"{n.name}/b{i}.{j}"
+        if n is c.fam.update and c.fam.grad_weight is not None:  # plain
+            state = tuple(s + block[len(w) :] for s in n.inputs[2:])
+            return Node(name, n.op, (block, c.block(n.inputs[1], i, j), *state), (), n.attrs, n.phase)
+        a = self.sub_attrs(c, n, i, j)
+        attrs = {k: v for k, v in a.items() if k not in ("x_shape", "tile")}
+        if n is c.fam.grad_weight:
+            dw = c.block(n.outputs[0], i, j)
+            self.tensors[dw] = Tensor(dw, shape, "float32", Role.GRADIENT)
+            xy = (self.operand(n.inputs[0], j), self.operand(n.inputs[1], i))
+            return Node(name, n.op, xy, (dw,), {**attrs, "w_shape": shape}, n.phase)
+        attrs["workspace"] = conv_workspace(conv_window(a["x_shape"], shape, a))
+        state = tuple(s + block[len(w) :] for s in n.inputs[3:])
+        ins = (block, self.operand(n.inputs[1], j), self.operand(n.inputs[2], i), *state)
+        return Node(name, n.op, ins, (), attrs, n.phase)
+
+    def cut_conv(self, n: Node, c: _Cut) -> None:
+        """Output tile i: the chain over its input tiles of parts reading block (i, j); B's block last."""
+        f, y = c.fam, n.outputs[0]
+        for i in range(len(c.mb) - 1):
+            js = [j for ii, j in c.pairs if ii == i]
+            prev: str | None = None
+            for idx, j in enumerate(js):
+                final = idx == len(js) - 1
+                ins = [self.operand(n.inputs[0], j), c.block(f.w, i, j)]
+                bias = final and f.b is not None
+                if bias:
+                    ins.append(f"{f.b}/b{i}" if c.bias else str(f.b))
+                if prev is not None:
+                    ins.append(prev)
+                if final:
+                    out = self.operand(y, i)
+                else:
+                    out = self.temp(f"{y}/t{i}/p{j}", y, c.mb[i + 1] - c.mb[i])
+                attrs = {**self.sub_attrs(c, n, i, j), "bias": bias, "partial": prev is not None}
+                self.nodes.append(Node(f"{n.name}/t{i}c{j}", "ConvPart", tuple(ins), (out,), attrs, n.phase))
+                prev = out
+
+    def cut_grad_input(self, n: Node, c: _Cut) -> None:
+        """Input-gradient tile j: the chain over the output tiles i of parts reading block (i, j)."""
+        dx = n.outputs[0]
+        for j in range(len(c.cb) - 1):
+            iis = [i for i, jj in c.pairs if jj == j]
+            prev: str | None = None
+            for idx, i in enumerate(iis):
+                ins = [self.operand(n.inputs[0], i), c.block(c.fam.w, i, j)]
+                if prev is not None:
+                    ins.append(prev)
+                if idx == len(iis) - 1:
+                    out = self.operand(dx, j)
+                else:
+                    out = self.temp(f"{dx}/t{j}/p{i}", dx, c.cb[j + 1] - c.cb[j])
+                attrs = {**self.sub_attrs(c, n, i, j), "partial": prev is not None}
+                self.nodes.append(
+                    Node(f"{n.name}/t{j}c{i}", "ConvGradInputPart", tuple(ins), (out,), attrs, n.phase)
+                )
+                prev = out
 
     # ---- tensors ---------------------------------------------------------------------------------------
     def tile(self, t: str, i: int, shape: Sequence[int] | None = None) -> str:
@@ -197,6 +572,14 @@ class _Rewrite:
             self.joined.add(t)
         return t
 
+    def slice(self, t: str, made: Node) -> None:
+        """Tiles of ``t``, made whole by an unsplit node: one Slice per tile, in ``made``'s phase."""
+        b = self.tiles[t]
+        for i in range(len(b) - 1):
+            attrs = {"starts": (b[i],), "ends": (b[i + 1],), "axes": (1,)}
+            self.nodes.append(Node(f"slice/{t}/t{i}", "Slice", (t,), (self.tile(t, i),), attrs, made.phase))
+        self.joined.add(t)  # readers that need it whole read the producer's output
+
     def concat(self, parts: list[str], out: str, axis: int, like: Node, name: str) -> None:
         """Concat along ``axis`` as a tree of nodes of at most MAX_PIECES inputs, in ``like``'s phase."""
         level = 0
@@ -217,9 +600,13 @@ class _Rewrite:
     # ---- nodes -----------------------------------------------------------------------------------------
     def node(self, n: Node) -> None:
         tiled = [t for t in (*n.inputs, *n.outputs) if t in self.tiles]
+        if n.name in self.cuts:
+            self.cut_node(n, self.cuts[n.name])
+            self.split.append(n.name)
+            return
         if not tiled:
             self.nodes.append(n)
-        elif n.outputs and n.outputs[0] in self.tiles and _channelwise(self.tg, n):
+        elif n.outputs and n.outputs[0] in self.tiles and _runs_in_tiles(self.tg, n):
             self.channelwise(n)
         elif _tileable(self.tg, n):
             self.conv(n)
@@ -228,6 +615,9 @@ class _Rewrite:
         else:
             ins = tuple(self.whole(t) if t in self.tiles else t for t in n.inputs)
             self.nodes.append(Node(n.name, n.op, ins, n.outputs, n.attrs, n.phase))
+            for o in n.outputs:
+                if o in self.tiles:
+                    self.slice(o, n)
             return
         if tiled:
             self.split.append(n.name)
@@ -237,11 +627,15 @@ class _Rewrite:
         k = len(self.tiles[n.outputs[0]]) - 1
         for i in range(k):
             ins = tuple(self.tile(t, i) for t in n.inputs)
-            shape = op.infer([self.tensors[t].shape for t in ins], n.attrs)[0]
+            attrs = n.attrs
+            if "x_shape" in attrs:  # a pool gradient: the input shape it scatters into, cut to the tile
+                xs = tuple(cast(Sequence[int], attrs["x_shape"]))
+                attrs = {**attrs, "x_shape": (xs[0], self.tensors[ins[0]].shape[1], *xs[2:])}
+            shape = op.infer([self.tensors[t].shape for t in ins], attrs)[0]
             out = self.tile(n.outputs[0], i, shape)
-            self.nodes.append(Node(f"{n.name}/t{i}", n.op, ins, (out,), n.attrs, n.phase))
+            self.nodes.append(Node(f"{n.name}/t{i}", n.op, ins, (out,), attrs, n.phase))
 
-    def channel_sum(self, n: Node) -> None:
+    def channel_sum(self, n: Node, join: bool = True) -> None:
         x, y = n.inputs[0], n.outputs[0]
         parts = []
         for i in range(len(self.tiles[x]) - 1):
@@ -250,7 +644,8 @@ class _Rewrite:
             self.tensors[part] = Tensor(part, (self.tensors[xi].shape[1],), "float32", self.tg.tensor(y).role)
             self.nodes.append(Node(f"{n.name}/t{i}", n.op, (xi,), (part,), n.attrs, n.phase))
             parts.append(part)
-        self.concat(parts, y, 0, n, f"{n.name}/join")
+        if join:
+            self.concat(parts, y, 0, n, f"{n.name}/join")
 
     def conv(self, n: Node) -> None:
         """The grid of parts: per output tile, a chain over the input tiles its groups read."""
@@ -305,11 +700,23 @@ class _Rewrite:
 SPLIT_HELP = (
     "operator splitting: big activations and gradients become channel tiles that the scheduler keeps, "
     "drops, recomputes or pages one by one, and the convolutions and elementwise ops that make and read "
-    "them run tile by tile (bit-identical results). auto (default): only when the model's memory floor is "
-    "above --ram, with the largest tile size that brings it under (and half that size, the less energy "
-    "kept); off: never; or a tile size, e.g. 16KB"
+    "them run tile by tile (bit-identical results); with --train all, convolution weights are cut into "
+    "blocks along the tiles. auto (default): only when the model's memory floor is above --ram, with the "
+    "largest tile size that brings it under (and the next size whose floor fits, the less energy kept; "
+    "sizes whose graph exceeds 30,000 nodes are not tried); off: never; or a tile size, e.g. 16KB"
 )
 TILE_SIZES = tuple(1 << k for k in range(19, 9, -1))  # 512 KiB down to 1 KiB: the sizes auto tries
+MAX_NODES = 30_000  # a split graph above this many nodes is not tried: scheduling it would take too long
+
+
+def splits(tg: Graph) -> Iterator[Split]:
+    """``tg`` split at each size of :data:`TILE_SIZES`, largest first, while the split graph has at most
+    :data:`MAX_NODES` nodes (smaller tiles only give more)."""
+    for t in TILE_SIZES:
+        s = split_graph(tg, t)
+        if len(s.graph.nodes) > MAX_NODES:
+            return
+        yield s
 
 
 def parse_split(text: str) -> str:

@@ -296,9 +296,8 @@ def floor_bytes(opts: CompileOptions) -> int | None:
         # the lowest floor the compile can reach: with --params auto or storage, every parameter stored
         stored = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
         if opts.split != "off":  # ... and with --split, tiles of the given or the smallest size
-            tg = splitting.split_graph(
-                tg, splitting.tile_bytes_of(opts.split) or splitting.TILE_SIZES[-1]
-            ).graph
+            split = splitting.split_graph(tg, splitting.tile_bytes_of(opts.split) or splitting.TILE_SIZES[-1])
+            tg, stored = split.graph, split.param_names(stored)
         spec = planning.spec_from_graph(tg, reserve, opts.input, stored)
         problem = planning.price(spec, profile, opts.ram_bytes)
     except PoetError:

@@ -27,7 +27,7 @@ LR = 0.05
 STEPS = 3
 
 
-def resnet_block(path: Path, batch: int = 1) -> Path:
+def resnet_block(path: Path, batch: int = 1, head: int = 6) -> Path:
     """x[B,3,12,12] -> Conv 3->8 3x3 -> Relu (a) -> Conv 8->8 3x3 (b) -> Add(a, b) -> Relu -> depthwise
     3x3 stride 2 -> Clip(0, 6) -> Conv 8->6 1x1 -> Relu -> GlobalAveragePool -> Flatten -> Gemm 6->5: a
     residual Add, 1-bit masks, depthwise and grouped channels, and 6 channels (uneven tiles)."""
@@ -49,11 +49,11 @@ def resnet_block(path: Path, batch: int = 1) -> Path:
             "Conv", ["r", param("w2", 8, 1, 3, 3), param("b2", 8)], ["d"], group=8, strides=[2, 2], **p1
         ),
         helper.make_node("Clip", ["d", "lo", "hi"], ["e"]),
-        helper.make_node("Conv", ["e", param("w3", 6, 8, 1, 1), param("b3", 6)], ["f"]),
+        helper.make_node("Conv", ["e", param("w3", head, 8, 1, 1), param("b3", head)], ["f"]),
         helper.make_node("Relu", ["f"], ["g"]),
         helper.make_node("GlobalAveragePool", ["g"], ["p"]),
         helper.make_node("Flatten", ["p"], ["q"]),
-        helper.make_node("Gemm", ["q", param("w4", 5, 6), param("b4", 5)], ["y"], transB=1),
+        helper.make_node("Gemm", ["q", param("w4", 5, head), param("b4", 5)], ["y"], transB=1),
     ]
     inits += [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("lo", 0.0), ("hi", 6.0))]
     graph = helper.make_graph(
@@ -106,12 +106,14 @@ def test_tiles_replace_every_big_node(tmp_path):
 @pytest.mark.parametrize("train, batch", [("all", 1), ("bias", 2)])
 def test_reference_matches_the_unsplit_step(tmp_path, train, batch):
     tg = _tg(resnet_block(tmp_path / "m.onnx", batch), train)
-    split = splitting.split_graph(tg, 512).graph
+    s = splitting.split_graph(tg, 512)
+    assert bool(s.blocks) == (train == "all")  # trainable weights in blocks along the tiles
     rng = np.random.default_rng(1)
     x = rng.standard_normal(tg.shape(tg.inputs[0])).astype(np.float32)
     y = rng.integers(0, 5, tg.shape(tg.inputs[1])).astype(np.int32)
     la, a = reference.train(tg, [(x, y)] * STEPS, LR)
-    lb, b = reference.train(split, [(x, y)] * STEPS, LR)
+    lb, b = reference.train(s.graph, [(x, y)] * STEPS, LR)
+    b = s.join_params(b)
     assert np.allclose(la, lb, rtol=1e-6)
     for k in a:
         assert max_rel_err(b[k], a[k]) <= 1e-6, k
@@ -168,6 +170,12 @@ def test_auto_splits_below_the_unsplit_floor_and_qemu_gives_the_host_bits(tmp_pa
         compile_model(replace(opts, split="off"))
     c = compile_model(replace(opts, split="auto"))
     assert c.split is not None and c.predicted_ram_bytes <= ram
+    # what auto compared (plan.json choices_compared): two tile sizes, the least energy kept
+    assert len(c.compared) == 2 and all(r["tile_bytes"] for r in c.compared)
+    assert (
+        c.split.tile_bytes
+        == min((r for r in c.compared if r["energy_j"]), key=lambda r: r["energy_j"])["tile_bytes"]
+    )
     compile_model(replace(opts, out=tmp_path / "plain", ram_bytes=4 << 20, split="off"))
     host = runner.run_project(tmp_path / "m4", "host", STEPS)
     qemu = runner.run_project(tmp_path / "m4", "qemu-cortex-m4", STEPS)
@@ -212,3 +220,139 @@ def test_auto_splits_only_below_the_unsplit_floor_with_the_largest_fitting_tiles
     assert plan_choices(tg, 8192, prof, replace(tight, split="2KB")) == [(everything, 2048)]
     with pytest.raises(PoetError, match="expected auto, off or a tile size"):
         plan_choices(tg, 8192, prof, replace(tight, split="2 lumps"))
+
+
+def test_trainable_weights_in_blocks_no_node_reads_whole(tmp_path):
+    """--train all: every split convolution's weight (and bias) is cut into blocks along the tiles; no node
+    reads a blocked parameter whole, each block has one update, and a weight bigger than a tile has its
+    output's class tiled even where an unsplit node makes a tensor of it (GlobalAveragePool's gradient:
+    sliced). The numpy step equals the unsplit one; blocks join back to the whole parameters."""
+    tg = _tg(resnet_block(tmp_path / "m.onnx", head=64), "all")  # w3: 64x8 floats, 2 KB
+    s = splitting.split_graph(tg, 1024)
+    assert {"w0", "w1", "w2", "w3", "b3"} <= set(s.blocks) and "w4" not in s.blocks
+    g = s.graph
+    assert not set(s.blocks) & {t for n in g.nodes for t in n.inputs} and not set(s.blocks) & set(g.params)
+    updates = [n.inputs[0] for n in g.nodes if n.phase.value == "update"]
+    assert sorted(updates) == sorted(g.trainable)  # one update per block (and per unsplit parameter)
+    assert max(g.tensor(b[0]).nbytes for b in s.blocks["w3"]) <= 1024
+    assert any(n.op == "Slice" for n in g.nodes)  # the pool gradient's output, sliced into the tiles
+    assert s.param_names(frozenset(["w3", "w4"])) == frozenset([b[0] for b in s.blocks["w3"]] + ["w4"])
+    assert _floor(g) < _floor(tg)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(tg.shape(tg.inputs[0])).astype(np.float32)
+    y = rng.integers(0, 5, tg.shape(tg.inputs[1])).astype(np.int32)
+    la, a = reference.train(tg, [(x, y)] * STEPS, LR)
+    lb, b = reference.train(g, [(x, y)] * STEPS, LR)
+    b = s.join_params(b)
+    assert np.allclose(la, lb, rtol=1e-6) and set(a) == set(b)
+    for k in a:
+        assert b[k].shape == a[k].shape and max_rel_err(b[k], a[k]) <= 1e-6, k
+    flat = {k: np.asarray(v).reshape(-1) for k, v in tg.params.items()}
+    blocks = s.summary()["parameters"]
+    cut = splitting.cut_blocks(flat, blocks)  # type: ignore[arg-type]
+    assert set(cut) == set(g.params)
+    for k, v in splitting.join_blocks(cut, blocks).items():  # type: ignore[arg-type]
+        assert np.array_equal(v, flat[k]), k
+
+
+def test_blocks_in_c_bit_identical_and_params_load_whole(tmp_path):
+    """The generated C with blocked weights and sliced tensors gives the unsplit program's bits (fast
+    kernels); --load-params takes whole parameters and the run reports them whole."""
+    need_tools("gcc")
+    path = resnet_block(tmp_path / "m.onnx", head=64)
+    for label, split in (("plain", "off"), ("split", "1KB")):
+        compile_model(_opts(path, tmp_path / label, 1, "all", kernels="fast", split=split))
+    plan = json.loads((tmp_path / "split" / "plan.json").read_text())
+    assert "w3" in plan["tiles"]["parameters"]
+    rng = np.random.default_rng(5)
+    tg = _tg(path, "all")
+    start = {k: (v + 0.01 * rng.standard_normal(v.shape)).astype(np.float32) for k, v in tg.params.items()}
+    np.savez(tmp_path / "start.npz", **start)  # type: ignore[arg-type]
+    runs = {
+        label: runner.run_project(tmp_path / label, "host", STEPS, load_params=tmp_path / "start.npz")
+        for label in ("plain", "split")
+    }
+    assert [s.loss for s in runs["plain"].steps] == [s.loss for s in runs["split"].steps]
+    assert set(runs["plain"].params) == set(runs["split"].params)
+    for k, v in runs["plain"].params.items():
+        assert np.array_equal(v, runs["split"].params[k]), k
+    bad = dict(start, w3=start["w3"][:10])
+    np.savez(tmp_path / "bad.npz", **bad)  # type: ignore[arg-type]
+    with pytest.raises(PoetError, match="w3"):
+        runner.run_project(tmp_path / "split", "host", 1, load_params=tmp_path / "bad.npz")
+
+
+def pool_head(path: Path) -> Path:
+    """x[1,4,8,8] -> Conv 4->64 3x3 (a 9 KB weight) -> Relu -> MaxPool 2x2 -> AveragePool 2x2 ->
+    GlobalAveragePool -> Flatten -> Gemm: pools (per tile) and Flatten's gradient (whole, then sliced)."""
+    rng = np.random.default_rng(4)
+    inits = [
+        numpy_helper.from_array((0.3 * rng.standard_normal(s)).astype(np.float32), n)
+        for n, s in (("w", (64, 4, 3, 3)), ("b", (64,)), ("fc", (5, 64)), ("fb", (5,)))
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["m"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("AveragePool", ["m"], ["a"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("GlobalAveragePool", ["a"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["q"]),
+        helper.make_node("Gemm", ["q", "fc", "fb"], ["y"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "pool_head",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_weight_bigger_than_a_tile_with_adam(tmp_path, fused):
+    """A weight bigger than the tile size is cut into blocks of at most a tile; the pools and their
+    gradients run per tile; a tensor an unsplit node makes (Flatten's gradient) is sliced into the tiles;
+    Adam's state is cut with the blocks; fused and plain updates. numpy: the unsplit step; C (fast
+    kernels): its bits."""
+    from poet_edge.optimizer import Optimizer, OptimizerKind
+
+    need_tools("gcc")
+    path = pool_head(tmp_path / "m.onnx")
+    adam = Optimizer(OptimizerKind.ADAM)
+    opts = replace(autodiff.DEFAULT_OPTIONS, fused_updates=fused)
+    g = frontend.load(path)
+    tg = autodiff.training_graph(g, Loss.CROSS_ENTROPY, trainable.select(g, "all"), adam, opts)
+    s = splitting.split_graph(tg, 2048)
+    assert max(s.graph.tensor(b[0]).nbytes for b in s.blocks["w"]) <= 2048
+    assert any(n.name.startswith("slice/") for n in s.graph.nodes)
+    pools = {n.op for n in s.graph.nodes if "/t" in n.name and "Pool" in n.op}
+    assert pools == {
+        "MaxPool",
+        "MaxPoolGrad",
+        "AveragePool",
+        "AveragePoolGrad",
+        "GlobalAveragePool",
+        "GlobalAveragePoolGrad",
+    }, pools
+    states = [t for t, v in s.graph.tensors.items() if v.role.value == "optimizer-state"]
+    assert len(states) == 2 * len(s.graph.trainable)
+    rng = np.random.default_rng(6)
+    batch = [(rng.standard_normal((1, 4, 8, 8)).astype(np.float32), np.array([3], np.int32))] * STEPS
+    la, a = reference.train(tg, batch, LR)
+    lb, b = reference.train(s.graph, batch, LR)
+    b = s.join_params(b)
+    assert np.allclose(la, lb, rtol=1e-6)
+    for k in a:
+        assert max_rel_err(b[k], a[k]) <= 1e-6, k
+    runs = {}
+    for label, split in (("plain", "off"), ("split", "2KB")):
+        o = _opts(path, tmp_path / label, 1, "all", kernels="fast", split=split, optimizer=adam)
+        compile_model(replace(o, training=opts))
+        runs[label] = runner.run_project(tmp_path / label, "host", STEPS)
+    assert [x.loss for x in runs["plain"].steps] == [x.loss for x in runs["split"].steps]
+    for k, v in runs["plain"].params.items():
+        assert np.array_equal(v, runs["split"].params[k]), k

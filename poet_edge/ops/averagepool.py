@@ -98,5 +98,7 @@ def grad_kernel(node, shape):
 
 
 ATTRIBUTES = {**WINDOW_ATTRIBUTES, "ceil_mode": only(0), "count_include_pad": ANY}
-OP = OpDef("AveragePool", infer, forward, work, backward, kernel, attributes=ATTRIBUTES)
-GRAD = OpDef("AveragePoolGrad", grad_infer, grad_forward, grad_work, None, grad_kernel, internal=True)
+OP = OpDef("AveragePool", infer, forward, work, backward, kernel, attributes=ATTRIBUTES, per_channel=True)
+GRAD = OpDef(
+    "AveragePoolGrad", grad_infer, grad_forward, grad_work, None, grad_kernel, internal=True, per_channel=True
+)

@@ -192,6 +192,10 @@ class OpDef:
     # run on channel tiles of same-shape inputs, gives the channel tiles of its output (elementwise ops;
     # operator splitting, poet_edge/splitting.py)
     channelwise: bool = False
+    # each output channel from the same channel of each float input alone, whatever their spatial shapes
+    # (pools and their gradients): runs on channel tiles like ``channelwise``; attribute ``x_shape``, when
+    # present, is an input shape and follows the tile's channel count
+    per_channel: bool = False
 
 
 def unsupported(node: Node, what: str) -> PoetError:

@@ -73,5 +73,14 @@ def grad_kernel(node, shape):
     return KernelCall("poet_global_avgpool_grad_f32", (dy, dx, IntArg(nc), IntArg(s)), "pool")
 
 
-OP = OpDef("GlobalAveragePool", infer, forward, work, backward, kernel)
-GRAD = OpDef("GlobalAveragePoolGrad", grad_infer, grad_forward, grad_work, None, grad_kernel, internal=True)
+OP = OpDef("GlobalAveragePool", infer, forward, work, backward, kernel, per_channel=True)
+GRAD = OpDef(
+    "GlobalAveragePoolGrad",
+    grad_infer,
+    grad_forward,
+    grad_work,
+    None,
+    grad_kernel,
+    internal=True,
+    per_channel=True,
+)

@@ -89,5 +89,7 @@ ATTRIBUTES = {
     "ceil_mode": ANY,
     "storage_order": no_effect("it orders only the Indices output, which is refused"),
 }
-OP = OpDef("MaxPool", infer, forward, work, backward, kernel, check, attributes=ATTRIBUTES)
-GRAD = OpDef("MaxPoolGrad", grad_infer, grad_forward, work, None, grad_kernel, internal=True)
+OP = OpDef("MaxPool", infer, forward, work, backward, kernel, check, attributes=ATTRIBUTES, per_channel=True)
+GRAD = OpDef(
+    "MaxPoolGrad", grad_infer, grad_forward, work, None, grad_kernel, internal=True, per_channel=True
+)
