@@ -68,11 +68,7 @@ class Split:
         """Parameter values of the split graph as the unsplit graph's: each blocked parameter whole again,
         in its own shape."""
         joined = join_blocks(params, self.summary()["parameters"])  # type: ignore[arg-type]
-        return {k: v.reshape(self.shapes[k]) if k in self.blocks else v for k, v in joined.items()}
-
-    @property
-    def shapes(self) -> dict[str, tuple[int, ...]]:
-        return {p: self._shapes[p] for p in self.blocks}
+        return {k: v.reshape(self._shapes[k]) if k in self.blocks else v for k, v in joined.items()}
 
 
 def _grid(blocks: Sequence[Sequence[object]]) -> tuple[int, int]:

@@ -29,7 +29,7 @@ import heapq
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -657,13 +657,11 @@ def schedule_ordered(
             problem, sequence_schedule(ordered, np.arange(len(ordered.nodes)), "scale"), latency, at
         )
         if attempt.schedule is not None:
-            report = SolveReport.of(
-                status="optimal",
-                objective=attempt.cost,
-                bound=plain,
-                bound_from="plain pass",
-                bound_covers=ALL_ORDERS,
-                gap=max(0.0, attempt.cost - plain) / max(abs(attempt.cost), 1e-300),
+            report = _against_plain(
+                "optimal",
+                attempt.cost,
+                plain,
+                {},
                 seconds=round(at, 3),
                 first_valid_s=round(at, 3),
                 schedule_from="no-recomputation pass in the chosen order",
@@ -733,18 +731,27 @@ def _cut(schedule: Schedule | None) -> bool:
     return schedule is not None and bool(schedule.report.cut_by_time_limit)
 
 
+def _against_plain(
+    status: str, cost: float, plain: float, before_gap: Mapping[str, object], **fields: object
+) -> SolveReport:
+    """A report whose bound is the plain pass (every node once: a bound for all orders), keys in the order
+    plan.json lists them: ``before_gap``'s between the bound's and the gap, ``fields`` after it."""
+    report = SolveReport.of(
+        status=status, objective=cost, bound=plain, bound_from="plain pass", bound_covers=ALL_ORDERS
+    )
+    report = report.with_(**before_gap)
+    return report.with_(gap=max(0.0, cost - plain) / max(abs(cost), 1e-300), **fields)
+
+
 def _ours(
     ours: Attempt, order_bound: float | None, plain: float, choice: OrderChoice, order_s: float, began: float
 ) -> Schedule:
     assert ours.schedule is not None
-    report = SolveReport.of(
-        status="feasible",
-        objective=ours.cost,
-        bound=plain,
-        bound_from="plain pass",
-        bound_covers=ALL_ORDERS,
-        order_bound=order_bound,
-        gap=max(0.0, ours.cost - plain) / max(abs(ours.cost), 1e-300),
+    report = _against_plain(
+        "feasible",
+        ours.cost,
+        plain,
+        {"order_bound": order_bound},
         seconds=round(time.perf_counter() - began, 3),
         first_valid_s=round(ours.at_s, 3),
         schedule_from=ours.origin,
