@@ -175,7 +175,7 @@ def format_inspection(r: Inspection) -> str:
         f"                 {kb(r.floor_stored_bytes)} with --params storage (every trainable parameter "
         f"in storage, loaded where needed), at node {r.floor_stored_node}",
         f"                 {kb(r.floor_split_bytes)} with that and --split "
-        f"{r.floor_split_tile // 1024}KB (operator splitting into channel tiles), at node "
+        f"{r.floor_split_tile // 1024}KB (operator splitting: channel tiles and weight blocks), at node "
         f"{r.floor_split_node}",
         "floor by rewrite "
         + ", ".join(f"{k} {v:,} B" for k, v in (r.floor_by_options or {}).items())

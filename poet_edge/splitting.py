@@ -13,7 +13,10 @@ tiling, so they form a class; a class is tiled when its biggest tensor exceeds t
   previous part's sums (ops/conv_part.py), the last adding the bias; ``ConvGradInput`` likewise;
 - ``ChannelSum`` (a bias gradient) runs per tile, and a Concat joins the small per-tile sums;
 - any other reader of a tiled tensor gets the whole tensor back from a Concat of its tiles (the rewrite is
-  valid for every graph; only the split nodes get smaller).
+  valid for every graph; only the split nodes get smaller);
+- a trainable weight is cut into blocks: a convolution's along its tiled operands (:class:`Family`), a
+  Gemm / MatMul's along its output columns when it exceeds a tile (:class:`Dense`; the input gradient then a
+  chain of GemmPart nodes, ops/gemm_part.py).
 
 Exact: a channelwise op on a tile computes the same elements; the conv parts accumulate in the unsplit
 kernel's order, starting from the previous part's float sums, so every result has the unsplit bits.
@@ -32,9 +35,10 @@ from poet_edge.ir import Graph, Node, Phase, Role, Tensor
 from poet_edge.ops import get as get_op
 from poet_edge.ops.concat import MAX_PIECES
 from poet_edge.ops.conv import conv_window
-from poet_edge.ops.fused import UPDATES, conv_workspace
+from poet_edge.ops.fused import UPDATES, conv_workspace, gemm_dims, gemm_workspace
 
 CONV_OPS = ("Conv", "ConvGradInput")
+DENSE_OPS = ("Gemm", "MatMul")
 Block = tuple[str, int, int, int, int]  # (block parameter, first row, end row, first column, end column)
 
 
@@ -270,6 +274,112 @@ def families(tg: Graph) -> dict[str, Family]:
     return out
 
 
+@dataclass(frozen=True)
+class Dense:
+    """A Gemm / MatMul ``fwd`` (X [..., K], W, [B]) -> Y [..., M] whose trainable 2-D weight W can be cut
+    into blocks of its M output columns, so that no node reads W whole: the forward per block (Y's columns,
+    joined), the input gradient ``grad_input`` (dY, W) -> dX as a chain of GemmPart nodes over the blocks,
+    W's update ``update`` (fused: (W, dY, X) or (W, X, dY); plain: (W, dW) with dW from ``grad_weight``)
+    per block on dY's columns, and the bias B (1-D [M], a parameter) in blocks too, its gradient
+    ``bias_sum`` (a ReduceSumTo of dY) and ``bias_update`` per block. ``rows``: M is W's axis 0 (Gemm with
+    transB), else its axis 1."""
+
+    fwd: Node
+    grad_input: Node | None
+    update: Node
+    grad_weight: Node | None
+    bias_sum: Node | None
+    bias_update: Node | None
+    dy: str
+    rows: bool
+
+    @property
+    def w(self) -> str:
+        return self.fwd.inputs[1]
+
+    @property
+    def b(self) -> str | None:
+        return self.fwd.inputs[2] if len(self.fwd.inputs) > 2 else None
+
+
+def _dense_update(
+    tg: Graph, u: Node, x: str, rows: bool, producer: Mapping[str, Node], consumers: Mapping[str, list[Node]]
+) -> tuple[str, Node | None] | None:
+    """(dY, the plain update's gradient node or None) of W's update ``u``, or None when it is not a weight
+    gradient of (X, dY) this rewrite can cut: fused (W, dY, X) / (W, X, dY) with transA, or a plain update
+    of a 2-D Gemm / MatMul of the same operands."""
+    if u.op == "GemmGradUpdate":
+        node, ops = u, u.inputs[1:3]  # batched (a 3-D MatMul's): per batch, the same columns
+    elif u.op in UPDATES and u.inputs[1] in producer:
+        node = producer[u.inputs[1]]
+        if node.op not in DENSE_OPS or len(node.inputs) != 2:
+            return None
+        if len(consumers[u.inputs[1]]) != 1 or len(tg.shape(node.outputs[0])) != 2:
+            return None
+        ops = node.inputs
+    else:
+        return None
+    if int(cast(int, node.attr("transA", 0))) != 1 or int(cast(int, node.attr("transB", 0))) != 0:
+        return None
+    dy, other = (ops[0], ops[1]) if rows else (ops[1], ops[0])
+    if other != x:
+        return None
+    return dy, (None if node is u else node)
+
+
+def dense_families(tg: Graph) -> dict[str, Dense]:
+    """Every Gemm / MatMul whose trainable weight :class:`Dense` can cut, by weight."""
+    producer, consumers = tg.producers(), tg.consumers()
+    out: dict[str, Dense] = {}
+    for n in tg.nodes:
+        if n.op not in DENSE_OPS or len(n.inputs) < 2 or n.inputs[1] not in tg.trainable:
+            continue
+        x, w = n.inputs[0], n.inputs[1]
+        if len(tg.shape(w)) != 2 or len(tg.shape(x)) < 2 or int(cast(int, n.attr("transA", 0))):
+            continue
+        rows = n.op == "Gemm" and bool(n.attr("transB", 0))
+        if n.op == "MatMul" and n.attr("transB", 0):
+            continue
+        m = tg.shape(w)[0 if rows else 1]
+        readers = consumers[w]
+        ups = [r for r in readers if r.phase == Phase.UPDATE and r.inputs[0] == w]
+        gi = [r for r in readers if r.op in DENSE_OPS and r.phase != Phase.UPDATE and r is not n]
+        if len(ups) != 1 or len(gi) > 1 or len(readers) != 2 + len(gi):
+            continue
+        found = _dense_update(tg, ups[0], x, rows, producer, consumers)
+        if found is None:
+            continue
+        dy, gw = found
+        if dy not in producer or tg.shape(dy)[-1] != m:
+            continue
+        if gi:
+            g = gi[0]
+            if (
+                g.inputs != (dy, w)
+                or int(cast(int, g.attr("transA", 0)))
+                or int(cast(int, g.attr("transB", 0))) != (0 if rows else 1)
+            ):
+                continue
+        bias_sum = bias_update = None
+        if len(n.inputs) > 2:
+            b = n.inputs[2]
+            if b not in tg.params or tg.shape(b) != (m,):
+                continue
+            others = [r for r in consumers[b] if r is not n]
+            if b in tg.trainable:
+                if len(others) != 1 or others[0].op not in UPDATES or others[0].inputs[1] not in producer:
+                    continue
+                bias_update, bias_sum = others[0], producer[others[0].inputs[1]]
+                if bias_sum.op != "ReduceSumTo" or bias_sum.inputs != (dy,):
+                    continue
+                if len(consumers[bias_sum.outputs[0]]) != 1:
+                    continue
+            elif others:
+                continue
+        out[w] = Dense(n, gi[0] if gi else None, ups[0], gw, bias_sum, bias_update, dy, rows)
+    return out
+
+
 def _eligible(tg: Graph, classes: _Classes) -> dict[str, list[str]]:
     """Members of every class whose tensors all may be tiled (whatever their size): one (N, C), none an
     input, output or parameter, masks made and read by nodes that run in tiles only. A float tensor that a
@@ -338,11 +448,20 @@ def plan_tiles(
 
 
 def split_graph(tg: Graph, tile_bytes: int) -> Split:
-    """The training graph with every tensor :func:`plan_tiles` picks in channel tiles, and the trainable
-    weight of every convolution :func:`families` can cut, whose operands are tiled, in blocks."""
+    """The training graph with every tensor :func:`plan_tiles` picks in channel tiles, the trainable
+    weight of every convolution :func:`families` can cut, whose operands are tiled, in blocks, and every
+    Gemm / MatMul weight :func:`dense_families` finds that exceeds ``tile_bytes`` in blocks of its output
+    columns of at most ``tile_bytes`` each (one column each when a column alone exceeds it)."""
     fams = families(tg)
     tiles = plan_tiles(tg, tile_bytes, fams)
-    return _Rewrite(tg, tiles, fams).run(tile_bytes)
+    cuts = {}
+    for w, d in sorted(dense_families(tg).items()):
+        m = tg.shape(w)[0 if d.rows else 1]
+        per = max(1, tile_bytes // (tg.tensor(w).nbytes // m))  # output columns in a tile (at least one)
+        k = -(-m // per)
+        if k >= 2:
+            cuts[w] = (d, tuple(i * m // k for i in range(k + 1)))
+    return _Rewrite(tg, tiles, fams, cuts).run(tile_bytes)
 
 
 @dataclass(frozen=True)
@@ -361,7 +480,13 @@ class _Cut:
 
 
 class _Rewrite:
-    def __init__(self, tg: Graph, tiles: dict[str, tuple[int, ...]], fams: Mapping[str, Family]) -> None:
+    def __init__(
+        self,
+        tg: Graph,
+        tiles: dict[str, tuple[int, ...]],
+        fams: Mapping[str, Family],
+        dense: Mapping[str, tuple[Dense, tuple[int, ...]]] | None = None,
+    ) -> None:
         self.tg, self.tiles = tg, tiles
         self.tensors: dict[str, Tensor] = dict(tg.tensors)
         self.producer = tg.producers()
@@ -374,6 +499,10 @@ class _Rewrite:
         self.cuts: dict[str, _Cut] = {}  # node of a cut family -> its cut
         for _, fam in sorted(fams.items()):
             self.cut(fam)
+        self.dense: dict[str, tuple[Dense, tuple[int, ...]]] = {}  # node of a cut Gemm / MatMul -> its cut
+        self.sliced: set[str] = set()  # output gradients of cut Gemms already cut into their columns
+        for _, (d, bounds) in sorted((dense or {}).items()):
+            self.cut_dense(d, bounds)
 
     def run(self, tile_bytes: int) -> Split:
         for n in self.tg.nodes:
@@ -542,6 +671,125 @@ class _Rewrite:
                 )
                 prev = out
 
+    # ---- Gemm / MatMul weight blocks --------------------------------------------------------------------
+    def cut_dense(self, d: Dense, bounds: tuple[int, ...]) -> None:
+        """W in blocks of output columns ``bounds`` (rows of W when ``d.rows``), B likewise."""
+        k = self.tg.shape(d.w)[1 if d.rows else 0]
+        state = d.update.inputs[3 if d.grad_weight is None else 2 :]
+        wb = tuple(
+            (self.dense_block(d, i), lo, hi, 0, k) if d.rows else (self.dense_block(d, i), 0, k, lo, hi)
+            for i, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False))
+        )
+        self.add_blocks(d.w, wb, state)
+        if d.b is not None:
+            bb = tuple(
+                (f"{d.b}/b{i}", lo, hi, 0, 1)
+                for i, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False))
+            )
+            self.add_blocks(d.b, bb, d.bias_update.inputs[2:] if d.bias_update is not None else ())
+        for n in (d.fwd, d.grad_input, d.update, d.grad_weight, d.bias_sum, d.bias_update):
+            if n is not None:
+                self.dense[n.name] = (d, bounds)
+
+    def dense_block(self, d: Dense, i: int, p: str | None = None) -> str:
+        """Block i of W (or of ``p``, a tensor shaped like W: its gradient or optimizer state)."""
+        return f"{p or d.w}/b{i}.0" if d.rows else f"{p or d.w}/b0.{i}"
+
+    def columns(self, t: str, i: int, bounds: tuple[int, ...], like: Node | None = None) -> str:
+        """Columns [bounds[i], bounds[i+1]) of the last axis of ``t`` (Y or dY of a cut Gemm): a tensor; with
+        ``like``, dY's columns are made by Slices (once, in ``like``'s phase) before their first reader."""
+        name = f"{t}/c{i}"
+        if name not in self.tensors:
+            base = self.tg.tensor(t)
+            shape = (*base.shape[:-1], bounds[i + 1] - bounds[i])
+            self.tensors[name] = Tensor(name, shape, base.dtype, base.role)
+        if like is not None and t not in self.sliced:
+            self.sliced.add(t)
+            src, axis = self.whole(t), len(self.tg.shape(t)) - 1
+            for j in range(len(bounds) - 1):
+                attrs = {"starts": (bounds[j],), "ends": (bounds[j + 1],), "axes": (axis,)}
+                out = self.columns(t, j, bounds)
+                self.nodes.append(Node(f"slice/{t}/c{j}", "Slice", (src,), (out,), attrs, like.phase))
+        return name
+
+    def dense_node(self, n: Node, d: Dense, bounds: tuple[int, ...]) -> None:
+        blocks = range(len(bounds) - 1)
+        made = self.producer[d.dy]
+        if n is d.fwd:
+            x, y = self.whole(n.inputs[0]), n.outputs[0]
+            parts = []
+            for i in blocks:
+                ins = (x, self.dense_block(d, i), *((f"{d.b}/b{i}",) if d.b else ()))
+                parts.append(self.columns(y, i, bounds))
+                self.nodes.append(Node(f"{n.name}/c{i}", n.op, ins, (parts[-1],), n.attrs, n.phase))
+            self.concat(parts, y, len(self.tg.shape(y)) - 1, n, f"join/{y}")
+        elif n is d.grad_input:
+            dx = n.outputs[0]
+            prev: str | None = None
+            for i in blocks:
+                final = i == len(bounds) - 2
+                ins = (
+                    self.columns(d.dy, i, bounds, made),
+                    self.dense_block(d, i),
+                    *((prev,) if prev else ()),
+                )
+                out = dx if final else self.temp_like(f"{dx}/p{i}", dx)
+                attrs: dict[str, object] = {
+                    "transB": int(cast(int, n.attr("transB", 0))),
+                    "alpha": float(cast(float, n.attr("alpha", 1.0))),
+                    "partial": prev is not None,
+                    "final": final,
+                }
+                self.nodes.append(Node(f"{n.name}/c{i}", "GemmPart", ins, (out,), attrs, n.phase))
+                prev = out
+        elif n is d.update and d.grad_weight is not None:  # plain: (W, dW, *state) per block
+            for i in blocks:
+                state = tuple(self.dense_block(d, i, s) for s in n.inputs[2:])
+                ins = (self.dense_block(d, i), self.dense_block(d, i, n.inputs[1]), *state)
+                self.nodes.append(Node(f"{n.name}/c{i}", n.op, ins, (), n.attrs, n.phase))
+        elif n is d.update or n is d.grad_weight:  # fused update (W, A, B, *state), or dW = op(A, B)
+            fused = n is d.update
+            for i in blocks:
+                a, b = n.inputs[1:3] if fused else n.inputs[:2]
+                dyc = self.columns(d.dy, i, bounds, made)
+                a, b = (dyc, self.whole(b)) if d.rows else (self.whole(a), dyc)
+                if fused:
+                    w = self.dense_block(d, i)
+                    dims = gemm_dims(
+                        [self.tensors[w].shape, self.tensors[a].shape, self.tensors[b].shape], n.attrs
+                    )
+                    _, m, nn, k = dims
+                    ws = gemm_workspace(m, nn, k, int(cast(int, n.attr("transA", 0))), "scale" in n.attrs)
+                    state = tuple(self.dense_block(d, i, s) for s in n.inputs[3:])
+                    attrs = {**n.attrs, "workspace": ws}
+                    self.nodes.append(Node(f"{n.name}/c{i}", n.op, (w, a, b, *state), (), attrs, n.phase))
+                else:
+                    dw = self.dense_block(d, i, n.outputs[0])
+                    shape = self.tensors[self.dense_block(d, i)].shape
+                    self.tensors[dw] = Tensor(dw, shape, "float32", Role.GRADIENT)
+                    self.nodes.append(Node(f"{n.name}/c{i}", n.op, (a, b), (dw,), n.attrs, n.phase))
+        elif n is d.bias_sum:
+            for i in blocks:
+                db = f"{n.outputs[0]}/c{i}"
+                self.tensors[db] = Tensor(db, (bounds[i + 1] - bounds[i],), "float32", Role.GRADIENT)
+                attrs = {**n.attrs, "shape": (bounds[i + 1] - bounds[i],)}
+                ins = (self.columns(d.dy, i, bounds, made),)
+                self.nodes.append(Node(f"{n.name}/c{i}", n.op, ins, (db,), attrs, n.phase))
+        else:  # the bias update, per block
+            assert d.b is not None
+            for i in blocks:
+                state = tuple(f"{s}/b{i}" for s in n.inputs[2:])
+                ins = (f"{d.b}/b{i}", f"{n.inputs[1]}/c{i}", *state)
+                self.nodes.append(Node(f"{n.name}/b{i}", n.op, ins, (), n.attrs, n.phase))
+        for o in n.outputs:
+            if o in self.tiles:
+                self.slice(o, n)
+
+    def temp_like(self, name: str, like: str) -> str:
+        base = self.tg.tensor(like)
+        self.tensors[name] = Tensor(name, base.shape, base.dtype, base.role)
+        return name
+
     # ---- tensors ---------------------------------------------------------------------------------------
     def tile(self, t: str, i: int, shape: Sequence[int] | None = None) -> str:
         """Name of tile ``i`` of ``t`` (registered with its channel range, or ``shape`` for a mask)."""
@@ -598,6 +846,10 @@ class _Rewrite:
         tiled = [t for t in (*n.inputs, *n.outputs) if t in self.tiles]
         if n.name in self.cuts:
             self.cut_node(n, self.cuts[n.name])
+            self.split.append(n.name)
+            return
+        if n.name in self.dense:
+            self.dense_node(n, *self.dense[n.name])
             self.split.append(n.name)
             return
         if not tiled:
@@ -697,7 +949,8 @@ SPLIT_HELP = (
     "operator splitting: big activations and gradients become channel tiles that the scheduler keeps, "
     "drops, recomputes or pages one by one, and the convolutions and elementwise ops that make and read "
     "them run tile by tile (bit-identical results); with --train all, convolution weights are cut into "
-    "blocks along the tiles. auto (default): only when the model's memory floor is above --ram, with the "
+    "blocks along the tiles, and Gemm / MatMul weights bigger than a tile into blocks of their output "
+    "columns. auto (default): only when the model's memory floor is above --ram, with the "
     "largest tile size that brings it under (and the next size whose floor fits, the less energy kept; "
     "sizes whose graph exceeds 30,000 nodes are not tried); off: never; or a tile size, e.g. 16KB"
 )

@@ -96,7 +96,7 @@ def test_unsupported_op(tmp_path):
 
 def test_ram_below_peak(mlp_path, tmp_path):
     out = tmp_path / "out"
-    r = poet("compile", mlp_path, "--ram", "8KB", "-o", out, "--reserve", "1KB")
+    r = poet("compile", mlp_path, "--ram", "3KB", "-o", out, "--reserve", "1KB")
     _assert_clean_failure(r, out, "B (")
     assert "floor" in r.stderr or "needs" in r.stderr
 

@@ -149,6 +149,26 @@ def matmul_cases(rng: np.random.Generator, count: int) -> list[mb.KernelCase]:
     return cases
 
 
+def gemm_part_cases(rng: np.random.Generator, count: int) -> list[mb.KernelCase]:
+    """GemmPart (operator splitting's chained input gradient): A [.., rows, K] (2-D or 3-D), B [K, N] or
+    (transB) [N, K], with or without the previous part's sums P, alpha on the last part or not."""
+    cases = []
+    for k in range(count):
+        rows, n, kk = _gemm_dim(rng), _gemm_dim(rng), _gemm_dim(rng)
+        tb, partial, final = (int(rng.integers(0, 2)) for _ in range(3))
+        a = (2, rows, kk) if rng.random() < 0.3 else (rows, kk)
+        shapes = [a, (n, kk) if tb else (kk, n)] + ([(*a[:-1], n)] if partial else [])
+        attrs = {
+            "transB": tb,
+            "partial": bool(partial),
+            "final": bool(final),
+            "alpha": 1.0 if k % 3 else -0.5,
+        }
+        c = mb.op_case("GemmPart", shapes, attrs)
+        cases.append(mb.KernelCase(**{**c.__dict__, "name": f"#{k} gemm_part {a}x{shapes[1]} {attrs}"}))
+    return cases
+
+
 def _pool(rng: np.random.Generator) -> tuple[tuple[int, ...], dict] | None:
     one_d = rng.random() < 0.25
     kh, kw = (1 if one_d else int(rng.integers(1, 5))), int(rng.integers(1, 5))
@@ -251,6 +271,7 @@ def fuzz_cases(seed: int, scale: int = CASES) -> list[mb.KernelCase]:
         + pool_cases(rng, max(4, scale // 3))
         + elementwise_cases(rng, max(4, scale // 4))
         + strided_cases(rng, max(4, scale // 4))
+        + gemm_part_cases(rng, max(4, scale // 4))
     )
 
 

@@ -229,14 +229,16 @@ def test_trainable_weights_in_blocks_no_node_reads_whole(tmp_path):
     sliced). The numpy step equals the unsplit one; blocks join back to the whole parameters."""
     tg = _tg(resnet_block(tmp_path / "m.onnx", head=64), "all")  # w3: 64x8 floats, 2 KB
     s = splitting.split_graph(tg, 1024)
-    assert {"w0", "w1", "w2", "w3", "b3"} <= set(s.blocks) and "w4" not in s.blocks
+    assert {"w0", "w1", "w2", "w3", "b3", "w4"} <= set(s.blocks)  # w4: the Gemm's 5x64 (1,280 B)
     g = s.graph
     assert not set(s.blocks) & {t for n in g.nodes for t in n.inputs} and not set(s.blocks) & set(g.params)
     updates = [n.inputs[0] for n in g.nodes if n.phase.value == "update"]
     assert sorted(updates) == sorted(g.trainable)  # one update per block (and per unsplit parameter)
     assert max(g.tensor(b[0]).nbytes for b in s.blocks["w3"]) <= 1024
     assert any(n.op == "Slice" for n in g.nodes)  # the pool gradient's output, sliced into the tiles
-    assert s.param_names(frozenset(["w3", "w4"])) == frozenset([b[0] for b in s.blocks["w3"]] + ["w4"])
+    names = frozenset([b[0] for b in s.blocks["w3"]] + [b[0] for b in s.blocks["w4"]])
+    assert s.param_names(frozenset(["w3", "w4"])) == names
+    assert splitting.split_graph(tg, 2048).param_names(frozenset(["w4"])) == {"w4"}  # fits a tile: whole
     assert _floor(g) < _floor(tg)
     rng = np.random.default_rng(2)
     x = rng.standard_normal(tg.shape(tg.inputs[0])).astype(np.float32)
@@ -351,6 +353,85 @@ def test_weight_bigger_than_a_tile_with_adam(tmp_path, fused):
     runs = {}
     for label, split in (("plain", "off"), ("split", "2KB")):
         o = _opts(path, tmp_path / label, 1, "all", kernels="fast", split=split, optimizer=adam)
+        compile_model(replace(o, training=opts))
+        runs[label] = runner.run_project(tmp_path / label, "host", STEPS)
+    assert [x.loss for x in runs["plain"].steps] == [x.loss for x in runs["split"].steps]
+    for k, v in runs["plain"].params.items():
+        assert np.array_equal(v, runs["split"].params[k]), k
+
+
+def dense_model(path: Path, batch: int) -> Path:
+    """x[B,4,8] -> MatMul W0 [8,24] (3-D, W's columns the outputs) -> Relu -> Flatten -> Gemm W1 [40,96] +
+    b1, transB (W's rows the outputs) -> Relu -> Gemm W2 [40,5] + b2 (columns): the three ways a dense
+    weight is laid out."""
+    rng = np.random.default_rng(7)
+    inits = [
+        numpy_helper.from_array((0.3 * rng.standard_normal(s)).astype(np.float32), n)
+        for n, s in (("w0", (8, 24)), ("w1", (40, 96)), ("b1", (40,)), ("w2", (40, 5)), ("b2", (5,)))
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w0"], ["m"]),
+        helper.make_node("Relu", ["m"], ["r"]),
+        helper.make_node("Flatten", ["r"], ["f"]),
+        helper.make_node("Gemm", ["f", "w1", "b1"], ["h"], transB=1),
+        helper.make_node("Relu", ["h"], ["a"]),
+        helper.make_node("Gemm", ["a", "w2", "b2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "dense",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 4, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 5])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "fused, kernels, optimizer, batch", [(True, "fast", "sgd", 2), (False, "reference", "adam", 1)]
+)
+def test_dense_weights_in_column_blocks(tmp_path, fused, kernels, optimizer, batch):
+    """Gemm / MatMul weights bigger than a tile are cut into blocks of their output columns (Gemm transB:
+    rows of W; else its columns; a 3-D MatMul too), the bias with them: no node reads a blocked weight whole,
+    each block has one update, the input gradient is a chain of GemmPart nodes. numpy: the unsplit step
+    within 1e-6; C: its bits."""
+    from poet_edge.optimizer import PLAIN_SGD, Optimizer, OptimizerKind
+
+    need_tools("gcc")
+    path = dense_model(tmp_path / "m.onnx", batch)
+    opt = Optimizer(OptimizerKind.ADAM) if optimizer == "adam" else PLAIN_SGD
+    opts = replace(autodiff.DEFAULT_OPTIONS, fused_updates=fused)
+    g = frontend.load(path)
+    tg = autodiff.training_graph(g, Loss.CROSS_ENTROPY, trainable.select(g, "all"), opt, opts)
+    s = splitting.split_graph(tg, 512)
+    expect = {"w0": 2, "b1": 40, "w1": 40, "w2": 2, "b2": 2}
+    if batch == 2 or not fused:  # w0's gradient is then a batched MatMul and a ReduceSumTo: left whole
+        del expect["w0"]
+    assert {k: len(v) for k, v in s.blocks.items()} == expect
+    assert s.blocks["w1"][1][1:] == (1, 2, 0, 96) and s.blocks["w2"][1][1:] == (0, 40, 2, 5)
+    ng = s.graph
+    assert not set(s.blocks) & {t for n in ng.nodes for t in n.inputs}
+    assert max(ng.tensor(b[0]).nbytes for bs in s.blocks.values() for b in bs) <= 512
+    assert sorted(n.inputs[0] for n in ng.nodes if n.phase.value == "update") == sorted(ng.trainable)
+    parts = [n for n in ng.nodes if n.op == "GemmPart"]
+    assert len(parts) == 40 + 2 and sum(n.attrs["final"] for n in parts) == 2  # dX of w1 and of w2
+    assert _floor(ng) < _floor(tg)
+    rng = np.random.default_rng(8)
+    data = [
+        (rng.standard_normal((batch, 4, 8)).astype(np.float32), rng.integers(0, 5, batch).astype(np.int32))
+    ] * STEPS
+    la, a = reference.train(tg, data, LR)
+    lb, b = reference.train(ng, data, LR)
+    b = s.join_params(b)
+    assert np.allclose(la, lb, rtol=1e-6) and set(a) == set(b)
+    for k in a:
+        assert b[k].shape == a[k].shape and max_rel_err(b[k], a[k]) <= 1e-6, k
+    runs = {}
+    for label, split in (("plain", "off"), ("split", "512B")):
+        o = _opts(path, tmp_path / label, batch, "all", kernels=kernels, split=split, optimizer=opt)
         compile_model(replace(o, training=opts))
         runs[label] = runner.run_project(tmp_path / label, "host", STEPS)
     assert [x.loss for x in runs["plain"].steps] == [x.loss for x in runs["split"].steps]

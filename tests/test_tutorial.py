@@ -63,7 +63,7 @@ def test_tutorial_has_the_whole_path() -> None:
 
 
 def _check(ex: Example, workdir: Path) -> str:
-    """"" if the command exits 0 and prints the pasted lines, else what went wrong."""
+    """ "" if the command exits 0 and prints the pasted lines, else what went wrong."""
     argv = shlex.split(ex.command)
     r = subprocess.run(
         [sys.executable, "-m", "poet_edge", *argv[1:]],

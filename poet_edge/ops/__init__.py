@@ -39,7 +39,8 @@ from poet_edge.ops import equal, expand, gather, hardsigmoid, hardswish, squeeze
 from poet_edge.ops import gru, lstm  # recurrent
 
 # isort: split
-from poet_edge.ops import conv_part, fused, mask  # training-graph rewrites (TrainingOptions, splitting)
+# training-graph rewrites (TrainingOptions, splitting)
+from poet_edge.ops import conv_part, fused, gemm_part, mask
 
 # isort: split
 from poet_edge.ops.base import OpDef
@@ -132,6 +133,7 @@ REGISTRY: dict[str, OpDef] = {
         mask.GRAD,
         conv_part.OP,
         conv_part.GRAD_INPUT,
+        gemm_part.OP,
     )
 }
 

@@ -88,6 +88,11 @@ void poet_conv2d_part_f32(const float *X, const float *W, const float *B, const 
                           const int32_t *g, const int32_t *t);
 void poet_conv2d_grad_input_part_f32(const float *dY, const float *W, const float *P, float *dX,
                                      const int32_t *g, const int32_t *t);
+/* Operator splitting: Y[M,N] = alpha * (P + A[M,K] op(B)), op(B) = B[K,N] or (transB) B[N,K]ᵀ, each
+ * accumulator starting at P[i, j] (P NULL: +0.0f) and adding the products for k ascending: chained over the
+ * row blocks of a weight, the parts give poet_gemm_f32's input-gradient bits. Y never aliases an input. */
+void poet_gemm_part_f32(const float *A, const float *B, const float *P, float *Y, int32_t M, int32_t N, int32_t K,
+                        int32_t transB, float alpha);
 /* Y[c] = sum over n and s of X[N,C,S] (bias gradient of Conv and BatchNormalization). */
 void poet_channel_sum_f32(const float *X, float *Y, int32_t N, int32_t C, int32_t S);
 
