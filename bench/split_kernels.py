@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from provenance import provenance  # noqa: E402
 from zoo import table  # noqa: E402
 
+from poet_edge import kernel_model as km  # noqa: E402
 from poet_edge import microbench as mb  # noqa: E402
 from poet_edge.ops.conv import conv_window  # noqa: E402
 from poet_edge.work import OpClass  # noqa: E402
@@ -45,6 +46,15 @@ SHAPES = [
     ("dw 3x3 48ch 48x48 s2", (1, 48, 48, 48), (48, 1, 3, 3), 2, (1, 1, 1, 1), 48),
 ]
 KERNELS = ("forward", "input grad")
+# Gemm parts: (layer, rows M of dY, N = dX's columns, K = W's rows that the blocks cut, transB of the parts)
+DENSE = [
+    ("lenet5 fc1 dY·W", 1, 400, 120, 0),
+    ("lenet5 fc1 dY·W", 8, 400, 120, 0),
+    ("autoencoder 128x640 dY·W", 1, 640, 128, 0),
+    ("autoencoder 128x640 dY·W", 8, 640, 128, 0),
+    ("bert_tiny MatMul dY·Wᵀ", 32, 64, 128, 1),
+]
+BLOCKS = (4, 8, 16)
 
 
 @dataclass(frozen=True)
@@ -160,12 +170,94 @@ def tilings(conv: Conv, kernel: str) -> dict[str, list[tuple[tuple[int, int, int
     return out
 
 
+@dataclass(frozen=True)
+class Dense:
+    layer: str
+    m: int
+    n: int
+    k: int
+    trans_b: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.layer} [{self.m},{self.k}]x{'[N,K]' if self.trans_b else '[K,N]'} N={self.n}"
+
+    def whole(self) -> mb.KernelCase:
+        """The fast poet_gemm_f32 computing dX [m, n] in one call (plain: alpha 1, no C)."""
+        case = mb.gemm_case(self.m, self.n, self.k, 0, self.trans_b, name=f"whole {self.name}")
+        assert case.quantity == self.m * self.n * self.k, (case.name, case.quantity)
+        return case
+
+    def chain(self, block: int) -> list[tuple[int, bool, bool]]:
+        """The chain's calls over blocks of ``block`` rows of W: (K of the part, P given, final)."""
+        ks = [min(block, self.k - lo) for lo in range(0, self.k, block)]
+        return [(kb, i > 0, i == len(ks) - 1) for i, kb in enumerate(ks)]
+
+    def part(self, kb: int, partial: bool, final: bool) -> mb.KernelCase:
+        """One GemmPart call: A [m, kb] (dY's columns of the block), B the block, [P], Y [m, n]."""
+        shapes = [(self.m, kb), (self.n, kb) if self.trans_b else (kb, self.n)]
+        if partial:
+            shapes.append((self.m, self.n))
+        attrs = {"transB": self.trans_b, "partial": partial, "final": final, "alpha": 1.0}
+        name = f"part {self.name} K={kb}{' P' if partial else ''}{' final' if final else ''}"
+        case = mb.op_case("GemmPart", shapes, attrs, name)
+        assert case.quantity == self.m * self.n * kb, (case.name, case.quantity)
+        return case
+
+
+def part_model(m: int, n: int, k: int, trans_b: int) -> tuple[float, float]:
+    """Instructions per MAC of a GemmPart call as the cost model prices it: (gemm_weight, the part's own
+    weight when kernel_model has one, else the same) times IDEAL."""
+    whole = km.gemm_weight(m, n, k, 0, trans_b) * km.IDEAL
+    own = getattr(km, "gemm_part_weight", None)
+    return whole, (own(m, n, k, trans_b) * km.IDEAL if own else whole)
+
+
+def dense_rows(target: str, meas: mb.Measurement, dense: list[Dense]) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    for d in dense:
+        wc = d.whole()
+        w_ipm = meas.instructions[(wc.name, "fast")] / wc.quantity
+        for block in BLOCKS:
+            calls = [(d.part(*c), c[0]) for c in d.chain(block)]
+            instr = [meas.instructions[(c.name, "fast")] for c, _ in calls]
+            chain = sum(instr) / (d.m * d.n * d.k)
+            per_call = [i / c.quantity for i, (c, _) in zip(instr, calls, strict=True)]
+            worst = max(per_call)
+            # the chain's typical call: a full block with P (the first call when the chain has one)
+            typical = per_call[1] if len(calls) > 1 and calls[1][1] == block else per_call[0]
+            gw, own = part_model(d.m, d.n, block, d.trans_b)
+            rows.append(
+                {
+                    "target": target,
+                    "layer": d.layer,
+                    "M": d.m,
+                    "N": d.n,
+                    "K": d.k,
+                    "transB": d.trans_b,
+                    "K per part": block,
+                    "calls": len(calls),
+                    "whole instr/MAC": f"{w_ipm:.3f}",
+                    "chain instr/MAC": f"{chain:.3f}",
+                    "chain / whole": f"{chain / w_ipm:.3f}",
+                    "worst call instr/MAC": f"{worst:.3f}",
+                    "worst / whole": f"{worst / w_ipm:.3f}",
+                    "typical call instr/MAC": f"{typical:.3f}",
+                    "model (gemm_weight)": f"{gw:.3f}",
+                    "model (part)": f"{own:.3f}",
+                    "typical / model (part)": f"{typical / own:.3f}",
+                }
+            )
+    return rows
+
+
 def main(argv: list[str]) -> int:
-    targets = argv or ["qemu-cortex-m4"]
+    gemm_only = "--gemm-only" in argv
+    targets = [a for a in argv if a != "--gemm-only"] or ["qemu-cortex-m4"]
     if not shutil.which("arm-none-eabi-gcc") or not shutil.which("qemu-system-arm"):
         print("needs arm-none-eabi-gcc and qemu-system-arm (make toolchain)")
         return 1
-    convs = [Conv(*s) for s in SHAPES]
+    convs = [] if gemm_only else [Conv(*s) for s in SHAPES]
     whole: dict[tuple[str, str], mb.KernelCase] = {}
     parts: dict[tuple[str, str, str], list[mb.KernelCase]] = {}
     for conv in convs:
@@ -179,8 +271,13 @@ def main(argv: list[str]) -> int:
                     part_case(conv, kernel, t, b, p, f"part {conv.name} {kernel} {tname} #{i}")
                     for i, (t, b, p) in enumerate(calls)
                 ]
-    cases = list(whole.values()) + [c for cs in parts.values() for c in cs]
+    dense = [Dense(*d) for d in DENSE]
+    gemm_cases = {
+        c.name: c for d in dense for c in [d.whole()] + [d.part(*p) for b in BLOCKS for p in d.chain(b)]
+    }
+    cases = list(whole.values()) + [c for cs in parts.values() for c in cs] + list(gemm_cases.values())
     rows: list[dict[str, object]] = []
+    gemm_rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="poet-bench-split-") as tmp:
         for target in targets:
             meas = mb.measure(target, cases, Path(tmp) / target, ("fast",))
@@ -204,14 +301,37 @@ def main(argv: list[str]) -> int:
                         "worst / whole": f"{worst / w_ipm:.3f}",
                     }
                 )
-    cols = list(rows[0])
-    print("== fast part kernels vs the fast whole kernel, instructions per MAC (QEMU -icount; not cycles)")
-    print(table(rows, cols))
-    worst = max(float(str(r["worst / whole"])) for r in rows)
-    worst_chain = max(float(str(r["chain / whole"])) for r in rows)
-    print(f"\nworst call / whole: {worst:.3f}; worst chain / whole: {worst_chain:.3f} (goal <= 1.10)")
-    write_results(targets, rows, worst, worst_chain)
+            gemm_rows += dense_rows(target, meas, dense)
+    if rows:
+        print(
+            "== fast conv part kernels vs the fast whole kernel, instructions per MAC (QEMU -icount; "
+            "not cycles)"
+        )
+        print(table(rows, list(rows[0])))
+    print("\n== GemmPart chains vs the whole fast poet_gemm_f32, instructions per MAC (QEMU -icount)")
+    print(table(gemm_rows, list(gemm_rows[0])))
+    summary = _summary(rows, gemm_rows)
+    print("\n" + "; ".join(f"{k}: {v:.3f}" for k, v in summary.items()) + " (goal <= 1.10)")
+    if not gemm_only:
+        write_results(targets, rows, gemm_rows, summary)
     return 0
+
+
+def _summary(rows: list[dict[str, object]], gemm_rows: list[dict[str, object]]) -> dict[str, float]:
+    """The worst ratios: conv calls and chains; Gemm chains and calls where a part has K >= 8 (the goal's
+    scope) and over all."""
+
+    def worst(rs: list[dict[str, object]], col: str) -> float:
+        return max((float(str(r[col])) for r in rs), default=0.0)
+
+    k8 = [r for r in gemm_rows if int(str(r["K per part"])) >= 8]
+    return {
+        "worst call / whole": worst(rows, "worst / whole"),
+        "worst chain / whole": worst(rows, "chain / whole"),
+        "gemm: worst chain / whole, K >= 8": worst(k8, "chain / whole"),
+        "gemm: worst call / whole, K >= 8": worst(k8, "worst / whole"),
+        "gemm: worst chain / whole, K = 4": worst([r for r in gemm_rows if r not in k8], "chain / whole"),
+    }
 
 
 def _markdown(rows: list[dict[str, object]]) -> str:
@@ -221,22 +341,33 @@ def _markdown(rows: list[dict[str, object]]) -> str:
 
 
 def write_results(
-    targets: list[str], rows: list[dict[str, object]], worst: float, worst_chain: float
+    targets: list[str],
+    rows: list[dict[str, object]],
+    gemm_rows: list[dict[str, object]],
+    summary: dict[str, float],
 ) -> None:
     """bench/results/split_kernels.{json,md}, with machine, commit and date."""
     meta = provenance()
     RESULTS.mkdir(exist_ok=True)
-    summary = {"worst call / whole": round(worst, 4), "worst chain / whole": round(worst_chain, 4)}
+    rounded = {k: round(v, 4) for k, v in summary.items()}
+    data = {**meta, "targets": targets, "tile": TILE, "gemm blocks": list(BLOCKS), **rounded}
     (RESULTS / "split_kernels.json").write_text(
-        json.dumps({**meta, "targets": targets, "tile": TILE, **summary, "rows": rows}, indent=1) + "\n"
+        json.dumps({**data, "rows": rows, "gemm rows": gemm_rows}, indent=1) + "\n"
     )
     (RESULTS / "split_kernels.md").write_text(
-        "# Split kernels: channel-tile conv kernels vs the whole fast kernel, instructions per MAC\n\n"
+        "# Split kernels: channel-tile conv and GemmPart kernels vs the whole fast kernel, "
+        "instructions per MAC\n\n"
         f"Measured by `bench/split_kernels.py` on {meta['machine']}, commit {meta['commit']}, "
-        f"{meta['date']}.\nTargets: {', '.join(targets)}; tiles of {TILE} channels. QEMU -icount counts "
-        "instructions, not cycles; the script's docstring says which shapes and tilings are measured. Goal: "
-        "part kernels within 10% of the whole kernel. Worst single call / whole: "
-        f"{worst:.3f}; worst chain / whole: {worst_chain:.3f}.\n\n" + _markdown(rows) + "\n"
+        f"{meta['date']}.\nTargets: {', '.join(targets)}; conv tiles of {TILE} channels, Gemm parts of "
+        f"{', '.join(map(str, BLOCKS))} rows of W. QEMU -icount counts instructions, not cycles; "
+        "the script's docstring says which shapes and tilings are measured. Goal: part kernels within "
+        "10% of the whole kernel (Gemm: where a part has K >= 8). "
+        + "; ".join(f"{k}: {v:.3f}" for k, v in summary.items())
+        + ".\n\n## Conv parts\n\n"
+        + _markdown(rows)
+        + "\n\n## Gemm parts (GemmPart chains of dX)\n\n"
+        + _markdown(gemm_rows)
+        + "\n"
     )
 
 
