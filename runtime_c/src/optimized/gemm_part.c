@@ -159,35 +159,102 @@ typedef char poet_part_out_layout[(offsetof(poet_part_out, y) == 96 && offsetof(
     POET_ASM_A4(20, 22, 24, 26) \
     POET_ASM_NT_COL1("b0", 0, 4, 8, 12) POET_ASM_NT_COL1("b1", 1, 5, 9, 13) \
     POET_ASM_NT_COL1("b2", 2, 6, 10, 14) POET_ASM_NT_COL1("bl", 3, 7, 11, 15)
-/* 4x5: poet/blocked_arm.h's k steps, its fifth column pointer named bl here */
+/* 4x5: poet/blocked_arm.h's k steps, the column pointers named c0..c4 here */
 #define POET_PART_NT5_PAIR \
     "vldmia %[a0]!, {s20-s21}\n\t" \
     "vldmia %[a1]!, {s22-s23}\n\t" \
     "vldmia %[a2]!, {s24-s25}\n\t" \
     "vldmia %[a3]!, {s26-s27}\n\t" \
-    POET_ASM_NT_COL2("b0", 0, 5, 10, 15) POET_ASM_NT_COL2("b1", 1, 6, 11, 16) \
-    POET_ASM_NT_COL2("b2", 2, 7, 12, 17) POET_ASM_NT_COL2("b3", 3, 8, 13, 18) \
-    POET_ASM_NT_COL2("bl", 4, 9, 14, 19)
+    POET_ASM_NT_COL2("c0", 0, 5, 10, 15) POET_ASM_NT_COL2("c1", 1, 6, 11, 16) \
+    POET_ASM_NT_COL2("c2", 2, 7, 12, 17) POET_ASM_NT_COL2("c3", 3, 8, 13, 18) \
+    POET_ASM_NT_COL2("c4", 4, 9, 14, 19)
 #define POET_PART_NT5_SINGLE \
     POET_ASM_A4(20, 22, 24, 26) \
-    POET_ASM_NT_COL1("b0", 0, 5, 10, 15) POET_ASM_NT_COL1("b1", 1, 6, 11, 16) \
-    POET_ASM_NT_COL1("b2", 2, 7, 12, 17) POET_ASM_NT_COL1("b3", 3, 8, 13, 18) \
-    POET_ASM_NT_COL1("bl", 4, 9, 14, 19)
+    POET_ASM_NT_COL1("c0", 0, 5, 10, 15) POET_ASM_NT_COL1("c1", 1, 6, 11, 16) \
+    POET_ASM_NT_COL1("c2", 2, 7, 12, 17) POET_ASM_NT_COL1("c3", 3, 8, 13, 18) \
+    POET_ASM_NT_COL1("c4", 4, 9, 14, 19)
 
-/* A·Bᵀ 4x5 from P: op(A)[i + r, k] = a[r * K + k], op(B)[k, j + c] = b[c * K + k] (out->bl = b + 4 K);
- * per pair of k: 9 VLDM for 40 MACs. K >= 1 in out->k. */
-POET_ALWAYS_INLINE void poet_part_nt_4x5(const float *a, const float *b, int32_t K, const poet_part_out *out)
+/* A 4-row strip of n 4x5 A·Bᵀ blocks in one statement (the per-block set-up in assembly too): the strip's
+ * op(A) rows a[r * K + k] (r < 4, pointers a0..a3), block b's columns B[(5 b + c) * K + k] (c0..c4 walk
+ * them; c4 ends where the next block's c0 starts); accumulators from P (HASP: o->p, advanced 20 bytes a
+ * block) or from o->zeros; per pair of k 9 VLDM for 40 MACs. K >= 1, n >= 1. */
+typedef struct {
+    float zeros[24]; /* +0.0f */
+    float *y;        /* 96: the block's first output (advanced 20 bytes a block) */
+    int32_t ldy;     /* 100: bytes between output (and P) rows, minus 20 */
+    const float *p;  /* 104: the block's first P value (advanced 20 bytes a block) */
+    int32_t k4;      /* 108: 4 K: bytes of a row of A or of B */
+    int32_t k;       /* 112: K */
+    int32_t kq;      /* 116: K / 4 (the loop count when K % 4 == 0) */
+} poet_part_strip;
+typedef char poet_part_strip_layout[(offsetof(poet_part_strip, y) == 96 && offsetof(poet_part_strip, ldy) == 100 &&
+                                     offsetof(poet_part_strip, p) == 104 && offsetof(poet_part_strip, k4) == 108 &&
+                                     offsetof(poet_part_strip, k) == 112 && offsetof(poet_part_strip, kq) == 116)
+                                        ? 1
+                                        : -1];
+#define POET_PART_NT5_FROM_P \
+    "ldr %[c1], [%[o], #104]\n\t" \
+    "ldr %[c2], [%[o], #100]\n\t" \
+    "vldmia %[c1]!, {s0-s4}\n\t" \
+    "str %[c1], [%[o], #104]\n\t" \
+    "add %[c1], %[c1], %[c2]\n\t" \
+    "vldmia %[c1]!, {s5-s9}\n\t" \
+    "add %[c1], %[c1], %[c2]\n\t" \
+    "vldmia %[c1]!, {s10-s14}\n\t" \
+    "add %[c1], %[c1], %[c2]\n\t" \
+    "vldm %[c1], {s15-s19}\n\t"
+#define POET_PART_NT5_FROM_ZERO "vldm %[o], {s0-s19}\n\t"
+/* the k steps of a block: any K (the count from o->k), or K % 4 == 0 (two pairs o->kq times: no tests) */
+#define POET_PART_NT5_ANY_K "ldr %[k], [%[o], #112]\n\t" POET_PART_NT_LOOP(POET_PART_NT5_SINGLE, POET_PART_NT5_PAIR)
+#define POET_PART_NT5_K4 \
+    "ldr %[k], [%[o], #116]\n\t" \
+    "2:\n\t" POET_PART_NT5_PAIR POET_PART_NT5_PAIR "subs %[k], %[k], #1\n\t" \
+    "bne 2b\n\t"
+#define POET_PART_NT5_STRIP(init, steps) \
+    "5:\n\t" init \
+    "ldr %[k], [%[o], #108]\n\t" \
+    "add %[c1], %[c0], %[k]\n\t" \
+    "add %[c2], %[c1], %[k]\n\t" \
+    "add %[c3], %[c2], %[k]\n\t" \
+    "add %[c4], %[c3], %[k]\n\t" steps \
+    "ldr %[c0], [%[o], #96]\n\t" \
+    "ldr %[c1], [%[o], #100]\n\t" \
+    "vstmia %[c0]!, {s0-s4}\n\t" \
+    "str %[c0], [%[o], #96]\n\t" \
+    "add %[c0], %[c0], %[c1]\n\t" \
+    "vstmia %[c0]!, {s5-s9}\n\t" \
+    "add %[c0], %[c0], %[c1]\n\t" \
+    "vstmia %[c0]!, {s10-s14}\n\t" \
+    "add %[c0], %[c0], %[c1]\n\t" \
+    "vstm %[c0], {s15-s19}\n\t" \
+    "ldr %[k], [%[o], #108]\n\t" \
+    "sub %[a0], %[a0], %[k]\n\t" \
+    "sub %[a1], %[a1], %[k]\n\t" \
+    "sub %[a2], %[a2], %[k]\n\t" \
+    "sub %[a3], %[a3], %[k]\n\t" \
+    "mov %[c0], %[c4]\n\t" \
+    "subs %[n], %[n], #1\n\t" \
+    "bne 5b\n\t"
+#define POET_PART_NT5_OPERANDS \
+    : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [c0] "+r"(c0), [c1] "=&r"(c1), [c2] "=&r"(c2), \
+      [c3] "=&r"(c3), [c4] "=&r"(c4), [k] "=&r"(k), [n] "+r"(n) \
+    : [o] "r"(o) : POET_ASM_CLOBBERS
+POET_ALWAYS_INLINE void poet_part_nt_strip5(const float *a, const float *b, int32_t K, uint32_t n,
+                                            poet_part_strip *o, const int HASP)
 {
-    const float *a0 = a, *a1 = a + K, *a2 = a1 + K, *a3 = a2 + K;
-    const float *b0 = b, *b1 = b + K, *b2 = b1 + K, *b3 = b2 + K, *bl;
+    const float *a0 = a, *a1 = a + K, *a2 = a1 + K, *a3 = a2 + K, *c0 = b, *c1, *c2, *c3, *c4;
     uint32_t k;
-    __asm__ volatile(POET_PART_NT_INIT("s0-s4", "s5-s9", "s10-s14", "s15-s19")
-                     POET_PART_NT_LOOP(POET_PART_NT5_SINGLE, POET_PART_NT5_PAIR) POET_ASM_STORE5("a1", "k")
-                     : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1),
-                       [b2] "+r"(b2), [b3] "+r"(b3), [bl] "=&r"(bl), [k] "=&r"(k)
-                     : [out] "r"(out)
-                     : POET_ASM_CLOBBERS);
+    if (HASP && K % 4 == 0)
+        __asm__ volatile(POET_PART_NT5_STRIP(POET_PART_NT5_FROM_P, POET_PART_NT5_K4) POET_PART_NT5_OPERANDS);
+    else if (HASP)
+        __asm__ volatile(POET_PART_NT5_STRIP(POET_PART_NT5_FROM_P, POET_PART_NT5_ANY_K) POET_PART_NT5_OPERANDS);
+    else if (K % 4 == 0)
+        __asm__ volatile(POET_PART_NT5_STRIP(POET_PART_NT5_FROM_ZERO, POET_PART_NT5_K4) POET_PART_NT5_OPERANDS);
+    else
+        __asm__ volatile(POET_PART_NT5_STRIP(POET_PART_NT5_FROM_ZERO, POET_PART_NT5_ANY_K) POET_PART_NT5_OPERANDS);
+    (void)c1; (void)c2; (void)c3; (void)c4; (void)k;
 }
+
 /* the same with 4 columns (out->bl = b + 3 K): 8 VLDM per pair of k for 32 MACs */
 POET_ALWAYS_INLINE void poet_part_nt_4x4(const float *a, const float *b, int32_t K, const poet_part_out *out)
 {
@@ -253,20 +320,21 @@ POET_ALWAYS_INLINE void poet_part_nn_asm_layout(const poet_part_args *g, const i
     }
 }
 
-/* A·Bᵀ: 4-row strips of 4x5 blocks and a 4x4 one, from P or zeros; the column and row tails in C */
+/* A·Bᵀ: 4-row strips of 4x5 blocks (one assembly statement a strip) and a 4x4 one, from P or zeros; the
+ * column and row tails in C */
 POET_ALWAYS_INLINE void poet_part_nt_asm_layout(const poet_part_args *g, const int HASP)
 {
-    const int32_t M = g->M, N = g->N, K = g->K;
+    const int32_t M = g->M, N = g->N, K = g->K, n5 = N / 5;
+    poet_part_strip st = {{0.0f}, NULL, 4 * N - 20, NULL, 4 * K, K, K / 4};
     poet_part_out out = {{0.0f}, NULL, 4 * N, NULL, HASP ? 4 * N : 0, NULL, K};
     int32_t i = 0;
     for (; i + 4 <= M; i += 4) {
         const float *a = g->A + i * K;
-        int32_t j = 0;
-        for (; j + 5 <= N; j += 5) {
-            out.y = g->Y + i * N + j;
-            out.p = HASP ? g->P + i * N + j : out.zeros;
-            out.bl = g->B + (j + 4) * K;
-            poet_part_nt_4x5(a, g->B + j * K, K, &out);
+        int32_t j = 5 * n5;
+        if (n5 > 0) {
+            st.y = g->Y + i * N;
+            st.p = HASP ? g->P + i * N : NULL;
+            poet_part_nt_strip5(a, g->B, K, (uint32_t)n5, &st, HASP);
         }
         if (N - j >= 4) {
             out.y = g->Y + i * N + j;
