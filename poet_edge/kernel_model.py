@@ -239,6 +239,79 @@ def gemm_weight(m: int, n: int, k: int, trans_a: int = 0, trans_b: int = 0) -> f
     return gemm_tally(m, n, k, trans_a, trans_b).weight(m * n * k)
 
 
+def gemm_part_weight(
+    m: int, n: int, k: int, trans_b: int = 0, partial: bool = True, plain: bool = True
+) -> float:
+    """Weight of an m x n x k GemmPart call (poet_gemm_part_f32, src/optimized/gemm_part.c, as built for
+    Cortex-M), from its block structure: with alpha == 1 (``plain``) A·B runs 4-row strips of 4x6 and 4x3
+    assembly blocks (7 and 6 load and pointer instructions a k step) and every other row 1x8 assembly blocks
+    (3 a k step: one VLDM of A, one of 8 B values, one ADD); A·Bᵀ runs 4-row strips of 4x5 and 4x4 assembly
+    blocks (9 and 8 VLDM a pair of k steps), its other rows C blocks of 2 / 1 rows. Column tails, and every
+    block when alpha != 1, are C blocks of up to 4 rows x 6/4/2/1 columns. With the previous part's sums
+    (``partial``) a block first loads its accumulators: one VLDM and one ADD a row in assembly, one load an
+    output in C. The blocks of gemm_part.c's own assembly are counted instruction by instruction instead
+    of by the ``asm_step`` / ``asm_block`` coefficients of the whole kernel's blocks: a 1x8 block's 16
+    set-up instructions (its pointers, one VLDM of P or zeros, the k loop's entry tests, one VSTM, the
+    column loop); a 4x5 A·Bᵀ block of a strip statement: P's 4 rows (10, or 1 VLDM of zeros), 5 column
+    pointers, the 4 stores (10), the A pointers' reset and the block loop (8), and its k loop (2 a pair
+    of pairs, with 7 entry tests unless K % 4 == 0)."""
+    t = Tally()
+
+    def row8() -> None:
+        t.macs += 8 * k
+        t.loads += 3 * k + 16
+        t.outputs += 8
+        t.asm_steps += k
+
+    def c_blocks(r: int, cols: int) -> None:
+        for p in tiles(cols, (6, 4, 2, 1)):
+            t.block(r, p, k)
+            t.loads += r * p if partial else 0
+
+    def asm(r: int, p: int, loads: int) -> None:
+        t.asm(r, p, k, loads + (2 * r if partial else 0))
+
+    def nt5() -> None:
+        t.macs += 20 * k
+        loop = 1 + k // 2 if k % 4 == 0 else 7 + 2 * (k // 4)
+        t.loads += 9 * pairs + loop + (10 if partial else 1) + 5 + 10 + 8
+        t.outputs += 20
+
+    pairs = k // 2 + k % 2
+    rest_rows = m
+    if plain:
+        for _ in range(m // 4):
+            rest = n
+            if trans_b:
+                for _ in range(n // 5):
+                    nt5()
+                rest = n % 5
+                if rest == 4:
+                    asm(4, 4, 8 * pairs)
+                    rest = 0
+            else:
+                for _ in range(n // 6):
+                    asm(4, 6, 7 * k)
+                rest = n % 6
+                if rest >= 3:
+                    asm(4, 3, 6 * k)
+                    rest -= 3
+            c_blocks(4, rest)
+            t.rows += 1
+            rest_rows -= 4
+        if not trans_b:
+            for _ in range(rest_rows):
+                for _ in range(n // 8):
+                    row8()
+                c_blocks(1, n % 8)
+                t.rows += 1
+            rest_rows = 0
+    for r in tiles(rest_rows, (4, 2, 1)):
+        c_blocks(r, n)
+        t.rows += 1
+    return t.weight(m * n * k)
+
+
 def _span(i: int, pad: int, stride: int, k: int, size: int) -> tuple[int, int]:
     """Forward taps of output index i (poet_fwd_cols): (first tap, count) with i * stride - pad + tap in
     [0, size) for tap < k."""

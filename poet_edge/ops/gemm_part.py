@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from poet_edge.kernel_model import gemm_weight
+from poet_edge.kernel_model import gemm_part_weight
 from poet_edge.ops.base import FloatArg, IntArg, KernelCall, NullArg, OpDef, TensorArg, elements, f32_bytes
 from poet_edge.work import OpClass, Work
 
@@ -48,13 +48,18 @@ def forward(xs, attrs):
 
 
 def work(ins, outs, attrs):
+    """MACs priced by the part kernel's own block structure (kernel_model.gemm_part_weight): its A·B rows
+    outside 4-row strips run 1x8 assembly blocks, and every block first loads P."""
     rows, n, k = dims(ins, attrs)
+    final = attrs.get("final", True)
+    plain = not final or float(attrs.get("alpha", 1.0)) == 1.0
+    partial = bool(attrs.get("partial", False))
     return Work(
         OpClass.DENSE,
         macs=rows * n * k,
         bytes_read=f32_bytes(*ins),
         bytes_written=f32_bytes(*outs),
-        weight=gemm_weight(rows, n, k, 0, int(attrs.get("transB", 0))),
+        weight=gemm_part_weight(rows, n, k, int(attrs.get("transB", 0)), partial, plain),
     )
 
 
