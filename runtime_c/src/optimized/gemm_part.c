@@ -10,8 +10,10 @@
  *   but the last, and the last of a plain dX): A·B runs 4-row strips of the 4x6 and 4x3 assembly blocks of
  *   poet/blocked_arm.h that start from memory (poet_asm_nn_4x6_init / 4x3_init; from +0.0f without P), the
  *   rows left (a batch of 1) 1x8 blocks of its own below (one VLDM of 8 op(B) values per k step); A·Bᵀ runs
- *   4-row strips of 4x5 and 4x4 blocks below that start from P or +0.0f and walk k two at a time (the k pair
- *   of poet/blocked_arm.h's 4x5 A·Bᵀ block). Column and row tails run the C blocks.
+ *   4-row strips of 4x5 blocks (a strip in one assembly statement: with a reduction of 8, a block's set-up,
+ *   P loads and stores would otherwise cost a quarter of its k steps) and a 4x4 block, that start from P or
+ *   +0.0f and walk k two at a time (the k pair of poet/blocked_arm.h's 4x5 A·Bᵀ block). Column and row tails
+ *   run the C blocks. Measured against poet_gemm_f32 by bench/split_kernels.py.
  * The multiplication by alpha is skipped only when alpha == 1.0f, where it is an identity for every value a
  * product sum can take. Needs -ffp-contract=off (as every poet build uses) so no multiply-add is fused. */
 #include <stddef.h>
