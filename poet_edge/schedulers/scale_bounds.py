@@ -226,9 +226,11 @@ def cutoff_proof(run: Run, bound: float, model: stage_model.StageModel) -> float
     prunes far more than when it proves optimality from the incumbent)? When it finds none, the cutoff
     is a lower bound. A cheaper point found is decoded and offered. Where the gap is already within
     prove_gap but not closed, the cutoff is (1 - gap_rel) x the incumbent. Returns the (scaled) bound,
-    0 when it does not run."""
+    0 when it does not run (also on a model of more than ``Policy.mip_cols`` columns)."""
     problem, an, best, options = run.problem, run.an, run.best, run.options
     if best.schedule is None or not model.feasible or may_stop(options, best.cost, bound):
+        return 0.0
+    if len(model.cost) > options.policy.mip_cols:  # as the segment models: a root no count bounds
         return 0.0
     within = closed(best.cost, bound, options.prove_gap)  # then any cheaper point
     cutoff = cutoff_of(run, run.plain, options.gap_rel if within else None)
