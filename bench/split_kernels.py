@@ -99,6 +99,19 @@ class Conv:
         return pairs * n * oh * ow * kh * kw
 
 
+def ratios(calls: int, whole: float, chain: float, worst: float) -> dict[str, object]:
+    """A tiling's columns: its calls, instructions per MAC of the whole kernel, the chain and the worst
+    call, and the last two against the whole kernel."""
+    return {
+        "calls": calls,
+        "whole instr/MAC": f"{whole:.3f}",
+        "chain instr/MAC": f"{chain:.3f}",
+        "chain / whole": f"{chain / whole:.3f}",
+        "worst call instr/MAC": f"{worst:.3f}",
+        "worst / whole": f"{worst / whole:.3f}",
+    }
+
+
 def part_case(
     conv: Conv, kernel: str, t: tuple[int, int, int, int], bias: bool, prev: bool, name: str
 ) -> mb.KernelCase:
@@ -236,12 +249,7 @@ def dense_rows(target: str, meas: mb.Measurement, dense: list[Dense]) -> list[di
                     "K": d.k,
                     "transB": d.trans_b,
                     "K per part": block,
-                    "calls": len(calls),
-                    "whole instr/MAC": f"{w_ipm:.3f}",
-                    "chain instr/MAC": f"{chain:.3f}",
-                    "chain / whole": f"{chain / w_ipm:.3f}",
-                    "worst call instr/MAC": f"{worst:.3f}",
-                    "worst / whole": f"{worst / w_ipm:.3f}",
+                    **ratios(len(calls), w_ipm, chain, worst),
                     "typical call instr/MAC": f"{typical:.3f}",
                     "model (gemm_weight)": f"{gw:.3f}",
                     "model (part)": f"{own:.3f}",
@@ -293,12 +301,7 @@ def main(argv: list[str]) -> int:
                         "conv": cname,
                         "kernel": kernel,
                         "tiling": tname,
-                        "calls": len(calls),
-                        "whole instr/MAC": f"{w_ipm:.3f}",
-                        "chain instr/MAC": f"{chain:.3f}",
-                        "chain / whole": f"{chain / w_ipm:.3f}",
-                        "worst call instr/MAC": f"{worst:.3f}",
-                        "worst / whole": f"{worst / w_ipm:.3f}",
+                        **ratios(len(calls), w_ipm, chain, worst),
                     }
                 )
             gemm_rows += dense_rows(target, meas, dense)

@@ -27,6 +27,21 @@ LR = 0.05
 STEPS = 3
 
 
+def _save(path: Path, name: str, nodes: list, inits: list, x: list[int], y: list[int]) -> Path:
+    """An opset-17 model of ``nodes`` from input x (float, shape ``x``) to output y, saved at ``path``."""
+    graph = helper.make_graph(
+        nodes,
+        name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y)],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
 def resnet_block(path: Path, batch: int = 1, head: int = 6) -> Path:
     """x[B,3,12,12] -> Conv 3->8 3x3 -> Relu (a) -> Conv 8->8 3x3 (b) -> Add(a, b) -> Relu -> depthwise
     3x3 stride 2 -> Clip(0, 6) -> Conv 8->6 1x1 -> Relu -> GlobalAveragePool -> Flatten -> Gemm 6->5: a
@@ -56,17 +71,7 @@ def resnet_block(path: Path, batch: int = 1, head: int = 6) -> Path:
         helper.make_node("Gemm", ["q", param("w4", 5, head), param("b4", 5)], ["y"], transB=1),
     ]
     inits += [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("lo", 0.0), ("hi", 6.0))]
-    graph = helper.make_graph(
-        nodes,
-        "resnet_block",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 12, 12])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 5])],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, path)
-    return path
+    return _save(path, "resnet_block", nodes, inits, [batch, 3, 12, 12], [batch, 5])
 
 
 def _tg(path: Path, train: str = "all"):
@@ -301,17 +306,7 @@ def pool_head(path: Path) -> Path:
         helper.make_node("Flatten", ["p"], ["q"]),
         helper.make_node("Gemm", ["q", "fc", "fb"], ["y"], transB=1),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "pool_head",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, path)
-    return path
+    return _save(path, "pool_head", nodes, inits, [1, 4, 8, 8], [1, 5])
 
 
 @pytest.mark.parametrize("fused", [True, False])
@@ -377,17 +372,7 @@ def dense_model(path: Path, batch: int) -> Path:
         helper.make_node("Relu", ["h"], ["a"]),
         helper.make_node("Gemm", ["a", "w2", "b2"], ["y"]),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "dense",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 4, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 5])],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, path)
-    return path
+    return _save(path, "dense", nodes, inits, [batch, 4, 8], [batch, 5])
 
 
 @pytest.mark.parametrize(
