@@ -196,7 +196,7 @@ def _plan_choice(
     )
     if split.blocks:
         n = sum(len(b) for b in split.blocks.values())
-        log(f"operator splitting: {len(split.blocks)} parameters in {n} blocks along the tiles")
+        log(f"operator splitting: {len(split.blocks)} parameters cut into {n} blocks (docs/splitting.md)")
     stored = split.param_names(stored)
     c = _plan_stored(g, split.graph, profile, reserve, stored, opts, limit, began, phase, log)
     return replace(c, split=split)
