@@ -70,8 +70,10 @@ def test_sweep_outputs(swept: Path) -> None:
     ]
     assert list(rows[0]) == list(sweep.COLUMNS)
     assert {(r["model"], r["device"], r["train"]) for r in rows} == {("mlp.onnx", "cortex-m4", "all")}
-    below = [r for r in rows if r["budget_bytes"] == "16384"]
-    assert all("below the memory floor" in r["status"] and r["peak_ram_bytes"] == "" for r in below)
+    # 16 KB: above the floor with operator splitting (14,912 B), below the peak without recomputation
+    none, greedy = [r for r in rows if r["budget_bytes"] == "16384"]
+    assert "without recomputation or paging" in none["status"] and none["peak_ram_bytes"] == ""
+    assert greedy["status"] == "ok" and int(greedy["peak_ram_bytes"]) <= 16384
     assert not (swept / "none-16384").exists()
     png = (swept / sweep.PARETO_NAME).read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24])[0] >= 600
