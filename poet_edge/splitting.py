@@ -733,7 +733,7 @@ class _Rewrite:
                     self.dense_block(d, i),
                     *((prev,) if prev else ()),
                 )
-                out = dx if final else self.temp_like(f"{dx}/p{i}", dx)
+                out = dx if final else self.temp(f"{dx}/p{i}", dx)
                 attrs: dict[str, object] = {
                     "transB": int(cast(int, n.attr("transB", 0))),
                     "alpha": float(cast(float, n.attr("alpha", 1.0))),
@@ -785,11 +785,6 @@ class _Rewrite:
             if o in self.tiles:
                 self.slice(o, n)
 
-    def temp_like(self, name: str, like: str) -> str:
-        base = self.tg.tensor(like)
-        self.tensors[name] = Tensor(name, base.shape, base.dtype, base.role)
-        return name
-
     # ---- tensors ---------------------------------------------------------------------------------------
     def tile(self, t: str, i: int, shape: Sequence[int] | None = None) -> str:
         """Name of tile ``i`` of ``t`` (registered with its channel range, or ``shape`` for a mask)."""
@@ -802,9 +797,11 @@ class _Rewrite:
             self.tensors[name] = Tensor(name, tuple(shape), base.dtype, base.role)
         return name
 
-    def temp(self, name: str, like: str, channels: int) -> str:
+    def temp(self, name: str, like: str, channels: int | None = None) -> str:
+        """A tensor shaped like ``like`` (with ``channels`` channels when given): partial sums."""
         base = self.tg.tensor(like)
-        self.tensors[name] = Tensor(name, (base.shape[0], channels, *base.shape[2:]), base.dtype, base.role)
+        shape = base.shape if channels is None else (base.shape[0], channels, *base.shape[2:])
+        self.tensors[name] = Tensor(name, shape, base.dtype, base.role)
         return name
 
     def whole(self, t: str) -> str:
