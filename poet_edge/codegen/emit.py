@@ -810,11 +810,13 @@ def board_files(device: str) -> dict[str, str]:
 
 
 # kernel sources whose fast variant calls another source's public kernel (the fast convolution's 1x1 cases
-# and every matrix of the fast batched MatMul are products of two matrices: poet_gemm_f32)
+# and every matrix of the fast batched MatMul are products of two matrices: poet_gemm_f32; the 1x1 weight
+# gradient's part kernel, from P: poet_gemm_part_f32)
 KERNEL_DEPENDENCIES: dict[str, tuple[str, ...]] = {
-    "conv": ("gemm",),
+    "conv": ("gemm", "gemm_part"),
     "matmul": ("gemm",),
-    "fused": ("adam", "conv", "gemm", "sgd", "sgd_momentum"),  # fused updates call the unfused kernels
+    # fused updates call the unfused kernels (and what conv calls)
+    "fused": ("adam", "conv", "gemm", "gemm_part", "sgd", "sgd_momentum"),
 }
 
 

@@ -93,8 +93,21 @@ void poet_conv2d_grad_input_part_f32(const float *dY, const float *W, const floa
  * row blocks of a weight, the parts give poet_gemm_f32's input-gradient bits. Y never aliases an input. */
 void poet_gemm_part_f32(const float *A, const float *B, const float *P, float *Y, int32_t M, int32_t N, int32_t K,
                         int32_t transB, float alpha);
-/* Y[c] = sum over n and s of X[N,C,S] (bias gradient of Conv and BatchNormalization). */
+/* Row tiles (operator splitting): poet_conv2d_grad_weight_f32 with every accumulator dW[m, c, kh, kw]
+ * starting at P at the same index (P NULL: +0.0f) and then adding its products dY * X in the documented order
+ * (n, oh, ow) ascending, padded positions skipped. dW never aliases P or an input. For N = 1 a chain of calls
+ * over consecutive ranges [a, b) of dY's rows, each with P = the previous call's dW (NULL first), gives
+ * poet_conv2d_grad_weight_f32's bits when each call gets dY's rows [a, b) and the rows [lo, hi) of X they read,
+ * lo = max(0, a*SH - PT), hi = min(H, (b-1)*SH - PT + KH), as a window of its own: geometry H = hi - lo,
+ * OH = b - a, PT = lo - (a*SH - PT) (the bottom padding implied), everything else the whole conv's. */
+void poet_conv2d_grad_weight_part_f32(const float *X, const float *dY, const float *P, float *dW,
+                                      const int32_t *g);
+/* Y[c] = sum over n and s of X[N,C,S] (bias gradient of Conv and BatchNormalization). The part kernel's
+ * accumulator starts at P[c] (P NULL: +0.0f) and adds (n, s) ascending: chained over consecutive ranges of
+ * rows (N = 1) or of samples, with P = the previous call's Y, the parts give poet_channel_sum_f32's bits.
+ * Y never aliases P. */
 void poet_channel_sum_f32(const float *X, float *Y, int32_t N, int32_t C, int32_t S);
+void poet_channel_sum_part_f32(const float *X, const float *P, float *Y, int32_t N, int32_t C, int32_t S);
 
 /* BatchNormalization with frozen statistics over X[N,C,S]: Y = (X - mean) * (scale / sqrtf(var + eps)) + bias;
  * grad_input: dX = dY * scale / sqrtf(var + eps); grad_scale: dscale = sum(dY * (X - mean)) / sqrtf(var + eps). */

@@ -1,7 +1,10 @@
 /* Direct 2-D convolution (NCHW, groups incl. depthwise, strides, zero padding, dilation 1) and its
  * gradients; no im2col, no scratch. g[] is the window geometry (enum POET_WIN_* in kernels.h).
  * Summation orders (documented, fixed): forward over (c, kh, kw) then + bias; grad_input over
- * (m, kh, kw); grad_weight over (n, oh, ow); channel_sum over (n, s). Padded taps are skipped. */
+ * (m, kh, kw); grad_weight over (n, oh, ow); channel_sum over (n, s). Padded taps are skipped. The _part
+ * variants of grad_weight and channel_sum (kernels.h) start each accumulator at P instead of +0.0f. */
+#include <stddef.h>
+
 #include "poet/kernels.h"
 
 void poet_conv2d_f32(const float *X, const float *W, const float *B, float *Y, const int32_t *g)
@@ -150,7 +153,8 @@ void poet_conv2d_grad_input_part_f32(const float *dY, const float *W, const floa
     }
 }
 
-void poet_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW, const int32_t *g)
+/* The weight gradient, each accumulator starting at P (the part kernel) or +0.0f (P NULL). */
+static void poet_grad_weight(const float *X, const float *dY, const float *P, float *dW, const int32_t *g)
 {
     const int32_t N = g[POET_WIN_N], C = g[POET_WIN_C], IH = g[POET_WIN_H], IW = g[POET_WIN_W];
     const int32_t M = g[POET_WIN_M], KH = g[POET_WIN_KH], KW = g[POET_WIN_KW];
@@ -162,7 +166,8 @@ void poet_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW, con
         for (int32_t c = 0; c < Cg; ++c) {
             for (int32_t kh = 0; kh < KH; ++kh) {
                 for (int32_t kw = 0; kw < KW; ++kw) {
-                    float acc = 0.0f;
+                    const int32_t o = ((m * Cg + c) * KH + kh) * KW + kw;
+                    float acc = P ? P[o] : 0.0f;
                     for (int32_t n = 0; n < N; ++n) {
                         const float *x = X + (n * C + c0 + c) * IH * IW, *dy = dY + (n * M + m) * OH * OW;
                         for (int32_t oh = 0; oh < OH; ++oh) {
@@ -175,21 +180,41 @@ void poet_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW, con
                             }
                         }
                     }
-                    dW[((m * Cg + c) * KH + kh) * KW + kw] = acc;
+                    dW[o] = acc;
                 }
             }
         }
     }
 }
 
-void poet_channel_sum_f32(const float *X, float *Y, int32_t N, int32_t C, int32_t S)
+void poet_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW, const int32_t *g)
+{
+    poet_grad_weight(X, dY, NULL, dW, g);
+}
+
+void poet_conv2d_grad_weight_part_f32(const float *X, const float *dY, const float *P, float *dW, const int32_t *g)
+{
+    poet_grad_weight(X, dY, P, dW, g);
+}
+
+static void poet_channel_sum(const float *X, const float *P, float *Y, int32_t N, int32_t C, int32_t S)
 {
     for (int32_t c = 0; c < C; ++c) {
-        float acc = 0.0f;
+        float acc = P ? P[c] : 0.0f;
         for (int32_t n = 0; n < N; ++n) {
             const float *x = X + (n * C + c) * S;
             for (int32_t s = 0; s < S; ++s) acc += x[s];
         }
         Y[c] = acc;
     }
+}
+
+void poet_channel_sum_f32(const float *X, float *Y, int32_t N, int32_t C, int32_t S)
+{
+    poet_channel_sum(X, NULL, Y, N, C, S);
+}
+
+void poet_channel_sum_part_f32(const float *X, const float *P, float *Y, int32_t N, int32_t C, int32_t S)
+{
+    poet_channel_sum(X, P, Y, N, C, S);
 }

@@ -7,6 +7,8 @@
  *   grad_input   dx[n,c,ih,iw] over (m, kh, kw) ascending (only taps that hit an output position);
  *   grad_weight  dw[m,c,kh,kw] over (n, oh, ow) ascending (only positions inside the input);
  *   channel_sum  y[c]          over (n, s) ascending.
+ * The part kernels of the weight gradient and of channel_sum (kernels.h) run the same paths with every
+ * accumulator starting at P instead (one internal function each; P NULL for the plain kernel).
  *
  * Forward and input gradient share one block kernel: R (<= 4) output channels x P (<= 6) pixels of one
  * output row in R*P float registers. A k step loads R weights and, pixel by pixel, one input value
@@ -67,8 +69,12 @@
 #define POET_MAX_R 4
 #define POET_MAX_P 6
 
+/* P: the starting values of the weight gradient's accumulators (its part kernel), NULL: +0.0f. In the struct
+ * rather than an argument and read by POET_GEO_P where an output block starts, so the loops keep the
+ * registers they had without it. */
 typedef struct {
     int32_t N, C, IH, IW, M, KH, KW, OH, OW, SH, SW, PT, PL, G, Cg, Mg, IHW, OHW, KK;
+    const float *P;
 } poet_cgeo;
 
 static poet_cgeo poet_conv_geo(const int32_t *g)
@@ -93,8 +99,13 @@ static poet_cgeo poet_conv_geo(const int32_t *g)
     q.IHW = q.IH * q.IW;
     q.OHW = q.OH * q.OW;
     q.KK = q.KH * q.KW;
+    q.P = NULL;
     return q;
 }
+
+/* g->P by a volatile read: the compiler does not hoist it out of the loops and keep it in a register that
+ * the plain kernel's loops had for themselves (one load and test per output block). */
+#define POET_GEO_P(g) (*(const float *const volatile *)&(g)->P)
 
 static int32_t poet_max32(int32_t a, int32_t b) { return a > b ? a : b; }
 static int32_t poet_min32(int32_t a, int32_t b) { return a < b ? a : b; }
@@ -915,6 +926,16 @@ static int poet_dw_gi2_common(const poet_cgeo *g)
            (g->IW == 2 * g->OW || g->IW == 2 * g->OW - 1) && g->OW >= 1 && g->OH >= 1;
 }
 
+/* the nine accumulators of channel m: P's values (the part kernel) or +0.0f; one test of P */
+POET_ALWAYS_INLINE void poet_dw_gw_init(float acc[9], const float *P, int32_t m)
+{
+    if (P) {
+        POET_UNROLL for (int i = 0; i < 9; ++i) acc[i] = P[m * 9 + i];
+    } else {
+        POET_UNROLL for (int i = 0; i < 9; ++i) acc[i] = 0.0f;
+    }
+}
+
 /* Weight gradient of a depthwise 3x3 channel: nine accumulators, positions (n, oh, ow) in order; interior
  * positions in blocks of 4/2/1 that load each dY value once for nine products. */
 POET_ALWAYS_INLINE void poet_dw_gw_block(const float *const rows[3], const int ok[3], const float *dy, int32_t col,
@@ -939,7 +960,7 @@ POET_ALWAYS_INLINE void poet_dw_gw(const poet_cgeo *g, const float *X, const flo
     const int32_t qb = hi < 0 ? qa : poet_max32(qa, poet_min32(OW, hi / S + 1));
     for (int32_t m = 0; m < g->M; ++m) {
         float acc[9];
-        POET_UNROLL for (int i = 0; i < 9; ++i) acc[i] = 0.0f;
+        poet_dw_gw_init(acc, POET_GEO_P(g), m);
         for (int32_t n = 0; n < g->N; ++n) {
             const float *x = X + (n * g->C + m) * g->IHW, *dyp = dY + (n * g->M + m) * g->OHW;
             for (int32_t oh = 0; oh < g->OH; ++oh) {
@@ -1044,7 +1065,7 @@ POET_ALWAYS_INLINE void poet_dw_gfast(const poet_cgeo *g, const float *X, const 
     const int32_t n = OW - (LE ? 1 : 0) - (RE ? 1 : 0);
     for (int32_t m = 0; m < g->M; ++m) {
         float acc[9];
-        POET_UNROLL for (int i = 0; i < 9; ++i) acc[i] = 0.0f;
+        poet_dw_gw_init(acc, POET_GEO_P(g), m);
         for (int32_t s = 0; s < g->N; ++s) {
             const float *x = X + (s * g->C + m) * g->IHW, *dy = dY + (s * g->M + m) * g->OHW;
 #define POET_DW_GROW \
@@ -1766,13 +1787,26 @@ static void poet_gw_span(int32_t k, int32_t P, int32_t S, int32_t I, int32_t O, 
     *no = poet_max32(0, hi - lo + 1);
 }
 
+/* The accumulators of a block of R x NP outputs dW[base + r * rs + p * ps]: P's values there (the part kernel)
+ * or +0.0f; one test of P per block. */
+POET_ALWAYS_INLINE void poet_gw_init(float acc[POET_MAX_R][POET_MAX_P], const float *P, int32_t base, int32_t rs,
+                                     int32_t ps, const int R, const int NP)
+{
+    if (P) {
+        P += base;
+        POET_UNROLL for (int r = 0; r < R; ++r) POET_UNROLL for (int p = 0; p < NP; ++p) acc[r][p] = P[r * rs + p * ps];
+    } else {
+        POET_UNROLL for (int r = 0; r < R; ++r) POET_UNROLL for (int p = 0; p < NP; ++p) acc[r][p] = 0.0f;
+    }
+}
+
 /* dW[m0 + r, c0 + p, kh, kw] for r < R, p < P: sum over n, oh, ow of dY[n, m0+r, oh, ow] * X[n, c, ih, iw]. */
 POET_ALWAYS_INLINE void poet_gw_block(const poet_cgeo *g, const float *X, const float *dY, float *dW, int32_t m0,
                                       int32_t cg0, int32_t cl0, int32_t kh, int32_t kw, const int R, const int P,
                                       const int SWC)
 {
     float acc[POET_MAX_R][POET_MAX_P];
-    POET_UNROLL for (int r = 0; r < R; ++r) POET_UNROLL for (int p = 0; p < P; ++p) acc[r][p] = 0.0f;
+    poet_gw_init(acc, POET_GEO_P(g), ((m0 * g->Cg + cl0) * g->KH + kh) * g->KW + kw, g->Cg * g->KK, g->KK, R, P);
     int32_t oh0, noh, ow0, now;
     poet_gw_span(kh, g->PT, g->SH, g->IH, g->OH, &oh0, &noh);
     poet_gw_span(kw, g->PL, g->SW, g->IW, g->OW, &ow0, &now);
@@ -1834,12 +1868,16 @@ POET_ALWAYS_INLINE void poet_gw_all(const poet_cgeo *g, const float *X, const fl
 
 /* 1x1, stride 1, no padding, one sample: dW[m, c] = sum over s of dY[m, s] * X[c, s] is the product dY·Xᵀ
  * of two matrices per group, which the fast GEMM (src/optimized/gemm.c, A·Bᵀ: both operands walked along
- * s by post-incremented pointers) computes in the reference order: s ascending from +0.0f. */
+ * s by post-incremented pointers) computes in the reference order: s ascending from +0.0f. From P (the part
+ * kernel), the GEMM part kernel (src/optimized/gemm_part.c; alpha 1: y = acc) adds s ascending to P. */
 POET_NOINLINE void poet_gw_pw(const poet_cgeo *g, const float *X, const float *dY, float *dW)
 {
-    for (int32_t grp = 0; grp < g->G; ++grp)
-        poet_gemm_f32(dY + grp * g->Mg * g->OHW, X + grp * g->Cg * g->IHW, NULL, dW + grp * g->Mg * g->Cg, g->Mg,
-                      g->Cg, g->IHW, 0, 1, 1.0f, 0.0f, 0, 0);
+    for (int32_t grp = 0; grp < g->G; ++grp) {
+        const float *a = dY + grp * g->Mg * g->OHW, *b = X + grp * g->Cg * g->IHW;
+        float *y = dW + grp * g->Mg * g->Cg;
+        if (g->P) poet_gemm_part_f32(a, b, g->P + grp * g->Mg * g->Cg, y, g->Mg, g->Cg, g->IHW, 1, 1.0f);
+        else poet_gemm_f32(a, b, NULL, y, g->Mg, g->Cg, g->IHW, 0, 1, 1.0f, 0.0f, 0, 0);
+    }
 }
 
 POET_NOINLINE void poet_gw_s1(const poet_cgeo *g, const float *X, const float *dY, float *dW)
@@ -1859,7 +1897,7 @@ POET_ALWAYS_INLINE void poet_gw_taps(const poet_cgeo *g, const float *X, const f
                                      int32_t cg, int32_t cl, int32_t kh, const int R, const int P, const int SWC)
 {
     float acc[POET_MAX_R][POET_MAX_P];
-    POET_UNROLL for (int r = 0; r < R; ++r) POET_UNROLL for (int p = 0; p < P; ++p) acc[r][p] = 0.0f;
+    poet_gw_init(acc, POET_GEO_P(g), ((m0 * g->Cg + cl) * g->KH + kh) * g->KW, g->Cg * g->KK, 1, R, P);
     const int32_t S = SWC ? SWC : g->SW;
     int32_t oh0, noh, a[POET_MAX_P], b[POET_MAX_P];
     poet_gw_span(kh, g->PT, g->SH, g->IH, g->OH, &oh0, &noh);
@@ -1940,9 +1978,11 @@ POET_NOINLINE void poet_gw_taps5(const poet_cgeo *g, const float *X, const float
     poet_gw_taps_all(g, X, dY, dW, 5, 0);
 }
 
-void poet_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW, const int32_t *geom)
+/* Both weight-gradient kernels: every path starts its accumulators at g.P (the part kernel) or +0.0f (NULL). */
+static void poet_grad_weight(const float *X, const float *dY, const float *P, float *dW, const int32_t *geom)
 {
-    const poet_cgeo g = poet_conv_geo(geom);
+    poet_cgeo g = poet_conv_geo(geom);
+    g.P = P;
     if (poet_dw3(&g, 1))
         poet_dw_gw_any(&g, X, dY, dW, 1);
     else if (poet_dw3(&g, 2))
@@ -1964,12 +2004,24 @@ void poet_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW, con
         poet_gw_any(&g, X, dY, dW);
 }
 
+void poet_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW, const int32_t *geom)
+{
+    poet_grad_weight(X, dY, NULL, dW, geom);
+}
+
+void poet_conv2d_grad_weight_part_f32(const float *X, const float *dY, const float *P, float *dW,
+                                      const int32_t *geom)
+{
+    poet_grad_weight(X, dY, P, dW, geom);
+}
+
 /* ---- bias gradient ---------------------------------------------------------------------------------- */
 
-void poet_channel_sum_f32(const float *X, float *Y, int32_t N, int32_t C, int32_t S)
+/* both channel-sum kernels: each accumulator starts at P[c] (the part kernel) or +0.0f (NULL) */
+static void poet_channel_sum(const float *X, const float *P, float *Y, int32_t N, int32_t C, int32_t S)
 {
     for (int32_t c = 0; c < C; ++c) {
-        float acc = 0.0f;
+        float acc = P ? P[c] : 0.0f;
         for (int32_t n = 0; n < N; ++n) {
             const float *x = X + (n * C + c) * S;
             int32_t s = 0;
@@ -1983,4 +2035,14 @@ void poet_channel_sum_f32(const float *X, float *Y, int32_t N, int32_t C, int32_
         }
         Y[c] = acc;
     }
+}
+
+void poet_channel_sum_f32(const float *X, float *Y, int32_t N, int32_t C, int32_t S)
+{
+    poet_channel_sum(X, NULL, Y, N, C, S);
+}
+
+void poet_channel_sum_part_f32(const float *X, const float *P, float *Y, int32_t N, int32_t C, int32_t S)
+{
+    poet_channel_sum(X, P, Y, N, C, S);
 }
