@@ -1,8 +1,12 @@
-"""ChannelSum(X[N, C, *spatial]) -> Y[C]: the sum over batch and spatial positions of each channel.
+"""ChannelSum(X[N, C, *spatial], [P]) -> Y[C]: the sum over batch and spatial positions of each channel.
 
-Internal: the bias gradient of Conv and the shift gradient of BatchNormalization."""
+Internal: the bias gradient of Conv and the shift gradient of BatchNormalization. With attribute ``partial``
+the sums start at P[C] (operator splitting's row tiles: a chain over ranges of rows, each with P the previous
+call's Y, gives the unsplit sums' bits at batch 1; the C kernel adds (n, s) ascending from P)."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from poet_edge.ops.base import IntArg, KernelCall, OpDef, TensorArg, elements, f32_bytes
 from poet_edge.work import OpClass, Work
@@ -16,12 +20,21 @@ def dims(x) -> tuple[int, int, int]:
 
 
 def infer(shapes, attrs):
-    return [(dims(shapes[0])[1],)]
+    c = dims(shapes[0])[1]
+    partial = bool(attrs.get("partial", False))
+    if len(shapes) != (2 if partial else 1):
+        raise ValueError(f"ChannelSum takes X{' and P' if partial else ''}, got {len(shapes)} inputs")
+    if partial and tuple(shapes[1]) != (c,):
+        raise ValueError(f"partial sums {tuple(shapes[1])} are not the output's shape ({c},)")
+    return [(c,)]
 
 
 def forward(xs, attrs):
     x = xs[0]
-    return [x.sum(axis=(0, *range(2, x.ndim))).astype(x.dtype)]
+    y = x.sum(axis=(0, *range(2, x.ndim)))
+    if attrs.get("partial", False):
+        y = xs[1] + y
+    return [np.asarray(y).astype(x.dtype)]
 
 
 def work(ins, outs, attrs):
@@ -32,11 +45,14 @@ def work(ins, outs, attrs):
 
 def kernel(node, shape):
     n, c, s = dims(shape(node.inputs[0]))
-    return KernelCall(
-        "poet_channel_sum_f32",
-        (TensorArg(node.inputs[0]), TensorArg(node.outputs[0], False), IntArg(n), IntArg(c), IntArg(s)),
-        "conv",
+    x, y, sizes = (
+        TensorArg(node.inputs[0]),
+        TensorArg(node.outputs[0], False),
+        (IntArg(n), IntArg(c), IntArg(s)),
     )
+    if node.attr("partial", False):
+        return KernelCall("poet_channel_sum_part_f32", (x, TensorArg(node.inputs[1]), y, *sizes), "conv")
+    return KernelCall("poet_channel_sum_f32", (x, y, *sizes), "conv")
 
 
 OP = OpDef("ChannelSum", infer, forward, work, None, kernel, internal=True)

@@ -1,6 +1,11 @@
 """Conv (1-D/2-D, NCHW, groups incl. depthwise, strides, pads / auto_pad, dilation 1, optional bias)
-and its gradients ConvGradInput(dY, W) -> dX and ConvGradWeight(X, dY) -> dW (the bias gradient is
-ChannelSum(dY)). Direct convolution in C: no im2col buffer, no workspace."""
+and its gradients ConvGradInput(dY, W) -> dX and ConvGradWeight(X, dY, [P]) -> dW (the bias gradient is
+ChannelSum(dY)). Direct convolution in C: no im2col buffer, no workspace.
+
+With attribute ``partial``, ConvGradWeight adds its sums to P (shaped as dW): operator splitting's row tiles
+(poet_edge/splitting.py) chain one call per range of dY's rows, each on the window of X rows that range
+reads (its own geometry), P the previous call's dW. The C kernel's accumulators start at P and add the
+products in the reference order (n, oh, ow), so at batch 1 the chain gives the unsplit kernel's bits."""
 
 from __future__ import annotations
 
@@ -163,13 +168,26 @@ def _gw_window(shapes, attrs) -> Window:
     return conv_window(shapes[0], tuple(attrs["w_shape"]), attrs)
 
 
+def _gw_partial(attrs) -> bool:
+    return bool(attrs.get("partial", False))
+
+
 def grad_weight_infer(shapes, attrs):
-    _gw_window(shapes, attrs)
-    return [tuple(attrs["w_shape"])]
+    win = _gw_window(shapes, attrs)
+    w = tuple(attrs["w_shape"])
+    if tuple(shapes[1]) != win.y_shape:
+        raise ValueError(f"output gradient {tuple(shapes[1])} is not the conv's output {win.y_shape}")
+    if len(shapes) != (3 if _gw_partial(attrs) else 2):
+        raise ValueError(
+            f"ConvGradWeight takes X, dY{' and P' if _gw_partial(attrs) else ''}, got {len(shapes)}"
+        )
+    if _gw_partial(attrs) and tuple(shapes[2]) != w:
+        raise ValueError(f"partial sums {tuple(shapes[2])} are not the weight gradient's shape {w}")
+    return [w]
 
 
 def grad_weight_forward(xs, attrs):
-    x, dy = xs
+    x, dy = xs[0], xs[1]
     win = _gw_window([x.shape, dy.shape], attrs)
     g = win.groups
     xp = _padded(win, x.reshape(win.x4))
@@ -177,7 +195,10 @@ def grad_weight_forward(xs, attrs):
     dw = np.zeros((g, win.m // g, win.c // g, win.kh, win.kw), dtype=x.dtype)
     for i, j, rs, cs in _taps(win):
         dw[..., i, j] = np.einsum("ngchw,ngmhw->gmc", xp[..., rs, cs], dyg)
-    return [dw.reshape(tuple(attrs["w_shape"]))]
+    out = dw.reshape(tuple(attrs["w_shape"]))
+    if _gw_partial(attrs):
+        out = (xs[2] + out).astype(x.dtype)
+    return [out]
 
 
 def grad_weight_work(ins, outs, attrs):
@@ -186,11 +207,11 @@ def grad_weight_work(ins, outs, attrs):
 
 def grad_weight_kernel(node, shape):
     win = _gw_window([shape(t) for t in node.inputs], node.attrs)
-    return KernelCall(
-        "poet_conv2d_grad_weight_f32",
-        (TensorArg(node.inputs[0]), TensorArg(node.inputs[1]), TensorArg(node.outputs[0], False), win.ints()),
-        "conv",
-    )
+    x, dy, out = TensorArg(node.inputs[0]), TensorArg(node.inputs[1]), TensorArg(node.outputs[0], False)
+    if _gw_partial(node.attrs):
+        p = TensorArg(node.inputs[2])
+        return KernelCall("poet_conv2d_grad_weight_part_f32", (x, dy, p, out, win.ints()), "conv")
+    return KernelCall("poet_conv2d_grad_weight_f32", (x, dy, out, win.ints()), "conv")
 
 
 OP = OpDef(
