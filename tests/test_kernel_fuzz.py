@@ -98,17 +98,34 @@ def _draw(rng: np.random.Generator, count: int, make: Callable[[np.random.Genera
 
 
 def conv_cases(rng: np.random.Generator, count: int) -> list[mb.KernelCase]:
+    """Every geometry as forward, input gradient and weight gradient; every other one also as the weight
+    gradient's part kernel (ConvGradWeight with P: operator splitting's row tiles), and every other channel
+    sum with P (no extra draws: the other families' cases stay those of the seed)."""
     cases = []
     for k, (x, w, s, pads, g) in enumerate(_draw(rng, count, _conv_geometry)):
         for kind in CONV_KINDS:
             bias = kind != "forward" or k % 4 != 3
             c = mb.conv_case(x, w, kind, s, pads, g, bias=bias)
             cases.append(mb.KernelCase(**{**c.__dict__, "name": f"#{k} {c.name}"}))
+        if k % 2 == 0:
+            attrs = {"group": g, "strides": s, "pads": pads, "w_shape": w, "partial": True}
+            y = conv_window(x, w, attrs).y_shape
+            geo = cases[-1].name.split(" ", 2)[2]  # the weight gradient's geometry text
+            cases.append(mb.op_case("ConvGradWeight", [x, y, w], attrs, name=f"#{k} conv_dw_part {geo}"))
     for k, (n, c, h, w) in enumerate(
         (int(rng.integers(1, 4)), _channels(rng), int(rng.integers(1, 6)), int(rng.integers(1, 12)))
         for _ in range(max(2, count // 10))
     ):
         cases.append(mb.op_case("ChannelSum", [(n, c, h, w)], name=f"#{k} channel_sum {n}x{c}x{h}x{w}"))
+        if k % 2:
+            cases.append(
+                mb.op_case(
+                    "ChannelSum",
+                    [(n, c, h, w), (c,)],
+                    {"partial": True},
+                    name=f"#{k} channel_sum_part {n}x{c}x{h}x{w}",
+                )
+            )
     return cases
 
 
@@ -284,7 +301,9 @@ def test_cases_deterministic_and_cover_every_fast_kernel():
         "poet_conv2d_f32",
         "poet_conv2d_grad_input_f32",
         "poet_conv2d_grad_weight_f32",
+        "poet_conv2d_grad_weight_part_f32",
         "poet_channel_sum_f32",
+        "poet_channel_sum_part_f32",
         "poet_gemm_f32",
         "poet_matmul_f32",
         "poet_maxpool2d_f32",
@@ -300,6 +319,7 @@ def test_cases_deterministic_and_cover_every_fast_kernel():
     assert every <= set(calls), every - set(calls)
     families = Counter(c.name.split()[1] for c in a)
     assert families["conv"] == families["conv_dx"] == families["conv_dw"] == 30 and families["gemm"] == 60
+    assert families["conv_dw_part"] == 15 and families["channel_sum_part"] == 1
     # every fast kernel file is exercised
     sources = {c.source for c in a}
     assert {f.stem for f in mb.OPTIMIZED_DIR.glob("*.c")} <= sources | {"strided"}, sources

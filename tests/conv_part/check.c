@@ -14,6 +14,7 @@
 
 #include "poet/kernels.h"
 #include "cases.h"
+#include "util.h"
 
 void poet_ref_conv2d_f32(const float *X, const float *W, const float *B, float *Y, const int32_t *g);
 void poet_ref_conv2d_grad_input_f32(const float *dY, const float *W, float *dX, const int32_t *g);
@@ -30,38 +31,11 @@ typedef void (*part_fn)(const float *, const float *, const float *, const float
                         const int32_t *);
 typedef void (*gi_part_fn)(const float *, const float *, const float *, float *, const int32_t *, const int32_t *);
 
-#define GUARD 16
 static float X[MAX_X], W[MAX_W], B[MAX_B], dY[MAX_Y];
 static float Yw[MAX_Y], dXw[MAX_X];                   /* whole reference results */
 static float Xt[MAX_X], dYt[MAX_Y];                   /* a tile's input channels */
 static float Pr[MAX_X + MAX_Y];                       /* random starting values */
 static float out[3][MAX_X + MAX_Y + GUARD];           /* chain buffers (alternating) and a second result */
-static const uint32_t guard_bits = 0xffc0dead;        /* a NaN pattern */
-static uint32_t rng;
-
-static float rnd(void)
-{
-    rng = rng * 1664525u + 1013904223u;
-    if ((rng & 0x3f0u) == 0u) return (rng & 1u) ? -0.0f : 0.0f; /* exact zeros of both signs */
-    return (float)((int32_t)(rng >> 9) - (1 << 22)) / 4194304.0f;
-}
-
-static void fill(float *p, int32_t n)
-{
-    for (int32_t i = 0; i < n; ++i) p[i] = rnd();
-}
-
-static void set_guard(float *p, int32_t n)
-{
-    for (int32_t i = 0; i < GUARD; ++i) memcpy(&p[n + i], &guard_bits, 4);
-}
-
-static int guard_hit(const float *p, int32_t n)
-{
-    for (int32_t i = 0; i < GUARD; ++i)
-        if (memcmp(&p[n + i], &guard_bits, 4) != 0) return 1;
-    return 0;
-}
 
 /* copy channels [lo, hi) of a [N, C, S] array into a dense [N, hi - lo, S] one */
 static void take(float *dst, const float *src, int32_t N, int32_t C, int32_t S, int32_t lo, int32_t hi)
@@ -76,14 +50,6 @@ static int32_t diff_tile(const float *tile, const float *whole, int32_t N, int32
     for (int32_t n = 0; n < N; ++n)
         for (int32_t i = 0; i < (hi - lo) * S; ++i)
             if (memcmp(&tile[n * (hi - lo) * S + i], &whole[(n * C + lo) * S + i], 4) != 0) ++bad;
-    return bad;
-}
-
-static int32_t diff(const float *a, const float *b, int32_t n)
-{
-    int32_t bad = 0;
-    for (int32_t i = 0; i < n; ++i)
-        if (memcmp(&a[i], &b[i], 4) != 0) ++bad;
     return bad;
 }
 
