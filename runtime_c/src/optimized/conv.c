@@ -106,6 +106,12 @@ static poet_cgeo poet_conv_geo(const int32_t *g)
 /* g->P by a volatile read: the compiler does not hoist it out of the loops and keep it in a register that
  * the plain kernel's loops had for themselves (one load and test per output block). */
 #define POET_GEO_P(g) (*(const float *const volatile *)&(g)->P)
+/* the plain kernel's branch (P NULL) laid out as the fall-through */
+#if defined(__GNUC__)
+#define POET_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define POET_UNLIKELY(x) (x)
+#endif
 
 static int32_t poet_max32(int32_t a, int32_t b) { return a > b ? a : b; }
 static int32_t poet_min32(int32_t a, int32_t b) { return a < b ? a : b; }
@@ -929,7 +935,7 @@ static int poet_dw_gi2_common(const poet_cgeo *g)
 /* the nine accumulators of channel m: P's values (the part kernel) or +0.0f; one test of P */
 POET_ALWAYS_INLINE void poet_dw_gw_init(float acc[9], const float *P, int32_t m)
 {
-    if (P) {
+    if (POET_UNLIKELY(P != NULL)) {
         POET_UNROLL for (int i = 0; i < 9; ++i) acc[i] = P[m * 9 + i];
     } else {
         POET_UNROLL for (int i = 0; i < 9; ++i) acc[i] = 0.0f;
@@ -1792,7 +1798,7 @@ static void poet_gw_span(int32_t k, int32_t P, int32_t S, int32_t I, int32_t O, 
 POET_ALWAYS_INLINE void poet_gw_init(float acc[POET_MAX_R][POET_MAX_P], const float *P, int32_t base, int32_t rs,
                                      int32_t ps, const int R, const int NP)
 {
-    if (P) {
+    if (POET_UNLIKELY(P != NULL)) {
         P += base;
         POET_UNROLL for (int r = 0; r < R; ++r) POET_UNROLL for (int p = 0; p < NP; ++p) acc[r][p] = P[r * rs + p * ps];
     } else {
