@@ -1,4 +1,5 @@
-"""Operator splitting (issue 57): big tensors of the training graph become channel tiles, each its own value
+"""Operator splitting (issue 57): big tensors of the training graph become channel tiles (and row tiles,
+:func:`plan_rows`), each its own value
 that the scheduler keeps, drops, recomputes or pages on its own, and the nodes that make and read them run
 tile by tile, so no node needs a whole big tensor and its whole inputs at once.
 
@@ -35,7 +36,7 @@ from poet_edge.ir import Graph, Node, Phase, Role, Tensor
 from poet_edge.ops import get as get_op
 from poet_edge.ops.concat import MAX_PIECES
 from poet_edge.ops.conv import conv_window
-from poet_edge.ops.fused import UPDATES, conv_workspace, gemm_dims, gemm_workspace
+from poet_edge.ops.fused import UPDATE_KEYS, UPDATES, conv_workspace, gemm_dims, gemm_workspace, update_attrs
 
 CONV_OPS = ("Conv", "ConvGradInput")
 DENSE_OPS = ("Gemm", "MatMul")
@@ -45,21 +46,27 @@ Block = tuple[str, int, int, int, int]  # (block parameter, first row, end row, 
 @dataclass(frozen=True)
 class Split:
     """The rewritten graph; ``tiles``: each tiled tensor of the input graph and its channel bounds
-    (0 = b0 < b1 < ... < bk = C); ``split_nodes``: nodes of the input graph that now run in tiles."""
+    (0 = b0 < b1 < ... < bk = C); ``rows``: those also cut along axis 2, and their row bounds (tile (i, r)
+    is channel tile i's rows r); ``split_nodes``: nodes of the input graph that now run in tiles."""
 
     graph: Graph
     tile_bytes: int
     tiles: Mapping[str, tuple[int, ...]]
     split_nodes: tuple[str, ...]
     blocks: Mapping[str, tuple[Block, ...]] = field(default_factory=dict)  # parameter -> its blocks
+    rows: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     _shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # a blocked parameter's shape
 
     def summary(self) -> dict[str, object]:
-        """plan.json's ``split``: the tile size, tiled tensors with their tile count, split nodes, and the
-        parameters cut into blocks (each block: name, rows [r0, r1) and columns [c0, c1) of axes 0 and 1)."""
+        """plan.json's ``split``: the tile size, tiled tensors with their tile count (channel tiles times
+        row tiles), those in row tiles with their row bounds, split nodes, and the parameters cut into blocks
+        (each block: name, rows [r0, r1) and columns [c0, c1) of axes 0 and 1)."""
         return {
             "tile_bytes": self.tile_bytes,
-            "tensors": {t: len(b) - 1 for t, b in sorted(self.tiles.items())},
+            "tensors": {
+                t: (len(b) - 1) * (len(self.rows.get(t, (0, 1))) - 1) for t, b in sorted(self.tiles.items())
+            },
+            "rows": {t: list(b) for t, b in sorted(self.rows.items())},
             "nodes": list(self.split_nodes),
             "parameters": {p: [list(b) for b in bs] for p, bs in sorted(self.blocks.items())},
         }
@@ -118,8 +125,9 @@ def cut_blocks(
     return out
 
 
-def tile_name(t: str, i: int) -> str:
-    return f"{t}/t{i}"
+def tile_name(t: str, i: int, r: int | None = None) -> str:
+    """Channel tile ``i`` of ``t``; with ``r``, its row tile ``r``."""
+    return f"{t}/t{i}" if r is None else f"{t}/t{i}r{r}"
 
 
 def _per_channel(tg: Graph, n: Node) -> bool:
@@ -403,24 +411,20 @@ def _eligible(tg: Graph, classes: _Classes) -> dict[str, list[str]]:
     return out
 
 
-def plan_tiles(
-    tg: Graph, tile_bytes: int, fams: Mapping[str, Family] | None = None
-) -> dict[str, tuple[int, ...]]:
-    """Channel bounds of every tensor to tile: the classes that channelwise and per-channel nodes link
-    whose biggest tensor exceeds ``tile_bytes`` (and that :func:`_eligible` allows). A family's
-    (:func:`families`) tensors that must share tiles are linked too, when all their classes may be tiled;
-    a family whose weight exceeds ``tile_bytes`` has its output's class cut into at least as many tiles as
-    its weight has tile sizes, so the weight's blocks fit a tile."""
-    if tile_bytes < 1:
-        raise PoetError(f"tile size must be positive, got {tile_bytes} bytes")
+def _classes(
+    tg: Graph, tile_bytes: int, fams: Mapping[str, Family]
+) -> tuple[_Classes, dict[str, list[str]], dict[str, int]]:
+    """Channel classes (channelwise and per-channel nodes, and the ties of families whose classes may all
+    be tiled), the members of those that may be tiled (:func:`_eligible`), and the tiles each class needs
+    at least for its weights' blocks."""
     classes = _Classes()
     for n in tg.nodes:
         if _runs_in_tiles(tg, n):
             for t in (*n.inputs, *n.outputs):
                 classes.union(t, n.outputs[0])
     ok = _eligible(tg, classes)
-    big_w = {w: f for w, f in (fams or {}).items() if tg.tensor(w).nbytes > tile_bytes and not f.depthwise}
-    for w, fam in sorted((fams or {}).items()):
+    big_w = {w: f for w, f in fams.items() if tg.tensor(w).nbytes > tile_bytes and not f.depthwise}
+    for w, fam in sorted(fams.items()):
         ties = fam.ties()
         if w in big_w:
             y = fam.conv.outputs[0]
@@ -433,8 +437,22 @@ def plan_tiles(
     for w, fam in big_w.items():
         root = classes.find(fam.conv.outputs[0])
         need[root] = max(need.get(root, 0), -(-tg.tensor(w).nbytes // tile_bytes))
+    return classes, _eligible(tg, classes), need
+
+
+def plan_tiles(
+    tg: Graph, tile_bytes: int, fams: Mapping[str, Family] | None = None
+) -> dict[str, tuple[int, ...]]:
+    """Channel bounds of every tensor to tile: the classes that channelwise and per-channel nodes link
+    whose biggest tensor exceeds ``tile_bytes`` (and that :func:`_eligible` allows). A family's
+    (:func:`families`) tensors that must share tiles are linked too, when all their classes may be tiled;
+    a family whose weight exceeds ``tile_bytes`` has its output's class cut into at least as many tiles as
+    its weight has tile sizes, so the weight's blocks fit a tile."""
+    if tile_bytes < 1:
+        raise PoetError(f"tile size must be positive, got {tile_bytes} bytes")
+    _, eligible, need = _classes(tg, tile_bytes, fams or {})
     out: dict[str, tuple[int, ...]] = {}
-    for root, names in _eligible(tg, classes).items():
+    for root, names in eligible.items():
         floats = [t for t in names if tg.tensor(t).dtype == "float32" and len(tg.shape(t)) >= 3]
         big = max(tg.tensor(t).nbytes for t in names)
         c = tg.shape(floats[0])[1]
@@ -447,13 +465,72 @@ def plan_tiles(
     return out
 
 
-def split_graph(tg: Graph, tile_bytes: int) -> Split:
-    """The training graph with every tensor :func:`plan_tiles` picks in channel tiles, the trainable
-    weight of every convolution :func:`families` can cut, whose operands are tiled, in blocks, and every
-    Gemm / MatMul weight :func:`dense_families` finds that exceeds ``tile_bytes`` in blocks of its output
-    columns of at most ``tile_bytes`` each (one column each when a column alone exceeds it)."""
+MIN_ROWS = 4  # rows of a row tile at least: a 3x3 window's halo stays within the neighbouring tiles
+
+
+def plan_rows(
+    tg: Graph, tile_bytes: int, tiles: Mapping[str, tuple[int, ...]], fams: Mapping[str, Family] | None = None
+) -> dict[str, tuple[int, ...]]:
+    """Row bounds (axis 2) of every tensor whose channel tiles (``tiles``, or the whole tensor) still exceed
+    ``tile_bytes``: 4-D tensors that channelwise nodes link (and a family's Y and dY, X and dX) form a row
+    class of one shape; a class is cut into ``ceil(tile bytes / tile_bytes)`` row ranges of at least
+    :data:`MIN_ROWS` rows when its tensors may be tiled, no pool reads or makes them, and their largest
+    channel tile exceeds ``tile_bytes``. A convolution reads the rows its output rows need (a halo of its
+    neighbouring tiles) through a window: a Slice, or a Concat of tiles and slices, along the rows."""
+    fams = fams or {}
+    _, eligible, _ = _classes(tg, tile_bytes, fams)
+    may = {t for names in eligible.values() for t in names}
+    rows = _Classes()
+    pooled: set[str] = set()
+    for n in tg.nodes:
+        if _channelwise(tg, n):
+            for t in (*n.inputs, *n.outputs):
+                rows.union(t, n.outputs[0])
+        elif _per_channel(tg, n):
+            pooled.update((*n.inputs, *n.outputs))
+    for fam in fams.values():
+        for a, b in fam.ties():
+            if tg.shape(a) == tg.shape(b):
+                rows.union(a, b)
+    members: dict[str, list[str]] = {}
+    for t in tg.tensors:
+        members.setdefault(rows.find(t), []).append(t)
+    out: dict[str, tuple[int, ...]] = {}
+    for names in members.values():
+        floats = [t for t in names if tg.tensor(t).dtype == "float32"]
+        if not floats or any(t not in may or t in pooled for t in names):
+            continue
+        shape = tg.shape(floats[0])
+        if len(shape) != 4 or any(tg.shape(t) != shape for t in floats):
+            continue
+        cb = tiles.get(floats[0], (0, shape[1]))
+        per = shape[0] * max(hi - lo for lo, hi in zip(cb, cb[1:], strict=False)) * shape[2] * shape[3] * 4
+        k = min(-(-per // tile_bytes), shape[2] // MIN_ROWS)
+        if k < 2:
+            continue
+        bounds = tuple(i * shape[2] // k for i in range(k + 1))
+        for t in names:
+            out[t] = bounds
+    return out
+
+
+def split_graph(tg: Graph, tile_bytes: int, rows: bool = True) -> Split:
+    """The training graph with every tensor :func:`plan_tiles` picks in channel tiles, and those whose
+    channel tiles still exceed ``tile_bytes`` (:func:`plan_rows`) in row tiles too; the trainable weight of
+    every convolution :func:`families` can cut, whose operands are tiled, in blocks, and every Gemm /
+    MatMul weight :func:`dense_families` finds that exceeds ``tile_bytes`` in blocks of its output columns
+    of at most ``tile_bytes`` each (one column each when a column alone exceeds it). ``rows``: False for
+    channel tiles only."""
     fams = families(tg)
     tiles = plan_tiles(tg, tile_bytes, fams)
+    row_bounds = plan_rows(tg, tile_bytes, tiles, fams) if rows else {}
+    for t in row_bounds:  # a tensor in rows only: one channel tile (a mask: its source's channels)
+        if t not in tiles:
+            same = row_bounds[t]
+            c = next(
+                tg.shape(u)[1] for u, b in row_bounds.items() if b is same and tg.tensor(u).dtype == "float32"
+            )
+            tiles[t] = (0, c)
     cuts = {}
     for w, d in sorted(dense_families(tg).items()):
         m = tg.shape(w)[0 if d.rows else 1]
@@ -461,7 +538,7 @@ def split_graph(tg: Graph, tile_bytes: int) -> Split:
         k = -(-m // per)
         if k >= 2:
             cuts[w] = (d, tuple(i * m // k for i in range(k + 1)))
-    return _Rewrite(tg, tiles, fams, cuts).run(tile_bytes)
+    return _Rewrite(tg, tiles, fams, cuts, row_bounds, tile_bytes).run()
 
 
 @dataclass(frozen=True)
@@ -486,8 +563,10 @@ class _Rewrite:
         tiles: dict[str, tuple[int, ...]],
         fams: Mapping[str, Family],
         dense: Mapping[str, tuple[Dense, tuple[int, ...]]] | None = None,
+        rows: Mapping[str, tuple[int, ...]] | None = None,
+        tile_bytes: int = 0,
     ) -> None:
-        self.tg, self.tiles = tg, tiles
+        self.tg, self.tiles, self.rows, self.tile_bytes = tg, tiles, dict(rows or {}), tile_bytes
         self.tensors: dict[str, Tensor] = dict(tg.tensors)
         self.producer = tg.producers()
         self.nodes: list[Node] = []
@@ -504,7 +583,7 @@ class _Rewrite:
         for _, (d, bounds) in sorted((dense or {}).items()):
             self.cut_dense(d, bounds)
 
-    def run(self, tile_bytes: int) -> Split:
+    def run(self) -> Split:
         for n in self.tg.nodes:
             self.node(n)
         used = {t for n in self.nodes for t in (*n.inputs, *n.outputs)}
@@ -519,15 +598,22 @@ class _Rewrite:
             frozenset(self.trainable),
         )
         shapes = {p: self.tg.shape(p) for p in self.blocks}
-        return Split(g, tile_bytes, dict(self.tiles), tuple(self.split), dict(self.blocks), shapes)
+        return Split(
+            g, self.tile_bytes, dict(self.tiles), tuple(self.split), dict(self.blocks), self.rows, shapes
+        )
 
     # ---- parameter blocks ------------------------------------------------------------------------------
     def cut(self, fam: Family) -> None:
         """Blocks of W (and B) when the family's operands are tiled and their tiles line up."""
         x, y, w = fam.conv.inputs[0], fam.conv.outputs[0], fam.w
         dx = fam.grad_input.outputs[0] if fam.grad_input else None
-        t = self.tiles.get
-        if t(y) != t(fam.dy) or (dx is not None and t(x) != t(dx)) or (fam.depthwise and t(x) != t(y)):
+
+        def t(v: str) -> tuple[object, object]:
+            return self.tiles.get(v), self.rows.get(v)
+
+        if t(y) != t(fam.dy) or (dx is not None and t(x) != t(dx)):
+            return
+        if fam.depthwise and self.tiles.get(x) != self.tiles.get(y):
             return
         if x not in self.tiles and y not in self.tiles:
             return
@@ -575,7 +661,10 @@ class _Rewrite:
         self.trainable.discard(p)
         self.blocks[p] = blocks
 
-    def operand(self, t: str, i: int) -> str:
+    def operand(self, t: str, i: int, like: Node) -> str:
+        """Channel tile ``i`` of ``t`` with all its rows (``t`` itself when it is not tiled)."""
+        if t in self.rows:
+            return self.window(t, i, 0, self.tg.shape(t)[2], like)
         return self.tile(t, i) if t in self.tiles else t
 
     def sub_attrs(self, c: _Cut, n: Node, i: int, j: int) -> dict[str, object]:
@@ -597,7 +686,7 @@ class _Rewrite:
             self.cut_grad_input(n, c)
         elif n is f.update or n is f.grad_weight:
             for i, j in c.pairs:
-                self.nodes.append(self.block_node(n, c, i, j))
+                self.block_node(n, c, i, j)
         elif n is f.bias_update:
             assert f.b is not None
             for i in range(len(c.mb) - 1):
@@ -607,69 +696,182 @@ class _Rewrite:
         else:  # the bias gradient's ChannelSum: per tile, no join (the blocks' updates read the tiles)
             self.channel_sum(n, join=False)
 
-    def block_node(self, n: Node, c: _Cut, i: int, j: int) -> Node:
+    def block_node(self, n: Node, c: _Cut, i: int, j: int) -> None:
         """W's fused update (W, X, dY, *state), its gradient (X, dY) -> dW, or its plain update (W, dW,
-        *state), on block (i, j): the sub-convolution of input tile j and output tile i."""
+        *state), on block (i, j): the sub-convolution of input tile j and output tile i. When dY is in row
+        tiles, the block's gradient is a chain of ConvGradWeight nodes over them (each on the rows of X its
+        tile reads, its sums starting at the previous one's), and a fused update becomes that chain and the
+        plain update."""
         w = c.fam.w
         block = c.block(w, i, j)
         shape = self.tensors[block].shape
         name = f"{n.name}/b{i}.{j}"
         if n is c.fam.update and c.fam.grad_weight is not None:  # plain
             state = tuple(s + block[len(w) :] for s in n.inputs[2:])
-            return Node(name, n.op, (block, c.block(n.inputs[1], i, j), *state), (), n.attrs, n.phase)
+            ins = (block, c.block(n.inputs[1], i, j), *state)
+            self.nodes.append(Node(name, n.op, ins, (), n.attrs, n.phase))
+            return
         a = self.sub_attrs(c, n, i, j)
         attrs = {k: v for k, v in a.items() if k not in ("x_shape", "tile")}
+        fused = n is c.fam.update
+        x, dy = c.fam.conv.inputs[0], c.fam.dy
+        spans = None
+        if dy in self.rows and not self.big(x, j):
+            spans = self.spans(dy)
+        elif x in self.rows and not self.big(dy, i):  # dY's rows as X's row tiles cut them
+            spans = _derived_spans(self.rows[x], a, shape, True)
+        if spans is not None and len(spans) > 1:
+            dw = c.block(n.outputs[0], i, j) if not fused else f"{name}/dW"
+            self.tensors[dw] = Tensor(dw, shape, "float32", Role.GRADIENT)
+            made = self.producer[dy]
+            grad = {k: v for k, v in attrs.items() if k not in ("workspace", "update", *UPDATE_KEYS)}
+            prev: str | None = None
+            for r, (ya, yb) in enumerate(spans):
+                lo, hi, ra = _row_window(a, shape, True, ya, yb)
+                ins = (
+                    self.window(x, j, lo, hi, n),
+                    self.window(dy, i, ya, yb, n),
+                    *((prev,) if prev else ()),
+                )
+                part = dw if r == len(spans) - 1 else f"{dw}/r{r}"
+                self.tensors[part] = Tensor(part, shape, "float32", Role.GRADIENT)
+                gattrs = {
+                    **grad,
+                    "pads": ra["pads"],
+                    "auto_pad": "NOTSET",
+                    "w_shape": shape,
+                    "partial": bool(prev),
+                }
+                self.nodes.append(Node(f"{name}r{r}", "ConvGradWeight", ins, (part,), gattrs, made.phase))
+                prev = part
+            if fused:
+                state = tuple(s + block[len(w) :] for s in n.inputs[3:])
+                op = str(n.attrs["update"])
+                self.nodes.append(Node(name, op, (block, dw, *state), (), update_attrs(n.attrs), n.phase))
+            return
         if n is c.fam.grad_weight:
             dw = c.block(n.outputs[0], i, j)
             self.tensors[dw] = Tensor(dw, shape, "float32", Role.GRADIENT)
-            xy = (self.operand(n.inputs[0], j), self.operand(n.inputs[1], i))
-            return Node(name, n.op, xy, (dw,), {**attrs, "w_shape": shape}, n.phase)
+            xy = (self.operand(n.inputs[0], j, n), self.operand(n.inputs[1], i, n))
+            self.nodes.append(Node(name, n.op, xy, (dw,), {**attrs, "w_shape": shape}, n.phase))
+            return
         attrs["workspace"] = conv_workspace(conv_window(a["x_shape"], shape, a))
         state = tuple(s + block[len(w) :] for s in n.inputs[3:])
-        ins = (block, self.operand(n.inputs[1], j), self.operand(n.inputs[2], i), *state)
-        return Node(name, n.op, ins, (), attrs, n.phase)
+        ins = (block, self.operand(n.inputs[1], j, n), self.operand(n.inputs[2], i, n), *state)
+        self.nodes.append(Node(name, n.op, ins, (), attrs, n.phase))
 
     def cut_conv(self, n: Node, c: _Cut) -> None:
         """Output tile i: the chain over its input tiles of parts reading block (i, j); B's block last."""
-        f, y = c.fam, n.outputs[0]
+        f = c.fam
         for i in range(len(c.mb) - 1):
-            js = [j for ii, j in c.pairs if ii == i]
-            prev: str | None = None
-            for idx, j in enumerate(js):
-                final = idx == len(js) - 1
-                ins = [self.operand(n.inputs[0], j), c.block(f.w, i, j)]
-                bias = final and f.b is not None
-                if bias:
-                    ins.append(f"{f.b}/b{i}" if c.bias else str(f.b))
-                if prev is not None:
-                    ins.append(prev)
-                if final:
-                    out = self.operand(y, i)
-                else:
-                    out = self.temp(f"{y}/t{i}/p{j}", y, c.mb[i + 1] - c.mb[i])
-                attrs = {**self.sub_attrs(c, n, i, j), "bias": bias, "partial": prev is not None}
-                self.nodes.append(Node(f"{n.name}/t{i}c{j}", "ConvPart", tuple(ins), (out,), attrs, n.phase))
-                prev = out
+            parts = [
+                (n.inputs[0], j, c.block(f.w, i, j), self.sub_attrs(c, n, i, j))
+                for ii, j in c.pairs
+                if ii == i
+            ]
+            bias = None if f.b is None else (f"{f.b}/b{i}" if c.bias else f.b)
+            self.chain(n, n.outputs[0], i, parts, bias)
 
     def cut_grad_input(self, n: Node, c: _Cut) -> None:
         """Input-gradient tile j: the chain over the output tiles i of parts reading block (i, j)."""
-        dx = n.outputs[0]
         for j in range(len(c.cb) - 1):
-            iis = [i for i, jj in c.pairs if jj == j]
-            prev: str | None = None
-            for idx, i in enumerate(iis):
-                ins = [self.operand(n.inputs[0], i), c.block(c.fam.w, i, j)]
-                if prev is not None:
-                    ins.append(prev)
-                if idx == len(iis) - 1:
-                    out = self.operand(dx, j)
-                else:
-                    out = self.temp(f"{dx}/t{j}/p{i}", dx, c.cb[j + 1] - c.cb[j])
-                attrs = {**self.sub_attrs(c, n, i, j), "partial": prev is not None}
-                self.nodes.append(
-                    Node(f"{n.name}/t{j}c{i}", "ConvGradInputPart", tuple(ins), (out,), attrs, n.phase)
-                )
-                prev = out
+            parts = [
+                (n.inputs[0], i, c.block(c.fam.w, i, j), self.sub_attrs(c, n, i, j))
+                for i, jj in c.pairs
+                if jj == j
+            ]
+            self.chain(n, n.outputs[0], j, parts, None)
+
+    def big(self, t: str, j: int) -> bool:
+        """Whether channel tile ``j`` of ``t`` (``t`` when it is not tiled) is whole in RAM and exceeds a
+        tile: a window of it would be a copy of up to its size next to it."""
+        if t in self.rows:
+            return False
+        src = self.tile(t, j) if t in self.tiles else t
+        return self.tensors[src].nbytes > self.tile_bytes
+
+    def chain(
+        self,
+        n: Node,
+        out_t: str,
+        t: int,
+        parts: Sequence[tuple[str, int, str, dict[str, object]]],
+        bias: str | None,
+    ) -> None:
+        """Channel tile ``t`` of ``out_t`` (each of its row tiles) as a chain of ConvPart (``n`` a Conv) or
+        ConvGradInputPart nodes over ``parts``: (operand, its channel tile, weight, part attributes with the
+        whole-row ``x_shape``), each adding to the previous one's sums; ``bias`` goes with the last. When
+        ``out_t`` or an operand is in row tiles, each part reads the operand's rows its output rows need
+        (:meth:`window`), with the geometry of that window (:func:`_row_window`). An operand that is whole
+        and bigger than a tile is not copied into windows: the chain then makes the output's channel tile
+        with all its rows, and Slices cut it into its row tiles."""
+        shape = self.tg.shape(out_t)
+        b = self.tiles.get(out_t, (0, shape[1]))
+        if out_t in self.rows and any(self.big(src, j) for src, j, _, _ in parts):
+            whole = self.temp(f"{out_t}/t{t}/rows", out_t, b[t + 1] - b[t])
+            self.links(n, parts, bias, whole, f"{out_t}/t{t}", f"t{t}", None)
+            for r, (lo, hi) in enumerate(self.spans(out_t)):
+                attrs = {"starts": (lo,), "ends": (hi,), "axes": (2,)}
+                out = self.tile(out_t, t, r)
+                self.nodes.append(Node(f"slice/{out}", "Slice", (whole,), (out,), attrs, n.phase))
+            return
+        rowed = [src for src, _, _, _ in parts if src in self.rows]
+        if out_t not in self.rows and rowed and out_t in self.tiles:
+            # the output's rows as the operand's row tiles cut them: pieces joined along the rows
+            forward = n.op == "Conv"
+            w0, a0 = parts[0][2], parts[0][3]
+            spans = _derived_spans(self.rows[rowed[0]], a0, self.tensors[w0].shape, forward)
+            if len(spans) > 1:
+                pieces = []
+                for q, (ya, yb) in enumerate(spans):
+                    piece = self.temp(f"{out_t}/t{t}q{q}", out_t, b[t + 1] - b[t], yb - ya)
+                    self.links(n, parts, bias, piece, piece, f"t{t}q{q}", (ya, yb))
+                    pieces.append(piece)
+                self.concat(pieces, self.tile(out_t, t), 2, n, f"{n.name}/t{t}/rows")
+                return
+        for r, span in enumerate(self.spans(out_t)):
+            rr = r if out_t in self.rows else None
+            tag = f"t{t}" + ("" if rr is None else f"r{rr}")
+            out = self.tile(out_t, t, rr) if out_t in self.tiles else out_t
+            self.links(n, parts, bias, out, f"{out_t}/{tag}", tag, span if rowed or rr is not None else None)
+
+    def links(
+        self,
+        n: Node,
+        parts: Sequence[tuple[str, int, str, dict[str, object]]],
+        bias: str | None,
+        out: str,
+        temp: str,
+        tag: str,
+        span: tuple[int, int] | None,
+    ) -> None:
+        """One chain of parts into ``out`` (partial sums in ``<temp>/p<j>``); with ``span``, the output rows
+        [a, b) it makes, read through windows."""
+        forward = n.op == "Conv"
+        op = "ConvPart" if forward else "ConvGradInputPart"
+        base = self.tensors[out].shape
+        prev: str | None = None
+        for idx, (src_t, j, w, attrs) in enumerate(parts):
+            final = idx == len(parts) - 1
+            if span is not None:
+                lo, hi, attrs = _row_window(attrs, self.tensors[w].shape, forward, *span)
+                src = self.window(src_t, j, lo, hi, n)
+            else:
+                src = self.operand(src_t, j, n)
+            ins = [src, w]
+            with_bias = final and bias is not None
+            if with_bias:
+                ins.append(str(bias))
+            if prev is not None:
+                ins.append(prev)
+            dst = out
+            if not final:
+                dst = f"{temp}/p{j}"
+                self.tensors[dst] = Tensor(dst, base, "float32", self.tensors[out].role)
+            extra = {"bias": with_bias} if forward else {}
+            attrs = {**attrs, **extra, "partial": prev is not None}
+            self.nodes.append(Node(f"{n.name}/{tag}c{j}", op, tuple(ins), (dst,), attrs, n.phase))
+            prev = dst
 
     # ---- Gemm / MatMul weight blocks --------------------------------------------------------------------
     def cut_dense(self, d: Dense, bounds: tuple[int, ...]) -> None:
@@ -786,30 +988,87 @@ class _Rewrite:
                 self.slice(o, n)
 
     # ---- tensors ---------------------------------------------------------------------------------------
-    def tile(self, t: str, i: int, shape: Sequence[int] | None = None) -> str:
-        """Name of tile ``i`` of ``t`` (registered with its channel range, or ``shape`` for a mask)."""
-        name = tile_name(t, i)
+    def tile(self, t: str, i: int, r: int | None = None, shape: Sequence[int] | None = None) -> str:
+        """Name of channel tile ``i`` of ``t`` (row tile ``r`` when ``t`` is in rows), registered with its
+        channel and row ranges, or ``shape`` for a mask."""
+        assert (r is None) == (t not in self.rows), (t, r)
+        name = tile_name(t, i, r)
         if name not in self.tensors:
             base = self.tg.tensor(t)
             if shape is None:
                 b = self.tiles[t]
-                shape = (base.shape[0], b[i + 1] - b[i], *base.shape[2:])
+                shape = [base.shape[0], b[i + 1] - b[i], *base.shape[2:]]
+                if r is not None:
+                    shape[2] = self.rows[t][r + 1] - self.rows[t][r]
             self.tensors[name] = Tensor(name, tuple(shape), base.dtype, base.role)
         return name
 
-    def temp(self, name: str, like: str, channels: int | None = None) -> str:
-        """A tensor shaped like ``like`` (with ``channels`` channels when given): partial sums."""
+    def spans(self, t: str) -> list[tuple[int, int]]:
+        """Row ranges of ``t``'s row tiles (all its rows, one range, when it is not in rows)."""
+        shape = self.tg.shape(t)
+        b = self.rows.get(t, (0, shape[2] if len(shape) > 2 else 1))
+        return list(zip(b, b[1:], strict=False))
+
+    def temp(self, name: str, like: str, channels: int | None = None, rows: int | None = None) -> str:
+        """A tensor shaped like ``like`` (with ``channels`` channels and ``rows`` rows when given): partial
+        sums."""
         base = self.tg.tensor(like)
-        shape = base.shape if channels is None else (base.shape[0], channels, *base.shape[2:])
-        self.tensors[name] = Tensor(name, shape, base.dtype, base.role)
+        shape = list(base.shape)
+        if channels is not None:
+            shape[1] = channels
+        if rows is not None and len(shape) > 2:
+            shape[2] = rows
+        self.tensors[name] = Tensor(name, tuple(shape), base.dtype, base.role)
+        return name
+
+    def window(self, t: str, i: int, lo: int, hi: int, like: Node) -> str:
+        """Rows [lo, hi) of channel tile ``i`` of ``t`` (of ``t`` when it is not tiled): the row tile itself
+        when it is exactly that, else a Slice of one tile or a Concat of row tiles and slices of the tiles at
+        either end (the halo), made once, in the phase that made ``t`` (``like``'s for a step input)."""
+        spans = self.spans(t)
+        if t in self.rows:
+            base = [self.tile(t, i, r) for r in range(len(spans))]
+        else:
+            base = [self.tile(t, i) if t in self.tiles else t]
+        pieces = [(r, max(lo, a), min(hi, b)) for r, (a, b) in enumerate(spans) if a < hi and b > lo]
+        if len(pieces) == 1 and pieces[0][1:] == spans[pieces[0][0]]:
+            return base[pieces[0][0]]
+        name = f"win/{t}/t{i}/{lo}-{hi}" if t in self.tiles else f"win/{t}/{lo}-{hi}"
+        if name in self.tensors:
+            return name
+        made = self.producer.get(t, like)
+        src = self.tensors[base[0]]
+        self.tensors[name] = Tensor(name, (*src.shape[:2], hi - lo, *src.shape[3:]), src.dtype, src.role)
+        parts = []
+        for r, plo, phi in pieces:
+            a, b = spans[r]
+            if (plo, phi) == (a, b):
+                parts.append(base[r])
+                continue
+            out = name if len(pieces) == 1 else f"{name}/r{r}"
+            if out != name:
+                piece = self.tensors[base[r]]
+                shape = (*piece.shape[:2], phi - plo, *piece.shape[3:])
+                self.tensors[out] = Tensor(out, shape, piece.dtype, piece.role)
+            attrs = {"starts": (plo - a,), "ends": (phi - a,), "axes": (2,)}
+            self.nodes.append(Node(out, "Slice", (base[r],), (out,), attrs, made.phase))
+            parts.append(out)
+        if len(pieces) > 1:
+            self.concat(parts, name, 2, made, name)
         return name
 
     def whole(self, t: str) -> str:
-        """``t`` whole: a Concat of its tiles the first time an unsplit node reads it."""
+        """``t`` whole: a Concat of its tiles the first time an unsplit node reads it (of each channel
+        tile's rows first, when it is in rows)."""
         if t in self.tiles and t not in self.joined:
-            parts = [self.tile(t, i) for i in range(len(self.tiles[t]) - 1)]
             made = self.producer[t]  # the join belongs to the phase that made t, never an update
-            self.concat(parts, t, 1, made, f"join/{t}")
+            k = len(self.tiles[t]) - 1
+            if t in self.rows and k == 1:
+                parts = [self.tile(t, 0, r) for r in range(len(self.rows[t]) - 1)]
+                self.concat(parts, t, 2, made, f"join/{t}")
+            else:
+                parts = [self.operand(t, i, made) for i in range(k)]
+                self.concat(parts, t, 1, made, f"join/{t}")
             self.joined.add(t)
         return t
 
@@ -817,8 +1076,13 @@ class _Rewrite:
         """Tiles of ``t``, made whole by an unsplit node: one Slice per tile, in ``made``'s phase."""
         b = self.tiles[t]
         for i in range(len(b) - 1):
-            attrs = {"starts": (b[i],), "ends": (b[i + 1],), "axes": (1,)}
-            self.nodes.append(Node(f"slice/{t}/t{i}", "Slice", (t,), (self.tile(t, i),), attrs, made.phase))
+            for r, (lo, hi) in enumerate(self.spans(t)):
+                rr = r if t in self.rows else None
+                attrs: dict[str, object] = {"starts": (b[i],), "ends": (b[i + 1],), "axes": (1,)}
+                if rr is not None:
+                    attrs = {"starts": (b[i], lo), "ends": (b[i + 1], hi), "axes": (1, 2)}
+                out = self.tile(t, i, rr)
+                self.nodes.append(Node(f"slice/{out}", "Slice", (t,), (out,), attrs, made.phase))
         self.joined.add(t)  # readers that need it whole read the producer's output
 
     def concat(self, parts: list[str], out: str, axis: int, like: Node, name: str) -> None:
@@ -869,25 +1133,40 @@ class _Rewrite:
 
     def channelwise(self, n: Node) -> None:
         op = get_op(n.op)
-        k = len(self.tiles[n.outputs[0]]) - 1
-        for i in range(k):
-            ins = tuple(self.tile(t, i) for t in n.inputs)
-            attrs = n.attrs
-            if "x_shape" in attrs:  # a pool gradient: the input shape it scatters into, cut to the tile
-                xs = tuple(cast(Sequence[int], attrs["x_shape"]))
-                attrs = {**attrs, "x_shape": (xs[0], self.tensors[ins[0]].shape[1], *xs[2:])}
-            shape = op.infer([self.tensors[t].shape for t in ins], attrs)[0]
-            out = self.tile(n.outputs[0], i, shape)
-            self.nodes.append(Node(f"{n.name}/t{i}", n.op, ins, (out,), attrs, n.phase))
+        y = n.outputs[0]
+        for i in range(len(self.tiles[y]) - 1):
+            for r in range(len(self.spans(y))):
+                rr = r if y in self.rows else None
+                ins = tuple(self.tile(t, i, rr) for t in n.inputs)
+                attrs = n.attrs
+                if "x_shape" in attrs:  # a pool gradient: the input shape it scatters into, cut to the tile
+                    xs = tuple(cast(Sequence[int], attrs["x_shape"]))
+                    attrs = {**attrs, "x_shape": (xs[0], self.tensors[ins[0]].shape[1], *xs[2:])}
+                shape = op.infer([self.tensors[t].shape for t in ins], attrs)[0]
+                out = self.tile(y, i, rr, shape)
+                self.nodes.append(Node(f"{n.name}/{out[len(y) + 1 :]}", n.op, ins, (out,), attrs, n.phase))
 
     def channel_sum(self, n: Node, join: bool = True) -> None:
+        """Per channel tile (and per row tile: a chain whose sums start at the previous row tile's), joined
+        unless not ``join``."""
         x, y = n.inputs[0], n.outputs[0]
+        role = self.tg.tensor(y).role
         parts = []
         for i in range(len(self.tiles[x]) - 1):
-            xi = self.tile(x, i)
             part = f"{y}/t{i}"
-            self.tensors[part] = Tensor(part, (self.tensors[xi].shape[1],), "float32", self.tg.tensor(y).role)
-            self.nodes.append(Node(f"{n.name}/t{i}", n.op, (xi,), (part,), n.attrs, n.phase))
+            c = self.tensors[self.tile(x, i, 0 if x in self.rows else None)].shape[1]
+            self.tensors[part] = Tensor(part, (c,), "float32", role)
+            nr = len(self.spans(x))
+            prev: str | None = None
+            for r in range(nr):
+                rr = r if x in self.rows else None
+                out = part if r == nr - 1 else f"{part}r{r}"
+                self.tensors[out] = Tensor(out, (c,), "float32", role)
+                ins = (self.tile(x, i, rr), *((prev,) if prev else ()))
+                attrs = n.attrs if rr is None else {**n.attrs, "partial": bool(prev)}
+                name = f"{n.name}/t{i}" + ("" if rr is None else f"r{rr}")
+                self.nodes.append(Node(name, n.op, ins, (out,), attrs, n.phase))
+                prev = out
             parts.append(part)
         if join:
             self.concat(parts, y, 0, n, f"{n.name}/join")
@@ -912,42 +1191,66 @@ class _Rewrite:
                 first, last = (lo // mg) * cg, ((hi - 1) // mg + 1) * cg  # input channels read
             else:
                 first, last = (lo // cg) * mg, ((hi - 1) // cg + 1) * mg  # output channels read
-            chain = [j for j in range(len(reads) - 1) if reads[j] < last and reads[j + 1] > first]
-            prev: str | None = None
-            for idx, j in enumerate(chain):
-                final = idx == len(chain) - 1
+            parts = []
+            for j in range(len(reads) - 1):
                 rlo, rhi = reads[j], reads[j + 1]
-                src = self.tile(read_t, j) if read_t in self.tiles else read_t
-                box = (rlo, rhi, lo, hi) if forward else (lo, hi, rlo, rhi)
-                ins = [src, w]
-                bias = forward and final and len(n.inputs) > 2
-                if bias:
-                    ins.append(n.inputs[2])
-                if prev is not None:
-                    ins.append(prev)
-                if final:
-                    out = self.tile(out_t, t) if out_t in self.tiles else out_t
-                else:
-                    out = self.temp(f"{out_t}/t{t}/p{j}", out_t, hi - lo)
-                attrs = {
-                    **n.attrs,
-                    "x_shape": tuple(x_shape),
-                    "tile": box,
-                    "bias": bias,
-                    "partial": prev is not None,
-                }
-                op = "ConvPart" if forward else "ConvGradInputPart"
-                self.nodes.append(Node(f"{n.name}/t{t}c{j}", op, tuple(ins), (out,), attrs, n.phase))
-                prev = out
+                if rlo < last and rhi > first:
+                    box = (rlo, rhi, lo, hi) if forward else (lo, hi, rlo, rhi)
+                    parts.append((read_t, j, w, {**n.attrs, "x_shape": tuple(x_shape), "tile": box}))
+            bias = n.inputs[2] if forward and len(n.inputs) > 2 else None
+            self.chain(n, out_t, t, parts, bias)
+
+
+def _derived_spans(
+    rows: Sequence[int], attrs: Mapping[str, object], w_shape: Sequence[int], forward: bool
+) -> list[tuple[int, int]]:
+    """Output row ranges of a conv part (Y's for the forward, dX's for the input gradient) cut where the
+    operand's row tiles ``rows`` (X's, or dY's) start, so each range reads about one row tile (and its
+    halo): the forward's output row o starts reading at o*sh - pt, the input gradient's row r reads dY
+    from (r + pt - kh + 1) / sh."""
+    xs = tuple(int(d) for d in cast(Sequence[int], attrs["x_shape"]))
+    win = conv_window(xs, tuple(w_shape), attrs)
+    if forward:
+        full, cuts = win.oh, [-(-(r + win.pt) // win.sh) for r in rows[1:-1]]
+    else:
+        full, cuts = win.h, [r * win.sh - win.pt for r in rows[1:-1]]
+    bounds = sorted({0, full, *(min(full, max(0, c)) for c in cuts)})
+    return list(zip(bounds, bounds[1:], strict=False))
+
+
+def _row_window(
+    attrs: Mapping[str, object], w_shape: Sequence[int], forward: bool, a: int, b: int
+) -> tuple[int, int, dict[str, object]]:
+    """For output rows [a, b) of a conv part (Y's rows for the forward, dX's for the input gradient; the
+    attributes' ``x_shape`` has all rows): the operand's rows [lo, hi) they need (X's, or dY's) and the
+    part's attributes on that window, explicit pads (top / bottom: the whole conv's padding where the window
+    reaches the edge, else 0) and ``x_shape`` with the window's (forward) or the output's rows. Every output
+    element sums the same taps in the same order as unsplit."""
+    xs = tuple(int(d) for d in cast(Sequence[int], attrs["x_shape"]))
+    win = conv_window(xs, tuple(w_shape), attrs)
+    if forward:
+        top, end = a * win.sh - win.pt, (b - 1) * win.sh - win.pt + win.kh
+        lo, hi = max(0, top), min(win.h, end)
+        pt, pb, h = lo - top, end - hi, hi - lo
+    else:  # dX row r takes dY row o's tap kh where o*sh - pt + kh = r
+        lo = max(0, -(-(a + win.pt - win.kh + 1) // win.sh))
+        hi = min(win.oh, (b - 1 + win.pt) // win.sh + 1)
+        pt = win.pt + a - lo * win.sh
+        pb, h = max(0, (hi - lo - 1) * win.sh + win.kh - (b - a) - pt), b - a
+    if hi <= lo:
+        raise PoetError(f"rows [{a}, {b}) of a {win.kh}x{win.kw} stride-{win.sh} conv read no rows")
+    pads = (pt, win.pl, pb, win.pr)
+    return lo, hi, {**attrs, "auto_pad": "NOTSET", "pads": pads, "x_shape": (xs[0], xs[1], h, xs[3])}
 
 
 # ---- the choice of a tile size (compiler, --split) -------------------------------------------------------
 SPLIT_HELP = (
     "operator splitting: big activations and gradients become channel tiles that the scheduler keeps, "
     "drops, recomputes or pages one by one, and the convolutions and elementwise ops that make and read "
-    "them run tile by tile (bit-identical results); with --train all, convolution weights are cut into "
-    "blocks along the tiles, and Gemm / MatMul weights bigger than a tile into blocks of their output "
-    "columns. auto (default): only when the model's memory floor is above --ram, with the "
+    "them run tile by tile (bit-identical results); a channel tile still bigger than the tile size is cut "
+    "into row tiles, which convolutions read with their halo rows; with --train all, convolution weights "
+    "are cut into blocks along the tiles, and Gemm / MatMul weights bigger than a tile into blocks of "
+    "their output columns. auto (default): only when the model's memory floor is above --ram, with the "
     "largest tile size that brings it under (and the next size whose floor fits, the less energy kept; "
     "sizes whose graph exceeds 30,000 nodes are not tried); off: never; or a tile size, e.g. 16KB"
 )

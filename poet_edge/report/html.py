@@ -209,13 +209,19 @@ def _tiles(plan: dict[str, Any]) -> str:
     if not tiles:
         flag = escape(str(plan.get("split", "off")))
         return f'<p class="note">No operator was split (<code>--split {flag}</code>).</p>'
-    rows = [[f"<code>{escape(t)}</code>", "tensor", _num(str(k))] for t, k in tiles["tensors"].items()]
+    in_rows = tiles.get("rows", {})
+    rows = [
+        [f"<code>{escape(t)}</code>", "tensor, rows" if t in in_rows else "tensor", _num(str(k))]
+        for t, k in tiles["tensors"].items()
+    ]
     blocks = tiles.get("parameters", {})
     rows += [[f"<code>{escape(p)}</code>", "parameter", _num(str(len(b)))] for p, b in blocks.items()]
     note = (
         f'<p class="note">Tiles of at most {fmt_bytes(tiles["tile_bytes"])}: {len(tiles["tensors"])} '
         "tensors in channel tiles (tile i of a tensor is the value <code>&lt;tensor&gt;/t&lt;i&gt;</code> "
-        f"in the plot and the schedule), {len(blocks)} parameters in blocks (block names in plan.json "
+        f"in the plot and the schedule), {len(in_rows)} of them also in row tiles "
+        "(<code>&lt;tensor&gt;/t&lt;i&gt;r&lt;r&gt;</code>), "
+        f"{len(blocks)} parameters in blocks (block names in plan.json "
         f"<code>tiles.parameters</code>), {len(tiles['nodes'])} nodes run tile by tile "
         "(docs/splitting.md).</p>"
     )
