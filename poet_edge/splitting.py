@@ -131,8 +131,11 @@ def tile_name(t: str, i: int, r: int | None = None) -> str:
 
 
 def _per_channel(tg: Graph, n: Node) -> bool:
-    """A pool or pool gradient (``OpDef.per_channel``) on [N, C, ...] float tensors of one (N, C)."""
+    """A pool or pool gradient, or a ReduceMean / BroadcastTo over the trailing axes (``OpDef.per_channel``)
+    on [N, C, ...] float tensors of one (N, C) (a BroadcastTo viewing its input as its own shape)."""
     if not get_op(n.op).per_channel or len(n.outputs) != 1:
+        return False
+    if "view" in n.attrs and tuple(cast(Sequence[int], n.attrs["view"])) != tg.shape(n.inputs[0]):
         return False
     ts = [t for t in (*n.inputs, *n.outputs) if tg.tensor(t).dtype == "float32"]
     return (
@@ -1138,10 +1141,11 @@ class _Rewrite:
             for r in range(len(self.spans(y))):
                 rr = r if y in self.rows else None
                 ins = tuple(self.tile(t, i, rr) for t in n.inputs)
-                attrs = n.attrs
-                if "x_shape" in attrs:  # a pool gradient: the input shape it scatters into, cut to the tile
-                    xs = tuple(cast(Sequence[int], attrs["x_shape"]))
-                    attrs = {**attrs, "x_shape": (xs[0], self.tensors[ins[0]].shape[1], *xs[2:])}
+                attrs = dict(n.attrs)
+                for key in ("x_shape", "shape", "view"):  # a pool gradient's input shape, a BroadcastTo's:
+                    if key in attrs:  # cut to the tile's channels
+                        xs = tuple(cast(Sequence[int], attrs[key]))
+                        attrs[key] = (xs[0], self.tensors[ins[0]].shape[1], *xs[2:])
                 shape = op.infer([self.tensors[t].shape for t in ins], attrs)[0]
                 out = self.tile(y, i, rr, shape)
                 self.nodes.append(Node(f"{n.name}/{out[len(y) + 1 :]}", n.op, ins, (out,), attrs, n.phase))

@@ -42,9 +42,10 @@ def _save(path: Path, name: str, nodes: list, inits: list, x: list[int], y: list
     return path
 
 
-def resnet_block(path: Path, batch: int = 1, head: int = 6) -> Path:
+def resnet_block(path: Path, batch: int = 1, head: int = 6, mean: bool = False) -> Path:
     """x[B,3,12,12] -> Conv 3->8 3x3 -> Relu (a) -> Conv 8->8 3x3 (b) -> Add(a, b) -> Relu -> depthwise
-    3x3 stride 2 -> Clip(0, 6) -> Conv 8->6 1x1 -> Relu -> GlobalAveragePool -> Flatten -> Gemm 6->5: a
+    3x3 stride 2 -> Clip(0, 6) -> Conv 8->6 1x1 -> Relu -> GlobalAveragePool (``mean``: ReduceMean over
+    the spatial axes, as torch's dynamo exporter writes adaptive_avg_pool2d) -> Flatten -> Gemm 6->5: a
     residual Add, 1-bit masks, depthwise and grouped channels, and 6 channels (uneven tiles)."""
     rng = np.random.default_rng(3)
     inits = []
@@ -66,12 +67,19 @@ def resnet_block(path: Path, batch: int = 1, head: int = 6) -> Path:
         helper.make_node("Clip", ["d", "lo", "hi"], ["e"]),
         helper.make_node("Conv", ["e", param("w3", head, 8, 1, 1), param("b3", head)], ["f"]),
         helper.make_node("Relu", ["f"], ["g"]),
-        helper.make_node("GlobalAveragePool", ["g"], ["p"]),
+        helper.make_node("ReduceMean", ["g"], ["p"], axes=[-1, -2], keepdims=1)
+        if mean
+        else helper.make_node("GlobalAveragePool", ["g"], ["p"]),
         helper.make_node("Flatten", ["p"], ["q"]),
         helper.make_node("Gemm", ["q", param("w4", 5, head), param("b4", 5)], ["y"], transB=1),
     ]
     inits += [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("lo", 0.0), ("hi", 6.0))]
-    return _save(path, "resnet_block", nodes, inits, [batch, 3, 12, 12], [batch, 5])
+    model = _save(path, "resnet_block", nodes, inits, [batch, 3, 12, 12], [batch, 5])
+    if mean:  # ReduceMean takes its axes as an attribute only before opset 18
+        m = onnx.load(model)
+        m.opset_import[0].version = 13
+        onnx.save(m, model)
+    return model
 
 
 def _tg(path: Path, train: str = "all"):
@@ -484,3 +492,22 @@ def test_row_tiles_in_c_bit_identical_on_host_and_qemu(tmp_path, train, kernels,
             assert max_rel_err(host.params[k], v) <= 1e-6, k
     if batch == 1:
         assert [s.loss for s in plain.steps] == [s.loss for s in host.steps]
+
+
+def test_reduce_mean_over_the_spatial_axes_runs_in_tiles(tmp_path):
+    """ReduceMean over the trailing axes (torch's dynamo export of adaptive_avg_pool2d) and its gradient
+    (BroadcastTo) run per channel tile, like GlobalAveragePool: no join of their tiled input, and the C
+    program keeps the unsplit bits."""
+    need_tools("gcc")
+    path = resnet_block(tmp_path / "m.onnx", head=8, mean=True)
+    tg = _tg(path, "all")
+    s = splitting.split_graph(tg, 512)
+    ops = {n.name.rsplit("/", 1)[0]: n.op for n in s.graph.nodes if n.op in ("ReduceMean", "BroadcastTo")}
+    assert set(ops.values()) == {"ReduceMean", "BroadcastTo"} and set(ops) <= set(s.split_nodes)
+    assert not [n for n in s.graph.nodes if n.op == "Concat" and n.outputs[0] == "g"]
+    runs = {}
+    for label, split in (("plain", "off"), ("split", "512B")):
+        compile_model(_opts(path, tmp_path / label, 1, "all", kernels="fast", split=split))
+        runs[label] = runner.run_project(tmp_path / label, "host", STEPS)
+    for k, v in runs["plain"].params.items():
+        assert np.array_equal(v, runs["split"].params[k]), k

@@ -114,7 +114,18 @@ def bt_kernel(node, shape):
 
 
 ATTRIBUTES = {"axes": ANY, "keepdims": ANY, "noop_with_empty_axes": ANY}  # axes: an attribute before opset 18
+# per_channel: over the axes after the first two (operator splitting checks the shapes), each (n, c) alone
 OP = OpDef(
-    "ReduceMean", infer, forward, work, backward, kernel, const_inputs={1: "axes"}, attributes=ATTRIBUTES
+    "ReduceMean",
+    infer,
+    forward,
+    work,
+    backward,
+    kernel,
+    const_inputs={1: "axes"},
+    attributes=ATTRIBUTES,
+    per_channel=True,
 )
-BROADCAST_TO = OpDef("BroadcastTo", bt_infer, bt_forward, bt_work, None, bt_kernel, internal=True)
+BROADCAST_TO = OpDef(
+    "BroadcastTo", bt_infer, bt_forward, bt_work, None, bt_kernel, internal=True, per_channel=True
+)
