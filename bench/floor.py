@@ -240,15 +240,16 @@ are the exact rewrites, parameters in RAM; "params in storage" is the plain grap
 parameter in storage; "all three" is both rewrites and every trainable parameter in storage (the compile's
 defaults when the budget needs it); "all three, input storage" adds `--input storage` (the batch x loaded
 into the arena where read, so the input image is no longer a fixed byte: 108 KB for the mobilenets at
-96x96). "split" is "all three" with operator splitting (`--split SIZE`, poet_edge/splitting.py): the lowest
+96x96). "split" is "all three" with operator splitting (`--split SIZE`, poet_edge/splitting.py: channel
+tiles, and row tiles with halos where one channel tile still exceeds the tile size): the lowest
 floor over the tile sizes {tiles} (the largest size on ties), with the tile size ("nothing tiled": the
 lowest floor is already reached at a size that tiles no tensor and cuts no weight, so no tile size lowers
 it; "weight blocks only": only Gemm / MatMul weights are cut, into blocks of their output columns), the node
 that sets it (its op) and the split graph's node count; "split, input storage" the same with `--input
 storage`. A split floor above "all three" means splitting alone does not lower that model's floor: `--split
 auto` then keeps the unsplit graph, whose floor is the "all three" column (or "all three, input storage").
-Splitting is exact (bit-identical parameters: tests/test_splitting.py). Run time of the whole table:
-{seconds:.0f} s on this machine.
+Splitting is exact at batch 1 (bit-identical parameters: tests/test_splitting.py). Run time of the whole
+table: {seconds:.0f} s on this machine.
 
 {table}
 
@@ -257,7 +258,8 @@ input has another backward reader (masks: e.g. the next layer's weight gradient 
 that layer trains); the fixed bytes (every trainable parameter in RAM) are unchanged by both rewrites, and
 fall to the optimizer state, inputs and reserve with parameters in storage. Below "all three", the floor is
 set by one operator's inputs, output and workspace, which splitting cuts where that operator is a
-convolution, a channelwise op or a global average pool on a big activation; with `--train all` a
+convolution, a channelwise op or a global average pool on a big activation (along rows too, with the
+halo rows read from the neighbouring row tiles); with `--train all` a
 convolution's trainable weight is cut into blocks along the tiles, each updated from its own input and
 output-gradient tiles (docs/splitting.md). The split floors that stay high are set by nodes the rewrite
 leaves whole: Gemm weight updates (GemmGradUpdate), Gemm / GRU / MaxPool gradients, a first convolution

@@ -116,11 +116,8 @@ def test_tiles_replace_every_big_node(tmp_path):
     assert splitting.split_graph(tg, 1 << 30).tiles == {}  # nothing above a huge tile size
 
 
-@pytest.mark.parametrize("train, batch", [("all", 1), ("bias", 2)])
-def test_reference_matches_the_unsplit_step(tmp_path, train, batch):
-    tg = _tg(resnet_block(tmp_path / "m.onnx", batch), train)
-    s = splitting.split_graph(tg, 512)
-    assert bool(s.blocks) == (train == "all")  # trainable weights in blocks along the tiles
+def _assert_numpy_close(tg, s: splitting.Split) -> None:
+    """The numpy steps of the split graph (blocks joined) within 1e-6 of the unsplit graph's."""
     rng = np.random.default_rng(1)
     x = rng.standard_normal(tg.shape(tg.inputs[0])).astype(np.float32)
     y = rng.integers(0, 5, tg.shape(tg.inputs[1])).astype(np.int32)
@@ -130,6 +127,14 @@ def test_reference_matches_the_unsplit_step(tmp_path, train, batch):
     assert np.allclose(la, lb, rtol=1e-6)
     for k in a:
         assert max_rel_err(b[k], a[k]) <= 1e-6, k
+
+
+@pytest.mark.parametrize("train, batch", [("all", 1), ("bias", 2)])
+def test_reference_matches_the_unsplit_step(tmp_path, train, batch):
+    tg = _tg(resnet_block(tmp_path / "m.onnx", batch), train)
+    s = splitting.split_graph(tg, 512)
+    assert bool(s.blocks) == (train == "all")  # trainable weights in blocks along the tiles
+    _assert_numpy_close(tg, s)
 
 
 def _opts(path: Path, out: Path, batch: int, train: str, **kw) -> CompileOptions:
@@ -454,15 +459,7 @@ def test_row_tiles_with_halos(tmp_path):
     assert parts and all(min(n.attrs["pads"]) >= 0 for n in parts)
     assert _floor(s.graph) < _floor(chan.graph)
     assert s.summary()["rows"] == {t: list(b) for t, b in sorted(s.rows.items())}
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal(tg.shape(tg.inputs[0])).astype(np.float32)
-    y = rng.integers(0, 5, tg.shape(tg.inputs[1])).astype(np.int32)
-    la, a = reference.train(tg, [(x, y)] * STEPS, LR)
-    lb, b = reference.train(s.graph, [(x, y)] * STEPS, LR)
-    b = s.join_params(b)
-    assert np.allclose(la, lb, rtol=1e-6)
-    for k in a:
-        assert max_rel_err(b[k], a[k]) <= 1e-6, k
+    _assert_numpy_close(tg, s)
 
 
 @pytest.mark.parametrize(
