@@ -145,9 +145,10 @@ def split_floors(case: Case) -> dict[str, dict[str, Any]]:
     tiles, the tile size and node that give it (the largest tile size on ties), the split graph's node
     count, and the floor at every tile size."""
     tg = autodiff.training_graph(case.graph, case.loss, case.chosen, options=autodiff.DEFAULT_OPTIONS)
-    splits = {tile: splitting.split_graph(tg, tile) for tile in SPLIT_TILES}
     out: dict[str, dict[str, Any]] = {}
     for header, place in SPLIT_COLUMNS:
+        rows = place == planning.InputPlace.STORAGE  # the batch read in windows of rows, as the compile does
+        splits = {tile: splitting.split_graph(tg, tile, input_rows=rows) for tile in SPLIT_TILES}
         floors = {tile: memory_floor(_priced(sp.graph, True, place)) for tile, sp in splits.items()}
         tile = min(SPLIT_TILES, key=lambda t: (floors[t].bytes, -t))
         ops = {n.name: n.op for n in splits[tile].graph.nodes}
@@ -246,7 +247,8 @@ floor over the tile sizes {tiles} (the largest size on ties), with the tile size
 lowest floor is already reached at a size that tiles no tensor and cuts no weight, so no tile size lowers
 it; "weight blocks only": only Gemm / MatMul weights are cut, into blocks of their output columns), the node
 that sets it (its op) and the split graph's node count; "split, input storage" the same with `--input
-storage`. A split floor above "all three" means splitting alone does not lower that model's floor: `--split
+storage` (convolutions then read the batch in windows of rows, each loaded from storage on its own). A split
+floor above "all three" means splitting alone does not lower that model's floor: `--split
 auto` then keeps the unsplit graph, whose floor is the "all three" column (or "all three, input storage").
 Splitting is exact at batch 1 (bit-identical parameters: tests/test_splitting.py). Run time of the whole
 table: {seconds:.0f} s on this machine.

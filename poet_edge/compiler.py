@@ -189,10 +189,11 @@ def _plan_choice(
     stored, tile = choice
     if tile is None:
         return _plan_stored(g, tg, profile, reserve, stored, opts, limit, began, phase, log)
-    split = splitting.split_graph(tg, tile)
+    split = splitting.split_graph(tg, tile, input_rows=_input_rows(opts))
     log(
-        f"operator splitting: {len(split.tiles)} tensors in tiles of at most {fmt_bytes(tile)}, "
-        f"{len(split.split_nodes)} nodes split, {len(split.graph.nodes)} nodes"
+        f"operator splitting: {len(split.tiles)} tensors in tiles of at most {fmt_bytes(tile)}"
+        + (f" ({len(split.rows)} also in row tiles)" if split.rows else "")
+        + f", {len(split.split_nodes)} nodes split, {len(split.graph.nodes)} nodes"
     )
     if split.blocks:
         n = sum(len(b) for b in split.blocks.values())
@@ -202,11 +203,17 @@ def _plan_choice(
     return replace(c, split=split)
 
 
+def _input_rows(opts: CompileOptions) -> bool:
+    """Whether splitting reads the batch through windows of its rows, each loaded from storage on its own:
+    with --input storage, unless --verify-paging (whose CRC covers the whole batch)."""
+    return opts.input == planning.InputPlace.STORAGE and not opts.verify_paging
+
+
 def _split_floor(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions, choice: Choice) -> int:
     stored, tile = choice
     if tile is None:
         return _stored_floor(tg, reserve, profile, opts, stored)
-    split = splitting.split_graph(tg, tile)
+    split = splitting.split_graph(tg, tile, input_rows=_input_rows(opts))
     return _stored_floor(split.graph, reserve, profile, opts, split.param_names(stored))
 
 
@@ -225,7 +232,7 @@ def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions
         return [(s, None) for s in stored]
     keep = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
     fits: list[int] = []
-    for split in splitting.splits(tg):  # largest first, up to two
+    for split in splitting.splits(tg, _input_rows(opts)):  # largest first, up to two
         floor = _stored_floor(split.graph, reserve, profile, opts, split.param_names(keep))
         if floor <= opts.ram_bytes:
             fits.append(split.tile_bytes)
@@ -347,7 +354,7 @@ def _split_hint(
     stored = frozenset(planning.stored_params(spec))
     floors = [
         memory_floor(planning.price(planning.spec_from_graph(s.graph, reserve, opts.input, ps), profile, 1))
-        for s in splitting.splits(tg)
+        for s in splitting.splits(tg, _input_rows(opts))
         for ps in (s.param_names(stored),)
     ]
     low = min(floors, key=lambda f: f.bytes, default=None)

@@ -82,7 +82,7 @@ def inspect(
     floor_stored = memory_floor(planning.price(stored, load_profile("host"), 1 << 62))
     split_floors = [
         (memory_floor(planning.price(spec, load_profile("host"), 1 << 62)), sp.tile_bytes)
-        for sp in splitting.splits(tg)
+        for sp in splitting.splits(tg, input_place == planning.InputPlace.STORAGE)
         for spec in (
             planning.spec_from_graph(sp.graph, reserve, input_place, sp.param_names(frozenset(tg.trainable))),
         )

@@ -80,6 +80,7 @@ class NodeSpec:
     epilogue: tuple[str, ...] = ()
     epilogue_work: tuple[Work, ...] = ()
     stores: int = 0  # bytes written to storage after the node ran: a stored parameter's write-back
+    reads: int = 1  # storage reads of a load (kind input: one per (sample, channel) of a window of rows)
 
     @property
     def works(self) -> tuple[Work, ...]:
@@ -92,10 +93,12 @@ class ProblemSpec:
     edges: tuple[tuple[int, int], ...]
     invalidated_by: tuple[tuple[int, int], ...]
     fixed: FixedRam
+    input_bytes: int = 0  # the batch's bytes in storage (--input storage), however its loads cut it
 
     def to_json(self) -> dict[str, Any]:
         return {
             "fixed_ram": asdict(self.fixed),
+            "input_bytes": self.input_bytes,
             "edges": [list(e) for e in self.edges],
             "invalidated_by": [list(e) for e in self.invalidated_by],
             "nodes": [
@@ -121,6 +124,7 @@ class ProblemSpec:
                 tuple(n.get("epilogue", ())),
                 tuple(_work_from_json(w) for w in n.get("epilogue_work", ())),
                 n.get("stores", 0),
+                n.get("reads", 1),
             )
             for n in d["nodes"]
         )
@@ -129,6 +133,7 @@ class ProblemSpec:
             tuple(tuple(e) for e in d["edges"]),  # type: ignore[misc]
             tuple(tuple(e) for e in d["invalidated_by"]),
             FixedRam(**d["fixed_ram"]),
+            d.get("input_bytes", 0),
         )  # type: ignore[misc]
 
 
@@ -248,6 +253,22 @@ def input_node_name(x: str) -> str:
     return f"input:{x}"
 
 
+def batch_windows(tg: Graph, x: str) -> list[Node]:
+    """Nodes that read rows of the batch ``x`` (4-D): a Slice of x along axis 2 alone, step 1 (operator
+    splitting's windows, ``splitting.split_graph(input_rows=True)``). With the batch in storage, each is a
+    load of those rows (one storage read per sample and channel) instead of a copy of the loaded batch."""
+    if len(tg.shape(x)) != 4:
+        return []
+    return [
+        n
+        for n in tg.nodes
+        if n.op == "Slice"
+        and n.inputs == (x,)
+        and tuple(n.attr("axes", ())) == (2,)  # type: ignore[arg-type]
+        and tuple(n.attr("steps", (1,))) == (1,)  # type: ignore[arg-type]
+    ]
+
+
 def param_node_name(p: str) -> str:
     return f"param:{p}"
 
@@ -304,22 +325,27 @@ def spec_from_graph(
     groups = fusion_groups(tg)
     nodes: list[NodeSpec] = []
     sources: dict[str, int] = {}  # tensor -> index of the scheduling node that produces it
+    windows: list[Node] = []
     if input_place == InputPlace.STORAGE:
         x = next(t for t in tg.inputs if tg.tensor(t).role == Role.INPUT)
         name = input_node_name(x)
         if any(n.name == name for n in tg.nodes):
             raise PoetError(f"a model node is named '{name}', which poet-edge reserves for the input load")
-        nbytes = align(tg.tensor(x).nbytes)
-        sources[x] = 0
-        nodes.append(
-            NodeSpec(
-                name, nbytes, Work(OpClass.COPY, bytes_read=nbytes, bytes_written=nbytes), True, INPUT_KIND
-            )
-        )
+        windows = batch_windows(tg, x)
+        loads_of = [(name, x, 1)] if any(x in n.inputs for n in tg.nodes if n not in windows) else []
+        shape = tg.shape(x)
+        loads_of += [(n.name, n.outputs[0], shape[0] * shape[1]) for n in windows]
+        for lname, value, reads in loads_of:
+            nbytes = align(tg.tensor(value).nbytes)
+            sources[value] = len(nodes)
+            work = Work(OpClass.COPY, bytes_read=nbytes, bytes_written=nbytes)
+            nodes.append(NodeSpec(lname, nbytes, work, True, INPUT_KIND, reads=reads))
     edges: set[tuple[int, int]] = set()
     index: dict[str, int] = {}  # training-graph node -> scheduling node
     loads: dict[str, int] = {}  # stored parameter -> index of its load node
     for members in groups:
+        if members[0] in windows:  # a load of the batch's rows (above)
+            continue
         for p in sorted({t for n in members for t in n.inputs if t in stored and t not in loads}):
             loads[p] = sources[p] = len(nodes)
             nodes.append(_load_node(tg, p))
@@ -362,6 +388,9 @@ def spec_from_graph(
         tuple(sorted(edges)),
         tuple(sorted(invalid)),
         fixed_ram(tg, reserve, input_place, stored),
+        sum(align(tg.tensor(t).nbytes) for t in tg.inputs if tg.tensor(t).role == Role.INPUT)
+        if input_place == InputPlace.STORAGE
+        else 0,
     )
 
 
@@ -380,6 +409,9 @@ def price(spec: ProblemSpec, profile: Profile, budget_bytes: int) -> SchedulingP
         out, inn = transfer_cost(profile, n.out_bytes, True), transfer_cost(profile, n.out_bytes, False)
         if n.kind in (INPUT_KIND, PARAM_KIND):
             c = inn
+            if n.reads > 1:  # a window of the batch's rows: one read per (sample, channel)
+                one = transfer_cost(profile, n.out_bytes // n.reads, False)
+                c = Cost(n.reads * one.seconds, n.reads * one.joules)
         else:
             c = sum((node_cost(profile, w) for w in n.works), Cost(0.0, 0.0))
             c = c + transfer_cost(profile, n.stores, True)

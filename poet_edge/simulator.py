@@ -256,7 +256,7 @@ def simulate(
             st.live += node.out_bytes
             if node.kind == INPUT_KIND:  # the batch is read from storage
                 read += node.out_bytes
-                checks.load()
+                checks.load(node.out_bytes // 4)
             elif node.kind == PARAM_KIND:  # a parameter kept in storage is loaded
                 read += node.out_bytes
                 param_read += node.out_bytes
@@ -368,9 +368,11 @@ class _Checks:
             if integrity.verify_paging:
                 self.crc_bytes = sum(integrity.journal_bytes)
 
-    def load(self) -> None:
+    def load(self, elements: int) -> None:
+        """A load of the batch (or of a window of its rows, ``elements`` floats): its NaN/Inf scan."""
         if self.profile is not None and self.integrity is not None:
-            self.cost = self.cost + self.integrity.scan(self.profile, self.integrity.checked_per_load)
+            n = min(self.integrity.checked_per_load, elements)
+            self.cost = self.cost + self.integrity.scan(self.profile, n)
 
     def written_back(self, nbytes: int) -> int:
         """A stored parameter's write-back: with verify_paging, a CRC-32 before the write, and a read-back

@@ -517,13 +517,15 @@ def plan_rows(
     return out
 
 
-def split_graph(tg: Graph, tile_bytes: int, rows: bool = True) -> Split:
+def split_graph(tg: Graph, tile_bytes: int, rows: bool = True, input_rows: bool = False) -> Split:
     """The training graph with every tensor :func:`plan_tiles` picks in channel tiles, and those whose
     channel tiles still exceed ``tile_bytes`` (:func:`plan_rows`) in row tiles too; the trainable weight of
     every convolution :func:`families` can cut, whose operands are tiled, in blocks, and every Gemm /
     MatMul weight :func:`dense_families` finds that exceeds ``tile_bytes`` in blocks of its output columns
     of at most ``tile_bytes`` each (one column each when a column alone exceeds it). ``rows``: False for
-    channel tiles only."""
+    channel tiles only. ``input_rows``: the batch x is in storage (``--input storage``), so convolutions
+    read it through windows of its rows (Slices of x, which planning loads from storage one by one) like a
+    row-tiled tensor, instead of whole."""
     fams = families(tg)
     tiles = plan_tiles(tg, tile_bytes, fams)
     row_bounds = plan_rows(tg, tile_bytes, tiles, fams) if rows else {}
@@ -541,7 +543,7 @@ def split_graph(tg: Graph, tile_bytes: int, rows: bool = True) -> Split:
         k = -(-m // per)
         if k >= 2:
             cuts[w] = (d, tuple(i * m // k for i in range(k + 1)))
-    return _Rewrite(tg, tiles, fams, cuts, row_bounds, tile_bytes).run()
+    return _Rewrite(tg, tiles, fams, cuts, row_bounds, tile_bytes, input_rows).run()
 
 
 @dataclass(frozen=True)
@@ -568,8 +570,12 @@ class _Rewrite:
         dense: Mapping[str, tuple[Dense, tuple[int, ...]]] | None = None,
         rows: Mapping[str, tuple[int, ...]] | None = None,
         tile_bytes: int = 0,
+        input_rows: bool = False,
     ) -> None:
         self.tg, self.tiles, self.rows, self.tile_bytes = tg, tiles, dict(rows or {}), tile_bytes
+        self.windowed = {  # whole tensors read through row windows: the batch in storage (input_rows)
+            t for t in tg.inputs if input_rows and tg.tensor(t).role == Role.INPUT and len(tg.shape(t)) == 4
+        }
         self.tensors: dict[str, Tensor] = dict(tg.tensors)
         self.producer = tg.producers()
         self.nodes: list[Node] = []
@@ -788,7 +794,7 @@ class _Rewrite:
     def big(self, t: str, j: int) -> bool:
         """Whether channel tile ``j`` of ``t`` (``t`` when it is not tiled) is whole in RAM and exceeds a
         tile: a window of it would be a copy of up to its size next to it."""
-        if t in self.rows:
+        if t in self.rows or t in self.windowed:
             return False
         src = self.tile(t, j) if t in self.tiles else t
         return self.tensors[src].nbytes > self.tile_bytes
@@ -1262,11 +1268,11 @@ TILE_SIZES = tuple(1 << k for k in range(19, 9, -1))  # 512 KiB down to 1 KiB: t
 MAX_NODES = 30_000  # a split graph above this many nodes is not tried: scheduling it would take too long
 
 
-def splits(tg: Graph) -> Iterator[Split]:
+def splits(tg: Graph, input_rows: bool = False) -> Iterator[Split]:
     """``tg`` split at each size of :data:`TILE_SIZES`, largest first, while the split graph has at most
-    :data:`MAX_NODES` nodes (smaller tiles only give more)."""
+    :data:`MAX_NODES` nodes (smaller tiles only give more); ``input_rows``: see :func:`split_graph`."""
     for t in TILE_SIZES:
-        s = split_graph(tg, t)
+        s = split_graph(tg, t, input_rows=input_rows)
         if len(s.graph.nodes) > MAX_NODES:
             return
         yield s

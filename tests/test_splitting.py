@@ -508,3 +508,33 @@ def test_reduce_mean_over_the_spatial_axes_runs_in_tiles(tmp_path):
         runs[label] = runner.run_project(tmp_path / label, "host", STEPS)
     for k, v in runs["plain"].params.items():
         assert np.array_equal(v, runs["split"].params[k]), k
+
+
+def test_batch_in_storage_loads_windows_of_rows(tmp_path):
+    """With --input storage, convolutions read the batch x through windows of its rows (Slices of x), and
+    planning turns each window into a load of those rows from storage (one read per sample and channel):
+    x is never whole in RAM, the floor falls below whole-batch loads, and the program keeps the bits of
+    the unsplit one (batch in RAM) on the host and on qemu-cortex-m4."""
+    need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
+    path = resnet_block(tmp_path / "m.onnx")
+    tg = _tg(path, "all")
+    floors = {}
+    for rows in (False, True):
+        s = splitting.split_graph(tg, 512, input_rows=rows)
+        stored = s.param_names(frozenset(tg.trainable))
+        spec = planning.spec_from_graph(s.graph, 1024, planning.InputPlace.STORAGE, stored)
+        loads = [n for n in spec.nodes if n.kind == "input"]
+        assert len(loads) >= 2 if rows else [n.name for n in loads] == [planning.input_node_name("x")]
+        assert spec.input_bytes == tg.tensor("x").nbytes
+        floors[rows] = memory_floor(planning.price(spec, load_profile("host"), 1 << 40)).bytes
+    assert floors[True] < floors[False]
+    storage = planning.InputPlace.STORAGE
+    compile_model(_opts(path, tmp_path / "plain", 1, "all", kernels="fast", split="off"))
+    compile_model(_opts(path, tmp_path / "rows", 1, "all", kernels="fast", split="512B", input=storage))
+    assert "load rows of the batch from storage" in (tmp_path / "rows" / "poet_model.c").read_text()
+    plain = runner.run_project(tmp_path / "plain", "host", STEPS)
+    host = runner.run_project(tmp_path / "rows", "host", STEPS)
+    qemu = runner.run_project(tmp_path / "rows", "qemu-cortex-m4", STEPS)
+    assert [s.loss for s in plain.steps] == [s.loss for s in host.steps] == [s.loss for s in qemu.steps]
+    for k, v in plain.params.items():
+        assert np.array_equal(v, host.params[k]) and np.array_equal(v, qemu.params[k]), k

@@ -165,7 +165,7 @@ STEP_COUNTER_BYTES = 4  # the first persistent tensor: uint32 poet_step_count
 
 def input_region(spec: ProblemSpec) -> int:
     """Bytes of storage that hold the batch (0 unless the spec loads the batch from storage)."""
-    return sum(n.out_bytes for n in spec.nodes if n.kind == INPUT_KIND)
+    return spec.input_bytes or sum(n.out_bytes for n in spec.nodes if n.kind == INPUT_KIND)
 
 
 def _touches_storage(step: Step, kinds: dict[str, str], stores: dict[str, int]) -> bool:
@@ -302,8 +302,9 @@ class _Pointers:
         self.sub: dict[str, tuple[str, int]] = {}  # tensor -> (scheduling node, byte offset inside its value)
         nodes = {n.name: n for n in tg.nodes}
         for s in spec.nodes:
-            if s.kind == INPUT_KIND:
-                self.sub[next(t for t in tg.inputs if tg.tensor(t).role == Role.INPUT)] = (s.name, 0)
+            if s.kind == INPUT_KIND:  # the batch, or a window of its rows (planning.batch_windows)
+                x = next(t for t in tg.inputs if tg.tensor(t).role == Role.INPUT)
+                self.sub[nodes[s.name].outputs[0] if s.name in nodes else x] = (s.name, 0)
                 continue
             if s.kind == PARAM_KIND:  # a stored parameter: its loaded copy in the arena
                 self.sub[s.name[len(param_node_name("")) :]] = (s.name, 0)
@@ -447,6 +448,12 @@ def body(
             ptrs.group = s.node
             again = " (recompute)" if s.node in computed else ""
             computed.add(s.node)
+            if groups[s.node].kind == INPUT_KIND and s.node in nodes:
+                lines.append(
+                    f"    /* {k}: load rows of the batch from storage{again}: {c_comment(s.node)} */"
+                )
+                lines += _load_rows(tg, nodes[s.node], ptrs.value_ptr(s.node), err)
+                continue
             if groups[s.node].kind == INPUT_KIND:
                 lines.append(f"    /* {k}: load the batch from storage{again} */")
                 lines += _load_batch(ptrs.value_ptr(s.node), err, verify_paging)
@@ -567,6 +574,28 @@ def _load_batch(ptr: str, err: _ErrorPath, verify: bool) -> list[str]:
         *lines,
         "#ifdef POET_CHECK_INPUTS",
         f"    if (!poet_all_finite({ptr}, POET_INPUT_ELEMS)) {nonfinite}",
+        "#endif",
+    ]
+
+
+def _load_rows(tg: Graph, window: Node, ptr: str, err: _ErrorPath) -> list[str]:
+    """Read rows [lo, hi) of every (sample, channel) of the batch x [N, C, H, W] (a Slice of x along axis 2)
+    from storage into ``ptr``: one read per (sample, channel)."""
+    n, c, h, w = tg.shape(window.inputs[0])
+    lo = int(window.attr("starts")[0])  # type: ignore[index]
+    rows = tg.shape(window.outputs[0])[2]
+    chunk = rows * w
+    read = (
+        f"poet_storage_read(POET_INPUT_OFFSET + 4u * ((uint32_t)nc * {h * w}u + {lo * w}u), "
+        f"{ptr} + (uint32_t)nc * {chunk}u, {4 * chunk}u)"
+    )
+    nonfinite = err.fail("POET_ERR_NONFINITE_INPUT")
+    return [
+        f"    for (int32_t nc = 0; nc < {n * c}; ++nc) {{",
+        "    " + err.check(read, "POET_ERR_STORAGE_READ"),
+        "    }",
+        "#ifdef POET_CHECK_INPUTS",
+        f"    if (!poet_all_finite({ptr}, {n * c * chunk}u)) {nonfinite}",
         "#endif",
     ]
 
