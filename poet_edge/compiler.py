@@ -124,7 +124,9 @@ def plan_training(
     model = frontend.load_onnx(opts.model)
     sanity.check_onnx(model)
     g = frontend.to_ir(model, opts.batch)
-    sanity.check_graph(g, opts.ram_bytes, opts.split != "off")  # before any per-element work
+    split = opts.split != "off"
+    rows = splitting.MIN_ROWS if split else 0
+    sanity.check_graph(g, opts.ram_bytes, split, rows, _input_rows(opts))  # before any per-element work
     phase("training graph")
     tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train), opts.optimizer, opts.training)
     profile = load_profile(opts.device)

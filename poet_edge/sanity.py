@@ -57,20 +57,28 @@ def check_onnx(model: onnx.ModelProto) -> None:
             ) from None
 
 
-def check_graph(g: Graph, ram_bytes: int | None = None, split: bool = False) -> None:
+def check_graph(
+    g: Graph, ram_bytes: int | None = None, split: bool = False, rows: int = 0, input_rows: bool = False
+) -> None:
     """The model right after shape inference: it has an output, every tensor fits the hard cap and,
     except parameters, (a kernel reads and writes its values in RAM) the RAM budget ``ram_bytes``; every
     weight is finite. ``split`` (operator splitting may run): an activation of rank >= 3 may be cut into
-    channel tiles, so only one channel of it must fit ``ram_bytes`` (the memory floor judges the rest)."""
+    channel tiles, so only one channel of it must fit ``ram_bytes`` (the memory floor judges the rest);
+    with ``rows`` (the fewest rows of a row tile), a 4-D one only ``rows`` rows of one channel, and with
+    ``input_rows`` (the batch read from storage in windows of rows) the batch too."""
     if not g.outputs:
         raise PoetError("the model has no graph outputs; poet trains its first output with the loss")
     limit = HARD_CAP_BYTES if ram_bytes is None else min(ram_bytes, HARD_CAP_BYTES)
     for t in g.tensors.values():
         n = _count(t.shape)
         size = n * DTYPE_BYTES.get(t.dtype, 4)
-        tiled = split and t.role == Role.ACTIVATION and len(t.shape) >= 3 and t.shape[1] > 0
-        if tiled and size <= HARD_CAP_BYTES and size // t.shape[1] <= limit:
-            continue  # one channel tile fits
+        windowed = input_rows and t.role == Role.INPUT and len(t.shape) == 4
+        tiled = split and (t.role == Role.ACTIVATION or windowed) and len(t.shape) >= 3 and t.shape[1] > 0
+        unit = size // t.shape[1] if tiled else size
+        if tiled and rows and len(t.shape) == 4 and t.shape[2] > rows:
+            unit = unit * rows // t.shape[2]
+        if tiled and size <= HARD_CAP_BYTES and unit <= limit:
+            continue  # one channel tile (or a few rows of it) fits
         # a parameter may stay in flash (frozen): check_flash and the memory floor judge those
         if size > (HARD_CAP_BYTES if t.role == Role.PARAMETER else limit):
             where = (
@@ -83,7 +91,7 @@ def check_graph(g: Graph, ram_bytes: int | None = None, split: bool = False) -> 
                 f"{fmt_bytes(size)}: more than {where} ({fmt_bytes(limit)}); a kernel needs its values in RAM"
                 + ("; use a smaller --batch" if t.role == Role.INPUT and t.shape and t.shape[0] > 1 else "")
                 + (
-                    f"; even one channel of it ({fmt_bytes(size // t.shape[1])}) is, so tiles cannot help"
+                    f"; even the smallest tile of it ({fmt_bytes(unit)}) is, so tiles cannot help"
                     if tiled
                     else ""
                 )
