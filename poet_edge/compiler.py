@@ -67,6 +67,12 @@ class CompileOptions:
     ram_banks: tuple[int, ...] = ()  # --ram A+B: the RAM banks, ram_bytes their sum; (): one bank
     split: str = "off"  # --split: auto, off or a tile size (operator splitting, poet_edge/splitting.py)
 
+    @property
+    def input_rows(self) -> bool:
+        """Whether splitting reads the batch through windows of its rows, each loaded from storage on its
+        own: with --input storage, unless --verify-paging (whose CRC covers the whole batch)."""
+        return self.input == planning.InputPlace.STORAGE and not self.verify_paging
+
 
 @dataclass(frozen=True)
 class Compiled:
@@ -126,7 +132,7 @@ def plan_training(
     g = frontend.to_ir(model, opts.batch)
     split = opts.split != "off"
     rows = splitting.MIN_ROWS if split else 0
-    sanity.check_graph(g, opts.ram_bytes, split, rows, _input_rows(opts))  # before any per-element work
+    sanity.check_graph(g, opts.ram_bytes, split, rows, opts.input_rows)  # before any per-element work
     phase("training graph")
     tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train), opts.optimizer, opts.training)
     profile = load_profile(opts.device)
@@ -191,7 +197,7 @@ def _plan_choice(
     stored, tile = choice
     if tile is None:
         return _plan_stored(g, tg, profile, reserve, stored, opts, limit, began, phase, log)
-    split = splitting.split_graph(tg, tile, input_rows=_input_rows(opts))
+    split = splitting.split_graph(tg, tile, input_rows=opts.input_rows)
     log(
         f"operator splitting: {len(split.tiles)} tensors in tiles of at most {fmt_bytes(tile)}"
         + (f" ({len(split.rows)} also in row tiles)" if split.rows else "")
@@ -205,17 +211,11 @@ def _plan_choice(
     return replace(c, split=split)
 
 
-def _input_rows(opts: CompileOptions) -> bool:
-    """Whether splitting reads the batch through windows of its rows, each loaded from storage on its own:
-    with --input storage, unless --verify-paging (whose CRC covers the whole batch)."""
-    return opts.input == planning.InputPlace.STORAGE and not opts.verify_paging
-
-
 def _split_floor(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions, choice: Choice) -> int:
     stored, tile = choice
     if tile is None:
         return _stored_floor(tg, reserve, profile, opts, stored)
-    split = splitting.split_graph(tg, tile, input_rows=_input_rows(opts))
+    split = splitting.split_graph(tg, tile, input_rows=opts.input_rows)
     return _stored_floor(split.graph, reserve, profile, opts, split.param_names(stored))
 
 
@@ -234,7 +234,7 @@ def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions
         return [(s, None) for s in stored]
     keep = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
     fits: list[int] = []
-    for split in splitting.splits(tg, _input_rows(opts)):  # largest first, up to two
+    for split in splitting.splits(tg, opts.input_rows):  # largest first, up to two
         floor = _stored_floor(split.graph, reserve, profile, opts, split.param_names(keep))
         if floor <= opts.ram_bytes:
             fits.append(split.tile_bytes)
@@ -356,7 +356,7 @@ def _split_hint(
     stored = frozenset(planning.stored_params(spec))
     floors = [
         memory_floor(planning.price(planning.spec_from_graph(s.graph, reserve, opts.input, ps), profile, 1))
-        for s in splitting.splits(tg, _input_rows(opts))
+        for s in splitting.splits(tg, opts.input_rows)
         for ps in (s.param_names(stored),)
     ]
     low = min(floors, key=lambda f: f.bytes, default=None)

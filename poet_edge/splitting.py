@@ -416,10 +416,10 @@ def _eligible(tg: Graph, classes: _Classes) -> dict[str, list[str]]:
 
 def _classes(
     tg: Graph, tile_bytes: int, fams: Mapping[str, Family]
-) -> tuple[_Classes, dict[str, list[str]], dict[str, int]]:
-    """Channel classes (channelwise and per-channel nodes, and the ties of families whose classes may all
-    be tiled), the members of those that may be tiled (:func:`_eligible`), and the tiles each class needs
-    at least for its weights' blocks."""
+) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """The members of every channel class that may be tiled (:func:`_eligible`; classes: channelwise and
+    per-channel nodes, and the ties of families whose classes may all be tiled), and the tiles each class
+    needs at least for its weights' blocks."""
     classes = _Classes()
     for n in tg.nodes:
         if _runs_in_tiles(tg, n):
@@ -440,7 +440,7 @@ def _classes(
     for w, fam in big_w.items():
         root = classes.find(fam.conv.outputs[0])
         need[root] = max(need.get(root, 0), -(-tg.tensor(w).nbytes // tile_bytes))
-    return classes, _eligible(tg, classes), need
+    return _eligible(tg, classes), need
 
 
 def plan_tiles(
@@ -453,7 +453,13 @@ def plan_tiles(
     its weight has tile sizes, so the weight's blocks fit a tile."""
     if tile_bytes < 1:
         raise PoetError(f"tile size must be positive, got {tile_bytes} bytes")
-    _, eligible, need = _classes(tg, tile_bytes, fams or {})
+    return _channel_bounds(tg, tile_bytes, *_classes(tg, tile_bytes, fams or {}))
+
+
+def _channel_bounds(
+    tg: Graph, tile_bytes: int, eligible: Mapping[str, list[str]], need: Mapping[str, int]
+) -> dict[str, tuple[int, ...]]:
+    """:func:`plan_tiles` from the classes :func:`_classes` found."""
     out: dict[str, tuple[int, ...]] = {}
     for root, names in eligible.items():
         floats = [t for t in names if tg.tensor(t).dtype == "float32" and len(tg.shape(t)) >= 3]
@@ -472,16 +478,22 @@ MIN_ROWS = 4  # rows of a row tile at least: a 3x3 window's halo stays within th
 
 
 def plan_rows(
-    tg: Graph, tile_bytes: int, tiles: Mapping[str, tuple[int, ...]], fams: Mapping[str, Family] | None = None
+    tg: Graph,
+    tile_bytes: int,
+    tiles: Mapping[str, tuple[int, ...]],
+    fams: Mapping[str, Family] | None = None,
+    eligible: Mapping[str, list[str]] | None = None,
 ) -> dict[str, tuple[int, ...]]:
     """Row bounds (axis 2) of every tensor whose channel tiles (``tiles``, or the whole tensor) still exceed
     ``tile_bytes``: 4-D tensors that channelwise nodes link (and a family's Y and dY, X and dX) form a row
     class of one shape; a class is cut into ``ceil(tile bytes / tile_bytes)`` row ranges of at least
     :data:`MIN_ROWS` rows when its tensors may be tiled, no pool reads or makes them, and their largest
     channel tile exceeds ``tile_bytes``. A convolution reads the rows its output rows need (a halo of its
-    neighbouring tiles) through a window: a Slice, or a Concat of tiles and slices, along the rows."""
+    neighbouring tiles) through a window: a Slice, or a Concat of tiles and slices, along the rows.
+    ``eligible``: the channel classes that may be tiled, when :func:`_classes` already found them."""
     fams = fams or {}
-    _, eligible, _ = _classes(tg, tile_bytes, fams)
+    if eligible is None:
+        eligible = _classes(tg, tile_bytes, fams)[0]
     may = {t for names in eligible.values() for t in names}
     rows = _Classes()
     pooled: set[str] = set()
@@ -527,8 +539,11 @@ def split_graph(tg: Graph, tile_bytes: int, rows: bool = True, input_rows: bool 
     read it through windows of its rows (Slices of x, which planning loads from storage one by one) like a
     row-tiled tensor, instead of whole."""
     fams = families(tg)
-    tiles = plan_tiles(tg, tile_bytes, fams)
-    row_bounds = plan_rows(tg, tile_bytes, tiles, fams) if rows else {}
+    if tile_bytes < 1:
+        raise PoetError(f"tile size must be positive, got {tile_bytes} bytes")
+    eligible, need = _classes(tg, tile_bytes, fams)  # once, for the channel and the row tiles
+    tiles = _channel_bounds(tg, tile_bytes, eligible, need)
+    row_bounds = plan_rows(tg, tile_bytes, tiles, fams, eligible) if rows else {}
     for t in row_bounds:  # a tensor in rows only: one channel tile (a mask: its source's channels)
         if t not in tiles:
             same = row_bounds[t]

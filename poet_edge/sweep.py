@@ -297,8 +297,7 @@ def floor_bytes(opts: CompileOptions) -> int | None:
         stored = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
         if opts.split != "off":  # ... and with --split, tiles of the given or the smallest size
             tile = splitting.tile_bytes_of(opts.split) or splitting.TILE_SIZES[-1]
-            rows = opts.input == planning.InputPlace.STORAGE and not opts.verify_paging
-            split = splitting.split_graph(tg, tile, input_rows=rows)
+            split = splitting.split_graph(tg, tile, input_rows=opts.input_rows)
             tg, stored = split.graph, split.param_names(stored)
         spec = planning.spec_from_graph(tg, reserve, opts.input, stored)
         problem = planning.price(spec, profile, opts.ram_bytes)
