@@ -14,12 +14,12 @@ from poet_edge.graphgen import dense_layered, random_layered_dag, shuffled, trai
 from poet_edge.problem import ProblemNode, SchedulingProblem
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers import configured, engine
+from poet_edge.schedulers.fit import ROUND_WORK as INSERT_WORK
 from poet_edge.schedulers.greedy import SAMPLE, schedule_greedy
 from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.schedulers.none import schedule_none
 from poet_edge.schedulers.ordering import (
     ALL_ORDERS,
-    INSERT_WORK,
     ORDER_WORK,
     THIS_ORDER,
     Curves,
@@ -166,7 +166,7 @@ def test_baselines_work_is_bounded_on_2000_nodes_12000_edges() -> None:
 def test_the_given_order_is_scheduled_too_unless_no_time_is_left() -> None:
     """When another order is chosen, the inner scheduler also runs on the file's order and the cheaper
     schedule wins; when the time left is shorter than the first run took, the run is marked cut."""
-    from poet_edge.schedulers.ordering import schedule_ordered
+    from poet_edge.schedulers.ordered import schedule_ordered
 
     base = shuffled(dense_layered(120, seed=3), 4)
     peak = int(simulate(base, schedule_none(base)).peak_ram_bytes)

@@ -16,15 +16,15 @@ from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers import configured
 from poet_edge.schedulers.effort import LEVELS, SIZE_PAIRS, levels, sequence_work, sized
+from poet_edge.schedulers.fit import ROUND_WORK as INSERT_WORK
 from poet_edge.schedulers.greedy import schedule_greedy
 from poet_edge.schedulers.milp import MilpOptions
+from poet_edge.schedulers.ordered import schedule_ordered
 from poet_edge.schedulers.ordering import (
-    INSERT_WORK,
     Curves,
     Sequences,
     choose_order,
     insert_recomputations,
-    schedule_ordered,
     sequence_schedule,
 )
 from poet_edge.schedulers.seq_search import improve_sequence, polish

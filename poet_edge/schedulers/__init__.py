@@ -17,7 +17,7 @@ from poet_edge.schedulers.effort import SAFETY_S, sequence_work
 from poet_edge.schedulers.greedy import schedule_greedy
 from poet_edge.schedulers.milp import MilpOptions, schedule_milp
 from poet_edge.schedulers.none import schedule_none
-from poet_edge.schedulers.ordering import schedule_ordered
+from poet_edge.schedulers.ordered import schedule_ordered
 from poet_edge.schedulers.page_all import schedule_page_all
 from poet_edge.schedulers.recompute_all import schedule_recompute_all
 from poet_edge.schedulers.scale import ScaleOptions, schedule_scale
@@ -65,7 +65,7 @@ def configured(name: str, options: MilpOptions) -> Callable[[SchedulingProblem],
     """Scheduler ``name`` with the solver options of a command line: the MILP (``milp``, ``poet-milp``)
     takes them all; ``scale`` all but the MILP solver (its gap None: scale's default), and runs on the
     topological order :mod:`~poet_edge.schedulers.ordering` chooses
-    (:func:`~poet_edge.schedulers.ordering.schedule_ordered`: the order's own schedules, and which
+    (:func:`~poet_edge.schedulers.ordered.schedule_ordered`: the order's own schedules, and which
     orders a bound covers); the baselines take none. A time limit ``None`` (--time-limit not given): each
     one's default, scale's safety stop ``SAFETY_S``, the MILP's ``MilpOptions.time_limit_s``."""
     get_scheduler(name)  # unknown names fail here, listing the known ones

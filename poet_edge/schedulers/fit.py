@@ -1,0 +1,105 @@
+"""A first compute sequence that fits the budget, for an order whose no-recomputation pass does not
+(issue 55): two constructions, each counted in work, never timed.
+
+* *on demand*: the order's nodes run with their missing inputs recomputed depth first and values
+  evicted under pressure (:func:`~poet_edge.schedulers.on_demand.on_demand_sequence`);
+* *lowered*: recomputations inserted (:func:`~poet_edge.schedulers.ordering.insert_recomputations`)
+  while the target is lowered from the order's peak to the budget in ``STEPS`` steps (a step that gets
+  stuck is halved, down to ``MIN_STEP`` bytes): each round starts
+  from a sequence that fits a slightly higher target, so the greedy insertion rarely gets stuck where
+  going straight to the budget does. Where it ends above the budget, that sequence's nodes are run on
+  demand at the budget (few evictions are left to make).
+
+Orders are tried in turn until one gets a fitting sequence; the caller improves each sequence of that
+order (the cheapest at the start is not always the cheapest after the sequence search).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from poet_edge.problem import SchedulingProblem
+from poet_edge.schedulers.on_demand import on_demand_sequence
+from poet_edge.schedulers.ordering import Sequences, insert_recomputations, reorder
+
+STEPS = 20  # lowered: the target goes from the order's peak to the budget in this many steps
+MIN_STEP = 32  # ... a stuck step is halved down to this many bytes
+ROUND_WORK = 2000  # ... evaluations one round may take
+LOWER_WORK = 30000  # ... evaluations in all
+ON_DEMAND_WORK = 20  # on demand: at most this many computes per node of the problem
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """The fitting sequences found in one order: ``problem`` with its nodes in ``order`` (indices of the
+    input problem's nodes), the sequences (node indices of ``problem``) with where each came from, in
+    the order of the module docstring, and the RAM-curve evaluations spent on the way."""
+
+    problem: SchedulingProblem
+    order: tuple[int, ...]
+    sequences: tuple[tuple[np.ndarray, str], ...]
+    evaluations: int
+
+
+def _lowered(
+    problem: SchedulingProblem, budget: int, costs: np.ndarray, seqs: Sequences
+) -> tuple[np.ndarray, int]:
+    """The *lowered* construction: (the last sequence that fit a target, that target)."""
+    seq = np.arange(len(problem.nodes), dtype=np.int64)
+    top = int(seqs.curve(seq)[0].max())
+    step, spent, seed = max(1, (top - budget) // STEPS), 0, 0
+    while top > budget and spent < LOWER_WORK:
+        found, used = insert_recomputations(
+            problem, max(budget, top - step), min(ROUND_WORK, LOWER_WORK - spent), costs, seq, seed
+        )
+        spent, seed = spent + used, seed + 1
+        if found is None:
+            if step <= MIN_STEP:
+                break
+            step //= 2
+            continue
+        seq, top = found, int(seqs.curve(found)[0].max())
+    seqs.evaluations += spent
+    return seq, top
+
+
+Found = list[tuple[np.ndarray, str]]  # fitting sequences and their origins
+
+
+def _in_order(problem: SchedulingProblem, budget: int, costs: np.ndarray) -> tuple[Found, int]:
+    """The fitting sequences of the two constructions in ``problem``'s order, with their origins; and
+    the evaluations spent."""
+    seqs = Sequences(problem)
+    found: Found = []
+    work = ON_DEMAND_WORK * len(problem.nodes)
+    on_demand = on_demand_sequence(problem, budget, costs, work)
+    if on_demand is not None:
+        found.append((on_demand, "recomputed on demand"))
+    lowered, top = _lowered(problem, budget, costs, seqs)
+    if top <= budget:
+        found.append((lowered, "recomputations inserted with the target lowered"))
+    elif (finished := on_demand_sequence(problem, budget, costs, work, targets=lowered)) is not None:
+        found.append((finished, "recomputations inserted with the target lowered, then recomputed on demand"))
+    return [f for f in found if int(seqs.curve(f[0])[0].max()) <= budget], seqs.evaluations
+
+
+def fit_sequences(
+    problem: SchedulingProblem,
+    budget: int,
+    cost: Sequence[float] | np.ndarray,
+    orders: Sequence[tuple[int, ...]],
+) -> Fitted | None:
+    """The module docstring's fitting sequences in the first of ``orders`` (each as indices of
+    ``problem``'s nodes, as ``cost`` is) where one fits; None when none does."""
+    costs = np.asarray(cost, dtype=float)
+    evaluations = 0
+    for order in orders:
+        ordered = reorder(problem, order)
+        found, spent = _in_order(ordered, budget, costs[list(order)])
+        evaluations += spent
+        if found:
+            return Fitted(ordered, tuple(order), tuple(found), evaluations)
+    return None

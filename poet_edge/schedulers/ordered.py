@@ -1,0 +1,242 @@
+"""Scheduling on a chosen topological order (issue 55): the order's own schedules first, then scale
+(``inner``) on it, and on the given order; which orders each answer's bound covers.
+
+The order comes from :func:`~poet_edge.schedulers.ordering.choose_order`. Where its no-recomputation
+pass does not fit, recomputations make a first fitting sequence (:mod:`~poet_edge.schedulers.fit`), each
+improved by the sequence search (:mod:`~poet_edge.schedulers.seq_search`). All of it is counted in
+work, never timed; only scale's runs take the wall-clock safety stop.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from poet_edge.errors import PoetError
+from poet_edge.problem import SchedulingProblem
+from poet_edge.schedule import Schedule, SolveReport
+from poet_edge.schedulers.effort import sequence_work
+from poet_edge.schedulers.fit import fit_sequences
+from poet_edge.schedulers.ordering import (
+    ALL_ORDERS,
+    ORDER_WORK,
+    THIS_ORDER,
+    OrderChoice,
+    candidates,
+    choose_order,
+    forced,
+    sequence_schedule,
+)
+from poet_edge.schedulers.seq_search import improve_sequence
+from poet_edge.simulator import simulate
+
+SEQUENCE_WORK = sequence_work("default")  # the sequence search's evaluations, per fitting sequence
+FALLBACK_ORDERS = ("given", "min-net")  # tried, in turn, where no sequence fits the chosen order
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One schedule of the original problem and its simulated objective (inf: none)."""
+
+    schedule: Schedule | None
+    cost: float
+    at_s: float  # seconds from the start of schedule_ordered (the first valid one)
+    origin: str = ""
+
+
+def _measure(problem: SchedulingProblem, schedule: Schedule, latency: bool, at_s: float) -> Attempt:
+    sim = simulate(problem, schedule)
+    limit = problem.max_latency_s
+    if limit is not None and sim.latency_s > limit * (1 + 1e-9):
+        return Attempt(None, math.inf, at_s)
+    return Attempt(schedule, sim.latency_s if latency else sim.energy_j, at_s)
+
+
+def _plain(problem: SchedulingProblem, latency: bool) -> float:
+    return sum(n.compute_s if latency else n.compute_j for n in problem.nodes)
+
+
+def _order_info(report: SolveReport, choice: OrderChoice, seconds: float) -> SolveReport:
+    return report.with_(
+        order=choice.origin,
+        orders_compared=[list(c) for c in choice.compared],
+        order_evaluations=choice.evaluations,
+        order_s=round(seconds, 3),
+    )
+
+
+def schedule_ordered(
+    problem: SchedulingProblem,
+    inner: Callable[[SchedulingProblem, float], Schedule],
+    time_limit_s: float,
+    latency: bool = False,
+    remat: bool = True,
+    work: int = ORDER_WORK,
+    sequences: int = SEQUENCE_WORK,
+) -> Schedule:
+    """``inner`` (scale) on the order :func:`choose_order` picks, with the order's own answers:
+
+    * where the chosen order's no-recomputation pass fits the budget, that pass is returned: every node
+      once is the least any schedule in any order costs ("optimal", the bound covers all orders);
+    * otherwise (not with ``remat`` False) the fitting sequences of :func:`~poet_edge.schedulers.fit.
+      fit_sequences` in the chosen order (else in the ``FALLBACK_ORDERS``), a first schedule in seconds,
+      each improved by the sequence search (``sequences`` evaluations each: ``--effort``'s); then ``inner``
+      runs on the chosen order for the time left, and, when that is not the given order, on the given
+      order too (unless the safety stop cut the first run, or the time left is shorter than the first run
+      took: then the run is marked cut, in phase "the given order's schedule"); the cheapest schedule is
+      kept (``inner``'s on ties, the chosen order's before the given one's), ``inner``'s error only raised
+      when there is no other schedule.
+
+    ``Schedule.report`` gains ``order`` (the candidate chosen), ``orders_compared``, ``order_evaluations``,
+    ``order_s`` and ``bound_covers``: "all orders" where the bound is the plain pass (every node once) or
+    the problem's order is forced, else "this order" (``inner``'s bound covers only schedules that
+    first compute the nodes in the chosen order), and an "optimal" status says "optimal for this order"
+    when the bound covers only that. When a sequence wins, the bound is the plain pass and ``inner``'s
+    bound is kept as ``order_bound``."""
+    began = time.perf_counter()
+    choice = choose_order(problem, problem.budget_bytes, work)
+    ordered = choice.problem
+    plain = _plain(problem, latency)
+    if choice.peak <= problem.budget_bytes:
+        at = time.perf_counter() - began
+        attempt = _measure(
+            problem, sequence_schedule(ordered, np.arange(len(ordered.nodes)), "scale"), latency, at
+        )
+        if attempt.schedule is not None:
+            report = _against_plain(
+                "optimal",
+                attempt.cost,
+                plain,
+                {},
+                seconds=round(at, 3),
+                first_valid_s=round(at, 3),
+                schedule_from="no-recomputation pass in the chosen order",
+            )
+            return replace(attempt.schedule, report=_order_info(report, choice, at))
+    ours = _sequences(problem, choice, latency, sequences, began) if remat else Attempt(None, math.inf, 0.0)
+    order_s = time.perf_counter() - began
+    theirs, error = _run(inner, ordered, time_limit_s - order_s)
+    cost = _measure(problem, theirs, latency, 0.0).cost if theirs is not None else math.inf
+    first_s = time.perf_counter() - began - order_s
+    skipped = False  # the safety stop left less time than the first run took: the given order not run
+    if choice.origin != "given" and not _cut(theirs):
+        left = time_limit_s - (time.perf_counter() - began)
+        if left < first_s:
+            skipped = True
+        elif (given := _run(inner, problem, left)[0]) is not None:
+            # the (overflow, peak) key only estimates what recomputation and paging must make up, and
+            # an exporter's order is often good: the given order's schedule wins when it is cheaper
+            given_cost = _measure(problem, given, latency, 0.0).cost
+            if given_cost < cost or theirs is None:
+                order = tuple(range(len(problem.nodes)))
+                choice = replace(choice, problem=problem, order=order, origin="given")
+                ordered, theirs, cost = problem, given, given_cost
+    if theirs is None:
+        if ours.schedule is None:
+            assert error is not None
+            raise error
+        return _marked(_ours(ours, None, plain, choice, order_s, began), skipped)
+    if ours.cost < cost:
+        return _marked(_ours(ours, theirs.report.bound, plain, choice, order_s, began), skipped)
+    return _marked(_labelled(theirs, choice, ordered, order_s, ours), skipped)
+
+
+def _sequences(
+    problem: SchedulingProblem, choice: OrderChoice, latency: bool, work: int, began: float
+) -> Attempt:
+    """The cheapest of the fitting sequences (:func:`~poet_edge.schedulers.fit.fit_sequences`), each
+    improved by ``work`` evaluations of the sequence search; at_s: when the first fitting one was found."""
+    budget = problem.budget_bytes
+    costs = np.array([n.compute_s if latency else n.compute_j for n in problem.nodes], dtype=float)
+    named = {choice.order: "the chosen order"}
+    for name, order in candidates(problem):
+        if name in FALLBACK_ORDERS:
+            named.setdefault(tuple(order), f"the {name} order")
+    fitted = fit_sequences(problem, budget, costs, list(named))
+    if fitted is None:
+        return Attempt(None, math.inf, 0.0)
+    at = time.perf_counter() - began
+    where = named[fitted.order]
+    mine = costs[list(fitted.order)]
+    best = Attempt(None, math.inf, at)
+    for seq, origin in fitted.sequences:
+        found = improve_sequence(fitted.problem, budget, seq, mine, work)
+        for s, label in ((seq, origin), (found.seq, f"{origin}, then the sequence search")):
+            attempt = _measure(problem, sequence_schedule(fitted.problem, s, "scale"), latency, at)
+            if attempt.cost < best.cost:
+                best = replace(attempt, origin=f"{label} ({where})")
+    return best
+
+
+def _run(
+    inner: Callable[[SchedulingProblem, float], Schedule], problem: SchedulingProblem, limit_s: float
+) -> tuple[Schedule | None, PoetError | None]:
+    """``inner``'s schedule, or its error."""
+    try:
+        return inner(problem, max(0.0, limit_s)), None
+    except PoetError as e:
+        return None, e
+
+
+def _marked(schedule: Schedule, skipped: bool) -> Schedule:
+    """``schedule``, its report saying the safety stop cut the run where the given order was skipped."""
+    if not skipped:
+        return schedule
+    report = schedule.report.without("cut_by_time_limit", "cut_phase")
+    return replace(
+        schedule, report=report.with_(cut_by_time_limit=True, cut_phase="the given order's schedule")
+    )
+
+
+def _cut(schedule: Schedule | None) -> bool:
+    return schedule is not None and bool(schedule.report.cut_by_time_limit)
+
+
+def _against_plain(
+    status: str, cost: float, plain: float, before_gap: Mapping[str, object], **fields: object
+) -> SolveReport:
+    """A report whose bound is the plain pass (every node once: a bound for all orders), keys in the order
+    plan.json lists them: ``before_gap``'s between the bound's and the gap, ``fields`` after it."""
+    report = SolveReport.of(
+        status=status, objective=cost, bound=plain, bound_from="plain pass", bound_covers=ALL_ORDERS
+    )
+    report = report.with_(**before_gap)
+    return report.with_(gap=max(0.0, cost - plain) / max(abs(cost), 1e-300), **fields)
+
+
+def _ours(
+    ours: Attempt, order_bound: float | None, plain: float, choice: OrderChoice, order_s: float, began: float
+) -> Schedule:
+    assert ours.schedule is not None
+    report = _against_plain(
+        "feasible",
+        ours.cost,
+        plain,
+        {"order_bound": order_bound},
+        seconds=round(time.perf_counter() - began, 3),
+        first_valid_s=round(ours.at_s, 3),
+        schedule_from=ours.origin,
+    )
+    return replace(ours.schedule, report=_order_info(report, choice, order_s))
+
+
+def _labelled(
+    schedule: Schedule, choice: OrderChoice, ordered: SchedulingProblem, order_s: float, ours: Attempt
+) -> Schedule:
+    report = schedule.report
+    covers = ALL_ORDERS if report.bound_from == "plain pass" or forced(ordered) else THIS_ORDER
+    if report.status == "optimal" and covers == THIS_ORDER:
+        report = report.with_(status="optimal for this order")
+    report = report.with_(bound_covers=covers)
+    first = report.first_valid_s
+    if first is not None:
+        report = report.with_(
+            first_valid_s=round(min(first + order_s, ours.at_s if ours.schedule else math.inf), 3)
+        )
+    if report.seconds is not None:
+        report = report.with_(seconds=round(report.seconds + order_s, 3))
+    return replace(schedule, report=_order_info(report, choice, order_s))

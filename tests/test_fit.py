@@ -1,0 +1,89 @@
+"""First fitting sequences (issue 55): recomputation on demand and the lowered insertion, checked by the
+simulator on the original problem, deterministic, where going straight at the budget gets stuck."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from poet_edge.graphgen import dense_layered
+from poet_edge.problem import ProblemNode, SchedulingProblem
+from poet_edge.schedulers import configured
+from poet_edge.schedulers.fit import ROUND_WORK, fit_sequences
+from poet_edge.schedulers.milp import MilpOptions
+from poet_edge.schedulers.on_demand import on_demand_sequence
+from poet_edge.schedulers.ordering import (
+    Curves,
+    Sequences,
+    choose_order,
+    insert_recomputations,
+    sequence_schedule,
+)
+from poet_edge.simulator import simulate
+
+
+def _at(n: int, seed: int, frac: float) -> SchedulingProblem:
+    given = dense_layered(n, seed=seed)
+    return replace(given, budget_bytes=int(frac * Curves(given).curve(range(n)).max()))
+
+
+def _checked(problem: SchedulingProblem, ordered: SchedulingProblem, seq: np.ndarray) -> None:
+    """The oracle: the simulator replays the sequence's steps on the original problem (nodes by name)."""
+    sim = simulate(problem, sequence_schedule(ordered, seq, "x"))
+    assert sim.peak_ram_bytes <= problem.budget_bytes
+    assert sim.n_recomputations == len(seq) - len(problem.nodes) > 0
+    assert sorted(set(seq.tolist())) == list(range(len(problem.nodes)))
+
+
+def test_on_demand_fits_and_is_deterministic() -> None:
+    problem = _at(250, 250, 0.8)
+    choice = choose_order(problem, problem.budget_bytes)
+    assert choice.peak > problem.budget_bytes  # recomputation is needed
+    costs = [n.compute_j for n in choice.problem.nodes]
+    seq = on_demand_sequence(choice.problem, problem.budget_bytes, costs, 10**5)
+    assert seq is not None
+    _checked(problem, choice.problem, seq)
+    again = on_demand_sequence(choice.problem, problem.budget_bytes, costs, 10**5)
+    assert again is not None and np.array_equal(seq, again)
+    assert on_demand_sequence(choice.problem, problem.budget_bytes, costs, 10) is None  # the work is spent
+
+
+def test_on_demand_fits_at_the_floor_and_says_none_below() -> None:
+    # a chain a -> b -> c -> d with a skip a -> d (a is not recomputable): c and d each need three values
+    nodes = tuple(
+        ProblemNode(name=x, out_bytes=100, compute_j=1.0, compute_s=1.0, recomputable=x != "a")
+        for x in "abcd"
+    )
+    problem = SchedulingProblem(nodes, ((0, 1), (1, 2), (2, 3), (0, 3)), 300)
+    seq = on_demand_sequence(problem, 300, [1.0] * 4, 100)
+    assert seq is not None and seq.tolist() == [0, 1, 2, 3]
+    assert int(Sequences(problem).curve(seq)[0].max()) == 300
+    assert on_demand_sequence(problem, 299, [1.0] * 4, 100) is None  # c needs a, b and itself
+
+
+def test_lowered_target_then_on_demand_fits_where_the_straight_insertion_cannot() -> None:
+    problem = _at(300, 1, 0.78)
+    budget = problem.budget_bytes
+    choice = choose_order(problem, budget)
+    costs = np.array([n.compute_j for n in problem.nodes])
+    straight, _ = insert_recomputations(choice.problem, budget, ROUND_WORK, costs[list(choice.order)])
+    assert straight is None  # going straight at the budget gets stuck here
+    fitted = fit_sequences(problem, budget, costs, [choice.order])
+    assert fitted is not None and fitted.order == choice.order
+    origins = [origin for _, origin in fitted.sequences]
+    assert origins == ["recomputations inserted with the target lowered, then recomputed on demand"]
+    for seq, _ in fitted.sequences:
+        _checked(problem, fitted.problem, seq)
+    again = fit_sequences(problem, budget, costs, [choice.order])
+    assert again is not None and all(
+        np.array_equal(a, b) for (a, _), (b, _) in zip(fitted.sequences, again.sequences, strict=True)
+    )
+
+
+def test_scale_reports_where_the_schedule_came_from() -> None:
+    problem = _at(300, 1, 0.78)
+    schedule = configured("scale", MilpOptions(time_limit_s=5.0, threads=1, effort="quick"))(problem)
+    sim = simulate(problem, schedule)
+    assert sim.peak_ram_bytes <= problem.budget_bytes
+    assert "recomputed on demand" in str(schedule.report.schedule_from)
