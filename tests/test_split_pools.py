@@ -252,3 +252,34 @@ def test_row_part_kernels_fast_equal_reference_under_sanitizers(tmp_path):
     assert not found.failures(), found.failures()[:10]
     assert len(found.first_diff) == len(cases)
     assert any(c.call.startswith("poet_avgpool2d_grad_f32") for c in cases)
+
+
+def test_a_pool_that_skips_rows_keeps_its_input_whole_in_rows(tmp_path):
+    """MaxPool 1x1 stride 3 reads every third row: a row tile of dX would hold rows no window reads, so its
+    class (X, dX and what channelwise ops link to them) stays out of row tiles; the step is still exact."""
+    rng = np.random.default_rng(6)
+    inits = [
+        numpy_helper.from_array((0.3 * rng.standard_normal(s)).astype(np.float32), n)
+        for n, s in (("w", (4, 2, 3, 3)), ("fc", (5, 256)))
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["m"], kernel_shape=[1, 1], strides=[3, 3]),
+        helper.make_node("Flatten", ["m"], ["f"]),
+        helper.make_node("Gemm", ["f", "fc"], ["y"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "gaps",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 24, 24])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "gaps.onnx")
+    tg = _tg(tmp_path / "gaps.onnx")
+    s = splitting.split_graph(tg, 512)
+    assert s.tiles["r"] == (0, 1, 2, 3, 4) and "r" not in s.rows and "c" not in s.rows
+    assert splitting.plan_rows(tg, 512, s.tiles) == {}
