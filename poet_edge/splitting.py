@@ -12,6 +12,9 @@ tiling, so they form a class; a class is tiled when its biggest tensor exceeds t
 - a Conv whose input or output is tiled becomes a grid of ``ConvPart`` nodes: output tile t is the chain,
   over the input tiles its groups read in ascending order, of parts that add their channels' products to the
   previous part's sums (ops/conv_part.py), the last adding the bias; ``ConvGradInput`` likewise;
+- a 2-D MaxPool / AveragePool or its gradient with an operand in row tiles runs per channel tile and per row
+  range (:meth:`_Rewrite.pool`): a part reads the input rows its windows read (a gradient part: the dY rows
+  whose windows touch its dX rows, and those windows' X rows) and writes only its own rows;
 - ``ChannelSum`` (a bias gradient) runs per tile, and a Concat joins the small per-tile sums;
 - any other reader of a tiled tensor gets the whole tensor back from a Concat of its tiles (the rewrite is
   valid for every graph; only the split nodes get smaller);
@@ -20,7 +23,9 @@ tiling, so they form a class; a class is tiled when its biggest tensor exceeds t
   chain of GemmPart nodes, ops/gemm_part.py).
 
 Exact: a channelwise op on a tile computes the same elements; the conv parts accumulate in the unsplit
-kernel's order, starting from the previous part's float sums, so every result has the unsplit bits.
+kernel's order, starting from the previous part's float sums, so every result has the unsplit bits; a pool
+part takes the same taps (and counts) per output, a pool gradient part the same additions per dX element in
+the same order (overlapping windows included).
 """
 
 from __future__ import annotations
@@ -37,8 +42,10 @@ from poet_edge.ops import get as get_op
 from poet_edge.ops.concat import MAX_PIECES
 from poet_edge.ops.conv import conv_window
 from poet_edge.ops.fused import UPDATE_KEYS, UPDATES, conv_workspace, gemm_dims, gemm_workspace, update_attrs
+from poet_edge.ops.pool_common import forward_rows, grad_rows, output_spans, pool_x_shape
 
 CONV_OPS = ("Conv", "ConvGradInput")
+POOL_OPS = ("MaxPool", "AveragePool", "MaxPoolGrad", "AveragePoolGrad")  # run per row tile too
 DENSE_OPS = ("Gemm", "MatMul")
 Block = tuple[str, int, int, int, int]  # (block parameter, first row, end row, first column, end column)
 
@@ -143,6 +150,24 @@ def _per_channel(tg: Graph, n: Node) -> bool:
         and all(len(tg.shape(t)) >= 3 for t in ts)
         and len({tg.shape(t)[:2] for t in ts}) == 1
     )
+
+
+def _row_pool(tg: Graph, n: Node) -> bool:
+    """A 2-D pool or pool gradient that runs per channel tile (:func:`_per_channel`): it can run per row
+    tile too, each part on the rows its windows read (pool_common.forward_rows / grad_rows)."""
+    return n.op in POOL_OPS and _per_channel(tg, n) and len(tg.shape(n.outputs[0])) == 4
+
+
+def _pool_cuts(tg: Graph, n: Node, bounds: Sequence[int]) -> bool:
+    """Whether a pool gradient's dX can be cut at row ``bounds``: every row tile's rows inside the windows
+    of the dY rows that touch it (not so where the stride exceeds the kernel and leaves rows unread)."""
+    x = pool_x_shape(n.op, [tg.shape(t) for t in n.inputs], n.attrs)
+    try:
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            grad_rows(x, n.attrs, a, b)
+    except ValueError:
+        return False
+    return True
 
 
 def _runs_in_tiles(tg: Graph, n: Node) -> bool:
@@ -486,10 +511,12 @@ def plan_rows(
 ) -> dict[str, tuple[int, ...]]:
     """Row bounds (axis 2) of every tensor whose channel tiles (``tiles``, or the whole tensor) still exceed
     ``tile_bytes``: 4-D tensors that channelwise nodes link (and a family's Y and dY, X and dX) form a row
-    class of one shape; a class is cut into ``ceil(tile bytes / tile_bytes)`` row ranges of at least
-    :data:`MIN_ROWS` rows when its tensors may be tiled, no pool reads or makes them, and their largest
-    channel tile exceeds ``tile_bytes``. A convolution reads the rows its output rows need (a halo of its
-    neighbouring tiles) through a window: a Slice, or a Concat of tiles and slices, along the rows.
+    class of one shape (a MaxPoolGrad's X and dX too); a class is cut into ``ceil(tile bytes / tile_bytes)``
+    row ranges of at least :data:`MIN_ROWS` rows when its tensors may be tiled, no per-channel node other
+    than a 2-D pool (:func:`_row_pool`) reads or makes them, every pool gradient making one can be cut there
+    (:func:`_pool_cuts`), and their largest channel tile exceeds ``tile_bytes``. A convolution or a pool
+    reads the rows its output rows need (a halo of its neighbouring tiles) through a window: a Slice, or a
+    Concat of tiles and slices, along the rows.
     ``eligible``: the channel classes that may be tiled, when :func:`_classes` already found them."""
     fams = fams or {}
     if eligible is None:
@@ -497,10 +524,16 @@ def plan_rows(
     may = {t for names in eligible.values() for t in names}
     rows = _Classes()
     pooled: set[str] = set()
+    grads: dict[str, list[Node]] = {}  # dX -> the pool gradients that make it
     for n in tg.nodes:
         if _channelwise(tg, n):
             for t in (*n.inputs, *n.outputs):
                 rows.union(t, n.outputs[0])
+        elif _row_pool(tg, n):
+            if n.op == "MaxPoolGrad":  # X and dX: the same rows
+                rows.union(n.inputs[0], n.outputs[0])
+            if n.op in ("MaxPoolGrad", "AveragePoolGrad"):
+                grads.setdefault(n.outputs[0], []).append(n)
         elif _per_channel(tg, n):
             pooled.update((*n.inputs, *n.outputs))
     for fam in fams.values():
@@ -524,6 +557,8 @@ def plan_rows(
         if k < 2:
             continue
         bounds = tuple(i * shape[2] // k for i in range(k + 1))
+        if not all(_pool_cuts(tg, n, bounds) for t in names for n in grads.get(t, ())):
+            continue
         for t in names:
             out[t] = bounds
     return out
@@ -1139,6 +1174,8 @@ class _Rewrite:
             return
         if not tiled:
             self.nodes.append(n)
+        elif _row_pool(self.tg, n) and any(t in self.rows for t in (*n.inputs, *n.outputs)):
+            self.pool(n)
         elif n.outputs and n.outputs[0] in self.tiles and _runs_in_tiles(self.tg, n):
             self.channelwise(n)
         elif _tileable(self.tg, n):
@@ -1170,6 +1207,60 @@ class _Rewrite:
                 shape = op.infer([self.tensors[t].shape for t in ins], attrs)[0]
                 out = self.tile(y, i, rr, shape)
                 self.nodes.append(Node(f"{n.name}/{out[len(y) + 1 :]}", n.op, ins, (out,), attrs, n.phase))
+
+    def pool(self, n: Node) -> None:
+        """A 2-D pool or pool gradient with an operand in row tiles, per channel tile of its output and per
+        row range: the output's row tiles; else, for a forward pool whose input is in rows, ranges cut where
+        the input's row tiles start, joined along the rows (each range reads about one row tile and its
+        halo); else all rows at once. Each part reads the rows its windows need (:meth:`pool_part`)."""
+        o = n.outputs[0]
+        shape = self.tg.shape(o)
+        whole = pool_x_shape(n.op, [self.tg.shape(t) for t in n.inputs], n.attrs)
+        cb = self.tiles.get(o, (0, shape[1]))
+        for i in range(len(cb) - 1):
+            xs = (whole[0], cb[i + 1] - cb[i], *whole[2:])
+            attrs = {**n.attrs, "x_shape": xs} if "x_shape" in n.attrs else dict(n.attrs)
+            if o in self.rows:
+                for r, (a, b) in enumerate(self.spans(o)):
+                    self.pool_part(n, i, xs, attrs, (a, b), self.tile(o, i, r), f"t{i}r{r}")
+                continue
+            out = self.tile(o, i) if o in self.tiles else o
+            x = n.inputs[0]
+            spans = [(0, shape[2])]
+            if n.op in ("MaxPool", "AveragePool") and x in self.rows:
+                spans = output_spans(xs, attrs, self.rows[x])
+            if len(spans) == 1:
+                self.pool_part(n, i, xs, attrs, None, out, f"t{i}")
+                continue
+            pieces = []
+            for q, (a, b) in enumerate(spans):
+                pieces.append(self.temp(f"{o}/t{i}q{q}", o, cb[i + 1] - cb[i], b - a))
+                self.pool_part(n, i, xs, attrs, (a, b), pieces[-1], f"t{i}q{q}")
+            self.concat(pieces, out, 2, n, f"{n.name}/t{i}/rows")
+
+    def pool_part(
+        self,
+        n: Node,
+        i: int,
+        xs: tuple[int, ...],
+        attrs: dict[str, object],
+        span: tuple[int, int] | None,
+        out: str,
+        tag: str,
+    ) -> None:
+        """Output rows ``span`` (None: all) of channel tile ``i`` (input shape ``xs``) of pool node ``n``
+        into ``out``: a forward pool reads the input rows its windows read; a gradient, the dY rows whose
+        windows touch its dX rows and the X rows those windows read, and writes only its rows."""
+        if span is None:
+            ins = tuple(self.operand(t, i, n) for t in n.inputs)
+        elif n.op in ("MaxPool", "AveragePool"):
+            lo, hi, attrs = forward_rows(xs, attrs, *span)
+            ins = (self.window(n.inputs[0], i, lo, hi, n),)
+        else:
+            oa, ob, lo, hi, attrs = grad_rows(xs, attrs, *span)
+            dy = self.window(n.inputs[-1], i, oa, ob, n)
+            ins = (dy,) if n.op == "AveragePoolGrad" else (self.window(n.inputs[0], i, lo, hi, n), dy)
+        self.nodes.append(Node(f"{n.name}/{tag}", n.op, ins, (out,), attrs, n.phase))
 
     def channel_sum(self, n: Node, join: bool = True) -> None:
         """Per channel tile (and per row tile: a chain whose sums start at the previous row tile's), joined

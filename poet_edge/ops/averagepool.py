@@ -1,6 +1,7 @@
 """AveragePool (1-D/2-D; kernel_shape, strides, pads / auto_pad, count_include_pad 0 or 1; ceil_mode 0,
 dilation 1) and AveragePoolGrad(dY) -> dX: each output's gradient divided by its window's count, added to
-the window's inputs (overlapping windows accumulate)."""
+the window's inputs (overlapping windows accumulate). A row part of AveragePoolGrad (operator splitting)
+computes the gradient of a window of rows (``x_shape``) and writes only its rows ``rows``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import cast
 import numpy as np
 
 from poet_edge.ops.base import ANY, IntArg, KernelCall, OpDef, TensorArg, only
-from poet_edge.ops.pool_common import WINDOW_ATTRIBUTES, Window, pool_window, pool_work, with_shape
+from poet_edge.ops.pool_common import WINDOW_ATTRIBUTES, Window, kept_rows, pool_window, pool_work, with_shape
 
 
 def _include_pad(attrs) -> int:
@@ -72,10 +73,15 @@ def kernel(node, shape):
 
 
 def grad_infer(shapes, attrs):
-    return [tuple(attrs["x_shape"])]
+    x = tuple(attrs["x_shape"])
+    if "rows" not in attrs:
+        return [x]
+    r0, r1 = kept_rows(attrs, pool_window(x, attrs).h)
+    return [(*x[:2], r1 - r0, *x[3:])]
 
 
 def grad_forward(xs, attrs):
+    """dX of the window ``x_shape``; with ``rows`` (r0, r1) (a row part, splitting.py), its rows [r0, r1)."""
     dy = xs[0]
     win = pool_window(tuple(attrs["x_shape"]), attrs)
     g = dy.reshape(win.y4) / counts(win, attrs).astype(dy.dtype)
@@ -83,7 +89,8 @@ def grad_forward(xs, attrs):
     for r, c, valid in _taps(win):
         idx = (slice(None), slice(None), r[:, None], c[None, :])
         np.add.at(dx, idx, np.where(valid, g, 0))  # type: ignore[arg-type]  # numpy stubs reject tuple indices
-    return [dx.reshape(win.x_shape)]
+    r0, r1 = kept_rows(attrs, win.h)
+    return [dx[:, :, r0:r1].reshape(grad_infer([], attrs)[0])]
 
 
 def grad_work(ins, outs, attrs):
@@ -94,7 +101,10 @@ def grad_kernel(node, shape):
     win = pool_window(tuple(node.attrs["x_shape"]), node.attrs)
     dy, dx = TensorArg(node.inputs[0]), TensorArg(node.outputs[0], False)
     include = IntArg(_include_pad(node.attrs))
-    return KernelCall("poet_avgpool2d_grad_f32", (dy, dx, win.ints(), include), "pool")
+    r0, r1 = kept_rows(node.attrs, win.h)
+    return KernelCall(
+        "poet_avgpool2d_grad_f32", (dy, dx, win.ints(), include, IntArg(r0), IntArg(r1)), "pool"
+    )
 
 
 ATTRIBUTES = {**WINDOW_ATTRIBUTES, "ceil_mode": only(0), "count_include_pad": ANY}

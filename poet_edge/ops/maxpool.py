@@ -2,14 +2,15 @@
 and MaxPoolGrad(X, dY) -> dX, which recomputes each window's argmax from X: the first maximum in row-major
 window order (ties -> first index; padding never wins), the same rule in numpy and C. Overlapping windows
 add their gradients into dX. ceil_mode=1 only changes the output size (pool_common._out_size): the last
-window is clipped at the input's edge like a padded one, so the same loops serve both modes."""
+window is clipped at the input's edge like a padded one, so the same loops serve both modes. A row part of
+MaxPoolGrad (operator splitting) reads a window of X's rows and writes only dX's rows ``rows`` of it."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from poet_edge.ops.base import ANY, KernelCall, OpDef, TensorArg, no_effect, unsupported
-from poet_edge.ops.pool_common import WINDOW_ATTRIBUTES, Window, pool_window, pool_work
+from poet_edge.ops.base import ANY, IntArg, KernelCall, OpDef, TensorArg, no_effect, unsupported
+from poet_edge.ops.pool_common import WINDOW_ATTRIBUTES, Window, kept_rows, pool_window, pool_work
 
 
 def argmax(win: Window, x4: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -62,24 +63,32 @@ def check(node):
 
 
 def grad_infer(shapes, attrs):
-    return [tuple(shapes[0])]
+    x = tuple(shapes[0])
+    if "rows" not in attrs:
+        return [x]
+    r0, r1 = kept_rows(attrs, pool_window(x, attrs).h)
+    return [(*x[:2], r1 - r0, *x[3:])]
 
 
 def grad_forward(xs, attrs):
+    """dX of X's windows; with ``rows`` (r0, r1) (a row part, splitting.py), only dX's rows [r0, r1)."""
     x, dy = xs
     win = pool_window(x.shape, attrs)
     _, idx = argmax(win, x.reshape(win.x4))
     dx = np.zeros((win.n * win.c, win.h * win.w), dtype=dy.dtype)
     rows = np.repeat(np.arange(win.n * win.c), win.oh * win.ow)
     np.add.at(dx, (rows, idx.reshape(-1)), dy.reshape(-1))  # in output order, as the C kernel
-    return [dx.reshape(x.shape)]
+    r0, r1 = kept_rows(attrs, win.h)
+    return [dx.reshape(win.x4)[:, :, r0:r1].reshape(grad_infer([x.shape], attrs)[0])]
 
 
 def grad_kernel(node, shape):
     win = pool_window(shape(node.inputs[0]), node.attrs)
+    r0, r1 = kept_rows(node.attrs, win.h)
+    dx = TensorArg(node.outputs[0], False)
     return KernelCall(
         "poet_maxpool2d_grad_f32",
-        (TensorArg(node.inputs[0]), TensorArg(node.inputs[1]), TensorArg(node.outputs[0], False), win.ints()),
+        (TensorArg(node.inputs[0]), TensorArg(node.inputs[1]), dx, win.ints(), IntArg(r0), IntArg(r1)),
         "maxpool",
     )
 

@@ -201,3 +201,73 @@ def pool_work(ins: Sequence[Shape], outs: Sequence[Shape], attrs: Attrs) -> Work
         bytes_read=f32_bytes(*ins),
         bytes_written=f32_bytes(*outs),
     )
+
+
+# ---- row parts (operator splitting, poet_edge/splitting.py) ----------------------------------------------
+def pool_x_shape(op: str, shapes: Sequence[Shape], attrs: Attrs) -> Shape:
+    """The pooled input's shape of a pool or pool gradient node: X's, or AveragePoolGrad's ``x_shape``."""
+    if op == "AveragePoolGrad":
+        return tuple(int(d) for d in cast(Iterable[int], attrs["x_shape"]))
+    return tuple(shapes[0])
+
+
+def _part_rows(
+    x: Shape, attrs: Attrs, lo: int, hi: int, pads: tuple[int, int], rows: int
+) -> dict[str, object]:
+    """The pool's attributes on input rows [lo, hi) with top / bottom ``pads`` (columns and ceil_mode as the
+    whole pool's); ValueError unless they give ``rows`` output rows."""
+    win = pool_window(x, attrs)
+    part = {**attrs, "auto_pad": "NOTSET", "pads": (pads[0], win.pl, pads[1], win.pr)}
+    if pool_window((*x[:2], hi - lo, *x[3:]), part).oh != rows:
+        raise ValueError(f"input rows [{lo}, {hi}) of pool {dict(attrs)} do not give {rows} output rows")
+    return part
+
+
+def forward_rows(x: Shape, attrs: Attrs, a: int, b: int) -> tuple[int, int, dict[str, object]]:
+    """For output rows [a, b) of a 2-D pool on input shape ``x``: the input rows [lo, hi) their windows
+    read and the pool's attributes on that window (explicit pads: the whole pool's where the window reaches
+    the edge, else 0; ceil_mode kept: it gives exactly b - a rows). Every output takes the same
+    taps in the same order as unsplit, and the same count of taps inside the input."""
+    win = pool_window(x, attrs)
+    top, end = a * win.sh - win.pt, (b - 1) * win.sh - win.pt + win.kh
+    lo, hi = max(0, top), min(win.h, end)
+    return lo, hi, _part_rows(x, attrs, lo, hi, (lo - top, end - hi), b - a)
+
+
+def grad_rows(x: Shape, attrs: Attrs, a: int, b: int) -> tuple[int, int, int, int, dict[str, object]]:
+    """For input-gradient rows [a, b) of a 2-D pool on input shape ``x``: the output (dY) rows [oa, ob)
+    whose windows touch them, the input rows [lo, hi) those windows read (they hold [a, b)), and the
+    gradient's attributes on that window: its pads, ``x_shape`` of the window's rows and ``rows``, the
+    window's rows the part writes (a - lo, b - lo). Each dX element gets the same additions in the same
+    order as unsplit. ValueError when a row of [a, b) above the last window lies outside every window
+    (stride above kernel: rows no window reads)."""
+    win = pool_window(x, attrs)
+    oa = max(0, -(-(a + win.pt - win.kh + 1) // win.sh))
+    ob = min(win.oh, (b - 1 + win.pt) // win.sh + 1)
+    top, end = oa * win.sh - win.pt, (ob - 1) * win.sh - win.pt + win.kh
+    lo, hi = max(0, top), min(win.h, end)
+    if ob == win.oh:  # the rows below the last window (fewer than a stride, as unsplit): dX 0
+        hi = max(hi, b)
+    if ob <= oa or lo > a or hi < b:
+        raise ValueError(f"input rows [{a}, {b}) are not all read by the windows of a pool {attrs}")
+    part = _part_rows(x, attrs, lo, hi, (lo - top, max(0, end - hi)), ob - oa)
+    if "x_shape" in attrs:  # AveragePoolGrad's
+        part["x_shape"] = (win.n, win.c, hi - lo, win.w)
+    return oa, ob, lo, hi, {**part, "rows": (a - lo, b - lo)}
+
+
+def output_spans(x: Shape, attrs: Attrs, bounds: Sequence[int]) -> list[tuple[int, int]]:
+    """Output row ranges of a 2-D pool cut where the input's row tiles ``bounds`` start (output row o
+    starts reading at o * sh - pt), so each range reads about one row tile and its halo."""
+    win = pool_window(x, attrs)
+    cuts = (min(win.oh, max(0, -(-(r + win.pt) // win.sh))) for r in bounds[1:-1])
+    edges = sorted({0, win.oh, *cuts})
+    return list(zip(edges, edges[1:], strict=False))
+
+
+def kept_rows(attrs: Attrs, h: int) -> tuple[int, int]:
+    """The rows [r0, r1) of its input window a pool gradient writes (``rows``; all ``h`` when absent)."""
+    r = tuple(int(v) for v in cast(Iterable[int], attrs.get("rows", (0, h))))
+    if len(r) != 2 or not 0 <= r[0] < r[1] <= h:
+        raise ValueError(f"rows {list(r)} must be a range within the {h} input rows")
+    return r[0], r[1]

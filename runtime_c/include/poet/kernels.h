@@ -127,9 +127,11 @@ void poet_clip_grad_f32(const float *X, const float *dY, float *dX, int32_t n, i
  * first maximum from X and adds dY there; AveragePool divides by KH*KW if count_include_pad, else by the
  * number of input elements in the window. GlobalAveragePool: X[NC,S] -> Y[NC]. */
 void poet_maxpool2d_f32(const float *X, float *Y, const int32_t *g);
-void poet_maxpool2d_grad_f32(const float *X, const float *dY, float *dX, const int32_t *g);
+/* pool gradients write dX rows [r0, r1) of the H input rows only (0, H: all; a row part of operator splitting) */
+void poet_maxpool2d_grad_f32(const float *X, const float *dY, float *dX, const int32_t *g, int32_t r0, int32_t r1);
 void poet_avgpool2d_f32(const float *X, float *Y, const int32_t *g, int32_t count_include_pad);
-void poet_avgpool2d_grad_f32(const float *dY, float *dX, const int32_t *g, int32_t count_include_pad);
+void poet_avgpool2d_grad_f32(const float *dY, float *dX, const int32_t *g, int32_t count_include_pad, int32_t r0,
+                             int32_t r1);
 void poet_global_avgpool_f32(const float *X, float *Y, int32_t NC, int32_t S);
 void poet_global_avgpool_grad_f32(const float *dY, float *dX, int32_t NC, int32_t S);
 /* ---- end CNN ---------------------------------------------------------------------------------------- */

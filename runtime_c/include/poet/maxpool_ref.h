@@ -40,16 +40,19 @@ static inline void poet_maxpool2d_ref(const float *X, float *Y, const int32_t *g
     }
 }
 
-static inline void poet_maxpool2d_grad_ref(const float *X, const float *dY, float *dX, const int32_t *g)
+/* dX rows [r0, r1) of the H input rows (all: 0, H): dX holds only those rows; a window's maximum outside
+ * them adds nothing here (a row part of the gradient, whose halo rows belong to a neighbouring part). */
+static inline void poet_maxpool2d_grad_ref(const float *X, const float *dY, float *dX, const int32_t *g,
+                                           int32_t r0, int32_t r1)
 {
     const int32_t NC = g[POET_WIN_N] * g[POET_WIN_C], HW = g[POET_WIN_H] * g[POET_WIN_W];
-    const int32_t OH = g[POET_WIN_OH], OW = g[POET_WIN_OW];
-    for (int32_t i = 0; i < NC * HW; ++i) dX[i] = 0.0f;
+    const int32_t OH = g[POET_WIN_OH], OW = g[POET_WIN_OW], IW = g[POET_WIN_W], RW = (r1 - r0) * IW;
+    for (int32_t i = 0; i < NC * RW; ++i) dX[i] = 0.0f;
     for (int32_t p = 0; p < NC; ++p) {
         for (int32_t oh = 0; oh < OH; ++oh) {
             for (int32_t ow = 0; ow < OW; ++ow) {
-                const int32_t i = poet_window_argmax(X + p * HW, g, oh, ow);
-                if (i >= 0) dX[p * HW + i] += dY[(p * OH + oh) * OW + ow];
+                const int32_t i = poet_window_argmax(X + p * HW, g, oh, ow) - r0 * IW;
+                if (i >= 0 && i < RW) dX[p * RW + i] += dY[(p * OH + oh) * OW + ow];
             }
         }
     }

@@ -3,7 +3,8 @@
 
 void poet_maxpool2d_f32(const float *X, float *Y, const int32_t *g) { poet_maxpool2d_ref(X, Y, g); }
 
-void poet_maxpool2d_grad_f32(const float *X, const float *dY, float *dX, const int32_t *g)
+void poet_maxpool2d_grad_f32(const float *X, const float *dY, float *dX, const int32_t *g, int32_t r0,
+                             int32_t r1)
 {
-    poet_maxpool2d_grad_ref(X, dY, dX, g);
+    poet_maxpool2d_grad_ref(X, dY, dX, g, r0, r1);
 }

@@ -43,24 +43,27 @@ void poet_avgpool2d_f32(const float *X, float *Y, const int32_t *g, int32_t coun
     }
 }
 
-void poet_avgpool2d_grad_f32(const float *dY, float *dX, const int32_t *g, int32_t count_include_pad)
+/* dX rows [r0, r1) of the IH input rows (all: 0, IH): dX holds only those rows (a row part). */
+void poet_avgpool2d_grad_f32(const float *dY, float *dX, const int32_t *g, int32_t count_include_pad, int32_t r0,
+                             int32_t r1)
 {
-    const int32_t NC = g[POET_WIN_N] * g[POET_WIN_C], IH = g[POET_WIN_H], IW = g[POET_WIN_W];
+    const int32_t NC = g[POET_WIN_N] * g[POET_WIN_C], IW = g[POET_WIN_W];
     const int32_t KH = g[POET_WIN_KH], KW = g[POET_WIN_KW], OH = g[POET_WIN_OH], OW = g[POET_WIN_OW];
-    for (int32_t i = 0; i < NC * IH * IW; ++i) dX[i] = 0.0f;
+    const int32_t RW = (r1 - r0) * IW;
+    for (int32_t i = 0; i < NC * RW; ++i) dX[i] = 0.0f;
     for (int32_t p = 0; p < NC; ++p) {
-        float *dx = dX + p * IH * IW;
+        float *dx = dX + p * RW;
         for (int32_t oh = 0; oh < OH; ++oh) {
             for (int32_t ow = 0; ow < OW; ++ow) {
                 const int32_t count = count_include_pad ? KH * KW : window_count(g, oh, ow);
                 const float d = dY[(p * OH + oh) * OW + ow] / (float)count;
                 for (int32_t kh = 0; kh < KH; ++kh) {
                     const int32_t ih = oh * g[POET_WIN_SH] - g[POET_WIN_PT] + kh;
-                    if (ih < 0 || ih >= IH) continue;
+                    if (ih < r0 || ih >= r1) continue;
                     for (int32_t kw = 0; kw < KW; ++kw) {
                         const int32_t iw = ow * g[POET_WIN_SW] - g[POET_WIN_PL] + kw;
                         if (iw < 0 || iw >= IW) continue;
-                        dx[ih * IW + iw] += d;
+                        dx[(ih - r0) * IW + iw] += d;
                     }
                 }
             }
