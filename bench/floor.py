@@ -260,11 +260,11 @@ input has another backward reader (masks: e.g. the next layer's weight gradient 
 that layer trains); the fixed bytes (every trainable parameter in RAM) are unchanged by both rewrites, and
 fall to the optimizer state, inputs and reserve with parameters in storage. Below "all three", the floor is
 set by one operator's inputs, output and workspace, which splitting cuts where that operator is a
-convolution, a channelwise op or a global average pool on a big activation (along rows too, with the
-halo rows read from the neighbouring row tiles); with `--train all` a
+convolution, a channelwise op, a pool or a global average pool on a big activation (along rows too, with
+the halo rows read from the neighbouring row tiles); with `--train all` a
 convolution's trainable weight is cut into blocks along the tiles, each updated from its own input and
 output-gradient tiles (docs/splitting.md). The split floors that stay high are set by nodes the rewrite
-leaves whole: Gemm weight updates (GemmGradUpdate), Gemm / GRU / MaxPool gradients, a first convolution
+leaves whole: Gemm weight updates (GemmGradUpdate), Gemm / GRU gradients, a first convolution
 reading the whole input image (fixed bytes with `--input ram`), and the Concat that joins a tiled tensor
 for an unsplit reader (its tiles and the whole tensor at once: twice the tensor).
 """
