@@ -18,12 +18,11 @@ from pathlib import Path
 from poet_edge.errors import PoetError
 from poet_edge.paths import RUNTIME_C
 
-KERNELS_DIR = RUNTIME_C / "src" / "kernels"
-OPTIMIZED_DIR = RUNTIME_C / "src" / "optimized"
+KERNELS_DIR = RUNTIME_C / "src" / "kernels"  # every kernel source: <source>.c
+OPTIMIZED_DIR = RUNTIME_C / "src" / "optimized"  # the fast variants of some of them
+KERNELS_H = RUNTIME_C / "include" / "poet" / "kernels.h"  # the functions kernel sources define for others
 KERNEL_VARIANTS = ("fast", "reference")
-SHARED_SOURCES = ("math",)  # helpers every kernel variant calls (poet_expf, poet_tanhf...): not kernels
-
-KERNELS_H = RUNTIME_C / "include" / "poet" / "kernels.h"  # the kernels' public functions
+SHARED_SOURCES = ("math",)  # helpers (poet_expf, poet_tanhf...) both variants call: math.c has no variant
 
 # comments, string and character literals (blanked before reading calls and definitions)
 _NOISE = re.compile(r"/\*.*?\*/|//[^\n]*|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.S)
