@@ -774,6 +774,7 @@ def project_files(
                 "optimizer_state_bytes": c.fixed.optimizer_state,
                 "check_inputs": opts.check_inputs,
                 "verify_paging": opts.verify_paging,
+                "kernels": opts.kernels,
             },
             c.inference,
         )
@@ -783,7 +784,7 @@ def project_files(
         files.update(render(json.loads(text)))
     for h in sorted((RUNTIME_C / "include" / "poet").glob("*.h")):
         files[f"runtime/include/poet/{h.name}"] = h
-    for k in emit.kernel_sources(c.training):
+    for k in emit.kernel_sources(c.training, opts.kernels, [m.graph for m in c.inference]):
         files[f"runtime/src/kernels/{k}.c"] = emit.kernel_file(k, opts.kernels)
     files["harness/main.c"] = RUNTIME_C / "harness" / "main.c"
     files["target/poet_target.h"] = TARGETS / "common" / "poet_target.h"

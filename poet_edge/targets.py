@@ -31,7 +31,11 @@ else:  # pragma: no cover
 
 TARGETS_DIR = Path(__file__).resolve().parent.parent / "targets"
 RUNTIME_INCLUDE_DIR = Path(__file__).resolve().parent.parent / "runtime_c" / "include"
+# every function and object in its own section: the targets link with --gc-sections (ldflags in target.toml),
+# which keeps only what the program reaches
+SECTION_FLAGS: tuple[str, ...] = ("-ffunction-sections", "-fdata-sections")
 COMMON_CFLAGS: tuple[str, ...] = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off")
+COMMON_CFLAGS += SECTION_FLAGS
 ARM_INSTALL_HINT = "apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm"
 HOST_INSTALL_HINT = "apt-get install gcc binutils"
 DEFAULT_STACK_RESERVE_BYTES = 8192

@@ -13,6 +13,9 @@ import numpy as np
 
 from poet_edge import __version__, ops
 from poet_edge.arena import ArenaPlan
+from poet_edge.codegen.link import KERNEL_VARIANTS as KERNEL_VARIANTS
+from poet_edge.codegen.link import SHARED_SOURCES, check_defines, closure
+from poet_edge.codegen.link import kernel_file as kernel_file
 from poet_edge.codegen.readme import render_readme
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Node, Phase, Role
@@ -805,8 +808,7 @@ def generate(
     return {
         "poet_model.h": header,
         "poet_model.c": source,
-        "Makefile": render("Makefile.in", **common),
-        "CMakeLists.txt": render("CMakeLists.txt.in", **common),
+        **build_files(common, kernel_sources(tg, str(meta.get("kernels", "fast")), [m.graph for m in modes])),
         **board_files(str(meta.get("device", "host"))),
         "README.md": render_readme(
             tg,
@@ -816,6 +818,15 @@ def generate(
             {**meta, "arena_bytes": arena_bytes, "output_elems": out.size if out else 0},
             storage.input_bytes,
         ),
+    }
+
+
+def build_files(common: Mapping[str, object], kernels: Sequence[str]) -> dict[str, str]:
+    """The Makefile and CMakeLists.txt, each listing the project's ``kernels`` (kernel_sources) by name."""
+    paths = [f"runtime/src/kernels/{k}.c" for k in kernels]
+    return {
+        "Makefile": render("Makefile.in", **common, kernels=" \\\n    ".join(paths)),
+        "CMakeLists.txt": render("CMakeLists.txt.in", **common, kernels="\n  ".join(paths)),
     }
 
 
@@ -838,34 +849,22 @@ def board_files(device: str) -> dict[str, str]:
     return files
 
 
-# kernel sources whose fast variant calls another source's public kernel (the fast convolution's 1x1 cases
-# and every matrix of the fast batched MatMul are products of two matrices: poet_gemm_f32; the 1x1 weight
-# gradient's part kernel, from P: poet_gemm_part_f32)
-KERNEL_DEPENDENCIES: dict[str, tuple[str, ...]] = {
-    "conv": ("gemm", "gemm_part"),
-    "matmul": ("gemm",),
-    # fused updates call the unfused kernels (and what conv calls)
-    "fused": ("adam", "conv", "gemm", "gemm_part", "sgd", "sgd_momentum"),
-}
-
-
 def with_dependencies(sources: set[str]) -> list[str]:
-    """``sources`` and the sources they call (KERNEL_DEPENDENCIES), sorted."""
-    return sorted(sources | {d for s in sources for d in KERNEL_DEPENDENCIES.get(s, ())})
+    """``sources`` and the kernel sources their fast or reference files call (read from the files:
+    :mod:`poet_edge.codegen.link`), sorted; math.c's shared helpers (poet_expf...), which a build of both
+    variants links once, only when ``sources`` names it."""
+    shared = set(SHARED_SOURCES) - sources
+    return [s for s in closure(sources, KERNEL_VARIANTS) if s not in shared]
 
 
-def kernel_sources(tg: Graph) -> list[str]:
-    """runtime_c/src/kernels/*.c files the generated code needs (math.c always)."""
-    return with_dependencies({kernel_call(n, tg).source for n in tg.nodes} | {"math"})
-
-
-KERNEL_VARIANTS = ("fast", "reference")
-
-
-def kernel_file(name: str, variant: str = "fast") -> Path:
-    """The C file a project gets for kernel source ``name``: runtime_c/src/optimized/<name>.c for
-    ``fast`` when it exists (same symbols, bit-identical results), else runtime_c/src/kernels/<name>.c."""
-    if variant not in KERNEL_VARIANTS:
-        raise PoetError(f"unknown kernel set '{variant}'; choose {' or '.join(KERNEL_VARIANTS)}")
-    fast = RUNTIME_C / "src" / "optimized" / f"{name}.c"
-    return fast if variant == "fast" and fast.is_file() else RUNTIME_C / "src" / "kernels" / f"{name}.c"
+def kernel_sources(tg: Graph, variant: str = "fast", graphs: Sequence[Graph] = ()) -> list[str]:
+    """The kernel sources a project of ``tg`` (and of ``graphs``: poet_predict's and poet_eval_step's)
+    links with the ``variant`` kernels: those that define its nodes' kernels (each op's KernelCall names
+    its source) and what their files call, sorted."""
+    used = set()
+    for g in (tg, *graphs):
+        for n in g.nodes:
+            call = kernel_call(n, g)
+            check_defines(call.func, call.source)
+            used.add(call.source)
+    return closure(used, (variant,))
