@@ -120,6 +120,26 @@ class Model:
         return len(self.cost)
 
 
+def row_scaled(
+    low: np.ndarray, up: np.ndarray, start: np.ndarray, val: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A MIP's rows (CSR: bounds, row starts, values) each multiplied by the power of two that brings its
+    largest |coefficient| nearest 1: exact (the same points satisfy them, columns and objective are
+    unchanged), and it keeps HiGHS 1.16.0's MIP presolve out of a loop. On a segment-cover model of
+    mobilenetv2_035 split into 32 KB tiles (2,231 rows, coefficients 7e-05 to 90, right-hand sides 1)
+    HPresolve::strengthenInequalities ran for over 8 minutes past a 20 s time limit (the safety stop
+    never fired: a compile never ended); with the rows scaled the same MIP is solved to optimality in
+    15 s. Empty rows keep their scale."""
+    counts = np.diff(start)
+    peak = np.zeros(len(low))
+    if len(val):
+        np.maximum.at(peak, np.repeat(np.arange(len(low)), counts), np.abs(val))
+    factor = np.ones(len(low))
+    nonzero = peak > 0
+    factor[nonzero] = np.exp2(-np.round(np.log2(peak[nonzero])))
+    return low * factor, up * factor, val * np.repeat(factor, counts)
+
+
 @dataclass(frozen=True, eq=False)
 class Lp:
     """The model HiGHS holds, read back (its matrix column-wise: column j's entries at
@@ -331,6 +351,8 @@ class Solver:
         low, up, start, col, val = model.rows
         if not len(low):
             return "kOk"
+        if self._mip:
+            low, up, val = row_scaled(low, up, start, val)
         starts, cols = start[:-1].astype(np.int32), col.astype(np.int32)
         status = h.addRows(len(low), low, up, len(col), starts, cols, val)
         if status == self._highspy.HighsStatus.kError:

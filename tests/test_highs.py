@@ -269,3 +269,55 @@ def test_the_checker_finds_every_import_of_highspy(tmp_path: Path) -> None:
         line.split(":")[0].rsplit("/", 1)[1] + ":" + line.split(":")[1] for line in run.stdout.splitlines()
     )
     assert found == ["a.py:5", "a.py:6", "b.py:1", "c.py:3"], run.stdout
+
+
+PRESOLVE_LOOP = ROOT / "tests" / "data" / "highs_presolve_loop.lp.gz"
+_LOOP_SCRIPT = """
+import gzip, sys, tempfile
+import highspy, numpy as np
+from poet_edge import highs
+with tempfile.NamedTemporaryFile(suffix=".lp") as f:
+    f.write(gzip.decompress(open(sys.argv[1], "rb").read())); f.flush()
+    h = highspy.Highs(); h.setOptionValue("output_flag", False); h.readModel(f.name)
+lp = h.getLp(); a = lp.a_matrix_
+n, m = lp.num_col_, lp.num_row_
+col = np.repeat(np.arange(n), np.diff(np.asarray(a.start_)))
+row = np.asarray(a.index_); order = np.lexsort((col, row))
+start = np.concatenate(([0], np.cumsum(np.bincount(row, minlength=m))))
+rows = (np.asarray(lp.row_lower_), np.asarray(lp.row_upper_), start, col[order], np.asarray(a.value_)[order])
+model = highs.Model.of(np.asarray(lp.col_cost_), rows, np.asarray(lp.col_lower_), np.asarray(lp.col_upper_))
+solver = highs.Solver(highs.Options(threads=1, node_limit=100, time_limit=120.0))
+solver.load(model)
+r = solver.run()
+print(r.status, r.objective)
+"""
+
+
+def test_mip_rows_are_scaled_out_of_the_presolve_loop() -> None:
+    """A segment-cover MIP (mobilenetv2_035 in 32 KB tiles, bias trained, 96 KB, input in storage) on
+    which HiGHS 1.16.0's presolve loops in strengthenInequalities past any time limit: with its rows
+    scaled by powers of two (highs.row_scaled) it is solved, within HiGHS's node limit. In a child with a
+    hard timeout, so that a regression fails instead of hanging the suite."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LOOP_SCRIPT, str(PRESOLVE_LOOP)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    status, objective = done.stdout.split()[-2:]
+    assert float(objective) == pytest.approx(23.76094842260797, rel=1e-9)
+
+
+def test_row_scaling_is_by_powers_of_two() -> None:
+    low, up = np.array([-np.inf, 1.0, 0.0]), np.array([3.0, np.inf, 0.0])
+    start = np.array([0, 2, 3, 3])
+    val = np.array([96.0, -0.5, 7e-5])
+    sl, su, sv = highs.row_scaled(low, up, start, val)
+    factors = np.array([1 / 128, 1 / 128, 2.0**14])
+    assert np.array_equal(sv, val * factors) and np.array_equal(
+        sl[:2], low[:2] * np.array([1 / 128, 2.0**14])
+    )
+    assert np.array_equal(su, up * np.array([1 / 128, 2.0**14, 1.0]))  # the empty row keeps its scale
+    assert all(np.log2(f).is_integer() for f in factors)
