@@ -93,6 +93,7 @@ class Model:
     upper: np.ndarray
     integer: np.ndarray  # bool per column
     rows: Csr
+    scaled: bool = False  # a MIP's rows are loaded scaled (:func:`row_scaled`)
 
     @staticmethod
     def of(
@@ -101,10 +102,11 @@ class Model:
         lower: Sequence[float] | np.ndarray | None = None,
         upper: Sequence[float] | np.ndarray | None = None,
         integer: Sequence[bool] | np.ndarray | None = None,
+        scaled: bool = False,
     ) -> Model:
         """A model from column costs and rows (a list of :data:`Row` or arrays as :func:`rows_csr`
         gives them); columns in [0, 1] and binary unless ``lower`` / ``upper`` / ``integer`` say
-        otherwise."""
+        otherwise; ``scaled``: as a MIP, its rows are loaded scaled (:func:`row_scaled`)."""
         c = np.asarray(cost, dtype=np.float64)
         n = len(c)
         return Model(
@@ -113,6 +115,7 @@ class Model:
             np.ones(n) if upper is None else np.asarray(upper, dtype=np.float64),
             np.ones(n, dtype=bool) if integer is None else np.asarray(integer, dtype=bool),
             rows_csr(rows) if isinstance(rows, list) else rows,  # type: ignore[arg-type]
+            scaled,
         )
 
     @property
@@ -129,7 +132,9 @@ def row_scaled(
     mobilenetv2_035 split into 32 KB tiles (2,231 rows, coefficients 7e-05 to 90, right-hand sides 1)
     HPresolve::strengthenInequalities ran for over 8 minutes past a 20 s time limit (the safety stop
     never fired: a compile never ended); with the rows scaled the same MIP is solved to optimality in
-    15 s. Empty rows keep their scale."""
+    15 s. Only the models that ask for it (``Model.scaled``: the segment cover's, lp_model.py): the stage
+    model's windows, scaled, took 5 times longer (bert_tiny at 50% of its peak hit the 600 s safety stop
+    where it takes 115 s). Empty rows keep their scale."""
     counts = np.diff(start)
     peak = np.zeros(len(low))
     if len(val):
@@ -351,7 +356,7 @@ class Solver:
         low, up, start, col, val = model.rows
         if not len(low):
             return "kOk"
-        if self._mip:
+        if self._mip and model.scaled:
             low, up, val = row_scaled(low, up, start, val)
         starts, cols = start[:-1].astype(np.int32), col.astype(np.int32)
         status = h.addRows(len(low), low, up, len(col), starts, cols, val)

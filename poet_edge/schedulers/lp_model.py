@@ -139,7 +139,8 @@ def solve_lp(
     # HiGHS refusing the rows (e.g. one naming a column twice) is a HighsError; a warning means the rows
     # are in and HiGHS dropped coefficients below its small_matrix_value (1e-9), as in dense graphs' tiny
     # relative sizes
-    solver.load(highs.Model.of(costs, lp.rows if lp.csr is None else lp.csr, low, up, ints))
+    # the rows scaled: HiGHS 1.16.0's presolve loops on some of these MIPs unscaled (highs.row_scaled)
+    solver.load(highs.Model.of(costs, lp.rows if lp.csr is None else lp.csr, low, up, ints, scaled=True))
     if cutoff is not None and integer:  # a proof: no point wanted, fewer columns free
         solver.set(highs.PROOF_OPTIONS)
         began = time.perf_counter()
