@@ -60,6 +60,7 @@
 
 #include "poet/blocked_arm.h" /* after POET_ALWAYS_INLINE: the assembly GEMM blocks on Cortex-M */
 #include "poet/blocked_mve.h"
+#include "poet/conv_geo.h" /* after the pragma: compiled with the options of the code here */
 
 /* An input value read once per use: a volatile read, so the compiler neither keeps values of one k step
  * live for the next (with 24 accumulators that would spill them) nor merges or reorders the reads. It is
@@ -68,40 +69,6 @@
 
 #define POET_MAX_R 4
 #define POET_MAX_P 6
-
-/* P: the starting values of the weight gradient's accumulators (its part kernel), NULL: +0.0f. In the struct
- * rather than an argument and read by POET_GEO_P where an output block starts, so the loops keep the
- * registers they had without it. */
-typedef struct {
-    int32_t N, C, IH, IW, M, KH, KW, OH, OW, SH, SW, PT, PL, G, Cg, Mg, IHW, OHW, KK;
-    const float *P;
-} poet_cgeo;
-
-static poet_cgeo poet_conv_geo(const int32_t *g)
-{
-    poet_cgeo q;
-    q.N = g[POET_WIN_N];
-    q.C = g[POET_WIN_C];
-    q.IH = g[POET_WIN_H];
-    q.IW = g[POET_WIN_W];
-    q.M = g[POET_WIN_M];
-    q.KH = g[POET_WIN_KH];
-    q.KW = g[POET_WIN_KW];
-    q.OH = g[POET_WIN_OH];
-    q.OW = g[POET_WIN_OW];
-    q.SH = g[POET_WIN_SH];
-    q.SW = g[POET_WIN_SW];
-    q.PT = g[POET_WIN_PT];
-    q.PL = g[POET_WIN_PL];
-    q.G = g[POET_WIN_G];
-    q.Cg = q.C / q.G;
-    q.Mg = q.M / q.G;
-    q.IHW = q.IH * q.IW;
-    q.OHW = q.OH * q.OW;
-    q.KK = q.KH * q.KW;
-    q.P = NULL;
-    return q;
-}
 
 /* g->P by a volatile read: the compiler does not hoist it out of the loops and keep it in a register that
  * the plain kernel's loops had for themselves (one load and test per output block). */
@@ -1164,13 +1131,6 @@ static void poet_dw_gw_any(const poet_cgeo *g, const float *X, const float *dY, 
 static int poet_dw3(const poet_cgeo *g, int32_t s)
 {
     return g->Cg == 1 && g->Mg == 1 && g->KH == 3 && g->KW == 3 && g->SH == s && g->SW == s;
-}
-
-/* 1x1, stride 1, no padding: every output pixel is the input pixel at the same place. */
-static int poet_pw1(const poet_cgeo *g)
-{
-    return g->KH == 1 && g->KW == 1 && g->SH == 1 && g->SW == 1 && g->PT == 0 && g->PL == 0 &&
-           g->OH == g->IH && g->OW == g->IW;
 }
 
 /* ---- forward ---------------------------------------------------------------------------------------- */
