@@ -1,7 +1,7 @@
-/* Private to the fast convolution (src/optimized/conv.c): a convolution's window geometry (enum POET_WIN_*
- * in kernels.h) unpacked, and a shape test it dispatches on. Not part of the kernel API: generated code
- * includes kernels.h only. The functions are static, not inline, as they were in conv.c (the compiler keeps
- * making the same inlining choices there); each file that includes this calls both. */
+/* Private to the fast convolution (src/optimized/conv.c and conv_part.c): a convolution's window geometry
+ * (enum POET_WIN_* in kernels.h) unpacked, and a shape test both dispatch on. Not part of the kernel API:
+ * generated code includes kernels.h only. The functions are static, not inline, as they were in conv.c (the
+ * compiler keeps making the same inlining choices there); each file that includes this calls both. */
 #ifndef POET_CONV_GEO_H
 #define POET_CONV_GEO_H
 
@@ -9,8 +9,8 @@
 
 #include "poet/kernels.h"
 
-/* P: the starting values of the weight gradient's accumulators (its part kernel), NULL: +0.0f.
- * In the struct rather than an argument and read by POET_GEO_P (conv.c) where an output block starts,
+/* P: the starting values of the weight gradient's accumulators (poet_conv2d_grad_weight_from_f32), NULL:
+ * +0.0f. In the struct rather than an argument and read by POET_GEO_P (conv.c) where an output block starts,
  * so the loops keep the registers they had without it. */
 typedef struct {
     int32_t N, C, IH, IW, M, KH, KW, OH, OW, SH, SW, PT, PL, G, Cg, Mg, IHW, OHW, KK;
