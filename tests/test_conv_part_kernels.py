@@ -146,12 +146,12 @@ def cases_header(cases: list[Case]) -> str:
 
 
 def kernel_units(work: Path) -> list[Path]:
-    """conv.c and what it calls, reference and fast, each with every kernel symbol renamed (as
+    """conv.c, conv_part.c and what they call, reference and fast, each with every kernel symbol renamed (as
     poet_edge.microbench does: the same translation units, so the object cache serves both)."""
     units = []
     for variant, prefix in (("reference", "ref"), ("fast", "fast")):
         renames = "\n".join(f"#define {s} poet_{prefix}_{s[5:]}" for s in mb.kernel_symbols())
-        for src in emit.with_dependencies({"conv"}):
+        for src in emit.with_dependencies({"conv", "conv_part"}):
             path = work / f"mb_{variant}_{src}.c"
             path.write_text(
                 f"/* {variant} {src}.c with renamed symbols */\n{renames}\n"

@@ -142,9 +142,10 @@ def check(target_name: str, cases: list[RowCase], tmp_path: Path) -> None:
     assert [i for i, _ in lines] == list(range(len(cases))), text[-2000:]
     m = _SUMMARY.search(text)
     assert m and int(m.group(1)) == len(cases) and int(m.group(3)) == 0 and code == 0, text[-2000:]
-    # per case: whole fast, 2 whole pairs, 2 chains of each kind, 2 pairs of each kind per tile
+    # per case: 2 whole triples (reference part, fast part, fast from P), 2 chains of each kind, per tile 2
+    # triples and 2 channel-sum pairs
     tiles = sum(len(c.rows) - 1 for c in cases)
-    assert int(m.group(2)) == 4 * len(cases) + 4 * tiles + 8 * tiles, m.group(0)
+    assert int(m.group(2)) == 6 * len(cases) + 4 * tiles + 10 * tiles, m.group(0)
 
 
 HOST_CASES = random_row_cases(57, 60)
@@ -174,8 +175,9 @@ def test_row_chains_bit_identical_qemu_m4(tmp_path):
 
 
 def test_checker_catches_a_wrong_kernel(tmp_path):
-    """The checker is not vacuous: a 'fast' file whose weight-gradient part kernel drops P fails the chains
-    and the single calls with P (the reference file, so edited, stands in for the fast one)."""
+    """The checker is not vacuous: a 'fast' file whose weight gradient from P drops P fails the chains and
+    the single calls with P (the reference conv.c, so edited, stands in for the fast one, and the reference
+    conv_part.c, which calls it, for the fast part kernel)."""
     need_tools("gcc")
     work = tmp_path / "broken"
     work.mkdir()
@@ -184,11 +186,12 @@ def test_checker_catches_a_wrong_kernel(tmp_path):
     assert broken != ref
     (work / "broken_conv.c").write_text(broken)
     renames = "\n".join(f"#define {s} poet_fast_{s[5:]}" for s in mb.kernel_symbols())
-    unit = work / "fast_conv.c"
+    unit, part = work / "fast_conv.c", work / "fast_conv_part.c"
     unit.write_text(f'{renames}\n#include "{work / "broken_conv.c"}"\n')
+    part.write_text(f'{renames}\n#include "{emit.kernel_file("conv_part", "reference")}"\n')
     ref_units = [u for u in kernel_units(work) if u.name.startswith("mb_reference_")]
     case = RowCase(geometry(1, 3, (7, 6), 4, (3, 3), 1, (1, 1, 1, 1), 1), (0, 3, 7))
-    code, text = run_checker("host", [case], work, [unit, *ref_units])
+    code, text = run_checker("host", [case], work, [unit, part, *ref_units])
     line = _LINE.search(text)
     assert code == 1 and line and line.group(2) == "FAIL", text[-2000:]
     assert int(line.group(3)) == 0 and int(line.group(4)) > 0 and int(line.group(5)) > 0

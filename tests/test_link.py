@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 from conftest import EXAMPLES, need_tools
 from onnx import TensorProto, helper, numpy_helper
 
-from poet_edge import targets
+from poet_edge import runner, targets
 from poet_edge.autodiff import DEFAULT_OPTIONS, PLAIN, TrainingOptions
 from poet_edge.codegen import emit, link
 from poet_edge.compiler import CompileOptions, compile_model
@@ -44,8 +45,9 @@ def compiled(model: Path, out: Path, kernels: str = "fast", training: TrainingOp
     return project_kernels(out)
 
 
-def conv_only_model(path: Path) -> Path:
-    """Conv -> Relu -> Conv (1x1) -> GlobalAveragePool -> Flatten: logits without any Gemm or MatMul."""
+def conv_only_model(path: Path, side: int = 8) -> Path:
+    """Conv -> Relu -> Conv (1x1) -> GlobalAveragePool -> Flatten: logits without any Gemm or MatMul, on a
+    side x side image."""
     w1 = numpy_helper.from_array(((np.arange(72) % 7 - 3) / 10).astype(np.float32).reshape(4, 2, 3, 3), "w1")
     w2 = numpy_helper.from_array(((np.arange(12) % 5 - 2) / 10).astype(np.float32).reshape(3, 4, 1, 1), "w2")
     nodes = [
@@ -58,7 +60,7 @@ def conv_only_model(path: Path) -> Path:
     graph = helper.make_graph(
         nodes,
         "conv_only",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 8, 8])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, side, side])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
         [w1, w2],
     )
@@ -92,22 +94,29 @@ def test_every_kernels_h_function_has_one_source_and_the_fast_files_define_the_s
     owners = link.owners()
     assert set(owners) == link.api() and len(owners) > 60
     assert owners["poet_gemm_part_f32"] == "gemm_part" and owners["poet_conv2d_grad_weight_f32"] == "conv"
+    assert owners["poet_conv2d_grad_weight_part_f32"] == "conv_part"
+    assert owners["poet_conv2d_grad_weight_from_f32"] == "conv"
     assert owners["poet_expf"] == "math"
     for fast in sorted(link.OPTIMIZED_DIR.glob("*.c")):
         assert link.definitions(fast) == link.definitions(link.KERNELS_DIR / fast.name), fast.name
 
 
 def test_what_the_kernel_files_call():
-    """Read from the files: the fast convolution calls the GEMM and the part GEMM (its 1x1 cases and the
-    weight gradient of a row tile), the reference convolution calls no other kernel."""
-    assert link.callees("conv", "fast") == {"gemm", "gemm_part"}
+    """Read from the files: the fast convolution calls the GEMM (its 1x1 cases), never the part GEMM; the
+    weight gradient's row-tile part kernel (conv_part.c) calls conv.c's paths and, fast, the part GEMM (a
+    one-sample 1x1 tile). The reference convolution calls no other kernel."""
+    assert link.callees("conv", "fast") == {"gemm"}
     assert link.callees("conv", "reference") == set()
+    assert link.callees("conv_part", "fast") == {"conv", "gemm_part"}
+    assert link.callees("conv_part", "reference") == {"conv"}
     assert link.callees("matmul", "fast") == {"gemm"} and link.callees("matmul", "reference") == set()
     assert link.callees("fused", "reference") == {"adam", "conv", "gemm", "sgd", "sgd_momentum"}
     assert link.callees("softmax_xent", "fast") == {"math"}
-    assert link.closure({"fused"}) == ["adam", "conv", "fused", "gemm", "gemm_part", "sgd", "sgd_momentum"]
+    assert link.closure({"fused"}) == ["adam", "conv", "fused", "gemm", "sgd", "sgd_momentum"]
     assert link.closure({"fused"}, ["reference"]) == ["adam", "conv", "fused", "gemm", "sgd", "sgd_momentum"]
-    assert emit.with_dependencies({"conv", "softmax_xent"}) == ["conv", "gemm", "gemm_part", "softmax_xent"]
+    assert emit.with_dependencies({"conv", "softmax_xent"}) == ["conv", "gemm", "softmax_xent"]
+    assert emit.with_dependencies({"conv_part"}) == ["conv", "conv_part", "gemm", "gemm_part"]
+    assert link.closure({"conv_part"}, ["reference"]) == ["conv", "conv_part"]
     with pytest.raises(PoetError, match="no kernel source"):
         link.closure({"nonexistent"})
     with pytest.raises(PoetError, match="poet_gemm_f32 is not defined by src/optimized/conv.c"):
@@ -135,30 +144,58 @@ def test_the_scan_finds_every_symbol_the_compiled_kernels_need(tmp_path, target)
 
 def test_a_conv_and_a_dense_project_list_exactly_the_kernels_they_use(tmp_path):
     lenet5, mlp = EXAMPLES / "zoo" / "lenet5.onnx", EXAMPLES / "mlp.onnx"
-    # lenet5: conv, maxpool, relu, gemm (its Gemm layers), copy (Reshape); the fast conv.c adds gemm_part
+    # lenet5: conv, maxpool, relu, gemm (its Gemm layers), copy (Reshape); no part GEMM with either kernel
+    # set (before: the fast conv.c called it and added gemm_part)
     conv = BASE | {"conv", "copy", "gemm", "maxpool", "relu"}
-    assert compiled(lenet5, tmp_path / "lenet5") == conv | {"gemm_part"}
+    assert compiled(lenet5, tmp_path / "lenet5") == conv
     assert compiled(lenet5, tmp_path / "lenet5-ref", "reference") == conv
-    fused = compiled(lenet5, tmp_path / "lenet5-fused", training=DEFAULT_OPTIONS)
-    assert fused == conv | FUSED | {"gemm_part"}
+    assert compiled(lenet5, tmp_path / "lenet5-fused", training=DEFAULT_OPTIONS) == conv | FUSED
     # the MLP: no convolution, no part GEMM (before: conv.c's dependencies gemm.c and gemm_part.c
     # were listed by hand; math.c was in every project)
     dense = BASE | {"copy", "gemm", "relu"}
     assert compiled(mlp, tmp_path / "mlp") == dense
     assert compiled(mlp, tmp_path / "mlp-ref", "reference") == dense
     # with the fused updates, fused.c calls the convolution's weight gradient (fused.c is one file)
-    assert compiled(mlp, tmp_path / "mlp-fused", training=DEFAULT_OPTIONS) == dense | FUSED | {"gemm_part"}
+    assert compiled(mlp, tmp_path / "mlp-fused", training=DEFAULT_OPTIONS) == dense | FUSED
 
 
-def test_a_conv_only_project_has_no_gemm_part_with_the_reference_kernels(tmp_path):
-    """Before, every convolution project got gemm.c and gemm_part.c. Now only the fast conv.c brings them,
-    because it calls them (a 1x1 convolution is a GEMM; its weight gradient reads P through the part
-    GEMM); the reference conv.c calls neither."""
+def test_a_conv_only_project_has_no_gemm_part(tmp_path):
+    """Before, every convolution project got gemm.c and gemm_part.c, then (fast) conv.c brought both because
+    its weight gradient's part kernel called the part GEMM. Now the fast conv.c brings gemm.c only (a 1x1
+    convolution is a GEMM) and the reference conv.c nothing; the part kernel is in conv_part.c."""
     model = conv_only_model(tmp_path / "conv_only.onnx")
     conv = {"conv", "copy", "math", "pool", "relu", "sgd", "softmax_xent"}
     assert compiled(model, tmp_path / "ref", "reference") == conv
-    assert not list((tmp_path / "ref").rglob("gemm_part*"))
-    assert compiled(model, tmp_path / "fast") == conv | {"gemm", "gemm_part"}
+    assert compiled(model, tmp_path / "fast") == conv | {"gemm"}
+    for out in ("ref", "fast"):
+        assert not {p.stem for p in (tmp_path / out).rglob("*.c")} & {"gemm_part", "conv_part"}
+
+
+def rows_options(model: Path, out: Path, split: str, kernels: str = "fast") -> CompileOptions:
+    """``model`` at batch 1 whose weight gradients run in row tiles with ``split`` 1KB (none with off)."""
+    return replace(CompileOptions(model, "cortex-m4", 4 << 20, out, kernels=kernels), split=split)
+
+
+@pytest.mark.parametrize("kernels", ["fast", "reference"])
+def test_a_project_with_row_tiles_links_the_part_kernel_and_gives_the_unsplit_bits(tmp_path, kernels):
+    """A 12x12 image at 1 KB tiles: the weight gradients run in row tiles (the part kernel, conv_part.c, whose
+    fast file calls the part GEMM for the 1x1 conv's tiles), and the step keeps the unsplit step's bits."""
+    need_tools("gcc")
+    model = conv_only_model(tmp_path / "conv_only.onnx", 12)
+    compile_model(rows_options(model, tmp_path / "rows", "1KB", kernels))
+    code = (tmp_path / "rows" / "poet_model.c").read_text()
+    assert "poet_conv2d_grad_weight_part_f32(" in code
+    base = {"concat", "conv", "conv_part", "copy", "math", "pool", "relu", "sgd", "softmax_xent", "strided"}
+    extra = {"gemm", "gemm_part"} if kernels == "fast" else set()
+    assert project_kernels(tmp_path / "rows") == base | extra
+    compile_model(rows_options(model, tmp_path / "whole", "off", kernels))
+    assert "_part_f32(" not in (tmp_path / "whole" / "poet_model.c").read_text()
+    whole = runner.run_project(tmp_path / "whole", "host", 3)
+    rows = runner.run_project(tmp_path / "rows", "host", 3)
+    assert [s.loss for s in rows.steps] == [s.loss for s in whole.steps]
+    assert whole.params.keys() == rows.params.keys()
+    for k, v in whole.params.items():
+        assert np.array_equal(v, rows.params[k]), k
 
 
 def test_every_target_compiles_each_function_in_its_section_and_collects_the_unused():

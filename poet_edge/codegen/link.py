@@ -3,9 +3,10 @@
 An op's :class:`~poet_edge.ops.base.KernelCall` names the source that defines its function
 (``runtime_c/src/kernels/<source>.c``, or its fast variant in ``src/optimized/``); what that file calls in
 turn is read from the file: a call to a function another kernel source defines publicly makes that
-source part of the link. There is no hand-kept list: the fast convolution's calls of ``poet_gemm_f32`` and
-``poet_gemm_part_f32`` bring gemm.c and gemm_part.c into a project, the reference convolution, which
-calls neither, does not.
+source part of the link. There is no hand-kept list: the fast convolution's calls of ``poet_gemm_f32`` bring
+gemm.c into a project, the reference convolution, which calls no GEMM, does not; the weight gradient's
+row-tile part kernel (conv_part.c) brings conv.c and, fast, its call of ``poet_gemm_part_f32`` gemm_part.c,
+only into a project that runs it.
 """
 
 from __future__ import annotations

@@ -210,7 +210,8 @@ def grad_weight_kernel(node, shape):
     x, dy, out = TensorArg(node.inputs[0]), TensorArg(node.inputs[1]), TensorArg(node.outputs[0], False)
     if _gw_partial(node.attrs):
         p = TensorArg(node.inputs[2])
-        return KernelCall("poet_conv2d_grad_weight_part_f32", (x, dy, p, out, win.ints()), "conv")
+        # conv_part.c: the part kernel calls the part GEMM, which the whole kernels (conv.c) never need
+        return KernelCall("poet_conv2d_grad_weight_part_f32", (x, dy, p, out, win.ints()), "conv_part")
     return KernelCall("poet_conv2d_grad_weight_f32", (x, dy, out, win.ints()), "conv")
 
 

@@ -5,7 +5,9 @@
  *               output rows read, as a window of its own (kernels.h), with P = the previous call's dW (NULL
  *               first), gives the bits of the whole reference poet_conv2d_grad_weight_f32, for both files;
  *   single      every tile's call, and the whole geometry's, with a random P and with P NULL: fast ==
- *               reference, bit for bit (and the whole fast kernel == the whole reference);
+ *               reference, bit for bit, for the part kernel and for the fast conv.c's own paths that it
+ *               calls (poet_conv2d_grad_weight_from_f32, also on the 1x1 tiles the part kernel gives the part
+ *               GEMM); and the whole fast kernel == the whole reference;
  *   sum_chain   poet_channel_sum_part_f32 chained over the row tiles of dY gives poet_channel_sum_f32(dY);
  *   sum_single  every tile's channel sum with a random P and with NULL: fast == reference;
  *   guard       no call writes past its output (the floats after it keep a NaN pattern).
@@ -23,6 +25,8 @@ void poet_fast_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW
 void poet_ref_conv2d_grad_weight_part_f32(const float *X, const float *dY, const float *P, float *dW,
                                           const int32_t *g);
 void poet_fast_conv2d_grad_weight_part_f32(const float *X, const float *dY, const float *P, float *dW,
+                                           const int32_t *g);
+void poet_fast_conv2d_grad_weight_from_f32(const float *X, const float *dY, const float *P, float *dW,
                                            const int32_t *g);
 void poet_ref_channel_sum_f32(const float *X, float *Y, int32_t N, int32_t C, int32_t S);
 void poet_ref_channel_sum_part_f32(const float *X, const float *P, float *Y, int32_t N, int32_t C, int32_t S);
@@ -105,7 +109,8 @@ static int32_t sum_chain(sum_part_fn f, const int32_t *g, const int32_t *rows, i
     return diff(prev, sums, M);
 }
 
-/* the reference and the fast weight-gradient part kernel on geometry w, from P: bits that differ */
+/* the reference and the fast weight-gradient part kernel, and the fast conv.c's weight gradient from P, on
+ * geometry w, from P: bits that differ from the reference */
 static int32_t gw_pair(const float *x, const float *dy, const float *P, const int32_t *w, int32_t nw,
                        int32_t *guards)
 {
@@ -113,9 +118,13 @@ static int32_t gw_pair(const float *x, const float *dy, const float *P, const in
     set_guard(out[1], nw);
     poet_ref_conv2d_grad_weight_part_f32(x, dy, P, out[0], w);
     poet_fast_conv2d_grad_weight_part_f32(x, dy, P, out[1], w);
-    calls += 2;
     *guards += guard_hit(out[0], nw) + guard_hit(out[1], nw);
-    return diff(out[0], out[1], nw);
+    int32_t bad = diff(out[0], out[1], nw);
+    set_guard(out[1], nw);
+    poet_fast_conv2d_grad_weight_from_f32(x, dy, P, out[1], w);
+    calls += 3;
+    *guards += guard_hit(out[1], nw);
+    return bad + diff(out[0], out[1], nw);
 }
 
 int main(void)

@@ -102,6 +102,11 @@ void poet_gemm_part_f32(const float *A, const float *B, const float *P, float *Y
  * OH = b - a, PT = lo - (a*SH - PT) (the bottom padding implied), everything else the whole conv's. */
 void poet_conv2d_grad_weight_part_f32(const float *X, const float *dY, const float *P, float *dW,
                                       const int32_t *g);
+/* poet_conv2d_grad_weight_part_f32's results, computed by conv.c alone: the part kernel (conv_part.c) calls it
+ * for every tile but the one-sample 1x1 ones, which it gives the part GEMM, so no whole convolution kernel
+ * calls the part GEMM and a project without row tiles does not link it. */
+void poet_conv2d_grad_weight_from_f32(const float *X, const float *dY, const float *P, float *dW,
+                                      const int32_t *g);
 /* Y[c] = sum over n and s of X[N,C,S] (bias gradient of Conv and BatchNormalization). The part kernel's
  * accumulator starts at P[c] (P NULL: +0.0f) and adds (n, s) ascending: chained over consecutive ranges of
  * rows (N = 1) or of samples, with P = the previous call's Y, the parts give poet_channel_sum_f32's bits.

@@ -1,8 +1,9 @@
 /* Direct 2-D convolution (NCHW, groups incl. depthwise, strides, zero padding, dilation 1) and its
  * gradients; no im2col, no scratch. g[] is the window geometry (enum POET_WIN_* in kernels.h).
  * Summation orders (documented, fixed): forward over (c, kh, kw) then + bias; grad_input over
- * (m, kh, kw); grad_weight over (n, oh, ow); channel_sum over (n, s). Padded taps are skipped. The _part
- * variants of grad_weight and channel_sum (kernels.h) start each accumulator at P instead of +0.0f. */
+ * (m, kh, kw); grad_weight over (n, oh, ow); channel_sum over (n, s). Padded taps are skipped.
+ * poet_conv2d_grad_weight_from_f32 (what the weight gradient's row-tile part kernel in conv_part.c runs) and
+ * the _part variant of channel_sum (kernels.h) start each accumulator at P instead of +0.0f. */
 #include <stddef.h>
 
 #include "poet/kernels.h"
@@ -153,7 +154,7 @@ void poet_conv2d_grad_input_part_f32(const float *dY, const float *W, const floa
     }
 }
 
-/* The weight gradient, each accumulator starting at P (the part kernel) or +0.0f (P NULL). */
+/* The weight gradient, each accumulator starting at P or +0.0f (P NULL). */
 static void poet_grad_weight(const float *X, const float *dY, const float *P, float *dW, const int32_t *g)
 {
     const int32_t N = g[POET_WIN_N], C = g[POET_WIN_C], IH = g[POET_WIN_H], IW = g[POET_WIN_W];
@@ -192,7 +193,7 @@ void poet_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW, con
     poet_grad_weight(X, dY, NULL, dW, g);
 }
 
-void poet_conv2d_grad_weight_part_f32(const float *X, const float *dY, const float *P, float *dW, const int32_t *g)
+void poet_conv2d_grad_weight_from_f32(const float *X, const float *dY, const float *P, float *dW, const int32_t *g)
 {
     poet_grad_weight(X, dY, P, dW, g);
 }

@@ -7,8 +7,9 @@
  *   grad_input   dx[n,c,ih,iw] over (m, kh, kw) ascending (only taps that hit an output position);
  *   grad_weight  dw[m,c,kh,kw] over (n, oh, ow) ascending (only positions inside the input);
  *   channel_sum  y[c]          over (n, s) ascending.
- * The part kernels of the weight gradient and of channel_sum (kernels.h) run the same paths with every
- * accumulator starting at P instead (one internal function each; P NULL for the plain kernel).
+ * poet_conv2d_grad_weight_from_f32 (the row-tile part kernel's paths, src/optimized/conv_part.c) and the
+ * part kernel of channel_sum (kernels.h) run the same paths with every accumulator starting at P instead (one
+ * internal function each; P NULL for the plain kernel).
  *
  * Forward and input gradient share one block kernel: R (<= 4) output channels x P (<= 6) pixels of one
  * output row in R*P float registers. A k step loads R weights and, pixel by pixel, one input value
@@ -26,7 +27,9 @@
  * Shapes outside the specialised paths (e.g. other kernel widths) use the same blocks with run-time tap
  * counts. The 1x1 stride-1 input gradient (Wᵀ·dY) and one-sample weight gradient (dY·Xᵀ) are products of
  * two matrices: they call the fast GEMM (poet_gemm_f32, src/optimized/gemm.c), whose walks along the
- * reduction cost less than the block kernel's strided ones. */
+ * reduction cost less than the block kernel's strided ones. No function here calls a part GEMM
+ * (poet_gemm_part_f32): the weight gradient's part kernel, which does, is in conv_part.c, so a project
+ * without row tiles links no part GEMM. */
 #include <stddef.h>
 
 #include "poet/arm_asm.h"
@@ -60,6 +63,7 @@
 
 #include "poet/blocked_arm.h" /* after POET_ALWAYS_INLINE: the assembly GEMM blocks on Cortex-M */
 #include "poet/blocked_mve.h"
+#include "poet/conv_geo.h" /* after the pragma: compiled with the options of the code here */
 
 /* An input value read once per use: a volatile read, so the compiler neither keeps values of one k step
  * live for the next (with 24 accumulators that would spill them) nor merges or reorders the reads. It is
@@ -68,40 +72,6 @@
 
 #define POET_MAX_R 4
 #define POET_MAX_P 6
-
-/* P: the starting values of the weight gradient's accumulators (its part kernel), NULL: +0.0f. In the struct
- * rather than an argument and read by POET_GEO_P where an output block starts, so the loops keep the
- * registers they had without it. */
-typedef struct {
-    int32_t N, C, IH, IW, M, KH, KW, OH, OW, SH, SW, PT, PL, G, Cg, Mg, IHW, OHW, KK;
-    const float *P;
-} poet_cgeo;
-
-static poet_cgeo poet_conv_geo(const int32_t *g)
-{
-    poet_cgeo q;
-    q.N = g[POET_WIN_N];
-    q.C = g[POET_WIN_C];
-    q.IH = g[POET_WIN_H];
-    q.IW = g[POET_WIN_W];
-    q.M = g[POET_WIN_M];
-    q.KH = g[POET_WIN_KH];
-    q.KW = g[POET_WIN_KW];
-    q.OH = g[POET_WIN_OH];
-    q.OW = g[POET_WIN_OW];
-    q.SH = g[POET_WIN_SH];
-    q.SW = g[POET_WIN_SW];
-    q.PT = g[POET_WIN_PT];
-    q.PL = g[POET_WIN_PL];
-    q.G = g[POET_WIN_G];
-    q.Cg = q.C / q.G;
-    q.Mg = q.M / q.G;
-    q.IHW = q.IH * q.IW;
-    q.OHW = q.OH * q.OW;
-    q.KK = q.KH * q.KW;
-    q.P = NULL;
-    return q;
-}
 
 /* g->P by a volatile read: the compiler does not hoist it out of the loops and keep it in a register that
  * the plain kernel's loops had for themselves (one load and test per output block). */
@@ -932,7 +902,7 @@ static int poet_dw_gi2_common(const poet_cgeo *g)
            (g->IW == 2 * g->OW || g->IW == 2 * g->OW - 1) && g->OW >= 1 && g->OH >= 1;
 }
 
-/* the nine accumulators of channel m: P's values (the part kernel) or +0.0f; one test of P */
+/* the nine accumulators of channel m: P's values or +0.0f; one test of P */
 POET_ALWAYS_INLINE void poet_dw_gw_init(float acc[9], const float *P, int32_t m)
 {
     if (POET_UNLIKELY(P != NULL)) {
@@ -1164,13 +1134,6 @@ static void poet_dw_gw_any(const poet_cgeo *g, const float *X, const float *dY, 
 static int poet_dw3(const poet_cgeo *g, int32_t s)
 {
     return g->Cg == 1 && g->Mg == 1 && g->KH == 3 && g->KW == 3 && g->SH == s && g->SW == s;
-}
-
-/* 1x1, stride 1, no padding: every output pixel is the input pixel at the same place. */
-static int poet_pw1(const poet_cgeo *g)
-{
-    return g->KH == 1 && g->KW == 1 && g->SH == 1 && g->SW == 1 && g->PT == 0 && g->PL == 0 &&
-           g->OH == g->IH && g->OW == g->IW;
 }
 
 /* ---- forward ---------------------------------------------------------------------------------------- */
@@ -1793,7 +1756,7 @@ static void poet_gw_span(int32_t k, int32_t P, int32_t S, int32_t I, int32_t O, 
     *no = poet_max32(0, hi - lo + 1);
 }
 
-/* The accumulators of a block of R x NP outputs dW[base + r * rs + p * ps]: P's values there (the part kernel)
+/* The accumulators of a block of R x NP outputs dW[base + r * rs + p * ps]: P's values there
  * or +0.0f; one test of P per block. */
 POET_ALWAYS_INLINE void poet_gw_init(float acc[POET_MAX_R][POET_MAX_P], const float *P, int32_t base, int32_t rs,
                                      int32_t ps, const int R, const int NP)
@@ -1872,17 +1835,15 @@ POET_ALWAYS_INLINE void poet_gw_all(const poet_cgeo *g, const float *X, const fl
     }
 }
 
-/* 1x1, stride 1, no padding, one sample: dW[m, c] = sum over s of dY[m, s] * X[c, s] is the product dY·Xᵀ
- * of two matrices per group, which the fast GEMM (src/optimized/gemm.c, A·Bᵀ: both operands walked along
- * s by post-incremented pointers) computes in the reference order: s ascending from +0.0f. From P (the part
- * kernel), the GEMM part kernel (src/optimized/gemm_part.c; alpha 1: y = acc) adds s ascending to P. */
+/* 1x1, stride 1, no padding, one sample, from +0.0f: dW[m, c] = sum over s of dY[m, s] * X[c, s] is the
+ * product dY·Xᵀ of two matrices per group, which the fast GEMM (src/optimized/gemm.c, A·Bᵀ: both operands
+ * walked along s by post-incremented pointers) computes in the reference order: s ascending from +0.0f.
+ * (From P, the part kernel in conv_part.c runs the part GEMM instead: conv.c calls no part GEMM.) */
 POET_NOINLINE void poet_gw_pw(const poet_cgeo *g, const float *X, const float *dY, float *dW)
 {
     for (int32_t grp = 0; grp < g->G; ++grp) {
         const float *a = dY + grp * g->Mg * g->OHW, *b = X + grp * g->Cg * g->IHW;
-        float *y = dW + grp * g->Mg * g->Cg;
-        if (g->P) poet_gemm_part_f32(a, b, g->P + grp * g->Mg * g->Cg, y, g->Mg, g->Cg, g->IHW, 1, 1.0f);
-        else poet_gemm_f32(a, b, NULL, y, g->Mg, g->Cg, g->IHW, 0, 1, 1.0f, 0.0f, 0, 0);
+        poet_gemm_f32(a, b, NULL, dW + grp * g->Mg * g->Cg, g->Mg, g->Cg, g->IHW, 0, 1, 1.0f, 0.0f, 0, 0);
     }
 }
 
@@ -1984,7 +1945,8 @@ POET_NOINLINE void poet_gw_taps5(const poet_cgeo *g, const float *X, const float
     poet_gw_taps_all(g, X, dY, dW, 5, 0);
 }
 
-/* Both weight-gradient kernels: every path starts its accumulators at g.P (the part kernel) or +0.0f (NULL). */
+/* Both weight-gradient kernels: every path starts its accumulators at g.P (the _from kernel) or +0.0f
+ * (NULL); the one-sample 1x1 product runs on the GEMM from +0.0f only (from P it is a 1x1 like any other). */
 static void poet_grad_weight(const float *X, const float *dY, const float *P, float *dW, const int32_t *geom)
 {
     poet_cgeo g = poet_conv_geo(geom);
@@ -1993,7 +1955,7 @@ static void poet_grad_weight(const float *X, const float *dY, const float *P, fl
         poet_dw_gw_any(&g, X, dY, dW, 1);
     else if (poet_dw3(&g, 2))
         poet_dw_gw_any(&g, X, dY, dW, 2);
-    else if (poet_pw1(&g) && g.N == 1) {
+    else if (poet_pw1(&g) && g.N == 1 && !P) {
         poet_gw_pw(&g, X, dY, dW);
     } else if (poet_pw1(&g)) { /* 1x1: all pixels as one row */
         poet_cgeo f = g;
@@ -2015,7 +1977,7 @@ void poet_conv2d_grad_weight_f32(const float *X, const float *dY, float *dW, con
     poet_grad_weight(X, dY, NULL, dW, geom);
 }
 
-void poet_conv2d_grad_weight_part_f32(const float *X, const float *dY, const float *P, float *dW,
+void poet_conv2d_grad_weight_from_f32(const float *X, const float *dY, const float *P, float *dW,
                                       const int32_t *geom)
 {
     poet_grad_weight(X, dY, P, dW, geom);
