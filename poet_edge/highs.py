@@ -132,9 +132,10 @@ def row_scaled(
     mobilenetv2_035 split into 32 KB tiles (2,231 rows, coefficients 7e-05 to 90, right-hand sides 1)
     HPresolve::strengthenInequalities ran for over 8 minutes past a 20 s time limit (the safety stop
     never fired: a compile never ended); with the rows scaled the same MIP is solved to optimality in
-    15 s. Only the models that ask for it (``Model.scaled``: the segment cover's, lp_model.py): the stage
-    model's windows, scaled, took 5 times longer (bert_tiny at 50% of its peak hit the 600 s safety stop
-    where it takes 115 s). Empty rows keep their scale."""
+    15 s. Only the models that ask for it (``Model.scaled``: the segment cover's, lp_model.py, where the
+    loop was seen); the stage model's windows are loaded as they are (one run with every MIP scaled took
+    600 s on bert_tiny at 50% of its peak against 115 s before, but shared the machine with two other
+    jobs: not separated from the load). Empty rows keep their scale."""
     counts = np.diff(start)
     peak = np.zeros(len(low))
     if len(val):
