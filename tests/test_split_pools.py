@@ -12,11 +12,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
 from conftest import need_tools
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 from oputil import max_rel_err
+from splitutil import assert_same_bits, assert_split_close, save_model
 
 from poet_edge import autodiff, frontend, ops, planning, reference, runner, splitting, trainable
 from poet_edge import microbench as mb
@@ -58,17 +58,7 @@ def pools_model(path: Path) -> Path:
         helper.make_node("Flatten", ["q"], ["f"]),
         helper.make_node("Gemm", ["f", "fc", "fb"], ["y"], transB=1),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "pools",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 24, 24])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, path)
-    return path
+    return save_model(path, "pools", nodes, inits, [1, 2, 24, 24], [1, 5])
 
 
 def _tg(path: Path, train: str = "all"):
@@ -156,15 +146,7 @@ def test_pools_run_in_row_tiles(tmp_path):
     assert len(joins) == 4 and all(made[i].op == "MaxPool" for n in joins for i in n.inputs)
     chan = splitting.split_graph(tg, 512, rows=False)
     assert _floor(s.graph) < _floor(chan.graph)
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal(tg.shape("x")).astype(np.float32)
-    y = rng.integers(0, 5, tg.shape(tg.inputs[1])).astype(np.int32)
-    la, a = reference.train(tg, [(x, y)] * STEPS, LR)
-    lb, b = reference.train(s.graph, [(x, y)] * STEPS, LR)
-    b = s.join_params(b)
-    assert max_rel_err(np.array(lb), np.array(la)) <= 1e-6
-    for k in a:
-        assert max_rel_err(b[k], a[k]) <= 1e-6, k
+    assert_split_close(tg, s, LR, STEPS)
 
 
 def _opts(path: Path, out: Path, train: str, **kw) -> CompileOptions:
@@ -182,12 +164,7 @@ def test_pool_row_tiles_in_c_bit_identical_on_host_and_qemu(tmp_path, train, ker
     compile_model(_opts(path, tmp_path / "rows", train, kernels=kernels, split="512B"))
     plan = json.loads((tmp_path / "rows" / "plan.json").read_text())
     assert {"m", "a", "r"} <= set(plan["tiles"]["rows"])
-    plain = runner.run_project(tmp_path / "plain", "host", STEPS)
-    host = runner.run_project(tmp_path / "rows", "host", STEPS)
-    qemu = runner.run_project(tmp_path / "rows", "qemu-cortex-m4", STEPS)
-    assert [s.loss for s in plain.steps] == [s.loss for s in host.steps] == [s.loss for s in qemu.steps]
-    for k, v in plain.params.items():
-        assert np.array_equal(v, host.params[k]) and np.array_equal(v, qemu.params[k]), k
+    host = assert_same_bits(tmp_path / "plain", tmp_path / "rows", STEPS)
     c = runner.load_plan(tmp_path / "rows")
     _, ref = reference.train(_tg(path, train), runner.batches(c, STEPS), LR)
     for k, v in ref.items():
@@ -269,16 +246,7 @@ def test_a_pool_that_skips_rows_keeps_its_input_whole_in_rows(tmp_path):
         helper.make_node("Flatten", ["m"], ["f"]),
         helper.make_node("Gemm", ["f", "fc"], ["y"], transB=1),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "gaps",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 24, 24])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, tmp_path / "gaps.onnx")
+    save_model(tmp_path / "gaps.onnx", "gaps", nodes, inits, [1, 2, 24, 24], [1, 5])
     tg = _tg(tmp_path / "gaps.onnx")
     s = splitting.split_graph(tg, 512)
     assert s.tiles["r"] == (0, 1, 2, 3, 4) and "r" not in s.rows and "c" not in s.rows

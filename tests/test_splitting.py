@@ -13,8 +13,9 @@ import numpy as np
 import onnx
 import pytest
 from conftest import need_tools, poet
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 from oputil import max_rel_err
+from splitutil import assert_same_bits, assert_split_close, save_model
 
 from poet_edge import autodiff, frontend, planning, reference, runner, splitting, trainable
 from poet_edge.autodiff import Loss
@@ -25,21 +26,6 @@ from poet_edge.profiles import load_profile
 
 LR = 0.05
 STEPS = 3
-
-
-def _save(path: Path, name: str, nodes: list, inits: list, x: list[int], y: list[int]) -> Path:
-    """An opset-17 model of ``nodes`` from input x (float, shape ``x``) to output y, saved at ``path``."""
-    graph = helper.make_graph(
-        nodes,
-        name,
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y)],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, path)
-    return path
 
 
 def resnet_block(path: Path, batch: int = 1, head: int = 6, mean: bool = False) -> Path:
@@ -74,7 +60,7 @@ def resnet_block(path: Path, batch: int = 1, head: int = 6, mean: bool = False) 
         helper.make_node("Gemm", ["q", param("w4", 5, head), param("b4", 5)], ["y"], transB=1),
     ]
     inits += [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("lo", 0.0), ("hi", 6.0))]
-    model = _save(path, "resnet_block", nodes, inits, [batch, 3, 12, 12], [batch, 5])
+    model = save_model(path, "resnet_block", nodes, inits, [batch, 3, 12, 12], [batch, 5])
     if mean:  # ReduceMean takes its axes as an attribute only before opset 18
         m = onnx.load(model)
         m.opset_import[0].version = 13
@@ -116,25 +102,12 @@ def test_tiles_replace_every_big_node(tmp_path):
     assert splitting.split_graph(tg, 1 << 30).tiles == {}  # nothing above a huge tile size
 
 
-def _assert_numpy_close(tg, s: splitting.Split) -> None:
-    """The numpy steps of the split graph (blocks joined) within 1e-6 of the unsplit graph's."""
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal(tg.shape(tg.inputs[0])).astype(np.float32)
-    y = rng.integers(0, 5, tg.shape(tg.inputs[1])).astype(np.int32)
-    la, a = reference.train(tg, [(x, y)] * STEPS, LR)
-    lb, b = reference.train(s.graph, [(x, y)] * STEPS, LR)
-    b = s.join_params(b)
-    assert max_rel_err(np.array(lb), np.array(la)) <= 1e-6
-    for k in a:
-        assert max_rel_err(b[k], a[k]) <= 1e-6, k
-
-
 @pytest.mark.parametrize("train, batch", [("all", 1), ("bias", 2)])
 def test_reference_matches_the_unsplit_step(tmp_path, train, batch):
     tg = _tg(resnet_block(tmp_path / "m.onnx", batch), train)
     s = splitting.split_graph(tg, 512)
     assert bool(s.blocks) == (train == "all")  # trainable weights in blocks along the tiles
-    _assert_numpy_close(tg, s)
+    assert_split_close(tg, s, LR, STEPS)
 
 
 def _opts(path: Path, out: Path, batch: int, train: str, **kw) -> CompileOptions:
@@ -320,7 +293,7 @@ def pool_head(path: Path) -> Path:
         helper.make_node("Flatten", ["p"], ["q"]),
         helper.make_node("Gemm", ["q", "fc", "fb"], ["y"], transB=1),
     ]
-    return _save(path, "pool_head", nodes, inits, [1, 4, 8, 8], [1, 5])
+    return save_model(path, "pool_head", nodes, inits, [1, 4, 8, 8], [1, 5])
 
 
 @pytest.mark.parametrize("fused", [True, False])
@@ -386,7 +359,7 @@ def dense_model(path: Path, batch: int) -> Path:
         helper.make_node("Relu", ["h"], ["a"]),
         helper.make_node("Gemm", ["a", "w2", "b2"], ["y"]),
     ]
-    return _save(path, "dense", nodes, inits, [batch, 4, 8], [batch, 5])
+    return save_model(path, "dense", nodes, inits, [batch, 4, 8], [batch, 5])
 
 
 @pytest.mark.parametrize(
@@ -459,7 +432,7 @@ def test_row_tiles_with_halos(tmp_path):
     assert parts and all(min(n.attrs["pads"]) >= 0 for n in parts)
     assert _floor(s.graph) < _floor(chan.graph)
     assert s.summary()["rows"] == {t: list(b) for t, b in sorted(s.rows.items())}
-    _assert_numpy_close(tg, s)
+    assert_split_close(tg, s, LR, STEPS)
 
 
 @pytest.mark.parametrize(
@@ -532,9 +505,4 @@ def test_batch_in_storage_loads_windows_of_rows(tmp_path):
     compile_model(_opts(path, tmp_path / "plain", 1, "all", kernels="fast", split="off"))
     compile_model(_opts(path, tmp_path / "rows", 1, "all", kernels="fast", split="512B", input=storage))
     assert "load rows of the batch from storage" in (tmp_path / "rows" / "poet_model.c").read_text()
-    plain = runner.run_project(tmp_path / "plain", "host", STEPS)
-    host = runner.run_project(tmp_path / "rows", "host", STEPS)
-    qemu = runner.run_project(tmp_path / "rows", "qemu-cortex-m4", STEPS)
-    assert [s.loss for s in plain.steps] == [s.loss for s in host.steps] == [s.loss for s in qemu.steps]
-    for k, v in plain.params.items():
-        assert np.array_equal(v, host.params[k]) and np.array_equal(v, qemu.params[k]), k
+    assert_same_bits(tmp_path / "plain", tmp_path / "rows", STEPS)
