@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
+from poet_edge.errors import PoetError
 from poet_edge.graphgen import dense_layered
 from poet_edge.problem import ProblemNode, SchedulingProblem
 from poet_edge.schedulers import configured
@@ -87,3 +89,17 @@ def test_scale_reports_where_the_schedule_came_from() -> None:
     sim = simulate(problem, schedule)
     assert sim.peak_ram_bytes <= problem.budget_bytes
     assert "recomputed on demand" in str(schedule.report.schedule_from)
+
+
+def test_a_sequence_may_not_run_a_node_after_its_invalidator() -> None:
+    """A node read by an in-place update (``invalidated_by``) may not run, first or again, after it: the
+    RAM curve of every construction and move refuses such a sequence (a move across the update was once
+    kept: the digits fine-tuning compile then failed in the simulator)."""
+    nodes = tuple(ProblemNode(name=x, out_bytes=10, compute_j=1.0) for x in ("w", "g", "u", "z"))
+    problem = SchedulingProblem(nodes, ((0, 1), (0, 2), (1, 3)), 100, invalidated_by=((1, 2),))
+    seqs = Sequences(problem)
+    assert int(seqs.curve(np.array([0, 1, 2, 3]))[0].max()) == 30
+    with pytest.raises(PoetError, match="runs g after its invalidator u"):
+        seqs.curve(np.array([0, 2, 1, 3]))
+    with pytest.raises(PoetError, match="runs g after its invalidator u"):
+        seqs.curve(np.array([0, 1, 2, 1, 3]))  # recomputed after it

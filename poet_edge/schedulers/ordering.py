@@ -318,6 +318,8 @@ class Sequences:
         self.ws = np.array([node.workspace_bytes for node in problem.nodes], dtype=np.int64)
         self.fixed = problem.fixed_bytes
         self.evaluations = 0
+        self.names = [node.name for node in problem.nodes]
+        self.invalidated = np.array(problem.invalidated_by, dtype=np.int64).reshape(-1, 2)
 
     def ends(self, seq: np.ndarray) -> np.ndarray:
         """The last step at which each step's instance is used (its own step when unused)."""
@@ -335,10 +337,25 @@ class Sequences:
         np.maximum.at(end, inst, at)
         return end
 
+    def check_invalidated(self, seq: np.ndarray) -> None:
+        """PoetError if an instance of a node comes after the first run of a node that invalidates it."""
+        if not len(self.invalidated):
+            return
+        steps = np.arange(len(seq), dtype=np.int64)
+        last = np.full(len(self.out), -1, dtype=np.int64)
+        first = np.full(len(self.out), len(seq), dtype=np.int64)
+        np.maximum.at(last, seq, steps)
+        np.minimum.at(first, seq, steps)
+        bad = np.flatnonzero(last[self.invalidated[:, 0]] > first[self.invalidated[:, 1]])
+        if len(bad):
+            a, b = self.invalidated[bad[0]]
+            raise PoetError(f"a compute sequence runs {self.names[a]} after its invalidator {self.names[b]}")
+
     def curve(self, seq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(RAM at each step, each step's instance's last use); PoetError if a step uses a value with no
-        earlier instance."""
+        earlier instance, or a node runs after its invalidator (``invalidated_by``)."""
         self.evaluations += 1
+        self.check_invalidated(seq)
         end = self.ends(seq)
         out = self.out[seq]
         live = np.cumsum(out - np.bincount(end, weights=out, minlength=len(seq)).astype(np.int64))
