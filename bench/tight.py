@@ -87,6 +87,7 @@ CASES = [  # issue 56's targets, then issue 57's (resnet8 all at 256 KB is both)
     Case("resnet8", "bias", 30 * KB),  # row tiles with halos (channel tiles alone: floor 32.1 KB)
     # the batch read from storage in windows of rows (whole-batch loads: floors 126.0 / 126.1 KB)
     Case("mobilenetv1_025", "bias", 96 * KB, STORAGE_IN),
+    Case("mobilenetv2_035", "bias", 96 * KB, STORAGE_IN),
 ]
 FLOOR_TILES = tuple(t for t in splitting.TILE_SIZES if t >= 4 * KB)  # the smallest-budget search's sizes
 STEP_UP = 0.02  # the smallest-budget search: each retry adds 2% of the floor
