@@ -103,3 +103,16 @@ def test_a_sequence_may_not_run_a_node_after_its_invalidator() -> None:
         seqs.curve(np.array([0, 2, 1, 3]))
     with pytest.raises(PoetError, match="runs g after its invalidator u"):
         seqs.curve(np.array([0, 1, 2, 1, 3]))  # recomputed after it
+
+
+def test_no_sequence_says_so_with_the_order_peak() -> None:
+    """a must stay resident from b to e (it can be neither recomputed nor paged), and c needs b: 300 B at
+    c against a budget of 250 B, above the 200 B floor. The error says the sequences found none either."""
+    sizes = {"a": 100, "b": 100, "c": 100, "d": 10, "e": 10}
+    nodes = tuple(
+        ProblemNode(name=x, out_bytes=b, compute_j=1.0, recomputable=x != "a", pageable=False)
+        for x, b in sizes.items()
+    )
+    problem = SchedulingProblem(nodes, ((0, 1), (0, 4), (1, 2), (2, 3), (3, 4)), 250)
+    with pytest.raises(PoetError, match="found no sequence within 250 B either"):
+        configured("scale", MilpOptions(time_limit_s=5.0, threads=1, effort="quick"))(problem)

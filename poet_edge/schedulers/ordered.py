@@ -138,7 +138,13 @@ def schedule_ordered(
     if theirs is None:
         if ours.schedule is None:
             assert error is not None
-            raise error
+            if not remat:
+                raise error
+            raise PoetError(
+                f"{error}; recomputation inserted into, or run on demand along, the chosen, given and "
+                f"min-net orders found no sequence within {problem.budget_bytes} B either (the chosen "
+                f"order's peak without recomputation is {choice.peak} B)"
+            ) from error
         return _marked(_ours(ours, None, plain, choice, order_s, began), skipped)
     if ours.cost < cost:
         return _marked(_ours(ours, theirs.report.bound, plain, choice, order_s, began), skipped)
