@@ -21,6 +21,7 @@ from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule, SolveReport
 from poet_edge.schedulers.effort import sequence_work
 from poet_edge.schedulers.fit import fit_sequences
+from poet_edge.schedulers.lp_model import node_costs
 from poet_edge.schedulers.ordering import (
     ALL_ORDERS,
     ORDER_WORK,
@@ -57,7 +58,7 @@ def _measure(problem: SchedulingProblem, schedule: Schedule, latency: bool, at_s
 
 
 def _plain(problem: SchedulingProblem, latency: bool) -> float:
-    return sum(n.compute_s if latency else n.compute_j for n in problem.nodes)
+    return sum(node_costs(problem, latency)[0])
 
 
 def _order_info(report: SolveReport, choice: OrderChoice, seconds: float) -> SolveReport:
@@ -157,7 +158,7 @@ def _sequences(
     """The cheapest of the fitting sequences (:func:`~poet_edge.schedulers.fit.fit_sequences`), each
     improved by ``work`` evaluations of the sequence search; at_s: when the first fitting one was found."""
     budget = problem.budget_bytes
-    costs = np.array([n.compute_s if latency else n.compute_j for n in problem.nodes], dtype=float)
+    costs = np.array(node_costs(problem, latency)[0], dtype=float)
     named = {choice.order: "the chosen order"}
     for name, order in candidates(problem):
         if name in FALLBACK_ORDERS:
