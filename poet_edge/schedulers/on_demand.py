@@ -112,19 +112,19 @@ class _Run:
             self.live -= self.out[victim]
         return True
 
-    def target(self, t: int) -> bool:
-        """Computes target ``t`` after its cone (the module docstring); False when it cannot."""
-        cone, todo = set(), [t]
+    def target(self, node: int) -> bool:
+        """Computes target ``node`` after its cone (the module docstring); False when it cannot."""
+        cone, todo = set(), [node]
         while todo:
             for p in self.preds[todo.pop()]:
                 if p not in self.resident and p not in cone:
                     cone.add(p)
                     todo.append(p)
         self.pins = {}
-        for x in (*cone, t):
+        for x in (*cone, node):
             for p in self.preds[x]:
                 self.pins[p] = self.pins.get(p, 0) + 1
-        stack = [(t, False)]  # depth first, without recursion: (node, its inputs already made)
+        stack = [(node, False)]  # depth first, without recursion: (node, its inputs already made)
         while stack:
             v, ready = stack.pop()
             if v in self.resident:
