@@ -21,4 +21,4 @@ def backward(gb, node, gys, needs):
     return [da, db]
 
 
-OP = OpDef("Div", binary_infer, forward, elementwise.work, backward, binary_kernel(BIN_DIV))
+OP = OpDef("Div", binary_infer, forward, elementwise.work, backward, binary_kernel(BIN_DIV), channelwise=True)

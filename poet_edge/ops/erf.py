@@ -31,6 +31,7 @@ OP = OpDef(
     ew.costly(50.1),
     backward,
     ew.kernel("poet_erf_f32", "erf"),
+    channelwise=True,
 )
 GRAD = OpDef(
     "ErfGrad",
@@ -40,4 +41,5 @@ GRAD = OpDef(
     None,
     ew.kernel("poet_erf_grad_f32", "erf"),
     internal=True,
+    channelwise=True,
 )

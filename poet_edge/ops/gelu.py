@@ -52,6 +52,7 @@ OP = OpDef(
     backward,
     ew.kernel("poet_gelu_f32", "gelu", _mode),
     attributes={"approximate": only("none", "tanh")},
+    channelwise=True,
 )
 GRAD = OpDef(
     "GeluGrad",
@@ -61,4 +62,5 @@ GRAD = OpDef(
     None,
     ew.kernel("poet_gelu_grad_f32", "gelu", _mode),
     internal=True,
+    channelwise=True,
 )

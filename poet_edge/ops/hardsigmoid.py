@@ -53,6 +53,7 @@ OP = OpDef(
     backward,
     ew.kernel("poet_hardsigmoid_f32", "hardsigmoid", _alpha, _beta),
     attributes={"alpha": ANY, "beta": ANY},
+    channelwise=True,
 )
 GRAD = OpDef(
     "HardSigmoidGrad",
@@ -62,4 +63,5 @@ GRAD = OpDef(
     None,
     ew.kernel("poet_hardsigmoid_grad_f32", "hardsigmoid", _alpha, _beta),
     internal=True,
+    channelwise=True,
 )

@@ -36,6 +36,7 @@ OP = OpDef(
     ew.costly(14.0),  # instructions per element, measured on qemu-cortex-m4 (4096 elements)
     backward,
     ew.kernel("poet_hardswish_f32", "hardswish"),
+    channelwise=True,
 )
 GRAD = OpDef(
     "HardSwishGrad",
@@ -45,4 +46,5 @@ GRAD = OpDef(
     None,
     ew.kernel("poet_hardswish_grad_f32", "hardswish"),
     internal=True,
+    channelwise=True,
 )

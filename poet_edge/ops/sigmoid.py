@@ -29,6 +29,7 @@ OP = OpDef(
     ew.costly(70.0),
     backward,
     ew.kernel("poet_sigmoid_f32", "sigmoid"),
+    channelwise=True,
 )
 GRAD = OpDef(
     "SigmoidGrad",
@@ -38,4 +39,5 @@ GRAD = OpDef(
     None,
     ew.kernel("poet_sigmoid_grad_f32", "sigmoid"),
     internal=True,
+    channelwise=True,
 )

@@ -24,6 +24,7 @@ OP = OpDef(
     ew.costly(61.0),
     backward,
     ew.kernel("poet_tanh_f32", "tanh"),
+    channelwise=True,
 )
 GRAD = OpDef(
     "TanhGrad",
@@ -33,4 +34,5 @@ GRAD = OpDef(
     None,
     ew.kernel("poet_tanh_grad_f32", "tanh"),
     internal=True,
+    channelwise=True,
 )
