@@ -124,22 +124,6 @@ def decode(problem: SchedulingProblem, st: Stages, sol: StageSolution, solver: s
     return Schedule(tuple(steps), solver)
 
 
-def stage_cost(problem: SchedulingProblem, sol: StageSolution, latency: bool = False) -> float:
-    """Energy (or latency) of a solution: computes + page-ins + page-outs, as the simulator sums them."""
-    nodes = problem.nodes
-    if latency:
-        return (
-            sum(nodes[i].compute_s for _, i in sol.compute)
-            + sum(nodes[i].page_in_s for _, i in sol.page_in)
-            + sum(nodes[i].page_out_s for _, i in sol.page_out)
-        )
-    return (
-        sum(nodes[i].compute_j for _, i in sol.compute)
-        + sum(nodes[i].page_in_j for _, i in sol.page_in)
-        + sum(nodes[i].page_out_j for _, i in sol.page_out)
-    )
-
-
 @dataclass
 class _Interval:
     """One stretch of RAM residency of a value while encoding a schedule."""
