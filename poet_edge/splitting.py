@@ -419,10 +419,11 @@ def dense_families(tg: Graph) -> dict[str, Dense]:
 def _eligible(tg: Graph, classes: _Classes) -> dict[str, list[str]]:
     """Members of every class whose tensors all may be tiled (whatever their size): one (N, C), none an
     input, output or parameter, masks made and read by nodes that run in tiles only. A float tensor that a
-    node which cannot run in tiles makes is sliced into the tiles after it."""
+    node which cannot run in tiles makes is sliced into the tiles after it. A tensor no node makes (a whole
+    weight's optimizer state) is never tiled: there is no node to slice it after."""
     producer, consumers = tg.producers(), tg.consumers()
     split_ok = {n.name for n in tg.nodes if _runs_in_tiles(tg, n)}
-    fixed = set(tg.inputs) | set(tg.outputs) | set(tg.params)
+    fixed = set(tg.inputs) | set(tg.outputs) | set(tg.params) | (set(tg.tensors) - set(producer))
     members: dict[str, list[str]] = {}
     for t in tg.tensors:
         members.setdefault(classes.find(t), []).append(t)
