@@ -42,7 +42,7 @@ from poet_edge.ops import get as get_op
 from poet_edge.ops.concat import MAX_PIECES
 from poet_edge.ops.conv import conv_window
 from poet_edge.ops.fused import UPDATE_KEYS, UPDATES, conv_workspace, gemm_dims, gemm_workspace, update_attrs
-from poet_edge.ops.pool_common import forward_rows, grad_rows, output_spans, pool_x_shape
+from poet_edge.ops.pool_common import Window, forward_rows, grad_rows, output_spans, pool_x_shape
 
 CONV_OPS = ("Conv", "ConvGradInput")
 POOL_OPS = ("MaxPool", "AveragePool", "MaxPoolGrad", "AveragePoolGrad")  # run per row tile too
@@ -224,9 +224,12 @@ class Family:
     """A convolution whose trainable weight W can be cut into blocks along the tiles of its operands, so
     that no node reads W whole: its forward ``conv`` (X, W, [B]) -> Y, its input gradient ``grad_input``
     (dY, W) -> dX (or None), W's update ``update`` (fused: (W, X, dY, *state); plain: (W, dW, *state) with
-    dW from ``grad_weight`` (X, dY)), and the bias B's update when B is trainable. Groups 1 (blocks: every
-    pair of an output tile and an input tile) or depthwise (one input and one output channel per group: X,
-    Y, dX and dY share their tiles; block i: the channels of tile i)."""
+    dW from ``grad_weight`` (X, dY)), and the bias B's update when B is trainable. Any groups: a block is
+    the pair of an output tile and an input tile that share a group (:func:`block_geometry`); depthwise (one
+    input and one output channel per group) ties X's tiles to Y's, so block i is the channels of tile i. A
+    grouped convolution (1 < groups, not depthwise) has its classes' tiles cut at its group bounds
+    (:func:`_group_cells`); where its tiles still cross groups in a way a block cannot express (one side
+    whole, or tiled by another rule), its W stays whole (:meth:`_Rewrite.cut`)."""
 
     conv: Node
     grad_input: Node | None
@@ -234,6 +237,7 @@ class Family:
     grad_weight: Node | None
     bias_update: Node | None
     depthwise: bool
+    groups: int = 1
 
     @property
     def w(self) -> str:
@@ -268,8 +272,6 @@ def families(tg: Graph) -> dict[str, Family]:
         x, w = n.inputs[0], n.inputs[1]
         win = conv_window(tg.shape(x), tg.shape(w), n.attrs)
         depthwise = win.groups == win.c == win.m
-        if win.groups != 1 and not depthwise:
-            continue
         readers = consumers[w]
         gi = [r for r in readers if r.op == "ConvGradInput" and r.inputs[1] == w]
         ups = [r for r in readers if r.phase == Phase.UPDATE and r.inputs[0] == w]
@@ -306,8 +308,36 @@ def families(tg: Graph) -> dict[str, Family]:
                 bias_update = breaders[0]
             elif breaders:
                 continue
-        out[w] = Family(n, gi[0] if gi else None, u, gw, bias_update, depthwise)
+        out[w] = Family(n, gi[0] if gi else None, u, gw, bias_update, depthwise, win.groups)
     return out
+
+
+def _group_range(lo: int, hi: int, per: int) -> tuple[int, int]:
+    """The first and last group of channels [lo, hi), ``per`` channels a group."""
+    return lo // per, (hi - 1) // per
+
+
+def shares_group(win: Window, m: tuple[int, int], c: tuple[int, int]) -> bool:
+    """Whether output channels [m0, m1) and input channels [c0, c1) of a convolution share a group."""
+    ma, mz = _group_range(*m, win.m // win.groups)
+    ca, cz = _group_range(*c, win.c // win.groups)
+    return ma <= cz and ca <= mz
+
+
+def block_geometry(win: Window, m: tuple[int, int], c: tuple[int, int]) -> tuple[int, int, int] | None:
+    """The block of output channels [m0, m1) and input channels [c0, c1) (which share a group) as a
+    sub-convolution of its own: (its groups, first and end column of W's axis 1, within a group). Both
+    ranges within one group: groups 1, the input channels' columns in that group (always so for groups 1);
+    both the same whole groups: that many groups, all columns (depthwise tiles). None otherwise: the block's
+    rows would read different columns, or some of its rows none (a tile that straddles groups)."""
+    mg, cg = win.m // win.groups, win.c // win.groups
+    (ma, mz), (ca, cz) = _group_range(*m, mg), _group_range(*c, cg)
+    if ma == mz == ca == cz:
+        return 1, c[0] - ca * cg, c[1] - ca * cg
+    whole = m[0] % mg == m[1] % mg == c[0] % cg == c[1] % cg == 0
+    if whole and (ma, mz) == (ca, cz):
+        return mz - ma + 1, 0, cg
+    return None
 
 
 @dataclass(frozen=True)
@@ -419,10 +449,11 @@ def dense_families(tg: Graph) -> dict[str, Dense]:
 def _eligible(tg: Graph, classes: _Classes) -> dict[str, list[str]]:
     """Members of every class whose tensors all may be tiled (whatever their size): one (N, C), none an
     input, output or parameter, masks made and read by nodes that run in tiles only. A float tensor that a
-    node which cannot run in tiles makes is sliced into the tiles after it."""
+    node which cannot run in tiles makes is sliced into the tiles after it. A tensor no node makes (a whole
+    weight's optimizer state) is never tiled: there is no node to slice it after."""
     producer, consumers = tg.producers(), tg.consumers()
     split_ok = {n.name for n in tg.nodes if _runs_in_tiles(tg, n)}
-    fixed = set(tg.inputs) | set(tg.outputs) | set(tg.params)
+    fixed = set(tg.inputs) | set(tg.outputs) | set(tg.params) | (set(tg.tensors) - set(producer))
     members: dict[str, list[str]] = {}
     for t in tg.tensors:
         members.setdefault(classes.find(t), []).append(t)
@@ -475,28 +506,85 @@ def plan_tiles(
     whose biggest tensor exceeds ``tile_bytes`` (and that :func:`_eligible` allows). A family's
     (:func:`families`) tensors that must share tiles are linked too, when all their classes may be tiled;
     a family whose weight exceeds ``tile_bytes`` has its output's class cut into at least as many tiles as
-    its weight has tile sizes, so the weight's blocks fit a tile."""
+    its weight has tile sizes, so the weight's blocks fit a tile. A grouped family's classes are cut at its
+    group bounds, and both when either is (:func:`_group_cells`)."""
     if tile_bytes < 1:
         raise PoetError(f"tile size must be positive, got {tile_bytes} bytes")
-    return _channel_bounds(tg, tile_bytes, *_classes(tg, tile_bytes, fams or {}))
+    fams = fams or {}
+    return _channel_bounds(tg, tile_bytes, *_classes(tg, tile_bytes, fams), fams)
 
 
 def _channel_bounds(
-    tg: Graph, tile_bytes: int, eligible: Mapping[str, list[str]], need: Mapping[str, int]
+    tg: Graph,
+    tile_bytes: int,
+    eligible: Mapping[str, list[str]],
+    need: Mapping[str, int],
+    fams: Mapping[str, Family],
 ) -> dict[str, tuple[int, ...]]:
     """:func:`plan_tiles` from the classes :func:`_classes` found."""
-    out: dict[str, tuple[int, ...]] = {}
+    chans, k = {}, {}
     for root, names in eligible.items():
         floats = [t for t in names if tg.tensor(t).dtype == "float32" and len(tg.shape(t)) >= 3]
         big = max(tg.tensor(t).nbytes for t in names)
-        c = tg.shape(floats[0])[1]
-        k = min(c, max(-(-big // tile_bytes), need.get(root, 0)))
-        if k < 2:
+        chans[root] = c = tg.shape(floats[0])[1]
+        k[root] = min(c, max(-(-big // tile_bytes), need.get(root, 0)))
+    cells, linked = _group_cells(tg, fams, eligible)
+    changed = True
+    while changed:  # a grouped family's X class tiled: its Y class too, and the other way round
+        changed = False
+        for pair in linked:
+            if max(k[r] for r in pair) >= 2:
+                for r in pair:
+                    if k[r] < min(2, chans[r]):
+                        k[r], changed = min(2, chans[r]), True
+    out: dict[str, tuple[int, ...]] = {}
+    for root, names in eligible.items():
+        c = chans[root]
+        if k[root] < 2:
             continue
-        bounds = tuple(i * c // k for i in range(k + 1))
+        if root in cells:
+            bounds = _aligned(c, k[root], cells[root])
+        else:
+            bounds = tuple(i * c // k[root] for i in range(k[root] + 1))
         for t in names:
             out[t] = bounds  # a mask's tile i packs the bits of its source's tile i
     return out
+
+
+def _group_cells(
+    tg: Graph, fams: Mapping[str, Family], eligible: Mapping[str, list[str]]
+) -> tuple[dict[str, set[int]], list[tuple[str, str]]]:
+    """The group bounds that the tiles of each class a grouped family (1 < groups, not depthwise) reads or
+    makes must not cross, by class, so that every block of its weight is a sub-convolution
+    (:func:`block_geometry`: both tiles of a block within one group); and the pairs of classes (X's and
+    dX's, Y's and dY's) that such a family needs tiled together (with one side whole, a block's rows would
+    span groups). Only families whose X and dX, and Y and dY, share a class that may be tiled."""
+    root = {t: r for r, names in eligible.items() for t in names}
+    cells: dict[str, set[int]] = {}
+    linked = []
+    for _, fam in sorted(fams.items()):
+        x, y = fam.conv.inputs[0], fam.conv.outputs[0]
+        dx = fam.grad_input.outputs[0] if fam.grad_input is not None else x
+        if fam.groups == 1 or fam.depthwise or any(t not in root for t in (x, y, dx, fam.dy)):
+            continue
+        if root[x] != root[dx] or root[y] != root[fam.dy]:
+            continue
+        for t in (x, y):
+            per = tg.shape(t)[1] // fam.groups
+            cells.setdefault(root[t], set()).update(range(0, tg.shape(t)[1] + 1, per))
+        linked.append((root[x], root[y]))
+    return cells, linked
+
+
+def _aligned(c: int, k: int, cuts: set[int]) -> tuple[int, ...]:
+    """Bounds of at least ``k`` tiles of ``c`` channels, none crossing a bound in ``cuts``: each range
+    between two cuts in ``ceil(k * its channels / c)`` tiles (of one channel at least)."""
+    edges = sorted(cuts | {0, c})
+    out = [0]
+    for lo, hi in zip(edges, edges[1:], strict=False):
+        q = min(hi - lo, -(-k * (hi - lo) // c))
+        out += [lo + p * (hi - lo) // q for p in range(1, q + 1)]
+    return tuple(out)
 
 
 MIN_ROWS = 4  # rows of a row tile at least: a 3x3 window's halo stays within the neighbouring tiles
@@ -577,7 +665,7 @@ def split_graph(tg: Graph, tile_bytes: int, rows: bool = True, input_rows: bool 
     if tile_bytes < 1:
         raise PoetError(f"tile size must be positive, got {tile_bytes} bytes")
     eligible, need = _classes(tg, tile_bytes, fams)  # once, for the channel and the row tiles
-    tiles = _channel_bounds(tg, tile_bytes, eligible, need)
+    tiles = _channel_bounds(tg, tile_bytes, eligible, need, fams)
     row_bounds = plan_rows(tg, tile_bytes, tiles, fams, eligible) if rows else {}
     for t in row_bounds:  # a tensor in rows only: one channel tile (a mask: its source's channels)
         if t not in tiles:
@@ -599,13 +687,15 @@ def split_graph(tg: Graph, tile_bytes: int, rows: bool = True, input_rows: bool 
 @dataclass(frozen=True)
 class _Cut:
     """A family cut into blocks: output-channel bounds ``mb``, input-channel bounds ``cb``, the (output
-    tile, input tile) pairs that have a block."""
+    tile, input tile) pairs that have a block (those that share a group), and each pair's sub-convolution
+    (:func:`block_geometry`: its groups, its columns of W's axis 1)."""
 
     fam: Family
     mb: tuple[int, ...]
     cb: tuple[int, ...]
     pairs: tuple[tuple[int, int], ...]
     bias: bool  # B in blocks too (more than one output tile)
+    geometry: Mapping[tuple[int, int], tuple[int, int, int]]
 
     def block(self, p: str, i: int, j: int) -> str:
         return f"{p}/b{i}.{j}"
@@ -663,7 +753,9 @@ class _Rewrite:
 
     # ---- parameter blocks ------------------------------------------------------------------------------
     def cut(self, fam: Family) -> None:
-        """Blocks of W (and B) when the family's operands are tiled and their tiles line up."""
+        """Blocks of W (and B) when the family's operands are tiled and their tiles line up: every pair of an
+        output tile and an input tile that share a group is a sub-convolution (:func:`block_geometry`).
+        Else (a grouped conv's tile that straddles groups, say Y whole and X in tiles) W stays whole."""
         x, y, w = fam.conv.inputs[0], fam.conv.outputs[0], fam.w
         dx = fam.grad_input.outputs[0] if fam.grad_input else None
 
@@ -672,20 +764,26 @@ class _Rewrite:
 
         if t(y) != t(fam.dy) or (dx is not None and t(x) != t(dx)):
             return
-        if fam.depthwise and self.tiles.get(x) != self.tiles.get(y):
-            return
         if x not in self.tiles and y not in self.tiles:
             return
         win = conv_window(self.tg.shape(x), self.tg.shape(w), fam.conv.attrs)
         mb, cb = self.tiles.get(y, (0, win.m)), self.tiles.get(x, (0, win.c))
-        if fam.depthwise:
-            pairs = tuple((i, i) for i in range(len(mb) - 1))
-        else:
-            pairs = tuple((i, j) for i in range(len(mb) - 1) for j in range(len(cb) - 1))
-        c = _Cut(fam, mb, cb, pairs, fam.b is not None and len(mb) > 2)
+        spans = {
+            (i, j): ((mb[i], mb[i + 1]), (cb[j], cb[j + 1]))
+            for i in range(len(mb) - 1)
+            for j in range(len(cb) - 1)
+        }
+        pairs = tuple(p for p, (m, ch) in spans.items() if shares_group(win, m, ch))
+        geometry = {}
+        for p in pairs:
+            sub = block_geometry(win, *spans[p])
+            if sub is None:
+                return
+            geometry[p] = sub
+        c = _Cut(fam, mb, cb, pairs, fam.b is not None and len(mb) > 2, geometry)
         wb = []
         for i, j in pairs:
-            c0, c1 = (0, 1) if fam.depthwise else (cb[j], cb[j + 1])
+            _, c0, c1 = c.geometry[i, j]
             wb.append((c.block(w, i, j), mb[i], mb[i + 1], c0, c1))
         self.add_blocks(w, tuple(wb), fam.update.inputs[3 if fam.grad_weight is None else 2 :])
         if c.bias:
@@ -727,12 +825,13 @@ class _Rewrite:
         return self.tile(t, i) if t in self.tiles else t
 
     def sub_attrs(self, c: _Cut, n: Node, i: int, j: int) -> dict[str, object]:
-        """The sub-convolution of block (i, j): input channels cb[j]..cb[j+1] to outputs mb[i]..mb[i+1]."""
+        """The sub-convolution of block (i, j): input channels cb[j]..cb[j+1] to outputs mb[i]..mb[i+1], in
+        the block's groups."""
         x = self.tg.shape(c.fam.conv.inputs[0])
         mi, cj = c.mb[i + 1] - c.mb[i], c.cb[j + 1] - c.cb[j]
         return {
             **n.attrs,
-            "group": mi if c.fam.depthwise else 1,
+            "group": c.geometry[i, j][0],
             "x_shape": (x[0], cj, *x[2:]),
             "tile": (0, cj, 0, mi),
         }
