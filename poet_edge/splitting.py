@@ -16,6 +16,9 @@ tiling, so they form a class; a class is tiled when its biggest tensor exceeds t
   range (:meth:`_Rewrite.pool`): a part reads the input rows its windows read (a gradient part: the dY rows
   whose windows touch its dX rows, and those windows' X rows) and writes only its own rows;
 - ``ChannelSum`` (a bias gradient) runs per tile, and a Concat joins the small per-tile sums;
+- a channel Concat whose output is tiled, and a channel Slice of such a tensor (a Concat's gradient), run
+  nothing: their classes share one channel axis (:func:`_view_frames`), cut at every piece's bounds, so the
+  output's tiles are the inputs' tiles (:meth:`_Rewrite.resolve`);
 - any other reader of a tiled tensor gets the whole tensor back from a Concat of its tiles (the rewrite is
   valid for every graph; only the split nodes get smaller);
 - a trainable weight is cut into blocks: a convolution's along its tiled operands (:class:`Family`), a
@@ -43,6 +46,8 @@ from poet_edge.ops.concat import MAX_PIECES
 from poet_edge.ops.conv import conv_window
 from poet_edge.ops.fused import UPDATE_KEYS, UPDATES, conv_workspace, gemm_dims, gemm_workspace, update_attrs
 from poet_edge.ops.pool_common import Window, forward_rows, grad_rows, output_spans, pool_x_shape
+from poet_edge.ops.slice import ranges
+from poet_edge.ops.softmax import norm_axis
 
 CONV_OPS = ("Conv", "ConvGradInput")
 POOL_OPS = ("MaxPool", "AveragePool", "MaxPoolGrad", "AveragePoolGrad")  # run per row tile too
@@ -529,26 +534,40 @@ def _channel_bounds(
         chans[root] = c = tg.shape(floats[0])[1]
         k[root] = min(c, max(-(-big // tile_bytes), need.get(root, 0)))
     cells, linked = _group_cells(tg, fams, eligible)
+    _settle(k, chans, linked)
+    frames = _view_frames(tg, eligible, _channel_views(tg), k)
+    _settle(k, chans, [*linked, *_members(frames).values()])
+    bounds_of: dict[str, tuple[int, ...]] = {}
+    for f, rs in _members(frames).items():
+        if k[f] >= 2:  # each class: the frame's tiles over its channels
+            on = _view_bounds([(frames[r][1], chans[r], k[r], cells.get(r, set())) for r in rs])
+            bounds_of |= {r: _within(on, frames[r][1], chans[r]) for r in rs}
+    for root in eligible:
+        c = chans[root]
+        if k[root] < 2 or root in frames:
+            continue
+        if root in cells:
+            bounds_of[root] = _aligned(c, k[root], cells[root])
+        else:
+            bounds_of[root] = tuple(i * c // k[root] for i in range(k[root] + 1))
+    out: dict[str, tuple[int, ...]] = {}
+    for root, bounds in bounds_of.items():
+        for t in eligible[root]:
+            out[t] = bounds  # a mask's tile i packs the bits of its source's tile i
+    return out
+
+
+def _settle(k: dict[str, int], chans: Mapping[str, int], together: Sequence[Sequence[str]]) -> None:
+    """Tiles asked by each class (``k``, updated) such that in each set of ``together`` (a grouped family's X
+    and Y classes, the classes of one frame) either none is tiled or all are (in two tiles at least)."""
     changed = True
-    while changed:  # a grouped family's X class tiled: its Y class too, and the other way round
+    while changed:
         changed = False
-        for pair in linked:
+        for pair in together:
             if max(k[r] for r in pair) >= 2:
                 for r in pair:
                     if k[r] < min(2, chans[r]):
                         k[r], changed = min(2, chans[r]), True
-    out: dict[str, tuple[int, ...]] = {}
-    for root, names in eligible.items():
-        c = chans[root]
-        if k[root] < 2:
-            continue
-        if root in cells:
-            bounds = _aligned(c, k[root], cells[root])
-        else:
-            bounds = tuple(i * c // k[root] for i in range(k[root] + 1))
-        for t in names:
-            out[t] = bounds  # a mask's tile i packs the bits of its source's tile i
-    return out
 
 
 def _group_cells(
@@ -585,6 +604,139 @@ def _aligned(c: int, k: int, cuts: set[int]) -> tuple[int, ...]:
         q = min(hi - lo, -(-k * (hi - lo) // c))
         out += [lo + p * (hi - lo) // q for p in range(1, q + 1)]
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class _View:
+    """Tensor ``piece`` is channels [offset, offset + its channels) of ``whole``: an input of a channel
+    Concat (``whole`` its output) or the output of a channel Slice (``whole`` its input)."""
+
+    piece: str
+    whole: str
+    offset: int
+
+
+def _channel_views(tg: Graph) -> dict[str, tuple[_View, ...]]:
+    """Every channel Concat (axis 1 of [N, C, ...] float tensors, distinct inputs) and channel Slice (axis
+    1 only, step 1, every other axis whole) by name: its pieces of the whole tensor. Such a node is a
+    relabeling when the whole's channel tiles are cut at its pieces' bounds (:func:`_active_views`)."""
+    out: dict[str, tuple[_View, ...]] = {}
+    for n in tg.nodes:
+        if n.op not in ("Concat", "Slice") or len(n.outputs) != 1:
+            continue
+        ts = (*n.inputs, *n.outputs)
+        shape = tg.shape(n.outputs[0])
+        if len(shape) < 3 or any(tg.tensor(t).dtype != "float32" for t in ts):
+            continue
+        if n.op == "Concat":
+            axis = norm_axis(int(cast(int, n.attrs["axis"])), len(shape))
+            if axis != 1 or len(set(n.inputs)) != len(n.inputs):
+                continue
+            offsets = np.cumsum([0] + [tg.shape(t)[1] for t in n.inputs])
+            out[n.name] = tuple(
+                _View(t, n.outputs[0], int(o)) for t, o in zip(n.inputs, offsets, strict=False)
+            )
+            continue
+        x = tg.shape(n.inputs[0])
+        rs = ranges(x, n.attrs)
+        if rs[1].step != 1 or any(len(r) != d for a, (r, d) in enumerate(zip(rs, x, strict=True)) if a != 1):
+            continue
+        out[n.name] = (_View(n.outputs[0], n.inputs[0], rs[1].start),)
+    return out
+
+
+def _frame_find(frame: dict[str, tuple[str, int]], r: str) -> tuple[str, int]:
+    """The frame root of class ``r`` and the position of ``r``'s channel 0 in it."""
+    off = 0
+    while frame.get(r, (r, 0))[0] != r:
+        r, o = frame[r]
+        off += o
+    return r, off
+
+
+def _view_frames(
+    tg: Graph,
+    eligible: Mapping[str, list[str]],
+    views: Mapping[str, tuple[_View, ...]],
+    k: Mapping[str, int],
+) -> dict[str, tuple[str, int]]:
+    """Classes whose tiles channel Concats and Slices can relabel, placed on shared channel axes (frames):
+    class -> (its frame, the frame position of its channel 0). A node's views put each piece's class at
+    its offset within its whole's class; a node is left out when its whole's class is not tiled (``k``:
+    the tiles each class asks for, fewer than 2: whole), a tensor of it may not be tiled, a piece has one
+    channel or is in its whole's class, or its offsets contradict the nodes placed before it."""
+    root = {t: r for r, names in eligible.items() for t in names}
+    frame: dict[str, tuple[str, int]] = {}
+    for vs in views.values():
+        if not all(
+            v.whole in root
+            and k[root[v.whole]] >= 2
+            and v.piece in root
+            and v.whole in root
+            and root[v.piece] != root[v.whole]
+            and tg.shape(v.piece)[1] > 1
+            for v in vs
+        ):
+            continue
+        trial = dict(frame)
+        for v in vs:
+            (pf, po), (wf, wo) = _frame_find(trial, root[v.piece]), _frame_find(trial, root[v.whole])
+            if pf == wf and po != wo + v.offset:
+                break
+            if pf != wf:
+                trial[pf] = (wf, wo + v.offset - po)  # the piece's frame within the whole's
+        else:
+            frame = trial
+    placed = set(frame) | {f for f, _ in frame.values()}
+    return {r: _frame_find(frame, r) for r in sorted(placed)}
+
+
+def _view_bounds(members: Sequence[tuple[int, int, int, set[int]]]) -> tuple[int, ...]:
+    """Bounds along one frame of classes (each: position, channels, tiles asked, cuts within): cut at every
+    class's ends and cuts, and each range between two cuts in as many tiles as any class over it asks for
+    its share (:func:`_aligned`'s rule), so every class's tiles are the frame's tiles over its channels."""
+    edges: set[int] = set()
+    for off, c, _, cuts in members:
+        edges |= {off, off + c} | {off + x for x in cuts}
+    ordered = sorted(edges)
+    out = [ordered[0]]
+    for lo, hi in zip(ordered, ordered[1:], strict=False):
+        q = min(
+            hi - lo, max(-(-k * (hi - lo) // c) for off, c, k, _ in members if off <= lo and hi <= off + c)
+        )
+        out += [lo + p * (hi - lo) // q for p in range(1, q + 1)]
+    return tuple(out)
+
+
+def _members(frames: Mapping[str, tuple[str, int]]) -> dict[str, tuple[str, ...]]:
+    """The classes of every frame, by frame."""
+    out: dict[str, list[str]] = {}
+    for r, (f, _) in sorted(frames.items()):
+        out.setdefault(f, []).append(r)
+    return {f: tuple(rs) for f, rs in out.items()}
+
+
+def _within(bounds: Sequence[int], off: int, c: int) -> tuple[int, ...]:
+    """The bounds of channels [off, off + c) of a tensor cut at ``bounds``, from 0."""
+    return tuple(b - off for b in bounds if off <= b <= off + c)
+
+
+def _active_views(
+    tg: Graph, tiles: Mapping[str, tuple[int, ...]], rows: Mapping[str, tuple[int, ...]]
+) -> dict[str, tuple[_View, ...]]:
+    """The channel Concats and Slices whose every piece is tiled as its whole's tiles over its range (and
+    in the same rows): each piece tile is a whole tile, so the node makes nothing."""
+    out = {}
+    for name, vs in _channel_views(tg).items():
+        if all(
+            v.piece in tiles
+            and v.whole in tiles
+            and rows.get(v.piece) == rows.get(v.whole)
+            and tiles[v.piece] == _within(tiles[v.whole], v.offset, tg.shape(v.piece)[1])
+            for v in vs
+        ):
+            out[name] = vs
+    return out
 
 
 MIN_ROWS = 4  # rows of a row tile at least: a 3x3 window's halo stays within the neighbouring tiles
@@ -628,6 +780,9 @@ def plan_rows(
         for a, b in fam.ties():
             if tg.shape(a) == tg.shape(b):
                 rows.union(a, b)
+    for vs in _active_views(tg, tiles, {}).values():  # a piece's tiles are its whole's: the same rows
+        for v in vs:
+            rows.union(v.piece, v.whole)
     members: dict[str, list[str]] = {}
     for t in tg.tensors:
         members.setdefault(rows.find(t), []).append(t)
@@ -637,10 +792,10 @@ def plan_rows(
         if not floats or any(t not in may or t in pooled for t in names):
             continue
         shape = tg.shape(floats[0])
-        if len(shape) != 4 or any(tg.shape(t) != shape for t in floats):
+        if len(shape) != 4 or any(_but_channels(tg.shape(t)) != _but_channels(shape) for t in floats):
             continue
-        cb = tiles.get(floats[0], (0, shape[1]))
-        per = shape[0] * max(hi - lo for lo, hi in zip(cb, cb[1:], strict=False)) * shape[2] * shape[3] * 4
+        widest = max(_widest(tiles.get(t, (0, tg.shape(t)[1]))) for t in floats)
+        per = shape[0] * widest * shape[2] * shape[3] * 4
         k = min(-(-per // tile_bytes), shape[2] // MIN_ROWS)
         if k < 2:
             continue
@@ -650,6 +805,15 @@ def plan_rows(
         for t in names:
             out[t] = bounds
     return out
+
+
+def _but_channels(shape: Sequence[int]) -> tuple[int, ...]:
+    return (shape[0], *shape[2:])
+
+
+def _widest(bounds: Sequence[int]) -> int:
+    """The channels of the widest tile of ``bounds``."""
+    return max(hi - lo for lo, hi in zip(bounds, bounds[1:], strict=False))
 
 
 def split_graph(tg: Graph, tile_bytes: int, rows: bool = True, input_rows: bool = False) -> Split:
@@ -671,7 +835,9 @@ def split_graph(tg: Graph, tile_bytes: int, rows: bool = True, input_rows: bool 
         if t not in tiles:
             same = row_bounds[t]
             c = next(
-                tg.shape(u)[1] for u, b in row_bounds.items() if b is same and tg.tensor(u).dtype == "float32"
+                tg.shape(u)[1]
+                for u, b in [(t, same), *row_bounds.items()]
+                if b is same and tg.tensor(u).dtype == "float32"
             )
             tiles[t] = (0, c)
     cuts = {}
@@ -718,6 +884,12 @@ class _Rewrite:
         }
         self.tensors: dict[str, Tensor] = dict(tg.tensors)
         self.producer = tg.producers()
+        self.alias: dict[tuple[str, int], tuple[str, int]] = {}  # a piece's tile or a whole's: the tile it is
+        self.relabeled: set[str] = set()  # channel Concats and Slices that run nothing: tiles are aliases
+        ops = {n.name: n.op for n in tg.nodes}
+        for name, vs in _active_views(tg, tiles, self.rows).items():
+            self.relabel(ops[name] == "Concat", vs)
+            self.relabeled.add(name)
         self.nodes: list[Node] = []
         self.joined: set[str] = set()  # tiled tensors a Concat has made whole again
         self.split: list[str] = []
@@ -750,6 +922,22 @@ class _Rewrite:
         return Split(
             g, self.tile_bytes, dict(self.tiles), tuple(self.split), dict(self.blocks), self.rows, shapes
         )
+
+    def relabel(self, concat: bool, views: Sequence[_View]) -> None:
+        """A Concat's output tiles are its inputs' tiles; a Slice's output tiles are its input's."""
+        for v in views:
+            first = self.tiles[v.whole].index(v.offset)
+            for j in range(len(self.tiles[v.piece]) - 1):
+                if concat:
+                    self.alias[v.whole, first + j] = (v.piece, j)
+                else:
+                    self.alias[v.piece, j] = (v.whole, first + j)
+
+    def resolve(self, t: str, i: int) -> tuple[str, int]:
+        """The tensor and channel tile that tile ``i`` of ``t`` is (itself unless a relabeling made it)."""
+        while (t, i) in self.alias:
+            t, i = self.alias[t, i]
+        return t, i
 
     # ---- parameter blocks ------------------------------------------------------------------------------
     def cut(self, fam: Family) -> None:
@@ -1150,6 +1338,7 @@ class _Rewrite:
         """Name of channel tile ``i`` of ``t`` (row tile ``r`` when ``t`` is in rows), registered with its
         channel and row ranges, or ``shape`` for a mask."""
         assert (r is None) == (t not in self.rows), (t, r)
+        t, i = self.resolve(t, i)
         name = tile_name(t, i, r)
         if name not in self.tensors:
             base = self.tg.tensor(t)
@@ -1183,6 +1372,8 @@ class _Rewrite:
         """Rows [lo, hi) of channel tile ``i`` of ``t`` (of ``t`` when it is not tiled): the row tile itself
         when it is exactly that, else a Slice of one tile or a Concat of row tiles and slices of the tiles at
         either end (the halo), made once, in the phase that made ``t`` (``like``'s for a step input)."""
+        if t in self.tiles:
+            t, i = self.resolve(t, i)
         spans = self.spans(t)
         if t in self.rows:
             base = [self.tile(t, i, r) for r in range(len(spans))]
@@ -1269,6 +1460,9 @@ class _Rewrite:
             return
         if n.name in self.dense:
             self.dense_node(n, *self.dense[n.name])
+            self.split.append(n.name)
+            return
+        if n.name in self.relabeled:  # its output's tiles are its inputs' (its input's): nothing to run
             self.split.append(n.name)
             return
         if not tiled:
