@@ -34,7 +34,7 @@ from poet_edge.schedule import Schedule, SolveReport
 from poet_edge.schedulers import ALIASES, configured, get_scheduler
 from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.simulator import Integrity, SimResult, simulate
-from poet_edge.units import fmt_bytes
+from poet_edge.units import ALIGN, fmt_bytes
 
 PLAN = PLAN_FILE
 
@@ -499,8 +499,10 @@ def _fit(
 ) -> tuple[Schedule, arena.ArenaPlan]:
     """Schedules ``problem`` and plans its arena. The arena, not only the live bytes, must fit: while it
     does not, reschedules with the budget tightened by the excess (doubled while the same excess comes
-    back), while :func:`_no_reschedule` allows; then, as the last resort, evicts the values placed above
-    the budget (:func:`evict_fragments`); an arena still too big stops the compile naming the phase."""
+    back), while :func:`_no_reschedule` allows; then, as the last resort, evicts the values placed above the
+    budget (:func:`evict_fragments`); where that leaves the arena too big because the excess is more than
+    the room above the memory floor, reschedules with the budget tightened by half that room instead (while
+    rounds and time allow); an arena still too big stops the compile naming the phase."""
     sizes = {n.name: n.out_bytes for n in spec.nodes}
     ws = {n.name: n.workspace_bytes for n in problem.nodes}
     target, rounds, why, cut, last = problem, 0, "", 0, 0
@@ -513,10 +515,14 @@ def _fit(
         plan = arena.plan_banks(arena.instances(schedule, sizes, ws), rooms, limit.check)
         excess = arena.excess(plan, rooms)  # one bank: fixed + arena - --ram
         cut, last = (2 * cut if excess == last else excess), excess  # the same excess again: cut more
-        why = _no_reschedule(opts, limit, began, rounds, target.budget_bytes - cut < floor)
+        below = target.budget_bytes - cut < floor
+        why = _no_reschedule(opts, limit, began, rounds, below)
         if excess > 0 and why:  # the last resort, cheap in time but dearer than a reschedule
             schedule, plan = evict_fragments(problem, schedule, plan, opts, limit, log)
             excess = arena.excess(plan, rooms)
+            if excess > 0 and below and not _no_reschedule(opts, limit, began, rounds, False):
+                cut = (target.budget_bytes - floor) // 2  # the excess is more than the room above the floor
+                why = why if cut < ALIGN else ""
         if excess <= 0 or why:
             break
         log(f"arena exceeds the budget by {excess} B after fragmentation; rescheduling with a tighter budget")
