@@ -7,11 +7,26 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from oputil import max_rel_err
 
 from poet_edge import reference, runner, splitting
 from poet_edge.ir import Graph
+
+
+class Params:
+    """Random float32 initializers drawn in turn from one seed: ``param(name, *shape)`` adds one (normal,
+    times ``scale``) to ``inits`` and returns its name."""
+
+    def __init__(self, seed: int, scale: float) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.scale = scale
+        self.inits: list[onnx.TensorProto] = []
+
+    def __call__(self, name: str, *shape: int) -> str:
+        x = (self.scale * self.rng.standard_normal(shape)).astype(np.float32)
+        self.inits.append(numpy_helper.from_array(x, name))
+        return name
 
 
 def save_model(path: Path, name: str, nodes: list, inits: list, x: list[int], y: list[int]) -> Path:

@@ -9,11 +9,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import onnx
 from conftest import need_tools
-from onnx import helper, numpy_helper
-from splitutil import assert_same_bits, assert_split_close, save_model
+from onnx import helper
+from splitutil import Params, assert_same_bits, assert_split_close, save_model
 
 from poet_edge import autodiff, frontend, planning, splitting, trainable
 from poet_edge.autodiff import Loss
@@ -31,12 +30,8 @@ def activations_model(path: Path) -> Path:
     Conv 8->8 1x1 (c) -> Tanh(c), Erf(c) -> HardSigmoid(tanh) + Div(erf, s) -> MaxPool 2x2 ->
     GlobalAveragePool ->
     Flatten -> Gemm 8->5 (opset 20, for Gelu)."""
-    rng = np.random.default_rng(5)
-    inits = []
-
-    def param(name: str, *shape: int) -> str:
-        inits.append(numpy_helper.from_array((0.15 * rng.standard_normal(shape)).astype(np.float32), name))
-        return name
+    param = Params(5, 0.15)
+    inits = param.inits
 
     pad = {"pads": [1, 1, 1, 1]}
     nodes = [

@@ -10,11 +10,10 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pytest
 from conftest import need_tools
-from onnx import helper, numpy_helper
-from splitutil import assert_same_bits, assert_split_close, save_model
+from onnx import helper
+from splitutil import Params, assert_same_bits, assert_split_close, save_model
 
 from poet_edge import autodiff, frontend, planning, splitting, trainable
 from poet_edge.autodiff import Loss
@@ -30,12 +29,8 @@ def fire(path: Path, axis: int = 1) -> Path:
     """x[1,3,12,12] -> Conv 3->8 3x3 -> Relu -> Conv 8->4 1x1 (squeeze) -> Relu -> [Conv 4->6 1x1 -> Relu
     (e1); Conv 4->6 3x3 -> Relu (e3)] -> Concat ``axis`` (cat, 12 channels) -> Conv 12->8 1x1 -> Relu ->
     GlobalAveragePool -> Flatten -> Gemm 8->5."""
-    rng = np.random.default_rng(7)
-    inits = []
-
-    def param(name: str, *shape: int) -> str:
-        inits.append(numpy_helper.from_array((0.3 * rng.standard_normal(shape)).astype(np.float32), name))
-        return name
+    param = Params(7, 0.3)
+    inits = param.inits
 
     p1 = {"pads": [1, 1, 1, 1]}
     nodes = [
@@ -60,12 +55,8 @@ def fire(path: Path, axis: int = 1) -> Path:
 def with_input(path: Path) -> Path:
     """x[1,3,12,12] -> Conv 3->6 3x3 -> Relu (e) -> Concat(x, e) (9 channels) -> Conv 9->4 1x1 -> Relu ->
     GlobalAveragePool -> Flatten -> Gemm 4->5: a piece is the step input, which is never tiled."""
-    rng = np.random.default_rng(8)
-    inits = []
-
-    def param(name: str, *shape: int) -> str:
-        inits.append(numpy_helper.from_array((0.3 * rng.standard_normal(shape)).astype(np.float32), name))
-        return name
+    param = Params(8, 0.3)
+    inits = param.inits
 
     nodes = [
         helper.make_node("Conv", ["x", param("w0", 6, 3, 3, 3), param("b0", 6)], ["c0"], pads=[1, 1, 1, 1]),
@@ -84,12 +75,8 @@ def dense(path: Path) -> Path:
     """x[1,3,12,12] -> Conv 3->4 3x3 -> Relu (a) -> Conv 4->4 3x3 -> Relu (b) -> Concat(a, b) (c1) -> Conv
     8->4 1x1 -> Relu (d) -> Concat(c1, d) (c2, 12 channels) -> Conv 12->8 1x1 -> Relu -> GlobalAveragePool ->
     Flatten -> Gemm 8->5: c1 is a Concat's output and another's input (DenseNet), a and b also conv inputs."""
-    rng = np.random.default_rng(9)
-    inits = []
-
-    def param(name: str, *shape: int) -> str:
-        inits.append(numpy_helper.from_array((0.3 * rng.standard_normal(shape)).astype(np.float32), name))
-        return name
+    param = Params(9, 0.3)
+    inits = param.inits
 
     p1 = {"pads": [1, 1, 1, 1]}
     nodes = [

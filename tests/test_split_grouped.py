@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import need_tools
-from onnx import helper, numpy_helper
-from splitutil import assert_same_bits, assert_split_close, save_model
+from onnx import helper
+from splitutil import Params, assert_same_bits, assert_split_close, save_model
 
 from poet_edge import autodiff, frontend, planning, runner, splitting, trainable
 from poet_edge.autodiff import Loss
@@ -32,12 +32,8 @@ GROUPED = ("w1", "w2")
 def grouped(path: Path, channels: int = 3, first_group: int = 1) -> Path:
     """x[1,C,12,12] -> Conv C->8 3x3 (``first_group`` groups) -> Relu -> Conv 8->8 3x3 group 2 -> Relu ->
     Conv 8->12 3x3 stride 2 group 4 -> Relu -> GlobalAveragePool -> Flatten -> Gemm 12->5."""
-    rng = np.random.default_rng(3)
-    inits = []
-
-    def param(name: str, *shape: int) -> str:
-        inits.append(numpy_helper.from_array((0.3 * rng.standard_normal(shape)).astype(np.float32), name))
-        return name
+    param = Params(3, 0.3)
+    inits = param.inits
 
     p1 = {"pads": [1, 1, 1, 1]}
     w0 = param("w0", 8, channels // first_group, 3, 3)
@@ -62,12 +58,8 @@ def mixed(path: Path) -> Path:
     Relu -> Conv 16->12 1x1 group 4 (grouped pointwise) -> Relu -> Conv 12->6 3x3 stride 2 group 3, no
     bias -> GlobalAveragePool -> Flatten -> Gemm 6->5: d's group bounds (3 and 4 channels a group on its two
     sides) give uneven ranges."""
-    rng = np.random.default_rng(3)
-    inits = []
-
-    def param(name: str, *shape: int) -> str:
-        inits.append(numpy_helper.from_array((0.3 * rng.standard_normal(shape)).astype(np.float32), name))
-        return name
+    param = Params(3, 0.3)
+    inits = param.inits
 
     p1 = {"pads": [1, 1, 1, 1]}
     nodes = [

@@ -15,7 +15,7 @@ import pytest
 from conftest import need_tools, poet
 from onnx import helper, numpy_helper
 from oputil import max_rel_err
-from splitutil import assert_same_bits, assert_split_close, save_model
+from splitutil import Params, assert_same_bits, assert_split_close, save_model
 
 from poet_edge import autodiff, frontend, planning, reference, runner, splitting, trainable
 from poet_edge.autodiff import Loss
@@ -33,12 +33,8 @@ def resnet_block(path: Path, batch: int = 1, head: int = 6, mean: bool = False) 
     3x3 stride 2 -> Clip(0, 6) -> Conv 8->6 1x1 -> Relu -> GlobalAveragePool (``mean``: ReduceMean over
     the spatial axes, as torch's dynamo exporter writes adaptive_avg_pool2d) -> Flatten -> Gemm 6->5: a
     residual Add, 1-bit masks, depthwise and grouped channels, and 6 channels (uneven tiles)."""
-    rng = np.random.default_rng(3)
-    inits = []
-
-    def param(name: str, *shape: int) -> str:
-        inits.append(numpy_helper.from_array((0.4 * rng.standard_normal(shape)).astype(np.float32), name))
-        return name
+    param = Params(3, 0.4)
+    inits = param.inits
 
     p1 = {"pads": [1, 1, 1, 1]}
     nodes = [
