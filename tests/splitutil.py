@@ -10,8 +10,10 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from oputil import max_rel_err
 
-from poet_edge import reference, runner, splitting
+from poet_edge import autodiff, frontend, planning, reference, runner, splitting, trainable
 from poet_edge.ir import Graph
+from poet_edge.memory_floor import memory_floor
+from poet_edge.profiles import load_profile
 
 
 class Params:
@@ -68,3 +70,16 @@ def assert_same_bits(plain_dir: Path, split_dir: Path, steps: int) -> runner.Run
     for k, v in plain.params.items():
         assert np.array_equal(v, host.params[k]) and np.array_equal(v, qemu.params[k]), k
     return host
+
+
+def training_graph(path: Path, train: str = "all") -> Graph:
+    """The model at ``path``, cross-entropy, ``train``'s parameters, with the default exact rewrites."""
+    g = frontend.load(path)
+    chosen = trainable.select(g, train)
+    return autodiff.training_graph(g, autodiff.Loss.CROSS_ENTROPY, chosen, options=autodiff.DEFAULT_OPTIONS)
+
+
+def stored_floor(tg: Graph, reserve: int = 1024) -> int:
+    """The memory floor of ``tg`` on the host profile, every trainable parameter in storage."""
+    spec = planning.spec_from_graph(tg, reserve, stored=frozenset(tg.trainable))
+    return memory_floor(planning.price(spec, load_profile("host"), 1 << 40)).bytes

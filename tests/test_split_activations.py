@@ -12,13 +12,11 @@ from pathlib import Path
 import onnx
 from conftest import need_tools
 from onnx import helper
-from splitutil import Params, assert_same_bits, assert_split_close, save_model
+from splitutil import Params, assert_same_bits, assert_split_close, save_model, stored_floor, training_graph
 
-from poet_edge import autodiff, frontend, planning, splitting, trainable
+from poet_edge import autodiff, splitting
 from poet_edge.autodiff import Loss
 from poet_edge.compiler import CompileOptions, compile_model
-from poet_edge.memory_floor import memory_floor
-from poet_edge.profiles import load_profile
 
 LR = 0.05
 STEPS = 3
@@ -59,18 +57,6 @@ def activations_model(path: Path) -> Path:
     return path
 
 
-def _tg(path: Path, train: str):
-    g = frontend.load(path)
-    return autodiff.training_graph(
-        g, Loss.CROSS_ENTROPY, trainable.select(g, train), options=autodiff.DEFAULT_OPTIONS
-    )
-
-
-def _floor(tg) -> int:
-    spec = planning.spec_from_graph(tg, 1024, stored=frozenset(tg.trainable))
-    return memory_floor(planning.price(spec, load_profile("host"), 1 << 40)).bytes
-
-
 def made_by(tg, names: list[str]) -> set[str]:
     return {t for n in tg.nodes if n.name in names for t in n.outputs}
 
@@ -79,7 +65,7 @@ def test_activations_and_their_gradients_run_in_tiles(tmp_path):
     """At 512 B (a 12x12 channel is 576 B: channel and row tiles) every activation node and every gradient
     of one is split, nothing joins the tiles an activation makes, and the floor falls. (Div's gradient
     for its divisor, -dY Y / B, goes through a ReduceSumTo with scale -1, which reads it whole.)"""
-    tg = _tg(activations_model(tmp_path / "m.onnx"), "all")
+    tg = training_graph(activations_model(tmp_path / "m.onnx"), "all")
     s = splitting.split_graph(tg, 512)
     ops = {n.name: n.op for n in tg.nodes}
     grads = {f"{op}Grad" for op in ACTIVATIONS}
@@ -88,7 +74,7 @@ def test_activations_and_their_gradients_run_in_tiles(tmp_path):
     assert set(mine) <= set(s.split_nodes), sorted(set(mine) - set(s.split_nodes))
     made = {f"join/{t}" for n in tg.nodes if n.name in mine and n.op != "Div" for t in n.outputs}
     assert not made & {n.name for n in s.graph.nodes}
-    assert s.rows.keys() >= made_by(tg, mine) and _floor(s.graph) < _floor(tg)
+    assert s.rows.keys() >= made_by(tg, mine) and stored_floor(s.graph) < stored_floor(tg)
     assert_split_close(tg, s, LR, STEPS)
 
 

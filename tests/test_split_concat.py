@@ -13,13 +13,11 @@ from pathlib import Path
 import pytest
 from conftest import need_tools
 from onnx import helper
-from splitutil import Params, assert_same_bits, assert_split_close, save_model
+from splitutil import Params, assert_same_bits, assert_split_close, save_model, stored_floor, training_graph
 
-from poet_edge import autodiff, frontend, planning, splitting, trainable
+from poet_edge import autodiff, splitting
 from poet_edge.autodiff import Loss
 from poet_edge.compiler import CompileOptions, compile_model
-from poet_edge.memory_floor import memory_floor
-from poet_edge.profiles import load_profile
 
 LR = 0.05
 STEPS = 3
@@ -97,18 +95,6 @@ def dense(path: Path) -> Path:
     return save_model(path, "dense", nodes, inits, [1, 3, 12, 12], [1, 5])
 
 
-def _tg(path: Path, train: str):
-    g = frontend.load(path)
-    return autodiff.training_graph(
-        g, Loss.CROSS_ENTROPY, trainable.select(g, train), options=autodiff.DEFAULT_OPTIONS
-    )
-
-
-def _floor(tg) -> int:
-    spec = planning.spec_from_graph(tg, 1024, stored=frozenset(tg.trainable))
-    return memory_floor(planning.price(spec, load_profile("host"), 1 << 40)).bytes
-
-
 def _cat_nodes(tg) -> tuple[str, list[str]]:
     """The forward Concat and the channel Slices of its gradient."""
     cat = next(n for n in tg.nodes if n.op == "Concat" and n.outputs == ("cat",))
@@ -128,7 +114,7 @@ def test_channel_concat_is_a_relabeling(tmp_path, train, tile, rows):
     its gradient's Slices run nothing: no node makes or reads cat or dY whole, no join of e1 or e3 (or of
     their gradients), the tiles of cat within e1's and e3's channels are e1's and e3's; the floor falls
     below the split floor with the join, and the numpy step stays within 1e-6 of the unsplit one."""
-    tg = _tg(fire(tmp_path / "m.onnx"), train)
+    tg = training_graph(fire(tmp_path / "m.onnx"), train)
     cat, slices = _cat_nodes(tg)
     dy = next(n.inputs[0] for n in tg.nodes if n.name == slices[0])
     dx = [t for n in tg.nodes if n.name in slices for t in n.outputs]
@@ -145,13 +131,13 @@ def test_channel_concat_is_a_relabeling(tmp_path, train, tile, rows):
     aliases = [t for t in s.graph.tensors if any(t.startswith(f"{u}/") for u in ("cat", *dx))]
     assert not aliases  # cat's tiles are e1's and e3's, their gradients' tiles dY's
     # with the inputs joined (before the relabeling) the split floor was the unsplit one, 16,608 B
-    assert _floor(s.graph) < _floor(tg)
+    assert stored_floor(s.graph) < stored_floor(tg)
     assert_split_close(tg, s, LR, STEPS)
 
 
 def test_negative_channel_axis(tmp_path):
     """axis -3 of a rank-4 Concat is the channel axis: the same relabeling."""
-    tg = _tg(fire(tmp_path / "m.onnx", axis=-3), "bias")
+    tg = training_graph(fire(tmp_path / "m.onnx", axis=-3), "bias")
     cat, slices = _cat_nodes(tg)
     s = splitting.split_graph(tg, 2048)
     assert {cat, *slices} <= set(s.split_nodes) and not {cat, *slices} & {n.name for n in s.graph.nodes}
@@ -162,7 +148,7 @@ def test_negative_channel_axis(tmp_path):
 def test_nested_concats(tmp_path, train):
     """Concat(Concat(a, b), d): both Concats and every channel Slice of their gradients run nothing, at 1 KB
     (channel tiles) and 512 B (row tiles too); c2's tiles are a's, b's and d's; within 1e-6."""
-    tg = _tg(dense(tmp_path / "m.onnx"), train)
+    tg = training_graph(dense(tmp_path / "m.onnx"), train)
     views = [n.name for n in tg.nodes if n.op in ("Concat", "Slice")]
     assert len(views) >= 2 + 4
     for tile in (1024, 512):
@@ -178,7 +164,7 @@ def test_nested_concats(tmp_path, train):
 def test_a_concat_of_the_step_input_keeps_its_join(tmp_path):
     """A piece that may not be tiled (the batch x): the Concat reads its inputs whole and its output is
     sliced into tiles, as before; the step is still within 1e-6."""
-    tg = _tg(with_input(tmp_path / "m.onnx"), "all")
+    tg = training_graph(with_input(tmp_path / "m.onnx"), "all")
     cat, _ = _cat_nodes(tg)
     s = splitting.split_graph(tg, 1024)
     assert "cat" in s.tiles and "e" in s.tiles
@@ -195,7 +181,7 @@ def test_concat_tiles_in_c_give_the_unsplit_bits_on_host_and_qemu(tmp_path, mode
     base = replace(base, train=train, training=autodiff.DEFAULT_OPTIONS, kernels="fast")
     compile_model(replace(base, split="off"))
     compile_model(replace(base, out=tmp_path / "split", split="512B"))
-    views = [n.name for n in _tg(path, train).nodes if n.op in ("Concat", "Slice")]
+    views = [n.name for n in training_graph(path, train).nodes if n.op in ("Concat", "Slice")]
     plan = json.loads((tmp_path / "split" / "plan.json").read_text())
     assert views and set(views) <= set(plan["tiles"]["nodes"])  # relabeled: no Concat, no Slice of dY
     assert_same_bits(tmp_path / "plain", tmp_path / "split", STEPS)

@@ -16,7 +16,7 @@ import pytest
 from conftest import need_tools
 from onnx import helper, numpy_helper
 from oputil import max_rel_err
-from splitutil import assert_same_bits, assert_split_close, save_model
+from splitutil import assert_same_bits, assert_split_close, save_model, stored_floor, training_graph
 
 from poet_edge import autodiff, frontend, ops, planning, reference, runner, splitting, trainable
 from poet_edge import microbench as mb
@@ -59,18 +59,6 @@ def pools_model(path: Path) -> Path:
         helper.make_node("Gemm", ["f", "fc", "fb"], ["y"], transB=1),
     ]
     return save_model(path, "pools", nodes, inits, [1, 2, 24, 24], [1, 5])
-
-
-def _tg(path: Path, train: str = "all"):
-    g = frontend.load(path)
-    return autodiff.training_graph(
-        g, Loss.CROSS_ENTROPY, trainable.select(g, train), options=autodiff.DEFAULT_OPTIONS
-    )
-
-
-def _floor(g) -> int:
-    spec = planning.spec_from_graph(g, 8192, stored=frozenset(g.trainable))
-    return memory_floor(planning.price(spec, load_profile("host"), 1 << 40)).bytes
 
 
 def _attrs(k: int, s: int, pads: tuple[int, int], ceil: int) -> dict[str, object]:
@@ -125,7 +113,7 @@ def test_pools_run_in_row_tiles(tmp_path):
     gradients are in row tiles; every pool node reads windows of rows and writes a row tile (or a piece of
     a small output joined along the rows); none reads all rows of a row-tiled tensor; the floor falls below
     channel tiles alone; numpy within 1e-6 of the unsplit step (convs sum in another order there)."""
-    tg = _tg(pools_model(tmp_path / "m.onnx"))
+    tg = training_graph(pools_model(tmp_path / "m.onnx"))
     s = splitting.split_graph(tg, 512)
     assert {"c", "r", "m", "a"} <= set(s.rows) and s.rows["r"] == (0, 4, 9, 14, 19, 24)
     assert s.rows["m"] == (0, 6, 13) and "q" not in s.rows
@@ -145,7 +133,7 @@ def test_pools_run_in_row_tiles(tmp_path):
     joins = [n for n in s.graph.nodes if n.op == "Concat" and n.outputs[0].startswith("q/")]
     assert len(joins) == 4 and all(made[i].op == "MaxPool" for n in joins for i in n.inputs)
     chan = splitting.split_graph(tg, 512, rows=False)
-    assert _floor(s.graph) < _floor(chan.graph)
+    assert stored_floor(s.graph, 8192) < stored_floor(chan.graph, 8192)
     assert_split_close(tg, s, LR, STEPS)
 
 
@@ -166,7 +154,7 @@ def test_pool_row_tiles_in_c_bit_identical_on_host_and_qemu(tmp_path, train, ker
     assert {"m", "a", "r"} <= set(plan["tiles"]["rows"])
     host = assert_same_bits(tmp_path / "plain", tmp_path / "rows", STEPS)
     c = runner.load_plan(tmp_path / "rows")
-    _, ref = reference.train(_tg(path, train), runner.batches(c, STEPS), LR)
+    _, ref = reference.train(training_graph(path, train), runner.batches(c, STEPS), LR)
     for k, v in ref.items():
         assert max_rel_err(host.params[k], v.reshape(-1)) <= 1e-5, k
 
@@ -247,7 +235,7 @@ def test_a_pool_that_skips_rows_keeps_its_input_whole_in_rows(tmp_path):
         helper.make_node("Gemm", ["f", "fc"], ["y"], transB=1),
     ]
     save_model(tmp_path / "gaps.onnx", "gaps", nodes, inits, [1, 2, 24, 24], [1, 5])
-    tg = _tg(tmp_path / "gaps.onnx")
+    tg = training_graph(tmp_path / "gaps.onnx")
     s = splitting.split_graph(tg, 512)
     assert s.tiles["r"] == (0, 1, 2, 3, 4) and "r" not in s.rows and "c" not in s.rows
     assert splitting.plan_rows(tg, 512, s.tiles) == {}
