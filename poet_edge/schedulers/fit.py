@@ -28,8 +28,9 @@ from poet_edge.schedulers.ordering import Sequences, insert_recomputations, reor
 STEPS = 20  # lowered: the target goes from the order's peak to the budget in this many steps
 MIN_STEP = 32  # ... a stuck step is halved down to this many bytes
 ROUND_WORK = 2000  # ... evaluations one round may take
-LOWER_WORK = 30000  # ... evaluations in all, or LOWER_WORK_PER_NODE per node of the problem when more
-LOWER_WORK_PER_NODE = 60  # (each evaluation is a RAM curve, linear in the nodes: the run is quadratic)
+LOWER_WORK = 30000  # ... evaluations in all, or LOWER_WORK_PER_NODE per node of the problem when more,
+LOWER_WORK_PER_NODE = 60  # up to LOWER_WORK_MAX (each evaluation is a RAM curve, linear in the nodes: the
+LOWER_WORK_MAX = 120000  # work grows quadratically with the graph; the cap is 2,000 nodes' share)
 ON_DEMAND_WORK = 20  # on demand: at most this many computes per node of the problem
 
 
@@ -52,7 +53,7 @@ def _lowered(
     seq = np.arange(len(problem.nodes), dtype=np.int64)
     top = int(seqs.curve(seq)[0].max())
     step, spent, seed = max(1, (top - budget) // STEPS), 0, 0
-    work = max(LOWER_WORK, LOWER_WORK_PER_NODE * len(problem.nodes))
+    work = min(LOWER_WORK_MAX, max(LOWER_WORK, LOWER_WORK_PER_NODE * len(problem.nodes)))
     while top > budget and spent < work:
         found, used = insert_recomputations(
             problem, max(budget, top - step), min(ROUND_WORK, work - spent), costs, seq, seed
