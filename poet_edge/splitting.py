@@ -475,12 +475,10 @@ def _eligible(tg: Graph, classes: _Classes) -> dict[str, list[str]]:
     return out
 
 
-def _classes(
-    tg: Graph, tile_bytes: int, fams: Mapping[str, Family]
-) -> tuple[dict[str, list[str]], dict[str, int]]:
+def _classes(tg: Graph, tile_bytes: int, fams: Mapping[str, Family]) -> tuple[dict[str, list[str]], Need]:
     """The members of every channel class that may be tiled (:func:`_eligible`; classes: channelwise and
-    per-channel nodes, and the ties of families whose classes may all be tiled), and the tiles each class
-    needs at least for its weights' blocks."""
+    per-channel nodes, and the ties of families whose classes may all be tiled), and the weights bigger than
+    a tile, with the classes their blocks' rows and columns follow."""
     classes = _Classes()
     for n in tg.nodes:
         if _runs_in_tiles(tg, n):
@@ -497,11 +495,15 @@ def _classes(
         if all(classes.find(t) in ok for pair in ties for t in pair):
             for a, b in ties:
                 classes.union(a, b)
-    need: dict[str, int] = {}  # class -> tiles its weights' blocks need
-    for w, fam in big_w.items():
-        root = classes.find(fam.conv.outputs[0])
-        need[root] = max(need.get(root, 0), -(-tg.tensor(w).nbytes // tile_bytes))
+    order = {n.name: i for i, n in enumerate(tg.nodes)}
+    need = [  # in graph order: (output's class, input's class, weight bytes)
+        (classes.find(f.conv.outputs[0]), classes.find(f.conv.inputs[0]), tg.tensor(w).nbytes)
+        for w, f in sorted(big_w.items(), key=lambda wf: order[wf[1].conv.name])
+    ]
     return _eligible(tg, classes), need
+
+
+Need = list[tuple[str, str, int]]  # big weights: (output's class, input's class, bytes), in graph order
 
 
 def plan_tiles(
@@ -523,16 +525,21 @@ def _channel_bounds(
     tg: Graph,
     tile_bytes: int,
     eligible: Mapping[str, list[str]],
-    need: Mapping[str, int],
+    need: Need,
     fams: Mapping[str, Family],
 ) -> dict[str, tuple[int, ...]]:
-    """:func:`plan_tiles` from the classes :func:`_classes` found."""
+    """:func:`plan_tiles` from the classes :func:`_classes` found. A weight bigger than a tile has
+    (output tiles) x (input tiles) blocks: its output's class gets enough tiles that a block fits a tile
+    given its input's tiles so far (weights in graph order), not a grid of two such cuts."""
     chans, k = {}, {}
     for root, names in eligible.items():
         floats = [t for t in names if tg.tensor(t).dtype == "float32" and len(tg.shape(t)) >= 3]
         big = max(tg.tensor(t).nbytes for t in names)
         chans[root] = c = tg.shape(floats[0])[1]
-        k[root] = min(c, max(-(-big // tile_bytes), need.get(root, 0)))
+        k[root] = min(c, -(-big // tile_bytes))
+    for y, x, nbytes in need:
+        if y in k:
+            k[y] = min(chans[y], max(k[y], -(-nbytes // (tile_bytes * k.get(x, 1)))))
     cells, linked = _group_cells(tg, fams, eligible)
     _settle(k, chans, linked)
     frames = _view_frames(tg, eligible, _channel_views(tg), k)
