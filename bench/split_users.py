@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from provenance import provenance  # noqa: E402
+from tight import max_rel_err  # noqa: E402
 
 from poet_edge import autodiff, frontend, planning, reference, runner, splitting, trainable  # noqa: E402
 from poet_edge.autodiff import Loss  # noqa: E402
@@ -65,11 +66,7 @@ def numpy_error(tg: Graph, split: splitting.Split) -> float:
     la, a = reference.train(tg, [(x, y)] * NUMPY_STEPS, LR)
     lb, b = reference.train(split.graph, [(x, y)] * NUMPY_STEPS, LR)
     b = split.join_params(b)
-
-    def rel(u: np.ndarray, v: np.ndarray) -> float:
-        return float(np.max(np.abs(u - v)) / max(float(np.max(np.abs(v))), 1e-30))
-
-    return max([rel(np.array(lb), np.array(la))] + [rel(b[k], a[k]) for k in a])
+    return max([max_rel_err(np.array(lb), np.array(la))] + [max_rel_err(b[k], a[k]) for k in a])
 
 
 def c_bits(path: Path, train: str, tile: int, work: Path) -> str:

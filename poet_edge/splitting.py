@@ -550,13 +550,8 @@ def _channel_bounds(
             on = _view_bounds([(frames[r][1], chans[r], k[r], cells.get(r, set())) for r in rs])
             bounds_of |= {r: _within(on, frames[r][1], chans[r]) for r in rs}
     for root in eligible:
-        c = chans[root]
-        if k[root] < 2 or root in frames:
-            continue
-        if root in cells:
-            bounds_of[root] = _aligned(c, k[root], cells[root])
-        else:
-            bounds_of[root] = tuple(i * c // k[root] for i in range(k[root] + 1))
+        if k[root] >= 2 and root not in frames:  # even tiles, cut at the group bounds where it has some
+            bounds_of[root] = _view_bounds([(0, chans[root], k[root], cells.get(root, set()))])
     out: dict[str, tuple[int, ...]] = {}
     for root, bounds in bounds_of.items():
         for t in eligible[root]:
@@ -600,17 +595,6 @@ def _group_cells(
             cells.setdefault(root[t], set()).update(range(0, tg.shape(t)[1] + 1, per))
         linked.append((root[x], root[y]))
     return cells, linked
-
-
-def _aligned(c: int, k: int, cuts: set[int]) -> tuple[int, ...]:
-    """Bounds of at least ``k`` tiles of ``c`` channels, none crossing a bound in ``cuts``: each range
-    between two cuts in ``ceil(k * its channels / c)`` tiles (of one channel at least)."""
-    edges = sorted(cuts | {0, c})
-    out = [0]
-    for lo, hi in zip(edges, edges[1:], strict=False):
-        q = min(hi - lo, -(-k * (hi - lo) // c))
-        out += [lo + p * (hi - lo) // q for p in range(1, q + 1)]
-    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -679,7 +663,6 @@ def _view_frames(
             v.whole in root
             and k[root[v.whole]] >= 2
             and v.piece in root
-            and v.whole in root
             and root[v.piece] != root[v.whole]
             and tg.shape(v.piece)[1] > 1
             for v in vs
@@ -701,7 +684,7 @@ def _view_frames(
 def _view_bounds(members: Sequence[tuple[int, int, int, set[int]]]) -> tuple[int, ...]:
     """Bounds along one frame of classes (each: position, channels, tiles asked, cuts within): cut at every
     class's ends and cuts, and each range between two cuts in as many tiles as any class over it asks for
-    its share (:func:`_aligned`'s rule), so every class's tiles are the frame's tiles over its channels."""
+    its share, so every class's tiles are the frame's tiles over its channels."""
     edges: set[int] = set()
     for off, c, _, cuts in members:
         edges |= {off, off + c} | {off + x for x in cuts}
