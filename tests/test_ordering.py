@@ -27,6 +27,7 @@ from poet_edge.schedulers.ordering import (
     choose_order,
     forced,
     insert_recomputations,
+    levels,
     precedence,
     reorder,
     sequence_schedule,
@@ -56,7 +57,7 @@ PROBLEMS = [
 @pytest.mark.parametrize("problem", PROBLEMS)
 def test_candidate_orders_are_valid_and_their_curve_is_the_simulators(problem: SchedulingProblem) -> None:
     roomy = replace(problem, budget_bytes=10**12)
-    for name, order in candidates(roomy):
+    for name, order in (*candidates(roomy), *levels(precedence(roomy))):
         assert _valid(roomy, order), name
         again = reorder(roomy, order)
         # oracle: the simulator replaying the baseline "none" on the reordered problem, checked against

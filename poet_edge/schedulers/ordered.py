@@ -30,13 +30,15 @@ from poet_edge.schedulers.ordering import (
     candidates,
     choose_order,
     forced,
+    levels,
+    precedence,
     sequence_schedule,
 )
 from poet_edge.schedulers.seq_search import improve_sequence
 from poet_edge.simulator import simulate
 
 SEQUENCE_WORK = sequence_work("default")  # the sequence search's evaluations, per fitting sequence
-FALLBACK_ORDERS = ("given", "min-net")  # tried, in turn, where no sequence fits the chosen order
+FALLBACK_ORDERS = ("given", "min-net", "asap", "mid-level")  # tried in turn where the chosen order fits none
 
 
 @dataclass(frozen=True)
@@ -142,8 +144,9 @@ def schedule_ordered(
             if not remat:
                 raise error
             raise PoetError(
-                f"{error}; recomputation inserted into, or run on demand along, the chosen, given and "
-                f"min-net orders found no sequence within {problem.budget_bytes} B either (the chosen "
+                f"{error}; recomputation inserted into, or run on demand along, the chosen order and the "
+                f"{', '.join(FALLBACK_ORDERS)} orders found no sequence within {problem.budget_bytes} B "
+                f"either (the chosen "
                 f"order's peak without recomputation is {choice.peak} B)"
             ) from error
         return _marked(_ours(ours, None, plain, choice, order_s, began), skipped)
@@ -160,7 +163,7 @@ def _sequences(
     budget = problem.budget_bytes
     costs = np.array(node_costs(problem, latency)[0], dtype=float)
     named = {choice.order: "the chosen order"}
-    for name, order in candidates(problem):
+    for name, order in (*candidates(problem), *levels(precedence(problem))):
         if name in FALLBACK_ORDERS:
             named.setdefault(tuple(order), f"the {name} order")
     fitted = fit_sequences(problem, budget, costs, list(named))

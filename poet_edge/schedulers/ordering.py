@@ -202,6 +202,26 @@ def reverse_postorder(prec: list[list[int]]) -> list[int]:
     return post[::-1]
 
 
+def levels(prec: list[list[int]]) -> list[tuple[str, list[int]]]:
+    """Level orders of list scheduling: ``asap``, the nodes by their longest path from a source (ties:
+    the given order); ``mid-level``, by the centre of their mobility window (ASAP plus ALAP level, a
+    node's longest paths from a source and to a sink; ties: ASAP level, then the given order). Both are
+    topological: a link raises both levels."""
+    after = _successors(prec)
+    n = len(prec)
+    depth = [0] * n
+    for v in range(n):  # the given order is topological
+        depth[v] = max((depth[u] + 1 for u in prec[v]), default=0)
+    height = [0] * n
+    for v in reversed(range(n)):
+        height[v] = max((height[w] + 1 for w in after[v]), default=0)
+    top = max(depth, default=0)
+    return [
+        ("asap", sorted(range(n), key=lambda v: (depth[v], v))),
+        ("mid-level", sorted(range(n), key=lambda v: (depth[v] + top - height[v], depth[v], v))),
+    ]
+
+
 def candidates(problem: SchedulingProblem) -> list[tuple[str, list[int]]]:
     """The candidate orders, in the order of comparison (the module docstring)."""
     prec = precedence(problem)
