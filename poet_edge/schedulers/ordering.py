@@ -341,19 +341,34 @@ class Sequences:
         self.names = [node.name for node in problem.nodes]
         self.invalidated = np.array(problem.invalidated_by, dtype=np.int64).reshape(-1, 2)
 
-    def ends(self, seq: np.ndarray) -> np.ndarray:
-        """The last step at which each step's instance is used (its own step when unused)."""
+    def uses(self, seq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the instance each input read of ``seq`` reads: the latest step before it that runs the read
+        node, the step that reads), one row per read; PoetError where no instance precedes the read. A
+        node run once is found by a lookup; only the reads of nodes run more than once are searched."""
         m = len(seq)
         d = self.deg[seq]
         at = np.repeat(np.arange(m, dtype=np.int64), d)
         offs = np.arange(len(at), dtype=np.int64) - np.repeat(np.cumsum(d) - d, d)
         used = self.idx[np.repeat(self.ptr[seq], d) + offs]
-        keys = seq * m + np.arange(m, dtype=np.int64)
-        by_key = np.argsort(keys, kind="stable")
-        inst = by_key[np.searchsorted(keys[by_key], used * m + at) - 1]
-        if len(inst) and not np.array_equal(seq[inst], used):
+        count = np.bincount(seq, minlength=len(self.out))
+        first = np.full(len(self.out), m, dtype=np.int64)
+        first[seq[::-1]] = np.arange(m - 1, -1, -1, dtype=np.int64)
+        inst = first[used]
+        again = np.flatnonzero(count[used] > 1)
+        if len(again):
+            runs = np.flatnonzero(count[seq] > 1)  # the steps of nodes run more than once
+            keys = seq[runs] * m + runs
+            by_key = np.argsort(keys, kind="stable")
+            found = np.searchsorted(keys[by_key], used[again] * m + at[again]) - 1
+            inst[again] = runs[by_key[found]]
+        if len(inst) and ((inst >= at).any() or not np.array_equal(seq[inst], used)):
             raise PoetError("a compute sequence uses a value before any instance of it")
-        end = np.arange(m, dtype=np.int64)
+        return inst, at
+
+    def ends(self, seq: np.ndarray) -> np.ndarray:
+        """The last step at which each step's instance is used (its own step when unused)."""
+        inst, at = self.uses(seq)
+        end = np.arange(len(seq), dtype=np.int64)
         np.maximum.at(end, inst, at)
         return end
 
@@ -389,15 +404,10 @@ def _gaps(
     """Rows (instance step, gap start, next use) of the idle stretches of recomputable instances between
     two of their uses (where a recomputation right before the next use could free them) for which
     ``spans(starts, next_uses)`` holds."""
+    inst, at = seqs.uses(seq)
     m = len(seq)
-    d = seqs.deg[seq]
-    at = np.repeat(np.arange(m, dtype=np.int64), d)
-    offs = np.arange(len(at), dtype=np.int64) - np.repeat(np.cumsum(d) - d, d)
-    used = seqs.idx[np.repeat(seqs.ptr[seq], d) + offs]
-    keys = seq * m + np.arange(m, dtype=np.int64)
-    by_key = np.argsort(keys, kind="stable")
-    inst = by_key[np.searchsorted(keys[by_key], used * m + at) - 1]
-    uses = np.unique(np.stack([inst, at], axis=1), axis=0)
+    pairs = np.unique(inst * m + at)  # (instance, reading step), sorted by instance then step
+    uses = np.stack([pairs // m, pairs % m], axis=1)
     same = uses[1:, 0] == uses[:-1, 0]
     keep = same & allowed[seq[uses[1:, 0]]] & spans(uses[:-1, 1], uses[1:, 1])
     return np.stack([uses[:-1, 0][keep], uses[:-1, 1][keep], uses[1:, 1][keep]], axis=1)
