@@ -1826,12 +1826,13 @@ def split_for_floor(
 ) -> Split:
     """The split of ``tg`` whose tiles are only as small as a floor of ``target`` bytes needs: no node of
     the split graph needs more than ``target`` (:func:`node_bytes`: outputs, inputs and workspace, the
-    memory floor without the fixed bytes), and no class is cut finer than that asks. Every tensor starts at
-    the largest size of ``ladder``; while some node needs more than ``target``, every tensor that the
-    training-graph node it runs reads or makes (activations, gradients, weights) goes down to its next size
-    (a class takes its members' smallest, :class:`TileSizes`), until no node does or none of those tensors
-    can shrink. The result may then still exceed ``target`` (check :func:`floor_bytes`): ``target`` below
-    the floor of the uniform smallest size is usually out of reach. Deterministic.
+    memory floor without the fixed bytes), and no class is cut much finer than that asks. Every tensor
+    starts at the largest size of ``ladder`` (a class takes its members' smallest, :class:`TileSizes`);
+    while some node needs more than ``target``, the tensors whose pieces weigh most in it (tiles, windows,
+    partial sums, weight blocks: :func:`_culprits`) go down to their next size, until no node does or none
+    of them can shrink. When one size for the whole graph also stays within ``target`` with fewer nodes
+    (sizes tried largest first while they take fewer nodes), that uniform split is returned instead. The
+    result may still exceed ``target`` when no size reaches it (check :func:`floor_bytes`). Deterministic.
 
     ``stored``: trainable parameters in storage (None: all, as ``--split auto``); ``input_storage``: the
     batch is in storage (default: ``input_rows``, which is what ``--input storage`` passes unless
@@ -1844,20 +1845,31 @@ def split_for_floor(
     steps = sorted(set(ladder), reverse=True)
     smaller = dict(zip(steps, steps[1:], strict=False))
     batch = input_rows if input_storage is None else input_storage
+
+    def needs_of(split: Split) -> Mapping[str, int]:
+        if need is not None:
+            return need(split)
+        return node_bytes(split.graph, None if stored is None else split.param_names(stored), batch)
+
     sizes: dict[str, int] = {}
     while True:
         split = split_graph(tg, TileSizes(steps[0], dict(sorted(sizes.items()))), rows, input_rows)
-        if need is None:
-            kept = None if stored is None else split.param_names(stored)
-            needs: Mapping[str, int] = node_bytes(split.graph, kept, batch)
-        else:
-            needs = need(split)
+        needs = needs_of(split)
         over = {n: b - target for n, b in needs.items() if b > target and n in split.origin}
         shrink = _culprits(tg, split, over, lambda t: sizes.get(t, steps[0]) in smaller)
         if not shrink:
-            return split
+            break
         for t in shrink:
             sizes[t] = smaller[sizes.get(t, steps[0])]
+    if max(needs.values(), default=0) > target:
+        return split
+    for size in steps:  # one size for all, when its largest size within the target takes fewer nodes
+        uniform = split_graph(tg, size, rows, input_rows)
+        if len(uniform.graph.nodes) >= len(split.graph.nodes):
+            break
+        if max(needs_of(uniform).values(), default=0) <= target:
+            return uniform
+    return split
 
 
 def _culprits(tg: Graph, split: Split, over: Mapping[str, int], can: Callable[[str], bool]) -> list[str]:
