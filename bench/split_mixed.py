@@ -11,6 +11,8 @@ default exact rewrites, every trainable parameter in storage, 8 KB reserve, SGD,
 - mixed: `splitting.split_for_floor` with that floor as its target, each node's need counted as the
   memory floor counts it (planning's fusion groups, `memory_floor.node_need`): its floor (at most the
   uniform one) and node count, and the ratio of the node counts;
+- beyond MAX_NODES: where `splits` stopped before 1 KB (a graph of more than MAX_NODES nodes), the
+  uniform 1 KB split's floor (when lower) and node count, and the mixed split at that floor;
 - one size up: the floor of the uniform split one tile size coarser (a target with some room above the
   lowest floor, as a budget would give), when it is between the lowest and the unsplit floor, and the node
   counts of that uniform split and of the mixed split at its floor.
@@ -131,6 +133,18 @@ def row(path: Path, train: str, inp: str) -> dict[str, Any]:
             "up_mixed_floor": memory_floor(problem(m2.graph, inp)).bytes,
             "up_mixed_nodes": len(m2.graph.nodes),
         }
+    finest = splitting.TILE_SIZES[-1]
+    if finest not in tried:  # splits stopped at MAX_NODES: the finest size's floor, and mixed there
+        u = splitting.split_graph(tg, finest, input_rows=rows_in)
+        uf = memory_floor(problem(u.graph, inp)).bytes
+        if uf < floor:
+            m3 = splitting.split_for_floor(tg, uf, input_rows=rows_in, need=planning_need(inp))
+            step |= {
+                "cap_floor": uf,
+                "cap_nodes": len(u.graph.nodes),
+                "cap_mixed_floor": memory_floor(problem(m3.graph, inp)).bytes,
+                "cap_mixed_nodes": len(m3.graph.nodes),
+            }
     return {
         **step,
         "model": path.stem,
@@ -225,13 +239,19 @@ def shown(r: dict[str, Any]) -> dict[str, object]:
 
 
 def up_columns(r: dict[str, Any]) -> dict[str, str]:
-    if not r.get("up_tile"):
-        return {"one size up: floor KB (tile)": "-", "uniform / mixed nodes there": "-"}
-    return {
-        "one size up: floor KB (tile)": f"{r['up_floor'] / 1024:,.1f} ({r['up_tile'] // 1024} KB)",
-        "uniform / mixed nodes there": f"{r['up_nodes']:,} / {r['up_mixed_nodes']:,} "
-        f"({r['up_mixed_nodes'] / r['up_nodes']:.2f})",
-    }
+    out = {"one size up: floor KB (tile)": "-", "uniform / mixed nodes there": "-"}
+    if r.get("up_tile"):
+        out = {
+            "one size up: floor KB (tile)": f"{r['up_floor'] / 1024:,.1f} ({r['up_tile'] // 1024} KB)",
+            "uniform / mixed nodes there": f"{r['up_nodes']:,} / {r['up_mixed_nodes']:,} "
+            f"({r['up_mixed_nodes'] / r['up_nodes']:.2f})",
+        }
+    out["1 KB beyond MAX_NODES: floor KB, uniform / mixed nodes"] = (
+        f"{r['cap_floor'] / 1024:,.1f}, {r['cap_nodes']:,} / {r['cap_mixed_nodes']:,}"
+        if r.get("cap_floor")
+        else "-"
+    )
+    return out
 
 
 def geomean(xs: list[float]) -> float:
@@ -311,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(lines))
     bad = [r for r in rows if r["mixed_floor"] > r["floor"]]
     bad += [r for r in rows if r.get("up_tile") and r["up_mixed_floor"] > r["up_floor"]]
+    bad += [r for r in rows if r.get("cap_floor") and r["cap_mixed_floor"] > r["cap_floor"]]
     bad += [c for c in checks if c["c_host"] != "bit-identical" or c["numpy_err"] > 1e-6]
     return 1 if bad else 0
 

@@ -6,7 +6,9 @@ tile by tile, so no node needs a whole big tensor and its whole inputs at once.
 The rewrite works on the training graph, after autodiff. Tensors that channelwise ops (``OpDef.channelwise``:
 elementwise ops on same-shape inputs, Relu / Clip and their gradients, 1-bit masks) connect must share one
 tiling, so they form a class; a class is tiled when its biggest tensor exceeds the tile size, into
-``ceil(bytes / tile_bytes)`` channel ranges (at most one channel each). Then:
+``ceil(bytes / tile_bytes)`` channel ranges (at most one channel each). The tile size is one size for the
+whole graph, or a size per tensor (:class:`TileSizes`: a class takes its members' smallest), which
+:func:`split_for_floor` picks so that each class is cut only as finely as a target floor needs. Then:
 
 - a channelwise node runs once per tile, on the tiles of its operands (same kernel, a smaller count);
 - a Conv whose input or output is tiled becomes a grid of ``ConvPart`` nodes: output tile t is the chain,
@@ -80,9 +82,10 @@ class Split:
         return bool(self.sizes)
 
     def summary(self) -> dict[str, object]:
-        """plan.json's ``split``: the tile size, tiled tensors with their tile count (channel tiles times
-        row tiles), those in row tiles with their row bounds, split nodes, and the parameters cut into blocks
-        (each block: name, rows [r0, r1) and columns [c0, c1) of axes 0 and 1)."""
+        """plan.json's ``split``: the tile size (mixed sizes: the largest, and ``tile_sizes``, each tiled
+        tensor's and each Gemm / MatMul weight in blocks' size), tiled tensors with their tile count (channel
+        tiles times row tiles), those in row tiles with their row bounds, split nodes, and the parameters cut
+        into blocks (each block: name, rows [r0, r1) and columns [c0, c1) of axes 0 and 1)."""
         mixed = {"tile_sizes": dict(sorted(self.sizes.items()))} if self.sizes else {}
         return {
             "tile_bytes": self.tile_bytes,
