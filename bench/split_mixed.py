@@ -17,9 +17,9 @@ default exact rewrites, every trainable parameter in storage, 8 KB reserve, SGD,
   lowest floor, as a budget would give), when it is between the lowest and the unsplit floor, and the node
   counts of that uniform split and of the mixed split at its floor.
 
-For a few cases (`--c`), the generated C (host gcc, `--kernels fast`, `--scheduler none`, 2 steps) of the
-mixed split against the unsplit C program: the same losses and parameters bit for bit, or not; and the
-numpy step (3 SGD steps, max |a - b| / max |b| over losses and parameters).
+For a few cases (C_CASES; `--no-c` skips them), the generated C (host gcc, `--kernels fast`, `--scheduler
+none`, 2 steps) of the mixed split against the unsplit C program: the same losses and parameters bit for
+bit, or not; and the numpy step (3 SGD steps, max |a - b| / max |b| over losses and parameters).
 
     .venv/bin/python bench/split_mixed.py /work/um
 

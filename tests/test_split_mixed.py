@@ -112,6 +112,19 @@ def test_mixed_reaches_the_uniform_floor_with_fewer_nodes(
     assert_split_close(tg, s, LR, STEPS)
 
 
+def test_never_more_nodes_than_one_size(tmp_path):
+    """At the floor of each uniform size (--train bias), the mixed split's floor is no higher and it has at
+    most the nodes of the coarsest uniform split within that floor."""
+    tg = training_graph(model(tmp_path / "m.onnx"), "bias")
+    uniform = [(t, splitting.split_graph(tg, t)) for t in LADDER]
+    floors = {t: stored_floor(s.graph) for t, s in uniform}
+    for t, _ in uniform:
+        s = mixed(tg, floors[t])
+        coarsest = next(u for size, u in uniform if floors[size] <= floors[t])
+        assert stored_floor(s.graph) <= floors[t]
+        assert len(s.graph.nodes) <= len(coarsest.graph.nodes), t
+
+
 def test_deterministic(tmp_path):
     """The same graph and target give the same split graph, tile sizes and blocks."""
     path = model(tmp_path / "m.onnx")
