@@ -6,7 +6,9 @@ tile by tile, so no node needs a whole big tensor and its whole inputs at once.
 The rewrite works on the training graph, after autodiff. Tensors that channelwise ops (``OpDef.channelwise``:
 elementwise ops on same-shape inputs, Relu / Clip and their gradients, 1-bit masks) connect must share one
 tiling, so they form a class; a class is tiled when its biggest tensor exceeds the tile size, into
-``ceil(bytes / tile_bytes)`` channel ranges (at most one channel each). Then:
+``ceil(bytes / tile_bytes)`` channel ranges (at most one channel each). The tile size is one size for the
+whole graph, or a size per tensor (:class:`TileSizes`: a class takes its members' smallest), which
+:func:`split_for_floor` picks so that each class is cut only as finely as a target floor needs. Then:
 
 - a channelwise node runs once per tile, on the tiles of its operands (same kernel, a smaller count);
 - a Conv whose input or output is tiled becomes a grid of ``ConvPart`` nodes: output tile t is the chain,
@@ -33,8 +35,8 @@ the same order (overlapping windows included).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import cast
 
 import numpy as np
@@ -48,6 +50,7 @@ from poet_edge.ops.fused import UPDATE_KEYS, UPDATES, conv_workspace, gemm_dims,
 from poet_edge.ops.pool_common import Window, forward_rows, grad_rows, output_spans, pool_x_shape
 from poet_edge.ops.slice import ranges
 from poet_edge.ops.softmax import norm_axis
+from poet_edge.units import align
 
 CONV_OPS = ("Conv", "ConvGradInput")
 POOL_OPS = ("MaxPool", "AveragePool", "MaxPoolGrad", "AveragePoolGrad")  # run per row tile too
@@ -68,13 +71,25 @@ class Split:
     blocks: Mapping[str, tuple[Block, ...]] = field(default_factory=dict)  # parameter -> its blocks
     rows: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     _shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # a blocked parameter's shape
+    # each tiled tensor's (and blocked Gemm / MatMul weight's) tile size, when not one size for all
+    sizes: Mapping[str, int] = field(default_factory=dict)
+    origin: Mapping[str, str] = field(default_factory=dict)  # node of the split graph -> the node it runs
+    asked: TileSizes | None = None  # the sizes split_graph was given: split_graph(tg, asked) is this split
+
+    @property
+    def mixed(self) -> bool:
+        """Whether classes were cut to different tile sizes (:class:`TileSizes`)."""
+        return bool(self.sizes)
 
     def summary(self) -> dict[str, object]:
-        """plan.json's ``split``: the tile size, tiled tensors with their tile count (channel tiles times
-        row tiles), those in row tiles with their row bounds, split nodes, and the parameters cut into blocks
-        (each block: name, rows [r0, r1) and columns [c0, c1) of axes 0 and 1)."""
+        """plan.json's ``split``: the tile size (mixed sizes: the largest, and ``tile_sizes``, each tiled
+        tensor's and each Gemm / MatMul weight in blocks' size), tiled tensors with their tile count (channel
+        tiles times row tiles), those in row tiles with their row bounds, split nodes, and the parameters cut
+        into blocks (each block: name, rows [r0, r1) and columns [c0, c1) of axes 0 and 1)."""
+        mixed = {"tile_sizes": dict(sorted(self.sizes.items()))} if self.sizes else {}
         return {
             "tile_bytes": self.tile_bytes,
+            **mixed,
             "tensors": {
                 t: (len(b) - 1) * (len(self.rows.get(t, (0, 1))) - 1) for t, b in sorted(self.tiles.items())
             },
@@ -92,6 +107,32 @@ class Split:
         in its own shape."""
         joined = join_blocks(params, self.summary()["parameters"])  # type: ignore[arg-type]
         return {k: v.reshape(self._shapes[k]) if k in self.blocks else v for k, v in joined.items()}
+
+
+@dataclass(frozen=True)
+class TileSizes:
+    """A tile size per tensor of the training graph: ``sizes`` (tensor -> bytes), ``default`` for every
+    other tensor. Tensors that must share one tiling (a channel class, a row class) take the smallest size
+    of their members; a convolution's or a Gemm / MatMul's weight cut into blocks, its own size."""
+
+    default: int
+    sizes: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        least = min((self.default, *self.sizes.values()))
+        if least < 1:
+            raise PoetError(f"tile size must be positive, got {least} bytes")
+
+    def of(self, t: str) -> int:
+        return self.sizes.get(t, self.default)
+
+    def least(self, names: Iterable[str]) -> int:
+        """The tile size of a class of ``names``: its members' smallest."""
+        return min((self.of(t) for t in names), default=self.default)
+
+
+def _sizes(tile_bytes: int | TileSizes) -> TileSizes:
+    return tile_bytes if isinstance(tile_bytes, TileSizes) else TileSizes(tile_bytes)
 
 
 def _grid(blocks: Sequence[Sequence[object]]) -> tuple[int, int]:
@@ -475,17 +516,17 @@ def _eligible(tg: Graph, classes: _Classes) -> dict[str, list[str]]:
     return out
 
 
-def _classes(tg: Graph, tile_bytes: int, fams: Mapping[str, Family]) -> tuple[dict[str, list[str]], Need]:
+def _classes(tg: Graph, sizes: TileSizes, fams: Mapping[str, Family]) -> tuple[dict[str, list[str]], Need]:
     """The members of every channel class that may be tiled (:func:`_eligible`; classes: channelwise and
     per-channel nodes, and the ties of families whose classes may all be tiled), and the weights bigger than
-    a tile, with the classes their blocks' rows and columns follow."""
+    their tile size, with the classes their blocks' rows and columns follow."""
     classes = _Classes()
     for n in tg.nodes:
         if _runs_in_tiles(tg, n):
             for t in (*n.inputs, *n.outputs):
                 classes.union(t, n.outputs[0])
     ok = _eligible(tg, classes)
-    big_w = {w: f for w, f in fams.items() if tg.tensor(w).nbytes > tile_bytes and not f.depthwise}
+    big_w = {w: f for w, f in fams.items() if tg.tensor(w).nbytes > sizes.of(w) and not f.depthwise}
     for w, fam in sorted(fams.items()):
         ties = fam.ties()
         if w in big_w:
@@ -496,34 +537,34 @@ def _classes(tg: Graph, tile_bytes: int, fams: Mapping[str, Family]) -> tuple[di
             for a, b in ties:
                 classes.union(a, b)
     order = {n.name: i for i, n in enumerate(tg.nodes)}
-    need = [  # in graph order: (output's class, input's class, weight bytes)
-        (classes.find(f.conv.outputs[0]), classes.find(f.conv.inputs[0]), tg.tensor(w).nbytes)
+    need = [  # in graph order: (output's class, input's class, weight bytes, its tile size)
+        (classes.find(f.conv.outputs[0]), classes.find(f.conv.inputs[0]), tg.tensor(w).nbytes, sizes.of(w))
         for w, f in sorted(big_w.items(), key=lambda wf: order[wf[1].conv.name])
     ]
     return _eligible(tg, classes), need
 
 
-Need = list[tuple[str, str, int]]  # big weights: (output's class, input's class, bytes), in graph order
+Need = list[tuple[str, str, int, int]]  # big weights: (output's class, input's class, bytes, tile size)
 
 
 def plan_tiles(
-    tg: Graph, tile_bytes: int, fams: Mapping[str, Family] | None = None
+    tg: Graph, tile_bytes: int | TileSizes, fams: Mapping[str, Family] | None = None
 ) -> dict[str, tuple[int, ...]]:
     """Channel bounds of every tensor to tile: the classes that channelwise and per-channel nodes link
     whose biggest tensor exceeds ``tile_bytes`` (and that :func:`_eligible` allows). A family's
     (:func:`families`) tensors that must share tiles are linked too, when all their classes may be tiled;
     a family whose weight exceeds ``tile_bytes`` has its output's class cut into at least as many tiles as
     its weight has tile sizes, so the weight's blocks fit a tile. A grouped family's classes are cut at its
-    group bounds, and both when either is (:func:`_group_cells`)."""
-    if tile_bytes < 1:
-        raise PoetError(f"tile size must be positive, got {tile_bytes} bytes")
+    group bounds, and both when either is (:func:`_group_cells`). ``tile_bytes``: one size, or a size per
+    tensor (:class:`TileSizes`: a class takes its members' smallest)."""
+    sizes = _sizes(tile_bytes)
     fams = fams or {}
-    return _channel_bounds(tg, tile_bytes, *_classes(tg, tile_bytes, fams), fams)
+    return _channel_bounds(tg, sizes, *_classes(tg, sizes, fams), fams)
 
 
 def _channel_bounds(
     tg: Graph,
-    tile_bytes: int,
+    sizes: TileSizes,
     eligible: Mapping[str, list[str]],
     need: Need,
     fams: Mapping[str, Family],
@@ -536,10 +577,10 @@ def _channel_bounds(
         floats = [t for t in names if tg.tensor(t).dtype == "float32" and len(tg.shape(t)) >= 3]
         big = max(tg.tensor(t).nbytes for t in names)
         chans[root] = c = tg.shape(floats[0])[1]
-        k[root] = min(c, -(-big // tile_bytes))
-    for y, x, nbytes in need:
+        k[root] = min(c, -(-big // sizes.least(names)))
+    for y, x, nbytes, size in need:
         if y in k:
-            k[y] = min(chans[y], max(k[y], -(-nbytes // (tile_bytes * k.get(x, 1)))))
+            k[y] = min(chans[y], max(k[y], -(-nbytes // (size * k.get(x, 1)))))
     cells, linked = _group_cells(tg, fams, eligible)
     _settle(k, chans, linked)
     frames = _view_frames(tg, eligible, _channel_views(tg), k)
@@ -734,7 +775,7 @@ MIN_ROWS = 4  # rows of a row tile at least: a 3x3 window's halo stays within th
 
 def plan_rows(
     tg: Graph,
-    tile_bytes: int,
+    tile_bytes: int | TileSizes,
     tiles: Mapping[str, tuple[int, ...]],
     fams: Mapping[str, Family] | None = None,
     eligible: Mapping[str, list[str]] | None = None,
@@ -747,10 +788,12 @@ def plan_rows(
     (:func:`_pool_cuts`), and their largest channel tile exceeds ``tile_bytes``. A convolution or a pool
     reads the rows its output rows need (a halo of its neighbouring tiles) through a window: a Slice, or a
     Concat of tiles and slices, along the rows.
-    ``eligible``: the channel classes that may be tiled, when :func:`_classes` already found them."""
+    ``eligible``: the channel classes that may be tiled, when :func:`_classes` already found them.
+    ``tile_bytes``: one size, or a size per tensor (a row class takes its members' smallest)."""
+    sizes = _sizes(tile_bytes)
     fams = fams or {}
     if eligible is None:
-        eligible = _classes(tg, tile_bytes, fams)[0]
+        eligible = _classes(tg, sizes, fams)[0]
     may = {t for names in eligible.values() for t in names}
     rows = _Classes()
     pooled: set[str] = set()
@@ -786,7 +829,7 @@ def plan_rows(
             continue
         widest = max(_widest(tiles.get(t, (0, tg.shape(t)[1]))) for t in floats)
         per = shape[0] * widest * shape[2] * shape[3] * 4
-        k = min(-(-per // tile_bytes), shape[2] // MIN_ROWS)
+        k = min(-(-per // sizes.least(names)), shape[2] // MIN_ROWS)
         if k < 2:
             continue
         bounds = tuple(i * shape[2] // k for i in range(k + 1))
@@ -806,21 +849,21 @@ def _widest(bounds: Sequence[int]) -> int:
     return max(hi - lo for lo, hi in zip(bounds, bounds[1:], strict=False))
 
 
-def split_graph(tg: Graph, tile_bytes: int, rows: bool = True, input_rows: bool = False) -> Split:
+def split_graph(tg: Graph, tile_bytes: int | TileSizes, rows: bool = True, input_rows: bool = False) -> Split:
     """The training graph with every tensor :func:`plan_tiles` picks in channel tiles, and those whose
     channel tiles still exceed ``tile_bytes`` (:func:`plan_rows`) in row tiles too; the trainable weight of
     every convolution :func:`families` can cut, whose operands are tiled, in blocks, and every Gemm /
     MatMul weight :func:`dense_families` finds that exceeds ``tile_bytes`` in blocks of its output columns
-    of at most ``tile_bytes`` each (one column each when a column alone exceeds it). ``rows``: False for
-    channel tiles only. ``input_rows``: the batch x is in storage (``--input storage``), so convolutions
-    read it through windows of its rows (Slices of x, which planning loads from storage one by one) like a
-    row-tiled tensor, instead of whole."""
+    of at most ``tile_bytes`` each (one column each when a column alone exceeds it). ``tile_bytes``: one
+    size for the whole graph, or a size per tensor (:class:`TileSizes`; :func:`split_for_floor` picks
+    them). ``rows``: False for channel tiles only. ``input_rows``: the batch x is in storage (``--input
+    storage``), so convolutions read it through windows of its rows (Slices of x, which planning loads from
+    storage one by one) like a row-tiled tensor, instead of whole."""
+    sizes = _sizes(tile_bytes)
     fams = families(tg)
-    if tile_bytes < 1:
-        raise PoetError(f"tile size must be positive, got {tile_bytes} bytes")
-    eligible, need = _classes(tg, tile_bytes, fams)  # once, for the channel and the row tiles
-    tiles = _channel_bounds(tg, tile_bytes, eligible, need, fams)
-    row_bounds = plan_rows(tg, tile_bytes, tiles, fams, eligible) if rows else {}
+    eligible, need = _classes(tg, sizes, fams)  # once, for the channel and the row tiles
+    tiles = _channel_bounds(tg, sizes, eligible, need, fams)
+    row_bounds = plan_rows(tg, sizes, tiles, fams, eligible) if rows else {}
     for t in row_bounds:  # a tensor in rows only: one channel tile (a mask: its source's channels)
         if t not in tiles:
             same = row_bounds[t]
@@ -833,11 +876,39 @@ def split_graph(tg: Graph, tile_bytes: int, rows: bool = True, input_rows: bool 
     cuts = {}
     for w, d in sorted(dense_families(tg).items()):
         m = tg.shape(w)[0 if d.rows else 1]
-        per = max(1, tile_bytes // (tg.tensor(w).nbytes // m))  # output columns in a tile (at least one)
+        per = max(1, sizes.of(w) // (tg.tensor(w).nbytes // m))  # output columns in a tile (at least one)
         k = -(-m // per)
         if k >= 2:
             cuts[w] = (d, tuple(i * m // k for i in range(k + 1)))
-    return _Rewrite(tg, tiles, fams, cuts, row_bounds, tile_bytes, input_rows).run()
+    used = _used_sizes(tg, sizes, eligible, tiles, row_bounds, cuts) if sizes.sizes else {}
+    size_of = {t: used.get(t, sizes.of(t)) for t in tg.tensors}
+    top = max(used.values(), default=sizes.default)
+    split = _Rewrite(tg, tiles, fams, cuts, row_bounds, size_of, input_rows).run()
+    return replace(split, tile_bytes=top if sizes.sizes else sizes.default, sizes=used, asked=sizes)
+
+
+def _used_sizes(
+    tg: Graph,
+    sizes: TileSizes,
+    eligible: Mapping[str, list[str]],
+    tiles: Mapping[str, tuple[int, ...]],
+    rows: Mapping[str, tuple[int, ...]],
+    cuts: Mapping[str, object],
+) -> dict[str, int]:
+    """The tile size each tiled tensor was cut to (its channel class's; a tensor in rows: the smaller of
+    that and its row class's) and each Gemm / MatMul weight in blocks (its own)."""
+    out: dict[str, int] = {}
+    for names in eligible.values():
+        least = sizes.least(names)
+        out |= {t: least for t in names if t in tiles}
+    groups: dict[int, list[str]] = {}
+    for t, b in rows.items():
+        groups.setdefault(id(b), []).append(t)
+    for names in groups.values():  # a row class's tensors share their bounds (one tuple object)
+        least = sizes.least(names)
+        out |= {t: min(out.get(t, least), least) for t in names}
+    out |= {w: sizes.of(w) for w in cuts}
+    return dict(sorted(out.items()))
 
 
 @dataclass(frozen=True)
@@ -865,10 +936,11 @@ class _Rewrite:
         fams: Mapping[str, Family],
         dense: Mapping[str, tuple[Dense, tuple[int, ...]]] | None = None,
         rows: Mapping[str, tuple[int, ...]] | None = None,
-        tile_bytes: int = 0,
+        size_of: Mapping[str, int] | None = None,
         input_rows: bool = False,
     ) -> None:
-        self.tg, self.tiles, self.rows, self.tile_bytes = tg, tiles, dict(rows or {}), tile_bytes
+        self.tg, self.tiles, self.rows, self.size_of = tg, tiles, dict(rows or {}), dict(size_of or {})
+        self.origin: dict[str, str] = {}  # node made -> the node of tg it runs (a part of)
         self.windowed = {  # whole tensors read through row windows: the batch in storage (input_rows)
             t for t in tg.inputs if input_rows and tg.tensor(t).role == Role.INPUT and len(tg.shape(t)) == 4
         }
@@ -896,7 +968,9 @@ class _Rewrite:
 
     def run(self) -> Split:
         for n in self.tg.nodes:
+            first = len(self.nodes)
             self.node(n)
+            self.origin |= {m.name: n.name for m in self.nodes[first:]}
         used = {t for n in self.nodes for t in (*n.inputs, *n.outputs)}
         keep = set(self.tg.inputs) | set(self.tg.outputs) | set(self.params) | used
         tensors = {t: v for t, v in self.tensors.items() if t in keep}
@@ -910,7 +984,14 @@ class _Rewrite:
         )
         shapes = {p: self.tg.shape(p) for p in self.blocks}
         return Split(
-            g, self.tile_bytes, dict(self.tiles), tuple(self.split), dict(self.blocks), self.rows, shapes
+            g,
+            0,
+            dict(self.tiles),
+            tuple(self.split),
+            dict(self.blocks),
+            self.rows,
+            shapes,
+            origin=self.origin,
         )
 
     def relabel(self, concat: bool, views: Sequence[_View]) -> None:
@@ -1124,7 +1205,7 @@ class _Rewrite:
         if t in self.rows or t in self.windowed:
             return False
         src = self.tile(t, j) if t in self.tiles else t
-        return self.tensors[src].nbytes > self.tile_bytes
+        return self.tensors[src].nbytes > self.size_of[t]
 
     def chain(
         self,
@@ -1689,3 +1770,147 @@ def tile_bytes_of(text: str) -> int | None:
     if n < 256:
         raise PoetError(f"--split {text}: tiles below 256 bytes would only multiply nodes; give 256B or more")
     return n
+
+
+# ---- tiles only as small as a floor needs (mixed tile sizes) ---------------------------------------------
+def node_bytes(g: Graph, stored: frozenset[str] | None = None, input_storage: bool = False) -> dict[str, int]:
+    """What each node of ``g`` needs in RAM while it runs, on top of the fixed RAM: its outputs, its
+    inputs and its workspace, each aligned, as the memory floor (memory_floor.node_need) counts them. An
+    input counts when a node makes it, when it is a trainable parameter kept in storage (``stored``; None:
+    every trainable parameter, as ``--split auto`` keeps them), or when it is the batch and the batch is in
+    storage (``input_storage``; a Slice of its rows is then a load: its output only). Parameters in RAM,
+    frozen parameters and step inputs held in RAM are fixed bytes, not counted. The floor is the fixed
+    bytes plus the largest of these (planning fuses in-place epilogues into their producers, which never
+    raises it)."""
+    kept = frozenset(g.trainable) if stored is None else stored
+    producer = g.producers()
+    x = next((t for t in g.inputs if g.tensor(t).role == Role.INPUT), None)
+    counted = set(producer) | kept | ({x} if input_storage and x is not None else set())
+    out: dict[str, int] = {}
+    for n in g.nodes:
+        outs = sum(align(g.tensor(o).nbytes) for o in n.outputs)
+        if input_storage and _batch_window(g, n, x):
+            out[n.name] = outs
+            continue
+        ins = sum(align(g.tensor(t).nbytes) for t in set(n.inputs) if t in counted)
+        work = get_op(n.op).work([g.shape(t) for t in n.inputs], [g.shape(t) for t in n.outputs], n.attrs)
+        out[n.name] = outs + ins + (align(work.workspace_bytes) if work.workspace_bytes else 0)
+    return out
+
+
+def _batch_window(g: Graph, n: Node, x: str | None) -> bool:
+    """A Slice of the batch's rows alone (planning.batch_windows): a load from storage."""
+    return (
+        x is not None
+        and len(g.shape(x)) == 4
+        and n.op == "Slice"
+        and n.inputs == (x,)
+        and tuple(cast(Sequence[int], n.attr("axes", ()))) == (2,)
+        and tuple(cast(Sequence[int], n.attr("steps", (1,)))) == (1,)
+    )
+
+
+def floor_bytes(split: Split, stored: frozenset[str] | None = None, input_storage: bool = False) -> int:
+    """The largest :func:`node_bytes` of a split graph: its memory floor without the fixed bytes.
+    ``stored``: trainable parameters of the unsplit graph kept in storage (None: all)."""
+    kept = None if stored is None else split.param_names(stored)
+    return max(node_bytes(split.graph, kept, input_storage).values(), default=0)
+
+
+def split_for_floor(
+    tg: Graph,
+    target: int,
+    input_rows: bool = False,
+    stored: frozenset[str] | None = None,
+    input_storage: bool | None = None,
+    rows: bool = True,
+    ladder: Sequence[int] = TILE_SIZES,
+    need: Callable[[Split], Mapping[str, int]] | None = None,
+) -> Split:
+    """The split of ``tg`` whose tiles are only as small as a floor of ``target`` bytes needs: no node of
+    the split graph needs more than ``target`` (:func:`node_bytes`: outputs, inputs and workspace, the
+    memory floor without the fixed bytes), and no class is cut much finer than that asks. Every tensor
+    starts at the largest size of ``ladder`` (a class takes its members' smallest, :class:`TileSizes`);
+    while some node needs more than ``target``, the tensors whose pieces weigh most in it (tiles, windows,
+    partial sums, weight blocks: :func:`_culprits`) go down to their next size, until no node does or none
+    of them can shrink. When one size for the whole graph also stays within ``target`` with fewer nodes
+    (sizes tried largest first while they take fewer nodes), that uniform split is returned instead. The
+    result may still exceed ``target`` when no size reaches it (check :func:`floor_bytes`). Deterministic.
+
+    ``stored``: trainable parameters in storage (None: all, as ``--split auto``); ``input_storage``: the
+    batch is in storage (default: ``input_rows``, which is what ``--input storage`` passes unless
+    ``--verify-paging``). ``need``: what each node of a split graph needs, by name, compared with
+    ``target`` (default: :func:`node_bytes` with ``stored`` and ``input_storage``); the compile passes the
+    planning's own count (memory_floor.node_need of the priced split graph, fixed bytes included, an
+    in-place epilogue's group counted for each of its members) and the whole floor as ``target``."""
+    if target < 1:
+        raise PoetError(f"target floor must be positive, got {target} bytes")
+    steps = sorted(set(ladder), reverse=True)
+    smaller = dict(zip(steps, steps[1:], strict=False))
+    batch = input_rows if input_storage is None else input_storage
+
+    def needs_of(split: Split) -> Mapping[str, int]:
+        if need is not None:
+            return need(split)
+        return node_bytes(split.graph, None if stored is None else split.param_names(stored), batch)
+
+    sizes: dict[str, int] = {}
+    while True:
+        split = split_graph(tg, TileSizes(steps[0], dict(sorted(sizes.items()))), rows, input_rows)
+        needs = needs_of(split)
+        over = {n: b - target for n, b in needs.items() if b > target and n in split.origin}
+        shrink = _culprits(tg, split, over, lambda t: sizes.get(t, steps[0]) in smaller)
+        if not shrink:
+            break
+        for t in shrink:
+            sizes[t] = smaller[sizes.get(t, steps[0])]
+    if max(needs.values(), default=0) > target:
+        return split
+    for size in steps:  # one size for all, when its largest size within the target takes fewer nodes
+        uniform = split_graph(tg, size, rows, input_rows)
+        if len(uniform.graph.nodes) >= len(split.graph.nodes):
+            break
+        if max(needs_of(uniform).values(), default=0) <= target:
+            return uniform
+    return split
+
+
+def _culprits(tg: Graph, split: Split, over: Mapping[str, int], can: Callable[[str], bool]) -> list[str]:
+    """The tensors of ``tg`` to cut finer, for the nodes of the split graph that need more than the target
+    (``over``: node -> bytes in excess): for each, the tensors whose pieces it reads or makes weigh most,
+    largest first, until halving them would free the excess (at least one), among those that ``can``
+    shrink; a piece (a tile, a row window, a partial sum, a weight block) counts for the tensor it is
+    part of (:func:`_source`)."""
+    g = split.graph
+    nodes = {n.name: n for n in g.nodes}
+    made = g.producers()
+    out: set[str] = set()
+    for name, excess in sorted(over.items()):
+        n = nodes[name]
+        weight: dict[str, int] = {}
+        for t in {*n.inputs, *n.outputs}:
+            src = _source(tg, t)
+            if src is not None and can(src) and (t in made or t in g.trainable or t in g.inputs):
+                weight[src] = weight.get(src, 0) + align(g.tensor(t).nbytes)
+        freed = 0
+        for src in sorted(weight, key=lambda u: (-weight[u], u)):
+            if freed >= excess:
+                break
+            out.add(src)
+            freed += weight[src] // 2
+    return sorted(out)
+
+
+def _source(tg: Graph, t: str) -> str | None:
+    """The tensor of ``tg`` that split tensor ``t`` is a piece of: ``t`` itself, or the longest name of
+    ``tg`` that ``t`` starts with followed by ``/`` (tiles ``T/t<i>``, partial sums, blocks ``W/b<i>.<j>``),
+    after a row window's ``win/`` prefix."""
+    name = t[len("win/") :] if t.startswith("win/") and t not in tg.tensors else t
+    if name in tg.tensors:
+        return name
+    cut = name.rfind("/")
+    while cut > 0:
+        if name[:cut] in tg.tensors:
+            return name[:cut]
+        cut = name.rfind("/", 0, cut)
+    return None
