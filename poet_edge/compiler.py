@@ -14,6 +14,7 @@ from poet_edge import (
     __version__,
     arena,
     autodiff,
+    batch_split,
     frontend,
     inference,
     planning,
@@ -66,6 +67,8 @@ class CompileOptions:
     training: autodiff.TrainingOptions = autodiff.PLAIN  # --fused-updates, --relu-masks (exact rewrites)
     ram_banks: tuple[int, ...] = ()  # --ram A+B: the RAM banks, ram_bytes their sum; (): one bank
     split: str = "off"  # --split: auto, off or a tile size (operator splitting, poet_edge/splitting.py)
+    # --batch-parts: the batch's parts (poet_edge/batch_split.py); None: auto (with --split auto), 1: off
+    batch_parts: int | None = None
 
     @property
     def input_rows(self) -> bool:
@@ -89,6 +92,7 @@ class Compiled:
     storage: emit.StoragePlan
     inference: tuple[inference.ModePlan, ...] = ()  # poet_predict and poet_eval_step, sharing the arena
     split: splitting.Split | None = None  # the channel tiles, when the compile split operators
+    batch: batch_split.BatchSplit | None = None  # the batch's parts (None at batch 1)
     # the (stored parameters, tile size) choices scheduled at --effort quick to pick this one (plan.json)
     compared: tuple[dict[str, object], ...] = ()
 
@@ -130,31 +134,32 @@ def plan_training(
     model = frontend.load_onnx(opts.model)
     sanity.check_onnx(model)
     g = frontend.to_ir(model, opts.batch)
-    split = opts.split != "off"
-    rows = splitting.MIN_ROWS if split else 0
-    sanity.check_graph(g, opts.ram_bytes, split, rows, opts.input_rows)  # before any per-element work
+    training = Training(g, opts)
+    _check_graph(training, opts)  # before any per-element work
     phase("training graph")
-    tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train), opts.optimizer, opts.training)
+    tg = training.graph(1)[1]
     profile = load_profile(opts.device)
     if flash_warning := sanity.flash_excess(tg, profile):
         print(f"poet: warning: {flash_warning}", file=sys.stderr)
     reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
     log(f"training graph: {len(tg.nodes)} nodes ({sum(n.phase == Phase.FORWARD for n in tg.nodes)} forward)")
-    candidates = plan_choices(tg, reserve, profile, opts)
+    candidates = plan_choices(training, reserve, profile, opts)
     # several choices: compared at the quick effort, the chosen one then planned at the asked effort
     probe = replace(opts, milp=replace(opts.milp, effort="quick")) if len(candidates) > 1 else opts
     best: tuple[Compiled, Choice] | None = None
     compared: list[dict[str, object]] = []
     for k, choice in enumerate(candidates):
-        stored, tile = choice
+        stored, tile, parts = choice
         if stored:
             log(
                 f"parameters in storage ({k + 1} of {len(candidates)} choices): {len(stored)} of "
                 f"{len(tg.trainable)}, {fmt_bytes(sum(tg.tensor(p).nbytes for p in stored))}"
             )
         row: dict[str, object] = {"stored_parameters": len(stored), "tile_bytes": tile}
+        if training.batch > 1:
+            row["batch_parts"] = parts
         try:
-            c = _plan_choice(g, tg, profile, reserve, choice, probe, limit, began, phase, log)
+            c = _plan_choice(training, profile, reserve, choice, probe, limit, began, phase, log)
         except PoetError as e:
             compared.append({**row, "energy_j": None, "error": str(e)})
             if best is None and k == len(candidates) - 1:
@@ -173,17 +178,75 @@ def plan_training(
             f"parameters in storage: {len(chosen[0])} of {len(tg.trainable)}{tiles} "
             "(the least energy at --effort quick)"
         )
-        compiled = _plan_choice(g, tg, profile, reserve, chosen, opts, limit, began, phase, log)
+        compiled = _plan_choice(training, profile, reserve, chosen, opts, limit, began, phase, log)
     limit.begin(None)
     return replace(compiled, compared=tuple(compared) if len(candidates) > 1 else ())
 
 
-Choice = tuple[frozenset[str], int | None]  # (parameters kept in storage, tile size or None: no splitting)
+# (parameters kept in storage, tile size or None: no operator splitting, the batch's parts: 1 is unsplit)
+Choice = tuple[frozenset[str], int | None, int]
+
+
+class Training:
+    """The forward and training graphs of a compile, with the batch in any number of parts (each built
+    once, on first use). The trained parameters are chosen on the unsplit graph (a split keeps them)."""
+
+    def __init__(self, g: Graph, opts: CompileOptions) -> None:
+        self.g, self.opts = g, opts
+        self.batch = frontend.graph_batch(g)
+        self.chosen = trainable.select(g, opts.train)
+        self._made: dict[int, tuple[batch_split.BatchSplit, Graph]] = {}
+
+    def split(self, parts: int) -> batch_split.BatchSplit:
+        return self._make(parts)[0]
+
+    def graph(self, parts: int) -> tuple[Graph, Graph]:
+        """(forward graph, training graph) with the batch in ``parts`` parts."""
+        s, tg = self._make(parts)
+        return s.graph, tg
+
+    def _make(self, parts: int) -> tuple[batch_split.BatchSplit, Graph]:
+        if parts not in self._made:
+            s = batch_split.split_batch(self.g, parts)
+            o = self.opts
+            tg = autodiff.training_graph(s.graph, o.loss, self.chosen, o.optimizer, o.training)
+            self._made[parts] = s, tg
+        return self._made[parts]
+
+    def max_parts(self) -> int:
+        """The most parts the options allow: --batch-parts K, else (auto, with --split auto) the batch."""
+        if self.opts.split == "off":
+            return 1
+        if self.opts.batch_parts is not None:
+            return self.opts.batch_parts
+        return self.batch if self.opts.split == "auto" else 1
+
+
+def _check_graph(training: Training, opts: CompileOptions) -> None:
+    """sanity.check_graph on the model; when a tensor is too big for the budget, on the model with the batch
+    in the most parts the options allow (a part's tensors must fit then), and the error says so."""
+    split = opts.split != "off"
+    rows = splitting.MIN_ROWS if split else 0
+    asked = 1 if opts.batch_parts is None else opts.batch_parts
+    batch_split.part_sizes(training.batch, asked)  # --batch-parts 0 or above the batch
+    if opts.split == "off" and asked > 1:
+        raise PoetError(f"--batch-parts {opts.batch_parts} splits the batch, --split off splits nothing")
+    try:
+        sanity.check_graph(training.g, opts.ram_bytes, split, rows, opts.input_rows)
+    except PoetError as e:
+        k = training.max_parts() if opts.split != "off" else training.batch
+        if k <= 1:
+            raise
+        try:
+            sanity.check_graph(training.split(k).graph, opts.ram_bytes, split, rows, opts.input_rows)
+        except PoetError:
+            raise PoetError(f"{e}; with the batch in {k} parts too") from None
+        if opts.split == "off":
+            raise PoetError(f"{e}; --split auto can run the batch in {k} parts (--batch-parts)") from None
 
 
 def _plan_choice(
-    g: Graph,
-    tg: Graph,
+    training: Training,
     profile: Profile,
     reserve: int,
     choice: Choice,
@@ -193,10 +256,21 @@ def _plan_choice(
     phase: Callable[[str], None],
     log: Callable[[str], None],
 ) -> Compiled:
-    """:func:`_plan_stored` on the training graph, split into tiles of ``choice[1]`` bytes when given."""
-    stored, tile = choice
+    """:func:`_plan_stored` on the training graph with the batch in ``choice[2]`` parts, split into tiles of
+    ``choice[1]`` bytes when given."""
+    stored, tile, parts = choice
+    g, tg = training.graph(parts)
+    bs = training.split(parts) if training.batch > 1 else None
+    if parts > 1:
+        s = training.split(parts)
+        log(
+            f"batch split: {parts} parts of {'/'.join(map(str, s.sizes))} samples, {len(s.replicated)} "
+            f"nodes run per part, joined at {', '.join(s.joined) or 'nothing'}; {len(tg.nodes)} nodes"
+        )
+    hint = _batch_hint(training, reserve, profile, opts, parts)
     if tile is None:
-        return _plan_stored(g, tg, profile, reserve, stored, opts, limit, began, phase, log)
+        c = _plan_stored(g, tg, profile, reserve, stored, opts, limit, began, phase, log, hint)
+        return replace(c, batch=bs)
     split = splitting.split_graph(tg, tile, input_rows=opts.input_rows)
     log(
         f"operator splitting: {len(split.tiles)} tensors in tiles of at most {fmt_bytes(tile)}"
@@ -207,32 +281,64 @@ def _plan_choice(
         n = sum(len(b) for b in split.blocks.values())
         log(f"operator splitting: {len(split.blocks)} parameters cut into {n} blocks (docs/splitting.md)")
     stored = split.param_names(stored)
-    c = _plan_stored(g, split.graph, profile, reserve, stored, opts, limit, began, phase, log)
-    return replace(c, split=split)
+    c = _plan_stored(g, split.graph, profile, reserve, stored, opts, limit, began, phase, log, hint)
+    return replace(c, split=split, batch=bs)
 
 
-def _split_floor(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions, choice: Choice) -> int:
-    stored, tile = choice
-    if tile is None:
-        return _stored_floor(tg, reserve, profile, opts, stored)
-    split = splitting.split_graph(tg, tile, input_rows=opts.input_rows)
-    return _stored_floor(split.graph, reserve, profile, opts, split.param_names(stored))
+def plan_choices(training: Training, reserve: int, profile: Profile, opts: CompileOptions) -> list[Choice]:
+    """The (stored parameters, tile size, batch parts) choices the compile schedules, the least energy kept.
 
-
-def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions) -> list[Choice]:
-    """The (stored parameters, tile size) pairs the compile schedules, the least energy kept.
-
-    --split off: :func:`stored_candidates` unsplit. A tile size: the same choices, split. auto: unsplit when
-    one of those fits the budget; else every trainable parameter in storage (none with --params ram) and the
-    largest tile size of ``splitting.TILE_SIZES`` whose floor fits, and half of it (smaller tiles: more room
-    for the scheduler, more nodes); unsplit when no size fits (the floor error then says so)."""
-    stored = stored_candidates(tg, reserve, profile, opts)
+    --split off: :func:`stored_candidates` unsplit. A tile size: the same choices, split (the batch in
+    --batch-parts parts, 1 unless given). --batch-parts K with --split auto: :func:`_tile_choices` with the
+    batch in K parts. auto: unsplit when one of :func:`stored_candidates` fits the budget; else (batch > 1)
+    the fewest batch parts, 2 up to the batch, whose floor fits, with their stored candidates; else the
+    batch in as many parts as samples with channel / row tiles (:func:`_tile_choices`); else tiles of the
+    whole batch; unsplit when nothing fits (the floor error then says so)."""
     size = splitting.tile_bytes_of(opts.split)
     if opts.split == "off" or size is not None:
-        return [(s, size) for s in stored]
+        parts = 1 if opts.split == "off" else opts.batch_parts or 1
+        tg = training.graph(parts)[1]
+        return [(s, size, parts) for s in stored_candidates(tg, reserve, profile, opts)]
+    if opts.batch_parts is not None:
+        return _tile_choices(training, reserve, profile, opts, opts.batch_parts, True)
+    tg = training.graph(1)[1]
+    stored = stored_candidates(tg, reserve, profile, opts)
     if any(_stored_floor(tg, reserve, profile, opts, s) <= opts.ram_bytes for s in stored):
-        return [(s, None) for s in stored]
-    keep = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
+        return [(s, None, 1) for s in stored]
+    for parts in range(2, training.max_parts() + 1):
+        if _parts_floor(training, reserve, profile, opts, parts) <= opts.ram_bytes:
+            tg = training.graph(parts)[1]
+            return [(s, None, parts) for s in stored_candidates(tg, reserve, profile, opts)]
+    for parts in dict.fromkeys((training.max_parts(), 1)):
+        found = _tile_choices(training, reserve, profile, opts, parts, False)
+        if found:
+            return found
+    return [(s, None, 1) for s in stored]
+
+
+def _keep(tg: Graph, opts: CompileOptions) -> frozenset[str]:
+    """The parameters in storage where splitting is needed: all of them (none with --params ram)."""
+    return frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
+
+
+def _parts_floor(training: Training, reserve: int, profile: Profile, opts: CompileOptions, parts: int) -> int:
+    """The lowest floor with the batch in ``parts`` parts, no tiles (every parameter kept in storage)."""
+    tg = training.graph(parts)[1]
+    return _stored_floor(tg, reserve, profile, opts, _keep(tg, opts))
+
+
+def _tile_choices(
+    training: Training, reserve: int, profile: Profile, opts: CompileOptions, parts: int, fallback: bool
+) -> list[Choice]:
+    """With the batch in ``parts`` parts: unsplit when a stored candidate fits the budget; else the largest
+    tile size of ``splitting.TILE_SIZES`` whose floor fits, and half of it (smaller tiles: more room for the
+    scheduler, more nodes), every trainable parameter in storage (none with --params ram). When no size
+    fits: the unsplit candidates with ``fallback`` (their floor is then the error), else none."""
+    tg = training.graph(parts)[1]
+    stored = stored_candidates(tg, reserve, profile, opts)
+    if any(_stored_floor(tg, reserve, profile, opts, s) <= opts.ram_bytes for s in stored):
+        return [(s, None, parts) for s in stored]
+    keep = _keep(tg, opts)
     fits: list[int] = []
     for split in splitting.splits(tg, opts.input_rows):  # largest first, up to two
         floor = _stored_floor(split.graph, reserve, profile, opts, split.param_names(keep))
@@ -240,7 +346,7 @@ def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions
             fits.append(split.tile_bytes)
         if len(fits) == 2:
             break
-    return [(keep, t) for t in fits] or [(s, None) for s in stored]
+    return [(keep, t, parts) for t in fits] or ([(s, None, parts) for s in stored] if fallback else [])
 
 
 def _plan_stored(
@@ -254,8 +360,10 @@ def _plan_stored(
     began: float,
     phase: Callable[[str], None],
     log: Callable[[str], None],
+    batch_hint: Callable[[int], str] = lambda floor: "",
 ) -> Compiled:
-    """Schedule, arena, simulation and inference plans with the parameters ``stored`` in storage."""
+    """Schedule, arena, simulation and inference plans with the parameters ``stored`` in storage
+    (``batch_hint(floor)``: what batch parts would do, for the floor error)."""
     spec = planning.spec_from_graph(tg, reserve, opts.input, stored)
     problem = planning.price(spec, profile, opts.ram_bytes)
     problem = replace(problem, max_latency_s=max_latency_s(opts.max_latency, problem))
@@ -268,6 +376,7 @@ def _plan_stored(
             f"{_params_hint(tg, reserve, profile, opts, floor.bytes)}"
             f"{_rewrites_hint(g, reserve, profile, opts, floor.bytes)}"
             f"{_split_hint(tg, reserve, profile, opts, spec, floor.bytes)}"
+            f"{batch_hint(floor.bytes)}"
         )
     schedule, plan = _fit(problem, floor.bytes, spec, opts, limit, began, phase, log)
     phase("simulate")
@@ -364,6 +473,25 @@ def _split_hint(
         return ""
     how = "--split auto" if opts.split == "off" else "operator splitting (with any tile size)"
     return f"; with {how} the floor is {fmt_bytes(low.bytes)}, set by node {low.node}"
+
+
+def _batch_hint(
+    training: Training, reserve: int, profile: Profile, opts: CompileOptions, parts: int
+) -> Callable[[int], str]:
+    """For the floor error with the batch in ``parts`` parts: the floor with one sample per part (every
+    parameter in storage, no tiles), when lower, and how to get it."""
+
+    def hint(floor: int) -> str:
+        if training.batch <= 1 or parts >= training.batch:
+            return ""
+        alt = _parts_floor(training, reserve, profile, opts, training.batch)
+        if alt >= floor:
+            return ""
+        how = "--split auto --batch-parts" if opts.split == "off" else "--batch-parts"
+        n = training.batch
+        return f"; with the batch in {n} parts ({how} {n}) the floor is {fmt_bytes(alt)}"
+
+    return hint
 
 
 def _state_hint(fixed: planning.FixedRam, opts: CompileOptions) -> str:
@@ -681,6 +809,7 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
         "stored_parameters": list(planning.stored_params(c.spec)),
         "split": opts.split,
         "tiles": c.split.summary() if c.split else None,
+        **({"batch_split": c.batch.summary()} if c.batch else {}),
         "choices_compared": list(c.compared),
         "peak_ram_bytes": c.predicted_ram_bytes,
         "simulated_peak_ram_bytes": c.sim.peak_ram_bytes,
