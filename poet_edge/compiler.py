@@ -306,7 +306,7 @@ def plan_choices(training: Training, reserve: int, profile: Profile, opts: Compi
     if any(_stored_floor(tg, reserve, profile, opts, s) <= opts.ram_bytes for s in stored):
         return [(s, None, 1) for s in stored]
     for parts in range(2, training.max_parts() + 1):
-        if _parts_floor(training, reserve, profile, opts, parts) <= opts.ram_bytes:
+        if parts_floor(training, reserve, profile, opts, parts) <= opts.ram_bytes:
             tg = training.graph(parts)[1]
             return [(s, None, parts) for s in stored_candidates(tg, reserve, profile, opts)]
     for parts in dict.fromkeys((training.max_parts(), 1)):
@@ -321,7 +321,7 @@ def _keep(tg: Graph, opts: CompileOptions) -> frozenset[str]:
     return frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
 
 
-def _parts_floor(training: Training, reserve: int, profile: Profile, opts: CompileOptions, parts: int) -> int:
+def parts_floor(training: Training, reserve: int, profile: Profile, opts: CompileOptions, parts: int) -> int:
     """The lowest floor with the batch in ``parts`` parts, no tiles (every parameter kept in storage)."""
     tg = training.graph(parts)[1]
     return _stored_floor(tg, reserve, profile, opts, _keep(tg, opts))
@@ -484,7 +484,7 @@ def _batch_hint(
     def hint(floor: int) -> str:
         if training.batch <= 1 or parts >= training.batch:
             return ""
-        alt = _parts_floor(training, reserve, profile, opts, training.batch)
+        alt = parts_floor(training, reserve, profile, opts, training.batch)
         if alt >= floor:
             return ""
         how = "--split auto --batch-parts" if opts.split == "off" else "--batch-parts"

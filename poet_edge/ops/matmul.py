@@ -126,11 +126,15 @@ def check(node):
 
 def per_sample(ins, batched, attrs) -> bool:
     """A's leading dim is the batch (rows of a 2-D A, or its broadcast batch dims) when only A carries the
-    batch and B (a weight) is 2-D or broadcasts over that dim."""
+    batch and B (a weight) is 2-D or broadcasts over that dim; or both carry it as their first batch dim
+    (attention's Q·Kᵀ and P·V, same rank >= 3: each sample's matrices multiply alone)."""
     a, b = ins[0], ins[1]
+    if int(attrs.get("transA", 0)) or int(attrs.get("transB", 0)):
+        return False
+    if all(batched):
+        return len(a) == len(b) >= 3
     b_ok = len(b) <= 2 or len(b) < len(a) or b[0] == 1
-    plain = not int(attrs.get("transA", 0)) and not int(attrs.get("transB", 0))
-    return per_sample_first(ins, batched, attrs) and len(a) >= 2 and b_ok and plain
+    return per_sample_first(ins, batched, attrs) and len(a) >= 2 and b_ok
 
 
 OP = OpDef("MatMul", infer, forward, work, backward, kernel, check, per_sample=per_sample)
