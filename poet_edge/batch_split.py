@@ -24,6 +24,8 @@ from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Node, Role, Tensor
 from poet_edge.ops.concat import MAX_PIECES
 
+MAX_PARTS = 64  # the most parts: the forward graph grows k-fold (--batch-parts auto tries up to this)
+
 
 @dataclass(frozen=True)
 class BatchSplit:
@@ -248,6 +250,8 @@ def parts_wanted(text: str) -> int | None:
         raise PoetError(f"--batch-parts {text!r}: use auto or a number of parts (1 = off)") from None
     if k < 1:
         raise PoetError(f"--batch-parts {k}: the batch splits into at least 1 part (1 = off)")
+    if k > MAX_PARTS:
+        raise PoetError(f"--batch-parts {k}: at most {MAX_PARTS} parts (each part repeats the layers)")
     return k
 
 
@@ -258,5 +262,5 @@ BATCH_PARTS_HELP = (
     "the parts in another order (docs/batch_split.md). auto (default, with --split auto): only when the "
     "memory floor is above --ram, the fewest parts whose floor fits, tried before channel / row tiles, "
     "and combined with them when one sample per part is not enough; 1: off; K: always K parts "
-    "(1 <= K <= batch); --split off turns it off"
+    f"(1 <= K <= batch, K <= {MAX_PARTS}); --split off turns it off"
 )

@@ -189,12 +189,11 @@ Choice = tuple[frozenset[str], int | None, int]
 
 class Training:
     """The forward and training graphs of a compile, with the batch in any number of parts (each built
-    once, on first use). The trained parameters are chosen on the unsplit graph (a split keeps them)."""
+    once, on first use)."""
 
     def __init__(self, g: Graph, opts: CompileOptions) -> None:
         self.g, self.opts = g, opts
         self.batch = frontend.graph_batch(g)
-        self.chosen = trainable.select(g, opts.train)
         self._made: dict[int, tuple[batch_split.BatchSplit, Graph]] = {}
 
     def split(self, parts: int) -> batch_split.BatchSplit:
@@ -209,7 +208,8 @@ class Training:
         if parts not in self._made:
             s = batch_split.split_batch(self.g, parts)
             o = self.opts
-            tg = autodiff.training_graph(s.graph, o.loss, self.chosen, o.optimizer, o.training)
+            chosen = trainable.select(self.g, o.train)  # on the unsplit graph (the parameters are shared)
+            tg = autodiff.training_graph(s.graph, o.loss, chosen, o.optimizer, o.training)
             self._made[parts] = s, tg
         return self._made[parts]
 
@@ -219,7 +219,7 @@ class Training:
             return 1
         if self.opts.batch_parts is not None:
             return self.opts.batch_parts
-        return self.batch if self.opts.split == "auto" else 1
+        return min(self.batch, batch_split.MAX_PARTS) if self.opts.split == "auto" else 1
 
 
 def _check_graph(training: Training, opts: CompileOptions) -> None:
@@ -227,14 +227,14 @@ def _check_graph(training: Training, opts: CompileOptions) -> None:
     in the most parts the options allow (a part's tensors must fit then), and the error says so."""
     split = opts.split != "off"
     rows = splitting.MIN_ROWS if split else 0
-    asked = 1 if opts.batch_parts is None else opts.batch_parts
+    asked = 1 if opts.batch_parts is None else batch_split.parts_wanted(str(opts.batch_parts))
     batch_split.part_sizes(training.batch, asked)  # --batch-parts 0 or above the batch
     if opts.split == "off" and asked > 1:
         raise PoetError(f"--batch-parts {opts.batch_parts} splits the batch, --split off splits nothing")
     try:
         sanity.check_graph(training.g, opts.ram_bytes, split, rows, opts.input_rows)
     except PoetError as e:
-        k = training.max_parts() if opts.split != "off" else training.batch
+        k = training.max_parts() if opts.split != "off" else min(training.batch, batch_split.MAX_PARTS)
         if k <= 1:
             raise
         try:

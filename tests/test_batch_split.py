@@ -217,6 +217,8 @@ def test_bad_batch_parts(tmp_path):
     assert r.returncode == 2 and "--batch-parts 0: the batch splits into at least 1 part" in r.stderr
     r = poet("compile", path, "--device", "host", "--ram", "1MB", "--batch-parts", "two")
     assert r.returncode == 2 and "use auto or a number of parts" in r.stderr
+    with pytest.raises(PoetError, match="at most 64 parts"):
+        batch_split.parts_wanted("65")
     r = poet("compile", "--help")
     assert "--batch-parts" in r.stdout and "docs/batch_split.md" in r.stdout
 
