@@ -143,7 +143,7 @@ def plan_training(
         print(f"poet: warning: {flash_warning}", file=sys.stderr)
     reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
     log(f"training graph: {len(tg.nodes)} nodes ({sum(n.phase == Phase.FORWARD for n in tg.nodes)} forward)")
-    candidates = plan_choices(training, reserve, profile, opts)
+    candidates = batch_choices(training, reserve, profile, opts)
     # several choices: compared at the quick effort, the chosen one then planned at the asked effort
     probe = replace(opts, milp=replace(opts.milp, effort="quick")) if len(candidates) > 1 else opts
     best: tuple[Compiled, Choice] | None = None
@@ -185,6 +185,7 @@ def plan_training(
 
 # (parameters kept in storage, tile size or None: no operator splitting, the batch's parts: 1 is unsplit)
 Choice = tuple[frozenset[str], int | None, int]
+TileChoice = tuple[frozenset[str], int | None]  # (parameters kept in storage, tile size): plan_choices
 
 
 class Training:
@@ -227,7 +228,8 @@ def _check_graph(training: Training, opts: CompileOptions) -> None:
     in the most parts the options allow (a part's tensors must fit then), and the error says so."""
     split = opts.split != "off"
     rows = splitting.MIN_ROWS if split else 0
-    asked = 1 if opts.batch_parts is None else batch_split.parts_wanted(str(opts.batch_parts))
+    wanted = batch_split.parts_wanted(str(opts.batch_parts)) if opts.batch_parts is not None else None
+    asked = 1 if wanted is None else wanted
     batch_split.part_sizes(training.batch, asked)  # --batch-parts 0 or above the batch
     if opts.split == "off" and asked > 1:
         raise PoetError(f"--batch-parts {opts.batch_parts} splits the batch, --split off splits nothing")
@@ -285,60 +287,64 @@ def _plan_choice(
     return replace(c, split=split, batch=bs)
 
 
-def plan_choices(training: Training, reserve: int, profile: Profile, opts: CompileOptions) -> list[Choice]:
+def batch_choices(training: Training, reserve: int, profile: Profile, opts: CompileOptions) -> list[Choice]:
     """The (stored parameters, tile size, batch parts) choices the compile schedules, the least energy kept.
 
-    --split off: :func:`stored_candidates` unsplit. A tile size: the same choices, split (the batch in
-    --batch-parts parts, 1 unless given). --batch-parts K with --split auto: :func:`_tile_choices` with the
-    batch in K parts. auto: unsplit when one of :func:`stored_candidates` fits the budget; else (batch > 1)
-    the fewest batch parts, 2 up to the batch, whose floor fits, with their stored candidates; else the
-    batch in as many parts as samples with channel / row tiles (:func:`_tile_choices`); else tiles of the
-    whole batch; unsplit when nothing fits (the floor error then says so)."""
-    size = splitting.tile_bytes_of(opts.split)
-    if opts.split == "off" or size is not None:
-        parts = 1 if opts.split == "off" else opts.batch_parts or 1
-        tg = training.graph(parts)[1]
-        return [(s, size, parts) for s in stored_candidates(tg, reserve, profile, opts)]
-    if opts.batch_parts is not None:
-        return _tile_choices(training, reserve, profile, opts, opts.batch_parts, True)
+    --split off: :func:`plan_choices` of the whole batch. A tile size: :func:`plan_choices` with the batch
+    in --batch-parts parts (1 unless given); so with --batch-parts K and --split auto. auto: the whole
+    batch when one of its :func:`stored_candidates` fits the budget; else (batch > 1) the fewest parts, 2
+    up to the batch (at most ``batch_split.MAX_PARTS``), whose floor fits, with :func:`plan_choices` of
+    that graph; else one sample per part with channel / row tiles; else tiles of the whole batch; the whole
+    batch when nothing fits (the floor error then says so)."""
+    fixed = 1 if opts.split == "off" else opts.batch_parts
+    if splitting.tile_bytes_of(opts.split) is not None:
+        fixed = opts.batch_parts or 1
+    if fixed is not None:
+        return _with_parts(training, reserve, profile, opts, fixed)
     tg = training.graph(1)[1]
-    stored = stored_candidates(tg, reserve, profile, opts)
-    if any(_stored_floor(tg, reserve, profile, opts, s) <= opts.ram_bytes for s in stored):
-        return [(s, None, 1) for s in stored]
+    if any(
+        _stored_floor(tg, reserve, profile, opts, s) <= opts.ram_bytes
+        for s in stored_candidates(tg, reserve, profile, opts)
+    ):
+        return _with_parts(training, reserve, profile, opts, 1)
     for parts in range(2, training.max_parts() + 1):
         if parts_floor(training, reserve, profile, opts, parts) <= opts.ram_bytes:
-            tg = training.graph(parts)[1]
-            return [(s, None, parts) for s in stored_candidates(tg, reserve, profile, opts)]
-    for parts in dict.fromkeys((training.max_parts(), 1)):
-        found = _tile_choices(training, reserve, profile, opts, parts, False)
-        if found:
-            return found
-    return [(s, None, 1) for s in stored]
+            return _with_parts(training, reserve, profile, opts, parts)
+    most = _with_parts(training, reserve, profile, opts, training.max_parts())
+    if any(tile is not None for _, tile, _ in most):
+        return most
+    return _with_parts(training, reserve, profile, opts, 1)
 
 
-def _keep(tg: Graph, opts: CompileOptions) -> frozenset[str]:
-    """The parameters in storage where splitting is needed: all of them (none with --params ram)."""
-    return frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
+def _with_parts(
+    training: Training, reserve: int, profile: Profile, opts: CompileOptions, parts: int
+) -> list[Choice]:
+    """:func:`plan_choices` of the training graph with the batch in ``parts`` parts."""
+    return [(s, t, parts) for s, t in plan_choices(training.graph(parts)[1], reserve, profile, opts)]
 
 
 def parts_floor(training: Training, reserve: int, profile: Profile, opts: CompileOptions, parts: int) -> int:
-    """The lowest floor with the batch in ``parts`` parts, no tiles (every parameter kept in storage)."""
+    """The lowest floor with the batch in ``parts`` parts, no tiles: every trainable parameter in storage
+    (none with --params ram)."""
     tg = training.graph(parts)[1]
-    return _stored_floor(tg, reserve, profile, opts, _keep(tg, opts))
+    keep = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
+    return _stored_floor(tg, reserve, profile, opts, keep)
 
 
-def _tile_choices(
-    training: Training, reserve: int, profile: Profile, opts: CompileOptions, parts: int, fallback: bool
-) -> list[Choice]:
-    """With the batch in ``parts`` parts: unsplit when a stored candidate fits the budget; else the largest
-    tile size of ``splitting.TILE_SIZES`` whose floor fits, and half of it (smaller tiles: more room for the
-    scheduler, more nodes), every trainable parameter in storage (none with --params ram). When no size
-    fits: the unsplit candidates with ``fallback`` (their floor is then the error), else none."""
-    tg = training.graph(parts)[1]
+def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions) -> list[TileChoice]:
+    """The (stored parameters, tile size) pairs the compile schedules, the least energy kept.
+
+    --split off: :func:`stored_candidates` unsplit. A tile size: the same choices, split. auto: unsplit when
+    one of those fits the budget; else every trainable parameter in storage (none with --params ram) and the
+    largest tile size of ``splitting.TILE_SIZES`` whose floor fits, and half of it (smaller tiles: more room
+    for the scheduler, more nodes); unsplit when no size fits (the floor error then says so)."""
     stored = stored_candidates(tg, reserve, profile, opts)
+    size = splitting.tile_bytes_of(opts.split)
+    if opts.split == "off" or size is not None:
+        return [(s, size) for s in stored]
     if any(_stored_floor(tg, reserve, profile, opts, s) <= opts.ram_bytes for s in stored):
-        return [(s, None, parts) for s in stored]
-    keep = _keep(tg, opts)
+        return [(s, None) for s in stored]
+    keep = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
     fits: list[int] = []
     for split in splitting.splits(tg, opts.input_rows):  # largest first, up to two
         floor = _stored_floor(split.graph, reserve, profile, opts, split.param_names(keep))
@@ -346,7 +352,7 @@ def _tile_choices(
             fits.append(split.tile_bytes)
         if len(fits) == 2:
             break
-    return [(keep, t, parts) for t in fits] or ([(s, None, parts) for s in stored] if fallback else [])
+    return [(keep, t) for t in fits] or [(s, None) for s in stored]
 
 
 def _plan_stored(
@@ -478,17 +484,18 @@ def _split_hint(
 def _batch_hint(
     training: Training, reserve: int, profile: Profile, opts: CompileOptions, parts: int
 ) -> Callable[[int], str]:
-    """For the floor error with the batch in ``parts`` parts: the floor with one sample per part (every
-    parameter in storage, no tiles), when lower, and how to get it."""
+    """For the floor error with the batch in ``parts`` parts: the floor with the most parts (one sample
+    per part, up to ``batch_split.MAX_PARTS``; every parameter in storage, no tiles), when lower, and how
+    to get it."""
 
     def hint(floor: int) -> str:
-        if training.batch <= 1 or parts >= training.batch:
+        n = min(training.batch, batch_split.MAX_PARTS)
+        if parts >= n:
             return ""
-        alt = parts_floor(training, reserve, profile, opts, training.batch)
+        alt = parts_floor(training, reserve, profile, opts, n)
         if alt >= floor:
             return ""
         how = "--split auto --batch-parts" if opts.split == "off" else "--batch-parts"
-        n = training.batch
         return f"; with the batch in {n} parts ({how} {n}) the floor is {fmt_bytes(alt)}"
 
     return hint
