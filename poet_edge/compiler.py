@@ -14,6 +14,7 @@ from poet_edge import (
     __version__,
     arena,
     autodiff,
+    batch_split,
     frontend,
     inference,
     planning,
@@ -66,6 +67,8 @@ class CompileOptions:
     training: autodiff.TrainingOptions = autodiff.PLAIN  # --fused-updates, --relu-masks (exact rewrites)
     ram_banks: tuple[int, ...] = ()  # --ram A+B: the RAM banks, ram_bytes their sum; (): one bank
     split: str = "off"  # --split: auto, off or a tile size (operator splitting, poet_edge/splitting.py)
+    # --batch-parts: the batch's parts (poet_edge/batch_split.py); None: auto (with --split auto), 1: off
+    batch_parts: int | None = None
 
     @property
     def input_rows(self) -> bool:
@@ -89,6 +92,7 @@ class Compiled:
     storage: emit.StoragePlan
     inference: tuple[inference.ModePlan, ...] = ()  # poet_predict and poet_eval_step, sharing the arena
     split: splitting.Split | None = None  # the channel tiles, when the compile split operators
+    batch: batch_split.BatchSplit | None = None  # the batch's parts (None at batch 1)
     # the (stored parameters, tile size) choices scheduled at --effort quick to pick this one (plan.json)
     compared: tuple[dict[str, object], ...] = ()
 
@@ -130,31 +134,32 @@ def plan_training(
     model = frontend.load_onnx(opts.model)
     sanity.check_onnx(model)
     g = frontend.to_ir(model, opts.batch)
-    split = opts.split != "off"
-    rows = splitting.MIN_ROWS if split else 0
-    sanity.check_graph(g, opts.ram_bytes, split, rows, opts.input_rows)  # before any per-element work
+    training = Training(g, opts)
+    _check_graph(training, opts)  # before any per-element work
     phase("training graph")
-    tg = autodiff.training_graph(g, opts.loss, trainable.select(g, opts.train), opts.optimizer, opts.training)
+    tg = training.graph(1)[1]
     profile = load_profile(opts.device)
     if flash_warning := sanity.flash_excess(tg, profile):
         print(f"poet: warning: {flash_warning}", file=sys.stderr)
     reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
     log(f"training graph: {len(tg.nodes)} nodes ({sum(n.phase == Phase.FORWARD for n in tg.nodes)} forward)")
-    candidates = plan_choices(tg, reserve, profile, opts)
+    candidates = batch_choices(training, reserve, profile, opts)
     # several choices: compared at the quick effort, the chosen one then planned at the asked effort
     probe = replace(opts, milp=replace(opts.milp, effort="quick")) if len(candidates) > 1 else opts
     best: tuple[Compiled, Choice] | None = None
     compared: list[dict[str, object]] = []
     for k, choice in enumerate(candidates):
-        stored, tile = choice
+        stored, tile, parts = choice
         if stored:
             log(
                 f"parameters in storage ({k + 1} of {len(candidates)} choices): {len(stored)} of "
                 f"{len(tg.trainable)}, {fmt_bytes(sum(tg.tensor(p).nbytes for p in stored))}"
             )
         row: dict[str, object] = {"stored_parameters": len(stored), "tile_bytes": tile}
+        if training.batch > 1:
+            row["batch_parts"] = parts
         try:
-            c = _plan_choice(g, tg, profile, reserve, choice, probe, limit, began, phase, log)
+            c = _plan_choice(training, profile, reserve, choice, probe, limit, began, phase, log)
         except PoetError as e:
             compared.append({**row, "energy_j": None, "error": str(e)})
             if best is None and k == len(candidates) - 1:
@@ -173,17 +178,77 @@ def plan_training(
             f"parameters in storage: {len(chosen[0])} of {len(tg.trainable)}{tiles} "
             "(the least energy at --effort quick)"
         )
-        compiled = _plan_choice(g, tg, profile, reserve, chosen, opts, limit, began, phase, log)
+        compiled = _plan_choice(training, profile, reserve, chosen, opts, limit, began, phase, log)
     limit.begin(None)
     return replace(compiled, compared=tuple(compared) if len(candidates) > 1 else ())
 
 
-Choice = tuple[frozenset[str], int | None]  # (parameters kept in storage, tile size or None: no splitting)
+# (parameters kept in storage, tile size or None: no operator splitting, the batch's parts: 1 is unsplit)
+Choice = tuple[frozenset[str], int | None, int]
+TileChoice = tuple[frozenset[str], int | None]  # (parameters kept in storage, tile size): plan_choices
+
+
+class Training:
+    """The forward and training graphs of a compile, with the batch in any number of parts (each built
+    once, on first use)."""
+
+    def __init__(self, g: Graph, opts: CompileOptions) -> None:
+        self.g, self.opts = g, opts
+        self.batch = frontend.graph_batch(g)
+        self._made: dict[int, tuple[batch_split.BatchSplit, Graph]] = {}
+
+    def split(self, parts: int) -> batch_split.BatchSplit:
+        return self._make(parts)[0]
+
+    def graph(self, parts: int) -> tuple[Graph, Graph]:
+        """(forward graph, training graph) with the batch in ``parts`` parts."""
+        s, tg = self._make(parts)
+        return s.graph, tg
+
+    def _make(self, parts: int) -> tuple[batch_split.BatchSplit, Graph]:
+        if parts not in self._made:
+            s = batch_split.split_batch(self.g, parts)
+            o = self.opts
+            chosen = trainable.select(self.g, o.train)  # on the unsplit graph (the parameters are shared)
+            tg = autodiff.training_graph(s.graph, o.loss, chosen, o.optimizer, o.training)
+            self._made[parts] = s, tg
+        return self._made[parts]
+
+    def max_parts(self) -> int:
+        """The most parts the options allow: --batch-parts K, else (auto, with --split auto) the batch."""
+        if self.opts.split == "off":
+            return 1
+        if self.opts.batch_parts is not None:
+            return self.opts.batch_parts
+        return min(self.batch, batch_split.MAX_PARTS) if self.opts.split == "auto" else 1
+
+
+def _check_graph(training: Training, opts: CompileOptions) -> None:
+    """sanity.check_graph on the model; when a tensor is too big for the budget, on the model with the batch
+    in the most parts the options allow (a part's tensors must fit then), and the error says so."""
+    split = opts.split != "off"
+    rows = splitting.MIN_ROWS if split else 0
+    wanted = batch_split.parts_wanted(str(opts.batch_parts)) if opts.batch_parts is not None else None
+    asked = 1 if wanted is None else wanted
+    batch_split.part_sizes(training.batch, asked)  # --batch-parts 0 or above the batch
+    if opts.split == "off" and asked > 1:
+        raise PoetError(f"--batch-parts {opts.batch_parts} splits the batch, --split off splits nothing")
+    try:
+        sanity.check_graph(training.g, opts.ram_bytes, split, rows, opts.input_rows)
+    except PoetError as e:
+        k = training.max_parts() if opts.split != "off" else min(training.batch, batch_split.MAX_PARTS)
+        if k <= 1:
+            raise
+        try:
+            sanity.check_graph(training.split(k).graph, opts.ram_bytes, split, rows, opts.input_rows)
+        except PoetError:
+            raise PoetError(f"{e}; with the batch in {k} parts too") from None
+        if opts.split == "off":
+            raise PoetError(f"{e}; --split auto can run the batch in {k} parts (--batch-parts)") from None
 
 
 def _plan_choice(
-    g: Graph,
-    tg: Graph,
+    training: Training,
     profile: Profile,
     reserve: int,
     choice: Choice,
@@ -193,10 +258,21 @@ def _plan_choice(
     phase: Callable[[str], None],
     log: Callable[[str], None],
 ) -> Compiled:
-    """:func:`_plan_stored` on the training graph, split into tiles of ``choice[1]`` bytes when given."""
-    stored, tile = choice
+    """:func:`_plan_stored` on the training graph with the batch in ``choice[2]`` parts, split into tiles of
+    ``choice[1]`` bytes when given."""
+    stored, tile, parts = choice
+    g, tg = training.graph(parts)
+    bs = training.split(parts) if training.batch > 1 else None
+    if parts > 1:
+        s = training.split(parts)
+        log(
+            f"batch split: {parts} parts of {'/'.join(map(str, s.sizes))} samples, {len(s.replicated)} "
+            f"nodes run per part, joined at {', '.join(s.joined) or 'nothing'}; {len(tg.nodes)} nodes"
+        )
+    hint = _batch_hint(training, reserve, profile, opts, parts)
     if tile is None:
-        return _plan_stored(g, tg, profile, reserve, stored, opts, limit, began, phase, log)
+        c = _plan_stored(g, tg, profile, reserve, stored, opts, limit, began, phase, log, hint)
+        return replace(c, batch=bs)
     split = splitting.split_graph(tg, tile, input_rows=opts.input_rows)
     log(
         f"operator splitting: {len(split.tiles)} tensors in tiles of at most {fmt_bytes(tile)}"
@@ -207,19 +283,55 @@ def _plan_choice(
         n = sum(len(b) for b in split.blocks.values())
         log(f"operator splitting: {len(split.blocks)} parameters cut into {n} blocks (docs/splitting.md)")
     stored = split.param_names(stored)
-    c = _plan_stored(g, split.graph, profile, reserve, stored, opts, limit, began, phase, log)
-    return replace(c, split=split)
+    c = _plan_stored(g, split.graph, profile, reserve, stored, opts, limit, began, phase, log, hint)
+    return replace(c, split=split, batch=bs)
 
 
-def _split_floor(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions, choice: Choice) -> int:
-    stored, tile = choice
-    if tile is None:
-        return _stored_floor(tg, reserve, profile, opts, stored)
-    split = splitting.split_graph(tg, tile, input_rows=opts.input_rows)
-    return _stored_floor(split.graph, reserve, profile, opts, split.param_names(stored))
+def batch_choices(training: Training, reserve: int, profile: Profile, opts: CompileOptions) -> list[Choice]:
+    """The (stored parameters, tile size, batch parts) choices the compile schedules, the least energy kept.
+
+    --split off: :func:`plan_choices` of the whole batch. A tile size: :func:`plan_choices` with the batch
+    in --batch-parts parts (1 unless given); so with --batch-parts K and --split auto. auto: the whole
+    batch when one of its :func:`stored_candidates` fits the budget; else (batch > 1) the fewest parts, 2
+    up to the batch (at most ``batch_split.MAX_PARTS``), whose floor fits, with :func:`plan_choices` of
+    that graph; else one sample per part with channel / row tiles; else tiles of the whole batch; the whole
+    batch when nothing fits (the floor error then says so)."""
+    fixed = 1 if opts.split == "off" else opts.batch_parts
+    if splitting.tile_bytes_of(opts.split) is not None:
+        fixed = opts.batch_parts or 1
+    if fixed is not None:
+        return _with_parts(training, reserve, profile, opts, fixed)
+    tg = training.graph(1)[1]
+    if any(
+        _stored_floor(tg, reserve, profile, opts, s) <= opts.ram_bytes
+        for s in stored_candidates(tg, reserve, profile, opts)
+    ):
+        return _with_parts(training, reserve, profile, opts, 1)
+    for parts in range(2, training.max_parts() + 1):
+        if parts_floor(training, reserve, profile, opts, parts) <= opts.ram_bytes:
+            return _with_parts(training, reserve, profile, opts, parts)
+    most = _with_parts(training, reserve, profile, opts, training.max_parts())
+    if any(tile is not None for _, tile, _ in most):
+        return most
+    return _with_parts(training, reserve, profile, opts, 1)
 
 
-def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions) -> list[Choice]:
+def _with_parts(
+    training: Training, reserve: int, profile: Profile, opts: CompileOptions, parts: int
+) -> list[Choice]:
+    """:func:`plan_choices` of the training graph with the batch in ``parts`` parts."""
+    return [(s, t, parts) for s, t in plan_choices(training.graph(parts)[1], reserve, profile, opts)]
+
+
+def parts_floor(training: Training, reserve: int, profile: Profile, opts: CompileOptions, parts: int) -> int:
+    """The lowest floor with the batch in ``parts`` parts, no tiles: every trainable parameter in storage
+    (none with --params ram)."""
+    tg = training.graph(parts)[1]
+    keep = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
+    return _stored_floor(tg, reserve, profile, opts, keep)
+
+
+def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions) -> list[TileChoice]:
     """The (stored parameters, tile size) pairs the compile schedules, the least energy kept.
 
     --split off: :func:`stored_candidates` unsplit. A tile size: the same choices, split. auto: unsplit when
@@ -254,8 +366,10 @@ def _plan_stored(
     began: float,
     phase: Callable[[str], None],
     log: Callable[[str], None],
+    batch_hint: Callable[[int], str] = lambda floor: "",
 ) -> Compiled:
-    """Schedule, arena, simulation and inference plans with the parameters ``stored`` in storage."""
+    """Schedule, arena, simulation and inference plans with the parameters ``stored`` in storage
+    (``batch_hint(floor)``: what batch parts would do, for the floor error)."""
     spec = planning.spec_from_graph(tg, reserve, opts.input, stored)
     problem = planning.price(spec, profile, opts.ram_bytes)
     problem = replace(problem, max_latency_s=max_latency_s(opts.max_latency, problem))
@@ -268,6 +382,7 @@ def _plan_stored(
             f"{_params_hint(tg, reserve, profile, opts, floor.bytes)}"
             f"{_rewrites_hint(g, reserve, profile, opts, floor.bytes)}"
             f"{_split_hint(tg, reserve, profile, opts, spec, floor.bytes)}"
+            f"{batch_hint(floor.bytes)}"
         )
     schedule, plan = _fit(problem, floor.bytes, spec, opts, limit, began, phase, log)
     phase("simulate")
@@ -364,6 +479,26 @@ def _split_hint(
         return ""
     how = "--split auto" if opts.split == "off" else "operator splitting (with any tile size)"
     return f"; with {how} the floor is {fmt_bytes(low.bytes)}, set by node {low.node}"
+
+
+def _batch_hint(
+    training: Training, reserve: int, profile: Profile, opts: CompileOptions, parts: int
+) -> Callable[[int], str]:
+    """For the floor error with the batch in ``parts`` parts: the floor with the most parts (one sample
+    per part, up to ``batch_split.MAX_PARTS``; every parameter in storage, no tiles), when lower, and how
+    to get it."""
+
+    def hint(floor: int) -> str:
+        n = min(training.batch, batch_split.MAX_PARTS)
+        if parts >= n:
+            return ""
+        alt = parts_floor(training, reserve, profile, opts, n)
+        if alt >= floor:
+            return ""
+        how = "--split auto --batch-parts" if opts.split == "off" else "--batch-parts"
+        return f"; with the batch in {n} parts ({how} {n}) the floor is {fmt_bytes(alt)}"
+
+    return hint
 
 
 def _state_hint(fixed: planning.FixedRam, opts: CompileOptions) -> str:
@@ -681,6 +816,7 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
         "stored_parameters": list(planning.stored_params(c.spec)),
         "split": opts.split,
         "tiles": c.split.summary() if c.split else None,
+        **({"batch_split": c.batch.summary()} if c.batch else {}),
         "choices_compared": list(c.compared),
         "peak_ram_bytes": c.predicted_ram_bytes,
         "simulated_peak_ram_bytes": c.sim.peak_ram_bytes,

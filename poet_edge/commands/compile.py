@@ -8,6 +8,7 @@ from pathlib import Path
 
 from poet_edge import autodiff, frontend, optimizer, planning, report
 from poet_edge.autodiff import Loss
+from poet_edge.batch_split import BATCH_PARTS_HELP, parts_wanted
 from poet_edge.commands import add_batch, add_solve_limits, warn_ram_above_device
 from poet_edge.compiler import Compiled, CompileOptions, compile_model
 from poet_edge.planning import INPUT_HELP, PARAMS_HELP, InputPlace, ParamPlace
@@ -100,6 +101,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=PARAMS_HELP,
     )
     p.add_argument("--split", type=parse_split, default="auto", metavar="auto|off|SIZE", help=SPLIT_HELP)
+    p.add_argument("--batch-parts", type=parts_wanted, default=None, metavar="auto|K", help=BATCH_PARTS_HELP)
     p.add_argument(
         "--check-inputs",
         action="store_true",
@@ -157,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         training=autodiff.options_from_args(args),
         ram_banks=banks if len(banks) > 1 else (),
         split=args.split,
+        batch_parts=args.batch_parts,
     )
     try:
         c = compile_model(opts, progress.info, () if args.no_report else (report.render,), progress.phase)

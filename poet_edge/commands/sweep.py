@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from poet_edge import autodiff, frontend, optimizer, sanity, sweep, sweep_exec
 from poet_edge.autodiff import Loss
+from poet_edge.batch_split import BATCH_PARTS_HELP, parts_wanted
 from poet_edge.commands import add_batch, add_solve_limits, warn_ram_above_device
 from poet_edge.compiler import CompileOptions
 from poet_edge.errors import PoetError
@@ -128,6 +129,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=INPUT_HELP,
     )
     p.add_argument("--split", type=parse_split, default="auto", metavar="auto|off|SIZE", help=SPLIT_HELP)
+    p.add_argument("--batch-parts", type=parts_wanted, default=None, metavar="auto|K", help=BATCH_PARTS_HELP)
     p.add_argument("--no-report", action="store_true", help="skip report.html and memory.png in each point")
     talk = p.add_mutually_exclusive_group()
     talk.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
@@ -387,6 +389,7 @@ def run(args: argparse.Namespace) -> int:
         optimizer=optimizer.from_args(args),
         training=autodiff.options_from_args(args),
         split=args.split,
+        batch_parts=args.batch_parts,
     )
     spec = sweep.Sweep(
         base,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from poet_edge.ops.base import KernelCall, OpDef, TensorArg, elementwise_work
+from poet_edge.ops.base import KernelCall, OpDef, TensorArg, elementwise_work, per_sample_broadcast
 from poet_edge.ops.broadcast import bcast_args, broadcast_shape
 
 
@@ -37,4 +37,4 @@ def kernel(node, shape):
     )
 
 
-OP = OpDef("Add", infer, forward, work, backward, kernel, channelwise=True)
+OP = OpDef("Add", infer, forward, work, backward, kernel, channelwise=True, per_sample=per_sample_broadcast)

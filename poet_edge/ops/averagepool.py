@@ -9,7 +9,7 @@ from typing import cast
 
 import numpy as np
 
-from poet_edge.ops.base import ANY, IntArg, KernelCall, OpDef, TensorArg, only
+from poet_edge.ops.base import ANY, IntArg, KernelCall, OpDef, TensorArg, only, per_sample_always
 from poet_edge.ops.pool_common import WINDOW_ATTRIBUTES, Window, kept_rows, pool_window, pool_work, with_shape
 
 
@@ -108,7 +108,17 @@ def grad_kernel(node, shape):
 
 
 ATTRIBUTES = {**WINDOW_ATTRIBUTES, "ceil_mode": only(0), "count_include_pad": ANY}
-OP = OpDef("AveragePool", infer, forward, work, backward, kernel, attributes=ATTRIBUTES, per_channel=True)
+OP = OpDef(
+    "AveragePool",
+    infer,
+    forward,
+    work,
+    backward,
+    kernel,
+    attributes=ATTRIBUTES,
+    per_channel=True,
+    per_sample=per_sample_always,
+)
 GRAD = OpDef(
     "AveragePoolGrad", grad_infer, grad_forward, grad_work, None, grad_kernel, internal=True, per_channel=True
 )

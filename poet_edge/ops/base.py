@@ -90,6 +90,11 @@ BackwardFn = Callable[["GradBuilder", "Node", Sequence[str | None], Sequence[boo
 WorkFn = Callable[[Sequence[Shape], Sequence[Shape], Attrs], Work]
 KernelFn = Callable[["Node", Callable[[str], Shape]], KernelCall]
 CheckFn = Callable[["Node"], None]
+# (input shapes, which inputs carry the batch (False: a parameter or a constant), attributes) -> whether the
+# node is per-sample: sample i of every output depends on sample i of the batched inputs alone (batch
+# splitting, poet_edge/batch_split.py, which also asks that every batched input and every output has the
+# batch N as its leading dim)
+PerSampleFn = Callable[[Sequence[Shape], Sequence[bool], Attrs], bool]
 
 
 # ---- declared ONNX attributes --------------------------------------------------------------
@@ -196,6 +201,58 @@ class OpDef:
     # (pools and their gradients): runs on channel tiles like ``channelwise``; attribute ``x_shape``, when
     # present, is an input shape and follows the tile's channel count
     per_channel: bool = False
+    # whether a node is per-sample (PerSampleFn; None: never, the conservative default): batch splitting
+    # runs such a node once per part of the batch (poet_edge/batch_split.py)
+    per_sample: PerSampleFn | None = None
+
+
+# ---- per-sample facts (OpDef.per_sample) -----------------------------------------------------
+def per_sample_always(ins: Sequence[Shape], batched: Sequence[bool], attrs: Attrs) -> bool:
+    """Elementwise ops, pools, and reshapes that keep the leading dim N (each sample a contiguous block of
+    the same size in and out, which the rewrite's leading-dim check ensures)."""
+    return True
+
+
+def per_sample_first(ins: Sequence[Shape], batched: Sequence[bool], attrs: Attrs) -> bool:
+    """Only the first input carries the batch; the others (weights, biases, statistics) are shared."""
+    return bool(batched) and batched[0] and not any(batched[1:])
+
+
+def per_sample_broadcast(ins: Sequence[Shape], batched: Sequence[bool], attrs: Attrs) -> bool:
+    """A broadcasting op: every batched input has the output's rank (its leading dim is the batch) and
+    every shared one either a lower rank or a leading 1, so it broadcasts over the batch."""
+    rank = max(len(s) for s in ins)
+    return all(
+        len(s) == rank if b else (len(s) < rank or s[0] == 1) for s, b in zip(ins, batched, strict=True)
+    )
+
+
+def _axis(value: object, rank: int) -> int:
+    a = int(value)  # type: ignore[call-overload]
+    return a + rank if a < 0 else a
+
+
+def per_sample_axis(key: str, default: int, every_input: bool = False) -> PerSampleFn:
+    """An op along attribute ``key`` (``default`` when absent) that is per-sample unless that axis is the
+    batch's: only the first input batched, or (``every_input``, Concat) all of them."""
+
+    def fn(ins: Sequence[Shape], batched: Sequence[bool], attrs: Attrs) -> bool:
+        fits = all(batched) if every_input else per_sample_first(ins, batched, attrs)
+        return fits and _axis(attrs.get(key, default), len(ins[0])) != 0
+
+    return fn
+
+
+def per_sample_axes(key: str) -> PerSampleFn:
+    """An op over the axes of attribute ``key`` of its first (only batched) input: per-sample when they
+    are given and none is the batch's (ReduceMean without axes reduces every axis)."""
+
+    def fn(ins: Sequence[Shape], batched: Sequence[bool], attrs: Attrs) -> bool:
+        axes: tuple[object, ...] = tuple(attrs.get(key, ()) or ())  # type: ignore[arg-type]
+        rank = len(ins[0])
+        return per_sample_first(ins, batched, attrs) and bool(axes) and all(_axis(a, rank) != 0 for a in axes)
+
+    return fn
 
 
 def unsupported(node: Node, what: str) -> PoetError:

@@ -24,6 +24,7 @@ from poet_edge.ops.base import (
     elementwise_work,
     f32_bytes,
     no_effect,
+    per_sample_first,
 )
 from poet_edge.ops.base import unsupported as refuse
 from poet_edge.ops.channel_sum import dims
@@ -182,6 +183,7 @@ OP = OpDef(
     check,
     frozen_inputs=frozenset({MEAN, VAR}),
     attributes=ATTRIBUTES,
+    per_sample=per_sample_first,
 )
 GRAD_INPUT = OpDef(
     "BatchNormGradInput", grad_input_infer, grad_input_forward, work, None, grad_input_kernel, internal=True

@@ -8,7 +8,17 @@ import math
 
 import numpy as np
 
-from poet_edge.ops.base import ANY, FloatArg, IntArg, KernelCall, OpDef, TensorArg, elements, f32_bytes
+from poet_edge.ops.base import (
+    ANY,
+    FloatArg,
+    IntArg,
+    KernelCall,
+    OpDef,
+    TensorArg,
+    elements,
+    f32_bytes,
+    per_sample_always,
+)
 from poet_edge.ops.base import unsupported as refuse
 from poet_edge.work import OpClass, Work
 
@@ -114,5 +124,6 @@ OP = OpDef(
     const_inputs={1: "min", 2: "max"},
     attributes={"min": ANY, "max": ANY},  # opset < 11: the bounds are attributes
     channelwise=True,
+    per_sample=per_sample_always,
 )
 GRAD = OpDef("ClipGrad", _same, grad_forward, _work, None, grad_kernel, internal=True, channelwise=True)

@@ -14,6 +14,7 @@ from poet_edge.ops.base import (
     TensorArg,
     elements,
     f32_bytes,
+    per_sample_axis,
     unsupported,
 )
 from poet_edge.ops.softmax import norm_axis
@@ -78,4 +79,14 @@ def check(node):
         raise unsupported(node, f"{len(node.inputs)} inputs (at most {MAX_PIECES})")
 
 
-OP = OpDef("Concat", infer, forward, work, backward, kernel, check, attributes={"axis": ANY})
+OP = OpDef(
+    "Concat",
+    infer,
+    forward,
+    work,
+    backward,
+    kernel,
+    check,
+    attributes={"axis": ANY},
+    per_sample=per_sample_axis("axis", 0, every_input=True),
+)

@@ -12,7 +12,16 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.kernel_model import conv_weight
-from poet_edge.ops.base import ANY, KernelCall, NullArg, OpDef, TensorArg, f32_bytes, unsupported
+from poet_edge.ops.base import (
+    ANY,
+    KernelCall,
+    NullArg,
+    OpDef,
+    TensorArg,
+    f32_bytes,
+    per_sample_first,
+    unsupported,
+)
 from poet_edge.ops.pool_common import WINDOW_ATTRIBUTES, Window, window, with_shape
 from poet_edge.work import OpClass, Work
 
@@ -216,7 +225,15 @@ def grad_weight_kernel(node, shape):
 
 
 OP = OpDef(
-    "Conv", infer, forward, work, backward, kernel, check, attributes={**WINDOW_ATTRIBUTES, "group": ANY}
+    "Conv",
+    infer,
+    forward,
+    work,
+    backward,
+    kernel,
+    check,
+    attributes={**WINDOW_ATTRIBUTES, "group": ANY},
+    per_sample=per_sample_first,
 )
 GRAD_INPUT = OpDef(
     "ConvGradInput",

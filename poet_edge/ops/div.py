@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from poet_edge.ops import elementwise
-from poet_edge.ops.base import OpDef
+from poet_edge.ops.base import OpDef, per_sample_broadcast
 from poet_edge.ops.broadcast import BIN_DIV, binary_infer, binary_kernel
 
 
@@ -21,4 +21,13 @@ def backward(gb, node, gys, needs):
     return [da, db]
 
 
-OP = OpDef("Div", binary_infer, forward, elementwise.work, backward, binary_kernel(BIN_DIV), channelwise=True)
+OP = OpDef(
+    "Div",
+    binary_infer,
+    forward,
+    elementwise.work,
+    backward,
+    binary_kernel(BIN_DIV),
+    channelwise=True,
+    per_sample=per_sample_broadcast,
+)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from poet_edge.ops import identity
-from poet_edge.ops.base import OpDef, no_effect, unsupported
+from poet_edge.ops.base import OpDef, no_effect, per_sample_always, unsupported
 
 IDENTITY = "Dropout is the identity on the device (docs/ops.md)"
 
@@ -24,4 +24,5 @@ OP = OpDef(
     check,
     const_inputs={1: "ratio", 2: "training_mode"},
     attributes={"ratio": no_effect(IDENTITY), "seed": no_effect(IDENTITY)},  # ratio: opset < 12
+    per_sample=per_sample_always,
 )

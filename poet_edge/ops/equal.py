@@ -6,7 +6,7 @@ compile-time constants (exporters' shape patterns) is folded by the frontend ins
 from __future__ import annotations
 
 from poet_edge.ops import elementwise as ew
-from poet_edge.ops.base import KernelCall, OpDef, TensorArg
+from poet_edge.ops.base import KernelCall, OpDef, TensorArg, per_sample_broadcast
 from poet_edge.ops.broadcast import bcast_args, broadcast_shape
 
 
@@ -36,4 +36,13 @@ def kernel(node, shape):
 
 
 # 14.6 instructions per element measured on qemu-cortex-m4 (4096 same-shape elements)
-OP = OpDef("Equal", infer, forward, ew.costly(14.6), backward, kernel, frozen_inputs=frozenset({0, 1}))
+OP = OpDef(
+    "Equal",
+    infer,
+    forward,
+    ew.costly(14.6),
+    backward,
+    kernel,
+    frozen_inputs=frozenset({0, 1}),
+    per_sample=per_sample_broadcast,
+)

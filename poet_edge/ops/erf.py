@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from poet_edge.ops import elementwise as ew
-from poet_edge.ops.base import OpDef
+from poet_edge.ops.base import OpDef, per_sample_always
 
 _erf = np.frompyfunc(math.erf, 1, 1)
 
@@ -32,6 +32,7 @@ OP = OpDef(
     backward,
     ew.kernel("poet_erf_f32", "erf"),
     channelwise=True,
+    per_sample=per_sample_always,
 )
 GRAD = OpDef(
     "ErfGrad",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from poet_edge.ops.base import OpDef, unsupported
+from poet_edge.ops.base import OpDef, per_sample_always, unsupported
 from poet_edge.ops.broadcast import broadcast_shape, strides_for
 from poet_edge.ops.transpose import copy_work, strided_copy
 
@@ -37,4 +37,14 @@ def check(node):
         raise unsupported(node, "shape input that is not a constant (only a constant target shape)")
 
 
-OP = OpDef("Expand", infer, forward, copy_work, backward, kernel, check, const_inputs={1: "shape"})
+OP = OpDef(
+    "Expand",
+    infer,
+    forward,
+    copy_work,
+    backward,
+    kernel,
+    check,
+    const_inputs={1: "shape"},
+    per_sample=per_sample_always,
+)

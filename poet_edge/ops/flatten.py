@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from poet_edge.ops import reshape
-from poet_edge.ops.base import ANY, OpDef, elements
+from poet_edge.ops.base import ANY, OpDef, elements, per_sample_always
 
 
 def infer(shapes, attrs):
@@ -18,5 +18,12 @@ def forward(xs, attrs):
 
 
 OP = OpDef(
-    "Flatten", infer, forward, reshape.work, reshape.backward, reshape.kernel, attributes={"axis": ANY}
+    "Flatten",
+    infer,
+    forward,
+    reshape.work,
+    reshape.backward,
+    reshape.kernel,
+    attributes={"axis": ANY},
+    per_sample=per_sample_always,
 )

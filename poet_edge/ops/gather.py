@@ -17,6 +17,7 @@ from poet_edge.ops.base import (
     TensorArg,
     elements,
     f32_bytes,
+    per_sample_axis,
     unsupported,
 )
 from poet_edge.ops.softmax import norm_axis
@@ -137,5 +138,6 @@ OP = OpDef(
     check,
     const_inputs={1: "indices"},
     attributes={"axis": ANY},
+    per_sample=per_sample_axis("axis", 0),
 )
 GRAD = OpDef("GatherGrad", grad_infer, grad_forward, grad_work, None, grad_kernel, internal=True)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from poet_edge.ops import elementwise as ew
-from poet_edge.ops.base import IntArg, OpDef, only
+from poet_edge.ops.base import IntArg, OpDef, only, per_sample_always
 from poet_edge.ops.erf import erf64
 
 _K = math.sqrt(2.0 / math.pi)  # the tanh approximation: tanh(_K (x + 0.044715 x^3))
@@ -53,6 +53,7 @@ OP = OpDef(
     ew.kernel("poet_gelu_f32", "gelu", _mode),
     attributes={"approximate": only("none", "tanh")},
     channelwise=True,
+    per_sample=per_sample_always,
 )
 GRAD = OpDef(
     "GeluGrad",

@@ -14,6 +14,7 @@ from poet_edge.ops.base import (
     OpDef,
     TensorArg,
     f32_bytes,
+    per_sample_first,
     unsupported,
 )
 from poet_edge.ops.broadcast import strides_for
@@ -38,10 +39,19 @@ def infer(shapes, attrs):
     return [(m, n)]
 
 
+def by_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` for a 2-D ``a``, one row at a time: the BLAS product's bits for a row then do not depend
+    on the other rows (a batch in parts gives each sample's row the unsplit bits, poet_edge/batch_split.py);
+    one row is the plain product."""
+    if a.ndim != 2 or a.shape[0] == 1:
+        return a @ b
+    return np.concatenate([np.ascontiguousarray(a[i : i + 1]) @ b for i in range(a.shape[0])], axis=0)
+
+
 def forward(xs, attrs):
     a = xs[0].T if attrs.get("transA", 0) else xs[0]
     b = xs[1].T if attrs.get("transB", 0) else xs[1]
-    y = float(attrs.get("alpha", 1.0)) * (a @ b)
+    y = float(attrs.get("alpha", 1.0)) * by_rows(a, b)
     if len(xs) > 2:
         y = y + float(attrs.get("beta", 1.0)) * xs[2]
     return [y.astype(xs[0].dtype)]
@@ -108,5 +118,13 @@ def check(node):
         raise unsupported(node, "empty optional input C (drop it instead)")
 
 
+def per_sample(ins, batched, attrs) -> bool:
+    """Rows of A are samples (transA=0) when only A carries the batch and C broadcasts over its rows."""
+    c_ok = len(ins) < 3 or len(ins[2]) < 2 or ins[2][0] == 1
+    return per_sample_first(ins, batched, attrs) and not int(attrs.get("transA", 0)) and c_ok
+
+
 ATTRIBUTES = {"alpha": ANY, "beta": ANY, "transA": ANY, "transB": ANY}
-OP = OpDef("Gemm", infer, forward, work, backward, kernel, check, attributes=ATTRIBUTES)
+OP = OpDef(
+    "Gemm", infer, forward, work, backward, kernel, check, attributes=ATTRIBUTES, per_sample=per_sample
+)

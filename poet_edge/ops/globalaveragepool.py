@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from poet_edge.ops.base import IntArg, KernelCall, OpDef, TensorArg, elements, f32_bytes
+from poet_edge.ops.base import IntArg, KernelCall, OpDef, TensorArg, elements, f32_bytes, per_sample_always
 from poet_edge.ops.pool_common import with_shape
 from poet_edge.work import OpClass, Work
 
@@ -73,7 +73,16 @@ def grad_kernel(node, shape):
     return KernelCall("poet_global_avgpool_grad_f32", (dy, dx, IntArg(nc), IntArg(s)), "pool")
 
 
-OP = OpDef("GlobalAveragePool", infer, forward, work, backward, kernel, per_channel=True)
+OP = OpDef(
+    "GlobalAveragePool",
+    infer,
+    forward,
+    work,
+    backward,
+    kernel,
+    per_channel=True,
+    per_sample=per_sample_always,
+)
 GRAD = OpDef(
     "GlobalAveragePoolGrad",
     grad_infer,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.ops import elementwise as ew
-from poet_edge.ops.base import ANY, FloatArg, OpDef
+from poet_edge.ops.base import ANY, FloatArg, OpDef, per_sample_always
 
 
 def coeffs(attrs) -> tuple[np.float32, np.float32]:
@@ -54,6 +54,7 @@ OP = OpDef(
     ew.kernel("poet_hardsigmoid_f32", "hardsigmoid", _alpha, _beta),
     attributes={"alpha": ANY, "beta": ANY},
     channelwise=True,
+    per_sample=per_sample_always,
 )
 GRAD = OpDef(
     "HardSigmoidGrad",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.ops import elementwise as ew
-from poet_edge.ops.base import OpDef
+from poet_edge.ops.base import OpDef, per_sample_always
 
 
 def forward(xs, attrs):
@@ -37,6 +37,7 @@ OP = OpDef(
     backward,
     ew.kernel("poet_hardswish_f32", "hardswish"),
     channelwise=True,
+    per_sample=per_sample_always,
 )
 GRAD = OpDef(
     "HardSwishGrad",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from poet_edge.ops.base import IntArg, KernelCall, OpDef, TensorArg, elements
+from poet_edge.ops.base import IntArg, KernelCall, OpDef, TensorArg, elements, per_sample_always
 from poet_edge.ops.transpose import copy_work
 
 
@@ -24,4 +24,4 @@ def kernel(node, shape):
     return KernelCall("poet_copy_f32", args, "copy")
 
 
-OP = OpDef("Identity", infer, forward, copy_work, backward, kernel)
+OP = OpDef("Identity", infer, forward, copy_work, backward, kernel, per_sample=per_sample_always)

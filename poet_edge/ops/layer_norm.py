@@ -19,6 +19,7 @@ from poet_edge.ops.base import (
     TensorArg,
     elements,
     f32_bytes,
+    per_sample_axis,
     unsupported,
 )
 from poet_edge.ops.softmax import norm_axis
@@ -160,6 +161,7 @@ OP = OpDef(
     _kernel("poet_layer_norm_f32", 3),
     check,
     attributes=ATTRIBUTES,
+    per_sample=per_sample_axis("axis", -1),
 )
 GRAD = OpDef(
     "LayerNormalizationGrad",

@@ -19,6 +19,7 @@ from poet_edge.ops.base import (
     TensorArg,
     elements,
     f32_bytes,
+    per_sample_first,
     unsupported,
 )
 from poet_edge.ops.broadcast import broadcast_shape, check_rank, strides_for
@@ -51,7 +52,8 @@ def _t(x, flag):
 
 def forward(xs, attrs):
     a, b = _t(xs[0], attrs.get("transA", 0)), _t(xs[1], attrs.get("transB", 0))
-    return [np.asarray(np.matmul(a, b)).astype(xs[0].dtype)]
+    y = gemm.by_rows(a, b) if a.ndim == 2 and b.ndim == 2 else np.matmul(a, b)
+    return [np.asarray(y).astype(xs[0].dtype)]
 
 
 def backward(gb, node, gys, needs):
@@ -122,4 +124,17 @@ def check(node):
         raise unsupported(node, "number of inputs")
 
 
-OP = OpDef("MatMul", infer, forward, work, backward, kernel, check)
+def per_sample(ins, batched, attrs) -> bool:
+    """A's leading dim is the batch (rows of a 2-D A, or its broadcast batch dims) when only A carries the
+    batch and B (a weight) is 2-D or broadcasts over that dim; or both carry it as their first batch dim
+    (attention's Q·Kᵀ and P·V, same rank >= 3: each sample's matrices multiply alone)."""
+    a, b = ins[0], ins[1]
+    if int(attrs.get("transA", 0)) or int(attrs.get("transB", 0)):
+        return False
+    if all(batched):
+        return len(a) == len(b) >= 3
+    b_ok = len(b) <= 2 or len(b) < len(a) or b[0] == 1
+    return per_sample_first(ins, batched, attrs) and len(a) >= 2 and b_ok
+
+
+OP = OpDef("MatMul", infer, forward, work, backward, kernel, check, per_sample=per_sample)

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from poet_edge.ops.base import ANY, IntArg, KernelCall, OpDef, TensorArg, no_effect, unsupported
+from poet_edge.ops.base import (
+    ANY,
+    IntArg,
+    KernelCall,
+    OpDef,
+    TensorArg,
+    no_effect,
+    per_sample_always,
+    unsupported,
+)
 from poet_edge.ops.pool_common import WINDOW_ATTRIBUTES, Window, kept_rows, pool_window, pool_work
 
 
@@ -98,7 +107,18 @@ ATTRIBUTES = {
     "ceil_mode": ANY,
     "storage_order": no_effect("it orders only the Indices output, which is refused"),
 }
-OP = OpDef("MaxPool", infer, forward, work, backward, kernel, check, attributes=ATTRIBUTES, per_channel=True)
+OP = OpDef(
+    "MaxPool",
+    infer,
+    forward,
+    work,
+    backward,
+    kernel,
+    check,
+    attributes=ATTRIBUTES,
+    per_channel=True,
+    per_sample=per_sample_always,
+)
 GRAD = OpDef(
     "MaxPoolGrad", grad_infer, grad_forward, work, None, grad_kernel, internal=True, per_channel=True
 )

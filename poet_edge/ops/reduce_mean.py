@@ -6,7 +6,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from poet_edge.ops.base import ANY, FloatArg, IntArg, KernelCall, OpDef, TensorArg, elements, f32_bytes
+from poet_edge.ops.base import (
+    ANY,
+    FloatArg,
+    IntArg,
+    KernelCall,
+    OpDef,
+    TensorArg,
+    elements,
+    f32_bytes,
+    per_sample_axes,
+)
 from poet_edge.ops.broadcast import bcast_args, strides_for
 from poet_edge.ops.softmax import norm_axis
 from poet_edge.ops.transpose import strided_copy
@@ -125,6 +135,7 @@ OP = OpDef(
     const_inputs={1: "axes"},
     attributes=ATTRIBUTES,
     per_channel=True,
+    per_sample=per_sample_axes("axes"),
 )
 BROADCAST_TO = OpDef(
     "BroadcastTo", bt_infer, bt_forward, bt_work, None, bt_kernel, internal=True, per_channel=True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from poet_edge.ops.base import IntArg, KernelCall, OpDef, TensorArg, elements, f32_bytes
+from poet_edge.ops.base import IntArg, KernelCall, OpDef, TensorArg, elements, f32_bytes, per_sample_always
 from poet_edge.work import OpClass, Work
 
 
@@ -50,5 +50,5 @@ def grad_kernel(node, shape):
     )
 
 
-OP = OpDef("Relu", _same, forward, _work, backward, kernel, channelwise=True)
+OP = OpDef("Relu", _same, forward, _work, backward, kernel, channelwise=True, per_sample=per_sample_always)
 GRAD = OpDef("ReluGrad", _same, grad_forward, _work, None, grad_kernel, internal=True, channelwise=True)

@@ -6,7 +6,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from poet_edge.ops.base import ANY, IntArg, KernelCall, OpDef, TensorArg, elements, f32_bytes, unsupported
+from poet_edge.ops.base import (
+    ANY,
+    IntArg,
+    KernelCall,
+    OpDef,
+    TensorArg,
+    elements,
+    f32_bytes,
+    per_sample_always,
+    unsupported,
+)
 from poet_edge.work import OpClass, Work
 
 
@@ -64,4 +74,5 @@ OP = OpDef(
     check,
     const_inputs={1: "shape"},
     attributes={"allowzero": ANY},
+    per_sample=per_sample_always,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.ops import elementwise as ew
-from poet_edge.ops.base import OpDef
+from poet_edge.ops.base import OpDef, per_sample_always
 
 
 def _sigmoid(x, attrs):
@@ -30,6 +30,7 @@ OP = OpDef(
     backward,
     ew.kernel("poet_sigmoid_f32", "sigmoid"),
     channelwise=True,
+    per_sample=per_sample_always,
 )
 GRAD = OpDef(
     "SigmoidGrad",

@@ -116,6 +116,13 @@ def grad_work(ins, outs, attrs):
     )
 
 
+def per_sample(ins, batched, attrs) -> bool:
+    """A slice that does not cut the batch axis."""
+    rank = len(ins[0])
+    axes = tuple(attrs.get("axes", range(len(tuple(attrs.get("starts", ()))))))
+    return all(norm_axis(int(a), rank) != 0 for a in axes)
+
+
 OP = OpDef(
     "Slice",
     infer,
@@ -126,5 +133,6 @@ OP = OpDef(
     check,
     const_inputs={1: "starts", 2: "ends", 3: "axes", 4: "steps"},
     attributes={"starts": ANY, "ends": ANY, "axes": ANY},  # opset < 10: attributes, as the inputs after it
+    per_sample=per_sample,
 )
 GRAD = OpDef("SliceGrad", grad_infer, grad_forward, grad_work, None, grad_kernel, internal=True)

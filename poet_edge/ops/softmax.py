@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.ops import elementwise as ew
-from poet_edge.ops.base import ANY, IntArg, KernelCall, OpDef, TensorArg, elements
+from poet_edge.ops.base import ANY, IntArg, KernelCall, OpDef, TensorArg, elements, per_sample_axis
 
 
 def norm_axis(axis: int, rank: int) -> int:
@@ -70,6 +70,7 @@ OP = OpDef(
     backward,
     _kernel("poet_softmax_f32"),
     attributes={"axis": ANY},
+    per_sample=per_sample_axis("axis", -1),
 )
 GRAD = OpDef(
     "SoftmaxGrad",

@@ -7,7 +7,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from poet_edge.ops.base import ANY, IntArg, IntArrayArg, KernelCall, NullArg, OpDef, TensorArg, unsupported
+from poet_edge.ops.base import (
+    ANY,
+    IntArg,
+    IntArrayArg,
+    KernelCall,
+    NullArg,
+    OpDef,
+    TensorArg,
+    per_sample_axis,
+    unsupported,
+)
 from poet_edge.ops.concat import MAX_PIECES, pieces, work
 from poet_edge.ops.softmax import norm_axis
 
@@ -71,5 +81,14 @@ def check(node):
 
 ATTRIBUTES = {"axis": ANY, "split": ANY, "num_outputs": ANY}  # split: an attribute before opset 13
 OP = OpDef(
-    "Split", infer, forward, work, backward, kernel, check, const_inputs={1: "split"}, attributes=ATTRIBUTES
+    "Split",
+    infer,
+    forward,
+    work,
+    backward,
+    kernel,
+    check,
+    const_inputs={1: "split"},
+    attributes=ATTRIBUTES,
+    per_sample=per_sample_axis("axis", 0),
 )

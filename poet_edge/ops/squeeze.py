@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.ops import reshape
-from poet_edge.ops.base import ANY, OpDef
+from poet_edge.ops.base import ANY, OpDef, per_sample_always
 from poet_edge.ops.softmax import norm_axis
 
 
@@ -41,4 +41,5 @@ OP = OpDef(
     reshape.kernel,
     const_inputs={1: "axes"},
     attributes={"axes": ANY},  # an attribute before opset 13
+    per_sample=per_sample_always,
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from poet_edge.ops import elementwise
-from poet_edge.ops.base import OpDef
+from poet_edge.ops.base import OpDef, per_sample_broadcast
 from poet_edge.ops.broadcast import BIN_SUB, binary_infer, binary_kernel
 
 
@@ -19,4 +19,13 @@ def backward(gb, node, gys, needs):
     ]
 
 
-OP = OpDef("Sub", binary_infer, forward, elementwise.work, backward, binary_kernel(BIN_SUB), channelwise=True)
+OP = OpDef(
+    "Sub",
+    binary_infer,
+    forward,
+    elementwise.work,
+    backward,
+    binary_kernel(BIN_SUB),
+    channelwise=True,
+    per_sample=per_sample_broadcast,
+)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.ops import elementwise as ew
-from poet_edge.ops.base import OpDef
+from poet_edge.ops.base import OpDef, per_sample_always
 
 
 def backward(gb, node, gys, needs):
@@ -25,6 +25,7 @@ OP = OpDef(
     backward,
     ew.kernel("poet_tanh_f32", "tanh"),
     channelwise=True,
+    per_sample=per_sample_always,
 )
 GRAD = OpDef(
     "TanhGrad",

@@ -82,4 +82,11 @@ def kernel(node, shape):
     return strided_copy(node.inputs[0], node.outputs[0], [xs[p] for p in perm], [st[p] for p in perm])
 
 
-OP = OpDef("Transpose", infer, forward, copy_work, backward, kernel, attributes={"perm": ANY})
+def per_sample(ins, batched, attrs) -> bool:
+    """The batch stays in front: perm[0] = 0."""
+    return perm_of(len(ins[0]), attrs)[0] == 0
+
+
+OP = OpDef(
+    "Transpose", infer, forward, copy_work, backward, kernel, attributes={"perm": ANY}, per_sample=per_sample
+)

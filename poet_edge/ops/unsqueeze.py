@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.ops import reshape
-from poet_edge.ops.base import ANY, OpDef, unsupported
+from poet_edge.ops.base import ANY, OpDef, per_sample_always, unsupported
 from poet_edge.ops.softmax import norm_axis
 
 
@@ -44,4 +44,5 @@ OP = OpDef(
     check,
     const_inputs={1: "axes"},
     attributes={"axes": ANY},  # an attribute before opset 13
+    per_sample=per_sample_always,
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from poet_edge.ops import elementwise as ew
-from poet_edge.ops.base import IntArg, KernelCall, OpDef, TensorArg
+from poet_edge.ops.base import IntArg, KernelCall, OpDef, TensorArg, per_sample_broadcast
 from poet_edge.ops.broadcast import bcast_args, broadcast_shape
 
 
@@ -71,5 +71,14 @@ def grad_kernel(node, shape):
 
 
 # instructions per element measured on qemu-cortex-m4 (4096 same-shape elements): 16.5 forward, 9.0 gradient
-OP = OpDef("Where", infer, forward, ew.costly(16.5), backward, kernel, frozen_inputs=frozenset({0}))
+OP = OpDef(
+    "Where",
+    infer,
+    forward,
+    ew.costly(16.5),
+    backward,
+    kernel,
+    frozen_inputs=frozenset({0}),
+    per_sample=per_sample_broadcast,
+)
 GRAD = OpDef("WhereGrad", grad_infer, grad_forward, ew.costly(9.0), None, grad_kernel, internal=True)

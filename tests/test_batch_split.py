@@ -1,0 +1,232 @@
+"""Batch splitting (issue 57, poet_edge/batch_split.py): the batch in k parts through the per-sample layers.
+numpy: the loss bit-identical to the unsplit graph's, the parameters after 3 SGD steps within 1e-6 (the
+weight gradients sum the parts in another order); C: host within 1e-5 of numpy, qemu-cortex-m4 the host's
+bits; the compile picks batch parts when the floor needs them; bad --batch-parts values are refused."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import need_tools, poet
+from onnx import helper
+from oputil import max_rel_err
+from splitutil import Params, save_model
+
+from poet_edge import autodiff, batch_split, frontend, reference, runner, trainable
+from poet_edge.autodiff import Loss
+from poet_edge.compiler import CompileOptions, compile_model
+from poet_edge.errors import PoetError
+from poet_edge.ir import Graph
+from poet_edge.schedulers.milp import MilpOptions
+
+LR = 0.05
+STEPS = 3
+BATCH = 4
+
+
+def resnet(path: Path) -> Path:
+    """x[N,3,8,8] -> Conv 3->6 3x3 -> Relu -> Conv 6->6 3x3 -> Add (residual) -> Relu -> MaxPool 2 ->
+    GlobalAveragePool -> Flatten -> Gemm 6->5."""
+    param = Params(11, 0.3)
+    p1 = {"pads": [1, 1, 1, 1]}
+    nodes = [
+        helper.make_node("Conv", ["x", param("w0", 6, 3, 3, 3), param("b0", 6)], ["c0"], **p1),
+        helper.make_node("Relu", ["c0"], ["a"]),
+        helper.make_node("Conv", ["a", param("w1", 6, 6, 3, 3), param("b1", 6)], ["c1"], **p1),
+        helper.make_node("Add", ["c1", "a"], ["s"]),
+        helper.make_node("Relu", ["s"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["m"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("GlobalAveragePool", ["m"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["q"]),
+        helper.make_node("Gemm", ["q", param("w2", 5, 6), param("b2", 5)], ["y"], transB=1),
+    ]
+    return save_model(path, "resnet", nodes, param.inits, ["N", 3, 8, 8], ["N", 5])
+
+
+def mlp(path: Path) -> Path:
+    """x[N,12] -> Gemm 12->16 -> Relu -> Gemm 16->16 -> Sigmoid -> Gemm 16->5."""
+    param = Params(12, 0.4)
+    nodes = [
+        helper.make_node("Gemm", ["x", param("w0", 12, 16), param("b0", 16)], ["h0"]),
+        helper.make_node("Relu", ["h0"], ["a0"]),
+        helper.make_node("Gemm", ["a0", param("w1", 16, 16), param("b1", 16)], ["h1"]),
+        helper.make_node("Sigmoid", ["h1"], ["a1"]),
+        helper.make_node("Gemm", ["a1", param("w2", 16, 5), param("b2", 5)], ["y"]),
+    ]
+    return save_model(path, "mlp", nodes, param.inits, ["N", 12], ["N", 5])
+
+
+def merged(path: Path) -> Path:
+    """x[N,2,6,6] -> Conv 2->4 3x3 -> Relu (a) -> Reshape [N*4, 36] (merges the batch: the boundary) ->
+    Gemm 36->3 -> Relu -> Reshape [N, 12] -> Gemm 12->5."""
+    param = Params(13, 0.3)
+    nodes = [
+        helper.make_node("Conv", ["x", param("w0", 4, 2, 3, 3), param("b0", 4)], ["c0"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c0"], ["a"]),
+        helper.make_node("Reshape", ["a", "s0"], ["f"]),
+        helper.make_node("Gemm", ["f", param("w1", 36, 3), param("b1", 3)], ["h"]),
+        helper.make_node("Relu", ["h"], ["hr"]),
+        helper.make_node("Reshape", ["hr", "s1"], ["g"]),
+        helper.make_node("Gemm", ["g", param("w2", 12, 5), param("b2", 5)], ["y"]),
+    ]
+    consts = [
+        helper.make_tensor("s0", 7, [2], [-1, 36]),  # INT64
+        helper.make_tensor("s1", 7, [2], [-1, 12]),
+    ]
+    return save_model(path, "merged", nodes, param.inits + consts, ["N", 2, 6, 6], ["N", 5])
+
+
+MODELS = {"resnet": resnet, "mlp": mlp, "merged": merged}
+
+
+def _training(g: Graph) -> Graph:
+    chosen = trainable.select(g, "all")
+    return autodiff.training_graph(g, Loss.CROSS_ENTROPY, chosen, options=autodiff.DEFAULT_OPTIONS)
+
+
+def _data(tg: Graph) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(tg.shape(tg.inputs[0])).astype(np.float32)
+    y = rng.integers(0, 5, tg.shape(tg.inputs[1])).astype(np.int32)
+    return [(x, y)] * STEPS
+
+
+@pytest.mark.parametrize("parts", [2, 3, 4])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_numpy_loss_bits_and_parameters(tmp_path, name, parts):
+    """The split training graph's first loss is the unsplit one bit for bit; after 3 steps the losses and
+    the parameters are within 1e-6 of them."""
+    g = frontend.load(MODELS[name](tmp_path / "m.onnx"), BATCH)
+    s = batch_split.split_batch(g, parts)
+    assert s.sizes == batch_split.part_sizes(BATCH, parts) and sum(s.sizes) == BATCH
+    tg, ts = _training(g), _training(s.graph)
+    la, a = reference.train(tg, _data(tg), LR)
+    lb, b = reference.train(ts, _data(tg), LR)
+    assert la[0] == lb[0]  # the same parameters: the same bits
+    assert max_rel_err(np.array(lb), np.array(la)) <= 1e-6  # then the parameters differ within rounding
+    assert set(a) == set(b)
+    for k in a:
+        assert max_rel_err(b[k], a[k]) <= 1e-6, k
+
+
+def test_sizes_and_names_are_deterministic(tmp_path):
+    """Parts as equal as possible (larger first); nodes named <node>/n<i>; the same graph twice."""
+    assert batch_split.part_sizes(8, 3) == (3, 3, 2)
+    assert batch_split.part_sizes(4, 4) == (1, 1, 1, 1)
+    g = frontend.load(resnet(tmp_path / "m.onnx"), BATCH)
+    s1, s2 = batch_split.split_batch(g, 3), batch_split.split_batch(g, 3)
+    assert [n.name for n in s1.graph.nodes] == [n.name for n in s2.graph.nodes]
+    names = {n.name for n in s1.graph.nodes}
+    assert {"x/n0", "x/n1", "x/n2"} <= names  # the Slices of x
+    # every node of the 9 runs per part; one Concat joins the output y
+    assert len(s1.replicated) == 9 and s1.joined == ("y",)
+    assert len(s1.graph.nodes) == 3 + 9 * 3 + 1
+    assert batch_split.split_batch(g, 1).graph is g
+
+
+def test_a_node_that_merges_the_batch_is_the_boundary(tmp_path):
+    """The Reshape to [N*4, 36] is not per-sample: the Conv and Relu run per part, the Relu's output is
+    joined by a Concat along axis 0, and the rest runs whole."""
+    g = frontend.load(merged(tmp_path / "m.onnx"), BATCH)
+    s = batch_split.split_batch(g, 2)
+    assert len(s.replicated) == 2 and s.joined == ("a",)
+    (cat,) = [n for n in s.graph.nodes if n.op == "Concat"]
+    assert cat.attrs["axis"] == 0 and cat.outputs == ("a",)
+    assert len(s.graph.nodes) == 2 + 2 * 2 + 1 + 5
+
+
+def test_a_gemm_of_transposed_samples_is_not_per_sample():
+    """Gemm with transA=1 (the batch is the reduced axis) and a Softmax over axis 0 mix samples."""
+    from poet_edge import ops
+
+    gemm, softmax = ops.get("Gemm").per_sample, ops.get("Softmax").per_sample
+    assert gemm is not None and softmax is not None
+    assert gemm([(4, 3), (3, 2)], [True, False], {}) and not gemm(
+        [(4, 3), (4, 2)], [True, False], {"transA": 1}
+    )
+    assert softmax([(4, 3)], [True], {"axis": 1}) and not softmax([(4, 3)], [True], {"axis": 0})
+    assert ops.get("GRU").per_sample is None  # conservative default
+
+
+def _opts(path: Path, out: Path, ram: int, **kw: object) -> CompileOptions:
+    base = CompileOptions(path, "host", ram, out, BATCH, Loss.CROSS_ENTROPY, LR, 2048, "scale")
+    base = replace(base, milp=MilpOptions(effort="quick"))
+    return replace(base, training=autodiff.DEFAULT_OPTIONS, kernels="fast", split="auto", **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("parts", "split"), [(3, "auto"), (2, "1kb")])
+def test_c_host_matches_numpy_and_qemu_matches_host(tmp_path, parts, split):
+    """Batch parts alone and with channel tiles of 1 KB: host within 1e-5 of numpy, QEMU the host's bits,
+    the first loss the unsplit project's bits."""
+    need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
+    path = resnet(tmp_path / "m.onnx")
+    c = compile_model(replace(_opts(path, tmp_path / "out", 1 << 20, batch_parts=parts), split=split))
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert plan["batch_split"]["parts"] == parts
+    assert plan["batch_split"]["sizes"] == list(batch_split.part_sizes(BATCH, parts))
+    assert (plan["tiles"] is not None) == (split != "auto")
+    host = runner.run_project(tmp_path / "out", "host", STEPS)
+    qemu = runner.run_project(tmp_path / "out", "qemu-cortex-m4", STEPS)
+    assert [s.loss for s in host.steps] == [s.loss for s in qemu.steps]
+    for k, v in host.params.items():
+        assert np.array_equal(v, qemu.params[k]), k
+    compile_model(_opts(path, tmp_path / "plain", 1 << 20, batch_parts=1))
+    plain = runner.run_project(tmp_path / "plain", "host", STEPS)
+    assert plain.steps[0].loss == host.steps[0].loss  # the C loss of the same parameters: the same bits
+    losses, ref = reference.train(c.training, runner.batches(plan, STEPS), LR)
+    assert max_rel_err(np.array([s.loss for s in host.steps]), np.array(losses)) <= 1e-5
+    for k, v in ref.items():
+        assert max_rel_err(host.params[k].reshape(v.shape), v) <= 1e-5, k
+
+
+def test_auto_splits_the_batch_when_the_floor_needs_it(tmp_path):
+    """At batch 8, below the unsplit floor, --split auto runs the batch in the fewest parts whose floor
+    fits; plan.json says how many and the floors are deterministic."""
+    path = resnet(tmp_path / "m.onnx")
+    opts = replace(_opts(path, tmp_path / "o", 0), batch=8)
+    from poet_edge.compiler import Training, parts_floor
+    from poet_edge.profiles import load_profile
+
+    training = Training(frontend.load(path, 8), opts)
+    host = load_profile("host")
+    floors = [parts_floor(training, 2048, host, opts, k) for k in (1, 2, 4, 8)]
+    assert floors == sorted(floors, reverse=True) and floors[2] < floors[0]
+    budget = (floors[1] + floors[2]) // 2  # only 4 parts or more fit (of 2, 3, 4)
+    c = compile_model(replace(opts, ram_bytes=budget, out=tmp_path / "auto"))
+    plan = json.loads((tmp_path / "auto" / "plan.json").read_text())
+    parts = plan["batch_split"]["parts"]
+    assert c.batch is not None and parts == c.batch.parts
+    assert 2 < parts <= 4 and plan["tiles"] is None
+    assert parts_floor(training, 2048, host, opts, parts) <= budget < floors[1]
+    assert plan["peak_ram_bytes"] <= budget
+    with pytest.raises(PoetError, match="batch in 8 parts"):
+        compile_model(replace(opts, ram_bytes=budget, out=tmp_path / "off", split="off"))
+
+
+def test_bad_batch_parts(tmp_path):
+    path = resnet(tmp_path / "m.onnx")
+    with pytest.raises(PoetError, match="a batch of 4 splits into 1 to 4 parts"):
+        compile_model(_opts(path, tmp_path / "o", 1 << 20, batch_parts=5))
+    with pytest.raises(PoetError, match="--split off splits nothing"):
+        compile_model(replace(_opts(path, tmp_path / "o", 1 << 20, batch_parts=2), split="off"))
+    r = poet("compile", path, "--device", "host", "--ram", "1MB", "--batch", "4", "--batch-parts", "0")
+    assert r.returncode == 2 and "--batch-parts 0: the batch splits into at least 1 part" in r.stderr
+    r = poet("compile", path, "--device", "host", "--ram", "1MB", "--batch-parts", "two")
+    assert r.returncode == 2 and "use auto or a number of parts" in r.stderr
+    with pytest.raises(PoetError, match="at most 64 parts"):
+        batch_split.parts_wanted("65")
+    r = poet("compile", "--help")
+    assert "--batch-parts" in r.stdout and "docs/batch_split.md" in r.stdout
+
+
+def test_batch_1_is_not_rewritten(tmp_path):
+    """At batch 1 the compile runs no rewrite: no batch_split in plan.json, no part in the graph."""
+    path = resnet(tmp_path / "m.onnx")
+    c = compile_model(replace(_opts(path, tmp_path / "o", 1 << 20), batch=1))
+    plan = json.loads((tmp_path / "o" / "plan.json").read_text())
+    assert c.batch is None and "batch_split" not in plan
+    assert not any("/n" in n.name for n in c.training.nodes)
