@@ -25,7 +25,7 @@ from poet_edge import (
 from poet_edge.codegen import emit
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Phase
-from poet_edge.memory_floor import memory_floor
+from poet_edge.memory_floor import memory_floor, node_need
 from poet_edge.optimizer import PLAIN_SGD, Optimizer
 from poet_edge.paths import PLAN_FILE, RUNTIME_C, TARGETS, check_output, write_project
 from poet_edge.problem import SchedulingProblem
@@ -155,7 +155,7 @@ def plan_training(
                 f"parameters in storage ({k + 1} of {len(candidates)} choices): {len(stored)} of "
                 f"{len(tg.trainable)}, {fmt_bytes(sum(tg.tensor(p).nbytes for p in stored))}"
             )
-        row: dict[str, object] = {"stored_parameters": len(stored), "tile_bytes": tile}
+        row: dict[str, object] = {"stored_parameters": len(stored), **_tile_json(tile)}
         if training.batch > 1:
             row["batch_parts"] = parts
         try:
@@ -165,15 +165,17 @@ def plan_training(
             if best is None and k == len(candidates) - 1:
                 raise
             continue
+        if c.split is not None:  # the largest size the split uses
+            row["tile_bytes"] = c.split.tile_bytes
         compared.append({**row, "energy_j": c.sim.energy_j, "error": None})
         if tile is not None:
-            log(f"split into {fmt_bytes(tile)} tiles: {c.sim.energy_j * 1e3:.3f} mJ")
+            log(f"split into {tile_text(tile)}: {c.sim.energy_j * 1e3:.3f} mJ")
         if best is None or c.sim.energy_j < best[0].sim.energy_j:
             best = c, choice
     assert best is not None
     compiled, chosen = best
     if probe is not opts and opts.milp.effort != "quick":
-        tiles = f", {fmt_bytes(chosen[1])} tiles" if chosen[1] else ""
+        tiles = f", {tile_text(chosen[1])}" if chosen[1] else ""
         log(
             f"parameters in storage: {len(chosen[0])} of {len(tg.trainable)}{tiles} "
             "(the least energy at --effort quick)"
@@ -184,8 +186,26 @@ def plan_training(
 
 
 # (parameters kept in storage, tile size or None: no operator splitting, the batch's parts: 1 is unsplit)
-Choice = tuple[frozenset[str], int | None, int]
-TileChoice = tuple[frozenset[str], int | None]  # (parameters kept in storage, tile size): plan_choices
+Tile = int | splitting.TileSizes  # one tile size for the whole graph, or a size per tensor (mixed)
+Choice = tuple[frozenset[str], Tile | None, int]
+
+
+def tile_text(tile: Tile) -> str:
+    """A tile choice for the log: "16.0 KiB tiles", or "mixed tiles of 2.0 KiB to 16.0 KiB"."""
+    if isinstance(tile, int):
+        return f"{fmt_bytes(tile)} tiles"
+    sizes = (tile.default, *tile.sizes.values())
+    return f"mixed tiles of {fmt_bytes(min(sizes))} to {fmt_bytes(max(sizes))}"
+
+
+def _tile_json(tile: Tile | None) -> dict[str, object]:
+    """A tile choice in plan.json's compared choices: the largest size, and whether sizes are mixed."""
+    if tile is None or isinstance(tile, int):
+        return {"tile_bytes": tile}
+    return {"tile_bytes": max((tile.default, *tile.sizes.values())), "mixed_tiles": True}
+
+
+TileChoice = tuple[frozenset[str], Tile | None]  # (parameters kept in storage, tile size): plan_choices
 
 
 class Training:
@@ -275,7 +295,7 @@ def _plan_choice(
         return replace(c, batch=bs)
     split = splitting.split_graph(tg, tile, input_rows=opts.input_rows)
     log(
-        f"operator splitting: {len(split.tiles)} tensors in tiles of at most {fmt_bytes(tile)}"
+        f"operator splitting: {len(split.tiles)} tensors in {tile_text(tile)}"
         + (f" ({len(split.rows)} also in row tiles)" if split.rows else "")
         + f", {len(split.split_nodes)} nodes split, {len(split.graph.nodes)} nodes"
     )
@@ -345,14 +365,43 @@ def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions
     if any(_stored_floor(tg, reserve, profile, opts, s) <= opts.ram_bytes for s in stored):
         return [(s, None) for s in stored]
     keep = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
-    fits: list[int] = []
+    fits: list[Tile] = []
     for split in splitting.splits(tg, opts.input_rows):  # largest first, up to two
         floor = _stored_floor(split.graph, reserve, profile, opts, split.param_names(keep))
         if floor <= opts.ram_bytes:
-            fits.append(split.tile_bytes)
+            fits.append(_coarsest(tg, reserve, profile, opts, keep, split, floor) or split.tile_bytes)
         if len(fits) == 2:
             break
     return [(keep, t) for t in fits] or [(s, None) for s in stored]
+
+
+def _coarsest(
+    tg: Graph,
+    reserve: int,
+    profile: Profile,
+    opts: CompileOptions,
+    keep: frozenset[str],
+    uniform: splitting.Split,
+    floor: int,
+) -> splitting.TileSizes | None:
+    """The tile sizes of the split whose tiles are only as small as ``uniform``'s floor (``floor`` bytes)
+    needs (:func:`splitting.split_for_floor`, counted by the planning's own node needs: in-place epilogues
+    and fixed bytes included), when they are mixed, its floor is within ``floor`` and it has fewer nodes
+    than ``uniform``; None otherwise (one size for the whole graph is then as coarse)."""
+
+    def need(split: splitting.Split) -> dict[str, int]:
+        spec = planning.spec_from_graph(split.graph, reserve, opts.input, split.param_names(keep))
+        problem = planning.price(spec, profile, opts.ram_bytes)
+        preds = problem.preds()
+        named = ((v, m) for v, ns in enumerate(spec.nodes) for m in (ns.name, *ns.epilogue))
+        return {m: node_need(problem, v, preds) for v, m in named}
+
+    split = splitting.split_for_floor(tg, floor, input_rows=opts.input_rows, stored=keep, need=need)
+    if split.asked is None or not split.asked.sizes or len(split.graph.nodes) >= len(uniform.graph.nodes):
+        return None
+    if _stored_floor(split.graph, reserve, profile, opts, split.param_names(keep)) > floor:
+        return None
+    return split.asked
 
 
 def _plan_stored(

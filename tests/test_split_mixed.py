@@ -216,3 +216,24 @@ def test_mixed_sizes_in_c_give_the_unsplit_bits(tmp_path, train, qemu):
     assert [a.loss for a in plain.steps] == [b.loss for b in host.steps]
     for k, v in plain.params.items():
         assert (v == host.params[k]).all(), k
+
+
+def test_auto_compiles_the_mixed_split_at_a_uniform_floor(tmp_path):
+    """--split auto below the unsplit floor: each fitting uniform size's choice becomes the mixed split at
+    that size's floor when it has fewer nodes (compiler._coarsest): at the 1 KB floor (--train all), the
+    one choice is the mixed split of 1,706 nodes (uniform: 2,050), its floor no higher."""
+    from poet_edge.compiler import plan_choices
+
+    path = model(tmp_path / "m.onnx")
+    tg = training_graph(path, "all")
+    f, uniform = lowest_uniform(tg)
+    ram = f + 8192 - RESERVE  # the compile's reserve
+    opts = CompileOptions(path, "host", ram, tmp_path / "o", 1, Loss.CROSS_ENTROPY, LR, 8192, "scale", "all")
+    opts = replace(opts, training=autodiff.DEFAULT_OPTIONS, split="auto")
+    choices = plan_choices(tg, 8192, load_profile("host"), opts)
+    assert [s for s, _ in choices] == [frozenset(tg.trainable)]
+    tile = choices[0][1]
+    assert isinstance(tile, splitting.TileSizes) and tile.sizes
+    s = splitting.split_graph(tg, tile)
+    assert stored_floor(s.graph) <= f and len(s.graph.nodes) == 1706 < len(uniform.graph.nodes)
+    assert plan_choices(tg, 8192, load_profile("host"), opts) == choices  # deterministic

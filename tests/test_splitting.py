@@ -196,14 +196,23 @@ def test_auto_splits_only_below_the_unsplit_floor_with_the_largest_fitting_tiles
     tight = replace(opts, ram_bytes=unsplit - 1)
     choices = plan_choices(tg, 8192, prof, tight)
     assert [s for s, _ in choices] == [everything] * len(choices) and 1 <= len(choices) <= 2
-    sizes = [t for _, t in choices]
-    assert sizes[0] is not None and sizes[1:] in ([], [sizes[0] // 2])
 
-    def floor(tile: int) -> int:
+    def floor(tile: int | splitting.TileSizes) -> int:
         spec = planning.spec_from_graph(splitting.split_graph(tg, tile).graph, 8192, stored=everything)
         return memory_floor(planning.price(spec, prof, 1)).bytes
 
-    assert floor(sizes[0]) <= tight.ram_bytes < floor(sizes[0] * 2)  # the largest size that fits
+    # the largest uniform size that fits and half of it; each as is, or the mixed split at its floor
+    # (tiles only as small as that floor needs: a floor no higher, fewer nodes)
+    top = next(t for t in splitting.TILE_SIZES if floor(t) <= tight.ram_bytes)
+    assert tight.ram_bytes < floor(top * 2)
+    for (_, tile), size in zip(choices, (top, top // 2), strict=False):
+        assert tile is not None
+        if isinstance(tile, splitting.TileSizes):
+            assert floor(tile) <= floor(size)
+            nodes = len(splitting.split_graph(tg, tile).graph.nodes)
+            assert nodes < len(splitting.split_graph(tg, size).graph.nodes)
+        else:
+            assert tile == size
     assert plan_choices(tg, 8192, prof, replace(tight, split="off")) == [(everything, None)]
     assert plan_choices(tg, 8192, prof, replace(tight, split="2KB")) == [(everything, 2048)]
     with pytest.raises(PoetError, match="expected auto, off or a tile size"):
