@@ -23,9 +23,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass, fields, replace
 from pathlib import Path
 
-from poet_edge import autodiff, frontend, planning, splitting, trainable
-from poet_edge.compiler import PLAN, CompileOptions
+from poet_edge import frontend, planning, splitting
+from poet_edge.compiler import PLAN, CompileOptions, Training
 from poet_edge.errors import PoetError
+from poet_edge.ir import Graph
 from poet_edge.memory_floor import memory_floor
 from poet_edge.paths import write_project
 from poet_edge.profiles import load_profile
@@ -285,25 +286,27 @@ def _drop_stale(out: Path) -> None:
 
 
 def floor_bytes(opts: CompileOptions) -> int | None:
-    """The model's memory floor (no schedule goes below it), or None when the model does not compile."""
+    """The model's memory floor (no schedule goes below it), or None when the model does not compile: the
+    lowest over the batch whole and in the most parts the options allow (compiler.Training.max_parts)."""
     try:
-        g = frontend.load(opts.model, opts.batch)
-        tg = autodiff.training_graph(
-            g, opts.loss, trainable.select(g, opts.train), opts.optimizer, opts.training
-        )
-        profile = load_profile(opts.device)
-        reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
-        # the lowest floor the compile can reach: with --params auto or storage, every parameter stored
-        stored = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
-        if opts.split != "off":  # ... and with --split, tiles of the given or the smallest size
-            tile = splitting.tile_bytes_of(opts.split) or splitting.TILE_SIZES[-1]
-            split = splitting.split_graph(tg, tile, input_rows=opts.input_rows)
-            tg, stored = split.graph, split.param_names(stored)
-        spec = planning.spec_from_graph(tg, reserve, opts.input, stored)
-        problem = planning.price(spec, profile, opts.ram_bytes)
+        training = Training(frontend.load(opts.model, opts.batch), opts)
+        parts = {1, training.max_parts()}
+        return min(_floor_of(training.graph(k)[1], opts) for k in sorted(parts))
     except PoetError:
         return None
-    return memory_floor(problem).bytes
+
+
+def _floor_of(tg: Graph, opts: CompileOptions) -> int:
+    profile = load_profile(opts.device)
+    reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
+    # the lowest floor the compile can reach: with --params auto or storage, every parameter stored
+    stored = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
+    if opts.split != "off":  # ... and with --split, tiles of the given or the smallest size
+        tile = splitting.tile_bytes_of(opts.split) or splitting.TILE_SIZES[-1]
+        split = splitting.split_graph(tg, tile, input_rows=opts.input_rows)
+        tg, stored = split.graph, split.param_names(stored)
+    spec = planning.spec_from_graph(tg, reserve, opts.input, stored)
+    return memory_floor(planning.price(spec, profile, opts.ram_bytes)).bytes
 
 
 def group_options(sweep: Sweep, model: Model, device: str, train: str) -> CompileOptions:

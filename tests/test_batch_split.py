@@ -230,3 +230,17 @@ def test_batch_1_is_not_rewritten(tmp_path):
     plan = json.loads((tmp_path / "o" / "plan.json").read_text())
     assert c.batch is None and "batch_split" not in plan
     assert not any("/n" in n.name for n in c.training.nodes)
+
+
+def test_sweep_floor_counts_the_batch_parts(tmp_path):
+    """poet sweep's floor (the line on its plots and its summary) is the lowest the compile can reach: with
+    the batch in the most parts allowed, where that is lower than tiles of the whole batch (bert_tiny at
+    batch 8, --train bias: attention's maps are not cut by tiles, a sample's are smaller;
+    bench/results/batch_split.md)."""
+    from poet_edge import sweep
+
+    path = Path(__file__).parent.parent / "examples" / "zoo" / "bert_tiny.onnx"
+    opts = CompileOptions(path, "cortex-m4", 1 << 20, tmp_path, 8, Loss.CROSS_ENTROPY, LR, None, "scale")
+    opts = replace(opts, train="bias", training=autodiff.DEFAULT_OPTIONS, split="auto")
+    assert sweep.floor_bytes(replace(opts, batch_parts=1)) == 336448
+    assert sweep.floor_bytes(opts) == sweep.floor_bytes(replace(opts, batch_parts=8)) == 107072
