@@ -46,6 +46,17 @@ class Fitted:
     evaluations: int
 
 
+def lowered_work(n: int) -> int:
+    """The lowered construction's evaluations on a problem of ``n`` nodes."""
+    return min(LOWER_WORK_MAX, max(LOWER_WORK, LOWER_WORK_PER_NODE * n))
+
+
+def capped(n: int) -> bool:
+    """Whether ``LOWER_WORK_MAX`` caps the lowered construction's work on ``n`` nodes (beyond 2,000 nodes:
+    every order tried costs the cap's evaluations, each linear in the nodes, again)."""
+    return LOWER_WORK_PER_NODE * n > LOWER_WORK_MAX
+
+
 def _lowered(
     problem: SchedulingProblem, budget: int, costs: np.ndarray, seqs: Sequences
 ) -> tuple[np.ndarray, int]:
@@ -53,7 +64,7 @@ def _lowered(
     seq = np.arange(len(problem.nodes), dtype=np.int64)
     top = int(seqs.curve(seq)[0].max())
     step, spent, seed = max(1, (top - budget) // STEPS), 0, 0
-    work = min(LOWER_WORK_MAX, max(LOWER_WORK, LOWER_WORK_PER_NODE * len(problem.nodes)))
+    work = lowered_work(len(problem.nodes))
     while top > budget and spent < work:
         found, used = insert_recomputations(
             problem, max(budget, top - step), min(ROUND_WORK, work - spent), costs, seq, seed

@@ -20,7 +20,7 @@ from poet_edge.errors import PoetError
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule, SolveReport
 from poet_edge.schedulers.effort import sequence_work
-from poet_edge.schedulers.fit import fit_sequences
+from poet_edge.schedulers.fit import capped, fit_sequences
 from poet_edge.schedulers.lp_model import node_costs
 from poet_edge.schedulers.ordering import (
     ALL_ORDERS,
@@ -38,7 +38,8 @@ from poet_edge.schedulers.seq_search import improve_sequence
 from poet_edge.simulator import simulate
 
 SEQUENCE_WORK = sequence_work("default")  # the sequence search's evaluations, per fitting sequence
-FALLBACK_ORDERS = ("given", "min-net", "asap", "mid-level")  # tried in turn where the chosen order fits none
+FALLBACK_ORDERS = ("given", "min-net")  # tried, in turn, where no sequence fits the chosen order
+LEVEL_ORDERS = ("asap", "mid-level")  # then these, where each order's lowered insertion is not capped
 
 
 @dataclass(frozen=True)
@@ -145,9 +146,10 @@ def schedule_ordered(
                 raise error
             raise PoetError(
                 f"{error}; recomputation inserted into, or run on demand along, the chosen order and the "
-                f"{', '.join(FALLBACK_ORDERS)} orders found no sequence within {problem.budget_bytes} B "
-                f"either (the chosen "
-                f"order's peak without recomputation is {choice.peak} B)"
+                f"{', '.join(FALLBACK_ORDERS + ((), LEVEL_ORDERS)[not capped(len(problem.nodes))])} orders "
+                f"found no sequence within "
+                f"{problem.budget_bytes} B either (the chosen order's peak without recomputation is "
+                f"{choice.peak} B)"
             ) from error
         return _marked(_ours(ours, None, plain, choice, order_s, began), skipped)
     if ours.cost < cost:
@@ -163,8 +165,11 @@ def _sequences(
     budget = problem.budget_bytes
     costs = np.array(node_costs(problem, latency)[0], dtype=float)
     named = {choice.order: "the chosen order"}
-    for name, order in (*candidates(problem), *levels(precedence(problem))):
+    for name, order in candidates(problem):
         if name in FALLBACK_ORDERS:
+            named.setdefault(tuple(order), f"the {name} order")
+    if not capped(len(problem.nodes)):  # beyond, each order's insertion costs the cap's work again
+        for name, order in levels(precedence(problem)):
             named.setdefault(tuple(order), f"the {name} order")
     fitted = fit_sequences(problem, budget, costs, list(named))
     if fitted is None:
