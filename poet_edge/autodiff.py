@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
@@ -12,6 +12,8 @@ from poet_edge import ops
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Node, Phase, Role, Tensor
 from poet_edge.ops import fused
+from poet_edge.ops.concat import MAX_PIECES
+from poet_edge.ops.slice import ranges as slice_ranges
 from poet_edge.optimizer import PLAIN_SGD, Optimizer
 
 
@@ -141,6 +143,37 @@ def _add_loss(gb: GradBuilder, output: str, loss: Loss) -> tuple[str, str]:
     return LABELS, gb.emit(op + "Grad", (output, LABELS))
 
 
+def _partitions(g: Graph) -> dict[str, tuple[int, tuple[Node, ...]]]:
+    """Tensors that only Slices read, cutting one axis (step 1) into ranges that cover it without overlap
+    (an attention block's q, k and v cut from one projection; an unrolled RNN's gates), in 2 to MAX_PIECES
+    pieces: tensor -> (axis, the Slices in range order). Their gradient is a Concat of the pieces'
+    gradients (as ONNX Split's), not a sum of zero-padded SliceGrads."""
+    readers: dict[str, list[Node]] = {}
+    for n in g.nodes:
+        for t in set(n.inputs):
+            readers.setdefault(t, []).append(n)
+    out: dict[str, tuple[int, tuple[Node, ...]]] = {}
+    for t, ns in readers.items():
+        if not 2 <= len(ns) <= MAX_PIECES or t in g.outputs or any(n.op != "Slice" for n in ns):
+            continue
+        shape = g.shape(t)
+        cuts = [
+            [(a, r) for a, r in enumerate(slice_ranges(shape, n.attrs)) if r != range(shape[a])] for n in ns
+        ]
+        if any(len(c) != 1 or c[0][1].step != 1 for c in cuts) or len({c[0][0] for c in cuts}) != 1:
+            continue
+        axis = cuts[0][0][0]
+        order = sorted(range(len(ns)), key=lambda i: cuts[i][0][1].start)
+        bounds = [(cuts[i][0][1].start, cuts[i][0][1].stop) for i in order]
+        if (
+            bounds[0][0] == 0
+            and bounds[-1][1] == shape[axis]
+            and all(a[1] == b[0] for a, b in zip(bounds, bounds[1:], strict=False))
+        ):
+            out[t] = (axis, tuple(ns[i] for i in order))
+    return out
+
+
 def _backward(g: Graph, gb: GradBuilder, seed: tuple[str, str], req: set[str]) -> dict[str, str]:
     """Returns the final gradient tensor of every tensor that needs one.
 
@@ -157,9 +190,14 @@ def _backward(g: Graph, gb: GradBuilder, seed: tuple[str, str], req: set[str]) -
             gt = gb.emit("Add", (acc[t], gt))
         acc[t] = gt
 
+    parts = _partitions(g)
+    pieces: dict[str, dict[str, str | None]] = {}  # a partitioned tensor -> its Slices' gradients so far
     for n in reversed(g.nodes):
         needs = [t in req for t in n.inputs]
         gys = [acc.get(o) for o in n.outputs]
+        if n.op == "Slice" and n.inputs[0] in parts and needs[0]:
+            _piece(gb, n, gys[0], parts[n.inputs[0]], pieces, accumulate)
+            continue
         if not any(needs) or all(gy is None for gy in gys):
             continue
         op = ops.get(n.op)
@@ -171,6 +209,26 @@ def _backward(g: Graph, gb: GradBuilder, seed: tuple[str, str], req: set[str]) -
             if need and gt is not None:
                 accumulate(t, gt)
     return acc
+
+
+def _piece(
+    gb: GradBuilder,
+    n: Node,
+    gy: str | None,
+    part: tuple[int, tuple[Node, ...]],
+    pieces: dict[str, dict[str, str | None]],
+    accumulate: Callable[[str, str], None],
+) -> None:
+    """Records the gradient of Slice ``n`` of a partitioned tensor; after its last Slice (in reverse order)
+    the tensor's gradient is the Concat of the pieces' (Zeros for a piece that got none)."""
+    t, (axis, slices) = n.inputs[0], part
+    got = pieces.setdefault(t, {})
+    got[n.name] = gy
+    if len(got) < len(slices) or all(v is None for v in got.values()):
+        return
+    gb.prefix = f"grad/{t}/"
+    ins = tuple(got[s.name] or gb.emit("Zeros", (), {"shape": gb.shape(s.outputs[0])}) for s in slices)
+    accumulate(t, gb.emit("Concat", ins, {"axis": axis}))
 
 
 def state_tensors(tensors: dict[str, Tensor], p: str, optimizer: Optimizer) -> tuple[str, ...]:

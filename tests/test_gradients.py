@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
+from onnx import helper, numpy_helper
 from oputil import fd_check, load_model, mse_training, single_op_model
 
 from poet_edge import autodiff, frontend
@@ -151,3 +153,48 @@ def test_unrolled_gru_gradient_matches_finite_differences():
     rng = np.random.default_rng(8)
     x, y = rng.standard_normal((2, 49, 10)), rng.integers(0, 12, 2)
     assert fd_check(tg, x, y, samples=3) <= 1e-6
+
+
+def _qkv(step_v: int = 1, use_v: bool = True) -> autodiff.Graph:
+    """x[2,6] @ W[6,9] = h, cut by three Slices along axis 1 into q, k, v (an attention block's
+    projection); y = q * k + v, or q * k (v unread). ``step_v`` -1: v is h's last three columns reversed."""
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(rng.standard_normal((6, 9)).astype(np.float32), "W")]
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"])]
+    cuts = {"q": (0, 3, 1), "k": (3, 6, 1), "v": (6, 9, 1) if step_v == 1 else (8, 5, -1)}
+    for name, (a, b, st) in cuts.items():
+        for k, v in (("s", a), ("e", b), ("a", 1), ("st", st)):
+            inits.append(numpy_helper.from_array(np.array([v], np.int64), f"{name}_{k}"))
+        nodes.append(
+            helper.make_node("Slice", ["h", *(f"{name}_{k}" for k in ("s", "e", "a", "st"))], [name])
+        )
+    nodes.append(helper.make_node("Mul", ["q", "k"], ["qk"]))
+    nodes.append(
+        helper.make_node("Add", ["qk", "v"], ["y"]) if use_v else helper.make_node("Identity", ["qk"], ["y"])
+    )
+    graph = helper.make_graph(
+        nodes,
+        "qkv",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 6])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])],
+        inits,
+    )
+    return mse_training(load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])))
+
+
+@pytest.mark.parametrize("use_v", [True, False])
+def test_a_tensor_cut_by_slices_gets_a_concat_gradient(use_v):
+    """A tensor that only Slices read, cut along one axis into pieces that cover it, gets the Concat of the
+    pieces' gradients (Zeros for an unread piece), not a sum of zero-padded SliceGrads; its gradient matches
+    finite differences. A reversed piece (step -1) is not a cut: SliceGrads and Adds as before."""
+    tg = _qkv(use_v=use_v)
+    ops = [n.op for n in tg.nodes]
+    assert "SliceGrad" not in ops and ops.count("Concat") == 1 and ops.count("Zeros") == (0 if use_v else 1)
+    (cat,) = [n for n in tg.nodes if n.op == "Concat"]
+    assert cat.attrs["axis"] == 1 and tg.shape(cat.outputs[0]) == (2, 9)
+    rng = np.random.default_rng(6)
+    x, y = rng.standard_normal((2, 6)), rng.standard_normal((2, 3))
+    assert fd_check(tg, x, y) <= 1e-6
+    rev = _qkv(step_v=-1)
+    assert [n.op for n in rev.nodes].count("SliceGrad") == 3 and "Concat" not in [n.op for n in rev.nodes]
+    assert fd_check(rev, x, y) <= 1e-6
