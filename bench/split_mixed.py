@@ -34,8 +34,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -163,21 +162,6 @@ def row(path: Path, train: str, inp: str) -> dict[str, Any]:
     }
 
 
-@contextmanager
-def mixed_compile(sizes: splitting.TileSizes) -> Iterator[None]:
-    """The compile (whose --split SIZE calls splitting.split_graph with one size) splits with ``sizes``."""
-    plain = splitting.split_graph
-
-    def split_graph(tg: Graph, tile_bytes: object, rows: bool = True, input_rows: bool = False) -> Any:
-        return plain(tg, sizes, rows, input_rows)
-
-    splitting.split_graph = split_graph  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        splitting.split_graph = plain  # type: ignore[assignment]
-
-
 def c_check(path: Path, train: str, inp: str) -> dict[str, Any]:
     """The mixed split of the lowest uniform floor: numpy error and C bits against the unsplit step."""
     tg = training_graph(path, train)
@@ -200,8 +184,7 @@ def c_check(path: Path, train: str, inp: str) -> dict[str, Any]:
         )
         base = replace(base, train=train, training=autodiff.DEFAULT_OPTIONS, kernels="fast")
         compile_model(replace(base, split="off"))
-        with mixed_compile(sizes):
-            c = compile_model(replace(base, out=work / "split", split="1KB"))
+        c = compile_model(replace(base, out=work / "split", split="auto", tiles=sizes))
         assert c.split is not None and len(c.split.graph.nodes) == len(mixed.graph.nodes)
         plain = runner.run_project(work / "plain", "host", C_STEPS)
         split = runner.run_project(work / "split", "host", C_STEPS)

@@ -69,6 +69,16 @@ class CompileOptions:
     split: str = "off"  # --split: auto, off or a tile size (operator splitting, poet_edge/splitting.py)
     # --batch-parts: the batch's parts (poet_edge/batch_split.py); None: auto (with --split auto), 1: off
     batch_parts: int | None = None
+    # a tile size per tensor (splitting.TileSizes, e.g. a split_for_floor's ``asked``), for callers of the
+    # API: split with these sizes as --split SIZE splits with one (unless --split off)
+    tiles: splitting.TileSizes | None = None
+
+    @property
+    def explicit_tiles(self) -> Tile | None:
+        """The tiles asked for: ``tiles``, or --split SIZE; None for auto / off (PoetError if malformed)."""
+        if self.tiles is not None and self.split != "off":
+            return self.tiles
+        return splitting.tile_bytes_of(self.split)
 
     @property
     def input_rows(self) -> bool:
@@ -317,7 +327,7 @@ def batch_choices(training: Training, reserve: int, profile: Profile, opts: Comp
     that graph; else one sample per part with channel / row tiles; else tiles of the whole batch; the whole
     batch when nothing fits (the floor error then says so)."""
     fixed = 1 if opts.split == "off" else opts.batch_parts
-    if splitting.tile_bytes_of(opts.split) is not None:
+    if opts.explicit_tiles is not None:
         fixed = opts.batch_parts or 1
     if fixed is not None:
         return _with_parts(training, reserve, profile, opts, fixed)
@@ -359,7 +369,7 @@ def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions
     largest tile size of ``splitting.TILE_SIZES`` whose floor fits, and half of it (smaller tiles: more room
     for the scheduler, more nodes); unsplit when no size fits (the floor error then says so)."""
     stored = stored_candidates(tg, reserve, profile, opts)
-    size = splitting.tile_bytes_of(opts.split)
+    size = opts.explicit_tiles
     if opts.split == "off" or size is not None:
         return [(s, size) for s in stored]
     if any(_stored_floor(tg, reserve, profile, opts, s) <= opts.ram_bytes for s in stored):
@@ -515,7 +525,7 @@ def _split_hint(
 ) -> str:
     """Unsplit (--split off, or auto when no tile size fits): the floor with the smallest tiles, when lower,
     and the node that sets it."""
-    if splitting.tile_bytes_of(opts.split) is not None:
+    if opts.explicit_tiles is not None:
         return ""
     stored = frozenset(planning.stored_params(spec))
     floors = [

@@ -6,11 +6,9 @@ on qemu-cortex-m4."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import need_tools
@@ -177,21 +175,6 @@ def test_default_need_meets_its_target(tmp_path):
     assert splitting.floor_bytes(low) > 64 and min(low.sizes.values()) == LADDER[-1]
 
 
-@contextmanager
-def split_with(sizes: splitting.TileSizes) -> Iterator[None]:
-    """The compile's --split SIZE (splitting.split_graph with one size) splits with ``sizes`` instead."""
-    plain = splitting.split_graph
-
-    def split_graph(tg: Graph, tile_bytes: Any, rows: bool = True, input_rows: bool = False) -> Any:
-        return plain(tg, sizes, rows, input_rows)
-
-    splitting.split_graph = split_graph  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        splitting.split_graph = plain  # type: ignore[assignment]
-
-
 @pytest.mark.parametrize(("train", "qemu"), [("all", True), ("bias", False)])
 def test_mixed_sizes_in_c_give_the_unsplit_bits(tmp_path, train, qemu):
     """The C program (fast kernels) of the mixed split gives the unsplit program's losses and parameters
@@ -205,8 +188,7 @@ def test_mixed_sizes_in_c_give_the_unsplit_bits(tmp_path, train, qemu):
     base = CompileOptions(path, "host", 4 << 20, tmp_path / "plain", 1, Loss.CROSS_ENTROPY, LR, 8192, "none")
     base = replace(base, train=train, training=autodiff.DEFAULT_OPTIONS, kernels="fast")
     compile_model(replace(base, split="off"))
-    with split_with(s.asked):
-        c = compile_model(replace(base, out=tmp_path / "split", split="512B"))
+    c = compile_model(replace(base, out=tmp_path / "split", split="auto", tiles=s.asked))
     assert c.split is not None and c.split.graph.nodes == s.graph.nodes
     if qemu:
         assert_same_bits(tmp_path / "plain", tmp_path / "split", STEPS)
