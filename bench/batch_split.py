@@ -27,6 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from provenance import markdown_table as markdown  # noqa: E402
 from provenance import provenance  # noqa: E402
 from zoo import MODELS, ROOT, ZOO, ZooModel, table  # noqa: E402
 
@@ -186,13 +187,6 @@ floor ({q[floor_parts_less]:,} B; unsplit: {q[floor_unsplit]:,} B): {q[parts]} b
 predicted {q[predicted_ram]:,} B,
 measured on QEMU {q[measured_ram]:,} B; host and QEMU bits {bits}.
 """
-
-
-def markdown(rows: list[dict[str, object]]) -> str:
-    cols = list(rows[0])
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    out += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
-    return "\n".join(out)
 
 
 def main() -> int:

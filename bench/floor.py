@@ -26,6 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from provenance import markdown_table as markdown  # noqa: E402
 from provenance import provenance  # noqa: E402
 from zoo import ROOT, ZOO, table  # noqa: E402
 
@@ -214,13 +215,6 @@ def flat(r: dict[str, Any]) -> dict[str, object]:
     cells["peak before KB"] = kb(r["peak"]["before"])
     cells["peak both KB"] = kb(r["peak"]["both"])
     return cells
-
-
-def markdown(rows: list[dict[str, object]]) -> str:
-    cols = list(rows[0])
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    out += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
-    return "\n".join(out)
 
 
 REPORT = """# Memory floors: fused updates, 1-bit masks, params in storage, operator splitting (issues 56-57)

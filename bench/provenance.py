@@ -34,3 +34,11 @@ def provenance() -> dict[str, str]:
     """{"machine", "commit", "date"} for a results file."""
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return {"machine": machine(), "commit": commit(), "date": now}
+
+
+def markdown_table(rows: list[dict[str, object]]) -> str:
+    """A Markdown table of ``rows`` (dicts with the same keys, the first one's order as the columns)."""
+    cols = list(rows[0])
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    out += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
+    return "\n".join(out)

@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from provenance import markdown_table as markdown  # noqa: E402
 from provenance import provenance  # noqa: E402
 from tight import max_rel_err  # noqa: E402
 
@@ -239,12 +240,6 @@ def up_columns(r: dict[str, Any]) -> dict[str, str]:
 
 def geomean(xs: list[float]) -> float:
     return float(np.exp(np.mean(np.log(xs)))) if xs else 1.0
-
-
-def markdown(rows: list[dict[str, object]]) -> str:
-    cols = list(rows[0])
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    return "\n".join(lines + ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from provenance import markdown_table as markdown  # noqa: E402
 from provenance import provenance  # noqa: E402
 from tight import max_rel_err  # noqa: E402
 
@@ -129,12 +130,6 @@ def shown(r: dict[str, Any]) -> dict[str, object]:
         "C split vs unsplit (host)": r["c_host"],
         "s": r["seconds"],
     }
-
-
-def markdown(rows: list[dict[str, object]]) -> str:
-    cols = list(rows[0])
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    return "\n".join(lines + ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows])
 
 
 def main(argv: list[str] | None = None) -> int:
