@@ -47,9 +47,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from provenance import markdown_table as markdown  # noqa: E402
 from provenance import provenance  # noqa: E402
-from tight import max_rel_err  # noqa: E402
+from split_users import numpy_error  # noqa: E402
 
-from poet_edge import autodiff, frontend, planning, reference, runner, splitting, trainable  # noqa: E402
+from poet_edge import autodiff, frontend, planning, runner, splitting, trainable  # noqa: E402
 from poet_edge.autodiff import Loss  # noqa: E402
 from poet_edge.compiler import CompileOptions, compile_model  # noqa: E402
 from poet_edge.ir import Graph  # noqa: E402
@@ -169,13 +169,7 @@ def c_check(path: Path, train: str, inp: str) -> dict[str, Any]:
     rows_in = inp == "storage"
     floor = min(memory_floor(problem(s.graph, inp)).bytes for s in splitting.splits(tg, rows_in))
     mixed = splitting.split_for_floor(tg, floor, input_rows=rows_in, need=planning_need(inp))
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal(tg.shape(tg.inputs[0])).astype(np.float32)
-    y = rng.integers(0, 10, tg.shape(tg.inputs[1])).astype(np.int32)
-    la, a = reference.train(tg, [(x, y)] * NUMPY_STEPS, LR)
-    lb, b = reference.train(mixed.graph, [(x, y)] * NUMPY_STEPS, LR)
-    b = mixed.join_params(b)
-    err = max([max_rel_err(np.array(lb), np.array(la))] + [max_rel_err(b[k], a[k]) for k in a])
+    err = numpy_error(tg, mixed)
     assert mixed.asked is not None
     sizes = mixed.asked
     with tempfile.TemporaryDirectory() as tmp:

@@ -10,7 +10,7 @@ from typing import Any
 
 from poet_edge import ops
 from poet_edge.errors import PoetError
-from poet_edge.ir import Graph, Node, Phase, Role, Tensor
+from poet_edge.ir import Graph, Names, Node, Phase, Role, Tensor
 from poet_edge.ops import fused
 from poet_edge.ops.concat import MAX_PIECES
 from poet_edge.ops.slice import ranges as slice_ranges
@@ -81,18 +81,10 @@ class GradBuilder:
         self.nodes: list[Node] = []
         self.phase = phase
         self.prefix = ""
-        self._used: set[str] = set(tensors)
+        self._names = Names(set(tensors))
 
     def shape(self, name: str) -> tuple[int, ...]:
         return self.tensors[name].shape
-
-    def _fresh(self, base: str) -> str:
-        name, k = base, 1
-        while name in self._used:
-            k += 1
-            name = f"{base}_{k}"
-        self._used.add(name)
-        return name
 
     def emit(
         self,
@@ -103,7 +95,7 @@ class GradBuilder:
     ) -> str:
         attrs = dict(attrs or {})
         shapes = ops.get(op).infer([self.shape(t) for t in inputs], attrs)
-        out = self._fresh(f"{self.prefix}{op}")
+        out = self._names.fresh(f"{self.prefix}{op}")
         self.tensors[out] = Tensor(out, tuple(shapes[0]), "float32", role)
         self.nodes.append(Node(out, op, inputs, (out,), attrs, self.phase))
         return out

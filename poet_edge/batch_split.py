@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from poet_edge import ops
 from poet_edge.errors import PoetError
-from poet_edge.ir import Graph, Node, Role, Tensor
+from poet_edge.ir import Graph, Names, Node, Role, Tensor
 from poet_edge.ops.concat import MAX_PIECES
 
 MAX_PARTS = 64  # the most parts: the forward graph grows k-fold (--batch-parts auto tries up to this)
@@ -58,28 +58,13 @@ def part_sizes(n: int, k: int) -> tuple[int, ...]:
     return tuple(n // k + (1 if i < n % k else 0) for i in range(k))
 
 
-@dataclass(frozen=True)
-class _Names:
-    """Fresh names: the base when unused, else ``<base>_2``, ``<base>_3``... (deterministic)."""
-
-    used: set[str] = field(default_factory=set)
-
-    def fresh(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.used:
-            k += 1
-            name = f"{base}_{k}"
-        self.used.add(name)
-        return name
-
-
 @dataclass
 class _State:
     """The rewrite in progress (mutable, local to :func:`split_batch`)."""
 
     g: Graph
     sizes: tuple[int, ...]
-    names: _Names
+    names: Names
     tensors: dict[str, Tensor]
     nodes: list[Node] = field(default_factory=list)
     parts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # tensor -> its part tensors
@@ -101,7 +86,7 @@ def split_batch(g: Graph, k: int) -> BatchSplit:
     if k == 1:
         return BatchSplit(g, sizes, (), ())
     used = set(g.tensors) | {nd.name for nd in g.nodes}
-    st = _State(g, sizes, _Names(used), dict(g.tensors))
+    st = _State(g, sizes, Names(used), dict(g.tensors))
     st.dependent.update(g.inputs)
     _slices(st, x)
     for node in g.nodes:

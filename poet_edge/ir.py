@@ -84,3 +84,19 @@ class Graph:
             for i in n.inputs:
                 cons[i].append(n)
         return cons
+
+
+@dataclass
+class Names:
+    """Fresh names, deterministic: ``base`` when unused, else ``<base>_2``, ``<base>_3``, ... (each name
+    handed out is used from then on)."""
+
+    used: set[str]
+
+    def fresh(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.used:
+            k += 1
+            name = f"{base}_{k}"
+        self.used.add(name)
+        return name
