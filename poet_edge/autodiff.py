@@ -81,7 +81,7 @@ class GradBuilder:
         self.nodes: list[Node] = []
         self.phase = phase
         self.prefix = ""
-        self._names = Names(set(tensors))
+        self.names = Names(set(tensors))  # every tensor name handed out (ops emitting multi-output nodes too)
 
     def shape(self, name: str) -> tuple[int, ...]:
         return self.tensors[name].shape
@@ -95,7 +95,7 @@ class GradBuilder:
     ) -> str:
         attrs = dict(attrs or {})
         shapes = ops.get(op).infer([self.shape(t) for t in inputs], attrs)
-        out = self._names.fresh(f"{self.prefix}{op}")
+        out = self.names.fresh(f"{self.prefix}{op}")
         self.tensors[out] = Tensor(out, tuple(shapes[0]), "float32", role)
         self.nodes.append(Node(out, op, inputs, (out,), attrs, self.phase))
         return out

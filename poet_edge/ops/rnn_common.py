@@ -142,7 +142,7 @@ def emit_multi(gb, op: str, inputs: tuple[str, ...], attrs: dict, roles: Sequenc
     shapes = ops.get(op).infer([gb.shape(t) for t in inputs], attrs)
     outs = []
     for k, (shape, role) in enumerate(zip(shapes, roles, strict=True)):
-        name = gb._fresh(f"{gb.prefix}{op}_{k}")
+        name = gb.names.fresh(f"{gb.prefix}{op}_{k}")
         gb.tensors[name] = Tensor(name, tuple(shape), "float32", role)
         outs.append(name)
     gb.nodes.append(Node(outs[0], op, inputs, tuple(outs), attrs, gb.phase))
