@@ -41,6 +41,7 @@ class Analysis:
     req: tuple[int, ...]
     recomp_until: tuple[int, ...]  # last round in which the node may run (n: no invalidator)
     droppable: tuple[bool, ...]
+    dying: tuple[tuple[int, ...], ...]  # per stage: its inputs and itself that no later stage reads, sorted
 
 
 def analyse(problem: SchedulingProblem, allow_recompute: bool) -> Analysis:
@@ -63,7 +64,8 @@ def analyse(problem: SchedulingProblem, allow_recompute: bool) -> Analysis:
             req[u] = max(req[u], w, later)
     last_use = tuple(max(s, default=u) for u, s in enumerate(succs))
     droppable = tuple(can[u] and req[u] <= until[u] for u in range(n))
-    return Analysis(preds, succs, last_use, tuple(req), tuple(until), droppable)
+    dying = tuple(tuple(u for u in sorted({*preds[t], t}) if last_use[u] <= t) for t in range(n))
+    return Analysis(preds, succs, last_use, tuple(req), tuple(until), droppable, dying)
 
 
 Policy = Callable[["Engine", list[int]], tuple[int, str]]

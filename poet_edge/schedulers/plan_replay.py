@@ -15,6 +15,9 @@ which repairs overflows by the DTR rule. A bound-model solution can also be read
 
 from __future__ import annotations
 
+import random
+from dataclasses import dataclass
+
 import numpy as np
 
 from poet_edge.problem import SchedulingProblem
@@ -115,7 +118,9 @@ def decode(
 
 
 class _Replay:
-    """Direct decoder of a plan (see :func:`replay_plan`)."""
+    """Direct decoder of a plan (see :func:`replay_plan`). ``h`` hashes the values in RAM and in storage
+    (Zobrist: one random word per value and place, XORed in and out), so a replay can tell cheaply
+    where it is back in another replay's state (:class:`Trace`)."""
 
     def __init__(self, problem: SchedulingProblem, an: Analysis, costs: tuple[list[float], ...] = ()) -> None:
         self.p, self.an = problem, an
@@ -124,29 +129,59 @@ class _Replay:
         self.hold = True  # keep inputs recomputed for a restoration until their last use
         self.work = 20 * len(problem.nodes) + 1000  # recomputations a plan may ask for
         self.steps: list[Step] = []
+        self.record = True  # append the steps (a scored replay needs only its cost and overflow)
         self.ram: set[int] = set()
         self.storage: set[int] = set()
         self.live = self.stored = 0
+        self.h = 0
+        self.keys: tuple[list[int], list[int]] = ([], [])  # Zobrist words: RAM, storage (empty: no hash)
         self.overflow: dict[int, int] = {}
+        self.events: list[tuple[int, int]] | None = None  # (stage, bytes) of every overflow, when traced
+        self.incs: list[float] | None = None  # every cost added, in order, when traced
         self.error = ""
         self.kept: dict[int, int] = {}  # value -> stage after which it is freed (KEEP)
         self.release: dict[int, list[int]] = {}
+
+    def plan_keeps(self, entries: dict[int, list[tuple[int, str]]]) -> None:
+        self.hold = FREE_TEMPS not in entries
+        self.kept, self.release = {}, {}
+        for t, pairs in entries.items():
+            for v, mode in pairs:
+                if mode == KEEP and t > self.an.last_use[v]:
+                    self.kept[v] = t
+                    self.release.setdefault(t, []).append(v)
+
+    def _add(self, c: float) -> None:
+        self.cost += c
+        if self.incs is not None:
+            self.incs.append(c)
 
     def _fits(self, t: int, extra: int) -> None:
         over = self.p.fixed_bytes + self.live + extra - self.p.budget_bytes
         if over > 0:
             self.overflow[t] = max(self.overflow.get(t, 0), over)
+            if self.events is not None:
+                self.events.append((t, over))
+
+    def _in(self, v: int) -> None:
+        if v not in self.ram and self.keys[0]:
+            self.h ^= self.keys[0][v]
+        self.ram.add(v)
+        self.live += self.p.nodes[v].out_bytes
 
     def compute(self, t: int, v: int) -> None:
         node = self.p.nodes[v]
         self._fits(t, node.out_bytes + node.workspace_bytes)
-        self.cost += self.costs[0][v]
-        self.steps.append(Compute(node.name))
-        self.ram.add(v)
-        self.live += node.out_bytes
+        self._add(self.costs[0][v])
+        if self.record:
+            self.steps.append(Compute(node.name))
+        self._in(v)
 
     def free(self, v: int) -> None:
-        self.steps.append(Free(self.p.nodes[v].name))
+        if self.record:
+            self.steps.append(Free(self.p.nodes[v].name))
+        if v in self.ram and self.keys[0]:
+            self.h ^= self.keys[0][v]
         self.ram.discard(v)
         self.live -= self.p.nodes[v].out_bytes
 
@@ -156,9 +191,12 @@ class _Replay:
             if not node.pageable or (cap is not None and self.stored + node.out_bytes > cap):
                 return False
             self.storage.add(v)
+            if self.keys[1]:
+                self.h ^= self.keys[1][v]
             self.stored += node.out_bytes
-            self.cost += self.costs[2][v]
-            self.steps.append(PageOut(node.name))
+            self._add(self.costs[2][v])
+            if self.record:
+                self.steps.append(PageOut(node.name))
         return True
 
     def restore(self, t: int, v: int, depth: int = 0) -> bool:
@@ -166,10 +204,10 @@ class _Replay:
         node = self.p.nodes[v]
         if v in self.storage:
             self._fits(t, node.out_bytes)
-            self.cost += self.costs[1][v]
-            self.steps.append(PageIn(node.name))
-            self.ram.add(v)
-            self.live += node.out_bytes
+            self._add(self.costs[1][v])
+            if self.record:
+                self.steps.append(PageIn(node.name))
+            self._in(v)
             return True
         if not node.recomputable or t > self.an.recomp_until[v] or depth > 50:
             self.error = f"{node.name} can be neither paged in nor recomputed at stage {t}"
@@ -193,7 +231,10 @@ class _Replay:
             if u not in self.ram and not self.restore(t, u):
                 return False
         self.compute(t, t)
-        for u in sorted({*self.an.preds[t], t, *self.release.get(t, ())}):
+        dying = self.an.dying[t]
+        if t in self.release:
+            dying = tuple(sorted({*dying, *self.release[t]}))
+        for u in dying:
             if u in self.ram and max(self.an.last_use[u], self.kept.get(u, -1)) <= t:
                 self.free(u)
         for u, mode in plan.get(t, ()):
@@ -236,12 +277,7 @@ def replay_plan(
     v in RAM until stage t (past its last use). A plan needing more than 20 n + 1000
     recomputations is refused (None, as if it did not fit)."""
     r = _Replay(problem, an, costs)
-    r.hold = FREE_TEMPS not in plan
-    for t, entries in plan.items():
-        for v, mode in entries:
-            if mode == KEEP and t > an.last_use[v]:
-                r.kept[v] = t
-                r.release.setdefault(t, []).append(v)
+    r.plan_keeps(plan)
     for t in range(len(problem.nodes)):
         if not r.stage(t, plan):
             return None, {**r.overflow, t: 1 << 62}  # cannot be followed: worse than any overflow
@@ -250,6 +286,147 @@ def replay_plan(
     if r.overflow:
         return None, r.overflow
     return Schedule(tuple(r.steps), NAME, SolveReport.of(cost=r.cost)), {}
+
+
+TRACE_EVERY = 32  # a trace keeps the replay's state before every this many stages
+
+
+class Trace:
+    """The replay of one plan (:func:`replay_plan`), kept so that the replays of plans that differ from
+    it in a few entries (a local search's neighbours) run only where they differ: from the last state
+    kept before the first stage whose entries differ, until a stage after the last one whose entries
+    differ at which the replay is back in the traced one's state (the same values in RAM and in storage,
+    by their Zobrist hash, and the same bytes); from there on the traced replay's costs and overflows
+    are taken as they are. The result is the full replay's, bit for bit: the costs still to come are
+    added one by one in the traced order. Only the cost and the overflow are replayed, not the steps."""
+
+    def __init__(
+        self,
+        problem: SchedulingProblem,
+        an: Analysis,
+        entries: dict[int, list[tuple[int, str]]],
+        costs: tuple[list[float], ...] = (),
+    ) -> None:
+        n = len(problem.nodes)
+        rng = random.Random(n)
+        self.keys = ([rng.getrandbits(63) for _ in range(n)], [rng.getrandbits(63) for _ in range(n)])
+        self.problem, self.an, self.entries, self.costs = problem, an, entries, costs
+        r = self._fresh()
+        r.plan_keeps(entries)
+        r.events, r.incs = [], []
+        self.hold, self.kept = r.hold, dict(r.kept)
+        self.state: list[tuple[int, int, int]] = []  # before stage t: (hash, live bytes, stored bytes)
+        self.work: list[int] = []
+        self.at: list[tuple[int, int]] = []  # before stage t: (costs added, overflow events) so far
+        self.kept_states: dict[int, _State] = {}
+        self.complete = True
+        self.joins = 0  # replays that took the traced rest
+        for t in range(n + 1):
+            self.state.append((r.h, r.live, r.stored))
+            self.work.append(r.work)
+            self.at.append((len(r.incs), len(r.events)))
+            if t % TRACE_EVERY == 0:
+                self.kept_states[t] = _snapshot(r)
+            if t == n:
+                break
+            if not r.stage(t, entries):
+                self.complete = False
+                break
+        self.incs, self.events = r.incs, r.events
+        self.result = (r.cost, dict(r.overflow)) if self.complete and not r.overflow else None
+
+    def _fresh(self) -> _Replay:
+        r = _Replay(self.problem, self.an, self.costs)
+        r.record, r.keys = False, self.keys
+        return r
+
+    def _differ(self, entries: dict[int, list[tuple[int, str]]]) -> tuple[int, int] | None:
+        """The first stage the replays may differ at and the last stage whose entries differ (None:
+        the same entries)."""
+        stages = [t for t in {*entries, *self.entries} if entries.get(t) != self.entries.get(t)]
+        if not stages:
+            return None
+        first = min(stages)
+        for t in stages:  # a value kept longer or shorter is freed differently from its last use on
+            for v, mode in {*entries.get(t, ()), *self.entries.get(t, ())}:
+                if mode == KEEP:
+                    first = min(first, self.an.last_use[v])
+        return max(first, 0), max(stages)
+
+    def replay(
+        self, entries: dict[int, list[tuple[int, str]]], strict: bool = False
+    ) -> tuple[float | None, dict[int, int]]:
+        """(cost, {}) of the plan whose replay entries are ``entries``, or (None, bytes over the budget by
+        stage) as :func:`replay_plan` returns them (a strict replay's overflow may be partial)."""
+        differ = self._differ(entries) if (FREE_TEMPS not in entries) == self.hold else (0, len(self.state))
+        if differ is None and self.complete:
+            return (self.result[0], {}) if self.result is not None else (None, self._overflow_from(0, {}))
+        first, last = differ or (0, len(self.state))
+        start = max(t for t in self.kept_states if t <= first)
+        r = self._fresh()
+        _restore(r, self.kept_states[start])
+        r.plan_keeps(entries)
+        n = len(self.problem.nodes)
+        for t in range(start, n):
+            if t > last and self.complete and (r.h, r.live, r.stored) == self.state[t]:
+                if r.work - (self.work[t] - self.work[n]) >= 0:
+                    return self._join(r, t, strict)
+            if not r.stage(t, entries):
+                return None, {**r.overflow, t: 1 << 62}
+            if strict and r.overflow:
+                return None, r.overflow
+        return (None, r.overflow) if r.overflow else (r.cost, {})
+
+    def _overflow_from(self, t: int, overflow: dict[int, int]) -> dict[int, int]:
+        out = dict(overflow)
+        for stage, over in self.events[self.at[t][1] :]:
+            out[stage] = max(out.get(stage, 0), over)
+        return out
+
+    def _join(self, r: _Replay, t: int, strict: bool) -> tuple[float | None, dict[int, int]]:
+        """The replay r, back in the traced state before stage t: the traced replay's rest."""
+        self.joins += 1
+        incs, events = self.at[t]
+        if len(self.events) > events:
+            return None, (r.overflow if strict else self._overflow_from(t, r.overflow))
+        if r.overflow:
+            return None, r.overflow
+        cost = r.cost
+        for c in self.incs[incs:]:
+            cost += c
+        return cost, {}
+
+
+@dataclass(frozen=True)
+class _State:
+    """What a replay carries from one stage to the next (a :class:`Trace` keeps some)."""
+
+    ram: frozenset[int]
+    storage: frozenset[int]
+    live: int
+    stored: int
+    h: int
+    cost: float
+    work: int
+    overflow: tuple[tuple[int, int], ...]
+
+
+def _snapshot(r: _Replay) -> _State:
+    return _State(
+        frozenset(r.ram),
+        frozenset(r.storage),
+        r.live,
+        r.stored,
+        r.h,
+        r.cost,
+        r.work,
+        tuple(r.overflow.items()),
+    )
+
+
+def _restore(r: _Replay, state: _State) -> None:
+    r.ram, r.storage, r.overflow = set(state.ram), set(state.storage), dict(state.overflow)
+    r.live, r.stored, r.h, r.cost, r.work = state.live, state.stored, state.h, state.cost, state.work
 
 
 def replay_entries(cover: Cover, plan: Plan) -> dict[int, list[tuple[int, str]]]:

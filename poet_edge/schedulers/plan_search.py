@@ -25,11 +25,11 @@ from poet_edge.schedulers.plan_replay import (
     KEEP,
     STORE,
     Plan,
+    Trace,
     format_mode,
     option_mode,
     parse_mode,
     replay_entries,
-    replay_plan,
     store_key,
 )
 from poet_edge.schedulers.segment_cover import Cover
@@ -47,8 +47,10 @@ def plan_with(plan: Plan, k: int, mode: str | None) -> Plan:
 
 @dataclass
 class PlanSearch:
-    """Local search over plans, judged by the exact replay (:func:`replay_plan`): a plan is better
-    when its replay overflows the budget by fewer bytes in total, then when it costs less. Moves, in a
+    """Local search over plans, judged by the exact replay (:func:`~poet_edge.schedulers.plan_replay.
+    replay_plan`, run against the current plan's :class:`~poet_edge.schedulers.plan_replay.Trace`): a
+    plan is better when its replay overflows the budget by fewer bytes in total, then when it costs
+    less. Moves, in a
     fixed order (first improvement): flip the replay policy; change one segment (resident / PAGE /
     DROP) or dead ancestor (KEEP / STORE); restore one eviction earlier, evict it later, or carry it
     (:meth:`_carry`); move one eviction to another segment of a stage it spans (either mode).
@@ -61,20 +63,27 @@ class PlanSearch:
     modes: dict[int, tuple[str, ...]]  # modes each plan key may take (segments, stores)
     seen: dict[tuple[tuple[int, str], ...], tuple[float, float]] = field(default_factory=dict)
     evals: int = 0
+    base: Trace | None = None  # the replay the plans scored are replayed against (the descent's current)
+
+    def rebase(self, plan: Plan) -> None:
+        """Replays the plans scored from now on against ``plan``'s (a neighbour of it replays only
+        where it differs: :class:`~poet_edge.schedulers.plan_replay.Trace`)."""
+        self.base = Trace(self.problem, self.an, replay_entries(self.cover, plan), self.costs)
 
     def score(self, plan: Plan, strict: bool) -> tuple[float, float]:
         key = tuple(sorted(plan.items()))
         if key in self.seen:
             return self.seen[key]
         self.evals += 1
-        schedule, overflow = replay_plan(
-            self.problem, self.an, replay_entries(self.cover, plan), self.costs, strict
-        )
-        if schedule is None:
+        entries = replay_entries(self.cover, plan)
+        if self.base is None:
+            self.base = Trace(self.problem, self.an, entries, self.costs)
+        cost, overflow = self.base.replay(entries, strict)
+        if cost is None:
             out = (float(sum(overflow.values())) if not strict else math.inf, math.inf)
         else:
-            out = (0.0, schedule.report.replayed_cost)
-        if not strict or schedule is not None:
+            out = (0.0, cost)
+        if not strict or cost is not None:
             self.seen[key] = out
         return out
 
@@ -150,6 +159,7 @@ class PlanSearch:
         (perf_counter seconds) passes or ``stop()`` is true; ``on_better`` gets every fitting plan
         that improves."""
         stop = stop or (lambda: False)
+        self.rebase(plan)
         current = self.score(plan, False)
         improved = True
         while improved and time.perf_counter() < deadline and not stop():
@@ -160,6 +170,7 @@ class PlanSearch:
                 sc = self.score(nxt, current[0] == 0.0)
                 if sc < (current[0], current[1] * (1 - 1e-12)) and sc != current:
                     plan, current, improved = nxt, sc, True
+                    self.rebase(plan)
                     if sc[0] == 0.0:
                         on_better(plan)
                     break
