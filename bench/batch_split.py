@@ -59,12 +59,14 @@ def _opts(m: ZooModel, batch: int, out: Path, ram: int = 1 << 40) -> CompileOpti
 
 
 def _tiles_floor(training: Training, opts: CompileOptions, parts: int) -> int:
-    """The lowest floor of the training graph with the batch in ``parts`` parts cut into tiles."""
+    """The lowest floor of the training graph with the batch in ``parts`` parts cut into tiles (with
+    ``--input storage``: the batch read in boxes from storage, splitting.batch_windows)."""
     tg = training.graph(parts)[1]
     keep = frozenset(tg.trainable)
     host = load_profile("host")
+    rows = opts.input == planning.InputPlace.STORAGE
     return min(
-        (parts_floor_of(s.graph, s.param_names(keep), opts, host) for s in splitting.splits(tg, False)),
+        (parts_floor_of(s.graph, s.param_names(keep), opts, host) for s in splitting.splits(tg, rows)),
         default=0,
     )
 
@@ -107,6 +109,9 @@ def row(m: ZooModel) -> dict[str, Any]:
         "floor": {str(k): v for k, v in floors.items()},
         "floor_tiles": _tiles_floor(training, opts, 1),
         "floor_parts_tiles": _tiles_floor(training, opts, BATCH),
+        "floor_parts_tiles_storage": _tiles_floor(
+            training, replace(opts, input=planning.InputPlace.STORAGE), BATCH
+        ),
         "nodes": {str(k): v for k, v in nodes.items()},
         "replicated": len(s.replicated),
         "joined": list(s.joined),
@@ -159,6 +164,7 @@ def flat(r: dict[str, Any]) -> dict[str, object]:
         **{f"{k} parts": f"{f[str(k)]:,}" for k in PARTS},
         "tiles": f"{r['floor_tiles']:,}",
         f"{BATCH} parts + tiles": f"{r['floor_parts_tiles']:,}",
+        f"{BATCH} parts + tiles, input storage": f"{r['floor_parts_tiles_storage']:,}",
         "nodes 1/2/4/8": "/".join(str(n[str(k)]) for k in (1, *PARTS)),
         "per part": r["replicated"],
         "step-1 loss": "same bits" if r["loss_bits"] else "DIFFERS",
@@ -173,11 +179,13 @@ Measured by `bench/batch_split.py` on {machine}, commit {commit}, {date} ({secon
 
 Memory floors in bytes (every trainable parameter in storage, the default exact rewrites, --input ram,
 8 KB reserve, host profile): unsplit, with the batch in 2, 4 and 8 parts, channel / row tiles alone
-(the lowest over the tile sizes), and 8 parts with tiles. Nodes: the training graph's, with 1, 2, 4 and 8
-parts; "per part": forward nodes run once per part. numpy reference, 3 SGD steps (lr {lr}), 8 parts vs
-unsplit: the first step's loss (the same parameters) bit for bit, how many of the 3 losses have the same
-bits (from step 2 the parameters differ within rounding), and the parameters' max relative error after
-3 steps (the weight and bias gradients sum the parts in another order; docs/batch_split.md).
+(the lowest over the tile sizes), and 8 parts with tiles, with the batch in RAM and with `--input storage`
+(each part's samples, and each row window of them, loaded from storage: x is never whole in RAM). Nodes:
+the training graph's, with 1, 2, 4 and 8 parts; "per part": forward nodes run once per part. numpy
+reference, 3 SGD steps (lr {lr}), 8 parts vs unsplit: the first step's loss (the same parameters) bit for
+bit, how many of the 3 losses have the same bits (from step 2 the parameters differ within rounding), and
+the parameters' max relative error after 3 steps (the weight and bias gradients sum the parts in another
+order; docs/batch_split.md).
 
 {table}
 

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
 
-from poet_edge import ops
+from poet_edge import ops, splitting
 from poet_edge.cost import Cost, node_cost, transfer_cost
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Node, Phase, Role
@@ -253,22 +253,6 @@ def input_node_name(x: str) -> str:
     return f"input:{x}"
 
 
-def batch_windows(tg: Graph, x: str) -> list[Node]:
-    """Nodes that read rows of the batch ``x`` (4-D): a Slice of x along axis 2 alone, step 1 (operator
-    splitting's windows, ``splitting.split_graph(input_rows=True)``). With the batch in storage, each is a
-    load of those rows (one storage read per sample and channel) instead of a copy of the loaded batch."""
-    if len(tg.shape(x)) != 4:
-        return []
-    return [
-        n
-        for n in tg.nodes
-        if n.op == "Slice"
-        and n.inputs == (x,)
-        and tuple(n.attr("axes", ())) == (2,)  # type: ignore[arg-type]
-        and tuple(n.attr("steps", (1,))) == (1,)  # type: ignore[arg-type]
-    ]
-
-
 def param_node_name(p: str) -> str:
     return f"param:{p}"
 
@@ -331,10 +315,14 @@ def spec_from_graph(
         name = input_node_name(x)
         if any(n.name == name for n in tg.nodes):
             raise PoetError(f"a model node is named '{name}', which poet-edge reserves for the input load")
-        windows = batch_windows(tg, x)
+        found = splitting.batch_windows(tg)  # Slices of x (and of those): loads of boxes of x
+        windows = [n for n in tg.nodes if n.name in found.boxes]
         loads_of = [(name, x, 1)] if any(x in n.inputs for n in tg.nodes if n not in windows) else []
-        shape = tg.shape(x)
-        loads_of += [(n.name, n.outputs[0], shape[0] * shape[1]) for n in windows]
+        loads_of += [
+            (n.name, n.outputs[0], found.runs(n.name, tg.shape(x))[0])
+            for n in windows
+            if n.name not in found.virtual
+        ]
         for lname, value, reads in loads_of:
             nbytes = align(tg.tensor(value).nbytes)
             sources[value] = len(nodes)
@@ -344,7 +332,7 @@ def spec_from_graph(
     index: dict[str, int] = {}  # training-graph node -> scheduling node
     loads: dict[str, int] = {}  # stored parameter -> index of its load node
     for members in groups:
-        if members[0] in windows:  # a load of the batch's rows (above)
+        if members[0] in windows:  # a load of a box of the batch (above), or none (virtual)
             continue
         for p in sorted({t for n in members for t in n.inputs if t in stored and t not in loads}):
             loads[p] = sources[p] = len(nodes)

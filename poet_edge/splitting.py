@@ -1778,19 +1778,21 @@ def node_bytes(g: Graph, stored: frozenset[str] | None = None, input_storage: bo
     inputs and its workspace, each aligned, as the memory floor (memory_floor.node_need) counts them. An
     input counts when a node makes it, when it is a trainable parameter kept in storage (``stored``; None:
     every trainable parameter, as ``--split auto`` keeps them), or when it is the batch and the batch is in
-    storage (``input_storage``; a Slice of its rows is then a load: its output only). Parameters in RAM,
-    frozen parameters and step inputs held in RAM are fixed bytes, not counted. The floor is the fixed
+    storage (``input_storage``; a window of it is then a load, its output only, or nothing when only
+    windows read it: :func:`batch_windows`). Parameters in RAM, frozen parameters and step inputs held in
+    RAM are fixed bytes, not counted. The floor is the fixed
     bytes plus the largest of these (planning fuses in-place epilogues into their producers, which never
     raises it)."""
     kept = frozenset(g.trainable) if stored is None else stored
     producer = g.producers()
-    x = next((t for t in g.inputs if g.tensor(t).role == Role.INPUT), None)
-    counted = set(producer) | kept | ({x} if input_storage and x is not None else set())
+    windows = batch_windows(g) if input_storage else BatchWindows(None, {}, frozenset())
+    x = windows.x
+    counted = set(producer) | kept | ({x} if x is not None else set())
     out: dict[str, int] = {}
     for n in g.nodes:
         outs = sum(align(g.tensor(o).nbytes) for o in n.outputs)
-        if input_storage and _batch_window(g, n, x):
-            out[n.name] = outs
+        if n.name in windows.boxes:  # a load from storage: its output only (none when never loaded)
+            out[n.name] = 0 if n.name in windows.virtual else outs
             continue
         ins = sum(align(g.tensor(t).nbytes) for t in set(n.inputs) if t in counted)
         work = get_op(n.op).work([g.shape(t) for t in n.inputs], [g.shape(t) for t in n.outputs], n.attrs)
@@ -1798,16 +1800,56 @@ def node_bytes(g: Graph, stored: frozenset[str] | None = None, input_storage: bo
     return out
 
 
-def _batch_window(g: Graph, n: Node, x: str | None) -> bool:
-    """A Slice of the batch's rows alone (planning.batch_windows): a load from storage."""
-    return (
-        x is not None
-        and len(g.shape(x)) == 4
-        and n.op == "Slice"
-        and n.inputs == (x,)
-        and tuple(cast(Sequence[int], n.attr("axes", ()))) == (2,)
-        and tuple(cast(Sequence[int], n.attr("steps", (1,)))) == (1,)
+Box = tuple[tuple[int, int], ...]  # a range [start, end) of every axis of the batch x
+
+
+@dataclass(frozen=True)
+class BatchWindows:
+    """The Slices that read a box of the batch x (``batch_windows``): with the batch in storage (``--input
+    storage``) each is a load of that box from storage instead of a copy of the loaded batch."""
+
+    x: str | None
+    boxes: Mapping[str, Box]  # Slice node -> the box of x it reads
+    virtual: frozenset[str]  # windows that only other windows read: never loaded themselves
+
+    def runs(self, name: str, shape: Sequence[int]) -> tuple[int, int]:
+        """(contiguous runs, elements per run) of window ``name`` in x of ``shape`` (row-major)."""
+        box = self.boxes[name]
+        k = max((a for a, (lo, hi) in enumerate(box) if (lo, hi) != (0, shape[a])), default=-1)
+        count = int(np.prod([hi - lo for lo, hi in box[:k]], dtype=np.int64)) if k > 0 else 1
+        per = int(np.prod(shape[k + 1 :], dtype=np.int64)) * (box[k][1] - box[k][0] if k >= 0 else 1)
+        return count, per
+
+
+def batch_windows(g: Graph) -> BatchWindows:
+    """Every Slice, step 1, whose box keeps the last axis whole (a batch part: samples; channels; rows),
+    of the batch x or of such a Slice's output (a row window of a batch part is a box of x too), with the
+    box of x it reads."""
+    x = next((t for t in g.inputs if g.tensor(t).role == Role.INPUT), None)
+    if x is None or len(g.shape(x)) < 2:
+        return BatchWindows(x, {}, frozenset())
+    box_of: dict[str, Box] = {x: tuple((0, d) for d in g.shape(x))}
+    boxes: dict[str, Box] = {}
+    for n in g.nodes:
+        if n.op != "Slice" or len(n.inputs) != 1 or n.inputs[0] not in box_of:
+            continue
+        rs = ranges(g.shape(n.inputs[0]), n.attrs)
+        if any(r.step != 1 and len(r) > 1 for r in rs) or len(rs[-1]) != g.shape(n.inputs[0])[-1]:
+            continue
+        outer = box_of[n.inputs[0]]
+        box_of[n.outputs[0]] = boxes[n.name] = tuple(
+            (lo + r.start, lo + r.start + len(r)) for (lo, _), r in zip(outer, rs, strict=True)
+        )
+    readers = g.consumers()
+    virtual = frozenset(
+        n.name
+        for n in g.nodes
+        if n.name in boxes
+        and n.outputs[0] not in g.outputs
+        and readers[n.outputs[0]]
+        and all(r.name in boxes for r in readers[n.outputs[0]])
     )
+    return BatchWindows(x, boxes, virtual)
 
 
 def floor_bytes(split: Split, stored: frozenset[str] | None = None, input_storage: bool = False) -> int:

@@ -183,6 +183,55 @@ def test_c_host_matches_numpy_and_qemu_matches_host(tmp_path, parts, split):
         assert max_rel_err(host.params[k].reshape(v.shape), v) <= 1e-5, k
 
 
+@pytest.mark.parametrize(("parts", "split", "train"), [(4, "auto", "all"), (2, "1kb", "bias")])
+def test_batch_parts_load_their_samples_from_storage(tmp_path, parts, split, train):
+    """--input storage with batch parts: each part's Slice of x is a load of its samples from storage, and a
+    row window of a part a load of those rows of those samples (splitting.batch_windows); x is never
+    loaded whole, so the floor falls below the batch-in-RAM one, and the program keeps the bits of the
+    batch in RAM: host within 1e-5 of numpy, QEMU the host's bits, every parameter the RAM-batch
+    program's."""
+    need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
+    from poet_edge import planning, splitting
+    from poet_edge.compiler import Training, parts_floor
+    from poet_edge.profiles import load_profile
+
+    path = resnet(tmp_path / "m.onnx")
+    storage = planning.InputPlace.STORAGE
+    opts = replace(
+        _opts(path, tmp_path / "out", 1 << 20, batch_parts=parts, train=train), split=split, input=storage
+    )
+    training = Training(frontend.load(path, BATCH), opts)
+    host = load_profile("host")
+    in_ram = replace(opts, input=planning.InputPlace.RAM)
+    assert parts_floor(training, 2048, host, opts, parts) < parts_floor(training, 2048, host, in_ram, parts)
+    c = compile_model(opts)
+    assert c.batch is not None and c.batch.parts == parts
+    g = c.split.graph if c.split is not None else c.training
+    loads = [
+        n.name for n in planning.spec_from_graph(g, 2048, storage, frozenset()).nodes if n.kind == "input"
+    ]
+    assert planning.input_node_name("x") not in loads and len(loads) >= parts
+    windows = splitting.batch_windows(g)
+    # with tiles and no weight gradient reading a part whole, only its tiles are loaded, never the part
+    assert bool(windows.virtual) == (split != "auto")
+    code = (tmp_path / "out" / "poet_model.c").read_text()
+    assert "load a box of the batch from storage" in code and "load the batch from storage" not in code
+    host_run = runner.run_project(tmp_path / "out", "host", STEPS)
+    qemu = runner.run_project(tmp_path / "out", "qemu-cortex-m4", STEPS)
+    assert [s.loss for s in host_run.steps] == [s.loss for s in qemu.steps]
+    for k, v in host_run.params.items():
+        assert np.array_equal(v, qemu.params[k]), k
+    compile_model(replace(in_ram, out=tmp_path / "ram"))
+    ram = runner.run_project(tmp_path / "ram", "host", STEPS)
+    for k, v in ram.params.items():
+        assert np.array_equal(v, host_run.params[k]), k
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
+    losses, ref = reference.train(c.training, runner.batches(plan, STEPS), LR)
+    assert max_rel_err(np.array([s.loss for s in host_run.steps]), np.array(losses)) <= 1e-5
+    for k, v in ref.items():
+        assert max_rel_err(host_run.params[k].reshape(v.shape), v) <= 1e-5, k
+
+
 def test_auto_splits_the_batch_when_the_floor_needs_it(tmp_path):
     """At batch 8, below the unsplit floor, --split auto runs the batch in the fewest parts whose floor
     fits; plan.json says how many and the floors are deterministic."""

@@ -509,5 +509,5 @@ def test_batch_in_storage_loads_windows_of_rows(tmp_path):
     storage = planning.InputPlace.STORAGE
     compile_model(_opts(path, tmp_path / "plain", 1, "all", kernels="fast", split="off"))
     compile_model(_opts(path, tmp_path / "rows", 1, "all", kernels="fast", split="512B", input=storage))
-    assert "load rows of the batch from storage" in (tmp_path / "rows" / "poet_model.c").read_text()
+    assert "load a box of the batch from storage" in (tmp_path / "rows" / "poet_model.c").read_text()
     assert_same_bits(tmp_path / "plain", tmp_path / "rows", STEPS)

@@ -34,6 +34,7 @@ from poet_edge.ops.base import (
 from poet_edge.paths import RUNTIME_C
 from poet_edge.planning import INPUT_KIND, PARAM_KIND, ProblemSpec, param_node_name, stored_params
 from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
+from poet_edge.splitting import BatchWindows, batch_windows
 from poet_edge.units import align
 
 if TYPE_CHECKING:
@@ -305,7 +306,7 @@ class _Pointers:
         self.sub: dict[str, tuple[str, int]] = {}  # tensor -> (scheduling node, byte offset inside its value)
         nodes = {n.name: n for n in tg.nodes}
         for s in spec.nodes:
-            if s.kind == INPUT_KIND:  # the batch, or a window of its rows (planning.batch_windows)
+            if s.kind == INPUT_KIND:  # the batch, or a box of it (splitting.batch_windows)
                 x = next(t for t in tg.inputs if tg.tensor(t).role == Role.INPUT)
                 self.sub[nodes[s.name].outputs[0] if s.name in nodes else x] = (s.name, 0)
                 continue
@@ -442,6 +443,7 @@ def body(
     page_index = {v: i for i, v in enumerate(storage.offsets)}
     param_index = {p: i for i, p in enumerate(sorted(tg.params))}
     err = _ErrorPath()
+    windows = batch_windows(tg)
     computed: set[str] = set()
     lines: list[str] = []
     for k, s in enumerate(schedule.steps):
@@ -452,10 +454,9 @@ def body(
             again = " (recompute)" if s.node in computed else ""
             computed.add(s.node)
             if groups[s.node].kind == INPUT_KIND and s.node in nodes:
-                lines.append(
-                    f"    /* {k}: load rows of the batch from storage{again}: {c_comment(s.node)} */"
-                )
-                lines += _load_rows(tg, nodes[s.node], ptrs.value_ptr(s.node), err)
+                what = f"load a box of the batch from storage{again}"
+                lines.append(f"    /* {k}: {what}: {c_comment(s.node)} */")
+                lines += _load_box(tg, windows, nodes[s.node], ptrs.value_ptr(s.node), err)
                 continue
             if groups[s.node].kind == INPUT_KIND:
                 lines.append(f"    /* {k}: load the batch from storage{again} */")
@@ -581,24 +582,34 @@ def _load_batch(ptr: str, err: _ErrorPath, verify: bool) -> list[str]:
     ]
 
 
-def _load_rows(tg: Graph, window: Node, ptr: str, err: _ErrorPath) -> list[str]:
-    """Read rows [lo, hi) of every (sample, channel) of the batch x [N, C, H, W] (a Slice of x along axis 2)
-    from storage into ``ptr``: one read per (sample, channel)."""
-    n, c, h, w = tg.shape(window.inputs[0])
-    lo = int(window.attr("starts")[0])  # type: ignore[index]
-    rows = tg.shape(window.outputs[0])[2]
-    chunk = rows * w
+def _load_box(tg: Graph, windows: BatchWindows, window: Node, ptr: str, err: _ErrorPath) -> list[str]:
+    """Read the box of the batch x that ``window`` (a Slice of x, or of such a Slice: splitting.batch_windows)
+    holds from storage into ``ptr``: one read per contiguous run (per sample and channel for a window of
+    rows, per sample for a range of channels, one for a range of samples)."""
+    shape = tg.shape(next(t for t in tg.inputs if tg.tensor(t).role == Role.INPUT))
+    box = windows.boxes[window.name]
+    count, per = windows.runs(window.name, shape)
+    strides = [int(np.prod(shape[a + 1 :], dtype=np.int64)) for a in range(len(shape))]
+    k = max((a for a, (lo, hi) in enumerate(box) if (lo, hi) != (0, shape[a])), default=0)
+    loops = [a for a in range(k) if box[a][1] - box[a][0] > 1]  # the axes a run is repeated over
+    start = sum(box[a][0] * strides[a] for a in range(len(shape)) if a not in loops)
+    offset = " + ".join([f"{start}u", *(f"(uint32_t)i{a} * {strides[a]}u" for a in loops)])
     read = (
-        f"poet_storage_read(POET_INPUT_OFFSET + 4u * ((uint32_t)nc * {h * w}u + {lo * w}u), "
-        f"{ptr} + (uint32_t)nc * {chunk}u, {4 * chunk}u)"
+        f"poet_storage_read(POET_INPUT_OFFSET + 4u * ({offset}), {ptr} + (uint32_t)run * {per}u, {4 * per}u)"
     )
+    lines = [f"    /* {count} run(s) of {per} floats */", "    {", "    uint32_t run = 0u;"]
+    for d, a in enumerate(loops):
+        lines.append(f"    {'    ' * d}for (int32_t i{a} = {box[a][0]}; i{a} < {box[a][1]}; ++i{a}) {{")
+    pad = "    " * len(loops)
+    lines += [pad + err.check(read, "POET_ERR_STORAGE_READ"), f"    {pad}++run;"]
+    lines += [f"    {'    ' * d}}}" for d in reversed(range(len(loops)))]
     nonfinite = err.fail("POET_ERR_NONFINITE_INPUT")
     return [
-        f"    for (int32_t nc = 0; nc < {n * c}; ++nc) {{",
-        "    " + err.check(read, "POET_ERR_STORAGE_READ"),
+        *lines,
+        "    (void)run;",
         "    }",
         "#ifdef POET_CHECK_INPUTS",
-        f"    if (!poet_all_finite({ptr}, {n * c * chunk}u)) {nonfinite}",
+        f"    if (!poet_all_finite({ptr}, {count * per}u)) {nonfinite}",
         "#endif",
     ]
 
