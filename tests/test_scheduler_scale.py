@@ -428,8 +428,9 @@ def test_deterministic() -> None:
 
 
 def test_status_says_when_a_time_limit_cut_the_run_short() -> None:
-    # at a time limit of 0 every phase is late (the bound model's first solve does not close the gap
-    # here); with 60 s the local search closes it
+    # at a time limit of 0 every phase is late: the segment cover is not even built (build_cover checks
+    # the safety stop every segment), the baselines' schedule is returned; with 60 s the local search
+    # closes the gap
     problem = scale_budgets(training_chain(20, seed=3), (0.0,))[0]
     cut = schedule_scale(problem, replace(OPTS, time_limit_s=0.0)).report.to_json()
     assert cut["status"] == "feasible" and cut["cut_by_time_limit"] is True

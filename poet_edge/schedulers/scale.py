@@ -69,6 +69,7 @@ from poet_edge.schedulers.board import (
     may_stop,
     proven_bound,
     restricted,
+    stop_at,
 )
 from poet_edge.schedulers.effort import sized
 from poet_edge.schedulers.engine import analyse
@@ -88,7 +89,7 @@ from poet_edge.schedulers.scale_options import GAP_REL, Policy, ScaleOptions
 from poet_edge.schedulers.scale_primal import baselines, primal_rounds
 from poet_edge.schedulers.scale_search import lns, local_search, near_sweeps, second_start, stage_sweeps
 from poet_edge.schedulers.scale_split import split_collect, split_due, split_start
-from poet_edge.schedulers.segment_cover import build_cover
+from poet_edge.schedulers.segment_cover import Cover, OutOfTime, build_cover
 
 __all__ = ["GAP_REL", "NAME", "Policy", "ScaleOptions", "schedule_scale"]
 
@@ -124,7 +125,14 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     norm = plain if plain > 0 else 1.0
     baselines(problem, best, options)  # a first valid schedule before anything else
     pairs = stage_model.pairs(problem, an)
-    cover = build_cover(problem, an, latency)
+    best.phase = "segment cover"
+    try:
+        cover = build_cover(problem, an, latency, stop_at(best, options))
+    except OutOfTime:  # the safety stop: the baselines' schedule, said to be cut
+        best.late(True)
+        if best.schedule is None:
+            raise PoetError(f"scheduler '{NAME}' found no schedule before its time limit") from None
+        return finish(best, plain, "cut by the time limit", Cover.empty(), 0, options.effort)
     policy = options.policy
     bound, status, evals = 0.0, "not run", 0
     for k, budget in enumerate(budgets):

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -92,6 +93,11 @@ class Cover:
     need: np.ndarray  # bytes each stage needs besides optional segments (fixed, out, ws, inputs, pinned)
     spans: list[list[int]]  # optional segments spanning each stage
     ancestors: dict[int, tuple[int, ...]] = field(default_factory=dict)  # droppable segment: dead ancestors
+
+    @classmethod
+    def empty(cls) -> Cover:
+        """No segments (a run the safety stop cut before its cover was built)."""
+        return cls([], [], [], np.zeros(0, dtype=np.int64), [])
 
 
 # -- the model -------------------------------------------------------------------------------------------
@@ -417,11 +423,18 @@ def _primal_drop(
     return Option(s, DROP, terms, freed, tuple(sorted(keep - {s})), early, b if early else -1)
 
 
-def build_cover(problem: SchedulingProblem, an: Analysis, latency: bool = False) -> Cover:
-    """Segments, the options of both models, and the per-stage needs."""
+class OutOfTime(Exception):
+    """:func:`build_cover` passed its deadline (the scheduler's safety stop)."""
+
+
+def build_cover(
+    problem: SchedulingProblem, an: Analysis, latency: bool = False, deadline: float = math.inf
+) -> Cover:
+    """Segments, the options of both models, and the per-stage needs. Raises :class:`OutOfTime` once
+    ``time.perf_counter()`` passes ``deadline`` (checked every segment)."""
     nodes, n = problem.nodes, len(problem.nodes)
     segs = _segments(problem, an)
-    pages, drops = _bound_options(problem, an, segs, latency, False)
+    pages, drops = _bound_options(problem, an, segs, latency, False, deadline)
     need = np.zeros(n + 1, dtype=np.int64)
     for t in range(n):
         need[t] += problem.fixed_bytes + nodes[t].out_bytes + nodes[t].workspace_bytes
@@ -441,15 +454,32 @@ def build_cover(problem: SchedulingProblem, an: Analysis, latency: bool = False)
             pinned[g.start + 1] += nodes[g.value].out_bytes
             pinned[g.end] -= nodes[g.value].out_bytes
     need[:n] += np.cumsum(pinned)[:n]
-    primal = [o for s, g in enumerate(segs) if (o := _primal_drop(problem, an, s, g, at, optional))]
+    primal = [
+        o
+        for s, g in enumerate(segs)
+        if not _late(deadline) and (o := _primal_drop(problem, an, s, g, at, optional))
+    ]
+    _late(deadline)
     page_opts = [o for ps in pages for o in ps]
     bound = page_opts + [o for ds in drops for o in ds]
     ancestors = {s: _dead_ancestors(problem, an, g) for s, g in enumerate(segs) if drops[s]}
     return Cover(segs, bound, page_opts + primal, need[:n], spans, ancestors)
 
 
+def _late(deadline: float) -> bool:
+    """Raises :class:`OutOfTime` past ``deadline``; False otherwise."""
+    if deadline < math.inf and time.perf_counter() > deadline:
+        raise OutOfTime
+    return False
+
+
 def _bound_options(
-    problem: SchedulingProblem, an: Analysis, segs: list[Segment], latency: bool, strict: bool
+    problem: SchedulingProblem,
+    an: Analysis,
+    segs: list[Segment],
+    latency: bool,
+    strict: bool,
+    deadline: float = math.inf,
 ) -> tuple[list[list[Option]], list[list[Option]]]:
     """The PAGE and the DROP options of the bound model, per segment."""
     nodes = problem.nodes
@@ -465,7 +495,7 @@ def _bound_options(
     )
     shared = frozenset(v for v in range(len(nodes)) if len(an.succs[v]) > 1)
     prune = _Prune(problem, latency, tight, shared, strict)
-    return pages, [_bound_drops(problem, an, s, g, prune) for s, g in enumerate(segs)]
+    return pages, [_bound_drops(problem, an, s, g, prune) for s, g in enumerate(segs) if not _late(deadline)]
 
 
 def strict_bound_options(
