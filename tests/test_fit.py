@@ -17,6 +17,7 @@ from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.schedulers.on_demand import on_demand_sequence
 from poet_edge.schedulers.ordering import (
     Curves,
+    Deadline,
     Sequences,
     choose_order,
     insert_recomputations,
@@ -116,3 +117,17 @@ def test_no_sequence_says_so_with_the_order_peak() -> None:
     problem = SchedulingProblem(nodes, ((0, 1), (0, 4), (1, 2), (2, 3), (3, 4)), 250)
     with pytest.raises(PoetError, match="found no sequence within 250 B either"):
         configured("scale", MilpOptions(time_limit_s=5.0, threads=1, effort="quick"))(problem)
+
+
+def test_the_safety_stop_cuts_the_sequence_construction() -> None:
+    """A deadline already passed stops fit_sequences before any order (and says so); without one the
+    same problem gets its sequences, the same with a deadline far ahead (the work is counted, not timed)."""
+    problem = _at(250, 3, 0.8)
+    orders = [tuple(range(250))]
+    cut = Deadline(0.0)
+    assert fit_sequences(problem, problem.budget_bytes, np.ones(250), orders, cut) is None and cut.hit
+    free = fit_sequences(problem, problem.budget_bytes, np.ones(250), orders)
+    far = Deadline(float("inf"))
+    again = fit_sequences(problem, problem.budget_bytes, np.ones(250), orders, far)
+    assert free is not None and again is not None and not far.hit
+    assert [s.tolist() for s, _ in free.sequences] == [s.tolist() for s, _ in again.sequences]

@@ -23,7 +23,7 @@ import numpy as np
 
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedulers.on_demand import on_demand_sequence
-from poet_edge.schedulers.ordering import Sequences, insert_recomputations, reorder
+from poet_edge.schedulers.ordering import Deadline, Sequences, insert_recomputations, reorder
 
 STEPS = 20  # lowered: the target goes from the order's peak to the budget in this many steps
 MIN_STEP = 32  # ... a stuck step is halved down to this many bytes
@@ -58,14 +58,14 @@ def capped(n: int) -> bool:
 
 
 def _lowered(
-    problem: SchedulingProblem, budget: int, costs: np.ndarray, seqs: Sequences
+    problem: SchedulingProblem, budget: int, costs: np.ndarray, seqs: Sequences, deadline: Deadline
 ) -> tuple[np.ndarray, int]:
     """The *lowered* construction: (the last sequence that fit a target, that target)."""
     seq = np.arange(len(problem.nodes), dtype=np.int64)
     top = int(seqs.curve(seq)[0].max())
     step, spent, seed = max(1, (top - budget) // STEPS), 0, 0
     work = lowered_work(len(problem.nodes))
-    while top > budget and spent < work:
+    while top > budget and spent < work and not deadline.passed():
         found, used = insert_recomputations(
             problem, max(budget, top - step), min(ROUND_WORK, work - spent), costs, seq, seed
         )
@@ -83,7 +83,9 @@ def _lowered(
 Found = list[tuple[np.ndarray, str]]  # fitting sequences and their origins
 
 
-def _in_order(problem: SchedulingProblem, budget: int, costs: np.ndarray) -> tuple[Found, int]:
+def _in_order(
+    problem: SchedulingProblem, budget: int, costs: np.ndarray, deadline: Deadline
+) -> tuple[Found, int]:
     """The fitting sequences of the two constructions in ``problem``'s order, with their origins; and
     the evaluations spent."""
     seqs = Sequences(problem)
@@ -92,9 +94,11 @@ def _in_order(problem: SchedulingProblem, budget: int, costs: np.ndarray) -> tup
     on_demand = on_demand_sequence(problem, budget, costs, work)
     if on_demand is not None:
         found.append((on_demand, "recomputed on demand"))
-    lowered, top = _lowered(problem, budget, costs, seqs)
+    lowered, top = _lowered(problem, budget, costs, seqs, deadline)
     if top <= budget:
         found.append((lowered, "recomputations inserted with the target lowered"))
+    elif deadline.passed():
+        pass
     elif (finished := on_demand_sequence(problem, budget, costs, work, targets=lowered)) is not None:
         found.append((finished, "recomputations inserted with the target lowered, then recomputed on demand"))
     return [f for f in found if int(seqs.curve(f[0])[0].max()) <= budget], seqs.evaluations
@@ -105,14 +109,19 @@ def fit_sequences(
     budget: int,
     cost: Sequence[float] | np.ndarray,
     orders: Sequence[tuple[int, ...]],
+    deadline: Deadline | None = None,
 ) -> Fitted | None:
     """The module docstring's fitting sequences in the first of ``orders`` (each as indices of
-    ``problem``'s nodes, as ``cost`` is) where one fits; None when none does."""
+    ``problem``'s nodes, as ``cost`` is) where one fits; None when none does. Past ``deadline`` (the
+    safety stop) no further round or order is tried (``deadline.hit`` then says so)."""
     costs = np.asarray(cost, dtype=float)
+    deadline = deadline or Deadline()
     evaluations = 0
     for order in orders:
+        if deadline.passed():
+            break
         ordered = reorder(problem, order)
-        found, spent = _in_order(ordered, budget, costs[list(order)])
+        found, spent = _in_order(ordered, budget, costs[list(order)], deadline)
         evaluations += spent
         if found:
             return Fitted(ordered, tuple(order), tuple(found), evaluations)

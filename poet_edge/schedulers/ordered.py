@@ -26,6 +26,7 @@ from poet_edge.schedulers.ordering import (
     ALL_ORDERS,
     ORDER_WORK,
     THIS_ORDER,
+    Deadline,
     OrderChoice,
     candidates,
     choose_order,
@@ -121,12 +122,18 @@ def schedule_ordered(
                 schedule_from="no-recomputation pass in the chosen order",
             )
             return replace(attempt.schedule, report=_order_info(report, choice, at))
-    ours = _sequences(problem, choice, latency, sequences, began) if remat else Attempt(None, math.inf, 0.0)
+    deadline = Deadline(began + time_limit_s)  # the safety stop of the counted sequence work
+    ours = (
+        _sequences(problem, choice, latency, sequences, began, deadline)
+        if remat
+        else Attempt(None, math.inf, 0.0)
+    )
     order_s = time.perf_counter() - began
     theirs, error = _run(inner, ordered, time_limit_s - order_s)
     cost = _measure(problem, theirs, latency, 0.0).cost if theirs is not None else math.inf
     first_s = time.perf_counter() - began - order_s
-    skipped = False  # the safety stop left less time than the first run took: the given order not run
+    skipped = deadline.hit  # the safety stop cut the sequences, or (below) left less time than the
+    # first run took: the given order not run
     if choice.origin != "given" and not _cut(theirs):
         left = time_limit_s - (time.perf_counter() - began)
         if left < first_s:
@@ -144,6 +151,12 @@ def schedule_ordered(
             assert error is not None
             if not remat:
                 raise error
+            if deadline.hit:
+                raise PoetError(
+                    f"{error}; the time limit ({time_limit_s:g} s) stopped the search for a sequence of "
+                    f"recomputations within {problem.budget_bytes} B before one was found: a longer "
+                    "--time-limit may find one"
+                ) from error
             raise PoetError(
                 f"{error}; recomputation inserted into, or run on demand along, the chosen order and the "
                 f"{', '.join(FALLBACK_ORDERS + ((), LEVEL_ORDERS)[not capped(len(problem.nodes))])} orders "
@@ -151,17 +164,23 @@ def schedule_ordered(
                 f"{problem.budget_bytes} B either (the chosen order's peak without recomputation is "
                 f"{choice.peak} B)"
             ) from error
-        return _marked(_ours(ours, None, plain, choice, order_s, began), skipped)
+        return _marked(_ours(ours, None, plain, choice, order_s, began), skipped, deadline)
     if ours.cost < cost:
-        return _marked(_ours(ours, theirs.report.bound, plain, choice, order_s, began), skipped)
-    return _marked(_labelled(theirs, choice, ordered, order_s, ours), skipped)
+        return _marked(_ours(ours, theirs.report.bound, plain, choice, order_s, began), skipped, deadline)
+    return _marked(_labelled(theirs, choice, ordered, order_s, ours), skipped, deadline)
 
 
 def _sequences(
-    problem: SchedulingProblem, choice: OrderChoice, latency: bool, work: int, began: float
+    problem: SchedulingProblem,
+    choice: OrderChoice,
+    latency: bool,
+    work: int,
+    began: float,
+    deadline: Deadline,
 ) -> Attempt:
     """The cheapest of the fitting sequences (:func:`~poet_edge.schedulers.fit.fit_sequences`), each
-    improved by ``work`` evaluations of the sequence search; at_s: when the first fitting one was found."""
+    improved by ``work`` evaluations of the sequence search (both stop at ``deadline``); at_s: when the
+    first fitting one was found."""
     budget = problem.budget_bytes
     costs = np.array(node_costs(problem, latency)[0], dtype=float)
     named = {choice.order: "the chosen order"}
@@ -171,7 +190,7 @@ def _sequences(
     if not capped(len(problem.nodes)):  # beyond, each order's insertion costs the cap's work again
         for name, order in levels(precedence(problem)):
             named.setdefault(tuple(order), f"the {name} order")
-    fitted = fit_sequences(problem, budget, costs, list(named))
+    fitted = fit_sequences(problem, budget, costs, list(named), deadline)
     if fitted is None:
         return Attempt(None, math.inf, 0.0)
     at = time.perf_counter() - began
@@ -179,7 +198,7 @@ def _sequences(
     mine = costs[list(fitted.order)]
     best = Attempt(None, math.inf, at)
     for seq, origin in fitted.sequences:
-        found = improve_sequence(fitted.problem, budget, seq, mine, work)
+        found = improve_sequence(fitted.problem, budget, seq, mine, work, deadline)
         for s, label in ((seq, origin), (found.seq, f"{origin}, then the sequence search")):
             attempt = _measure(problem, sequence_schedule(fitted.problem, s, "scale"), latency, at)
             if attempt.cost < best.cost:
@@ -197,14 +216,14 @@ def _run(
         return None, e
 
 
-def _marked(schedule: Schedule, skipped: bool) -> Schedule:
-    """``schedule``, its report saying the safety stop cut the run where the given order was skipped."""
+def _marked(schedule: Schedule, skipped: bool, deadline: Deadline) -> Schedule:
+    """``schedule``, its report saying the safety stop cut the run where it cut the sequences (the first
+    phase) or the given order was skipped."""
     if not skipped:
         return schedule
+    phase = "sequences" if deadline.hit else "the given order's schedule"
     report = schedule.report.without("cut_by_time_limit", "cut_phase")
-    return replace(
-        schedule, report=report.with_(cut_by_time_limit=True, cut_phase="the given order's schedule")
-    )
+    return replace(schedule, report=report.with_(cut_by_time_limit=True, cut_phase=phase))
 
 
 def _cut(schedule: Schedule | None) -> bool:

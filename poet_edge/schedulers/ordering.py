@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -35,6 +37,21 @@ import numpy as np
 from poet_edge.errors import PoetError
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Compute, Free, Schedule, Step
+
+
+@dataclass
+class Deadline:
+    """The safety stop of counted work (``--time-limit``): ``passed()`` once ``time.perf_counter()`` is
+    beyond ``at``, and from then on (``hit`` says a phase was cut)."""
+
+    at: float = math.inf
+    hit: bool = False
+
+    def passed(self) -> bool:
+        if not self.hit and self.at < math.inf and time.perf_counter() > self.at:
+            self.hit = True
+        return self.hit
+
 
 SEED = 55  # the local search's moves
 NEAR = 50  # a moved node is within this many steps of the step it moves across

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from poet_edge.problem import SchedulingProblem
-from poet_edge.schedulers.ordering import SEED, Sequences, insert_recomputations
+from poet_edge.schedulers.ordering import SEED, Deadline, Sequences, insert_recomputations
 
 RUIN = 3  # at most this many recomputations removed per ruin-and-recreate step
 REPAIR_WORK = 200  # evaluations a repair may take
@@ -72,16 +72,18 @@ def improve_sequence(
     start: np.ndarray,
     cost: Sequence[float] | np.ndarray,
     work: int,
+    deadline: Deadline | None = None,
 ) -> Improved:
     """Polish, then ruin and recreate (module docstring) from ``start`` (a sequence that fits), at most
-    ``work`` evaluations in all."""
+    ``work`` evaluations in all; no ruin past ``deadline`` (the safety stop)."""
+    deadline = deadline or Deadline()
     costs = np.asarray(cost, dtype=float)
     seqs = Sequences(problem)
     rng = random.Random(SEED)
     best = polish(np.asarray(start, dtype=np.int64), budget, seqs, costs, work)
     best_cost = float(costs[best].sum())
     accepted = 0
-    while seqs.evaluations < work:
+    while seqs.evaluations < work and not deadline.passed():
         extra = _recomputations(best)
         if not len(extra):
             break
