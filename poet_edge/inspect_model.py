@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from poet_edge import autodiff, frontend, ops, planning, splitting, trainable
+from poet_edge import autodiff, batch_split, frontend, ops, planning, splitting, trainable
 from poet_edge.ir import Graph, Phase
-from poet_edge.memory_floor import memory_floor
+from poet_edge.memory_floor import Floor, memory_floor
 from poet_edge.optimizer import PLAIN_SGD, STATE_NAMES, Optimizer
 from poet_edge.profiles import load_profile
 from poet_edge.schedulers import get_scheduler
@@ -46,6 +46,10 @@ class Inspection:
     floor_split_bytes: int = 0  # parameters in storage and operator splitting: the lowest over tile sizes
     floor_split_node: str = ""
     floor_split_tile: int = 0  # the tile size that gives it
+    floor_parts: int = 0  # batch > 1: the batch in this many parts (one sample each, at most MAX_PARTS) ...
+    floor_parts_bytes: int = 0  # ... with parameters in storage and operator splitting: the lowest floor
+    floor_parts_node: str = ""
+    floor_parts_tile: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -80,14 +84,13 @@ def inspect(
     peak = simulate(problem, get_scheduler("none")(problem)).peak_ram_bytes
     stored = planning.spec_from_graph(tg, reserve, input_place, frozenset(tg.trainable))
     floor_stored = memory_floor(planning.price(stored, load_profile("host"), 1 << 62))
-    split_floors = [
-        (memory_floor(planning.price(spec, load_profile("host"), 1 << 62)), sp.tile_bytes)
-        for sp in splitting.splits(tg, input_place == planning.InputPlace.STORAGE)
-        for spec in (
-            planning.spec_from_graph(sp.graph, reserve, input_place, sp.param_names(frozenset(tg.trainable))),
+    floor_split, split_tile = _split_floor(tg, reserve, input_place)
+    parts = min(frontend.graph_batch(g), batch_split.MAX_PARTS)
+    if parts > 1:  # the batch in parts too (compiler.batch_choices' last resort: one sample per part)
+        tgk = autodiff.training_graph(
+            batch_split.split_batch(g, parts).graph, loss, chosen, optimizer, options
         )
-    ]
-    floor_split, split_tile = min(split_floors, key=lambda f: (f[0].bytes, -f[1]))
+        floor_parts, parts_tile = _split_floor(tgk, reserve, input_place)
     frozen = [p for p in g.params if p not in chosen]
     grads = [n.inputs[1] for n in tg.nodes if n.phase == Phase.UPDATE and not ops.get(n.op).fused]
     return Inspection(
@@ -120,7 +123,21 @@ def inspect(
         floor_split.bytes,
         floor_split.node,
         split_tile,
+        *((parts, floor_parts.bytes, floor_parts.node, parts_tile) if parts > 1 else ()),
     )
+
+
+def _split_floor(tg: Graph, reserve: int, input_place: planning.InputPlace) -> tuple[Floor, int]:
+    """The lowest memory floor over the tile sizes of splitting.splits, every trainable parameter in
+    storage, and that tile size (the largest on ties)."""
+    floors = [
+        (memory_floor(planning.price(spec, load_profile("host"), 1 << 62)), sp.tile_bytes)
+        for sp in splitting.splits(tg, input_place == planning.InputPlace.STORAGE)
+        for spec in (
+            planning.spec_from_graph(sp.graph, reserve, input_place, sp.param_names(frozenset(tg.trainable))),
+        )
+    ]
+    return min(floors, key=lambda f: (f[0].bytes, -f[1]))
 
 
 # the rewrites `poet inspect` shows the floor with: each alone, both, neither
@@ -177,6 +194,15 @@ def format_inspection(r: Inspection) -> str:
         f"                 {kb(r.floor_split_bytes)} with that and --split "
         f"{r.floor_split_tile // 1024}KB (operator splitting: channel tiles and weight blocks), at node "
         f"{r.floor_split_node}",
+        *(
+            [
+                f"                 {kb(r.floor_parts_bytes)} with that and the batch in {r.floor_parts} "
+                f"parts (--batch-parts {r.floor_parts} --split {r.floor_parts_tile // 1024}KB), at node "
+                f"{r.floor_parts_node}"
+            ]
+            if r.floor_parts > 1
+            else []
+        ),
         "floor by rewrite "
         + ", ".join(f"{k} {v:,} B" for k, v in (r.floor_by_options or {}).items())
         + " (--fused-updates, --relu-masks; "

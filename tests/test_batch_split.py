@@ -293,3 +293,16 @@ def test_sweep_floor_counts_the_batch_parts(tmp_path):
     opts = replace(opts, train="bias", training=autodiff.DEFAULT_OPTIONS, split="auto")
     assert sweep.floor_bytes(replace(opts, batch_parts=1)) == 336448
     assert sweep.floor_bytes(opts) == sweep.floor_bytes(replace(opts, batch_parts=8)) == 107072
+
+
+def test_inspect_reports_the_floor_with_the_batch_in_parts(tmp_path):
+    """`poet inspect` at batch > 1 gives the lowest floor with the batch in one-sample parts and tiles too
+    (here far below the unsplit floor; on this small model no lower than tiles alone); at batch 1 it has
+    no such line."""
+    path = resnet(tmp_path / "m.onnx")
+    r = json.loads(poet("inspect", path, "--batch", "4", "--input", "storage", "--json").stdout)
+    assert r["floor_parts"] == 4 and 0 < r["floor_parts_bytes"] < r["floor_stored_bytes"] // 2
+    text = poet("inspect", path, "--batch", "4", "--input", "storage").stdout
+    assert f"{r['floor_parts_bytes']:,} B" in text and "--batch-parts 4" in text
+    one = json.loads(poet("inspect", path, "--json").stdout)
+    assert one["floor_parts"] == 0 and "--batch-parts" not in poet("inspect", path).stdout
