@@ -81,6 +81,12 @@ class CompileOptions:
         return splitting.tile_bytes_of(self.split)
 
     @property
+    def windows(self) -> bool:
+        """Whether Slices of a batch in storage are loads of their boxes (planning.spec_from_graph): not
+        with --verify-paging, whose CRC covers the whole batch."""
+        return not self.verify_paging
+
+    @property
     def input_rows(self) -> bool:
         """Whether splitting reads the batch through windows of its rows, each loaded from storage on its
         own: with --input storage, unless --verify-paging (whose CRC covers the whole batch)."""
@@ -400,7 +406,9 @@ def _coarsest(
     than ``uniform``; None otherwise (one size for the whole graph is then as coarse)."""
 
     def need(split: splitting.Split) -> dict[str, int]:
-        spec = planning.spec_from_graph(split.graph, reserve, opts.input, split.param_names(keep))
+        spec = planning.spec_from_graph(
+            split.graph, reserve, opts.input, split.param_names(keep), opts.windows
+        )
         problem = planning.price(spec, profile, opts.ram_bytes)
         preds = problem.preds()
         named = ((v, m) for v, ns in enumerate(spec.nodes) for m in (ns.name, *ns.epilogue))
@@ -429,7 +437,7 @@ def _plan_stored(
 ) -> Compiled:
     """Schedule, arena, simulation and inference plans with the parameters ``stored`` in storage
     (``batch_hint(floor)``: what batch parts would do, for the floor error)."""
-    spec = planning.spec_from_graph(tg, reserve, opts.input, stored)
+    spec = planning.spec_from_graph(tg, reserve, opts.input, stored, opts.windows)
     problem = planning.price(spec, profile, opts.ram_bytes)
     problem = replace(problem, max_latency_s=max_latency_s(opts.max_latency, problem))
     floor = memory_floor(problem)
@@ -466,7 +474,7 @@ def _plan_stored(
 def _stored_floor(
     tg: Graph, reserve: int, profile: Profile, opts: CompileOptions, stored: frozenset[str]
 ) -> int:
-    spec = planning.spec_from_graph(tg, reserve, opts.input, stored)
+    spec = planning.spec_from_graph(tg, reserve, opts.input, stored, opts.windows)
     return memory_floor(planning.price(spec, profile, opts.ram_bytes)).bytes
 
 
@@ -529,7 +537,11 @@ def _split_hint(
         return ""
     stored = frozenset(planning.stored_params(spec))
     floors = [
-        memory_floor(planning.price(planning.spec_from_graph(s.graph, reserve, opts.input, ps), profile, 1))
+        memory_floor(
+            planning.price(
+                planning.spec_from_graph(s.graph, reserve, opts.input, ps, opts.windows), profile, 1
+            )
+        )
         for s in splitting.splits(tg, opts.input_rows)
         for ps in (s.param_names(stored),)
     ]
@@ -757,7 +769,9 @@ def _plan_mode(
     training step's fixed RAM (parameters stay where they are; the caller's buffers exist throughout)."""
     g = inference.mode_graph(tg, mode)
     used = frozenset(p for p in stored if any(p in n.inputs for n in g.nodes))
-    spec = inference.with_fixed(planning.spec_from_graph(g, fixed.reserve, opts.input, used), fixed)
+    spec = inference.with_fixed(
+        planning.spec_from_graph(g, fixed.reserve, opts.input, used, opts.windows), fixed
+    )
     problem = planning.price(spec, profile, opts.ram_bytes)
     schedule, plan = _fit(
         problem, memory_floor(problem).bytes, spec, opts, limit, began, phase, log, f" ({mode})"

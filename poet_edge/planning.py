@@ -298,11 +298,14 @@ def spec_from_graph(
     reserve: int,
     input_place: InputPlace = InputPlace.RAM,
     stored: frozenset[str] = frozenset(),
+    input_windows: bool = True,
 ) -> ProblemSpec:
     """``stored``: trainable parameters whose master copy is in storage. Each gets a load node (kind
     PARAM_KIND, placed just before its first reader) that its readers and its update depend on; the update
     rewrites the loaded copy in place and writes it back (``stores``); once it ran, no reader of the
-    parameter, and not its load, may run again."""
+    parameter, and not its load, may run again. With the batch in storage, each Slice of it
+    (splitting.batch_windows) is a load of its box from storage, unless ``input_windows`` is False
+    (--verify-paging: the batch is loaded whole, its CRC checked)."""
     unknown = sorted(stored - set(tg.trainable))
     if unknown:
         raise PoetError(f"only trainable parameters can be kept in storage: {', '.join(unknown)}")
@@ -315,7 +318,7 @@ def spec_from_graph(
         name = input_node_name(x)
         if any(n.name == name for n in tg.nodes):
             raise PoetError(f"a model node is named '{name}', which poet-edge reserves for the input load")
-        found = splitting.batch_windows(tg)  # Slices of x (and of those): loads of boxes of x
+        found = splitting.batch_windows(tg) if input_windows else splitting.BatchWindows(x, {}, frozenset())
         windows = [n for n in tg.nodes if n.name in found.boxes]
         loads_of = [(name, x, 1)] if any(x in n.inputs for n in tg.nodes if n not in windows) else []
         loads_of += [

@@ -306,3 +306,23 @@ def test_inspect_reports_the_floor_with_the_batch_in_parts(tmp_path):
     assert f"{r['floor_parts_bytes']:,} B" in text and "--batch-parts 4" in text
     one = json.loads(poet("inspect", path, "--json").stdout)
     assert one["floor_parts"] == 0 and "--batch-parts" not in poet("inspect", path).stdout
+
+
+def test_verify_paging_loads_the_batch_whole(tmp_path):
+    """--verify-paging checks the batch's CRC-32, which covers the whole batch: with batch parts and
+    --input storage the batch is then loaded whole (no box loads) and the program keeps the bits."""
+    need_tools("gcc")
+    from poet_edge import planning
+
+    path = resnet(tmp_path / "m.onnx")
+    storage = planning.InputPlace.STORAGE
+    base = replace(_opts(path, tmp_path / "v", 1 << 20, batch_parts=2), input=storage, verify_paging=True)
+    c = compile_model(base)
+    loads = [n.name for n in c.spec.nodes if n.kind == "input"]
+    assert loads == [planning.input_node_name("x")]
+    code = (tmp_path / "v" / "poet_model.c").read_text()
+    assert "poet_input_crc" in code and "load a box of the batch" not in code
+    compile_model(replace(base, verify_paging=False, out=tmp_path / "w"))
+    a, b = (runner.run_project(tmp_path / d, "host", STEPS) for d in ("v", "w"))
+    for k, v in a.params.items():
+        assert np.array_equal(v, b.params[k]), k
