@@ -188,4 +188,4 @@ def test_the_given_order_is_scheduled_too_unless_no_time_is_left() -> None:
     calls.clear()
     cut = schedule_ordered(problem, inner, 0.0).report.to_json()
     assert len(calls) == 1 and cut["cut_by_time_limit"] is True
-    assert cut["cut_phase"] == "sequences"  # the first phase the safety stop cut (the given order not run)
+    assert cut["cut_phase"] == "order search"  # the first phase the safety stop cut (the given order not run)

@@ -103,7 +103,9 @@ def schedule_ordered(
     when the bound covers only that. When a sequence wins, the bound is the plain pass and ``inner``'s
     bound is kept as ``order_bound``."""
     began = time.perf_counter()
-    choice = choose_order(problem, problem.budget_bytes, work)
+    deadline = Deadline(began + time_limit_s)  # the safety stop of the counted order and sequence work
+    choice = choose_order(problem, problem.budget_bytes, work, deadline)
+    first_cut = "order search" if deadline.hit else "sequences"  # the phase a cut run names
     ordered = choice.problem
     plain = _plain(problem, latency)
     if choice.peak <= problem.budget_bytes:
@@ -122,7 +124,6 @@ def schedule_ordered(
                 schedule_from="no-recomputation pass in the chosen order",
             )
             return replace(attempt.schedule, report=_order_info(report, choice, at))
-    deadline = Deadline(began + time_limit_s)  # the safety stop of the counted sequence work
     ours = (
         _sequences(problem, choice, latency, sequences, began, deadline)
         if remat
@@ -164,10 +165,12 @@ def schedule_ordered(
                 f"{problem.budget_bytes} B either (the chosen order's peak without recomputation is "
                 f"{choice.peak} B)"
             ) from error
-        return _marked(_ours(ours, None, plain, choice, order_s, began), skipped, deadline)
+        return _marked(_ours(ours, None, plain, choice, order_s, began), skipped, deadline, first_cut)
     if ours.cost < cost:
-        return _marked(_ours(ours, theirs.report.bound, plain, choice, order_s, began), skipped, deadline)
-    return _marked(_labelled(theirs, choice, ordered, order_s, ours), skipped, deadline)
+        return _marked(
+            _ours(ours, theirs.report.bound, plain, choice, order_s, began), skipped, deadline, first_cut
+        )
+    return _marked(_labelled(theirs, choice, ordered, order_s, ours), skipped, deadline, first_cut)
 
 
 def _sequences(
@@ -216,12 +219,12 @@ def _run(
         return None, e
 
 
-def _marked(schedule: Schedule, skipped: bool, deadline: Deadline) -> Schedule:
-    """``schedule``, its report saying the safety stop cut the run where it cut the sequences (the first
-    phase) or the given order was skipped."""
+def _marked(schedule: Schedule, skipped: bool, deadline: Deadline, first_cut: str) -> Schedule:
+    """``schedule``, its report saying the safety stop cut the run where it cut the order search or the
+    sequences (``first_cut``, the first phase it cut) or the given order was skipped."""
     if not skipped:
         return schedule
-    phase = "sequences" if deadline.hit else "the given order's schedule"
+    phase = first_cut if deadline.hit else "the given order's schedule"
     report = schedule.report.without("cut_by_time_limit", "cut_phase")
     return replace(schedule, report=report.with_(cut_by_time_limit=True, cut_phase=phase))
 

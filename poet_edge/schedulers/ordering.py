@@ -255,10 +255,16 @@ def candidates(problem: SchedulingProblem) -> list[tuple[str, list[int]]]:
 
 
 def improve(
-    problem: SchedulingProblem, order: list[int], budget: int, work: int, curves: Curves
+    problem: SchedulingProblem,
+    order: list[int],
+    budget: int,
+    work: int,
+    curves: Curves,
+    deadline: Deadline | None = None,
 ) -> list[int]:
     """The local search over orders (the module docstring), at most ``work`` evaluations; stops early
-    once nothing is above the budget."""
+    once nothing is above the budget, or past ``deadline`` (the safety stop)."""
+    deadline = deadline or Deadline()
     n = len(order)
     prec = precedence(problem)
     after = _successors(prec)
@@ -268,7 +274,7 @@ def improve(
     key = (int(np.maximum(mem - budget, 0).sum()), int(mem.max(initial=0)))
     pos = [0] * n
     for spent in range(work):
-        if key[0] == 0 or n < 2:
+        if key[0] == 0 or n < 2 or (spent % 64 == 0 and deadline.passed()):
             break
         for i, v in enumerate(order):
             pos[v] = i
@@ -317,9 +323,12 @@ class OrderChoice:
         return best[1], best[2]
 
 
-def choose_order(problem: SchedulingProblem, budget_bytes: int, work: int = ORDER_WORK) -> OrderChoice:
+def choose_order(
+    problem: SchedulingProblem, budget_bytes: int, work: int = ORDER_WORK, deadline: Deadline | None = None
+) -> OrderChoice:
     """The candidate order with the least (overflow, peak) at ``budget_bytes``, improved by at most
-    ``work`` evaluations of the local search; deterministic."""
+    ``work`` evaluations of the local search (cut at ``deadline``, the safety stop); deterministic when
+    not cut."""
     curves = Curves(problem)
     compared: list[tuple[str, int, int]] = []
     best: tuple[Key, int, str, list[int]] | None = None
@@ -330,7 +339,7 @@ def choose_order(problem: SchedulingProblem, budget_bytes: int, work: int = ORDE
             best = (key, i, name, order)
     assert best is not None
     key, _, origin, order = best
-    searched = improve(problem, order, budget_bytes, work, curves)
+    searched = improve(problem, order, budget_bytes, work, curves, deadline)
     new_key = curves.key(searched, budget_bytes)
     compared.append(("search", *new_key))
     if new_key < key:
