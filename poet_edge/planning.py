@@ -5,6 +5,7 @@ device without the model."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
@@ -312,19 +313,19 @@ def spec_from_graph(
     groups = fusion_groups(tg)
     nodes: list[NodeSpec] = []
     sources: dict[str, int] = {}  # tensor -> index of the scheduling node that produces it
-    windows: list[Node] = []
+    windows: Mapping[str, splitting.Box] = {}  # loads of boxes of the batch, by Slice node name
     if input_place == InputPlace.STORAGE:
         x = next(t for t in tg.inputs if tg.tensor(t).role == Role.INPUT)
         name = input_node_name(x)
         if any(n.name == name for n in tg.nodes):
             raise PoetError(f"a model node is named '{name}', which poet-edge reserves for the input load")
         found = splitting.batch_windows(tg) if input_windows else splitting.BatchWindows(x, {}, frozenset())
-        windows = [n for n in tg.nodes if n.name in found.boxes]
-        loads_of = [(name, x, 1)] if any(x in n.inputs for n in tg.nodes if n not in windows) else []
+        windows = found.boxes
+        loads_of = [(name, x, 1)] if any(x in n.inputs for n in tg.nodes if n.name not in windows) else []
         loads_of += [
-            (n.name, n.outputs[0], found.runs(n.name, tg.shape(x))[0])
-            for n in windows
-            if n.name not in found.virtual
+            (n.name, n.outputs[0], found.runs(n.name, tg.shape(x)).count)
+            for n in tg.nodes
+            if n.name in windows and n.name not in found.virtual
         ]
         for lname, value, reads in loads_of:
             nbytes = align(tg.tensor(value).nbytes)
@@ -335,7 +336,7 @@ def spec_from_graph(
     index: dict[str, int] = {}  # training-graph node -> scheduling node
     loads: dict[str, int] = {}  # stored parameter -> index of its load node
     for members in groups:
-        if members[0] in windows:  # a load of a box of the batch (above), or none (virtual)
+        if members[0].name in windows:  # a load of a box of the batch (above), or none (virtual)
             continue
         for p in sorted({t for n in members for t in n.inputs if t in stored and t not in loads}):
             loads[p] = sources[p] = len(nodes)

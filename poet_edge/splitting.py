@@ -1812,13 +1812,27 @@ class BatchWindows:
     boxes: Mapping[str, Box]  # Slice node -> the box of x it reads
     virtual: frozenset[str]  # windows that only other windows read: never loaded themselves
 
-    def runs(self, name: str, shape: Sequence[int]) -> tuple[int, int]:
-        """(contiguous runs, elements per run) of window ``name`` in x of ``shape`` (row-major)."""
+    def runs(self, name: str, shape: Sequence[int]) -> Runs:
+        """How window ``name`` lies in x of ``shape`` (row-major): contiguous runs of elements, repeated
+        over the axes before the last one the box cuts."""
         box = self.boxes[name]
-        k = max((a for a, (lo, hi) in enumerate(box) if (lo, hi) != (0, shape[a])), default=-1)
-        count = int(np.prod([hi - lo for lo, hi in box[:k]], dtype=np.int64)) if k > 0 else 1
-        per = int(np.prod(shape[k + 1 :], dtype=np.int64)) * (box[k][1] - box[k][0] if k >= 0 else 1)
-        return count, per
+        strides = [int(np.prod(shape[a + 1 :], dtype=np.int64)) for a in range(len(shape))]
+        k = max((a for a, (lo, hi) in enumerate(box) if (lo, hi) != (0, shape[a])), default=0)
+        loops = tuple((a, *box[a], strides[a]) for a in range(k) if box[a][1] - box[a][0] > 1)
+        start = sum(box[a][0] * strides[a] for a in range(len(shape)) if a not in {lp[0] for lp in loops})
+        count = int(np.prod([hi - lo for _, lo, hi, _ in loops], dtype=np.int64))
+        return Runs(count, (box[k][1] - box[k][0]) * strides[k], start, loops)
+
+
+@dataclass(frozen=True)
+class Runs:
+    """A window's contiguous runs in x: ``count`` runs of ``per`` elements; run (i_a for each loop axis
+    a) starts at element ``start`` + sum of i_a * stride_a, the loops being (axis, first, end, stride)."""
+
+    count: int
+    per: int
+    start: int
+    loops: tuple[tuple[int, int, int, int], ...]
 
 
 def batch_windows(g: Graph) -> BatchWindows:

@@ -587,29 +587,25 @@ def _load_box(tg: Graph, windows: BatchWindows, window: Node, ptr: str, err: _Er
     holds from storage into ``ptr``: one read per contiguous run (per sample and channel for a window of
     rows, per sample for a range of channels, one for a range of samples)."""
     shape = tg.shape(next(t for t in tg.inputs if tg.tensor(t).role == Role.INPUT))
-    box = windows.boxes[window.name]
-    count, per = windows.runs(window.name, shape)
-    strides = [int(np.prod(shape[a + 1 :], dtype=np.int64)) for a in range(len(shape))]
-    k = max((a for a, (lo, hi) in enumerate(box) if (lo, hi) != (0, shape[a])), default=0)
-    loops = [a for a in range(k) if box[a][1] - box[a][0] > 1]  # the axes a run is repeated over
-    start = sum(box[a][0] * strides[a] for a in range(len(shape)) if a not in loops)
-    offset = " + ".join([f"{start}u", *(f"(uint32_t)i{a} * {strides[a]}u" for a in loops)])
+    runs = windows.runs(window.name, shape)
+    per = runs.per
+    offset = " + ".join([f"{runs.start}u", *(f"(uint32_t)i{a} * {st}u" for a, _, _, st in runs.loops)])
     read = (
         f"poet_storage_read(POET_INPUT_OFFSET + 4u * ({offset}), {ptr} + (uint32_t)run * {per}u, {4 * per}u)"
     )
-    lines = [f"    /* {count} run(s) of {per} floats */", "    {", "    uint32_t run = 0u;"]
-    for d, a in enumerate(loops):
-        lines.append(f"    {'    ' * d}for (int32_t i{a} = {box[a][0]}; i{a} < {box[a][1]}; ++i{a}) {{")
-    pad = "    " * len(loops)
+    lines = [f"    /* {runs.count} run(s) of {per} floats */", "    {", "    uint32_t run = 0u;"]
+    for d, (a, lo, hi, _) in enumerate(runs.loops):
+        lines.append(f"    {'    ' * d}for (int32_t i{a} = {lo}; i{a} < {hi}; ++i{a}) {{")
+    pad = "    " * len(runs.loops)
     lines += [pad + err.check(read, "POET_ERR_STORAGE_READ"), f"    {pad}++run;"]
-    lines += [f"    {'    ' * d}}}" for d in reversed(range(len(loops)))]
+    lines += [f"    {'    ' * d}}}" for d in reversed(range(len(runs.loops)))]
     nonfinite = err.fail("POET_ERR_NONFINITE_INPUT")
     return [
         *lines,
         "    (void)run;",
         "    }",
         "#ifdef POET_CHECK_INPUTS",
-        f"    if (!poet_all_finite({ptr}, {count * per}u)) {nonfinite}",
+        f"    if (!poet_all_finite({ptr}, {runs.count * per}u)) {nonfinite}",
         "#endif",
     ]
 

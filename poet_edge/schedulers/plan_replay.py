@@ -314,7 +314,7 @@ class Trace:
         r = self._fresh()
         r.plan_keeps(entries)
         r.events, r.incs = [], []
-        self.hold, self.kept = r.hold, dict(r.kept)
+        self.hold = r.hold
         self.state: list[tuple[int, int, int]] = []  # before stage t: (hash, live bytes, stored bytes)
         self.work: list[int] = []
         self.at: list[tuple[int, int]] = []  # before stage t: (costs added, overflow events) so far
@@ -333,7 +333,7 @@ class Trace:
                 self.complete = False
                 break
         self.incs, self.events = r.incs, r.events
-        self.result = (r.cost, dict(r.overflow)) if self.complete and not r.overflow else None
+        self.cost = r.cost if self.complete and not r.overflow else None  # the plan's, when it fits
 
     def _fresh(self) -> _Replay:
         r = _Replay(self.problem, self.an, self.costs)
@@ -360,7 +360,7 @@ class Trace:
         stage) as :func:`replay_plan` returns them (a strict replay's overflow may be partial)."""
         differ = self._differ(entries) if (FREE_TEMPS not in entries) == self.hold else (0, len(self.state))
         if differ is None and self.complete:
-            return (self.result[0], {}) if self.result is not None else (None, self._overflow_from(0, {}))
+            return (self.cost, {}) if self.cost is not None else (None, self._overflow_from(0, {}))
         first, last = differ or (0, len(self.state))
         start = max(t for t in self.kept_states if t <= first)
         r = self._fresh()
