@@ -82,8 +82,8 @@ class CompileOptions:
 
     @property
     def windows(self) -> bool:
-        """Whether Slices of a batch in storage are loads of their boxes (planning.spec_from_graph): not
-        with --verify-paging, whose CRC covers the whole batch."""
+        """Whether Slices of a batch in storage are loads of their boxes (``_spec``): not with
+        --verify-paging, whose CRC covers the whole batch."""
         return not self.verify_paging
 
     @property
@@ -406,9 +406,7 @@ def _coarsest(
     than ``uniform``; None otherwise (one size for the whole graph is then as coarse)."""
 
     def need(split: splitting.Split) -> dict[str, int]:
-        spec = planning.spec_from_graph(
-            split.graph, reserve, opts.input, split.param_names(keep), opts.windows
-        )
+        spec = _spec(split.graph, reserve, opts, split.param_names(keep))
         problem = planning.price(spec, profile, opts.ram_bytes)
         preds = problem.preds()
         named = ((v, m) for v, ns in enumerate(spec.nodes) for m in (ns.name, *ns.epilogue))
@@ -437,7 +435,7 @@ def _plan_stored(
 ) -> Compiled:
     """Schedule, arena, simulation and inference plans with the parameters ``stored`` in storage
     (``batch_hint(floor)``: what batch parts would do, for the floor error)."""
-    spec = planning.spec_from_graph(tg, reserve, opts.input, stored, opts.windows)
+    spec = _spec(tg, reserve, opts, stored)
     problem = planning.price(spec, profile, opts.ram_bytes)
     problem = replace(problem, max_latency_s=max_latency_s(opts.max_latency, problem))
     floor = memory_floor(problem)
@@ -471,10 +469,16 @@ def _plan_stored(
     return compiled
 
 
+def _spec(g: Graph, reserve: int, opts: CompileOptions, stored: frozenset[str]) -> planning.ProblemSpec:
+    """planning.spec_from_graph as the options ask: the batch where --input puts it, its Slices loads of
+    their boxes unless --verify-paging (CompileOptions.windows)."""
+    return planning.spec_from_graph(g, reserve, opts.input, stored, opts.windows)
+
+
 def _stored_floor(
     tg: Graph, reserve: int, profile: Profile, opts: CompileOptions, stored: frozenset[str]
 ) -> int:
-    spec = planning.spec_from_graph(tg, reserve, opts.input, stored, opts.windows)
+    spec = _spec(tg, reserve, opts, stored)
     return memory_floor(planning.price(spec, profile, opts.ram_bytes)).bytes
 
 
@@ -537,11 +541,7 @@ def _split_hint(
         return ""
     stored = frozenset(planning.stored_params(spec))
     floors = [
-        memory_floor(
-            planning.price(
-                planning.spec_from_graph(s.graph, reserve, opts.input, ps, opts.windows), profile, 1
-            )
-        )
+        memory_floor(planning.price(_spec(s.graph, reserve, opts, ps), profile, 1))
         for s in splitting.splits(tg, opts.input_rows)
         for ps in (s.param_names(stored),)
     ]
@@ -769,9 +769,7 @@ def _plan_mode(
     training step's fixed RAM (parameters stay where they are; the caller's buffers exist throughout)."""
     g = inference.mode_graph(tg, mode)
     used = frozenset(p for p in stored if any(p in n.inputs for n in g.nodes))
-    spec = inference.with_fixed(
-        planning.spec_from_graph(g, fixed.reserve, opts.input, used, opts.windows), fixed
-    )
+    spec = inference.with_fixed(_spec(g, fixed.reserve, opts, used), fixed)
     problem = planning.price(spec, profile, opts.ram_bytes)
     schedule, plan = _fit(
         problem, memory_floor(problem).bytes, spec, opts, limit, began, phase, log, f" ({mode})"
