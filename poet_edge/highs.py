@@ -13,6 +13,10 @@ It owns:
 * a MIP start, and a run on a fresh thread pool (HiGHS keeps one pool per process and refuses another
   thread count on it), checked: a result whose values do not give HiGHS's objective is not trusted,
   and one from a start is solved again without it;
+* a watchdog on every run (:func:`stuck`): a run that outlives its time limit by :func:`grace` is left
+  behind, read as cut by the time limit with no point, and no HiGHS run starts in the process while it
+  lives (HiGHS 1.16's presolve can loop without checking its time limit, ERGO-Code/HiGHS#2226: a
+  primal-round MIP of 919 columns with a 55 s limit ran 89 minutes in ``strengthenInequalities``);
 * the result read back as a :class:`Result` (status, objective, bound, gap, values, which limit cut it,
   work done), and the helpers that need the instance itself: reduced-cost fixing against a cutoff
   (:meth:`Solver.fix_by_reduced_cost`) and the safe Lagrangian bound of an LP's duals
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -55,6 +60,24 @@ PROOF_OPTIONS: tuple[tuple[str, OptionValue], ...] = (
 
 class HighsError(RuntimeError):
     """HiGHS refused a model or an option (a bug in the caller, not bad user input)."""
+
+
+# -- the watchdog ---------------------------------------------------------------------------------------
+
+_left: list[threading.Thread] = []  # runs that outlived their time limit, left running (the module docstring)
+
+
+def grace(limit: float) -> float:
+    """How long past its time limit ``limit`` (s) a HiGHS run may go before the watchdog leaves it: 5 s
+    and a quarter of the limit (HiGHS checks its clock between steps, and some steps are long)."""
+    return 5.0 + 0.25 * limit
+
+
+def stuck() -> bool:
+    """Whether a HiGHS run the watchdog left behind is still running (then no run starts: it would share
+    HiGHS's process-wide thread pool with it)."""
+    _left[:] = [t for t in _left if t.is_alive()]
+    return bool(_left)
 
 
 # -- the model ------------------------------------------------------------------------------------------
@@ -188,7 +211,9 @@ def lagrangian_bound(lp: Lp, row_dual: np.ndarray) -> tuple[float, np.ndarray] |
 class Options:
     """How HiGHS runs. None leaves HiGHS's default. ``node_limit`` (``mip_max_nodes``) and
     ``iteration_limit`` (``simplex_iteration_limit``) are deterministic budgets; ``time_limit`` (seconds)
-    is a safety stop (a run it cuts depends on the machine's load). ``cutoff``: only points cheaper than
+    is a safety stop (a run it cuts depends on the machine's load); ``watchdog`` (seconds): how long a
+    run may take before it is left behind (:func:`stuck`; by default the time limit and its
+    :func:`grace`, none without a time limit). ``cutoff``: only points cheaper than
     it are wanted (HiGHS's ``objective_bound``, given ``CUTOFF_TOL`` to spare). ``extra``: further HiGHS
     options by name, set last (e.g. :data:`PROOF_OPTIONS`, tolerances)."""
 
@@ -201,6 +226,7 @@ class Options:
     cutoff: float | None = None
     random_seed: int = 0
     output: bool = False
+    watchdog: float | None = None
     extra: tuple[tuple[str, OptionValue], ...] = ()
 
     def pairs(self) -> list[tuple[str, OptionValue]]:
@@ -322,10 +348,15 @@ class Solver:
         self._h.setOptionValue("output_flag", False)
         self.runs = 0
         self._mip = False  # the loaded model has an integer column
+        self._abandoned = False  # a run of this instance was left behind by the watchdog
+        self._watchdog = options.watchdog
         self.set(options.pairs())
 
     def set(self, pairs: Sequence[tuple[str, OptionValue]]) -> None:
-        """Sets HiGHS options by name; an unknown name or a bad value is a :class:`HighsError`."""
+        """Sets HiGHS options by name; an unknown name or a bad value is a :class:`HighsError`. Does
+        nothing on an instance whose run the watchdog left behind (that run still reads them)."""
+        if self._abandoned:
+            return
         for key, value in pairs:
             if self._h.setOptionValue(key, value) == self._highspy.HighsStatus.kError:
                 raise HighsError(f"HiGHS refused option {key} = {value!r}")
@@ -346,6 +377,7 @@ class Solver:
         ("kOk"; "kWarning": it dropped coefficients below its ``small_matrix_value``, 1e-9). Raises
         :class:`HighsError` when HiGHS refuses the rows (e.g. one names a column twice: it leaves them
         all out)."""
+        self._usable()
         h, n = self._h, model.num_cols
         if n:
             empty = (np.array([0]), np.array([0]), np.array([0.0]))
@@ -367,6 +399,7 @@ class Solver:
 
     def lp(self) -> Lp:
         """A copy of the model HiGHS holds (bounds as narrowed by :meth:`fix_by_reduced_cost`)."""
+        self._usable()
         lp = self._h.getLp()
         a = lp.a_matrix_
         return Lp(
@@ -382,14 +415,42 @@ class Solver:
             np.asarray(lp.integrality_, dtype=int) != 0,
         )
 
-    def _run(self) -> None:
-        """``run()`` on a fresh HiGHS thread pool. HiGHS keeps one pool per process and refuses to run
-        (model status "Not Set") with a thread count other than the one that pool was started with, so
-        a solve with ``threads=1`` after one with ``threads=2`` in the same process (a test session, a
-        sweep worker, the MILP's warm start then scale) would fail without this reset."""
+    def _run(self) -> bool:
+        """``run()`` on a fresh HiGHS thread pool, watched; False when it did not end (then the instance
+        is not touched again). HiGHS keeps one pool per process and refuses to run (model status "Not
+        Set") with a thread count other than the one that pool was started with, so a solve with
+        ``threads=1`` after one with ``threads=2`` in the same process (a test session, a sweep worker,
+        the MILP's warm start then scale) would fail without this reset. The run goes on a thread of
+        its own (HiGHS lets go of Python's lock while it runs); after ``Options.watchdog`` seconds it is
+        left behind (:func:`stuck`)."""
+        if stuck():
+            return False
         self._highspy.Highs.resetGlobalScheduler(True)
         self.runs += 1
-        self._h.run()
+        limit, wait = self.time_limit, self._watchdog
+        if wait is None and limit < 1e20:
+            wait = limit + grace(limit)
+        if wait is None:
+            self._h.run()
+            return True
+        raised: list[BaseException] = []
+
+        def go() -> None:
+            try:
+                self._h.run()
+            except BaseException as e:  # noqa: BLE001 - raised again on the caller's thread
+                raised.append(e)
+
+        run = threading.Thread(target=go, name="highs-run", daemon=True)
+        run.start()
+        run.join(wait)
+        if run.is_alive():
+            _left.append(run)
+            self._abandoned = True
+            return False
+        if raised:
+            raise raised[0]
+        return True
 
     def _consistent(self) -> bool:
         """Whether the column values HiGHS returns give the objective it reports (True when it has no
@@ -414,7 +475,11 @@ class Solver:
         told HiGHS's MIP progress at each of its interrupt checks and ends the solve by returning True;
         ``improving`` is told it at each better point (read-only). The result is checked: values that
         do not give HiGHS's objective are not trusted, and when a start was set the model is solved
-        again without it in what is left of the time limit."""
+        again without it in what is left of the time limit. A run the watchdog leaves behind (or one
+        not started while another is left behind, :func:`stuck`) is cut by the time limit with no point
+        and no bound."""
+        if self._abandoned or stuck():
+            return _left_behind("none")
         h = self._h
         start_status = "none"
         if start is not None:
@@ -437,13 +502,16 @@ class Solver:
 
             h.cbMipImprovingSolution.subscribe(better)
         began = time.perf_counter()
-        self._run()
+        if not self._run():
+            return _left_behind(start_status)
         trusted, restarted = self._consistent(), False
         if not trusted and start is not None:
             limit = self.time_limit
             h.clearSolver()  # also drops the start
             self.set_time_limit(max(0.05, limit - (time.perf_counter() - began)))
-            self._run()
+            ended = self._run()
+            if not ended:
+                return _left_behind(start_status)
             self.set_time_limit(limit)
             trusted, restarted = self._consistent(), True
         return self._result(trusted, restarted, start_status)
@@ -476,10 +544,17 @@ class Solver:
             nodes=max(0, int(info.mip_node_count)),
         )
 
+    def _usable(self) -> None:
+        """Raises :class:`HighsError` when the watchdog left a run of this instance behind (HiGHS still
+        uses it)."""
+        if self._abandoned:
+            raise HighsError("this HiGHS instance's run was left behind by the watchdog; make another")
+
     def safe_bound(self) -> tuple[float, np.ndarray] | None:
         """After an LP solve (a minimization, every column bounded): the :func:`lagrangian_bound` of
         the row duals HiGHS returns, recomputed here (valid for any duals, so HiGHS's tolerances do not
         enter), and its reduced costs; None when HiGHS has no dual solution or a column is unbounded."""
+        self._usable()
         if self._h.getInfo().dual_solution_status != 2:
             return None
         return lagrangian_bound(self.lp(), np.asarray(self._h.getSolution().row_dual, dtype=np.float64))
@@ -497,13 +572,15 @@ class Solver:
         bound (nothing changed). The LP's solution is cleared: HiGHS would take it as a start and solve
         a sub-MIP to repair it (mobilenetv2_035 with every parameter trained at 1.1x its floor, the
         split model: 0.7 s)."""
+        self._usable()
         h = self._h
         lp = self.lp()  # a copy of the whole model: taken once (the LP solve below changes no bound)
         ints = np.flatnonzero(lp.integer).astype(np.int32)
         if got is None:
             if len(ints):
                 h.changeColsIntegrality(len(ints), ints, np.zeros(len(ints), dtype=np.uint8))
-            self._run()
+            if not self._run():
+                return None
             got = self.safe_bound()
             h.clearSolver()
             if len(ints):
@@ -524,6 +601,13 @@ class Solver:
         if changed.any():
             h.changeColsBounds(int(changed.sum()), ints[changed], new_low[changed], new_up[changed])
         return z, int(changed.sum())
+
+
+def _left_behind(start: str) -> Result:
+    """The result of a run the watchdog left behind: cut by the time limit, no point, no bound."""
+    return Result(
+        TIME_LIMIT, "kTimeLimit", False, False, "time", None, -math.inf, math.inf, None, start=start
+    )
 
 
 def solve(

@@ -286,12 +286,31 @@ row = np.asarray(a.index_); order = np.lexsort((col, row))
 start = np.concatenate(([0], np.cumsum(np.bincount(row, minlength=m))))
 rows = (np.asarray(lp.row_lower_), np.asarray(lp.row_upper_), start, col[order], np.asarray(a.value_)[order])
 lower, upper = np.asarray(lp.col_lower_), np.asarray(lp.col_upper_)
-model = highs.Model.of(np.asarray(lp.col_cost_), rows, lower, upper, scaled=True)
-solver = highs.Solver(highs.Options(threads=1, node_limit=100, time_limit=120.0))
+scaled, limit = sys.argv[2] == "scaled", float(sys.argv[3])
+model = highs.Model.of(np.asarray(lp.col_cost_), rows, lower, upper, scaled=scaled)
+solver = highs.Solver(highs.Options(threads=1, node_limit=100, time_limit=limit))
 solver.load(model)
 r = solver.run()
-print(r.status, r.objective)
+print(r.status.replace(" ", "_"), r.objective, highs.stuck())
+if not scaled:  # another solve while the looping one is left running: not started, cut at once
+    again = highs.solve(highs.Model.of([1.0], []), highs.Options(threads=1, time_limit=limit))
+    print(again.limit, again.objective, highs.stuck())
 """
+
+
+def _loop(scaled: bool, limit: float) -> list[list[str]]:
+    """Runs :data:`_LOOP_SCRIPT` in a child with a hard timeout (so that a regression fails instead of
+    hanging the suite); its output lines, split."""
+    how = "scaled" if scaled else "unscaled"
+    done = subprocess.run(
+        [sys.executable, "-c", _LOOP_SCRIPT, str(PRESOLVE_LOOP), how, str(limit)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    return [line.split() for line in done.stdout.splitlines()]
 
 
 def test_mip_rows_are_scaled_out_of_the_presolve_loop() -> None:
@@ -299,16 +318,18 @@ def test_mip_rows_are_scaled_out_of_the_presolve_loop() -> None:
     which HiGHS 1.16.0's presolve loops in strengthenInequalities past any time limit: with its rows
     scaled by powers of two (highs.row_scaled) it is solved, within HiGHS's node limit. In a child with a
     hard timeout, so that a regression fails instead of hanging the suite."""
-    done = subprocess.run(
-        [sys.executable, "-c", _LOOP_SCRIPT, str(PRESOLVE_LOOP)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr
-    status, objective = done.stdout.split()[-2:]
+    status, objective, _ = _loop(True, 120.0)[-1]
     assert float(objective) == pytest.approx(23.76094842260797, rel=1e-9)
+
+
+def test_watchdog_leaves_a_looping_presolve_behind() -> None:
+    """The same MIP unscaled, on which HiGHS's presolve loops without looking at its clock (a 1 s time
+    limit): the watchdog leaves the run behind after the limit and its grace, reads it as cut by the
+    time limit with no point, starts no other run while it loops (the next solve is cut at once), and
+    the process still exits."""
+    first, again = _loop(False, 1.0)[-2:]  # after the banner of the script's own highspy instance
+    assert first == [highs.TIME_LIMIT.replace(" ", "_"), "None", "True"]
+    assert again == ["time", "None", "True"]
 
 
 def test_row_scaling_is_by_powers_of_two() -> None:

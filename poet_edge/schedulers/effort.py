@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from poet_edge import highs
 from poet_edge.schedule import SolveReport
 
 SAFETY_S = 600.0  # scale's default --time-limit: a safety stop, not a budget
@@ -97,4 +98,10 @@ def cut_warning(report: SolveReport, limit: float | None) -> str | None:
         f"poet: warning: the --time-limit {shown} safety stop cut the scheduler in phase "
         f"'{report.cut_phase}'; this schedule may differ between runs (raise --time-limit, or use "
         "a smaller --effort)"
-    )
+    ) + (HIGHS_LEFT if highs.stuck() else "")
+
+
+HIGHS_LEFT = (
+    "; a HiGHS solve did not stop at its time limit (a HiGHS presolve bug, ERGO-Code/HiGHS#2226) and "
+    "was left running, so no MILP was solved after it"
+)
