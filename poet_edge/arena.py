@@ -283,6 +283,8 @@ EXACT_NODES = (
 # (as schedulers' Policy.mip_cols). The mlp at batch 8 in 16 KB, its dense weights in blocks: 71
 # instances in 90 slots, 5,391 binaries, still in the root after 5 minutes
 EXACT_MAX_VARS = 4_000
+EXACT_WATCHDOG_S = 120.0  # a run past this is left behind as unsolved (highs.stuck: HiGHS's presolve can
+# loop without looking at any limit)
 
 
 def slot_units(insts: list[Instance], floor: int) -> list[int]:
@@ -395,7 +397,8 @@ def exact_slots(items: list[tuple[int, int, int]], k: int, nodes: int = EXACT_NO
     """The lowest slot of each item (start, end, width) in a packing into ``k`` contiguous slots, found by
     a MILP (x[i, p] = item i starts at slot p; at every birth each slot holds at most one live item)
     solved by HiGHS on one thread with a node limit and no time limit, so the answer is deterministic;
-    None if it proves there is none, hits the limit, or the model would be too large."""
+    None if it proves there is none, hits the limit, or the model would be too large (or the run outlives
+    ``EXACT_WATCHDOG_S`` and is left behind)."""
     nvars = sum(max(0, k - w + 1) for _, _, w in items)
     if nvars == 0 or nvars > EXACT_MAX_VARS or any(w > k for _, _, w in items):
         return None
@@ -418,7 +421,8 @@ def exact_slots(items: list[tuple[int, int, int]], k: int, nodes: int = EXACT_NO
             ]
             if len(cols) > 1:
                 rows.append((0.0, 1.0, cols, [1.0] * len(cols)))
-    got = highs.solve(highs.Model.of([0.0] * ncol, rows), highs.Options(threads=1, node_limit=nodes))
+    opts = highs.Options(threads=1, node_limit=nodes, watchdog=EXACT_WATCHDOG_S)
+    got = highs.solve(highs.Model.of([0.0] * ncol, rows), opts)
     if not got.optimal or got.values is None:
         return None
     x = got.values
