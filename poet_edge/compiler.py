@@ -67,6 +67,7 @@ class CompileOptions:
     training: autodiff.TrainingOptions = autodiff.PLAIN  # --fused-updates, --relu-masks (exact rewrites)
     ram_banks: tuple[int, ...] = ()  # --ram A+B: the RAM banks, ram_bytes their sum; (): one bank
     split: str = "off"  # --split: auto, off or a tile size (operator splitting, poet_edge/splitting.py)
+    tile_order: str = "auto"  # --tile-order: rows, channels, or auto (both compared): splitting.TILE_ORDERS
     # --batch-parts: the batch's parts (poet_edge/batch_split.py); None: auto (with --split auto), 1: off
     batch_parts: int | None = None
     # a tile size per tensor (splitting.TileSizes, e.g. a split_for_floor's ``asked``), for callers of the
@@ -207,18 +208,24 @@ Choice = tuple[frozenset[str], Tile | None, int]
 
 
 def tile_text(tile: Tile) -> str:
-    """A tile choice for the log: "16.0 KiB tiles", or "mixed tiles of 2.0 KiB to 16.0 KiB"."""
+    """A tile choice for the log: "16.0 KiB tiles", "mixed tiles of 2.0 KiB to 16.0 KiB", with ", rows
+    first" when rows are cut before channels."""
     if isinstance(tile, int):
         return f"{fmt_bytes(tile)} tiles"
+    first = ", rows first" if tile.rows_first else ""
+    if not tile.sizes:
+        return f"{fmt_bytes(tile.default)} tiles{first}"
     sizes = (tile.default, *tile.sizes.values())
-    return f"mixed tiles of {fmt_bytes(min(sizes))} to {fmt_bytes(max(sizes))}"
+    return f"mixed tiles of {fmt_bytes(min(sizes))} to {fmt_bytes(max(sizes))}{first}"
 
 
 def _tile_json(tile: Tile | None) -> dict[str, object]:
-    """A tile choice in plan.json's compared choices: the largest size, and whether sizes are mixed."""
+    """A tile choice in plan.json's compared choices: the largest size, whether sizes are mixed and whether
+    rows were cut first."""
     if tile is None or isinstance(tile, int):
         return {"tile_bytes": tile}
-    return {"tile_bytes": max((tile.default, *tile.sizes.values())), "mixed_tiles": True}
+    mixed = {"mixed_tiles": True} if tile.sizes else {}
+    return {"tile_bytes": max((tile.default, *tile.sizes.values())), **mixed, "rows_first": tile.rows_first}
 
 
 TileChoice = tuple[frozenset[str], Tile | None]  # (parameters kept in storage, tile size): plan_choices
@@ -370,25 +377,44 @@ def parts_floor(training: Training, reserve: int, profile: Profile, opts: Compil
 def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions) -> list[TileChoice]:
     """The (stored parameters, tile size) pairs the compile schedules, the least energy kept.
 
-    --split off: :func:`stored_candidates` unsplit. A tile size: the same choices, split. auto: unsplit when
-    one of those fits the budget; else every trainable parameter in storage (none with --params ram) and the
-    largest tile size of ``splitting.TILE_SIZES`` whose floor fits, and half of it (smaller tiles: more room
-    for the scheduler, more nodes); unsplit when no size fits (the floor error then says so)."""
+    --split off: :func:`stored_candidates` unsplit. A tile size: the same choices, split in each order
+    --tile-order allows (rows first, channels first). auto: unsplit when one of those fits the budget; else
+    every trainable parameter in storage (none with --params ram) and, per order, the largest tile size of
+    ``splitting.TILE_SIZES`` whose floor fits (as coarse as that floor allows: :func:`_coarsest`) and the
+    next size whose floor fits too (smaller tiles: more room for the scheduler, more nodes), but only the
+    largest channels first when both orders are compared (rows first cost less energy on the conv nets
+    measured, bench/results/tile_order.md); a rows-first split that cuts no tensor in rows is the
+    channels-first one and is not scheduled twice. Unsplit when no size fits (the floor error then says
+    so)."""
     stored = stored_candidates(tg, reserve, profile, opts)
-    size = opts.explicit_tiles
-    if opts.split == "off" or size is not None:
-        return [(s, size) for s in stored]
+    size = splitting.tile_bytes_of(opts.split)
+    if opts.split == "off":
+        return [(s, None) for s in stored]
+    if opts.tiles is not None:  # sizes given through the API: as given
+        return [(s, opts.tiles) for s in stored]
+    if size is not None:
+        return [(s, t) for t in _ordered(size, opts.tile_order) for s in stored]
     if any(_stored_floor(tg, reserve, profile, opts, s) <= opts.ram_bytes for s in stored):
         return [(s, None) for s in stored]
     keep = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
     fits: list[Tile] = []
-    for split in splitting.splits(tg, opts.input_rows):  # largest first, up to two
-        floor = _stored_floor(split.graph, reserve, profile, opts, split.param_names(keep))
-        if floor <= opts.ram_bytes:
-            fits.append(_coarsest(tg, reserve, profile, opts, keep, split, floor) or split.tile_bytes)
-        if len(fits) == 2:
-            break
+    orders = splitting.TILE_ORDERS[opts.tile_order]
+    for rows_first in orders:
+        found, most = 0, 2 if rows_first or len(orders) == 1 else 1
+        for split in splitting.splits(tg, opts.input_rows, rows_first):  # largest first
+            floor = _stored_floor(split.graph, reserve, profile, opts, split.param_names(keep))
+            if floor <= opts.ram_bytes and not (rows_first and not split.rows):
+                uniform = splitting.TileSizes(split.tile_bytes, rows_first=rows_first)
+                fits.append(_coarsest(tg, reserve, profile, opts, keep, split, floor) or uniform)
+                found += 1
+            if found == most:
+                break
     return [(keep, t) for t in fits] or [(s, None) for s in stored]
+
+
+def _ordered(size: int, order: str) -> list[Tile]:
+    """--split SIZE in each order --tile-order ``order`` allows."""
+    return [splitting.TileSizes(size, rows_first=r) for r in splitting.TILE_ORDERS[order]]
 
 
 def _coarsest(
@@ -412,7 +438,9 @@ def _coarsest(
         named = ((v, m) for v, ns in enumerate(spec.nodes) for m in (ns.name, *ns.epilogue))
         return {m: node_need(problem, v, preds) for v, m in named}
 
-    split = splitting.split_for_floor(tg, floor, input_rows=opts.input_rows, stored=keep, need=need)
+    split = splitting.split_for_floor(
+        tg, floor, input_rows=opts.input_rows, stored=keep, need=need, rows_first=uniform.rows_first
+    )
     if split.asked is None or not split.asked.sizes or len(split.graph.nodes) >= len(uniform.graph.nodes):
         return None
     if _stored_floor(split.graph, reserve, profile, opts, split.param_names(keep)) > floor:
@@ -542,7 +570,7 @@ def _split_hint(
     stored = frozenset(planning.stored_params(spec))
     floors = [
         memory_floor(planning.price(_spec(s.graph, reserve, opts, ps), profile, 1))
-        for s in splitting.splits(tg, opts.input_rows)
+        for s in splitting.all_splits(tg, opts.input_rows, opts.tile_order)
         for ps in (s.param_names(stored),)
     ]
     low = min(floors, key=lambda f: f.bytes, default=None)

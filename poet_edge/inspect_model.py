@@ -46,10 +46,12 @@ class Inspection:
     floor_split_bytes: int = 0  # parameters in storage and operator splitting: the lowest over tile sizes
     floor_split_node: str = ""
     floor_split_tile: int = 0  # the tile size that gives it
+    floor_split_order: str = "channels"  # ... cut rows or channels first (--tile-order)
     floor_parts: int = 0  # batch > 1: the batch in this many parts (one sample each, at most MAX_PARTS) ...
     floor_parts_bytes: int = 0  # ... with parameters in storage and operator splitting: the lowest floor
     floor_parts_node: str = ""
     floor_parts_tile: int = 0
+    floor_parts_order: str = "channels"
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -84,13 +86,13 @@ def inspect(
     peak = simulate(problem, get_scheduler("none")(problem)).peak_ram_bytes
     stored = planning.spec_from_graph(tg, reserve, input_place, frozenset(tg.trainable))
     floor_stored = memory_floor(planning.price(stored, load_profile("host"), 1 << 62))
-    floor_split, split_tile = _split_floor(tg, reserve, input_place)
+    floor_split, split_tile, split_order = _split_floor(tg, reserve, input_place)
     parts = min(frontend.graph_batch(g), batch_split.MAX_PARTS)
     if parts > 1:  # the batch in parts too (compiler.batch_choices' last resort: one sample per part)
         tgk = autodiff.training_graph(
             batch_split.split_batch(g, parts).graph, loss, chosen, optimizer, options
         )
-        floor_parts, parts_tile = _split_floor(tgk, reserve, input_place)
+        floor_parts, parts_tile, parts_order = _split_floor(tgk, reserve, input_place)
     frozen = [p for p in g.params if p not in chosen]
     grads = [n.inputs[1] for n in tg.nodes if n.phase == Phase.UPDATE and not ops.get(n.op).fused]
     return Inspection(
@@ -123,21 +125,23 @@ def inspect(
         floor_split.bytes,
         floor_split.node,
         split_tile,
-        *((parts, floor_parts.bytes, floor_parts.node, parts_tile) if parts > 1 else ()),
+        split_order,
+        *((parts, floor_parts.bytes, floor_parts.node, parts_tile, parts_order) if parts > 1 else ()),
     )
 
 
-def _split_floor(tg: Graph, reserve: int, input_place: planning.InputPlace) -> tuple[Floor, int]:
-    """The lowest memory floor over the tile sizes of splitting.splits, every trainable parameter in
-    storage, and that tile size (the largest on ties)."""
+def _split_floor(tg: Graph, reserve: int, input_place: planning.InputPlace) -> tuple[Floor, int, str]:
+    """The lowest memory floor over the tile sizes and orders of splitting.all_splits, every trainable
+    parameter in storage, with that tile size and order (on ties: the largest size, rows first)."""
     floors = [
-        (memory_floor(planning.price(spec, load_profile("host"), 1 << 62)), sp.tile_bytes)
-        for sp in splitting.splits(tg, input_place == planning.InputPlace.STORAGE)
+        (memory_floor(planning.price(spec, load_profile("host"), 1 << 62)), sp.tile_bytes, sp.rows_first)
+        for sp in splitting.all_splits(tg, input_place == planning.InputPlace.STORAGE)
         for spec in (
             planning.spec_from_graph(sp.graph, reserve, input_place, sp.param_names(frozenset(tg.trainable))),
         )
     ]
-    return min(floors, key=lambda f: (f[0].bytes, -f[1]))
+    low, tile, rows_first = min(floors, key=lambda f: (f[0].bytes, -f[1], not f[2]))
+    return low, tile, "rows" if rows_first else "channels"
 
 
 # the rewrites `poet inspect` shows the floor with: each alone, both, neither
@@ -192,12 +196,13 @@ def format_inspection(r: Inspection) -> str:
         f"                 {kb(r.floor_stored_bytes)} with --params storage (every trainable parameter "
         f"in storage, loaded where needed), at node {r.floor_stored_node}",
         f"                 {kb(r.floor_split_bytes)} with that and --split "
-        f"{r.floor_split_tile // 1024}KB (operator splitting: channel tiles and weight blocks), at node "
-        f"{r.floor_split_node}",
+        f"{r.floor_split_tile // 1024}KB --tile-order {r.floor_split_order} (operator splitting: row or "
+        f"channel tiles and weight blocks), at node {r.floor_split_node}",
         *(
             [
                 f"                 {kb(r.floor_parts_bytes)} with that and the batch in {r.floor_parts} "
-                f"parts (--batch-parts {r.floor_parts} --split {r.floor_parts_tile // 1024}KB), at node "
+                f"parts (--batch-parts {r.floor_parts} --split {r.floor_parts_tile // 1024}KB --tile-order "
+                f"{r.floor_parts_order}), at node "
                 f"{r.floor_parts_node}"
             ]
             if r.floor_parts > 1

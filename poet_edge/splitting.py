@@ -81,6 +81,11 @@ class Split:
         """Whether classes were cut to different tile sizes (:class:`TileSizes`)."""
         return bool(self.sizes)
 
+    @property
+    def rows_first(self) -> bool:
+        """Whether tensors were cut in rows before channels (``TileSizes.rows_first``)."""
+        return self.asked is not None and self.asked.rows_first
+
     def summary(self) -> dict[str, object]:
         """plan.json's ``split``: the tile size (mixed sizes: the largest, and ``tile_sizes``, each tiled
         tensor's and each Gemm / MatMul weight in blocks' size), tiled tensors with their tile count (channel
@@ -89,6 +94,7 @@ class Split:
         mixed = {"tile_sizes": dict(sorted(self.sizes.items()))} if self.sizes else {}
         return {
             "tile_bytes": self.tile_bytes,
+            "rows_first": self.rows_first,
             **mixed,
             "tensors": {
                 t: (len(b) - 1) * (len(self.rows.get(t, (0, 1))) - 1) for t, b in sorted(self.tiles.items())
@@ -113,10 +119,15 @@ class Split:
 class TileSizes:
     """A tile size per tensor of the training graph: ``sizes`` (tensor -> bytes), ``default`` for every
     other tensor. Tensors that must share one tiling (a channel class, a row class) take the smallest size
-    of their members; a convolution's or a Gemm / MatMul's weight cut into blocks, its own size."""
+    of their members; a convolution's or a Gemm / MatMul's weight cut into blocks, its own size.
+    ``rows_first``: tensors that may be cut in rows (:func:`plan_rows`) become bands of rows of all their
+    channels, cut in channels too only where a band of :data:`MIN_ROWS` rows still exceeds the tile (spatial
+    tiles: a 1x1 convolution's band of output rows reads only the same band of its input, where a channel
+    tile reads every input tile); else channels are cut first, rows only where one channel exceeds it."""
 
     default: int
     sizes: Mapping[str, int] = field(default_factory=dict)
+    rows_first: bool = False
 
     def __post_init__(self) -> None:
         least = min((self.default, *self.sizes.values()))
@@ -568,16 +579,20 @@ def _channel_bounds(
     eligible: Mapping[str, list[str]],
     need: Need,
     fams: Mapping[str, Family],
+    row_tiles: Mapping[str, int] | None = None,
 ) -> dict[str, tuple[int, ...]]:
     """:func:`plan_tiles` from the classes :func:`_classes` found. A weight bigger than a tile has
     (output tiles) x (input tiles) blocks: its output's class gets enough tiles that a block fits a tile
-    given its input's tiles so far (weights in graph order), not a grid of two such cuts."""
+    given its input's tiles so far (weights in graph order), not a grid of two such cuts. ``row_tiles``
+    (rows first): the row tiles a tensor will be cut into; its class then needs that many times fewer
+    channel tiles."""
     chans, k = {}, {}
     for root, names in eligible.items():
         floats = [t for t in names if tg.tensor(t).dtype == "float32" and len(tg.shape(t)) >= 3]
         big = max(tg.tensor(t).nbytes for t in names)
         chans[root] = c = tg.shape(floats[0])[1]
-        k[root] = min(c, -(-big // sizes.least(names)))
+        bands = max((row_tiles or {}).get(t, 1) for t in names)
+        k[root] = min(c, -(-big // (sizes.least(names) * bands)))
     for y, x, nbytes, size in need:
         if y in k:
             k[y] = min(chans[y], max(k[y], -(-nbytes // (size * k.get(x, 1)))))
@@ -787,7 +802,9 @@ def plan_rows(
     than a 2-D pool (:func:`_row_pool`) reads or makes them, every pool gradient making one can be cut there
     (:func:`_pool_cuts`), and their largest channel tile exceeds ``tile_bytes``. A convolution or a pool
     reads the rows its output rows need (a halo of its neighbouring tiles) through a window: a Slice, or a
-    Concat of tiles and slices, along the rows.
+    Concat of tiles and slices, along the rows. Rows first (``TileSizes.rows_first``), the output of a
+    convolution or pool has at least as many row tiles as its input (at most one per :data:`MIN_ROWS`
+    rows): a strided one's window of input rows then spans about one input tile, not several.
     ``eligible``: the channel classes that may be tiled, when :func:`_classes` already found them.
     ``tile_bytes``: one size, or a size per tensor (a row class takes its members' smallest)."""
     sizes = _sizes(tile_bytes)
@@ -819,8 +836,8 @@ def plan_rows(
     members: dict[str, list[str]] = {}
     for t in tg.tensors:
         members.setdefault(rows.find(t), []).append(t)
-    out: dict[str, tuple[int, ...]] = {}
-    for names in members.values():
+    ks: dict[str, tuple[int, int]] = {}  # row class -> (row tiles, rows)
+    for root, names in members.items():
         floats = [t for t in names if tg.tensor(t).dtype == "float32"]
         if not floats or any(t not in may or t in pooled for t in names):
             continue
@@ -829,15 +846,30 @@ def plan_rows(
             continue
         widest = max(_widest(tiles.get(t, (0, tg.shape(t)[1]))) for t in floats)
         per = shape[0] * widest * shape[2] * shape[3] * 4
-        k = min(-(-per // sizes.least(names)), shape[2] // MIN_ROWS)
+        ks[root] = (min(-(-per // sizes.least(names)), shape[2] // MIN_ROWS), shape[2])
+    if sizes.rows_first:
+        _at_least_inputs(tg, rows, ks)
+    out: dict[str, tuple[int, ...]] = {}
+    for root, (k, h) in ks.items():
+        names = members[root]
         if k < 2:
             continue
-        bounds = tuple(i * shape[2] // k for i in range(k + 1))
+        bounds = tuple(i * h // k for i in range(k + 1))
         if not all(_pool_cuts(tg, n, bounds) for t in names for n in grads.get(t, ())):
             continue
         for t in names:
             out[t] = bounds
     return out
+
+
+def _at_least_inputs(tg: Graph, rows: _Classes, ks: dict[str, tuple[int, int]]) -> None:
+    """Rows first: every convolution's and pool's output class gets at least its input's row tiles (``ks``,
+    updated, in graph order), at most one per :data:`MIN_ROWS` rows."""
+    for n in tg.nodes:
+        if n.op in ("Conv", "MaxPool", "AveragePool") and len(tg.shape(n.inputs[0])) == 4:
+            x, y = rows.find(n.inputs[0]), rows.find(n.outputs[0])
+            if x in ks and y in ks and ks[x][0] > ks[y][0]:
+                ks[y] = (min(ks[x][0], ks[y][1] // MIN_ROWS), ks[y][1])
 
 
 def _but_channels(shape: Sequence[int]) -> tuple[int, ...]:
@@ -862,7 +894,10 @@ def split_graph(tg: Graph, tile_bytes: int | TileSizes, rows: bool = True, input
     sizes = _sizes(tile_bytes)
     fams = families(tg)
     eligible, need = _classes(tg, sizes, fams)  # once, for the channel and the row tiles
-    tiles = _channel_bounds(tg, sizes, eligible, need, fams)
+    bands = None
+    if sizes.rows_first and rows:  # the row tiles of whole tensors first; channels only where they fall short
+        bands = {t: len(b) - 1 for t, b in plan_rows(tg, sizes, {}, fams, eligible).items()}
+    tiles = _channel_bounds(tg, sizes, eligible, need, fams, bands)
     row_bounds = plan_rows(tg, sizes, tiles, fams, eligible) if rows else {}
     for t in row_bounds:  # a tensor in rows only: one channel tile (a mask: its source's channels)
         if t not in tiles:
@@ -1725,27 +1760,44 @@ def _row_window(
 
 # ---- the choice of a tile size (compiler, --split) -------------------------------------------------------
 SPLIT_HELP = (
-    "operator splitting: big activations and gradients become channel tiles that the scheduler keeps, "
-    "drops, recomputes or pages one by one, and the convolutions and elementwise ops that make and read "
-    "them run tile by tile (bit-identical results); a channel tile still bigger than the tile size is cut "
-    "into row tiles, which convolutions read with their halo rows; with --train all, convolution weights "
-    "are cut into blocks along the tiles, and Gemm / MatMul weights bigger than a tile into blocks of "
-    "their output columns. auto (default): only when the model's memory floor is above --ram, with the "
-    "largest tile size that brings it under (and the next size whose floor fits, the less energy kept; "
-    "sizes whose graph exceeds 30,000 nodes are not tried); off: never; or a tile size, e.g. 16KB"
+    "operator splitting: big activations and gradients become tiles (bands of rows, or channel ranges; "
+    "see --tile-order) that the scheduler keeps, drops, recomputes or pages one by one, and the "
+    "convolutions, pools and elementwise ops that make and read them run tile by tile (bit-identical "
+    "results at batch 1); convolutions read row tiles with their halo rows; with --train all, convolution "
+    "weights are cut into blocks along the tiles, and Gemm / MatMul weights bigger than a tile into blocks "
+    "of their output columns. auto (default): only when the model's memory floor is above --ram, with the "
+    "largest tile size that brings it under (rows first also the next size whose floor fits; the least "
+    "energy is kept; sizes whose graph exceeds 30,000 nodes are not tried); off: never; or a tile size, "
+    "e.g. 16KB"
+)
+TILE_ORDER_HELP = (
+    "how --split cuts a big 4-D tensor: rows (bands of rows of all channels first, channels too only where "
+    "a band of 4 rows is still too big: a 1x1 convolution's band reads one band of its input, so less is "
+    "paged or recomputed), channels (channel ranges first, rows only where one channel is too big), or auto "
+    "(default: both are scheduled and the least energy is kept)"
 )
 TILE_SIZES = tuple(1 << k for k in range(19, 9, -1))  # 512 KiB down to 1 KiB: the sizes auto tries
 MAX_NODES = 30_000  # a split graph above this many nodes is not tried: scheduling it would take too long
 
 
-def splits(tg: Graph, input_rows: bool = False) -> Iterator[Split]:
+TILE_ORDERS = {"auto": (True, False), "rows": (True,), "channels": (False,)}  # --tile-order: rows_first
+
+
+def splits(tg: Graph, input_rows: bool = False, rows_first: bool = False) -> Iterator[Split]:
     """``tg`` split at each size of :data:`TILE_SIZES`, largest first, while the split graph has at most
-    :data:`MAX_NODES` nodes (smaller tiles only give more); ``input_rows``: see :func:`split_graph`."""
+    :data:`MAX_NODES` nodes (smaller tiles only give more); ``input_rows``: see :func:`split_graph`;
+    ``rows_first``: see :class:`TileSizes`."""
     for t in TILE_SIZES:
-        s = split_graph(tg, t, input_rows=input_rows)
+        s = split_graph(tg, TileSizes(t, rows_first=rows_first), input_rows=input_rows)
         if len(s.graph.nodes) > MAX_NODES:
             return
         yield s
+
+
+def all_splits(tg: Graph, input_rows: bool = False, order: str = "auto") -> Iterator[Split]:
+    """:func:`splits` in each order --tile-order ``order`` allows (:data:`TILE_ORDERS`), rows first first."""
+    for rows_first in TILE_ORDERS[order]:
+        yield from splits(tg, input_rows, rows_first)
 
 
 def parse_split(text: str) -> str:
@@ -1882,6 +1934,7 @@ def split_for_floor(
     rows: bool = True,
     ladder: Sequence[int] = TILE_SIZES,
     need: Callable[[Split], Mapping[str, int]] | None = None,
+    rows_first: bool = False,
 ) -> Split:
     """The split of ``tg`` whose tiles are only as small as a floor of ``target`` bytes needs: no node of
     the split graph needs more than ``target`` (:func:`node_bytes`: outputs, inputs and workspace, the
@@ -1898,7 +1951,8 @@ def split_for_floor(
     ``--verify-paging``). ``need``: what each node of a split graph needs, by name, compared with
     ``target`` (default: :func:`node_bytes` with ``stored`` and ``input_storage``); the compile passes the
     planning's own count (memory_floor.node_need of the priced split graph, fixed bytes included, an
-    in-place epilogue's group counted for each of its members) and the whole floor as ``target``."""
+    in-place epilogue's group counted for each of its members) and the whole floor as ``target``.
+    ``rows_first``: see :class:`TileSizes` (every split tried cuts rows first then)."""
     if target < 1:
         raise PoetError(f"target floor must be positive, got {target} bytes")
     steps = sorted(set(ladder), reverse=True)
@@ -1912,7 +1966,9 @@ def split_for_floor(
 
     sizes: dict[str, int] = {}
     while True:
-        split = split_graph(tg, TileSizes(steps[0], dict(sorted(sizes.items()))), rows, input_rows)
+        split = split_graph(
+            tg, TileSizes(steps[0], dict(sorted(sizes.items())), rows_first), rows, input_rows
+        )
         needs = needs_of(split)
         over = {n: b - target for n, b in needs.items() if b > target and n in split.origin}
         shrink = _culprits(tg, split, over, lambda t: sizes.get(t, steps[0]) in smaller)
@@ -1923,7 +1979,7 @@ def split_for_floor(
     if max(needs.values(), default=0) > target:
         return split
     for size in steps:  # one size for all, when its largest size within the target takes fewer nodes
-        uniform = split_graph(tg, size, rows, input_rows)
+        uniform = split_graph(tg, TileSizes(size, rows_first=rows_first), rows, input_rows)
         if len(uniform.graph.nodes) >= len(split.graph.nodes):
             break
         if max(needs_of(uniform).values(), default=0) <= target:

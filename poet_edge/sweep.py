@@ -301,12 +301,20 @@ def _floor_of(tg: Graph, opts: CompileOptions) -> int:
     reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
     # the lowest floor the compile can reach: with --params auto or storage, every parameter stored
     stored = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
-    if opts.split != "off":  # ... and with --split, tiles of the given or the smallest size
+    graphs = [(tg, stored)]
+    if opts.split != "off":  # ... and with --split, tiles of the given or the smallest size, in either order
         tile = splitting.tile_bytes_of(opts.split) or splitting.TILE_SIZES[-1]
-        split = splitting.split_graph(tg, tile, input_rows=opts.input_rows)
-        tg, stored = split.graph, split.param_names(stored)
-    spec = planning.spec_from_graph(tg, reserve, opts.input, stored)
-    return memory_floor(planning.price(spec, profile, opts.ram_bytes)).bytes
+        splits = [
+            splitting.split_graph(tg, splitting.TileSizes(tile, rows_first=r), input_rows=opts.input_rows)
+            for r in splitting.TILE_ORDERS[opts.tile_order]
+        ]
+        graphs = [(s.graph, s.param_names(stored)) for s in splits]
+    return min(
+        memory_floor(
+            planning.price(planning.spec_from_graph(g, reserve, opts.input, ps), profile, opts.ram_bytes)
+        ).bytes
+        for g, ps in graphs
+    )
 
 
 def group_options(sweep: Sweep, model: Model, device: str, train: str) -> CompileOptions:

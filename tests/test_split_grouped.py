@@ -237,7 +237,7 @@ def test_grouped_blocks_in_c_bit_identical(tmp_path, model, tile, kernels, adam,
     opt = Optimizer(OptimizerKind.ADAM) if adam else PLAIN_SGD
     training = replace(autodiff.DEFAULT_OPTIONS, fused_updates=fused)
     for label, split in (("plain", "off"), ("split", tile)):
-        o = _opts(path, tmp_path / label, kernels=kernels, split=split, optimizer=opt)
+        o = _opts(path, tmp_path / label, kernels=kernels, split=split, optimizer=opt, tile_order="channels")
         compile_model(replace(o, training=training))
     tiles = json.loads((tmp_path / "split" / "plan.json").read_text())["tiles"]
     assert set(GROUPED) <= set(tiles["parameters"]) and bool(tiles["rows"]) == (tile != "2KB")
@@ -250,7 +250,7 @@ def test_params_load_and_dump_whole(tmp_path):
     need_tools("gcc")
     path = grouped(tmp_path / "m.onnx")
     for label, split in (("plain", "off"), ("split", "1KB")):
-        compile_model(_opts(path, tmp_path / label, kernels="fast", split=split))
+        compile_model(_opts(path, tmp_path / label, kernels="fast", split=split, tile_order="channels"))
     blocks = json.loads((tmp_path / "split" / "plan.json").read_text())["tiles"]["parameters"]
     assert len(blocks["w1"]) == 24 and len(blocks["w2"]) == 8
     rng = np.random.default_rng(5)

@@ -120,8 +120,11 @@ def test_c_on_host_bit_identical(tmp_path, train, batch, kernels, tile):
     need_tools("gcc")
     path = resnet_block(tmp_path / "m.onnx", batch)
     runs = {}
+    order = "auto" if batch == 1 else "channels"
     for label, split in (("plain", "off"), ("split", tile)):
-        compile_model(_opts(path, tmp_path / label, batch, train, kernels=kernels, split=split))
+        compile_model(
+            _opts(path, tmp_path / label, batch, train, kernels=kernels, split=split, tile_order=order)
+        )
         runs[label] = runner.run_project(tmp_path / label, "host", STEPS)
     plan = json.loads((tmp_path / "split" / "plan.json").read_text())
     assert plan["split"] == tile and plan["tiles"]["tensors"]
@@ -158,12 +161,12 @@ def test_auto_splits_below_the_unsplit_floor_and_qemu_gives_the_host_bits(tmp_pa
         compile_model(replace(opts, split="off"))
     c = compile_model(replace(opts, split="auto"))
     assert c.split is not None and c.predicted_ram_bytes <= ram
-    # what auto compared (plan.json choices_compared): two tile sizes, the least energy kept
-    assert len(c.compared) == 2 and all(r["tile_bytes"] for r in c.compared)
-    assert (
-        c.split.tile_bytes
-        == min((r for r in c.compared if r["energy_j"]), key=lambda r: r["energy_j"])["tile_bytes"]
-    )
+    # what auto compared (plan.json choices_compared): rows first at two tile sizes (or one), channels first
+    # at one, the least energy kept
+    assert len(c.compared) in (2, 3) and all(r["tile_bytes"] for r in c.compared)
+    assert [r["rows_first"] for r in c.compared][-1:] == [False] and c.compared[0]["rows_first"]
+    best = min((r for r in c.compared if r["energy_j"]), key=lambda r: r["energy_j"])
+    assert (c.split.tile_bytes, c.split.rows_first) == (best["tile_bytes"], best["rows_first"])
     compile_model(replace(opts, out=tmp_path / "plain", ram_bytes=4 << 20, split="off"))
     host = runner.run_project(tmp_path / "m4", "host", STEPS)
     qemu = runner.run_project(tmp_path / "m4", "qemu-cortex-m4", STEPS)
@@ -189,7 +192,7 @@ def test_auto_splits_only_below_the_unsplit_floor_with_the_largest_fitting_tiles
     path = resnet_block(tmp_path / "m.onnx")
     tg = _tg(path, "bias")
     prof = load_profile("host")
-    opts = _opts(path, tmp_path / "x", 1, "bias", split="auto", ram_bytes=1 << 20)
+    opts = _opts(path, tmp_path / "x", 1, "bias", split="auto", ram_bytes=1 << 20, tile_order="channels")
     assert all(tile is None for _, tile in plan_choices(tg, 8192, prof, opts))  # fits unsplit
     everything = frozenset(tg.trainable)
     unsplit = _floor(tg) - 1024 + 8192  # _floor uses a 1 KB reserve
@@ -206,15 +209,22 @@ def test_auto_splits_only_below_the_unsplit_floor_with_the_largest_fitting_tiles
     top = next(t for t in splitting.TILE_SIZES if floor(t) <= tight.ram_bytes)
     assert tight.ram_bytes < floor(top * 2)
     for (_, tile), size in zip(choices, (top, top // 2), strict=False):
-        assert tile is not None
-        if isinstance(tile, splitting.TileSizes):
+        assert isinstance(tile, splitting.TileSizes) and not tile.rows_first
+        if tile.sizes:
             assert floor(tile) <= floor(size)
             nodes = len(splitting.split_graph(tg, tile).graph.nodes)
             assert nodes < len(splitting.split_graph(tg, size).graph.nodes)
         else:
-            assert tile == size
+            assert tile.default == size
     assert plan_choices(tg, 8192, prof, replace(tight, split="off")) == [(everything, None)]
-    assert plan_choices(tg, 8192, prof, replace(tight, split="2KB")) == [(everything, 2048)]
+    assert plan_choices(tg, 8192, prof, replace(tight, split="2KB")) == [
+        (everything, splitting.TileSizes(2048))
+    ]
+    both = plan_choices(tg, 8192, prof, replace(tight, split="2KB", tile_order="auto"))
+    assert both == [(everything, splitting.TileSizes(2048, rows_first=r)) for r in (True, False)]
+    auto = plan_choices(tg, 8192, prof, replace(tight, tile_order="auto"))
+    firsts = [isinstance(t, splitting.TileSizes) and t.rows_first for _, t in auto]
+    assert firsts[0] and not firsts[-1] and len(auto) <= 3
     with pytest.raises(PoetError, match="expected auto, off or a tile size"):
         plan_choices(tg, 8192, prof, replace(tight, split="2 lumps"))
 
@@ -467,6 +477,53 @@ def test_row_tiles_in_c_bit_identical_on_host_and_qemu(tmp_path, train, kernels,
             assert max_rel_err(host.params[k], v) <= 1e-6, k
     if batch == 1:
         assert [s.loss for s in plain.steps] == [s.loss for s in host.steps]
+
+
+def test_rows_first_cuts_bands_of_all_channels(tmp_path):
+    """Rows first (TileSizes.rows_first): a 4-D tensor becomes bands of rows of all its channels, cut in
+    channels too only where a band of MIN_ROWS rows still exceeds the tile; a convolution's output has at
+    least its input's bands (a strided one's window then spans about one band). Fewer channel tiles than
+    channels first, the same tile size, no row-tiled tensor read whole, the numpy step within 1e-6 of the
+    unsplit one."""
+    tg = _tg(resnet_block(tmp_path / "m.onnx"), "bias")
+    rows = splitting.split_graph(tg, splitting.TileSizes(2048, rows_first=True))
+    chan = splitting.split_graph(tg, 2048)
+    assert rows.rows_first and not chan.rows_first and rows.summary()["rows_first"]
+    floats = {t for t in rows.rows if tg.tensor(t).dtype == "float32"}  # (a mask packs its source's bits)
+    whole = [t for t in floats if rows.tiles[t] == (0, tg.shape(t)[1])]
+    assert whole, "a band of all channels"
+    assert sum(len(b) - 1 for b in rows.tiles.values()) < sum(len(b) - 1 for b in chan.tiles.values())
+    for t in floats:
+        b = rows.rows[t]
+        assert min(hi - lo for lo, hi in zip(b, b[1:], strict=False)) >= splitting.MIN_ROWS
+        widest = max(hi - lo for lo, hi in zip(rows.tiles[t], rows.tiles[t][1:], strict=False))
+        band = max(hi - lo for lo, hi in zip(b, b[1:], strict=False))
+        shape = tg.shape(t)
+        assert band * widest * shape[0] * shape[3] * 4 <= 2048 or widest == 1 or band == splitting.MIN_ROWS
+    for n in rows.graph.nodes:
+        if n.op not in ("Concat", "Slice") and n.name.rsplit("/", 1)[0] in rows.split_nodes:
+            assert not set(rows.rows) & {*n.inputs, *n.outputs}, n.name
+    assert_split_close(tg, rows, LR, STEPS)
+
+
+def test_rows_first_in_c_bit_identical_on_host_and_qemu(tmp_path):
+    """--tile-order rows at batch 1: the unsplit program's bits on the host and on qemu-cortex-m4, and
+    --tile-order auto schedules both orders and keeps the cheaper (plan.json's compared choices)."""
+    need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
+    path = resnet_block(tmp_path / "m.onnx")
+    compile_model(_opts(path, tmp_path / "plain", 1, "bias", split="off"))
+    compile_model(_opts(path, tmp_path / "rows", 1, "bias", split="2KB", tile_order="rows"))
+    compile_model(_opts(path, tmp_path / "auto", 1, "bias", split="2KB"))
+    plan = json.loads((tmp_path / "rows" / "plan.json").read_text())
+    assert plan["tiles"]["rows_first"] and plan["tiles"]["rows"]
+    compared = json.loads((tmp_path / "auto" / "plan.json").read_text())["choices_compared"]
+    assert sorted(c["rows_first"] for c in compared) == [False, True]
+    plain = runner.run_project(tmp_path / "plain", "host", STEPS)
+    host = runner.run_project(tmp_path / "rows", "host", STEPS)
+    qemu = runner.run_project(tmp_path / "rows", "qemu-cortex-m4", STEPS)
+    assert [s.loss for s in plain.steps] == [s.loss for s in host.steps] == [s.loss for s in qemu.steps]
+    for k, v in plain.params.items():
+        assert np.array_equal(v, host.params[k]) and np.array_equal(v, qemu.params[k]), k
 
 
 def test_reduce_mean_over_the_spatial_axes_runs_in_tiles(tmp_path):

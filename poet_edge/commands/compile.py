@@ -18,7 +18,7 @@ from poet_edge.schedulers import SCHEDULERS, milp_solver
 from poet_edge.schedulers.effort import cut_warning
 from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.schedulers.ordering import ALL_ORDERS
-from poet_edge.splitting import SPLIT_HELP, parse_split
+from poet_edge.splitting import SPLIT_HELP, TILE_ORDER_HELP, TILE_ORDERS, parse_split
 from poet_edge.trainable import TRAIN_HELP
 from poet_edge.units import RAM_HELP, SIZE_HELP, fmt_bytes, parse_ram, parse_size
 
@@ -101,6 +101,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=PARAMS_HELP,
     )
     p.add_argument("--split", type=parse_split, default="auto", metavar="auto|off|SIZE", help=SPLIT_HELP)
+    p.add_argument("--tile-order", choices=tuple(TILE_ORDERS), default="auto", help=TILE_ORDER_HELP)
     p.add_argument("--batch-parts", type=parts_wanted, default=None, metavar="auto|K", help=BATCH_PARTS_HELP)
     p.add_argument(
         "--check-inputs",
@@ -159,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
         training=autodiff.options_from_args(args),
         ram_banks=banks if len(banks) > 1 else (),
         split=args.split,
+        tile_order=args.tile_order,
         batch_parts=args.batch_parts,
     )
     try:

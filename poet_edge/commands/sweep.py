@@ -22,7 +22,7 @@ from poet_edge.planning import INPUT_HELP, InputPlace
 from poet_edge.profiles import tomllib
 from poet_edge.schedulers import ALIASES, SCHEDULERS
 from poet_edge.schedulers.milp import MilpOptions
-from poet_edge.splitting import SPLIT_HELP, parse_split
+from poet_edge.splitting import SPLIT_HELP, TILE_ORDER_HELP, TILE_ORDERS, parse_split
 from poet_edge.trainable import TRAIN_HELP
 from poet_edge.units import SIZE_HELP, parse_size
 
@@ -129,6 +129,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=INPUT_HELP,
     )
     p.add_argument("--split", type=parse_split, default="auto", metavar="auto|off|SIZE", help=SPLIT_HELP)
+    p.add_argument("--tile-order", choices=tuple(TILE_ORDERS), default="auto", help=TILE_ORDER_HELP)
     p.add_argument("--batch-parts", type=parts_wanted, default=None, metavar="auto|K", help=BATCH_PARTS_HELP)
     p.add_argument("--no-report", action="store_true", help="skip report.html and memory.png in each point")
     talk = p.add_mutually_exclusive_group()
@@ -389,6 +390,7 @@ def run(args: argparse.Namespace) -> int:
         optimizer=optimizer.from_args(args),
         training=autodiff.options_from_args(args),
         split=args.split,
+        tile_order=args.tile_order,
         batch_parts=args.batch_parts,
     )
     spec = sweep.Sweep(
