@@ -1,5 +1,5 @@
 """Operator splitting (issue 57): big tensors of the training graph become channel tiles (and row tiles,
-:func:`plan_rows`), each its own value
+:func:`plan_rows`; or bands of rows first, ``TileSizes.rows_first``), each its own value
 that the scheduler keeps, drops, recomputes or pages on its own, and the nodes that make and read them run
 tile by tile, so no node needs a whole big tensor and its whole inputs at once.
 
