@@ -381,11 +381,11 @@ def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions
     --tile-order allows (rows first, channels first). auto: unsplit when one of those fits the budget; else
     every trainable parameter in storage (none with --params ram) and, per order, the largest tile size of
     ``splitting.TILE_SIZES`` whose floor fits (as coarse as that floor allows: :func:`_coarsest`) and the
-    next size whose floor fits too (smaller tiles: more room for the scheduler, more nodes), but only the
-    largest channels first when both orders are compared (rows first cost less energy on the conv nets
-    measured, bench/results/tile_order.md); a rows-first split that cuts no tensor in rows is the
-    channels-first one and is not scheduled twice. Unsplit when no size fits (the floor error then says
-    so)."""
+    next size whose floor fits too (smaller tiles: more room for the scheduler, more nodes): so auto
+    schedules every choice the channels-first compile did, and never keeps a costlier one (rows first cost
+    less on most conv nets measured, not on all: bench/results/tile_order.md); a rows-first split that cuts
+    no tensor in rows is the channels-first one and is not scheduled twice. Unsplit when no size fits (the
+    floor error then says so)."""
     stored = stored_candidates(tg, reserve, profile, opts)
     size = splitting.tile_bytes_of(opts.split)
     if opts.split == "off":
@@ -398,16 +398,15 @@ def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions
         return [(s, None) for s in stored]
     keep = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
     fits: list[Tile] = []
-    orders = splitting.TILE_ORDERS[opts.tile_order]
-    for rows_first in orders:
-        found, most = 0, 2 if rows_first or len(orders) == 1 else 1
+    for rows_first in splitting.TILE_ORDERS[opts.tile_order]:
+        found = 0
         for split in splitting.splits(tg, opts.input_rows, rows_first):  # largest first
             floor = _stored_floor(split.graph, reserve, profile, opts, split.param_names(keep))
             if floor <= opts.ram_bytes and not (rows_first and not split.rows):
                 uniform = splitting.TileSizes(split.tile_bytes, rows_first=rows_first)
                 fits.append(_coarsest(tg, reserve, profile, opts, keep, split, floor) or uniform)
                 found += 1
-            if found == most:
+            if found == 2:
                 break
     return [(keep, t) for t in fits] or [(s, None) for s in stored]
 
