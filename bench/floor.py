@@ -8,8 +8,9 @@ no-remat peak (every node once, in the given order, each value freed after its l
 plain graph and with both rewrites. SGD, --input ram unless a column says storage, the host profile (the
 floor is device-independent). Every rewrite column is one function of the training graph's options
 (COLUMNS): a new technique is one more function. The splitting columns (SPLIT_COLUMNS) take the lowest floor
-over the tile sizes SPLIT_TILES of poet_edge.splitting.split_graph applied to the "all three" training graph
-(every trainable parameter in storage), and name the tile size and the node (and its op) that sets it.
+over the tile sizes SPLIT_TILES of poet_edge.splitting.split_graph, in both orders (channels first, and rows
+first: --tile-order), applied to the "all three" training graph (every trainable parameter in storage), and
+name the tile size, the order and the node (and its op) that sets it.
 Writes bench/results/floor.json and floor.md (machine, commit, date).
 
 Run: .venv/bin/python bench/floor.py"""
@@ -142,26 +143,28 @@ SPLIT_COLUMNS: tuple[tuple[str, planning.InputPlace], ...] = (
 
 
 def split_floors(case: Case) -> dict[str, dict[str, Any]]:
-    """Per SPLIT_COLUMNS header: the lowest floor over SPLIT_TILES of the "all three" graph split into
-    tiles, the tile size and node that give it (the largest tile size on ties), the split graph's node
-    count, and the floor at every tile size."""
+    """Per SPLIT_COLUMNS header: the lowest floor over SPLIT_TILES, in both orders, of the "all three" graph
+    split into tiles, the tile size, order and node that give it (on ties the largest tile size, channels
+    first), the split graph's node count, and the floor at every tile size and order."""
     tg = autodiff.training_graph(case.graph, case.loss, case.chosen, options=autodiff.DEFAULT_OPTIONS)
     out: dict[str, dict[str, Any]] = {}
     for header, place in SPLIT_COLUMNS:
         rows = place == planning.InputPlace.STORAGE  # the batch read in windows of rows, as the compile does
-        splits = {tile: splitting.split_graph(tg, tile, input_rows=rows) for tile in SPLIT_TILES}
-        floors = {tile: memory_floor(_priced(sp.graph, True, place)) for tile, sp in splits.items()}
-        tile = min(SPLIT_TILES, key=lambda t: (floors[t].bytes, -t))
+        sizes = [splitting.TileSizes(t, rows_first=r) for t in SPLIT_TILES for r in (False, True)]
+        splits = {(t.default, t.rows_first): splitting.split_graph(tg, t, input_rows=rows) for t in sizes}
+        floors = {key: memory_floor(_priced(sp.graph, True, place)) for key, sp in splits.items()}
+        tile = min(floors, key=lambda k: (floors[k].bytes, -k[0], k[1]))  # ties: the larger tile, channels
         ops = {n.name: n.op for n in splits[tile].graph.nodes}
         out[header] = {
             "bytes": floors[tile].bytes,
-            "tile": tile,
+            "tile": tile[0],
+            "rows_first": tile[1],
             "tiled_tensors": len(splits[tile].tiles),
             "blocked_params": len(splits[tile].blocks),
             "node": floors[tile].node,
             "op": ops[floors[tile].node],
             "nodes": len(splits[tile].graph.nodes),
-            "by_tile": {str(t): f.bytes for t, f in floors.items()},
+            "by_tile": {f"{t}{' rows' if r else ''}": f.bytes for (t, r), f in floors.items()},
         }
     return out
 
@@ -208,7 +211,8 @@ def flat(r: dict[str, Any]) -> dict[str, object]:
         sp = r["split"][name]
         cells[f"floor {name} KB"] = kb(sp["bytes"]) + f" ({100 * (sp['bytes'] / base - 1):+.1f}%)"
         cut = sp["tiled_tensors"] or sp.get("blocked_params")
-        tile = f"{sp['tile'] // 1024} KB" if cut else "nothing tiled"
+        first = ", rows first" if sp.get("rows_first") else ""
+        tile = f"{sp['tile'] // 1024} KB{first}" if cut else "nothing tiled"
         if sp.get("blocked_params") and not sp["tiled_tensors"]:
             tile += " (weight blocks only)"
         cells[f"{name}: tile, node (op), nodes"] = f"{tile}, {sp['node']} ({sp['op']}), {sp['nodes']:,}"
@@ -236,8 +240,10 @@ parameter in storage; "all three" is both rewrites and every trainable parameter
 defaults when the budget needs it); "all three, input storage" adds `--input storage` (the batch x loaded
 into the arena where read, so the input image is no longer a fixed byte: 108 KB for the mobilenets at
 96x96). "split" is "all three" with operator splitting (`--split SIZE`, poet_edge/splitting.py: channel
-tiles, and row tiles with halos where one channel tile still exceeds the tile size): the lowest
-floor over the tile sizes {tiles} (the largest size on ties), with the tile size ("nothing tiled": the
+tiles, and row tiles with halos where one channel tile still exceeds the tile size; or, rows first
+(`--tile-order rows`), bands of rows of all channels, cut in channels too only where a band is still too
+big): the lowest floor over the tile sizes {tiles} in both orders (the largest size, channels first, on
+ties), with the tile size and ", rows first" when that order gives it ("nothing tiled": the
 lowest floor is already reached at a size that tiles no tensor and cuts no weight, so no tile size lowers
 it; "weight blocks only": only Gemm / MatMul weights are cut, into blocks of their output columns), the node
 that sets it (its op) and the split graph's node count; "split, input storage" the same with `--input
