@@ -231,6 +231,7 @@ def run_case(case: Case, tmp: Path, ram: int | None = None) -> dict[str, Any]:
             "recomputations": c.sim.n_recomputations,
             "page_outs": c.sim.n_page_outs,
             "tile_bytes": c.split.tile_bytes if c.split else None,
+            "rows_first": c.split.rows_first if c.split else None,
             "nodes": len(c.training.nodes),
             "nodes_unsplit": len(free.training.nodes),
             "schedule_info": c.schedule.report.to_json(
@@ -300,7 +301,8 @@ def flat(r: dict[str, Any]) -> dict[str, object]:
     if "error" in r:
         return {**head, "result": "below the floor: " + _floor_node(r["error"]), "note": note}
     sd, fl, pred = r["steps_sd"], r["steps_flash"], r["instr_predicted"]
-    tile = f"{r['tile_bytes'] // KB} KB" if r["tile_bytes"] else "-"
+    first = ", rows first" if r.get("rows_first") else ""  # (rows measured before 2026-11-30 lack it)
+    tile = f"{r['tile_bytes'] // KB} KB{first}" if r["tile_bytes"] else "-"
     return {
         **head,
         "result": "ok" if r["host_bits"] and r["measured_ram"] <= r["budget"] else "FAIL",
