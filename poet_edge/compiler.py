@@ -402,9 +402,8 @@ def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions
         found = 0
         for split in splitting.splits(tg, opts.input_rows, rows_first):  # largest first
             floor = _stored_floor(split.graph, reserve, profile, opts, split.param_names(keep))
-            if floor <= opts.ram_bytes and not (rows_first and not split.rows):
-                uniform = splitting.TileSizes(split.tile_bytes, rows_first=rows_first)
-                fits.append(_coarsest(tg, reserve, profile, opts, keep, split, floor) or uniform)
+            if floor <= opts.ram_bytes and not (rows_first and not split.rows) and split.asked is not None:
+                fits.append(_coarsest(tg, reserve, profile, opts, keep, split, floor) or split.asked)
                 found += 1
             if found == 2:
                 break

@@ -573,6 +573,8 @@ class Solver:
         a sub-MIP to repair it (mobilenetv2_035 with every parameter trained at 1.1x its floor, the
         split model: 0.7 s)."""
         self._usable()
+        if stuck():  # before the integrality changes below: a run that does not start restores nothing
+            return None
         h = self._h
         lp = self.lp()  # a copy of the whole model: taken once (the LP solve below changes no bound)
         ints = np.flatnonzero(lp.integer).astype(np.int32)
