@@ -3,11 +3,13 @@ exported by both torch exporters, split as `--split auto` would, against the uns
 
 For each file and --train all / bias (batch 1, the default rewrites, every trainable parameter in
 storage, 8 KB reserve, `--input ram`): the memory floor unsplit and the lowest split floor over
-splitting.splits (TILE_SIZES, largest first, while the split graph has at most MAX_NODES nodes), with the
-tile size, the node that sets it and the split graph's node count; the numpy step of the split graph
-against the unsplit one (3 SGD steps: max |a - b| / max |b| over the losses and every parameter); and the
-generated C (host gcc, --kernels fast, --scheduler none, 2 steps) of the split graph at that tile size
-against the unsplit C program: the same losses and parameters bit for bit, or not.
+splitting.all_splits (TILE_SIZES, largest first, while the split graph has at most MAX_NODES nodes, in
+both tile orders, rows first and channels first, as `--tile-order auto` compares them; a tie keeps rows
+first), with the tile size and order, the node that sets it and the split graph's node count; the numpy
+step of the split graph against the unsplit one (3 SGD steps: max |a - b| / max |b| over the losses and
+every parameter); and the generated C (host gcc, --kernels fast, --scheduler none, 2 steps) of the split
+graph at that tile size and order against the unsplit C program: the same losses and parameters bit for
+bit, or not.
 
 The models come from examples/user_models/export.py (torch and torchvision are not poet-edge
 dependencies; see examples/user_models/README.md):
@@ -70,12 +72,13 @@ def numpy_error(tg: Graph, split: splitting.Split) -> float:
     return max([max_rel_err(np.array(lb), np.array(la))] + [max_rel_err(b[k], a[k]) for k in a])
 
 
-def c_bits(path: Path, train: str, tile: int, work: Path) -> str:
+def c_bits(path: Path, train: str, split: splitting.Split, work: Path) -> str:
     """Whether the split C program gives the unsplit one's losses and parameters bit for bit."""
     base = CompileOptions(path, "host", 64 << 20, work / "plain", 1, Loss.CROSS_ENTROPY, LR, RESERVE, "none")
     base = replace(base, train=train, training=autodiff.DEFAULT_OPTIONS, kernels="fast")
     compile_model(replace(base, split="off"))
-    compile_model(replace(base, out=work / "split", split=f"{tile}B"))
+    order = "rows" if split.rows_first else "channels"
+    compile_model(replace(base, out=work / "split", split=f"{split.tile_bytes}B", tile_order=order))
     plain = runner.run_project(work / "plain", "host", C_STEPS)
     split = runner.run_project(work / "split", "host", C_STEPS)
     same = [s.loss for s in plain.steps] == [s.loss for s in split.steps] and all(
@@ -92,7 +95,7 @@ def row(path: Path, train: str) -> dict[str, Any]:
     )
     unsplit = floor(tg)
     best: tuple[splitting.Split, Floor] | None = None
-    for s in splitting.splits(tg):
+    for s in splitting.all_splits(tg):
         f = floor(s.graph)
         if best is None or f.bytes < best[1].bytes:
             best = (s, f)
@@ -100,7 +103,7 @@ def row(path: Path, train: str) -> dict[str, Any]:
     split, f = best
     ops = {n.name: n.op for n in split.graph.nodes}
     with tempfile.TemporaryDirectory() as tmp:
-        bits = c_bits(path, train, split.tile_bytes, Path(tmp))
+        bits = c_bits(path, train, split, Path(tmp))
     return {
         "model": path.stem,
         "train": train,
@@ -108,6 +111,7 @@ def row(path: Path, train: str) -> dict[str, Any]:
         "floor_node": unsplit.node,
         "split_floor": f.bytes,
         "tile": split.tile_bytes,
+        "rows_first": split.rows_first,
         "node": f.node,
         "op": ops[f.node],
         "nodes": len(split.graph.nodes),
@@ -124,6 +128,7 @@ def shown(r: dict[str, Any]) -> dict[str, object]:
         "floor unsplit KB": f"{r['floor'] / 1024:,.1f}",
         "floor split KB": f"{r['split_floor'] / 1024:,.1f} ({r['split_floor'] / r['floor'] - 1:+.1%})",
         "tile": f"{r['tile'] // 1024} KB",
+        "order": "rows first" if r.get("rows_first") else "channels first",
         "split floor set by": f"{r['node']} ({r['op']})",
         "nodes": f"{r['nodes']:,}",
         "numpy split vs unsplit": f"{r['numpy_err']:.1e}",
