@@ -163,6 +163,10 @@ def plan_training(
     candidates = batch_choices(training, reserve, profile, opts)
     # several choices: compared at the quick effort, the chosen one then planned at the asked effort
     probe = replace(opts, milp=replace(opts.milp, effort="quick")) if len(candidates) > 1 else opts
+    whole = Window.whole(limit, began)
+    # each choice may use an equal share of what the earlier ones left of the limit (the planning at the
+    # asked effort after them, one more), so the first cannot use up the others' time
+    ways = len(candidates) + (probe is not opts and opts.milp.effort != "quick")
     best: tuple[Compiled, Choice] | None = None
     compared: list[dict[str, object]] = []
     for k, choice in enumerate(candidates):
@@ -176,7 +180,8 @@ def plan_training(
         if training.batch > 1:
             row["batch_parts"] = parts
         try:
-            c = _plan_choice(training, profile, reserve, choice, probe, limit, began, phase, log)
+            mine = whole if ways == 1 else whole.share(limit.clock(), ways - k, f"choice {k + 1}")
+            c = _plan_choice(training, profile, reserve, choice, probe, limit, mine, phase, log)
         except PoetError as e:
             compared.append({**row, "energy_j": None, "error": str(e)})
             if best is None and k == len(candidates) - 1:
@@ -197,7 +202,7 @@ def plan_training(
             f"parameters in storage: {len(chosen[0])} of {len(tg.trainable)}{tiles} "
             "(the least energy at --effort quick)"
         )
-        compiled = _plan_choice(training, profile, reserve, chosen, opts, limit, began, phase, log)
+        compiled = _plan_choice(training, profile, reserve, chosen, opts, limit, whole, phase, log)
     limit.begin(None)
     return replace(compiled, compared=tuple(compared) if len(candidates) > 1 else ())
 
@@ -297,7 +302,7 @@ def _plan_choice(
     choice: Choice,
     opts: CompileOptions,
     limit: PhaseLimit,
-    began: float,
+    window: Window,
     phase: Callable[[str], None],
     log: Callable[[str], None],
 ) -> Compiled:
@@ -314,7 +319,7 @@ def _plan_choice(
         )
     hint = _batch_hint(training, reserve, profile, opts, parts)
     if tile is None:
-        c = _plan_stored(g, tg, profile, reserve, stored, opts, limit, began, phase, log, hint)
+        c = _plan_stored(g, tg, profile, reserve, stored, opts, limit, window, phase, log, hint)
         return replace(c, batch=bs)
     split = splitting.split_graph(tg, tile, input_rows=opts.input_rows)
     log(
@@ -326,7 +331,7 @@ def _plan_choice(
         n = sum(len(b) for b in split.blocks.values())
         log(f"operator splitting: {len(split.blocks)} parameters cut into {n} blocks (docs/splitting.md)")
     stored = split.param_names(stored)
-    c = _plan_stored(g, split.graph, profile, reserve, stored, opts, limit, began, phase, log, hint)
+    c = _plan_stored(g, split.graph, profile, reserve, stored, opts, limit, window, phase, log, hint)
     return replace(c, split=split, batch=bs)
 
 
@@ -454,7 +459,7 @@ def _plan_stored(
     stored: frozenset[str],
     opts: CompileOptions,
     limit: PhaseLimit,
-    began: float,
+    window: Window,
     phase: Callable[[str], None],
     log: Callable[[str], None],
     batch_hint: Callable[[int], str] = lambda floor: "",
@@ -475,13 +480,13 @@ def _plan_stored(
             f"{_split_hint(tg, reserve, profile, opts, spec, floor.bytes)}"
             f"{batch_hint(floor.bytes)}"
         )
-    schedule, plan = _fit(problem, floor.bytes, spec, opts, limit, began, phase, log)
+    schedule, plan = _fit(problem, floor.bytes, spec, opts, limit, window, phase, log)
     phase("simulate")
     storage = emit.storage_for(tg, spec, schedule)
     sim = simulate(problem, schedule, profile, integrity(opts, tg, storage))
     params = emit.stored_bytes(tg, planning.stored_params(spec))
     modes = tuple(
-        _plan_mode(tg, m, spec.fixed, stored, params, profile, opts, limit, began, phase, log)
+        _plan_mode(tg, m, spec.fixed, stored, params, profile, opts, limit, window, phase, log)
         for m in inference.MODES
     )
     compiled = Compiled(g, tg, profile, spec, problem, schedule, sim, plan, storage, modes)
@@ -620,16 +625,42 @@ RESERVE_SHARE = 0.1
 MAX_ROUNDS = 5
 
 
-def _left_s(limit: PhaseLimit, began: float) -> float | None:
-    """Seconds of --time-limit a schedule may still use (None: no limit)."""
-    if limit.seconds is None:
-        return None
-    return limit.seconds * (1 - RESERVE_SHARE) - (limit.clock() - began)
+@dataclass(frozen=True)
+class Window:
+    """What of --time-limit a compile's schedules may use: ``seconds`` from ``began`` (the limit's clock;
+    ``seconds`` None: no limit); ``what`` names it where it is spent."""
+
+    began: float
+    seconds: float | None
+    what: str
+
+    @staticmethod
+    def whole(limit: PhaseLimit, began: float) -> Window:
+        """The whole compile's: --time-limit but RESERVE_SHARE."""
+        if limit.seconds is None:
+            return Window(began, None, "")
+        return Window(began, limit.seconds * (1 - RESERVE_SHARE), f"--time-limit {limit.seconds:g} s")
+
+    def left(self, now: float) -> float | None:
+        return None if self.seconds is None else self.seconds - (now - self.began)
+
+    def share(self, now: float, ways: int, name: str) -> Window:
+        """One of ``ways`` equal parts of what is left at ``now`` (``name``: whose part it is)."""
+        left = self.left(now)
+        if left is None:
+            return self
+        part = max(left, 0.0) / ways
+        return Window(now, part, f"{name}'s share ({part:.1f} s) of {self.what}")
 
 
-def _round_options(opts: CompileOptions, limit: PhaseLimit, began: float) -> CompileOptions:
-    """The options of the next schedule: its solver's time limit is what is left of the whole compile's."""
-    left = _left_s(limit, began)
+def _left_s(limit: PhaseLimit, window: Window) -> float | None:
+    """Seconds of ``window`` a schedule may still use (None: no limit)."""
+    return window.left(limit.clock())
+
+
+def _round_options(opts: CompileOptions, limit: PhaseLimit, window: Window) -> CompileOptions:
+    """The options of the next schedule: its solver's time limit is what is left of ``window``."""
+    left = _left_s(limit, window)
     if left is None or opts.milp.time_limit_s is None or left >= opts.milp.time_limit_s:
         return opts
     return replace(opts, milp=replace(opts.milp, time_limit_s=max(left, 0.01)))
@@ -705,18 +736,18 @@ def _valid_energy(problem: SchedulingProblem, schedule: Schedule | None) -> floa
 
 
 def _no_reschedule(
-    opts: CompileOptions, limit: PhaseLimit, began: float, rounds: int, below_floor: bool
+    opts: CompileOptions, limit: PhaseLimit, window: Window, rounds: int, below_floor: bool
 ) -> str:
     """Why no other schedule is tried after ``rounds`` ("" when one may be)."""
-    left = _left_s(limit, began)
+    left = _left_s(limit, window)
     if opts.scheduler == "none":
         return "--scheduler none cannot trade compute for memory"
     if below_floor:
         return "a budget tightened by the excess is below the memory floor"
     if rounds >= MAX_ROUNDS:
         return f"{MAX_ROUNDS} schedules is the most tried"
-    if left is not None and limit.seconds is not None and left <= 0:
-        return f"--time-limit {limit.seconds:g} s is spent"
+    if left is not None and left <= 0:
+        return f"{window.what} is spent"
     return ""
 
 
@@ -726,7 +757,7 @@ def _fit(
     spec: planning.ProblemSpec,
     opts: CompileOptions,
     limit: PhaseLimit,
-    began: float,
+    window: Window,
     phase: Callable[[str], None],
     log: Callable[[str], None],
     what: str = "",
@@ -743,18 +774,18 @@ def _fit(
     rooms = arena.bank_rooms(opts.ram_banks, opts.ram_bytes, problem.fixed_bytes)
     while True:
         phase("schedule" + what)
-        schedule = schedule_problem(target, _round_options(opts, limit, began))
+        schedule = schedule_problem(target, _round_options(opts, limit, window))
         rounds += 1
         phase("arena" + what)
         plan = arena.plan_banks(arena.instances(schedule, sizes, ws), rooms, limit.check)
         excess = arena.excess(plan, rooms)  # one bank: fixed + arena - --ram
         cut, last = (2 * cut if excess == last else excess), excess  # the same excess again: cut more
         below = target.budget_bytes - cut < floor
-        why = _no_reschedule(opts, limit, began, rounds, below)
+        why = _no_reschedule(opts, limit, window, rounds, below)
         if excess > 0 and why:  # the last resort, cheap in time but dearer than a reschedule
             schedule, plan = evict_fragments(problem, schedule, plan, opts, limit, log)
             excess = arena.excess(plan, rooms)
-            if excess > 0 and below and not _no_reschedule(opts, limit, began, rounds, False):
+            if excess > 0 and below and not _no_reschedule(opts, limit, window, rounds, False):
                 cut = (target.budget_bytes - floor) // 2  # the excess is more than the room above the floor
                 why = why if cut < ALIGN else ""
         if excess <= 0 or why:
@@ -789,7 +820,7 @@ def _plan_mode(
     profile: Profile,
     opts: CompileOptions,
     limit: PhaseLimit,
-    began: float,
+    window: Window,
     phase: Callable[[str], None],
     log: Callable[[str], None],
 ) -> inference.ModePlan:
@@ -800,7 +831,7 @@ def _plan_mode(
     spec = inference.with_fixed(_spec(g, fixed.reserve, opts, used), fixed)
     problem = planning.price(spec, profile, opts.ram_bytes)
     schedule, plan = _fit(
-        problem, memory_floor(problem).bytes, spec, opts, limit, began, phase, log, f" ({mode})"
+        problem, memory_floor(problem).bytes, spec, opts, limit, window, phase, log, f" ({mode})"
     )
     sim = simulate(problem, schedule, profile)
     return inference.ModePlan(mode, g, spec, problem, schedule, sim, plan, _storage(schedule, spec, params))

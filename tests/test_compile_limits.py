@@ -181,6 +181,25 @@ def test_reschedules_share_the_time_limit_and_tighten_by_the_excess(tmp_path, mo
     assert a2 == c.arena.arena_bytes and c.predicted_ram_bytes <= MLP_RAM
 
 
+def test_each_choice_gets_a_share_of_what_the_earlier_ones_left(tmp_path, monkeypatch) -> None:
+    """Several choices (here two sets of stored parameters, then the chosen one at the asked effort): each
+    schedules within an equal share of what is left of the limit, so a first choice that runs long cannot
+    leave the others none; the last planning gets all that is left."""
+    clock = FakeClock()
+    seen = _fragmenting(monkeypatch, clock, 1.0, [])  # every schedule takes 1 s, no fragmentation
+    opts = replace(
+        _mlp_opts(tmp_path), ram_bytes=24 * 1024, time_limit_s=30.0, training=autodiff.DEFAULT_OPTIONS
+    )
+    c = compile_model(opts, limit=PhaseLimit(30.0, clock))
+    assert len(c.compared) == 2
+    limits = [t for _, t, _ in seen]  # each solver's time limit: what is left of its planning's share
+    assert limits == pytest.approx(
+        [9.0, 8.0, 7.0]  # choice 1 from 0 s: 27 s (30 s less 10% kept) / 3; training, predict, eval
+        + [12.0, 11.0, 10.0, 9.0, 8.0, 7.0]  # choice 2 from 3 s: 24 / 2 (training rescheduled 3 times)
+        + [18.0, 17.0, 16.0]  # the chosen one at the asked effort from 9 s: all that is left
+    )
+
+
 def test_no_time_for_a_reschedule_stops_in_the_arena_phase(tmp_path, monkeypatch) -> None:
     """A schedule that used the limit leaves no time to absorb fragmentation: the compile stops within the
     limit with an error naming the arena phase and the bytes missing, and writes nothing."""
