@@ -1751,6 +1751,8 @@ def _row_window(
         lo = max(0, -(-(a + win.pt - win.kh + 1) // win.sh))
         hi = min(win.oh, (b - 1 + win.pt) // win.sh + 1)
         pt = win.pt + a - lo * win.sh
+        if pt < 0:  # a stride above the kernel leaves rows from a on that no dY row reads (zero): dY row
+            lo, pt = lo - 1, pt + win.sh  # lo - 1 comes in, its taps all land above a, in the cut pads
         pb, h = max(0, (hi - lo - 1) * win.sh + win.kh - (b - a) - pt), b - a
     if hi <= lo:
         raise PoetError(f"rows [{a}, {b}) of a {win.kh}x{win.kw} stride-{win.sh} conv read no rows")
