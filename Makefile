@@ -44,9 +44,11 @@ test: venv toolchain  ## run every test (pytest, one worker per core: TEST_JOBS=
 FUZZ_CASES ?= 3000
 FUZZ_SEEDS ?= 1,2,3,4
 FUZZ_CLI_EXAMPLES ?= 300
-fuzz: venv toolchain  ## long fuzz: kernels (fast vs reference bit for bit, 20x the CI cases, 4 seeds, ASan+UBSan, QEMU) and the CLI (300 random examples per property)
+FUZZ_SPLIT_CASES ?= 3000
+fuzz: venv toolchain  ## long fuzz: kernels (fast vs reference bit for bit, 20x the CI cases, 4 seeds, ASan+UBSan, QEMU), the CLI (300 random examples per property) and operator splitting (3000 random models)
 	POET_FUZZ_CASES=$(FUZZ_CASES) POET_FUZZ_SEED=$(FUZZ_SEEDS) $(PY) -m pytest -q tests/test_kernel_fuzz.py
 	POET_FUZZ_CLI_EXAMPLES=$(FUZZ_CLI_EXAMPLES) POET_FUZZ_CLI_RANDOM=1 $(PY) -m pytest -q tests/test_cli_fuzz.py
+	POET_FUZZ_SPLIT_CASES=$(FUZZ_SPLIT_CASES) $(PY) -m pytest -q -n $(TEST_JOBS) tests/test_split_fuzz.py
 
 lint:  venv ## ruff (lint + format check), mypy on the package, the pipeline's layer order (import-linter), no private names across modules, highspy only in poet_edge/highs.py
 	$(VENV)/bin/ruff check poet_edge tests bench examples tools
