@@ -233,7 +233,9 @@ def _runs_in_tiles(tg: Graph, n: Node) -> bool:
 
 def _channelwise(tg: Graph, n: Node) -> bool:
     """A node that runs per channel tile: a channelwise op whose float operands have its output's shape
-    (rank >= 3, [N, C, ...]); RangeMask reads one such tensor, MaskGrad's mask is a tile-wise RangeMask's."""
+    (rank >= 3, [N, C, ...]), or are a computed per-channel value broadcast over it (:func:`_broadcast`: a
+    squeeze-and-excitation gate); RangeMask reads one such tensor, MaskGrad's mask is a tile-wise
+    RangeMask's."""
     op = get_op(n.op)
     if not op.channelwise or len(n.outputs) != 1:
         return False
@@ -241,9 +243,19 @@ def _channelwise(tg: Graph, n: Node) -> bool:
         return len(tg.shape(n.inputs[0])) >= 3
     shape = tg.shape(n.outputs[0])
     floats = [i for i in n.inputs if tg.tensor(i).dtype == "float32"]
-    if len(shape) < 3 or any(tg.shape(i) != shape for i in floats):
+    if len(shape) < 3 or any(tg.shape(i) != shape and not _broadcast(tg, i, n) for i in floats):
         return False
     return n.op == "MaskGrad" or len(floats) == len(n.inputs)
+
+
+def _broadcast(tg: Graph, t: str, n: Node) -> bool:
+    """Whether ``t`` is an operand of ``n`` computed by the graph (not a parameter or input) that holds one
+    value per (sample, channel), [N, C, 1, ...], broadcast over ``n``'s [N, C, H, ...] output: its channel
+    tiles go with the output's, and every row tile reads its whole channel tile."""
+    shape, out = tg.shape(t), tg.shape(n.outputs[0])
+    if t in tg.params or t in tg.inputs or len(shape) != len(out) or shape == out:
+        return False
+    return shape[:2] == out[:2] and all(d == 1 for d in shape[2:])
 
 
 class _Classes:
@@ -818,7 +830,8 @@ def plan_rows(
     for n in tg.nodes:
         if _channelwise(tg, n):
             for t in (*n.inputs, *n.outputs):
-                rows.union(t, n.outputs[0])
+                if not _broadcast(tg, t, n):  # a per-channel operand has no rows: read whole by each
+                    rows.union(t, n.outputs[0])
         elif _row_pool(tg, n):
             if n.op == "MaxPoolGrad":  # X and dX: the same rows
                 rows.union(n.inputs[0], n.outputs[0])
@@ -1597,7 +1610,7 @@ class _Rewrite:
         for i in range(len(self.tiles[y]) - 1):
             for r in range(len(self.spans(y))):
                 rr = r if y in self.rows else None
-                ins = tuple(self.tile(t, i, rr) for t in n.inputs)
+                ins = tuple(self.tile(t, i, rr if t in self.rows else None) for t in n.inputs)
                 attrs = dict(n.attrs)
                 for key in ("x_shape", "shape", "view"):  # a pool gradient's input shape, a BroadcastTo's:
                     if key in attrs:  # cut to the tile's channels

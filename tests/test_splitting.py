@@ -572,6 +572,57 @@ def test_rows_first_in_c_bit_identical_on_host_and_qemu(tmp_path):
         assert np.array_equal(v, host.params[k]) and np.array_equal(v, qemu.params[k]), k
 
 
+def se_block(path: Path) -> Path:
+    """x[1,3,12,12] -> Conv 3->16 3x3 -> Relu (a) -> squeeze and excitation: GlobalAveragePool -> Conv 16->4
+    1x1 -> Relu -> Conv 4->16 1x1 -> Sigmoid (gate [1,16,1,1]) -> Mul(a, gate) -> Conv 16->8 1x1 -> Relu ->
+    GlobalAveragePool -> Flatten -> Gemm 8->5 (MobileNetV3's block)."""
+    param = Params(7, 0.4)
+    nodes = [
+        helper.make_node("Conv", ["x", param("w0", 16, 3, 3, 3), param("b0", 16)], ["c0"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c0"], ["a"]),
+        helper.make_node("GlobalAveragePool", ["a"], ["s0"]),
+        helper.make_node("Conv", ["s0", param("w1", 4, 16, 1, 1), param("b1", 4)], ["s1"]),
+        helper.make_node("Relu", ["s1"], ["s2"]),
+        helper.make_node("Conv", ["s2", param("w2", 16, 4, 1, 1), param("b2", 16)], ["s3"]),
+        helper.make_node("Sigmoid", ["s3"], ["gate"]),
+        helper.make_node("Mul", ["a", "gate"], ["e"]),
+        helper.make_node("Conv", ["e", param("w3", 8, 16, 1, 1), param("b3", 8)], ["f"]),
+        helper.make_node("Relu", ["f"], ["g"]),
+        helper.make_node("GlobalAveragePool", ["g"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["q"]),
+        helper.make_node("Gemm", ["q", param("w4", 5, 8), param("b4", 5)], ["y"], transB=1),
+    ]
+    return save_model(path, "se_block", nodes, param.inits, [1, 3, 12, 12], [1, 5])
+
+
+@pytest.mark.parametrize("train", ["all", "bias"])
+def test_squeeze_and_excitation_gate_runs_in_tiles(tmp_path, train):
+    """The gate [1, C, 1, 1] goes with the channel tiles of the map it scales: the Mul, its gradient's Muls
+    and the ReduceSumTo that sums the gate's gradient run per tile, nothing joins the map, and the floor falls
+    below what joining it cost; numpy within 1e-6, C on the host (and, training all, on qemu-cortex-m4) the
+    unsplit program's bits."""
+    need_tools("gcc", *(("arm-none-eabi-gcc", "qemu-system-arm") if train == "all" else ()))
+    path = se_block(tmp_path / "m.onnx")
+    tg = _tg(path, train)
+    s = splitting.split_graph(tg, 1024)
+    assert {"Mul_7", "grad/Mul_7/Mul", "grad/Mul_7/Mul_2", "grad/Mul_7/ReduceSumTo"} <= set(s.split_nodes)
+    assert "a" in s.tiles and "gate" in s.tiles and s.tiles["gate"] == s.tiles["a"]
+    joined = [n.outputs[0] for n in s.graph.nodes if n.name.startswith("join/")]
+    assert all(tg.shape(t)[2:] == (1, 1) for t in joined), joined  # (the head's pooled values only)
+    assert _floor(s.graph) < _floor(tg) // 2
+    assert_split_close(tg, s, LR, STEPS)
+    compile_model(_opts(path, tmp_path / "plain", 1, train, split="off"))
+    compile_model(_opts(path, tmp_path / "split", 1, train, split="1KB", kernels="fast"))
+    plain = runner.run_project(tmp_path / "plain", "host", STEPS)
+    runs = [runner.run_project(tmp_path / "split", "host", STEPS)]
+    if train == "all":
+        runs.append(runner.run_project(tmp_path / "split", "qemu-cortex-m4", STEPS))
+    for run in runs:
+        assert [x.loss for x in plain.steps] == [x.loss for x in run.steps]
+        for k, v in plain.params.items():
+            assert np.array_equal(v, run.params[k]), k
+
+
 def test_reduce_mean_over_the_spatial_axes_runs_in_tiles(tmp_path):
     """ReduceMean over the trailing axes (torch's dynamo export of adaptive_avg_pool2d) and its gradient
     (BroadcastTo) run per channel tile, like GlobalAveragePool: no join of their tiled input, and the C

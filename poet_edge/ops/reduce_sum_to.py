@@ -45,4 +45,9 @@ def kernel(node, shape):
     )
 
 
-OP = OpDef("ReduceSumTo", infer, forward, work, None, kernel, internal=True)
+# operator splitting: a ReduceSumTo that only scales (its shape kept: Div's gradient for its divisor) runs
+# per tile like any channelwise op; one that sums the axes after the first two (to [N, C, 1, 1]: a
+# squeeze-and-excitation gate's gradient) runs per channel tile (the shapes are checked there)
+OP = OpDef(
+    "ReduceSumTo", infer, forward, work, None, kernel, internal=True, channelwise=True, per_channel=True
+)
