@@ -161,13 +161,54 @@ def plan_training(
     reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
     log(f"training graph: {len(tg.nodes)} nodes ({sum(n.phase == Phase.FORWARD for n in tg.nodes)} forward)")
     candidates = batch_choices(training, reserve, profile, opts)
-    # several choices: compared at the quick effort, the chosen one then planned at the asked effort
-    probe = replace(opts, milp=replace(opts.milp, effort="quick")) if len(candidates) > 1 else opts
+    if len(candidates) == 1:
+        compiled = _plan_choice(
+            training, profile, reserve, candidates[0], opts, limit, Window.whole(limit, began), phase, log
+        )
+        limit.begin(None)
+        return compiled
+    # several choices: compared at the quick effort (their training steps only), the chosen one then planned
+    # at the asked effort, or given its inference plans
+    probe = replace(opts, milp=replace(opts.milp, effort="quick"))
+    replan = opts.milp.effort != "quick"
     whole = Window.whole(limit, began)
-    # each choice may use an equal share of what the earlier ones left of the limit (the planning at the
-    # asked effort after them, one more), so the first cannot use up the others' time
-    ways = len(candidates) + (probe is not opts and opts.milp.effort != "quick")
-    best: tuple[Compiled, Choice] | None = None
+    ranked, compared = _compare(
+        training, profile, reserve, candidates, probe, limit, whole, phase, log, replan
+    )
+    if replan:
+        chosen = ranked[0][1]
+        tiles = f", {tile_text(chosen[1])}" if chosen[1] else ""
+        log(
+            f"parameters in storage: {len(chosen[0])} of {len(tg.trainable)}{tiles} "
+            "(the least energy at --effort quick)"
+        )
+        compiled = _plan_choice(training, profile, reserve, chosen, opts, limit, whole, phase, log)
+    else:
+        compiled = _with_modes(ranked, compared, opts, limit, whole, phase, log)
+    limit.begin(None)
+    return replace(compiled, compared=tuple(compared))
+
+
+def _compare(
+    training: Training,
+    profile: Profile,
+    reserve: int,
+    candidates: Sequence[Choice],
+    probe: CompileOptions,
+    limit: PhaseLimit,
+    whole: Window,
+    phase: Callable[[str], None],
+    log: Callable[[str], None],
+    replan: bool,
+) -> tuple[Ranked, list[dict[str, object]]]:
+    """Each choice's training step planned at ``probe``'s effort, without its inference plans (only the
+    training step's energy is compared): those that plan, least energy first (the first of equals), and
+    plan.json's rows of all. Each may use an equal share of what the earlier ones left of the limit (the
+    planning at the asked effort after them, ``replan``, one more), so the first cannot use up the others'
+    time. Raises the last choice's error when none plans."""
+    tg = training.graph(1)[1]
+    ways = len(candidates) + replan
+    planned: Ranked = []
     compared: list[dict[str, object]] = []
     for k, choice in enumerate(candidates):
         stored, tile, parts = choice
@@ -180,11 +221,11 @@ def plan_training(
         if training.batch > 1:
             row["batch_parts"] = parts
         try:
-            mine = whole if ways == 1 else whole.share(limit.clock(), ways - k, f"choice {k + 1}")
-            c = _plan_choice(training, profile, reserve, choice, probe, limit, mine, phase, log)
+            mine = whole.share(limit.clock(), ways - k, f"choice {k + 1}")
+            c = _plan_choice(training, profile, reserve, choice, probe, limit, mine, phase, log, modes=False)
         except PoetError as e:
             compared.append({**row, "energy_j": None, "error": str(e)})
-            if best is None and k == len(candidates) - 1:
+            if not planned and k == len(candidates) - 1:
                 raise
             continue
         if c.split is not None:  # the largest size the split uses
@@ -192,24 +233,37 @@ def plan_training(
         compared.append({**row, "energy_j": c.sim.energy_j, "error": None})
         if tile is not None:
             log(f"split into {tile_text(tile)}: {c.sim.energy_j * 1e3:.3f} mJ")
-        if best is None or c.sim.energy_j < best[0].sim.energy_j:
-            best = c, choice
-    assert best is not None
-    compiled, chosen = best
-    if probe is not opts and opts.milp.effort != "quick":
-        tiles = f", {tile_text(chosen[1])}" if chosen[1] else ""
-        log(
-            f"parameters in storage: {len(chosen[0])} of {len(tg.trainable)}{tiles} "
-            "(the least energy at --effort quick)"
-        )
-        compiled = _plan_choice(training, profile, reserve, chosen, opts, limit, whole, phase, log)
-    limit.begin(None)
-    return replace(compiled, compared=tuple(compared) if len(candidates) > 1 else ())
+        planned.append((c, choice, len(compared) - 1))
+    return sorted(planned, key=lambda p: (p[0].sim.energy_j, p[2])), compared
+
+
+def _with_modes(
+    ranked: Ranked,
+    compared: list[dict[str, object]],
+    opts: CompileOptions,
+    limit: PhaseLimit,
+    whole: Window,
+    phase: Callable[[str], None],
+    log: Callable[[str], None],
+) -> Compiled:
+    """The least-energy planned choice with its inference plans (:func:`_add_modes`); where those cannot be
+    planned, the next one (its row in ``compared`` then says why). Raises the first error when none can."""
+    first: PoetError | None = None
+    for c, choice, row in ranked:
+        stored = c.split.param_names(choice[0]) if c.split is not None else choice[0]
+        try:
+            return _add_modes(c, stored, opts, limit, whole, phase, log)
+        except PoetError as e:
+            compared[row] = {**compared[row], "energy_j": None, "error": str(e)}
+            first = first or e
+    assert first is not None
+    raise first
 
 
 # (parameters kept in storage, tile size or None: no operator splitting, the batch's parts: 1 is unsplit)
 Tile = int | splitting.TileSizes  # one tile size for the whole graph, or a size per tensor (mixed)
 Choice = tuple[frozenset[str], Tile | None, int]
+Ranked = list[tuple[Compiled, Choice, int]]  # planned choices, least energy first, with their row
 
 
 def tile_text(tile: Tile) -> str:
@@ -305,9 +359,10 @@ def _plan_choice(
     window: Window,
     phase: Callable[[str], None],
     log: Callable[[str], None],
+    modes: bool = True,
 ) -> Compiled:
     """:func:`_plan_stored` on the training graph with the batch in ``choice[2]`` parts, split into tiles of
-    ``choice[1]`` bytes when given."""
+    ``choice[1]`` bytes when given (``modes``: with the inference plans)."""
     stored, tile, parts = choice
     g, tg = training.graph(parts)
     bs = training.split(parts) if training.batch > 1 else None
@@ -319,7 +374,7 @@ def _plan_choice(
         )
     hint = _batch_hint(training, reserve, profile, opts, parts)
     if tile is None:
-        c = _plan_stored(g, tg, profile, reserve, stored, opts, limit, window, phase, log, hint)
+        c = _plan_stored(g, tg, profile, reserve, stored, opts, limit, window, phase, log, hint, modes)
         return replace(c, batch=bs)
     split = splitting.split_graph(tg, tile, input_rows=opts.input_rows)
     log(
@@ -331,7 +386,7 @@ def _plan_choice(
         n = sum(len(b) for b in split.blocks.values())
         log(f"operator splitting: {len(split.blocks)} parameters cut into {n} blocks (docs/splitting.md)")
     stored = split.param_names(stored)
-    c = _plan_stored(g, split.graph, profile, reserve, stored, opts, limit, window, phase, log, hint)
+    c = _plan_stored(g, split.graph, profile, reserve, stored, opts, limit, window, phase, log, hint, modes)
     return replace(c, split=split, batch=bs)
 
 
@@ -389,8 +444,9 @@ def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions
     next size whose floor fits too (smaller tiles: more room for the scheduler, more nodes): so auto
     schedules every choice the channels-first compile did, and never keeps a costlier one (rows first cost
     less on most conv nets measured, not on all: bench/results/tile_order.md); a rows-first split that cuts
-    no tensor in rows is the channels-first one and is not scheduled twice. Unsplit when no size fits (the
-    floor error then says so)."""
+    no tensor in rows is the channels-first one and is not scheduled twice, nor is a size whose coarsened
+    split is a graph already chosen (resnet8 --train bias at 96 KB: rows first at 16 KB, and 8 KB coarsened
+    to 16 KB). Unsplit when no size fits (the floor error then says so)."""
     stored = stored_candidates(tg, reserve, profile, opts)
     size = splitting.tile_bytes_of(opts.split)
     if opts.split == "off":
@@ -403,16 +459,25 @@ def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions
         return [(s, None) for s in stored]
     keep = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
     fits: list[Tile] = []
+    seen: set[tuple[object, ...]] = set()  # the split graphs chosen: one coarsened to another's is skipped
     for rows_first in splitting.TILE_ORDERS[opts.tile_order]:
         found = 0
         for split in splitting.splits(tg, opts.input_rows, rows_first):  # largest first
             floor = _stored_floor(split.graph, reserve, profile, opts, split.param_names(keep))
             if floor <= opts.ram_bytes and not (rows_first and not split.rows) and split.asked is not None:
-                fits.append(_coarsest(tg, reserve, profile, opts, keep, split, floor) or split.asked)
+                chosen = _coarsest(tg, reserve, profile, opts, keep, split, floor) or split
+                if (shape := _graph_shape(chosen.graph)) not in seen and chosen.asked is not None:
+                    fits.append(chosen.asked)
+                seen.add(shape)
                 found += 1
             if found == 2:
                 break
     return [(keep, t) for t in fits] or [(s, None) for s in stored]
+
+
+def _graph_shape(g: Graph) -> tuple[object, ...]:
+    """What tells two split graphs apart: their nodes (names carry the tiles) and output shapes."""
+    return tuple((n.name, n.op, *(g.shape(o) for o in n.outputs)) for n in g.nodes)
 
 
 def _ordered(size: int, order: str) -> list[Tile]:
@@ -428,10 +493,10 @@ def _coarsest(
     keep: frozenset[str],
     uniform: splitting.Split,
     floor: int,
-) -> splitting.TileSizes | None:
-    """The tile sizes of the split whose tiles are only as small as ``uniform``'s floor (``floor`` bytes)
-    needs (:func:`splitting.split_for_floor`, counted by the planning's own node needs: in-place epilogues
-    and fixed bytes included), when they are mixed, its floor is within ``floor`` and it has fewer nodes
+) -> splitting.Split | None:
+    """The split whose tiles are only as small as ``uniform``'s floor (``floor`` bytes) needs
+    (:func:`splitting.split_for_floor`, counted by the planning's own node needs: in-place epilogues and
+    fixed bytes included), when its sizes are mixed, its floor is within ``floor`` and it has fewer nodes
     than ``uniform``; None otherwise (one size for the whole graph is then as coarse)."""
 
     def need(split: splitting.Split) -> dict[str, int]:
@@ -448,7 +513,7 @@ def _coarsest(
         return None
     if _stored_floor(split.graph, reserve, profile, opts, split.param_names(keep)) > floor:
         return None
-    return split.asked
+    return split
 
 
 def _plan_stored(
@@ -463,8 +528,9 @@ def _plan_stored(
     phase: Callable[[str], None],
     log: Callable[[str], None],
     batch_hint: Callable[[int], str] = lambda floor: "",
+    modes: bool = True,
 ) -> Compiled:
-    """Schedule, arena, simulation and inference plans with the parameters ``stored`` in storage
+    """Schedule, arena, simulation and (``modes``) inference plans with the parameters ``stored`` in storage
     (``batch_hint(floor)``: what batch parts would do, for the floor error)."""
     spec = _spec(tg, reserve, opts, stored)
     problem = planning.price(spec, profile, opts.ram_bytes)
@@ -484,12 +550,35 @@ def _plan_stored(
     phase("simulate")
     storage = emit.storage_for(tg, spec, schedule)
     sim = simulate(problem, schedule, profile, integrity(opts, tg, storage))
+    compiled = Compiled(g, tg, profile, spec, problem, schedule, sim, plan, storage)
+    _check_ram(compiled, opts)
+    return _add_modes(compiled, stored, opts, limit, window, phase, log) if modes else compiled
+
+
+def _add_modes(
+    compiled: Compiled,
+    stored: frozenset[str],
+    opts: CompileOptions,
+    limit: PhaseLimit,
+    window: Window,
+    phase: Callable[[str], None],
+    log: Callable[[str], None],
+) -> Compiled:
+    """``compiled`` with the inference plans (poet_predict, poet_eval_step) in its arena."""
+    tg, spec = compiled.training, compiled.spec
     params = emit.stored_bytes(tg, planning.stored_params(spec))
     modes = tuple(
-        _plan_mode(tg, m, spec.fixed, stored, params, profile, opts, limit, window, phase, log)
+        _plan_mode(tg, m, spec.fixed, stored, params, compiled.profile, opts, limit, window, phase, log)
         for m in inference.MODES
     )
-    compiled = Compiled(g, tg, profile, spec, problem, schedule, sim, plan, storage, modes)
+    out = replace(compiled, inference=modes)
+    _check_ram(out, opts)
+    return out
+
+
+def _check_ram(compiled: Compiled, opts: CompileOptions) -> None:
+    """PoetError when the plans' RAM exceeds --ram."""
+    sim = compiled.sim
     if compiled.predicted_ram_bytes > opts.ram_bytes:
         raise PoetError(
             f"the schedule needs {fmt_bytes(compiled.predicted_ram_bytes)} of RAM (arena "
@@ -497,7 +586,6 @@ def _plan_stored(
             f"{fmt_bytes(compiled.fixed.total)}; "
             f"simulated peak {fmt_bytes(sim.peak_ram_bytes)}), more than --ram {fmt_bytes(opts.ram_bytes)}"
         )
-    return compiled
 
 
 def _spec(g: Graph, reserve: int, opts: CompileOptions, stored: frozenset[str]) -> planning.ProblemSpec:

@@ -1612,10 +1612,12 @@ class _Rewrite:
                 rr = r if y in self.rows else None
                 ins = tuple(self.tile(t, i, rr if t in self.rows else None) for t in n.inputs)
                 attrs = dict(n.attrs)
+                same = self.tg.shape(n.inputs[0]) == self.tg.shape(y)  # a ReduceSumTo that only scales
                 for key in ("x_shape", "shape", "view"):  # a pool gradient's input shape, a BroadcastTo's:
-                    if key in attrs:  # cut to the tile's channels
+                    if key in attrs:  # cut to the tile's channels (and rows, where the shape is kept)
                         xs = tuple(cast(Sequence[int], attrs[key]))
-                        attrs[key] = (xs[0], self.tensors[ins[0]].shape[1], *xs[2:])
+                        tile = self.tensors[ins[0]].shape
+                        attrs[key] = tile if same else (xs[0], tile[1], *xs[2:])
                 shape = op.infer([self.tensors[t].shape for t in ins], attrs)[0]
                 out = self.tile(y, i, rr, shape)
                 self.nodes.append(Node(f"{n.name}/{out[len(y) + 1 :]}", n.op, ins, (out,), attrs, n.phase))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES
 
-from poet_edge import arena, autodiff, frontend, planning
+from poet_edge import arena, autodiff, frontend, inference, planning
 from poet_edge.compiler import CompileOptions, compile_model
 from poet_edge.errors import PoetError
 from poet_edge.profiles import load_profile
@@ -183,8 +183,9 @@ def test_reschedules_share_the_time_limit_and_tighten_by_the_excess(tmp_path, mo
 
 def test_each_choice_gets_a_share_of_what_the_earlier_ones_left(tmp_path, monkeypatch) -> None:
     """Several choices (here two sets of stored parameters, then the chosen one at the asked effort): each
-    schedules within an equal share of what is left of the limit, so a first choice that runs long cannot
-    leave the others none; the last planning gets all that is left."""
+    schedules its training step within an equal share of what is left of the limit, so a first choice that
+    runs long cannot leave the others none; the last planning gets all that is left, and only it plans
+    poet_predict and poet_eval_step."""
     clock = FakeClock()
     seen = _fragmenting(monkeypatch, clock, 1.0, [])  # every schedule takes 1 s, no fragmentation
     opts = replace(
@@ -194,9 +195,29 @@ def test_each_choice_gets_a_share_of_what_the_earlier_ones_left(tmp_path, monkey
     assert len(c.compared) == 2
     limits = [t for _, t, _ in seen]  # each solver's time limit: what is left of its planning's share
     assert limits == pytest.approx(
-        [9.0, 8.0, 7.0]  # choice 1 from 0 s: 27 s (30 s less 10% kept) / 3; training, predict, eval
-        + [12.0, 11.0, 10.0, 9.0, 8.0, 7.0]  # choice 2 from 3 s: 24 / 2 (training rescheduled 3 times)
-        + [18.0, 17.0, 16.0]  # the chosen one at the asked effort from 9 s: all that is left
+        [9.0]  # choice 1 from 0 s: 27 s (30 s less 10% kept) / 3, its training step only
+        + [13.0, 12.0, 11.0, 10.0]  # choice 2 from 1 s: 26 / 2 (rescheduled 3 times for fragmentation)
+        + [22.0, 21.0, 20.0]  # the chosen one at the asked effort from 5 s: all that is left; predict, eval
+    )
+
+
+def test_at_the_quick_effort_only_the_chosen_choice_plans_inference(tmp_path, monkeypatch) -> None:
+    """--effort quick: no planning after the comparison, so the two choices share the limit; poet_predict
+    and poet_eval_step are planned once, for the least-energy choice, after both training steps."""
+    clock = FakeClock()
+    seen = _fragmenting(monkeypatch, clock, 1.0, [])
+    opts = replace(
+        _mlp_opts(tmp_path), ram_bytes=24 * 1024, time_limit_s=30.0, training=autodiff.DEFAULT_OPTIONS
+    )
+    opts = replace(opts, milp=replace(opts.milp, effort="quick"))
+    c = compile_model(opts, limit=PhaseLimit(30.0, clock))
+    assert len(c.compared) == 2 and [m.mode for m in c.inference] == list(inference.MODES)
+    best = min(c.compared, key=lambda r: r["energy_j"])
+    assert c.sim.energy_j == best["energy_j"]
+    assert [t for _, t, _ in seen] == pytest.approx(
+        [13.5]  # choice 1 from 0 s: 27 / 2
+        + [26.0, 25.0, 24.0, 23.0]  # choice 2 from 1 s: all that is left (rescheduled 3 times)
+        + [22.0, 21.0]  # the chosen one's poet_predict and poet_eval_step from 5 s
     )
 
 

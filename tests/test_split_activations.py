@@ -64,7 +64,8 @@ def made_by(tg, names: list[str]) -> set[str]:
 def test_activations_and_their_gradients_run_in_tiles(tmp_path):
     """At 512 B (a 12x12 channel is 576 B: channel and row tiles) every activation node and every gradient
     of one is split, nothing joins the tiles an activation makes, and the floor falls. (Div's gradient
-    for its divisor, -dY Y / B, goes through a ReduceSumTo with scale -1, which reads it whole.)"""
+    for its divisor, -dY Y / B, goes through a ReduceSumTo with scale -1 and its own shape, which runs in
+    the tiles too.)"""
     tg = training_graph(activations_model(tmp_path / "m.onnx"), "all")
     s = splitting.split_graph(tg, 512)
     ops = {n.name: n.op for n in tg.nodes}
@@ -72,7 +73,8 @@ def test_activations_and_their_gradients_run_in_tiles(tmp_path):
     mine = [name for name, op in ops.items() if op in ACTIVATIONS or op in grads]
     assert {ops[n] for n in mine} >= set(ACTIVATIONS) | {"GeluGrad", "SigmoidGrad", "TanhGrad"}
     assert set(mine) <= set(s.split_nodes), sorted(set(mine) - set(s.split_nodes))
-    made = {f"join/{t}" for n in tg.nodes if n.name in mine and n.op != "Div" for t in n.outputs}
+    made = {f"join/{t}" for n in tg.nodes if n.name in mine for t in n.outputs}
+    assert "grad/Div_10/ReduceSumTo" in s.split_nodes
     assert not made & {n.name for n in s.graph.nodes}
     assert s.rows.keys() >= made_by(tg, mine) and stored_floor(s.graph) < stored_floor(tg)
     assert_split_close(tg, s, LR, STEPS)
