@@ -161,20 +161,25 @@ def plan_training(
     reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
     log(f"training graph: {len(tg.nodes)} nodes ({sum(n.phase == Phase.FORWARD for n in tg.nodes)} forward)")
     candidates = batch_choices(training, reserve, profile, opts)
+    whole = Window.whole(limit, began)
+
+    def plan(choice: Choice, o: CompileOptions, window: Window, modes: bool = True) -> Compiled:
+        return _plan_choice(training, profile, reserve, choice, o, limit, window, phase, log, modes)
+
     if len(candidates) == 1:
-        compiled = _plan_choice(
-            training, profile, reserve, candidates[0], opts, limit, Window.whole(limit, began), phase, log
-        )
+        compiled = plan(candidates[0], opts, whole)
         limit.begin(None)
         return compiled
     # several choices: compared at the quick effort (their training steps only), the chosen one then planned
     # at the asked effort, or given its inference plans
     probe = replace(opts, milp=replace(opts.milp, effort="quick"))
     replan = opts.milp.effort != "quick"
-    whole = Window.whole(limit, began)
-    ranked, compared = _compare(
-        training, profile, reserve, candidates, probe, limit, whole, phase, log, replan
-    )
+    ways = len(candidates) + replan  # the planning at the asked effort after them: one more share
+
+    def share(k: int) -> Window:
+        return whole.share(limit.clock(), ways - k, f"choice {k + 1}")
+
+    ranked, compared = _compare(training, candidates, lambda c, w: plan(c, probe, w, False), share, log)
     if replan:
         chosen = ranked[0][1]
         tiles = f", {tile_text(chosen[1])}" if chosen[1] else ""
@@ -182,32 +187,28 @@ def plan_training(
             f"parameters in storage: {len(chosen[0])} of {len(tg.trainable)}{tiles} "
             "(the least energy at --effort quick)"
         )
-        compiled = _plan_choice(training, profile, reserve, chosen, opts, limit, whole, phase, log)
+        compiled = plan(chosen, opts, whole)
     else:
-        compiled = _with_modes(ranked, compared, opts, limit, whole, phase, log)
+        compiled = _with_modes(
+            ranked, compared, lambda c, stored: _add_modes(c, stored, opts, limit, whole, phase, log)
+        )
     limit.begin(None)
     return replace(compiled, compared=tuple(compared))
 
 
 def _compare(
     training: Training,
-    profile: Profile,
-    reserve: int,
     candidates: Sequence[Choice],
-    probe: CompileOptions,
-    limit: PhaseLimit,
-    whole: Window,
-    phase: Callable[[str], None],
+    plan: Callable[[Choice, Window], Compiled],
+    share: Callable[[int], Window],
     log: Callable[[str], None],
-    replan: bool,
 ) -> tuple[Ranked, list[dict[str, object]]]:
-    """Each choice's training step planned at ``probe``'s effort, without its inference plans (only the
-    training step's energy is compared): those that plan, least energy first (the first of equals), and
-    plan.json's rows of all. Each may use an equal share of what the earlier ones left of the limit (the
-    planning at the asked effort after them, ``replan``, one more), so the first cannot use up the others'
-    time. Raises the last choice's error when none plans."""
+    """Each choice's training step planned (``plan``: at --effort quick, without its inference plans: only
+    the training step's energy is compared) within ``share(k)`` (choice k's: an equal share of what the
+    earlier ones left of the limit, so the first cannot use up the others' time): those that plan, least
+    energy first (the first of equals), and plan.json's rows of all. Raises the last choice's error when
+    none plans."""
     tg = training.graph(1)[1]
-    ways = len(candidates) + replan
     planned: Ranked = []
     compared: list[dict[str, object]] = []
     for k, choice in enumerate(candidates):
@@ -221,8 +222,7 @@ def _compare(
         if training.batch > 1:
             row["batch_parts"] = parts
         try:
-            mine = whole.share(limit.clock(), ways - k, f"choice {k + 1}")
-            c = _plan_choice(training, profile, reserve, choice, probe, limit, mine, phase, log, modes=False)
+            c = plan(choice, share(k))
         except PoetError as e:
             compared.append({**row, "energy_j": None, "error": str(e)})
             if not planned and k == len(candidates) - 1:
@@ -240,19 +240,16 @@ def _compare(
 def _with_modes(
     ranked: Ranked,
     compared: list[dict[str, object]],
-    opts: CompileOptions,
-    limit: PhaseLimit,
-    whole: Window,
-    phase: Callable[[str], None],
-    log: Callable[[str], None],
+    add_modes: Callable[[Compiled, frozenset[str]], Compiled],
 ) -> Compiled:
-    """The least-energy planned choice with its inference plans (:func:`_add_modes`); where those cannot be
-    planned, the next one (its row in ``compared`` then says why). Raises the first error when none can."""
+    """The least-energy planned choice with its inference plans (``add_modes``: :func:`_add_modes`); where
+    those cannot be planned, the next one (its row in ``compared`` then says why). Raises the first error
+    when none can."""
     first: PoetError | None = None
     for c, choice, row in ranked:
         stored = c.split.param_names(choice[0]) if c.split is not None else choice[0]
         try:
-            return _add_modes(c, stored, opts, limit, whole, phase, log)
+            return add_modes(c, stored)
         except PoetError as e:
             compared[row] = {**compared[row], "energy_j": None, "error": str(e)}
             first = first or e
