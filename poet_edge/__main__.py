@@ -1,5 +1,3 @@
-import sys
+from poet_edge.cli import entry
 
-from poet_edge.cli import main
-
-sys.exit(main())
+entry()

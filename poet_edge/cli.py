@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-from poet_edge import __version__
+from poet_edge import __version__, highs
 from poet_edge.errors import PoetError
 
 COMMANDS = ("compile", "simulate", "run", "inspect", "profiles", "calibrate", "sweep", "solve")
@@ -90,6 +90,19 @@ def os_error_message(e: OSError) -> str:
     what = e.strerror or type(e).__name__
     files = [f for f in (e.filename, e.filename2) if f is not None]
     return f"{what}: {' -> '.join(map(str, files))}" if files else f"{what} ({e})"
+
+
+def entry() -> None:
+    """The `poet` command and `python -m poet_edge`: :func:`main`, then the exit. Where a HiGHS run still
+    goes on on its own thread (a signal came during a solve, or the watchdog left one), the process ends
+    without the interpreter's teardown, which would destroy HiGHS's thread pool under the run: the process
+    aborted (SIGABRT, 'terminate called without an active exception') instead of exiting 143 on SIGTERM."""
+    code = main()
+    if highs.running():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -167,6 +167,7 @@ def plan_training(
         return _plan_choice(training, profile, reserve, choice, o, limit, window, phase, log, modes)
 
     if len(candidates) == 1:
+        _log_choice(log, tg, 0, 1, candidates[0][0])
         compiled = plan(candidates[0], opts, whole)
         limit.begin(None)
         return compiled
@@ -213,11 +214,7 @@ def _compare(
     compared: list[dict[str, object]] = []
     for k, choice in enumerate(candidates):
         stored, tile, parts = choice
-        if stored:
-            log(
-                f"parameters in storage ({k + 1} of {len(candidates)} choices): {len(stored)} of "
-                f"{len(tg.trainable)}, {fmt_bytes(sum(tg.tensor(p).nbytes for p in stored))}"
-            )
+        _log_choice(log, tg, k, len(candidates), stored)
         row: dict[str, object] = {"stored_parameters": len(stored), **_tile_json(tile)}
         if training.batch > 1:
             row["batch_parts"] = parts
@@ -235,6 +232,14 @@ def _compare(
             log(f"split into {tile_text(tile)}: {c.sim.energy_j * 1e3:.3f} mJ")
         planned.append((c, choice, len(compared) - 1))
     return sorted(planned, key=lambda p: (p[0].sim.energy_j, p[2])), compared
+
+
+def _log_choice(log: Callable[[str], None], tg: Graph, k: int, n: int, stored: frozenset[str]) -> None:
+    if stored:
+        log(
+            f"parameters in storage ({k + 1} of {n} choices): {len(stored)} of {len(tg.trainable)}, "
+            f"{fmt_bytes(sum(tg.tensor(p).nbytes for p in stored))}"
+        )
 
 
 def _with_modes(

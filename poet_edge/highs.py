@@ -65,6 +65,7 @@ class HighsError(RuntimeError):
 # -- the watchdog ---------------------------------------------------------------------------------------
 
 _left: list[threading.Thread] = []  # runs that outlived their time limit, left running (the module docstring)
+RUN_THREAD = "highs-run"  # the name of a run's thread
 
 
 def grace(limit: float) -> float:
@@ -78,6 +79,13 @@ def stuck() -> bool:
     HiGHS's process-wide thread pool with it)."""
     _left[:] = [t for t in _left if t.is_alive()]
     return bool(_left)
+
+
+def running() -> bool:
+    """Whether a HiGHS run is going on on its own thread: one a signal interrupted the wait for, or one the
+    watchdog left. The process must then end without the interpreter's teardown, which destroys HiGHS's
+    thread pool under the run (std::terminate, SIGABRT): :func:`poet_edge.cli.entry`."""
+    return any(t.name == RUN_THREAD and t.is_alive() for t in threading.enumerate())
 
 
 # -- the model ------------------------------------------------------------------------------------------
@@ -441,7 +449,7 @@ class Solver:
             except BaseException as e:  # noqa: BLE001 - raised again on the caller's thread
                 raised.append(e)
 
-        run = threading.Thread(target=go, name="highs-run", daemon=True)
+        run = threading.Thread(target=go, name=RUN_THREAD, daemon=True)
         run.start()
         run.join(wait)
         if run.is_alive():

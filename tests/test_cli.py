@@ -252,6 +252,30 @@ def test_a_signal_during_the_solve_removes_temporary_folders(tmp_path):
     assert left == [] and list(tmp.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["tmp"]
 
 
+_ENTRY_SCRIPT = """
+import atexit, sys, threading, time
+from poet_edge import highs
+from poet_edge.cli import entry
+if sys.argv[1] == "running":  # a run that outlives the command: a solve a signal interrupted
+    threading.Thread(target=time.sleep, args=(60,), name=highs.RUN_THREAD, daemon=True).start()
+atexit.register(lambda: print("teardown", flush=True))
+sys.argv = ["poet", "profiles"]
+entry()
+"""
+
+
+@pytest.mark.parametrize("run", ["running", "done"])
+def test_the_process_skips_the_teardown_under_a_running_highs(run):
+    """With a HiGHS run still going on its thread (SIGTERM came during a solve: HiGHS's thread pool would be
+    destroyed under it, std::terminate, exit -6 instead of 143), the process exits with the command's code
+    and skips the interpreter's teardown (no atexit handler runs); otherwise it exits as usual."""
+    done = subprocess.run(
+        [sys.executable, "-c", _ENTRY_SCRIPT, run], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert ("teardown" in done.stdout) == (run == "done")
+
+
 def test_refuses_to_overwrite_foreign_folder(mlp_path, tmp_path):
     out = tmp_path / "mine"
     out.mkdir()
