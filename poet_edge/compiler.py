@@ -164,7 +164,7 @@ def plan_training(
     whole = Window.whole(limit, began)
 
     def plan(choice: Choice, o: CompileOptions, window: Window, modes: bool = True) -> Compiled:
-        return _plan_choice(training, profile, reserve, choice, o, limit, window, phase, log, modes)
+        return _plan_choice(training, profile, reserve, choice, Planner(o, limit, window, phase, log), modes)
 
     if len(candidates) == 1:
         _log_choice(log, tg, 0, 1, candidates[0][0])
@@ -191,7 +191,7 @@ def plan_training(
         compiled = plan(chosen, opts, whole)
     else:
         compiled = _with_modes(
-            ranked, compared, lambda c, stored: _add_modes(c, stored, opts, limit, whole, phase, log)
+            ranked, compared, lambda c, stored: _add_modes(c, stored, Planner(opts, limit, whole, phase, log))
         )
     limit.begin(None)
     return replace(compiled, compared=tuple(compared))
@@ -356,15 +356,12 @@ def _plan_choice(
     profile: Profile,
     reserve: int,
     choice: Choice,
-    opts: CompileOptions,
-    limit: PhaseLimit,
-    window: Window,
-    phase: Callable[[str], None],
-    log: Callable[[str], None],
+    pl: Planner,
     modes: bool = True,
 ) -> Compiled:
     """:func:`_plan_stored` on the training graph with the batch in ``choice[2]`` parts, split into tiles of
     ``choice[1]`` bytes when given (``modes``: with the inference plans)."""
+    opts, log = pl.opts, pl.log
     stored, tile, parts = choice
     g, tg = training.graph(parts)
     bs = training.split(parts) if training.batch > 1 else None
@@ -376,7 +373,7 @@ def _plan_choice(
         )
     hint = _batch_hint(training, reserve, profile, opts, parts)
     if tile is None:
-        c = _plan_stored(g, tg, profile, reserve, stored, opts, limit, window, phase, log, hint, modes)
+        c = _plan_stored(g, tg, profile, reserve, stored, pl, hint, modes)
         return replace(c, batch=bs)
     split = splitting.split_graph(tg, tile, input_rows=opts.input_rows)
     log(
@@ -388,7 +385,7 @@ def _plan_choice(
         n = sum(len(b) for b in split.blocks.values())
         log(f"operator splitting: {len(split.blocks)} parameters cut into {n} blocks (docs/splitting.md)")
     stored = split.param_names(stored)
-    c = _plan_stored(g, split.graph, profile, reserve, stored, opts, limit, window, phase, log, hint, modes)
+    c = _plan_stored(g, split.graph, profile, reserve, stored, pl, hint, modes)
     return replace(c, split=split, batch=bs)
 
 
@@ -524,16 +521,13 @@ def _plan_stored(
     profile: Profile,
     reserve: int,
     stored: frozenset[str],
-    opts: CompileOptions,
-    limit: PhaseLimit,
-    window: Window,
-    phase: Callable[[str], None],
-    log: Callable[[str], None],
+    pl: Planner,
     batch_hint: Callable[[int], str] = lambda floor: "",
     modes: bool = True,
 ) -> Compiled:
     """Schedule, arena, simulation and (``modes``) inference plans with the parameters ``stored`` in storage
     (``batch_hint(floor)``: what batch parts would do, for the floor error)."""
+    opts = pl.opts
     spec = _spec(tg, reserve, opts, stored)
     problem = planning.price(spec, profile, opts.ram_bytes)
     problem = replace(problem, max_latency_s=max_latency_s(opts.max_latency, problem))
@@ -548,33 +542,24 @@ def _plan_stored(
             f"{_split_hint(tg, reserve, profile, opts, spec, floor.bytes)}"
             f"{batch_hint(floor.bytes)}"
         )
-    schedule, plan = _fit(problem, floor.bytes, spec, opts, limit, window, phase, log)
-    phase("simulate")
+    schedule, plan = _fit(problem, floor.bytes, spec, pl)
+    pl.phase("simulate")
     storage = emit.storage_for(tg, spec, schedule)
     sim = simulate(problem, schedule, profile, integrity(opts, tg, storage))
     compiled = Compiled(g, tg, profile, spec, problem, schedule, sim, plan, storage)
     _check_ram(compiled, opts)
-    return _add_modes(compiled, stored, opts, limit, window, phase, log) if modes else compiled
+    return _add_modes(compiled, stored, pl) if modes else compiled
 
 
-def _add_modes(
-    compiled: Compiled,
-    stored: frozenset[str],
-    opts: CompileOptions,
-    limit: PhaseLimit,
-    window: Window,
-    phase: Callable[[str], None],
-    log: Callable[[str], None],
-) -> Compiled:
+def _add_modes(compiled: Compiled, stored: frozenset[str], pl: Planner) -> Compiled:
     """``compiled`` with the inference plans (poet_predict, poet_eval_step) in its arena."""
     tg, spec = compiled.training, compiled.spec
     params = emit.stored_bytes(tg, planning.stored_params(spec))
     modes = tuple(
-        _plan_mode(tg, m, spec.fixed, stored, params, compiled.profile, opts, limit, window, phase, log)
-        for m in inference.MODES
+        _plan_mode(tg, m, spec.fixed, stored, params, compiled.profile, pl) for m in inference.MODES
     )
     out = replace(compiled, inference=modes)
-    _check_ram(out, opts)
+    _check_ram(out, pl.opts)
     return out
 
 
@@ -743,14 +728,25 @@ class Window:
         return Window(now, part, f"{name}'s share ({part:.1f} s) of {self.what}")
 
 
-def _left_s(limit: PhaseLimit, window: Window) -> float | None:
-    """Seconds of ``window`` a schedule may still use (None: no limit)."""
-    return window.left(limit.clock())
+@dataclass(frozen=True)
+class Planner:
+    """How one planning runs: its options, the phase limit, the share of --time-limit its schedules may use
+    (``window``), and where phase names and log lines go."""
+
+    opts: CompileOptions
+    limit: PhaseLimit
+    window: Window
+    phase: Callable[[str], None]
+    log: Callable[[str], None]
+
+    def left(self) -> float | None:
+        """Seconds of the window a schedule may still use (None: no limit)."""
+        return self.window.left(self.limit.clock())
 
 
-def _round_options(opts: CompileOptions, limit: PhaseLimit, window: Window) -> CompileOptions:
-    """The options of the next schedule: its solver's time limit is what is left of ``window``."""
-    left = _left_s(limit, window)
+def _round_options(pl: Planner) -> CompileOptions:
+    """The options of the next schedule: its solver's time limit is what is left of the window."""
+    opts, left = pl.opts, pl.left()
     if left is None or opts.milp.time_limit_s is None or left >= opts.milp.time_limit_s:
         return opts
     return replace(opts, milp=replace(opts.milp, time_limit_s=max(left, 0.01)))
@@ -825,19 +821,17 @@ def _valid_energy(problem: SchedulingProblem, schedule: Schedule | None) -> floa
     return sim.energy_j if problem.max_latency_s is None or sim.latency_s <= problem.max_latency_s else None
 
 
-def _no_reschedule(
-    opts: CompileOptions, limit: PhaseLimit, window: Window, rounds: int, below_floor: bool
-) -> str:
+def _no_reschedule(pl: Planner, rounds: int, below_floor: bool) -> str:
     """Why no other schedule is tried after ``rounds`` ("" when one may be)."""
-    left = _left_s(limit, window)
-    if opts.scheduler == "none":
+    left = pl.left()
+    if pl.opts.scheduler == "none":
         return "--scheduler none cannot trade compute for memory"
     if below_floor:
         return "a budget tightened by the excess is below the memory floor"
     if rounds >= MAX_ROUNDS:
         return f"{MAX_ROUNDS} schedules is the most tried"
     if left is not None and left <= 0:
-        return f"{window.what} is spent"
+        return f"{pl.window.what} is spent"
     return ""
 
 
@@ -845,11 +839,7 @@ def _fit(
     problem: SchedulingProblem,
     floor: int,
     spec: planning.ProblemSpec,
-    opts: CompileOptions,
-    limit: PhaseLimit,
-    window: Window,
-    phase: Callable[[str], None],
-    log: Callable[[str], None],
+    pl: Planner,
     what: str = "",
 ) -> tuple[Schedule, arena.ArenaPlan]:
     """Schedules ``problem`` and plans its arena. The arena, not only the live bytes, must fit: while it
@@ -858,24 +848,25 @@ def _fit(
     budget (:func:`evict_fragments`); where that leaves the arena too big because the excess is more than
     the room above the memory floor, reschedules with the budget tightened by half that room instead (while
     rounds and time allow); an arena still too big stops the compile naming the phase."""
+    opts, limit, log = pl.opts, pl.limit, pl.log
     sizes = {n.name: n.out_bytes for n in spec.nodes}
     ws = {n.name: n.workspace_bytes for n in problem.nodes}
     target, rounds, why, cut, last = problem, 0, "", 0, 0
     rooms = arena.bank_rooms(opts.ram_banks, opts.ram_bytes, problem.fixed_bytes)
     while True:
-        phase("schedule" + what)
-        schedule = schedule_problem(target, _round_options(opts, limit, window))
+        pl.phase("schedule" + what)
+        schedule = schedule_problem(target, _round_options(pl))
         rounds += 1
-        phase("arena" + what)
+        pl.phase("arena" + what)
         plan = arena.plan_banks(arena.instances(schedule, sizes, ws), rooms, limit.check)
         excess = arena.excess(plan, rooms)  # one bank: fixed + arena - --ram
         cut, last = (2 * cut if excess == last else excess), excess  # the same excess again: cut more
         below = target.budget_bytes - cut < floor
-        why = _no_reschedule(opts, limit, window, rounds, below)
+        why = _no_reschedule(pl, rounds, below)
         if excess > 0 and why:  # the last resort, cheap in time but dearer than a reschedule
             schedule, plan = evict_fragments(problem, schedule, plan, opts, limit, log)
             excess = arena.excess(plan, rooms)
-            if excess > 0 and below and not _no_reschedule(opts, limit, window, rounds, False):
+            if excess > 0 and below and not _no_reschedule(pl, rounds, False):
                 cut = (target.budget_bytes - floor) // 2  # the excess is more than the room above the floor
                 why = why if cut < ALIGN else ""
         if excess <= 0 or why:
@@ -908,21 +899,15 @@ def _plan_mode(
     stored: frozenset[str],
     params: dict[str, int],
     profile: Profile,
-    opts: CompileOptions,
-    limit: PhaseLimit,
-    window: Window,
-    phase: Callable[[str], None],
-    log: Callable[[str], None],
+    pl: Planner,
 ) -> inference.ModePlan:
     """poet_predict / poet_eval_step: the same scheduler on the mode's graph at the same --ram, with the
     training step's fixed RAM (parameters stay where they are; the caller's buffers exist throughout)."""
     g = inference.mode_graph(tg, mode)
     used = frozenset(p for p in stored if any(p in n.inputs for n in g.nodes))
-    spec = inference.with_fixed(_spec(g, fixed.reserve, opts, used), fixed)
-    problem = planning.price(spec, profile, opts.ram_bytes)
-    schedule, plan = _fit(
-        problem, memory_floor(problem).bytes, spec, opts, limit, window, phase, log, f" ({mode})"
-    )
+    spec = inference.with_fixed(_spec(g, fixed.reserve, pl.opts, used), fixed)
+    problem = planning.price(spec, profile, pl.opts.ram_bytes)
+    schedule, plan = _fit(problem, memory_floor(problem).bytes, spec, pl, f" ({mode})")
     sim = simulate(problem, schedule, profile)
     return inference.ModePlan(mode, g, spec, problem, schedule, sim, plan, _storage(schedule, spec, params))
 
