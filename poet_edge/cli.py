@@ -93,12 +93,13 @@ def os_error_message(e: OSError) -> str:
 
 
 def entry() -> None:
-    """The `poet` command and `python -m poet_edge`: :func:`main`, then the exit. Where a HiGHS run still
-    goes on on its own thread (a signal came during a solve, or the watchdog left one), the process ends
-    without the interpreter's teardown, which would destroy HiGHS's thread pool under the run: the process
-    aborted (SIGABRT, 'terminate called without an active exception') instead of exiting 143 on SIGTERM."""
+    """The `poet` command and `python -m poet_edge`: :func:`main`, then the exit. Where HiGHS was loaded,
+    the process ends without the interpreter's teardown, which can destroy HiGHS's thread pool under a run
+    still going (a signal came during a solve, or the watchdog left one): a SIGTERM during a compile then
+    aborted (SIGABRT, 'terminate called without an active exception') instead of exiting 143. Every file is
+    closed and every child process ended by then (``main`` cleans up), and the output is flushed."""
     code = main()
-    if highs.running():
+    if highs.loaded():
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -81,11 +82,12 @@ def stuck() -> bool:
     return bool(_left)
 
 
-def running() -> bool:
-    """Whether a HiGHS run is going on on its own thread: one a signal interrupted the wait for, or one the
-    watchdog left. The process must then end without the interpreter's teardown, which destroys HiGHS's
-    thread pool under the run (std::terminate, SIGABRT): :func:`poet_edge.cli.entry`."""
-    return any(t.name == RUN_THREAD and t.is_alive() for t in threading.enumerate())
+def loaded() -> bool:
+    """Whether this process has loaded HiGHS. Its process-wide thread pool may then still hold threads (a
+    run a signal interrupted the wait for, one the watchdog left, or workers finishing a task), and the
+    interpreter's teardown destroys them under it (std::terminate, SIGABRT): the process must end without
+    that teardown (:func:`poet_edge.cli.entry`)."""
+    return "highspy" in sys.modules
 
 
 # -- the model ------------------------------------------------------------------------------------------
