@@ -3,8 +3,9 @@ one, in float64 (where a changed summation order is 1e-15, so any wrong tile, wi
 
 Each seed draws a model: input [B, C, H, W] (B 1 or 2, C 1/3/4, H and W 5-14, odd or even), 2-5 layers of
 Conv (kernel 1/3/5, stride 1-3, pads symmetric, zero or asymmetric, some depthwise) or MaxPool / AveragePool
-(kernel 2/3, stride 1-3, some pads, ceil_mode, count_include_pad), Relu; between layers a residual Add, a
-channel Concat of two branches, an SE-like gate (GlobalAveragePool -> Sigmoid -> Mul) or an activation;
+(kernel 2/3, stride 1-3, some pads, ceil_mode, count_include_pad), Relu; between layers a residual Add or
+a Div by a Sigmoid of the layer, a channel Concat of two branches, an SE-like gate (GlobalAveragePool ->
+Sigmoid -> Mul) or an activation;
 then GlobalAveragePool -> Flatten -> Gemm. Odd seeds train all parameters, even ones the biases; every
 third seed has the batch input in row windows (``input_rows``). Each is split at a half, a quarter and an
 eighth of its largest tensor, rows first and channels first: the two numpy steps within 1e-12. A few seeds
@@ -95,6 +96,8 @@ class _Model:
 
     def join(self, x: str, shape: list[int], prev: tuple[str, list[int]] | None) -> tuple[str, list[int]]:
         r = self.rng.random()
+        if prev is not None and prev[1] == shape and r < 0.1:  # Div: its divisor's gradient only scales
+            return self.add("Div", [prev[0], self.add("Sigmoid", [x])]), shape
         if prev is not None and prev[1] == shape and r < 0.4:
             return self.add("Add", [prev[0], x]), shape
         if prev is not None and prev[1][2:] == shape[2:] and r < 0.6:
