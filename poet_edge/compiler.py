@@ -107,6 +107,7 @@ class Compiled:
     sim: SimResult
     arena: arena.ArenaPlan
     storage: emit.StoragePlan
+    stored: frozenset[str]  # the trainable parameters in storage (of the split graph, when split)
     inference: tuple[inference.ModePlan, ...] = ()  # poet_predict and poet_eval_step, sharing the arena
     split: splitting.Split | None = None  # the channel tiles, when the compile split operators
     batch: batch_split.BatchSplit | None = None  # the batch's parts (None at batch 1)
@@ -191,7 +192,7 @@ def plan_training(
         compiled = plan(chosen, opts, whole)
     else:
         compiled = _with_modes(
-            ranked, compared, lambda c, stored: _add_modes(c, stored, Planner(opts, limit, whole, phase, log))
+            ranked, compared, lambda c: _add_modes(c, Planner(opts, limit, whole, phase, log))
         )
     limit.begin(None)
     return replace(compiled, compared=tuple(compared))
@@ -245,16 +246,15 @@ def _log_choice(log: Callable[[str], None], tg: Graph, k: int, n: int, stored: f
 def _with_modes(
     ranked: Ranked,
     compared: list[dict[str, object]],
-    add_modes: Callable[[Compiled, frozenset[str]], Compiled],
+    add_modes: Callable[[Compiled], Compiled],
 ) -> Compiled:
     """The least-energy planned choice with its inference plans (``add_modes``: :func:`_add_modes`); where
     those cannot be planned, the next one (its row in ``compared`` then says why). Raises the first error
     when none can."""
     first: PoetError | None = None
-    for c, choice, row in ranked:
-        stored = c.split.param_names(choice[0]) if c.split is not None else choice[0]
+    for c, _, row in ranked:
         try:
-            return add_modes(c, stored)
+            return add_modes(c)
         except PoetError as e:
             compared[row] = {**compared[row], "energy_j": None, "error": str(e)}
             first = first or e
@@ -546,17 +546,17 @@ def _plan_stored(
     pl.phase("simulate")
     storage = emit.storage_for(tg, spec, schedule)
     sim = simulate(problem, schedule, profile, integrity(opts, tg, storage))
-    compiled = Compiled(g, tg, profile, spec, problem, schedule, sim, plan, storage)
+    compiled = Compiled(g, tg, profile, spec, problem, schedule, sim, plan, storage, stored)
     _check_ram(compiled, opts)
-    return _add_modes(compiled, stored, pl) if modes else compiled
+    return _add_modes(compiled, pl) if modes else compiled
 
 
-def _add_modes(compiled: Compiled, stored: frozenset[str], pl: Planner) -> Compiled:
+def _add_modes(compiled: Compiled, pl: Planner) -> Compiled:
     """``compiled`` with the inference plans (poet_predict, poet_eval_step) in its arena."""
     tg, spec = compiled.training, compiled.spec
     params = emit.stored_bytes(tg, planning.stored_params(spec))
     modes = tuple(
-        _plan_mode(tg, m, spec.fixed, stored, params, compiled.profile, pl) for m in inference.MODES
+        _plan_mode(tg, m, spec.fixed, compiled.stored, params, compiled.profile, pl) for m in inference.MODES
     )
     out = replace(compiled, inference=modes)
     _check_ram(out, pl.opts)

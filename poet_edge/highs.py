@@ -66,7 +66,6 @@ class HighsError(RuntimeError):
 # -- the watchdog ---------------------------------------------------------------------------------------
 
 _left: list[threading.Thread] = []  # runs that outlived their time limit, left running (the module docstring)
-RUN_THREAD = "highs-run"  # the name of a run's thread
 
 
 def grace(limit: float) -> float:
@@ -451,7 +450,7 @@ class Solver:
             except BaseException as e:  # noqa: BLE001 - raised again on the caller's thread
                 raised.append(e)
 
-        run = threading.Thread(target=go, name=RUN_THREAD, daemon=True)
+        run = threading.Thread(target=go, name="highs-run", daemon=True)
         run.start()
         run.join(wait)
         if run.is_alive():
