@@ -35,6 +35,7 @@ the same order (overlapping windows included).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import cast
@@ -210,9 +211,9 @@ def _per_channel(tg: Graph, n: Node) -> bool:
 
 
 def _row_pool(tg: Graph, n: Node) -> bool:
-    """A 2-D pool or pool gradient that runs per channel tile (:func:`_per_channel`): it can run per row
-    tile too, each part on the rows its windows read (pool_common.forward_rows / grad_rows)."""
-    return n.op in POOL_OPS and _per_channel(tg, n) and len(tg.shape(n.outputs[0])) == 4
+    """A 2-D or 1-D pool or pool gradient that runs per channel tile (:func:`_per_channel`): it can run per
+    row tile too, each part on the rows its windows read (pool_common.forward_rows / grad_rows)."""
+    return n.op in POOL_OPS and _per_channel(tg, n) and len(tg.shape(n.outputs[0])) in (3, 4)
 
 
 def _pool_cuts(tg: Graph, n: Node, bounds: Sequence[int]) -> bool:
@@ -596,15 +597,15 @@ def _channel_bounds(
     """:func:`plan_tiles` from the classes :func:`_classes` found. A weight bigger than a tile has
     (output tiles) x (input tiles) blocks: its output's class gets enough tiles that a block fits a tile
     given its input's tiles so far (weights in graph order), not a grid of two such cuts. ``row_tiles``
-    (rows first): the row tiles a tensor will be cut into; its class then needs that many times fewer
-    channel tiles."""
+    (rows first): the row tiles a tensor will be cut into; it then needs that many times fewer channel
+    tiles (a class takes what its most demanding member needs)."""
     chans, k = {}, {}
     for root, names in eligible.items():
         floats = [t for t in names if tg.tensor(t).dtype == "float32" and len(tg.shape(t)) >= 3]
-        big = max(tg.tensor(t).nbytes for t in names)
         chans[root] = c = tg.shape(floats[0])[1]
-        bands = max((row_tiles or {}).get(t, 1) for t in names)
-        k[root] = min(c, -(-big // (sizes.least(names) * bands)))
+        size, bands = sizes.least(names), row_tiles or {}
+        # each member's bands within a tile: one not cut in rows (a pooled map) needs more channel tiles
+        k[root] = min(c, max(-(-tg.tensor(t).nbytes // (size * bands.get(t, 1))) for t in names))
     for y, x, nbytes, size in need:
         if y in k:
             k[y] = min(chans[y], max(k[y], -(-nbytes // (size * k.get(x, 1)))))
@@ -808,11 +809,12 @@ def plan_rows(
     eligible: Mapping[str, list[str]] | None = None,
 ) -> dict[str, tuple[int, ...]]:
     """Row bounds (axis 2) of every tensor whose channel tiles (``tiles``, or the whole tensor) still exceed
-    ``tile_bytes``: 4-D tensors that channelwise nodes link (and a family's Y and dY, X and dX) form a row
-    class of one shape (a MaxPoolGrad's X and dX too); a class is cut into ``ceil(tile bytes / tile_bytes)``
-    row ranges of at least :data:`MIN_ROWS` rows when its tensors may be tiled, no per-channel node other
-    than a 2-D pool (:func:`_row_pool`) reads or makes them, every pool gradient making one can be cut there
-    (:func:`_pool_cuts`), and their largest channel tile exceeds ``tile_bytes``. A convolution or a pool
+    ``tile_bytes``: 4-D and 3-D tensors (a 1-D map's rows: ranges of its length) that channelwise nodes link
+    (and a family's Y and dY, X and dX) form a row class of one shape (a MaxPoolGrad's X and dX too); a class
+    is cut into ``ceil(tile bytes / tile_bytes)`` row ranges of at least :data:`MIN_ROWS` rows when its
+    tensors may be tiled, no per-channel node other than a pool (:func:`_row_pool`) reads or makes them,
+    every pool gradient making one can be cut there (:func:`_pool_cuts`), and their largest channel tile
+    exceeds ``tile_bytes``. A convolution or a pool
     reads the rows its output rows need (a halo of its neighbouring tiles) through a window: a Slice, or a
     Concat of tiles and slices, along the rows. Rows first (``TileSizes.rows_first``), the output of a
     convolution or pool has at least as many row tiles as its input (at most one per :data:`MIN_ROWS`
@@ -855,10 +857,11 @@ def plan_rows(
         if not floats or any(t not in may or t in pooled for t in names):
             continue
         shape = tg.shape(floats[0])
-        if len(shape) != 4 or any(_but_channels(tg.shape(t)) != _but_channels(shape) for t in floats):
+        same = all(_but_channels(tg.shape(t)) == _but_channels(shape) for t in floats)
+        if len(shape) not in (3, 4) or not same:
             continue
         widest = max(_widest(tiles.get(t, (0, tg.shape(t)[1]))) for t in floats)
-        per = shape[0] * widest * shape[2] * shape[3] * 4
+        per = shape[0] * widest * math.prod(shape[2:]) * 4
         ks[root] = (min(-(-per // sizes.least(names)), shape[2] // MIN_ROWS), shape[2])
     if sizes.rows_first:
         _at_least_inputs(tg, rows, ks)
@@ -879,7 +882,7 @@ def _at_least_inputs(tg: Graph, rows: _Classes, ks: dict[str, tuple[int, int]]) 
     """Rows first: every convolution's and pool's output class gets at least its input's row tiles (``ks``,
     updated, in graph order), at most one per :data:`MIN_ROWS` rows."""
     for n in tg.nodes:
-        if n.op in ("Conv", "MaxPool", "AveragePool") and len(tg.shape(n.inputs[0])) == 4:
+        if n.op in ("Conv", "MaxPool", "AveragePool") and len(tg.shape(n.inputs[0])) in (3, 4):
             x, y = rows.find(n.inputs[0]), rows.find(n.outputs[0])
             if x in ks and y in ks and ks[x][0] > ks[y][0]:
                 ks[y] = (min(ks[x][0], ks[y][1] // MIN_ROWS), ks[y][1])
@@ -990,7 +993,9 @@ class _Rewrite:
         self.tg, self.tiles, self.rows, self.size_of = tg, tiles, dict(rows or {}), dict(size_of or {})
         self.origin: dict[str, str] = {}  # node made -> the node of tg it runs (a part of)
         self.windowed = {  # whole tensors read through row windows: the batch in storage (input_rows)
-            t for t in tg.inputs if input_rows and tg.tensor(t).role == Role.INPUT and len(tg.shape(t)) == 4
+            t
+            for t in tg.inputs
+            if input_rows and tg.tensor(t).role == Role.INPUT and len(tg.shape(t)) in (3, 4)
         }
         self.tensors: dict[str, Tensor] = dict(tg.tensors)
         self.producer = tg.producers()
@@ -1181,10 +1186,15 @@ class _Rewrite:
         fused = n is c.fam.update
         x, dy = c.fam.conv.inputs[0], c.fam.dy
         spans = None
-        if dy in self.rows and not self.big(x, j):
+        if dy in self.rows:
             spans = self.spans(dy)
-        elif x in self.rows and not self.big(dy, i):  # dY's rows as X's row tiles cut them
+            windows = [_row_window(a, shape, True, *sp)[:2] for sp in spans]
+            if self.window_bytes(x, j, windows) >= self.tile_bytes(dy, i):
+                spans = None  # windows of a whole X would copy more than joining dY's rows
+        elif x in self.rows:  # dY's rows as X's row tiles cut them
             spans = _derived_spans(self.rows[x], a, shape, True)
+            if self.window_bytes(dy, i, spans) >= self.tile_bytes(x, j):
+                spans = None
         if spans is not None and len(spans) > 1:
             dw = c.block(n.outputs[0], i, j) if not fused else f"{name}/dW"
             self.tensors[dw] = Tensor(dw, shape, "float32", Role.GRADIENT)
@@ -1247,13 +1257,21 @@ class _Rewrite:
             ]
             self.chain(n, n.outputs[0], j, parts, None)
 
-    def big(self, t: str, j: int) -> bool:
-        """Whether channel tile ``j`` of ``t`` (``t`` when it is not tiled) is whole in RAM and exceeds a
-        tile: a window of it would be a copy of up to its size next to it."""
+    def window_bytes(self, t: str, j: int, ranges: Sequence[tuple[int, int]]) -> int:
+        """The largest copy that windows of rows ``ranges`` of channel tile ``j`` of ``t`` make next to it
+        when ``t`` is whole in RAM (neither in row tiles nor read from storage) and that tile exceeds a
+        tile; 0 otherwise (a window of row tiles joins only the halo rows)."""
         if t in self.rows or t in self.windowed:
-            return False
-        src = self.tile(t, j) if t in self.tiles else t
-        return self.tensors[src].nbytes > self.size_of[t]
+            return 0
+        src = self.tensors[self.tile(t, j) if t in self.tiles else t]
+        if src.nbytes <= self.size_of[t]:
+            return 0
+        return max(src.nbytes // src.shape[2] * (hi - lo) for lo, hi in ranges)
+
+    def tile_bytes(self, t: str, i: int) -> int:
+        """Channel tile ``i`` of ``t`` with all its rows (what joining its row tiles makes)."""
+        b = self.tiles.get(t, (0, self.tg.shape(t)[1]))
+        return self.tg.tensor(t).nbytes // self.tg.shape(t)[1] * (b[i + 1] - b[i])
 
     def chain(
         self,
@@ -1268,18 +1286,27 @@ class _Rewrite:
         whole-row ``x_shape``), each adding to the previous one's sums; ``bias`` goes with the last. When
         ``out_t`` or an operand is in row tiles, each part reads the operand's rows its output rows need
         (:meth:`window`), with the geometry of that window (:func:`_row_window`). An operand that is whole
-        and bigger than a tile is not copied into windows: the chain then makes the output's channel tile
-        with all its rows, and Slices cut it into its row tiles."""
+        and bigger than a tile (the input image) is read through windows too (Slices: copies of its rows)
+        unless the largest would be at least the output's channel tile: the chain then makes that tile with
+        all its rows, and Slices cut it into its row tiles."""
         shape = self.tg.shape(out_t)
         b = self.tiles.get(out_t, (0, shape[1]))
-        if out_t in self.rows and any(self.big(src, j) for src, j, _, _ in parts):
-            whole = self.temp(f"{out_t}/t{t}/rows", out_t, b[t + 1] - b[t])
-            self.links(n, parts, bias, whole, f"{out_t}/t{t}", f"t{t}", None)
-            for r, (lo, hi) in enumerate(self.spans(out_t)):
-                attrs = {"starts": (lo,), "ends": (hi,), "axes": (2,)}
-                out = self.tile(out_t, t, r)
-                self.nodes.append(Node(f"slice/{out}", "Slice", (whole,), (out,), attrs, n.phase))
-            return
+        if out_t in self.rows:
+            forward = n.op == "Conv"
+            spans = self.spans(out_t)
+            windows = [
+                (src, j, [_row_window(a, self.tensors[w].shape, forward, *sp)[:2] for sp in spans])
+                for src, j, w, a in parts
+            ]
+            if max(self.window_bytes(*sw) for sw in windows) >= self.tile_bytes(out_t, t):
+                # windows of a whole operand would copy more than the tile: make it with all its rows, cut it
+                whole = self.temp(f"{out_t}/t{t}/rows", out_t, b[t + 1] - b[t])
+                self.links(n, parts, bias, whole, f"{out_t}/t{t}", f"t{t}", None)
+                for r, (lo, hi) in enumerate(self.spans(out_t)):
+                    attrs = {"starts": (lo,), "ends": (hi,), "axes": (2,)}
+                    out = self.tile(out_t, t, r)
+                    self.nodes.append(Node(f"slice/{out}", "Slice", (whole,), (out,), attrs, n.phase))
+                return
         rowed = [src for src, _, _, _ in parts if src in self.rows]
         if out_t not in self.rows and rowed and out_t in self.tiles:
             # the output's rows as the operand's row tiles cut them: pieces joined along the rows
@@ -1739,7 +1766,7 @@ def _derived_spans(
     halo): the forward's output row o starts reading at o*sh - pt, the input gradient's row r reads dY
     from (r + pt - kh + 1) / sh."""
     xs = tuple(int(d) for d in cast(Sequence[int], attrs["x_shape"]))
-    win = conv_window(xs, tuple(w_shape), attrs)
+    win = conv_window(xs, tuple(w_shape), attrs).along_rows()
     if forward:
         full, cuts = win.oh, [-(-(r + win.pt) // win.sh) for r in rows[1:-1]]
     else:
@@ -1757,7 +1784,8 @@ def _row_window(
     reaches the edge, else 0) and ``x_shape`` with the window's (forward) or the output's rows. Every output
     element sums the same taps in the same order as unsplit."""
     xs = tuple(int(d) for d in cast(Sequence[int], attrs["x_shape"]))
-    win = conv_window(xs, tuple(w_shape), attrs)
+    whole = conv_window(xs, tuple(w_shape), attrs)
+    win = whole.along_rows()  # a 1-D conv's rows: its length
     if forward:
         top, end = a * win.sh - win.pt, (b - 1) * win.sh - win.pt + win.kh
         lo, hi = max(0, top), min(win.h, end)
@@ -1771,8 +1799,8 @@ def _row_window(
         pb, h = max(0, (hi - lo - 1) * win.sh + win.kh - (b - a) - pt), b - a
     if hi <= lo:
         raise PoetError(f"rows [{a}, {b}) of a {win.kh}x{win.kw} stride-{win.sh} conv read no rows")
-    pads = (pt, win.pl, pb, win.pr)
-    return lo, hi, {**attrs, "auto_pad": "NOTSET", "pads": pads, "x_shape": (xs[0], xs[1], h, xs[3])}
+    pads = whole.row_pads(pt, pb)
+    return lo, hi, {**attrs, "auto_pad": "NOTSET", "pads": pads, "x_shape": (xs[0], xs[1], h, *xs[3:])}
 
 
 # ---- the choice of a tile size (compiler, --split) -------------------------------------------------------
@@ -1788,10 +1816,10 @@ SPLIT_HELP = (
     "e.g. 16KB"
 )
 TILE_ORDER_HELP = (
-    "how --split cuts a big 4-D tensor: rows (bands of rows of all channels first, channels too only where "
-    "a band of 4 rows is still too big: a 1x1 convolution's band reads one band of its input, so less is "
-    "paged or recomputed), channels (channel ranges first, rows only where one channel is too big), or auto "
-    "(default: both are scheduled and the least energy is kept)"
+    "how --split cuts a big 2-D or 1-D map: rows (bands of rows, or of a 1-D map's length, of all channels "
+    "first, channels too only where a band of 4 rows is still too big: a 1x1 convolution's band reads one "
+    "band of its input, so less is paged or recomputed), channels (channel ranges first, rows only where "
+    "one channel is too big), or auto (default: both are scheduled and the least energy is kept)"
 )
 TILE_SIZES = tuple(1 << k for k in range(19, 9, -1))  # 512 KiB down to 1 KiB: the sizes auto tries
 MAX_NODES = 30_000  # a split graph above this many nodes is not tried: scheduling it would take too long
@@ -1905,9 +1933,9 @@ class Runs:
 
 
 def batch_windows(g: Graph) -> BatchWindows:
-    """Every Slice, step 1, whose box keeps the last axis whole (a batch part: samples; channels; rows),
-    of the batch x or of such a Slice's output (a row window of a batch part is a box of x too), with the
-    box of x it reads."""
+    """Every Slice, step 1 (a batch part: samples; channels; rows, or a range of a 1-D batch's length), of
+    the batch x or of such a Slice's output (a row window of a batch part is a box of x too), with the box
+    of x it reads."""
     x = next((t for t in g.inputs if g.tensor(t).role == Role.INPUT), None)
     if x is None or len(g.shape(x)) < 2:
         return BatchWindows(x, {}, frozenset())
@@ -1917,7 +1945,7 @@ def batch_windows(g: Graph) -> BatchWindows:
         if n.op != "Slice" or len(n.inputs) != 1 or n.inputs[0] not in box_of:
             continue
         rs = ranges(g.shape(n.inputs[0]), n.attrs)
-        if any(r.step != 1 and len(r) > 1 for r in rs) or len(rs[-1]) != g.shape(n.inputs[0])[-1]:
+        if any(r.step != 1 and len(r) > 1 for r in rs):
             continue
         outer = box_of[n.inputs[0]]
         box_of[n.outputs[0]] = boxes[n.name] = tuple(

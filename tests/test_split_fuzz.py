@@ -11,8 +11,9 @@ third seed has the batch input in row windows (``input_rows``). Each is split at
 eighth of its largest tensor, rows first and channels first: the two numpy steps within 1e-12. A few seeds
 also run as C on the host at batch 1: the unsplit program's bits.
 
-Two more families: 1-D models (``conv1d_model``: Conv1d and 1-D pools) and MLPs (``dense_model``: Gemm
-layers whose trainable weights are cut into column blocks). POET_FUZZ_SPLIT_CASES (default 200; `make
+Two more families: 1-D models (``conv1d_model``: Conv1d and 1-D pools, cut in ranges of their length as
+well as in channels; every third seed has the batch in windows too) and MLPs (``dense_model``: Gemm layers
+whose trainable weights are cut into column blocks). POET_FUZZ_SPLIT_CASES (default 200; `make
 fuzz` runs 3000) sets the seeds: half of them 2-D models, a quarter each of the others. This found the
 negative pad of dX row tiles under a stride above the kernel (19 of 200 seeds failed before that fix).
 """
@@ -36,7 +37,10 @@ from poet_edge.autodiff import Loss
 from poet_edge.compiler import CompileOptions, compile_model
 
 CASES = int(os.environ.get("POET_FUZZ_SPLIT_CASES", "200"))
-C_SEEDS = (3, 16, 18, 21, 25)  # batch-1 seeds also built as C (Add, Concat, AveragePool, HardSwish, Tanh)
+C_SEEDS = (  # batch-1 seeds also built as C
+    *(("conv2d", k) for k in (3, 16, 18, 21, 25)),  # Add, Concat, AveragePool, HardSwish, Tanh
+    *(("conv1d", k) for k in (6, 54, 55)),  # row parts of 1-D convolutions, MaxPoolGrad, AveragePoolGrad
+)
 
 
 class _Model:
@@ -129,11 +133,12 @@ def random_model(path: Path, seed: int, big: bool = False) -> Path:
 
 
 def conv1d_model(path: Path, seed: int) -> Path:
-    """A 1-D model (audio, accelerometers): x[B, C, L] (L 16-60) -> 2-5 Conv1d (kernel 1-7, stride 1-3,
-    symmetric or asymmetric pads, some depthwise; Relu) or MaxPool / AveragePool -> GlobalAveragePool ->
-    Flatten -> Gemm."""
+    """A 1-D model (audio, accelerometers): x[B, C, L] (L 16-120) -> 2-5 Conv1d (kernel 1-7, stride 1-3,
+    symmetric or asymmetric pads, some depthwise; Relu) or MaxPool / AveragePool (some pads, ceil_mode,
+    count_include_pad) -> GlobalAveragePool -> Flatten -> Gemm. Split, its tensors are cut in rows (ranges
+    of L) as well as channels."""
     rng, param = random.Random(seed), Params(seed, 0.4)
-    first = [rng.choice([1, 2]), rng.choice([1, 3, 6]), rng.randint(16, 60)]
+    first = [rng.choice([1, 2]), rng.choice([1, 3, 6]), rng.randint(16, 120)]
     x, (n, c, length), nodes, k = "x", first, [], 0
     for _ in range(rng.randint(2, 5)):
         k += 1
@@ -157,8 +162,17 @@ def conv1d_model(path: Path, seed: int) -> Path:
         else:
             kl, s = min(rng.choice([2, 3]), length), rng.choice([1, 2, 3])
             op = rng.choice(["MaxPool", "AveragePool"])
-            nodes.append(helper.make_node(op, [x], [f"t{k}"], kernel_shape=[kl], strides=[s]))
-            x, length = f"t{k}", (length - kl) // s + 1
+            pads = [rng.randint(0, kl - 1), rng.randint(0, kl - 1)] if rng.random() < 0.4 else [0, 0]
+            ceil = int(op == "MaxPool" and rng.random() < 0.3)
+            attrs = {"kernel_shape": [kl], "strides": [s], "pads": pads, "ceil_mode": ceil}
+            if op == "AveragePool":
+                attrs["count_include_pad"] = rng.choice([0, 1])
+            nodes.append(helper.make_node(op, [x], [f"t{k}"], **attrs))
+            span = length + sum(pads) - kl
+            out = (-(-span // s) if ceil else span // s) + 1
+            if ceil and (out - 1) * s >= length + pads[0]:
+                out -= 1
+            x, length = f"t{k}", out
     nodes += [
         helper.make_node("GlobalAveragePool", [x], ["p"]),
         helper.make_node("Flatten", ["p"], ["q"]),
@@ -217,7 +231,7 @@ def test_split_step_equals_the_unsplit_step_in_float64(tmp_path, family, seed):
     y = rng.integers(0, 5, tg.shape(tg.inputs[1])).astype(np.int32)
     la, a = reference.train(tg, [(x, y)] * 2, 0.05, dtype=np.float64)
     for tiles in _tiles(tg):
-        s = splitting.split_graph(tg, tiles, input_rows=family == "conv2d" and seed % 3 == 0)
+        s = splitting.split_graph(tg, tiles, input_rows=family != "dense" and seed % 3 == 0)
         lb, b = reference.train(s.graph, [(x, y)] * 2, 0.05, dtype=np.float64)
         b = s.join_params(b)
         assert max_rel_err(np.array(lb), np.array(la)) <= 1e-12, tiles
@@ -225,10 +239,10 @@ def test_split_step_equals_the_unsplit_step_in_float64(tmp_path, family, seed):
             assert max_rel_err(b[k], a[k]) <= 1e-12, (tiles, k)
 
 
-@pytest.mark.parametrize("seed", C_SEEDS)
-def test_split_c_gives_the_unsplit_bits(tmp_path, seed):
+@pytest.mark.parametrize("family, seed", C_SEEDS)
+def test_split_c_gives_the_unsplit_bits(tmp_path, family, seed):
     need_tools("gcc")
-    path = random_model(tmp_path / "m.onnx", seed)
+    path = FAMILIES[family](tmp_path / "m.onnx", seed)
     tg = _training_graph(path, seed)
     assert tg.shape(tg.inputs[0])[0] == 1  # bit-identical holds at batch 1
     base = CompileOptions(
@@ -244,6 +258,7 @@ def test_split_c_gives_the_unsplit_bits(tmp_path, seed):
         out = tmp_path / order
         compile = compile_model(replace(base, out=out, split=f"{size}B", tile_order=order))
         assert compile.split is not None and compile.split.tiles  # something is cut
+        assert order == "channels" or family == "conv2d" or compile.split.rows  # 1-D row tiles too
         split = runner.run_project(out, "host", 2)
         assert [s.loss for s in split.steps] == [s.loss for s in plain.steps], order
         for k, v in plain.params.items():

@@ -83,7 +83,7 @@ def mixed(tg: Graph, target: int) -> splitting.Split:
 
 # (train, lowest uniform floor, its tile size, its nodes, the mixed split's nodes at that floor, a tensor
 # of a class the mixed split cuts coarser)
-EXPECTED = [("all", 12576, 1024, 2050, 1706, "a"), ("bias", 10752, 512, 2723, 2515, "h")]
+EXPECTED = [("all", 10688, 512, 4007, 2901, "h"), ("bias", 10496, 512, 2832, 2172, "h")]
 
 
 @pytest.mark.parametrize(("train", "floor", "tile", "nodes", "mixed_nodes", "coarse"), EXPECTED)
@@ -91,9 +91,9 @@ def test_mixed_reaches_the_uniform_floor_with_fewer_nodes(
     tmp_path, train, floor, tile, nodes, mixed_nodes, coarse
 ):
     """At the lowest uniform floor the mixed split's floor is no higher, with fewer nodes: some classes keep
-    tiles twice the uniform size (all: the 18 KB maps before the pool, in 2 KB tiles, one channel of two row
-    tiles where 1 KB cuts each channel in five; bias: the last convolution's output h); the Concat is still
-    a relabeling of its inputs' tiles. The summary reports each tensor's size."""
+    tiles twice the uniform size (the maps after the pool, up to the last convolution's output h, in 1 KB
+    tiles where the floor needs 512 B tiles of the maps before it); the Concat is still a relabeling of its
+    inputs' tiles. The summary reports each tensor's size."""
     tg = training_graph(model(tmp_path / "m.onnx"), train)
     f, uniform = lowest_uniform(tg)
     assert (f, uniform.tile_bytes, len(uniform.graph.nodes)) == (floor, tile, nodes)
@@ -202,20 +202,26 @@ def test_mixed_sizes_in_c_give_the_unsplit_bits(tmp_path, train, qemu):
 
 def test_auto_compiles_the_mixed_split_at_a_uniform_floor(tmp_path):
     """--split auto below the unsplit floor: each fitting uniform size's choice becomes the mixed split at
-    that size's floor when it has fewer nodes (compiler._coarsest): at the 1 KB floor (--train all), the
-    one choice is the mixed split of 1,706 nodes (uniform: 2,050), its floor no higher."""
+    that size's floor when it has fewer nodes (compiler._coarsest): at the floor of the finest size auto
+    tries, 1 KB (--train all), the two choices (rows first, channels first) are mixed splits of 828 and
+    1,760 nodes (uniform: 2,104), their floors no higher."""
     from poet_edge.compiler import plan_choices
 
     path = model(tmp_path / "m.onnx")
     tg = training_graph(path, "all")
-    f, uniform = lowest_uniform(tg)
+    uniform = splitting.split_graph(tg, splitting.TILE_SIZES[-1])
+    f = stored_floor(uniform.graph)
     ram = f + 8192 - RESERVE  # the compile's reserve
     opts = CompileOptions(path, "host", ram, tmp_path / "o", 1, Loss.CROSS_ENTROPY, LR, 8192, "scale", "all")
     opts = replace(opts, training=autodiff.DEFAULT_OPTIONS, split="auto")
     choices = plan_choices(tg, 8192, load_profile("host"), opts)
-    assert [s for s, _ in choices] == [frozenset(tg.trainable)]
-    tile = choices[0][1]
-    assert isinstance(tile, splitting.TileSizes) and tile.sizes
-    s = splitting.split_graph(tg, tile)
-    assert stored_floor(s.graph) <= f and len(s.graph.nodes) == 1706 < len(uniform.graph.nodes)
+    assert [s for s, _ in choices] == [frozenset(tg.trainable)] * 2
+    nodes = []
+    for _, tile in choices:
+        assert isinstance(tile, splitting.TileSizes) and tile.sizes
+        s = splitting.split_graph(tg, tile)
+        assert stored_floor(s.graph) <= f
+        nodes.append(len(s.graph.nodes))
+    assert [t.rows_first for _, t in choices if t] == [True, False] and nodes == [828, 1760]
+    assert max(nodes) < len(uniform.graph.nodes)
     assert plan_choices(tg, 8192, load_profile("host"), opts) == choices  # deterministic

@@ -665,3 +665,80 @@ def test_batch_in_storage_loads_windows_of_rows(tmp_path):
     compile_model(_opts(path, tmp_path / "rows", 1, "all", kernels="fast", split="512B", input=storage))
     assert "load a box of the batch from storage" in (tmp_path / "rows" / "poet_model.c").read_text()
     assert_same_bits(tmp_path / "plain", tmp_path / "rows", STEPS)
+
+
+def audio_1d(path: Path) -> Path:
+    """x[1,1,1600] (raw audio) -> Conv1d 1->8 k9 s2 p4 -> Relu -> MaxPool k3 s2 p1 -> Conv1d 8->16 k5 p2 ->
+    Relu -> Add(a residual Conv1d 8->16 k1) -> AveragePool k2 s2 -> GlobalAveragePool -> Flatten -> Gemm
+    16->5: 1-D maps long in L and narrow in channels, which channel tiles alone cannot cut small."""
+    param, p4s2 = Params(11, 0.4), {"pads": [4, 4], "strides": [2]}
+    nodes = [
+        helper.make_node("Conv", ["x", param("w0", 8, 1, 9), param("b0", 8)], ["c0"], **p4s2),
+        helper.make_node("Relu", ["c0"], ["a"]),
+        helper.make_node("MaxPool", ["a"], ["m"], kernel_shape=[3], strides=[2], pads=[1, 1]),
+        helper.make_node("Conv", ["m", param("w1", 16, 8, 5), param("b1", 16)], ["c1"], pads=[2, 2]),
+        helper.make_node("Relu", ["c1"], ["r"]),
+        helper.make_node("Conv", ["m", param("w2", 16, 8, 1), param("b2", 16)], ["k"]),
+        helper.make_node("Add", ["r", "k"], ["s"]),
+        helper.make_node("AveragePool", ["s"], ["v"], kernel_shape=[2], strides=[2]),
+        helper.make_node("GlobalAveragePool", ["v"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["q"]),
+        helper.make_node("Gemm", ["q", param("w3", 5, 16), param("b3", 5)], ["y"], transB=1),
+    ]
+    return save_model(path, "audio_1d", nodes, param.inits, [1, 1, 1600], [1, 5])
+
+
+@pytest.mark.parametrize("train", ["all", "bias"])
+def test_1d_maps_in_row_tiles(tmp_path, train):
+    """1-D convolutions, pools and their gradients run on ranges of L (rows, axis 2) with halos, as 2-D ones
+    on rows: the split floor falls well below what channel tiles alone reach, numpy is within 1e-6 and C
+    gives the unsplit program's bits on the host and on qemu-cortex-m4 (the pool gradients' row parts pass
+    the kernels the 1-D window as rows of H, pool_common.Window.along_rows)."""
+    need_tools("gcc", *(("arm-none-eabi-gcc", "qemu-system-arm") if train == "all" else ()))
+    path = audio_1d(tmp_path / "m.onnx")
+    tg = _tg(path, train)
+    channels = splitting.split_graph(tg, 1024, rows=False)
+    assert not channels.rows
+    for rows_first in (False, True):
+        s = splitting.split_graph(tg, splitting.TileSizes(1024, rows_first=rows_first))
+        assert {"a", "c1", "s"} <= set(s.rows)
+        ops = {n.op for n in s.graph.nodes if "rows" in n.attrs}
+        assert {"MaxPoolGrad", "AveragePoolGrad"} <= ops
+        assert _floor(s.graph) < _floor(channels.graph) * 0.75
+        assert_split_close(tg, s, LR, STEPS)
+    compile_model(_opts(path, tmp_path / "plain", 1, train, split="off"))
+    compile_model(_opts(path, tmp_path / "split", 1, train, split="1KB", tile_order="rows", kernels="fast"))
+    plain = runner.run_project(tmp_path / "plain", "host", STEPS)
+    runs = [runner.run_project(tmp_path / "split", "host", STEPS)]
+    if train == "all":
+        runs.append(runner.run_project(tmp_path / "split", "qemu-cortex-m4", STEPS))
+    for run in runs:
+        assert [x.loss for x in plain.steps] == [x.loss for x in run.steps]
+        for k, v in plain.params.items():
+            assert np.array_equal(v, run.params[k]), k
+
+
+def test_1d_batch_in_storage_loads_ranges_of_its_length(tmp_path):
+    """With --input storage, the 1-D convolution on the batch reads it through windows of its length, each
+    a load of that range from storage (one read per sample and channel): x is never whole in RAM, the floor
+    falls below whole-batch loads, and the program keeps the unsplit one's bits on the host and on
+    qemu-cortex-m4."""
+    need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
+    path = audio_1d(tmp_path / "m.onnx")
+    tg = _tg(path, "bias")
+    floors = {}
+    for rows in (False, True):  # channel tiles only (x read whole), or row tiles too
+        s = splitting.split_graph(tg, splitting.TileSizes(1024, rows_first=True), rows=rows, input_rows=True)
+        spec = planning.spec_from_graph(s.graph, 1024, planning.InputPlace.STORAGE, frozenset(tg.trainable))
+        loads = [n for n in spec.nodes if n.kind == "input"]
+        assert len(loads) >= 2 if rows else [n.name for n in loads] == [planning.input_node_name("x")]
+        floors[rows] = memory_floor(planning.price(spec, load_profile("host"), 1 << 40)).bytes
+    assert floors[True] < floors[False] - tg.tensor("x").nbytes // 2
+    storage = planning.InputPlace.STORAGE
+    compile_model(_opts(path, tmp_path / "plain", 1, "bias", kernels="fast", split="off"))
+    opts = _opts(
+        path, tmp_path / "rows", 1, "bias", kernels="fast", split="1KB", tile_order="rows", input=storage
+    )
+    compile_model(opts)
+    assert "load a box of the batch from storage" in (tmp_path / "rows" / "poet_model.c").read_text()
+    assert_same_bits(tmp_path / "plain", tmp_path / "rows", STEPS)

@@ -76,7 +76,7 @@ def grad_infer(shapes, attrs):
     x = tuple(attrs["x_shape"])
     if "rows" not in attrs:
         return [x]
-    r0, r1 = kept_rows(attrs, pool_window(x, attrs).h)
+    r0, r1 = kept_rows(attrs, pool_window(x, attrs).along_rows().h)
     return [(*x[:2], r1 - r0, *x[3:])]
 
 
@@ -89,8 +89,9 @@ def grad_forward(xs, attrs):
     for r, c, valid in _taps(win):
         idx = (slice(None), slice(None), r[:, None], c[None, :])
         np.add.at(dx, idx, np.where(valid, g, 0))  # type: ignore[arg-type]  # numpy stubs reject tuple indices
-    r0, r1 = kept_rows(attrs, win.h)
-    return [dx[:, :, r0:r1].reshape(grad_infer([], attrs)[0])]
+    rw = win.along_rows()  # a 1-D window's rows are its length
+    r0, r1 = kept_rows(attrs, rw.h)
+    return [dx.reshape(rw.x4)[:, :, r0:r1].reshape(grad_infer([], attrs)[0])]
 
 
 def grad_work(ins, outs, attrs):
@@ -99,6 +100,8 @@ def grad_work(ins, outs, attrs):
 
 def grad_kernel(node, shape):
     win = pool_window(tuple(node.attrs["x_shape"]), node.attrs)
+    if "rows" in node.attrs:  # a row part: the kernel keeps rows of H, a 1-D window's length as H
+        win = win.along_rows()
     dy, dx = TensorArg(node.inputs[0]), TensorArg(node.outputs[0], False)
     include = IntArg(_include_pad(node.attrs))
     r0, r1 = kept_rows(node.attrs, win.h)

@@ -75,7 +75,7 @@ def grad_infer(shapes, attrs):
     x = tuple(shapes[0])
     if "rows" not in attrs:
         return [x]
-    r0, r1 = kept_rows(attrs, pool_window(x, attrs).h)
+    r0, r1 = kept_rows(attrs, pool_window(x, attrs).along_rows().h)
     return [(*x[:2], r1 - r0, *x[3:])]
 
 
@@ -87,12 +87,15 @@ def grad_forward(xs, attrs):
     dx = np.zeros((win.n * win.c, win.h * win.w), dtype=dy.dtype)
     rows = np.repeat(np.arange(win.n * win.c), win.oh * win.ow)
     np.add.at(dx, (rows, idx.reshape(-1)), dy.reshape(-1))  # in output order, as the C kernel
-    r0, r1 = kept_rows(attrs, win.h)
-    return [dx.reshape(win.x4)[:, :, r0:r1].reshape(grad_infer([x.shape], attrs)[0])]
+    rw = win.along_rows()  # a 1-D window's rows are its length
+    r0, r1 = kept_rows(attrs, rw.h)
+    return [dx.reshape(rw.x4)[:, :, r0:r1].reshape(grad_infer([x.shape], attrs)[0])]
 
 
 def grad_kernel(node, shape):
     win = pool_window(shape(node.inputs[0]), node.attrs)
+    if "rows" in node.attrs:  # a row part: the kernel keeps rows of H, a 1-D window's length as H
+        win = win.along_rows()
     r0, r1 = kept_rows(node.attrs, win.h)
     dx = TensorArg(node.outputs[0], False)
     return KernelCall(

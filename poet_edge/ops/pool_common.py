@@ -8,7 +8,7 @@ layout is ``Window.ints`` = the ``POET_WIN_*`` enum in runtime_c/include/poet/ke
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 import numpy as np
@@ -46,6 +46,35 @@ class Window:
     pr: int
     groups: int
     spatial_rank: int  # of the ONNX tensors: 1 or 2
+
+    def along_rows(self) -> Window:
+        """The window with its rows on axis 2 of the tensors (the H axis): itself when 2-D; a 1-D window
+        (whose length is W, H = 1) as the 2-D window on [N, C, L, 1], the same memory. Row parts
+        (operator splitting) cut axis 2, so a 1-D window's row part is a range of its length, and a kernel
+        given this window's geometry sums the same taps in the same order as the 1-D one."""
+        if self.spatial_rank == 2:
+            return self
+        return replace(
+            self,
+            h=self.w,
+            w=1,
+            kh=self.kw,
+            kw=1,
+            oh=self.ow,
+            ow=1,
+            sh=self.sw,
+            sw=1,
+            pt=self.pl,
+            pl=0,
+            pb=self.pr,
+            pr=0,
+            spatial_rank=2,
+        )
+
+    def row_pads(self, top: int, bottom: int) -> tuple[int, ...]:
+        """ONNX ``pads`` of this window with ``top`` / ``bottom`` rows along axis 2 (:meth:`along_rows`)
+        instead of its own, the columns' kept."""
+        return (top, self.pl, bottom, self.pr) if self.spatial_rank == 2 else (top, bottom)
 
     def ints(self) -> IntArrayArg:
         """The C geometry array (order = enum POET_WIN_* in kernels.h)."""
@@ -214,34 +243,34 @@ def pool_x_shape(op: str, shapes: Sequence[Shape], attrs: Attrs) -> Shape:
 def _part_rows(
     x: Shape, attrs: Attrs, lo: int, hi: int, pads: tuple[int, int], rows: int
 ) -> dict[str, object]:
-    """The pool's attributes on input rows [lo, hi) with top / bottom ``pads`` (columns and ceil_mode as the
-    whole pool's); ValueError unless they give ``rows`` output rows."""
+    """The pool's attributes on input rows [lo, hi) (axis 2) with top / bottom ``pads`` (columns and
+    ceil_mode as the whole pool's); ValueError unless they give ``rows`` output rows."""
     win = pool_window(x, attrs)
-    part = {**attrs, "auto_pad": "NOTSET", "pads": (pads[0], win.pl, pads[1], win.pr)}
-    if pool_window((*x[:2], hi - lo, *x[3:]), part).oh != rows:
+    part = {**attrs, "auto_pad": "NOTSET", "pads": win.row_pads(*pads)}
+    if pool_window((*x[:2], hi - lo, *x[3:]), part).along_rows().oh != rows:
         raise ValueError(f"input rows [{lo}, {hi}) of pool {dict(attrs)} do not give {rows} output rows")
     return part
 
 
 def forward_rows(x: Shape, attrs: Attrs, a: int, b: int) -> tuple[int, int, dict[str, object]]:
-    """For output rows [a, b) of a 2-D pool on input shape ``x``: the input rows [lo, hi) their windows
-    read and the pool's attributes on that window (explicit pads: the whole pool's where the window reaches
-    the edge, else 0; ceil_mode kept: it gives exactly b - a rows). Every output takes the same
-    taps in the same order as unsplit, and the same count of taps inside the input."""
-    win = pool_window(x, attrs)
+    """For output rows [a, b) (axis 2: a 1-D pool's length) of a pool on input shape ``x``: the input rows
+    [lo, hi) their windows read and the pool's attributes on that window (explicit pads: the whole pool's
+    where the window reaches the edge, else 0; ceil_mode kept: it gives exactly b - a rows). Every output
+    takes the same taps in the same order as unsplit, and the same count of taps inside the input."""
+    win = pool_window(x, attrs).along_rows()
     top, end = a * win.sh - win.pt, (b - 1) * win.sh - win.pt + win.kh
     lo, hi = max(0, top), min(win.h, end)
     return lo, hi, _part_rows(x, attrs, lo, hi, (lo - top, end - hi), b - a)
 
 
 def grad_rows(x: Shape, attrs: Attrs, a: int, b: int) -> tuple[int, int, int, int, dict[str, object]]:
-    """For input-gradient rows [a, b) of a 2-D pool on input shape ``x``: the output (dY) rows [oa, ob)
-    whose windows touch them, the input rows [lo, hi) those windows read (they hold [a, b)), and the
-    gradient's attributes on that window: its pads, ``x_shape`` of the window's rows and ``rows``, the
+    """For input-gradient rows [a, b) (axis 2) of a pool on input shape ``x``: the output (dY) rows
+    [oa, ob) whose windows touch them, the input rows [lo, hi) those windows read (they hold [a, b)), and
+    the gradient's attributes on that window: its pads, ``x_shape`` of the window's rows and ``rows``, the
     window's rows the part writes (a - lo, b - lo). Each dX element gets the same additions in the same
     order as unsplit. ValueError when a row of [a, b) above the last window lies outside every window
     (stride above kernel: rows no window reads)."""
-    win = pool_window(x, attrs)
+    win = pool_window(x, attrs).along_rows()
     oa = max(0, -(-(a + win.pt - win.kh + 1) // win.sh))
     ob = min(win.oh, (b - 1 + win.pt) // win.sh + 1)
     top, end = oa * win.sh - win.pt, (ob - 1) * win.sh - win.pt + win.kh
@@ -252,14 +281,14 @@ def grad_rows(x: Shape, attrs: Attrs, a: int, b: int) -> tuple[int, int, int, in
         raise ValueError(f"input rows [{a}, {b}) are not all read by the windows of a pool {attrs}")
     part = _part_rows(x, attrs, lo, hi, (lo - top, max(0, end - hi)), ob - oa)
     if "x_shape" in attrs:  # AveragePoolGrad's
-        part["x_shape"] = (win.n, win.c, hi - lo, win.w)
+        part["x_shape"] = (*x[:2], hi - lo, *x[3:])
     return oa, ob, lo, hi, {**part, "rows": (a - lo, b - lo)}
 
 
 def output_spans(x: Shape, attrs: Attrs, bounds: Sequence[int]) -> list[tuple[int, int]]:
-    """Output row ranges of a 2-D pool cut where the input's row tiles ``bounds`` start (output row o
+    """Output row ranges (axis 2) of a pool cut where the input's row tiles ``bounds`` start (output row o
     starts reading at o * sh - pt), so each range reads about one row tile and its halo."""
-    win = pool_window(x, attrs)
+    win = pool_window(x, attrs).along_rows()
     cuts = (min(win.oh, max(0, -(-(r + win.pt) // win.sh))) for r in bounds[1:-1])
     edges = sorted({0, win.oh, *cuts})
     return list(zip(edges, edges[1:], strict=False))
