@@ -72,6 +72,7 @@ MODELS.update(
         "grucell_kws": (_own("GRUCellKWS"), (1, 49, 10)),
         "tiny_vit": (_own("TinyViT"), (1, 3, 32, 32)),
         "accel_cnn1d": (_own("AccelCNN1d"), (1, 3, 128)),
+        "m5_audio": (_own("M5"), (1, 1, 8000)),
     }
 )
 

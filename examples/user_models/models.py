@@ -139,3 +139,25 @@ class AccelCNN1d(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(torch.flatten(self.features(x), 1))
+
+
+class M5(nn.Module):
+    """Keyword spotting on raw audio (8 kHz, 1 s: 8,000 samples), the M5 network of Dai et al., "Very deep
+    convolutional neural networks for raw waveforms" (ICASSP 2017), sized as in torchaudio's speech-command
+    tutorial: Conv1d 1->32 k80 stride 16, BatchNorm, ReLU, MaxPool1d 4, then 3 x [Conv1d k3 (32, 64, 64
+    channels), BatchNorm, ReLU, MaxPool1d 4], average over time, a dense layer to 35 classes. Its first map,
+    32 x 496 floats, is 62 KB, 2 KB per channel."""
+
+    def __init__(self, n_input: int = 1, classes: int = 35, stride: int = 16, n_channel: int = 32) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        widths = ((n_input, n_channel, 80, stride), (n_channel, n_channel, 3, 1))
+        widths += ((n_channel, 2 * n_channel, 3, 1), (2 * n_channel, 2 * n_channel, 3, 1))
+        for cin, cout, k, s in widths:
+            layers += [nn.Conv1d(cin, cout, k, stride=s), nn.BatchNorm1d(cout), nn.ReLU(), nn.MaxPool1d(4)]
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(2 * n_channel, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.features(x)
+        return self.fc(x.mean(dim=-1))
