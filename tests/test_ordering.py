@@ -189,3 +189,19 @@ def test_the_given_order_is_scheduled_too_unless_no_time_is_left() -> None:
     cut = schedule_ordered(problem, inner, 0.0).report.to_json()
     assert len(calls) == 1 and cut["cut_by_time_limit"] is True
     assert cut["cut_phase"] == "order search"  # the first phase the safety stop cut (the given order not run)
+
+
+def test_progress_reports_the_cheapest_incumbent_across_both_orders_runs() -> None:
+    """scale runs on the chosen order, then on the given one, each with its own board: what --progress
+    shows is the cheapest incumbent so far, never the second run's worse one (a compile showed
+    "incumbent 0.0194" and then "incumbent 0.0538" for the same step), with bounds no higher."""
+    base = shuffled(dense_layered(60, seed=3), 4)
+    peak = int(simulate(base, schedule_none(base)).peak_ram_bytes)
+    problem = replace(base, budget_bytes=int(0.6 * peak))
+    told: list[tuple[float | None, float | None]] = []
+    options = MilpOptions(effort="quick", on_progress=lambda _t, inc, bnd, _g: told.append((inc, bnd)))
+    schedule = configured("scale", options)(problem)
+    incumbents = [inc for inc, _ in told if inc is not None]
+    assert len(incumbents) >= 2 and incumbents == sorted(incumbents, reverse=True)
+    assert all(b is None or inc is None or b <= inc for inc, b in told)
+    assert incumbents[-1] == pytest.approx(simulate(problem, schedule).energy_j, rel=1e-9)

@@ -7,6 +7,7 @@ so).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -15,7 +16,7 @@ from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers.effort import SAFETY_S, sequence_work
 from poet_edge.schedulers.greedy import schedule_greedy
-from poet_edge.schedulers.milp import MilpOptions, schedule_milp
+from poet_edge.schedulers.milp import MilpOptions, ProgressCallback, schedule_milp
 from poet_edge.schedulers.none import schedule_none
 from poet_edge.schedulers.ordered import schedule_ordered
 from poet_edge.schedulers.page_all import schedule_page_all
@@ -90,10 +91,36 @@ def configured(name: str, options: MilpOptions) -> Callable[[SchedulingProblem],
         except ValueError as e:
             raise PoetError(str(e)) from None
 
-        def inner(problem: SchedulingProblem, seconds: float) -> Schedule:
-            return schedule_scale(problem, replace(scale, time_limit_s=seconds))
+        def solve(p: SchedulingProblem) -> Schedule:
+            tell = cheapest_so_far(options.on_progress)
 
-        return lambda p: schedule_ordered(
-            p, inner, limit, latency=latency, remat=options.remat, sequences=sequences
-        )
+            def inner(problem: SchedulingProblem, seconds: float) -> Schedule:
+                return schedule_scale(problem, replace(scale, time_limit_s=seconds, on_progress=tell))
+
+            remat = options.remat
+            return schedule_ordered(
+                p, inner, limit, latency=latency, remat=remat, sequences=sequences, on_progress=tell
+            )
+
+        return solve
     return get_scheduler(name)
+
+
+def cheapest_so_far(report: ProgressCallback | None) -> ProgressCallback | None:
+    """``report`` told of one solve's progress across its runs (the order's sequences, scale on the chosen
+    order, then on the given one, each with its own incumbent): the cheapest incumbent so far, never a
+    later run's worse one, and bounds no higher than it."""
+    if report is None:
+        return None
+    best = math.inf
+
+    def tell(elapsed: float, incumbent: float | None, bound: float | None, gap: float | None) -> None:
+        nonlocal best
+        if incumbent is not None and incumbent < best:
+            best = incumbent
+        kept = None if math.isinf(best) else best
+        if bound is not None and kept is not None:
+            bound = min(bound, kept)
+        report(elapsed, kept, bound, gap if kept == incumbent else None)
+
+    return tell

@@ -22,6 +22,7 @@ from poet_edge.schedule import Schedule, SolveReport
 from poet_edge.schedulers.effort import sequence_work
 from poet_edge.schedulers.fit import capped, fit_sequences
 from poet_edge.schedulers.lp_model import node_costs
+from poet_edge.schedulers.milp import ProgressCallback
 from poet_edge.schedulers.ordering import (
     ALL_ORDERS,
     ORDER_WORK,
@@ -82,6 +83,7 @@ def schedule_ordered(
     remat: bool = True,
     work: int = ORDER_WORK,
     sequences: int = SEQUENCE_WORK,
+    on_progress: ProgressCallback | None = None,
 ) -> Schedule:
     """``inner`` (scale) on the order :func:`choose_order` picks, with the order's own answers:
 
@@ -95,6 +97,8 @@ def schedule_ordered(
       took: then the run is marked cut, in phase "the given order's schedule"); the cheapest schedule is
       kept (``inner``'s on ties, the chosen order's before the given one's), ``inner``'s error only raised
       when there is no other schedule.
+
+    ``on_progress``: told the sequences' cost (``inner`` reports its own runs' progress).
 
     ``Schedule.report`` gains ``order`` (the candidate chosen), ``orders_compared``, ``order_evaluations``,
     ``order_s`` and ``bound_covers``: "all orders" where the bound is the plain pass (every node once) or
@@ -130,6 +134,8 @@ def schedule_ordered(
         else Attempt(None, math.inf, 0.0)
     )
     order_s = time.perf_counter() - began
+    if on_progress is not None and ours.schedule is not None:  # the sequences' schedule: an incumbent too
+        on_progress(order_s, ours.cost, None, None)
     theirs, error = _run(inner, ordered, time_limit_s - order_s)
     cost = _measure(problem, theirs, latency, 0.0).cost if theirs is not None else math.inf
     first_s = time.perf_counter() - began - order_s
