@@ -1,5 +1,6 @@
-"""Operator splitting on models users bring (issue 57): torchvision architectures and the tiny ViT,
-exported by both torch exporters, split as `--split auto` would, against the unsplit training step.
+"""Operator splitting on models users bring (issue 57): torchvision architectures, the tiny ViT and M5
+(raw audio, 1-D), exported by both torch exporters, split as `--split auto` would, against the unsplit
+training step.
 
 For each file and --train all / bias (batch 1, the default rewrites, every trainable parameter in
 storage, 8 KB reserve, `--input ram`): the memory floor unsplit and the lowest split floor over
@@ -15,7 +16,7 @@ The models come from examples/user_models/export.py (torch and torchvision are n
 dependencies; see examples/user_models/README.md):
 
     /tmp/torchenv/bin/python examples/user_models/export.py -o build/um mobilenetv3_small_32 \\
-        squeezenet1_1_32 shufflenetv2_x0_5_32 mnasnet0_5_32 tiny_vit --exporter dynamo --opset 18
+        squeezenet1_1_32 shufflenetv2_x0_5_32 mnasnet0_5_32 tiny_vit m5_audio --exporter dynamo --opset 18
     ... the same with --exporter torchscript --opset 17
     .venv/bin/python bench/split_users.py build/um
 
