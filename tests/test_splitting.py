@@ -742,3 +742,24 @@ def test_1d_batch_in_storage_loads_ranges_of_its_length(tmp_path):
     compile_model(opts)
     assert "load a box of the batch from storage" in (tmp_path / "rows" / "poet_model.c").read_text()
     assert_same_bits(tmp_path / "plain", tmp_path / "rows", STEPS)
+
+
+def test_whole_input_read_through_windows_by_the_first_layer(tmp_path):
+    """With the batch in RAM (whole, bigger than a tile), the first convolution's parts and its weight's
+    gradient read windows of x's rows (Slices) instead of making the output with all its rows or joining
+    dY: rows first at 512 B, w0's gradient is a chain over dY's row tiles, none of its nodes reads a
+    window of all of dY's rows, and the C program (fast kernels) keeps the unsplit bits on the host and on
+    qemu-cortex-m4."""
+    need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
+    path = resnet_block(tmp_path / "m.onnx")
+    tg = _tg(path, "all")
+    s = splitting.split_graph(tg, splitting.TileSizes(512, rows_first=True))
+    grads = [n for n in s.graph.nodes if n.name.startswith("update/w0/")]
+    assert len([n for n in grads if n.op == "ConvGradWeight"]) >= 3
+    assert all(not i.startswith("win/grad/") for n in grads for i in n.inputs)
+    assert any(i.startswith("win/x/") for n in grads for i in n.inputs)
+    assert not [n for n in s.graph.nodes if n.op == "Slice" and n.name.startswith("slice/c0/")]
+    assert_split_close(tg, s, LR, STEPS)
+    compile_model(_opts(path, tmp_path / "plain", 1, "all", kernels="fast", split="off"))
+    compile_model(_opts(path, tmp_path / "rows", 1, "all", kernels="fast", split="512B", tile_order="rows"))
+    assert_same_bits(tmp_path / "plain", tmp_path / "rows", STEPS)
