@@ -229,7 +229,32 @@ def _pool_cuts(tg: Graph, n: Node, bounds: Sequence[int]) -> bool:
 
 
 def _runs_in_tiles(tg: Graph, n: Node) -> bool:
-    return _channelwise(tg, n) or _per_channel(tg, n)
+    return _channelwise(tg, n) or _per_channel(tg, n) or bool(_channel_maps(tg, n))
+
+
+def _channel_maps(tg: Graph, n: Node) -> list[str]:
+    """The [N, C, ...] operands of a node whose other inputs (``OpDef.channel_inputs``: BatchNormalization's
+    scale, bias, mean and var) are parameters of one value per channel: it runs per channel tile of them,
+    each part reading the slices of those parameters (and per row tile, unless its output has one value
+    per channel: BatchNormGradScale's, made per channel tile and joined). Empty for any other node."""
+    per = get_op(n.op).channel_inputs
+    if not per or len(n.outputs) != 1:
+        return []
+    maps = [t for k, t in enumerate(n.inputs) if k not in per]
+    if any(len(tg.shape(t)) < 3 for t in maps) or len({tg.shape(t) for t in maps}) != 1:
+        return []
+    c = tg.shape(maps[0])[1]
+    if any(n.inputs[k] not in tg.params or tg.shape(n.inputs[k]) != (c,) for k in per):
+        return []
+    return maps
+
+
+def _class_members(tg: Graph, n: Node) -> tuple[str, ...]:
+    """The tensors of a node that runs in tiles (:func:`_runs_in_tiles`) that share its channel tiles."""
+    maps = _channel_maps(tg, n)
+    if not maps:
+        return (*n.inputs, *n.outputs)
+    return (*maps, *(n.outputs if len(tg.shape(n.outputs[0])) >= 3 else ()))
 
 
 def _channelwise(tg: Graph, n: Node) -> bool:
@@ -547,8 +572,9 @@ def _classes(tg: Graph, sizes: TileSizes, fams: Mapping[str, Family]) -> tuple[d
     classes = _Classes()
     for n in tg.nodes:
         if _runs_in_tiles(tg, n):
-            for t in (*n.inputs, *n.outputs):
-                classes.union(t, n.outputs[0])
+            members = _class_members(tg, n)
+            for t in members:
+                classes.union(t, members[0])
     ok = _eligible(tg, classes)
     big_w = {w: f for w, f in fams.items() if tg.tensor(w).nbytes > sizes.of(w) and not f.depthwise}
     for w, fam in sorted(fams.items()):
@@ -841,6 +867,12 @@ def plan_rows(
                 grads.setdefault(n.outputs[0], []).append(n)
         elif _per_channel(tg, n):
             pooled.update((*n.inputs, *n.outputs))
+        elif maps := _channel_maps(tg, n):
+            if len(tg.shape(n.outputs[0])) >= 3:  # BatchNormalization, its input gradient: row by row
+                for t in (*maps, n.outputs[0]):
+                    rows.union(t, n.outputs[0])
+            else:  # BatchNormGradScale sums over all rows
+                pooled.update(maps)
     for fam in fams.values():
         for a, b in fam.ties():
             if tg.shape(a) == tg.shape(b):
@@ -1615,6 +1647,8 @@ class _Rewrite:
             self.nodes.append(n)
         elif _row_pool(self.tg, n) and any(t in self.rows for t in (*n.inputs, *n.outputs)):
             self.pool(n)
+        elif _channel_maps(self.tg, n) and n.inputs[0] in self.tiles:
+            self.channel_params(n)
         elif n.outputs and n.outputs[0] in self.tiles and _runs_in_tiles(self.tg, n):
             self.channelwise(n)
         elif _tileable(self.tg, n):
@@ -1648,6 +1682,39 @@ class _Rewrite:
                 shape = op.infer([self.tensors[t].shape for t in ins], attrs)[0]
                 out = self.tile(y, i, rr, shape)
                 self.nodes.append(Node(f"{n.name}/{out[len(y) + 1 :]}", n.op, ins, (out,), attrs, n.phase))
+
+    def channel_params(self, n: Node) -> None:
+        """A node with per-channel parameters (:func:`_channel_maps`) per channel tile of its maps and per
+        row tile where they are in rows, each part reading Slices of the parameters for its channels (made
+        once per range); an output of one value per channel is made per channel tile and joined."""
+        per = get_op(n.op).channel_inputs
+        x, y = _channel_maps(self.tg, n)[0], n.outputs[0]
+        b, parts = self.tiles[x], []
+        for i in range(len(b) - 1):
+            chans = {k: self.param_slice(t, b[i], b[i + 1], n) for k, t in enumerate(n.inputs) if k in per}
+            if y not in self.tiles:  # one value per channel: this tile's, joined below
+                ins = tuple(chans.get(k) or self.operand(t, i, n) for k, t in enumerate(n.inputs))
+                base = self.tg.tensor(y)
+                parts.append(f"{y}/t{i}")
+                self.tensors[parts[-1]] = Tensor(parts[-1], (b[i + 1] - b[i],), base.dtype, base.role)
+                self.nodes.append(Node(f"{n.name}/t{i}", n.op, ins, (parts[-1],), n.attrs, n.phase))
+                continue
+            for r in range(len(self.spans(y))):
+                rr = r if y in self.rows else None
+                ins = tuple(chans.get(k) or self.tile(t, i, rr) for k, t in enumerate(n.inputs))
+                out = self.tile(y, i, rr)
+                self.nodes.append(Node(f"{n.name}/{out[len(y) + 1 :]}", n.op, ins, (out,), n.attrs, n.phase))
+        if parts:
+            self.concat(parts, y, 0, n, f"{n.name}/join")
+
+    def param_slice(self, p: str, lo: int, hi: int, like: Node) -> str:
+        """Channels [lo, hi) of the per-channel parameter ``p``: a Slice, made once (in ``like``'s phase)."""
+        name = f"slice/{p}/{lo}-{hi}"
+        if name not in self.tensors:
+            self.tensors[name] = Tensor(name, (hi - lo,), self.tg.tensor(p).dtype, Role.ACTIVATION)
+            attrs = {"starts": (lo,), "ends": (hi,), "axes": (0,)}
+            self.nodes.append(Node(name, "Slice", (p,), (name,), attrs, like.phase))
+        return name
 
     def pool(self, n: Node) -> None:
         """A 2-D pool or pool gradient with an operand in row tiles, per channel tile of its output and per

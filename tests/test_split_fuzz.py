@@ -5,7 +5,7 @@ Each seed draws a model: input [B, C, H, W] (B 1 or 2, C 1/3/4, H and W 5-14, od
 Conv (kernel 1/3/5, stride 1-3, pads symmetric, zero or asymmetric, some depthwise) or MaxPool / AveragePool
 (kernel 2/3, stride 1-3, some pads, ceil_mode, count_include_pad), Relu; between layers a residual Add or
 a Div by a Sigmoid of the layer, a channel Concat of two branches, an SE-like gate (GlobalAveragePool ->
-Sigmoid -> Mul) or an activation;
+Sigmoid -> Mul) or an activation; sometimes an unfolded BatchNormalization after it;
 then GlobalAveragePool -> Flatten -> Gemm. Odd seeds train all parameters, even ones the biases; every
 third seed has the batch input in row windows (``input_rows``). Each is split at a half, a quarter and an
 eighth of its largest tensor, rows first and channels first: the two numpy steps within 1e-12. A few seeds
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import need_tools
-from onnx import helper
+from onnx import helper, numpy_helper
 from oputil import max_rel_err
 from splitutil import Params, save_model
 
@@ -38,7 +38,7 @@ from poet_edge.compiler import CompileOptions, compile_model
 
 CASES = int(os.environ.get("POET_FUZZ_SPLIT_CASES", "200"))
 C_SEEDS = (  # batch-1 seeds also built as C
-    *(("conv2d", k) for k in (3, 16, 18, 21, 25)),  # Add, Concat, AveragePool, HardSwish, Tanh
+    *(("conv2d", k) for k in (2, 3, 16, 18, 21, 25)),  # BatchNormalization, Add, Concat, AveragePool, ...
     *(("conv1d", k) for k in (6, 54, 55)),  # row parts of 1-D convolutions, MaxPoolGrad, AveragePoolGrad
 )
 
@@ -52,6 +52,8 @@ class _Model:
         self.param = Params(seed, 0.4)
         self.nodes: list = []
         self.count = 0
+        self.norms = random.Random(seed + 1_000_003)  # BatchNormalization: its own streams, so a seed's
+        self.stats = np.random.default_rng(seed + 1_000_003)  # other choices are the same with or without
 
     def tensor(self) -> str:
         self.count += 1
@@ -61,6 +63,18 @@ class _Model:
         out = self.tensor()
         self.nodes.append(helper.make_node(op, inputs, [out], **attrs))
         return out
+
+    def norm(self, x: str, c: int) -> str:
+        """Sometimes an unfolded BatchNormalization (inference form) after ``x`` of ``c`` channels: where an
+        exporter cannot fold it, after an Add or a Concat (a pre-activation block)."""
+        if x == "x" or self.norms.random() >= 0.3:
+            return x
+        names = []
+        for role, lo, hi in (("s", 0.5, 1.5), ("o", -0.2, 0.2), ("m", -0.2, 0.2), ("v", 0.5, 1.5)):
+            names.append(f"bn{role}{self.count}")
+            value = self.stats.uniform(lo, hi, c).astype(np.float32)
+            self.param.inits.append(numpy_helper.from_array(value, names[-1]))
+        return self.add("BatchNormalization", [x, *names], epsilon=1e-3)
 
     def window(self, h: int, w: int, k: int, s: int, pads: list[int], ceil: bool = False) -> tuple[int, int]:
         def size(n: int, a: int, b: int) -> int:
@@ -126,6 +140,7 @@ def random_model(path: Path, seed: int, big: bool = False) -> Path:
         if made is None:
             continue
         x, shape = m.join(*made, prev)
+        x = m.norm(x, shape[1])
         prev = (x, shape)
     q = m.add("Flatten", [m.add("GlobalAveragePool", [x])])
     gemm = helper.make_node("Gemm", [q, m.param("wg", 5, shape[1]), m.param("bg", 5)], ["y"], transB=1)

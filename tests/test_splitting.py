@@ -763,3 +763,63 @@ def test_whole_input_read_through_windows_by_the_first_layer(tmp_path):
     compile_model(_opts(path, tmp_path / "plain", 1, "all", kernels="fast", split="off"))
     compile_model(_opts(path, tmp_path / "rows", 1, "all", kernels="fast", split="512B", tile_order="rows"))
     assert_same_bits(tmp_path / "plain", tmp_path / "rows", STEPS)
+
+
+def preact_block(path: Path) -> Path:
+    """x[1,3,12,12] -> Conv 3->8 3x3 -> Relu (a) -> Conv 8->8 3x3 (b) -> Add(a, b) -> BatchNormalization
+    (inference form, unfolded: nothing before it to fold into) -> Relu -> Conv 8->6 1x1 -> Relu ->
+    GlobalAveragePool -> Flatten -> Gemm 6->5: a pre-activation residual block."""
+    param = Params(5, 0.4)
+    rng = np.random.default_rng(5)
+    stats = {
+        k: rng.uniform(lo, hi, 8).astype(np.float32) for k, lo, hi in (("gs", 0.5, 1.5), ("gb", -0.2, 0.2))
+    }
+    stats |= {
+        k: rng.uniform(lo, hi, 8).astype(np.float32) for k, lo, hi in (("gm", -0.2, 0.2), ("gv", 0.5, 1.5))
+    }
+    p1 = {"pads": [1, 1, 1, 1]}
+    nodes = [
+        helper.make_node("Conv", ["x", param("w0", 8, 3, 3, 3), param("b0", 8)], ["c0"], **p1),
+        helper.make_node("Relu", ["c0"], ["a"]),
+        helper.make_node("Conv", ["a", param("w1", 8, 8, 3, 3), param("b1", 8)], ["b"], **p1),
+        helper.make_node("Add", ["a", "b"], ["s"]),
+        helper.make_node("BatchNormalization", ["s", "gs", "gb", "gm", "gv"], ["n"], epsilon=1e-3),
+        helper.make_node("Relu", ["n"], ["r"]),
+        helper.make_node("Conv", ["r", param("w2", 6, 8, 1, 1), param("b2", 6)], ["f"]),
+        helper.make_node("Relu", ["f"], ["g"]),
+        helper.make_node("GlobalAveragePool", ["g"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["q"]),
+        helper.make_node("Gemm", ["q", param("w3", 5, 6), param("b3", 5)], ["y"], transB=1),
+    ]
+    inits = param.inits + [numpy_helper.from_array(v, k) for k, v in stats.items()]
+    return save_model(path, "preact_block", nodes, inits, [1, 3, 12, 12], [1, 5])
+
+
+@pytest.mark.parametrize("train", ["all", "bias"])
+def test_unfolded_batchnorm_runs_in_channel_tiles(tmp_path, train):
+    """A BatchNormalization the exporter could not fold runs per channel tile, each part reading Slices of
+    its scale, bias, mean and var; its input gradient too, and its scale's gradient per channel tile,
+    joined (a [C] vector): nothing joins the maps around it, the floor falls below half, numpy is within
+    1e-6, and C gives the unsplit program's bits on the host and (training all) on qemu-cortex-m4."""
+    need_tools("gcc", *(("arm-none-eabi-gcc", "qemu-system-arm") if train == "all" else ()))
+    path = preact_block(tmp_path / "m.onnx")
+    tg = _tg(path, train)
+    bn = [n.name for n in tg.nodes if n.op.startswith("BatchNorm")]
+    assert len(bn) == 3  # the node, its input gradient, its scale's gradient
+    s = splitting.split_graph(tg, 512)
+    assert set(bn) <= set(s.split_nodes)
+    assert any(n.op == "Slice" and n.inputs == ("gv",) for n in s.graph.nodes)
+    joined = [n.outputs[0] for n in s.graph.nodes if n.name.startswith("join/")]
+    assert all(len(tg.shape(t)) < 3 or tg.shape(t)[2:] == (1, 1) for t in joined), joined
+    assert _floor(s.graph) < _floor(tg) // 2
+    assert_split_close(tg, s, LR, STEPS)
+    compile_model(_opts(path, tmp_path / "plain", 1, train, split="off"))
+    compile_model(_opts(path, tmp_path / "split", 1, train, split="512B", kernels="fast"))
+    plain = runner.run_project(tmp_path / "plain", "host", STEPS)
+    runs = [runner.run_project(tmp_path / "split", "host", STEPS)]
+    if train == "all":
+        runs.append(runner.run_project(tmp_path / "split", "qemu-cortex-m4", STEPS))
+    for run in runs:
+        assert [x.loss for x in plain.steps] == [x.loss for x in run.steps]
+        for k, v in plain.params.items():
+            assert np.array_equal(v, run.params[k]), k

@@ -201,6 +201,9 @@ class OpDef:
     # (pools and their gradients): runs on channel tiles like ``channelwise``; attribute ``x_shape``, when
     # present, is an input shape and follows the tile's channel count
     per_channel: bool = False
+    # inputs that hold one value per channel ([C]) of the op's [N, C, ...] operands (BatchNormalization's
+    # scale, bias, mean and var): on a channel tile the op reads their slices (operator splitting)
+    channel_inputs: frozenset[int] = frozenset()
     # whether a node is per-sample (PerSampleFn; None: never, the conservative default): batch splitting
     # runs such a node once per part of the batch (poet_edge/batch_split.py)
     per_sample: PerSampleFn | None = None

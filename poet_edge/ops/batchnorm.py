@@ -184,9 +184,17 @@ OP = OpDef(
     frozen_inputs=frozenset({MEAN, VAR}),
     attributes=ATTRIBUTES,
     per_sample=per_sample_first,
+    channel_inputs=frozenset({SCALE, BIAS, MEAN, VAR}),
 )
 GRAD_INPUT = OpDef(
-    "BatchNormGradInput", grad_input_infer, grad_input_forward, work, None, grad_input_kernel, internal=True
+    "BatchNormGradInput",
+    grad_input_infer,
+    grad_input_forward,
+    work,
+    None,
+    grad_input_kernel,
+    internal=True,
+    channel_inputs=frozenset({1, 2}),  # (dY, scale, var)
 )
 GRAD_SCALE = OpDef(
     "BatchNormGradScale",
@@ -196,4 +204,5 @@ GRAD_SCALE = OpDef(
     None,
     grad_scale_kernel,
     internal=True,
+    channel_inputs=frozenset({2, 3}),  # (X, dY, mean, var); dscale: one value per channel too
 )
