@@ -234,9 +234,10 @@ def _runs_in_tiles(tg: Graph, n: Node) -> bool:
 
 def _channel_maps(tg: Graph, n: Node) -> list[str]:
     """The [N, C, ...] operands of a node whose other inputs (``OpDef.channel_inputs``: BatchNormalization's
-    scale, bias, mean and var) are parameters of one value per channel: it runs per channel tile of them,
-    each part reading the slices of those parameters (and per row tile, unless its output has one value
-    per channel: BatchNormGradScale's, made per channel tile and joined). Empty for any other node."""
+    scale, bias, mean and var) are parameters of one value per channel: it runs per channel tile and row
+    tile of them, each part reading the slices of those parameters (an output of one value per channel,
+    BatchNormGradScale's, as a chain over the row tiles per channel tile, joined). Empty for any other
+    node."""
     per = get_op(n.op).channel_inputs
     if not per or len(n.outputs) != 1:
         return []
@@ -867,12 +868,10 @@ def plan_rows(
                 grads.setdefault(n.outputs[0], []).append(n)
         elif _per_channel(tg, n):
             pooled.update((*n.inputs, *n.outputs))
-        elif maps := _channel_maps(tg, n):
-            if len(tg.shape(n.outputs[0])) >= 3:  # BatchNormalization, its input gradient: row by row
-                for t in (*maps, n.outputs[0]):
-                    rows.union(t, n.outputs[0])
-            else:  # BatchNormGradScale sums over all rows
-                pooled.update(maps)
+        elif maps := _channel_maps(tg, n):  # row by row (BatchNormGradScale: a chain over them)
+            ranged = (*maps, n.outputs[0]) if len(tg.shape(n.outputs[0])) >= 3 else maps
+            for t in ranged:
+                rows.union(t, maps[0])
     for fam in fams.values():
         for a, b in fam.ties():
             if tg.shape(a) == tg.shape(b):
@@ -1693,11 +1692,7 @@ class _Rewrite:
         for i in range(len(b) - 1):
             chans = {k: self.param_slice(t, b[i], b[i + 1], n) for k, t in enumerate(n.inputs) if k in per}
             if y not in self.tiles:  # one value per channel: this tile's, joined below
-                ins = tuple(chans.get(k) or self.operand(t, i, n) for k, t in enumerate(n.inputs))
-                base = self.tg.tensor(y)
-                parts.append(f"{y}/t{i}")
-                self.tensors[parts[-1]] = Tensor(parts[-1], (b[i + 1] - b[i],), base.dtype, base.role)
-                self.nodes.append(Node(f"{n.name}/t{i}", n.op, ins, (parts[-1],), n.attrs, n.phase))
+                parts.append(self.channel_chain(n, i, chans))
                 continue
             for r in range(len(self.spans(y))):
                 rr = r if y in self.rows else None
@@ -1706,6 +1701,26 @@ class _Rewrite:
                 self.nodes.append(Node(f"{n.name}/{out[len(y) + 1 :]}", n.op, ins, (out,), n.attrs, n.phase))
         if parts:
             self.concat(parts, y, 0, n, f"{n.name}/join")
+
+    def channel_chain(self, n: Node, i: int, chans: Mapping[int, str]) -> str:
+        """Channel tile ``i`` of a per-channel output (BatchNormGradScale's) from the parameters' slices
+        ``chans``: one node, or a chain over the maps' row tiles, each starting at the previous one's sums
+        (``partial``), the last one dividing (``divide``)."""
+        x, y = _channel_maps(self.tg, n)[0], n.outputs[0]
+        base, c = self.tg.tensor(y), self.tensors[self.tile(x, i, 0 if x in self.rows else None)].shape[1]
+        part = f"{y}/t{i}"
+        spans = range(len(self.spans(x))) if x in self.rows else [None]
+        prev: str | None = None
+        for r in spans:
+            last = r is None or r == len(spans) - 1
+            out = part if last else f"{part}r{r}"
+            self.tensors[out] = Tensor(out, (c,), base.dtype, base.role)
+            ins = tuple(chans.get(k) or self.tile(t, i, r) for k, t in enumerate(n.inputs))
+            attrs = n.attrs if r is None else {**n.attrs, "partial": prev is not None, "divide": last}
+            name = f"{n.name}/t{i}" + ("" if r is None else f"r{r}")
+            self.nodes.append(Node(name, n.op, (*ins, *((prev,) if prev else ())), (out,), attrs, n.phase))
+            prev = out
+        return part
 
     def param_slice(self, p: str, lo: int, hi: int, like: Node) -> str:
         """Channels [lo, hi) of the per-channel parameter ``p``: a Slice, made once (in ``like``'s phase)."""

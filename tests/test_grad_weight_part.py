@@ -309,3 +309,29 @@ def test_kernel_binding():
     part = ops.get("ConvGradWeight").work([x, dy, w], [w], _gw_attrs(True))
     plain = ops.get("ConvGradWeight").work([x, dy], [w], _gw_attrs(False))
     assert part.bytes_read == plain.bytes_read + 4 * 4 * 3 * 3 * 3 and part.macs == plain.macs
+
+
+def test_batchnorm_grad_scale_chain():
+    """BatchNormGradScale's row parts: a chain over ranges of rows (sums continued with ``partial``, the last
+    part dividing) gives the whole node's dscale, and binds the _part kernel (P, or NULL for the first)."""
+    rng = np.random.default_rng(3)
+    x, dy = (rng.standard_normal((1, 4, 6, 5)).astype(np.float64) for _ in range(2))
+    mean, var = rng.standard_normal(4), rng.uniform(0.5, 1.5, 4)
+    op, eps = ops.get("BatchNormGradScale"), {"epsilon": 1e-3}
+    whole = op.forward([x, dy, mean, var], eps)[0]
+    first = op.forward([x[:, :, :2], dy[:, :, :2], mean, var], {**eps, "divide": False})[0]
+    last = op.forward(
+        [x[:, :, 2:], dy[:, :, 2:], mean, var, first], {**eps, "partial": True, "divide": True}
+    )[0]
+    np.testing.assert_allclose(last, whole, rtol=1e-12)
+    shapes = [(1, 4, 2, 5), (1, 4, 2, 5), (4,), (4,)]
+    assert _call("BatchNormGradScale", shapes, {**eps, "divide": False}) == (
+        "poet_batchnorm_grad_scale_part_f32",
+        ("i0", "i1", "i2", "i3", "NullArg", "o0", "IntArg", "IntArg", "IntArg", "FloatArg", "IntArg"),
+    )
+    assert (
+        _call("BatchNormGradScale", [*shapes, (4,)], {**eps, "partial": True, "divide": True})[1][4] == "i4"
+    )
+    assert _call("BatchNormGradScale", shapes, eps)[0] == "poet_batchnorm_grad_scale_f32"
+    with pytest.raises(ValueError, match="takes X, dY, mean, var, P"):
+        op.infer(shapes, {"partial": True})

@@ -797,10 +797,11 @@ def preact_block(path: Path) -> Path:
 
 @pytest.mark.parametrize("train", ["all", "bias"])
 def test_unfolded_batchnorm_runs_in_channel_tiles(tmp_path, train):
-    """A BatchNormalization the exporter could not fold runs per channel tile, each part reading Slices of
-    its scale, bias, mean and var; its input gradient too, and its scale's gradient per channel tile,
-    joined (a [C] vector): nothing joins the maps around it, the floor falls below half, numpy is within
-    1e-6, and C gives the unsplit program's bits on the host and (training all) on qemu-cortex-m4."""
+    """A BatchNormalization the exporter could not fold runs per channel tile and row tile, each part
+    reading Slices of its scale, bias, mean and var; its input gradient too, and its scale's gradient per
+    channel tile as a chain over the row tiles (its sums continued, the last part dividing), the [C] parts
+    joined: nothing joins the maps around it, the floor falls below half, numpy is within 1e-6, and C
+    gives the unsplit program's bits on the host and (training all) on qemu-cortex-m4."""
     need_tools("gcc", *(("arm-none-eabi-gcc", "qemu-system-arm") if train == "all" else ()))
     path = preact_block(tmp_path / "m.onnx")
     tg = _tg(path, train)
@@ -809,6 +810,8 @@ def test_unfolded_batchnorm_runs_in_channel_tiles(tmp_path, train):
     s = splitting.split_graph(tg, 512)
     assert set(bn) <= set(s.split_nodes)
     assert any(n.op == "Slice" and n.inputs == ("gv",) for n in s.graph.nodes)
+    chain = [n for n in s.graph.nodes if n.op == "BatchNormGradScale" and n.attrs.get("partial")]
+    assert chain and all(len(n.inputs) == 5 for n in chain)
     joined = [n.outputs[0] for n in s.graph.nodes if n.name.startswith("join/")]
     assert all(len(tg.shape(t)) < 3 or tg.shape(t)[2:] == (1, 1) for t in joined), joined
     assert _floor(s.graph) < _floor(tg) // 2

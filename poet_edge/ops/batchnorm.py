@@ -18,6 +18,7 @@ from poet_edge.ops.base import (
     FloatArg,
     IntArg,
     KernelCall,
+    NullArg,
     OpDef,
     TensorArg,
     elements,
@@ -133,14 +134,24 @@ def grad_input_kernel(node, shape):
     )
 
 
-# ---- BatchNormGradScale(X, dY, mean, var) -> dscale -------------------------------------------------
+# ---- BatchNormGradScale(X, dY, mean, var, [P]) -> dscale ---------------------------------------------
+# A row part (operator splitting) has ``partial`` (its sums start at P, the previous part's) and ``divide``
+# (False but for the chain's last part, which divides by sqrt(var + eps)): the chain over ranges of rows
+# adds in the whole node's order at batch 1, so its bits are the unsplit ones.
 def grad_scale_infer(shapes, attrs):
-    return [(dims(shapes[0])[1],)]
+    c = dims(shapes[0])[1]
+    if len(shapes) != (5 if attrs.get("partial", False) else 4):
+        raise ValueError(f"BatchNormGradScale takes X, dY, mean, var{', P' if attrs.get('partial') else ''}")
+    return [(c,)]
 
 
 def grad_scale_forward(xs, attrs):
-    x, dy, mean, var = xs
+    x, dy, mean, var = xs[:4]
     acc = (dy * (x - _per_channel(x, mean))).sum(axis=(0, *range(2, x.ndim)))
+    if attrs.get("partial", False):
+        acc = xs[4] + acc
+    if not attrs.get("divide", True):
+        return [np.asarray(acc).astype(x.dtype)]
     return [(acc / _std(x, var, attrs)).astype(x.dtype)]
 
 
@@ -151,15 +162,14 @@ def grad_scale_work(ins, outs, attrs):
 
 
 def grad_scale_kernel(node, shape):
+    ins, out = tuple(TensorArg(t) for t in node.inputs[:4]), TensorArg(node.outputs[0], False)
+    eps = FloatArg(_eps(node.attrs))
+    if "divide" not in node.attrs and not node.attr("partial", False):
+        return KernelCall("poet_batchnorm_grad_scale_f32", (*ins, out, *_ncs(node, shape), eps), "batchnorm")
+    prev = TensorArg(node.inputs[4]) if node.attr("partial", False) else NullArg()
+    divide = IntArg(int(bool(node.attrs.get("divide", True))))
     return KernelCall(
-        "poet_batchnorm_grad_scale_f32",
-        (
-            *(TensorArg(t) for t in node.inputs),
-            TensorArg(node.outputs[0], False),
-            *_ncs(node, shape),
-            FloatArg(_eps(node.attrs)),
-        ),
-        "batchnorm",
+        "poet_batchnorm_grad_scale_part_f32", (*ins, prev, out, *_ncs(node, shape), eps, divide), "batchnorm"
     )
 
 

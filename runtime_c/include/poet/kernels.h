@@ -122,6 +122,11 @@ void poet_batchnorm_grad_input_f32(const float *dY, const float *scale, const fl
                                    int32_t C, int32_t S, float eps);
 void poet_batchnorm_grad_scale_f32(const float *X, const float *dY, const float *mean, const float *var,
                                    float *dscale, int32_t N, int32_t C, int32_t S, float eps);
+/* A row part of grad_scale (operator splitting): the sums start at P[c] (NULL: 0) and are divided only when
+ * divide (the chain's last part), so a chain over ranges of rows gives the whole sums' bits at batch 1. */
+void poet_batchnorm_grad_scale_part_f32(const float *X, const float *dY, const float *mean, const float *var,
+                                        const float *P, float *dscale, int32_t N, int32_t C, int32_t S, float eps,
+                                        int32_t divide);
 
 /* Clip to [min, max]; a bound is used only if has_min / has_max. Gradient: dY where min < X < max. */
 void poet_clip_f32(const float *X, float *Y, int32_t n, int32_t has_min, float min, int32_t has_max, float max);

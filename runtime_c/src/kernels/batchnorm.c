@@ -41,3 +41,17 @@ void poet_batchnorm_grad_scale_f32(const float *X, const float *dY, const float 
         dscale[c] = acc / sqrtf(var[c] + eps);
     }
 }
+
+void poet_batchnorm_grad_scale_part_f32(const float *X, const float *dY, const float *mean, const float *var,
+                                        const float *P, float *dscale, int32_t N, int32_t C, int32_t S, float eps,
+                                        int32_t divide)
+{
+    for (int32_t c = 0; c < C; ++c) {
+        float acc = P ? P[c] : 0.0f;
+        for (int32_t n = 0; n < N; ++n) {
+            const int32_t p = (n * C + c) * S;
+            for (int32_t s = 0; s < S; ++s) acc += dY[p + s] * (X[p + s] - mean[c]);
+        }
+        dscale[c] = divide ? acc / sqrtf(var[c] + eps) : acc;
+    }
+}
