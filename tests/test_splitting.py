@@ -111,6 +111,19 @@ def _opts(path: Path, out: Path, batch: int, train: str, **kw) -> CompileOptions
     return replace(opts, training=autodiff.DEFAULT_OPTIONS, **kw)
 
 
+def _same_bits_as_unsplit(path: Path, tmp_path: Path, train: str, qemu: bool, **split: object) -> None:
+    """The split compile (``split``: its options; fast kernels, batch 1) gives the unsplit program's losses
+    and parameters bit for bit on the host, and on qemu-cortex-m4 when ``qemu``."""
+    compile_model(_opts(path, tmp_path / "plain", 1, train, split="off"))
+    compile_model(_opts(path, tmp_path / "split", 1, train, kernels="fast", **split))
+    plain = runner.run_project(tmp_path / "plain", "host", STEPS)
+    for target in ("host", *(("qemu-cortex-m4",) if qemu else ())):
+        run = runner.run_project(tmp_path / "split", target, STEPS)
+        assert [x.loss for x in plain.steps] == [x.loss for x in run.steps], target
+        for k, v in plain.params.items():
+            assert np.array_equal(v, run.params[k]), (target, k)
+
+
 @pytest.mark.parametrize(
     "train, batch, kernels, tile",
     # batch 2 at 4 KB: channel tiles only (row tiles at batch > 1 are within rounding, not bit-identical)
@@ -611,16 +624,7 @@ def test_squeeze_and_excitation_gate_runs_in_tiles(tmp_path, train):
     assert all(tg.shape(t)[2:] == (1, 1) for t in joined), joined  # (the head's pooled values only)
     assert _floor(s.graph) < _floor(tg) // 2
     assert_split_close(tg, s, LR, STEPS)
-    compile_model(_opts(path, tmp_path / "plain", 1, train, split="off"))
-    compile_model(_opts(path, tmp_path / "split", 1, train, split="1KB", kernels="fast"))
-    plain = runner.run_project(tmp_path / "plain", "host", STEPS)
-    runs = [runner.run_project(tmp_path / "split", "host", STEPS)]
-    if train == "all":
-        runs.append(runner.run_project(tmp_path / "split", "qemu-cortex-m4", STEPS))
-    for run in runs:
-        assert [x.loss for x in plain.steps] == [x.loss for x in run.steps]
-        for k, v in plain.params.items():
-            assert np.array_equal(v, run.params[k]), k
+    _same_bits_as_unsplit(path, tmp_path, train, train == "all", split="1KB")
 
 
 def test_reduce_mean_over_the_spatial_axes_runs_in_tiles(tmp_path):
@@ -706,16 +710,7 @@ def test_1d_maps_in_row_tiles(tmp_path, train):
         assert {"MaxPoolGrad", "AveragePoolGrad"} <= ops
         assert _floor(s.graph) < _floor(channels.graph) * 0.75
         assert_split_close(tg, s, LR, STEPS)
-    compile_model(_opts(path, tmp_path / "plain", 1, train, split="off"))
-    compile_model(_opts(path, tmp_path / "split", 1, train, split="1KB", tile_order="rows", kernels="fast"))
-    plain = runner.run_project(tmp_path / "plain", "host", STEPS)
-    runs = [runner.run_project(tmp_path / "split", "host", STEPS)]
-    if train == "all":
-        runs.append(runner.run_project(tmp_path / "split", "qemu-cortex-m4", STEPS))
-    for run in runs:
-        assert [x.loss for x in plain.steps] == [x.loss for x in run.steps]
-        for k, v in plain.params.items():
-            assert np.array_equal(v, run.params[k]), k
+    _same_bits_as_unsplit(path, tmp_path, train, train == "all", split="1KB", tile_order="rows")
 
 
 def test_1d_batch_in_storage_loads_ranges_of_its_length(tmp_path):
@@ -816,13 +811,4 @@ def test_unfolded_batchnorm_runs_in_channel_tiles(tmp_path, train):
     assert all(len(tg.shape(t)) < 3 or tg.shape(t)[2:] == (1, 1) for t in joined), joined
     assert _floor(s.graph) < _floor(tg) // 2
     assert_split_close(tg, s, LR, STEPS)
-    compile_model(_opts(path, tmp_path / "plain", 1, train, split="off"))
-    compile_model(_opts(path, tmp_path / "split", 1, train, split="512B", kernels="fast"))
-    plain = runner.run_project(tmp_path / "plain", "host", STEPS)
-    runs = [runner.run_project(tmp_path / "split", "host", STEPS)]
-    if train == "all":
-        runs.append(runner.run_project(tmp_path / "split", "qemu-cortex-m4", STEPS))
-    for run in runs:
-        assert [x.loss for x in plain.steps] == [x.loss for x in run.steps]
-        for k, v in plain.params.items():
-            assert np.array_equal(v, run.params[k]), k
+    _same_bits_as_unsplit(path, tmp_path, train, train == "all", split="512B")
