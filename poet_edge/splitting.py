@@ -253,8 +253,8 @@ def _channel_maps(tg: Graph, n: Node) -> list[str]:
 def _class_members(tg: Graph, n: Node) -> tuple[str, ...]:
     """The tensors of a node that runs in tiles (:func:`_runs_in_tiles`) that share its channel tiles."""
     maps = _channel_maps(tg, n)
-    if not maps:
-        return (*n.inputs, *n.outputs)
+    if not maps:  # a per-channel parameter is sliced, never tiled with the maps
+        return tuple(t for t in (*n.inputs, *n.outputs) if _channel_param(tg, t, n) is None)
     return (*maps, *(n.outputs if len(tg.shape(n.outputs[0])) >= 3 else ()))
 
 
@@ -270,9 +270,38 @@ def _channelwise(tg: Graph, n: Node) -> bool:
         return len(tg.shape(n.inputs[0])) >= 3
     shape = tg.shape(n.outputs[0])
     floats = [i for i in n.inputs if tg.tensor(i).dtype == "float32"]
-    if len(shape) < 3 or any(tg.shape(i) != shape and not _broadcast(tg, i, n) for i in floats):
+    if len(shape) < 3 or any(
+        tg.shape(i) != shape and not _broadcast(tg, i, n) and _channel_param(tg, i, n) is None for i in floats
+    ):
         return False
     return n.op == "MaskGrad" or len(floats) == len(n.inputs)
+
+
+def _channel_param(tg: Graph, t: str, n: Node) -> int | None:
+    """The axis of ``t`` that holds the channels when ``t`` is a parameter of one value per channel of
+    ``n``'s [N, C, ...] output, broadcast over it ([1, C, 1, 1] or [C, 1, 1]: a scale or shift of a
+    normalization the exporter wrote as Mul and Add, a layer scale): each channel tile of ``n`` reads a
+    Slice of it. None otherwise."""
+    if t not in tg.params or not n.outputs:
+        return None
+    shape, out = tg.shape(t), tg.shape(n.outputs[0])
+    axis = len(shape) - (len(out) - 1)  # right-aligned: out's axis 1
+    if len(out) < 3 or axis < 0 or len(shape) > len(out) or out[1] == 1 or shape[axis] != out[1]:
+        return None
+    return axis if all(d == 1 for k, d in enumerate(shape) if k != axis) else None
+
+
+def _param_grad_axis(tg: Graph, n: Node) -> int | None:
+    """The channel axis of a ReduceSumTo's output when it sums an [N, C, ...] tensor down to one value per
+    channel in a parameter's shape of lower rank ([C, 1, 1]: the gradient of a :func:`_channel_param`);
+    None otherwise. (To [N, C, 1, 1] it is a per-channel node, :func:`_per_channel`.)"""
+    if n.op != "ReduceSumTo" or len(n.outputs) != 1:
+        return None
+    x, y = tg.shape(n.inputs[0]), tg.shape(n.outputs[0])
+    axis = len(y) - (len(x) - 1)
+    if len(x) < 3 or axis < 0 or len(y) >= len(x) or x[1] == 1 or y[axis] != x[1]:
+        return None
+    return axis if all(d == 1 for k, d in enumerate(y) if k != axis) else None
 
 
 def _broadcast(tg: Graph, t: str, n: Node) -> bool:
@@ -859,8 +888,8 @@ def plan_rows(
     for n in tg.nodes:
         if _channelwise(tg, n):
             for t in (*n.inputs, *n.outputs):
-                if not _broadcast(tg, t, n):  # a per-channel operand has no rows: read whole by each
-                    rows.union(t, n.outputs[0])
+                if not _broadcast(tg, t, n) and _channel_param(tg, t, n) is None:  # per-channel operands
+                    rows.union(t, n.outputs[0])  # have no rows: each row tile reads its channels' values
         elif _row_pool(tg, n):
             if n.op == "MaxPoolGrad":  # X and dX: the same rows
                 rows.union(n.inputs[0], n.outputs[0])
@@ -1654,6 +1683,8 @@ class _Rewrite:
             self.conv(n)
         elif n.op == "ChannelSum" and n.inputs[0] in self.tiles:
             self.channel_sum(n)
+        elif (axis := _param_grad_axis(self.tg, n)) is not None and n.inputs[0] in self.tiles:
+            self.param_grad_sum(n, axis)
         else:
             ins = tuple(self.whole(t) if t in self.tiles else t for t in n.inputs)
             self.nodes.append(Node(n.name, n.op, ins, n.outputs, n.attrs, n.phase))
@@ -1667,10 +1698,17 @@ class _Rewrite:
     def channelwise(self, n: Node) -> None:
         op = get_op(n.op)
         y = n.outputs[0]
-        for i in range(len(self.tiles[y]) - 1):
+        b = self.tiles[y]
+        axes = {t: _channel_param(self.tg, t, n) for t in n.inputs}
+        for i in range(len(b) - 1):
             for r in range(len(self.spans(y))):
                 rr = r if y in self.rows else None
-                ins = tuple(self.tile(t, i, rr if t in self.rows else None) for t in n.inputs)
+                ins = tuple(
+                    self.tile(t, i, rr if t in self.rows else None)
+                    if axes[t] is None
+                    else self.param_slice(t, b[i], b[i + 1], n, axes[t])
+                    for t in n.inputs
+                )
                 attrs = dict(n.attrs)
                 same = self.tg.shape(n.inputs[0]) == self.tg.shape(y)  # a ReduceSumTo that only scales
                 for key in ("x_shape", "shape", "view"):  # a pool gradient's input shape, a BroadcastTo's:
@@ -1722,12 +1760,15 @@ class _Rewrite:
             prev = out
         return part
 
-    def param_slice(self, p: str, lo: int, hi: int, like: Node) -> str:
-        """Channels [lo, hi) of the per-channel parameter ``p``: a Slice, made once (in ``like``'s phase)."""
+    def param_slice(self, p: str, lo: int, hi: int, like: Node, axis: int = 0) -> str:
+        """Channels [lo, hi) (along ``axis``) of the per-channel parameter ``p``: a Slice, made once (in
+        ``like``'s phase)."""
         name = f"slice/{p}/{lo}-{hi}"
         if name not in self.tensors:
-            self.tensors[name] = Tensor(name, (hi - lo,), self.tg.tensor(p).dtype, Role.ACTIVATION)
-            attrs = {"starts": (lo,), "ends": (hi,), "axes": (0,)}
+            shape = list(self.tg.shape(p))
+            shape[axis] = hi - lo
+            self.tensors[name] = Tensor(name, tuple(shape), self.tg.tensor(p).dtype, Role.ACTIVATION)
+            attrs = {"starts": (lo,), "ends": (hi,), "axes": (axis,)}
             self.nodes.append(Node(name, "Slice", (p,), (name,), attrs, like.phase))
         return name
 
@@ -1784,6 +1825,22 @@ class _Rewrite:
             dy = self.window(n.inputs[-1], i, oa, ob, n)
             ins = (dy,) if n.op == "AveragePoolGrad" else (self.window(n.inputs[0], i, lo, hi, n), dy)
         self.nodes.append(Node(f"{n.name}/{tag}", n.op, ins, (out,), attrs, n.phase))
+
+    def param_grad_sum(self, n: Node, axis: int) -> None:
+        """A ReduceSumTo down to a per-channel parameter's shape (:func:`_param_grad_axis`) per channel
+        tile of its input (with all its rows), the parts joined along the parameter's channel axis."""
+        x, y = n.inputs[0], n.outputs[0]
+        b, parts = self.tiles[x], []
+        for i in range(len(b) - 1):
+            shape = list(self.tg.shape(y))
+            shape[axis] = b[i + 1] - b[i]
+            parts.append(f"{y}/t{i}")
+            self.tensors[parts[-1]] = Tensor(parts[-1], tuple(shape), "float32", self.tg.tensor(y).role)
+            attrs = {**n.attrs, "shape": tuple(shape)}
+            self.nodes.append(
+                Node(f"{n.name}/t{i}", n.op, (self.operand(x, i, n),), (parts[-1],), attrs, n.phase)
+            )
+        self.concat(parts, y, axis, n, f"{n.name}/join")
 
     def channel_sum(self, n: Node, join: bool = True) -> None:
         """Per channel tile (and per row tile: a chain whose sums start at the previous row tile's), joined

@@ -39,6 +39,7 @@ from poet_edge.compiler import CompileOptions, compile_model
 CASES = int(os.environ.get("POET_FUZZ_SPLIT_CASES", "200"))
 C_SEEDS = (  # batch-1 seeds also built as C
     *(("conv2d", k) for k in (2, 3, 16, 18, 21, 25)),  # BatchNormalization, Add, Concat, AveragePool, ...
+    *(("conv2d", k) for k in (67, 100)),  # Mul and Add by per-channel parameters ([C, 1, 1], [1, C, 1, 1])
     *(("conv1d", k) for k in (6, 54, 55)),  # row parts of 1-D convolutions, MaxPoolGrad, AveragePoolGrad
 )
 
@@ -66,9 +67,17 @@ class _Model:
 
     def norm(self, x: str, c: int) -> str:
         """Sometimes an unfolded BatchNormalization (inference form) after ``x`` of ``c`` channels: where an
-        exporter cannot fold it, after an Add or a Concat (a pre-activation block)."""
-        if x == "x" or self.norms.random() >= 0.3:
+        exporter cannot fold it, after an Add or a Concat (a pre-activation block); or the same written as a
+        Mul and an Add by per-channel parameters ([1, C, 1, 1] or [C, 1, 1]: a frozen BN, a layer scale)."""
+        if x == "x" or (r := self.norms.random()) >= 0.45:
             return x
+        if r >= 0.3:
+            shape = (1, c, 1, 1) if r < 0.375 else (c, 1, 1)
+            scale, shift = f"ls{self.count}", f"lb{self.count}"
+            for name, lo, hi in ((scale, 0.5, 1.5), (shift, -0.2, 0.2)):
+                value = self.stats.uniform(lo, hi, shape).astype(np.float32)
+                self.param.inits.append(numpy_helper.from_array(value, name))
+            return self.add("Add", [self.add("Mul", [x, scale]), shift])
         names = []
         for role, lo, hi in (("s", 0.5, 1.5), ("o", -0.2, 0.2), ("m", -0.2, 0.2), ("v", 0.5, 1.5)):
             names.append(f"bn{role}{self.count}")

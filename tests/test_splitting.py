@@ -812,3 +812,51 @@ def test_unfolded_batchnorm_runs_in_channel_tiles(tmp_path, train):
     assert _floor(s.graph) < _floor(tg) // 2
     assert_split_close(tg, s, LR, STEPS)
     _same_bits_as_unsplit(path, tmp_path, train, train == "all", split="512B")
+
+
+def layer_scale_block(path: Path, shape: tuple[int, ...]) -> Path:
+    """resnet-like block whose residual branch ends in a Mul and an Add by per-channel parameters of
+    ``shape`` ([1, 8, 1, 1] or [8, 1, 1]: a normalization written as Mul and Add, a layer scale):
+    x[1,3,12,12] -> Conv 3->8 -> Relu (a) -> Conv 8->8 -> Mul(gamma) -> Add(beta) -> Add(a, .) -> Relu ->
+    Conv 8->6 1x1 -> GlobalAveragePool -> Flatten -> Gemm 6->5."""
+    param = Params(9, 0.4)
+    rng = np.random.default_rng(9)
+    g = numpy_helper.from_array(rng.uniform(0.5, 1.5, shape).astype(np.float32), "gamma")
+    b = numpy_helper.from_array(rng.uniform(-0.2, 0.2, shape).astype(np.float32), "beta")
+    p1 = {"pads": [1, 1, 1, 1]}
+    nodes = [
+        helper.make_node("Conv", ["x", param("w0", 8, 3, 3, 3), param("b0", 8)], ["c0"], **p1),
+        helper.make_node("Relu", ["c0"], ["a"]),
+        helper.make_node("Conv", ["a", param("w1", 8, 8, 3, 3), param("b1", 8)], ["c1"], **p1),
+        helper.make_node("Mul", ["c1", "gamma"], ["m"]),
+        helper.make_node("Add", ["m", "beta"], ["n"]),
+        helper.make_node("Add", ["a", "n"], ["s"]),
+        helper.make_node("Relu", ["s"], ["r"]),
+        helper.make_node("Conv", ["r", param("w2", 6, 8, 1, 1), param("b2", 6)], ["f"]),
+        helper.make_node("GlobalAveragePool", ["f"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["q"]),
+        helper.make_node("Gemm", ["q", param("w3", 5, 6), param("b3", 5)], ["y"], transB=1),
+    ]
+    return save_model(path, "layer_scale", nodes, [*param.inits, g, b], [1, 3, 12, 12], [1, 5])
+
+
+@pytest.mark.parametrize("shape, train", [((1, 8, 1, 1), "all"), ((8, 1, 1), "bias")])
+def test_per_channel_parameters_are_sliced_per_tile(tmp_path, shape, train):
+    """A Mul or Add by a per-channel parameter runs per channel tile on a Slice of it, and the parameter's
+    gradient (a ReduceSumTo to its shape) per channel tile, joined along its channel axis: nothing joins
+    the map, the floor falls below half (before, the map was joined: 12.0 KB of 16.6), numpy is within
+    1e-6, and C gives the unsplit program's bits on the host and (training all) on qemu-cortex-m4."""
+    need_tools("gcc", *(("arm-none-eabi-gcc", "qemu-system-arm") if train == "all" else ()))
+    path = layer_scale_block(tmp_path / "m.onnx", shape)
+    tg = _tg(path, train)
+    assert {"gamma", "beta"} <= tg.trainable
+    s = splitting.split_graph(tg, 512)
+    assert {"Mul_3", "Add_4"} <= set(s.split_nodes)
+    axis = len(shape) - 3
+    sliced = [n for n in s.graph.nodes if n.op == "Slice" and n.inputs[0] in ("gamma", "beta")]
+    assert sliced and all(n.attrs["axes"] == (axis,) for n in sliced)
+    joined = [n.outputs[0] for n in s.graph.nodes if n.name.startswith("join/")]
+    assert all(len(tg.shape(t)) < 4 or tg.shape(t)[2:] == (1, 1) for t in joined), joined
+    assert _floor(s.graph) < _floor(tg) // 2
+    assert_split_close(tg, s, LR, STEPS)
+    _same_bits_as_unsplit(path, tmp_path, train, train == "all", split="512B")
