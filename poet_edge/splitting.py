@@ -1695,20 +1695,22 @@ class _Rewrite:
         if tiled:
             self.split.append(n.name)
 
+    def operand_part(self, t: str, i: int, r: int | None, axis: int | None, n: Node) -> str:
+        """What part (i, r) of channelwise node ``n`` reads of operand ``t``: its tile, or the Slice of a
+        per-channel parameter along ``axis`` for the part's channels."""
+        if axis is None:
+            return self.tile(t, i, r if t in self.rows else None)
+        b = self.tiles[n.outputs[0]]
+        return self.param_slice(t, b[i], b[i + 1], n, axis)
+
     def channelwise(self, n: Node) -> None:
         op = get_op(n.op)
         y = n.outputs[0]
-        b = self.tiles[y]
         axes = {t: _channel_param(self.tg, t, n) for t in n.inputs}
-        for i in range(len(b) - 1):
+        for i in range(len(self.tiles[y]) - 1):
             for r in range(len(self.spans(y))):
                 rr = r if y in self.rows else None
-                ins = tuple(
-                    self.tile(t, i, rr if t in self.rows else None)
-                    if axes[t] is None
-                    else self.param_slice(t, b[i], b[i + 1], n, axes[t])
-                    for t in n.inputs
-                )
+                ins = tuple(self.operand_part(t, i, rr, axes[t], n) for t in n.inputs)
                 attrs = dict(n.attrs)
                 same = self.tg.shape(n.inputs[0]) == self.tg.shape(y)  # a ReduceSumTo that only scales
                 for key in ("x_shape", "shape", "view"):  # a pool gradient's input shape, a BroadcastTo's:
