@@ -870,11 +870,11 @@ def plan_rows(
     is cut into ``ceil(tile bytes / tile_bytes)`` row ranges of at least :data:`MIN_ROWS` rows when its
     tensors may be tiled, no per-channel node other than a pool (:func:`_row_pool`) reads or makes them,
     every pool gradient making one can be cut there (:func:`_pool_cuts`), and their largest channel tile
-    exceeds ``tile_bytes``. A convolution or a pool
-    reads the rows its output rows need (a halo of its neighbouring tiles) through a window: a Slice, or a
-    Concat of tiles and slices, along the rows. Rows first (``TileSizes.rows_first``), the output of a
-    convolution or pool has at least as many row tiles as its input (at most one per :data:`MIN_ROWS`
-    rows): a strided one's window of input rows then spans about one input tile, not several.
+    exceeds ``tile_bytes``. A convolution or a pool reads the rows its output rows need (a halo of its
+    neighbouring tiles) through a window: a Slice, or a Concat of tiles and slices, along the rows. Rows
+    first (``TileSizes.rows_first``), the output of a convolution or pool has at least as many row tiles as
+    its input (at most one per :data:`MIN_ROWS` rows): a strided one's window of input rows then spans
+    about one input tile, not several.
     ``eligible``: the channel classes that may be tiled, when :func:`_classes` already found them.
     ``tile_bytes``: one size, or a size per tensor (a row class takes its members' smallest)."""
     sizes = _sizes(tile_bytes)
