@@ -1765,7 +1765,7 @@ class _Rewrite:
     def param_slice(self, p: str, lo: int, hi: int, like: Node, axis: int = 0) -> str:
         """Channels [lo, hi) (along ``axis``) of the per-channel parameter ``p``: a Slice, made once (in
         ``like``'s phase)."""
-        name = f"slice/{p}/{lo}-{hi}"
+        name = f"slice/{p}/{lo}-{hi}" + (f"@{axis}" if axis else "")
         if name not in self.tensors:
             shape = list(self.tg.shape(p))
             shape[axis] = hi - lo
