@@ -28,6 +28,17 @@ LR = 0.05
 STEPS = 3
 
 
+def two_convs(param: Params, out: str) -> list:
+    """x[.,3,12,12] -> Conv 3->8 3x3 (pad 1) -> Relu (a) -> Conv 8->8 3x3 (pad 1) -> ``out``: the start of
+    the blocks below (their first four parameters w0, b0, w1, b1, drawn in that order)."""
+    p1 = {"pads": [1, 1, 1, 1]}
+    return [
+        helper.make_node("Conv", ["x", param("w0", 8, 3, 3, 3), param("b0", 8)], ["c0"], **p1),
+        helper.make_node("Relu", ["c0"], ["a"]),
+        helper.make_node("Conv", ["a", param("w1", 8, 8, 3, 3), param("b1", 8)], [out], **p1),
+    ]
+
+
 def resnet_block(path: Path, batch: int = 1, head: int = 6, mean: bool = False) -> Path:
     """x[B,3,12,12] -> Conv 3->8 3x3 -> Relu (a) -> Conv 8->8 3x3 (b) -> Add(a, b) -> Relu -> depthwise
     3x3 stride 2 -> Clip(0, 6) -> Conv 8->6 1x1 -> Relu -> GlobalAveragePool (``mean``: ReduceMean over
@@ -38,9 +49,7 @@ def resnet_block(path: Path, batch: int = 1, head: int = 6, mean: bool = False) 
 
     p1 = {"pads": [1, 1, 1, 1]}
     nodes = [
-        helper.make_node("Conv", ["x", param("w0", 8, 3, 3, 3), param("b0", 8)], ["c0"], **p1),
-        helper.make_node("Relu", ["c0"], ["a"]),
-        helper.make_node("Conv", ["a", param("w1", 8, 8, 3, 3), param("b1", 8)], ["b"], **p1),
+        *two_convs(param, "b"),
         helper.make_node("Add", ["a", "b"], ["s"]),
         helper.make_node("Relu", ["s"], ["r"]),
         helper.make_node(
@@ -766,17 +775,10 @@ def preact_block(path: Path) -> Path:
     GlobalAveragePool -> Flatten -> Gemm 6->5: a pre-activation residual block."""
     param = Params(5, 0.4)
     rng = np.random.default_rng(5)
-    stats = {
-        k: rng.uniform(lo, hi, 8).astype(np.float32) for k, lo, hi in (("gs", 0.5, 1.5), ("gb", -0.2, 0.2))
-    }
-    stats |= {
-        k: rng.uniform(lo, hi, 8).astype(np.float32) for k, lo, hi in (("gm", -0.2, 0.2), ("gv", 0.5, 1.5))
-    }
-    p1 = {"pads": [1, 1, 1, 1]}
+    ranges = (("gs", 0.5, 1.5), ("gb", -0.2, 0.2), ("gm", -0.2, 0.2), ("gv", 0.5, 1.5))
+    stats = {k: rng.uniform(lo, hi, 8).astype(np.float32) for k, lo, hi in ranges}
     nodes = [
-        helper.make_node("Conv", ["x", param("w0", 8, 3, 3, 3), param("b0", 8)], ["c0"], **p1),
-        helper.make_node("Relu", ["c0"], ["a"]),
-        helper.make_node("Conv", ["a", param("w1", 8, 8, 3, 3), param("b1", 8)], ["b"], **p1),
+        *two_convs(param, "b"),
         helper.make_node("Add", ["a", "b"], ["s"]),
         helper.make_node("BatchNormalization", ["s", "gs", "gb", "gm", "gv"], ["n"], epsilon=1e-3),
         helper.make_node("Relu", ["n"], ["r"]),
@@ -823,11 +825,8 @@ def layer_scale_block(path: Path, shape: tuple[int, ...]) -> Path:
     rng = np.random.default_rng(9)
     g = numpy_helper.from_array(rng.uniform(0.5, 1.5, shape).astype(np.float32), "gamma")
     b = numpy_helper.from_array(rng.uniform(-0.2, 0.2, shape).astype(np.float32), "beta")
-    p1 = {"pads": [1, 1, 1, 1]}
     nodes = [
-        helper.make_node("Conv", ["x", param("w0", 8, 3, 3, 3), param("b0", 8)], ["c0"], **p1),
-        helper.make_node("Relu", ["c0"], ["a"]),
-        helper.make_node("Conv", ["a", param("w1", 8, 8, 3, 3), param("b1", 8)], ["c1"], **p1),
+        *two_convs(param, "c1"),
         helper.make_node("Mul", ["c1", "gamma"], ["m"]),
         helper.make_node("Add", ["m", "beta"], ["n"]),
         helper.make_node("Add", ["a", "n"], ["s"]),
