@@ -277,6 +277,16 @@ def _channelwise(tg: Graph, n: Node) -> bool:
     return n.op == "MaskGrad" or len(floats) == len(n.inputs)
 
 
+def _channel_axis(small: Sequence[int], big: Sequence[int]) -> int | None:
+    """The axis of ``small`` that broadcasts over the channels of ``big`` [N, C, ...] (rank 3 or more, C
+    above 1) when every other axis of ``small`` is 1 ([1, C, 1, 1], [C, 1, 1]: right-aligned, as ONNX
+    broadcasts); None otherwise."""
+    axis = len(small) - (len(big) - 1)  # right-aligned: big's axis 1
+    if len(big) < 3 or axis < 0 or len(small) > len(big) or big[1] == 1 or small[axis] != big[1]:
+        return None
+    return axis if all(d == 1 for k, d in enumerate(small) if k != axis) else None
+
+
 def _channel_param(tg: Graph, t: str, n: Node) -> int | None:
     """The axis of ``t`` that holds the channels when ``t`` is a parameter of one value per channel of
     ``n``'s [N, C, ...] output, broadcast over it ([1, C, 1, 1] or [C, 1, 1]: a scale or shift of a
@@ -284,11 +294,7 @@ def _channel_param(tg: Graph, t: str, n: Node) -> int | None:
     Slice of it. None otherwise."""
     if t not in tg.params or not n.outputs:
         return None
-    shape, out = tg.shape(t), tg.shape(n.outputs[0])
-    axis = len(shape) - (len(out) - 1)  # right-aligned: out's axis 1
-    if len(out) < 3 or axis < 0 or len(shape) > len(out) or out[1] == 1 or shape[axis] != out[1]:
-        return None
-    return axis if all(d == 1 for k, d in enumerate(shape) if k != axis) else None
+    return _channel_axis(tg.shape(t), tg.shape(n.outputs[0]))
 
 
 def _param_grad_axis(tg: Graph, n: Node) -> int | None:
@@ -298,10 +304,7 @@ def _param_grad_axis(tg: Graph, n: Node) -> int | None:
     if n.op != "ReduceSumTo" or len(n.outputs) != 1:
         return None
     x, y = tg.shape(n.inputs[0]), tg.shape(n.outputs[0])
-    axis = len(y) - (len(x) - 1)
-    if len(x) < 3 or axis < 0 or len(y) >= len(x) or x[1] == 1 or y[axis] != x[1]:
-        return None
-    return axis if all(d == 1 for k, d in enumerate(y) if k != axis) else None
+    return _channel_axis(y, x) if len(y) < len(x) else None
 
 
 def _broadcast(tg: Graph, t: str, n: Node) -> bool:
@@ -1732,7 +1735,7 @@ class _Rewrite:
         for i in range(len(b) - 1):
             chans = {k: self.param_slice(t, b[i], b[i + 1], n) for k, t in enumerate(n.inputs) if k in per}
             if y not in self.tiles:  # one value per channel: this tile's, joined below
-                parts.append(self.channel_chain(n, i, chans))
+                parts.append(self.channel_chain(n, x, i, chans))
                 continue
             for r in range(len(self.spans(y))):
                 rr = r if y in self.rows else None
@@ -1742,11 +1745,11 @@ class _Rewrite:
         if parts:
             self.concat(parts, y, 0, n, f"{n.name}/join")
 
-    def channel_chain(self, n: Node, i: int, chans: Mapping[int, str]) -> str:
+    def channel_chain(self, n: Node, x: str, i: int, chans: Mapping[int, str]) -> str:
         """Channel tile ``i`` of a per-channel output (BatchNormGradScale's) from the parameters' slices
-        ``chans``: one node, or a chain over the maps' row tiles, each starting at the previous one's sums
-        (``partial``), the last one dividing (``divide``)."""
-        x, y = _channel_maps(self.tg, n)[0], n.outputs[0]
+        ``chans``: one node, or a chain over the row tiles of its maps (``x`` the first), each starting at
+        the previous one's sums (``partial``), the last one dividing (``divide``)."""
+        y = n.outputs[0]
         base, c = self.tg.tensor(y), self.tensors[self.tile(x, i, 0 if x in self.rows else None)].shape[1]
         part = f"{y}/t{i}"
         spans = range(len(self.spans(x))) if x in self.rows else [None]

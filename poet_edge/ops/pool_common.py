@@ -54,22 +54,8 @@ class Window:
         given this window's geometry sums the same taps in the same order as the 1-D one."""
         if self.spatial_rank == 2:
             return self
-        return replace(
-            self,
-            h=self.w,
-            w=1,
-            kh=self.kw,
-            kw=1,
-            oh=self.ow,
-            ow=1,
-            sh=self.sw,
-            sw=1,
-            pt=self.pl,
-            pl=0,
-            pb=self.pr,
-            pr=0,
-            spatial_rank=2,
-        )
+        rows = {"h": self.w, "kh": self.kw, "oh": self.ow, "sh": self.sw, "pt": self.pl, "pb": self.pr}
+        return replace(self, **rows, w=1, kw=1, ow=1, sw=1, pl=0, pr=0, spatial_rank=2)
 
     def row_pads(self, top: int, bottom: int) -> tuple[int, ...]:
         """ONNX ``pads`` of this window with ``top`` / ``bottom`` rows along axis 2 (:meth:`along_rows`)
