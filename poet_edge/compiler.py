@@ -228,7 +228,10 @@ def _compare(
             continue
         if c.split is not None:  # the largest size the split uses
             row["tile_bytes"] = c.split.tile_bytes
-        compared.append({**row, "energy_j": c.sim.energy_j, "error": None})
+        cut = c.schedule.report.cut_by_time_limit  # then its energy may be above what a longer limit gives
+        compared.append({**row, "energy_j": c.sim.energy_j, "error": None, "cut_by_time_limit": bool(cut)})
+        if cut:
+            compared[-1]["cut_phase"] = c.schedule.report.cut_phase
         if tile is not None:
             log(f"split into {tile_text(tile)}: {c.sim.energy_j * 1e3:.3f} mJ")
         planned.append((c, choice, len(compared) - 1))
@@ -821,18 +824,30 @@ def _valid_energy(problem: SchedulingProblem, schedule: Schedule | None) -> floa
     return sim.energy_j if problem.max_latency_s is None or sim.latency_s <= problem.max_latency_s else None
 
 
+def _spent(pl: Planner) -> str:
+    """Why no reschedule when the schedules' share of --time-limit is spent, else ""."""
+    left = pl.left()
+    return f"{pl.window.what} is spent" if left is not None and left <= 0 else ""
+
+
+def _cut_by_time(schedule: Schedule, phase: str) -> Schedule:
+    """``schedule``, its report saying the safety stop cut the run in ``phase`` (kept: an earlier cut)."""
+    if schedule.report.cut_by_time_limit:
+        return schedule
+    return replace(
+        schedule, report=schedule.report.without("cut_phase").with_(cut_by_time_limit=True, cut_phase=phase)
+    )
+
+
 def _no_reschedule(pl: Planner, rounds: int, below_floor: bool) -> str:
     """Why no other schedule is tried after ``rounds`` ("" when one may be)."""
-    left = pl.left()
     if pl.opts.scheduler == "none":
         return "--scheduler none cannot trade compute for memory"
     if below_floor:
         return "a budget tightened by the excess is below the memory floor"
     if rounds >= MAX_ROUNDS:
         return f"{MAX_ROUNDS} schedules is the most tried"
-    if left is not None and left <= 0:
-        return f"{pl.window.what} is spent"
-    return ""
+    return _spent(pl)
 
 
 def _fit(
@@ -865,6 +880,8 @@ def _fit(
         why = _no_reschedule(pl, rounds, below)
         if excess > 0 and why:  # the last resort, cheap in time but dearer than a reschedule
             schedule, plan = evict_fragments(problem, schedule, plan, opts, limit, log)
+            if why == _spent(pl):  # the time limit, not a count, chose the repair: the run says it was cut
+                schedule = _cut_by_time(schedule, "arena repair" + what)
             excess = arena.excess(plan, rooms)
             if excess > 0 and below and not _no_reschedule(pl, rounds, False):
                 cut = (target.budget_bytes - floor) // 2  # the excess is more than the room above the floor

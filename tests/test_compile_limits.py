@@ -3,18 +3,22 @@ and the unrolled GRU keyword spotter (1,817 training-graph nodes) compiles withi
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from conftest import EXAMPLES
 
 from poet_edge import arena, autodiff, frontend, inference, planning
+from poet_edge.commands.compile import choices_cut_warning
 from poet_edge.compiler import CompileOptions, compile_model
 from poet_edge.errors import PoetError
 from poet_edge.profiles import load_profile
 from poet_edge.progress import PhaseLimit
 from poet_edge.schedulers import get_scheduler
+from poet_edge.schedulers.effort import cut_warning
 
 GRU = EXAMPLES / "zoo" / "gru_unrolled.onnx"
 
@@ -253,3 +257,39 @@ def test_no_time_for_a_reschedule_evicts_instead(tmp_path, monkeypatch) -> None:
     assert c.arena.arena_bytes <= 73712 and c.predicted_ram_bytes <= ram
     arena.verify(c.arena)
     assert (tmp_path / "gru" / "plan.json").exists()
+    # the time limit, not a count, chose the repair: the schedule says it was cut there, as does the warning
+    info = json.loads((tmp_path / "gru" / "plan.json").read_text())["schedule"]["info"]
+    assert (info["cut_by_time_limit"], info["cut_phase"]) == (True, "arena repair")
+    assert "safety stop cut the scheduler in phase 'arena repair'" in str(
+        cut_warning(c.schedule.report, 20.0)
+    )
+
+
+def test_a_compared_choice_cut_by_the_time_limit_is_reported() -> None:
+    """A compared choice whose planning the safety stop cut is marked in plan.json's compared choices and
+    named in the warning (its energy, hence the choice made, may differ between runs); none cut: none."""
+    rows = (
+        {
+            "stored_parameters": 0,
+            "tile_bytes": None,
+            "energy_j": 1.0,
+            "error": None,
+            "cut_by_time_limit": False,
+        },
+        {
+            "stored_parameters": 2,
+            "tile_bytes": 2048,
+            "rows_first": True,
+            "energy_j": 2.0,
+            "error": None,
+            "cut_by_time_limit": True,
+            "cut_phase": "arena repair",
+        },
+    )
+    c = SimpleNamespace(compared=rows, inference=())
+    assert choices_cut_warning(c) == (
+        "poet: warning: the --time-limit safety stop cut the planning of 1 of 2 compared choices (2048 B "
+        "(2.0 KiB) tiles, rows first, 2 parameters in storage: 'arena repair'): a longer --time-limit may "
+        "give them less energy, and the choice made may differ between runs"
+    )
+    assert choices_cut_warning(SimpleNamespace(compared=rows[:1], inference=())) is None

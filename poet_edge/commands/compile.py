@@ -207,9 +207,9 @@ def run(args: argparse.Namespace) -> int:
             f"{m.sim.energy_j * 1e3:.4f} mJ per batch, RAM {ram} (own schedule, same arena)"
         )
     solved = c.schedule.report
-    warning = cut_warning(solved, args.time_limit)
-    if warning is not None:
-        print(warning, file=sys.stderr)
+    for warning in (cut_warning(solved, args.time_limit), choices_cut_warning(c)):
+        if warning is not None:
+            print(warning, file=sys.stderr)
     if solved.has("status"):
         gap = solved.gap
         say(
@@ -226,6 +226,32 @@ def run(args: argparse.Namespace) -> int:
         "poet_model.c, poet_model.h, Makefile, README.md)"
     )
     return 0
+
+
+def choices_cut_warning(c: Compiled) -> str | None:
+    """The warning line when the safety time limit cut the planning of compared choices or of the inference
+    plans: their energies, hence the choice made, may then differ between runs."""
+    cut = [r for r in c.compared if r.get("cut_by_time_limit")]
+    modes = [m.mode for m in c.inference if m.schedule.report.cut_by_time_limit]
+    if not cut and not modes:
+        return None
+    what = [
+        f"{len(cut)} of {len(c.compared)} compared choices ({', '.join(_row_text(r) for r in cut)})"
+    ] * bool(cut)
+    what += [f"poet_{m}'s plan" for m in modes]
+    return (
+        f"poet: warning: the --time-limit safety stop cut the planning of {' and '.join(what)}: a longer "
+        "--time-limit may give them less energy, and the choice made may differ between runs"
+    )
+
+
+def _row_text(row: dict[str, object]) -> str:
+    """A compared choice for a message: its tiles (or "unsplit"), stored parameters and where it was cut."""
+    tile = row.get("tile_bytes")
+    first = ", rows first" if row.get("rows_first") else ""
+    parts = [f"{fmt_bytes(tile)} tiles{first}" if isinstance(tile, int) else "unsplit"]
+    parts.append(f"{row['stored_parameters']} parameters in storage")
+    return f"{', '.join(parts)}: '{row.get('cut_phase')}'"
 
 
 ENDURANCE_WARN_STEPS = 100_000  # fewer training steps than this until the storage wears out: a warning
