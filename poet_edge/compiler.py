@@ -217,7 +217,7 @@ def _compare(
         stored, tile, parts = choice
         _log_choice(log, tg, k, len(candidates), stored)
         row: dict[str, object] = {"stored_parameters": len(stored), **_tile_json(tile)}
-        if training.batch > 1:
+        if training.extent > 1:
             row["batch_parts"] = parts
         try:
             c = plan(choice, share(k))
@@ -302,6 +302,9 @@ class Training:
     def __init__(self, g: Graph, opts: CompileOptions) -> None:
         self.g, self.opts = g, opts
         self.batch = frontend.graph_batch(g)
+        # what is split into parts: the batch's samples; at batch 1, a sequence model's positions
+        self.extent = self.batch if self.batch > 1 else batch_split.sequence_length(g)
+        self.noun = "sequence" if self.batch == 1 and self.extent > 1 else "batch"
         self._made: dict[int, tuple[batch_split.BatchSplit, Graph]] = {}
 
     def split(self, parts: int) -> batch_split.BatchSplit:
@@ -314,7 +317,7 @@ class Training:
 
     def _make(self, parts: int) -> tuple[batch_split.BatchSplit, Graph]:
         if parts not in self._made:
-            s = batch_split.split_batch(self.g, parts)
+            s = (batch_split.split_batch if self.batch > 1 else batch_split.split_tokens)(self.g, parts)
             o = self.opts
             chosen = trainable.select(self.g, o.train)  # on the unsplit graph (the parameters are shared)
             tg = autodiff.training_graph(s.graph, o.loss, chosen, o.optimizer, o.training)
@@ -327,7 +330,7 @@ class Training:
             return 1
         if self.opts.batch_parts is not None:
             return self.opts.batch_parts
-        return min(self.batch, batch_split.MAX_PARTS) if self.opts.split == "auto" else 1
+        return min(self.extent, batch_split.MAX_PARTS) if self.opts.split == "auto" else 1
 
 
 def _check_graph(training: Training, opts: CompileOptions) -> None:
@@ -337,21 +340,23 @@ def _check_graph(training: Training, opts: CompileOptions) -> None:
     rows = splitting.MIN_ROWS if split else 0
     wanted = batch_split.parts_wanted(str(opts.batch_parts)) if opts.batch_parts is not None else None
     asked = 1 if wanted is None else wanted
-    batch_split.part_sizes(training.batch, asked)  # --batch-parts 0 or above the batch
+    batch_split.part_sizes(training.extent, asked, training.noun)  # --batch-parts 0 or above the extent
     if opts.split == "off" and asked > 1:
         raise PoetError(f"--batch-parts {opts.batch_parts} splits the batch, --split off splits nothing")
     try:
         sanity.check_graph(training.g, opts.ram_bytes, split, rows, opts.input_rows)
     except PoetError as e:
-        k = training.max_parts() if opts.split != "off" else min(training.batch, batch_split.MAX_PARTS)
+        k = training.max_parts() if opts.split != "off" else min(training.extent, batch_split.MAX_PARTS)
         if k <= 1:
             raise
         try:
             sanity.check_graph(training.split(k).graph, opts.ram_bytes, split, rows, opts.input_rows)
         except PoetError:
-            raise PoetError(f"{e}; with the batch in {k} parts too") from None
+            raise PoetError(f"{e}; with the {training.noun} in {k} parts too") from None
         if opts.split == "off":
-            raise PoetError(f"{e}; --split auto can run the batch in {k} parts (--batch-parts)") from None
+            raise PoetError(
+                f"{e}; --split auto can run the {training.noun} in {k} parts (--batch-parts)"
+            ) from None
 
 
 def _plan_choice(
@@ -367,12 +372,13 @@ def _plan_choice(
     opts, log = pl.opts, pl.log
     stored, tile, parts = choice
     g, tg = training.graph(parts)
-    bs = training.split(parts) if training.batch > 1 else None
+    bs = training.split(parts) if training.extent > 1 else None
     if parts > 1:
         s = training.split(parts)
         log(
-            f"batch split: {parts} parts of {'/'.join(map(str, s.sizes))} samples, {len(s.replicated)} "
-            f"nodes run per part, joined at {', '.join(s.joined) or 'nothing'}; {len(tg.nodes)} nodes"
+            f"{training.noun} split: {parts} parts of {'/'.join(map(str, s.sizes))} {s.what}, "
+            f"{len(s.replicated)} nodes run per part, joined at {', '.join(s.joined) or 'nothing'}; "
+            f"{len(tg.nodes)} nodes"
         )
     hint = _batch_hint(training, reserve, profile, opts, parts)
     if tile is None:
@@ -669,14 +675,14 @@ def _batch_hint(
     to get it."""
 
     def hint(floor: int) -> str:
-        n = min(training.batch, batch_split.MAX_PARTS)
+        n = min(training.extent, batch_split.MAX_PARTS)
         if parts >= n:
             return ""
         alt = parts_floor(training, reserve, profile, opts, n)
         if alt >= floor:
             return ""
         how = "--split auto --batch-parts" if opts.split == "off" else "--batch-parts"
-        return f"; with the batch in {n} parts ({how} {n}) the floor is {fmt_bytes(alt)}"
+        return f"; with the {training.noun} in {n} parts ({how} {n}) the floor is {fmt_bytes(alt)}"
 
     return hint
 

@@ -87,11 +87,11 @@ def inspect(
     stored = planning.spec_from_graph(tg, reserve, input_place, frozenset(tg.trainable))
     floor_stored = memory_floor(planning.price(stored, load_profile("host"), 1 << 62))
     floor_split, split_tile, split_order = _split_floor(tg, reserve, input_place)
-    parts = min(frontend.graph_batch(g), batch_split.MAX_PARTS)
-    if parts > 1:  # the batch in parts too (compiler.batch_choices' last resort: one sample per part)
-        tgk = autodiff.training_graph(
-            batch_split.split_batch(g, parts).graph, loss, chosen, optimizer, options
-        )
+    samples = frontend.graph_batch(g)
+    parts = min(samples if samples > 1 else batch_split.sequence_length(g), batch_split.MAX_PARTS)
+    if parts > 1:  # the batch (a sequence's positions) in parts too (compiler.batch_choices' last resort)
+        cut = batch_split.split_batch if samples > 1 else batch_split.split_tokens
+        tgk = autodiff.training_graph(cut(g, parts).graph, loss, chosen, optimizer, options)
         floor_parts, parts_tile, parts_order = _split_floor(tgk, reserve, input_place)
     frozen = [p for p in g.params if p not in chosen]
     grads = [n.inputs[1] for n in tg.nodes if n.phase == Phase.UPDATE and not ops.get(n.op).fused]
@@ -200,7 +200,8 @@ def format_inspection(r: Inspection) -> str:
         f"channel tiles and weight blocks), at node {r.floor_split_node}",
         *(
             [
-                f"                 {kb(r.floor_parts_bytes)} with that and the batch in {r.floor_parts} "
+                f"                 {kb(r.floor_parts_bytes)} with that and the "
+                f"{'batch' if r.batch > 1 else 'sequence'} in {r.floor_parts} "
                 f"parts (--batch-parts {r.floor_parts} --split {r.floor_parts_tile // 1024}KB --tile-order "
                 f"{r.floor_parts_order}), at node "
                 f"{r.floor_parts_node}"

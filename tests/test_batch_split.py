@@ -326,3 +326,99 @@ def test_verify_paging_loads_the_batch_whole(tmp_path):
     a, b = (runner.run_project(tmp_path / d, "host", STEPS) for d in ("v", "w"))
     for k, v in a.params.items():
         assert np.array_equal(v, b.params[k]), k
+
+
+def encoder(path: Path) -> Path:
+    """A transformer-like block at batch 1, x[1,8,6] (8 positions): LayerNormalization -> MatMul 6->12 ->
+    Add bias -> Tanh -> MatMul 12->6 -> Add bias -> Add x (residual) -> Reshape [1,8,2,3] -> Transpose
+    (0,2,1,3) -> Softmax over the positions (mixes them) -> Transpose back -> Reshape [1,8,6] -> MatMul 6->6
+    -> Add bias -> ReduceMean over the positions -> Gemm 6->5."""
+    param = Params(17, 0.4)
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", param("g0", 6), param("b0", 6)], ["h"], axis=-1),
+        helper.make_node("MatMul", ["h", param("w1", 6, 12)], ["m1"]),
+        helper.make_node("Add", ["m1", param("c1", 12)], ["a1"]),
+        helper.make_node("Tanh", ["a1"], ["t"]),
+        helper.make_node("MatMul", ["t", param("w2", 12, 6)], ["m2"]),
+        helper.make_node("Add", ["m2", param("c2", 6)], ["a2"]),
+        helper.make_node("Add", ["a2", "x"], ["r"]),
+        helper.make_node("Reshape", ["r", "s0"], ["v"]),
+        helper.make_node("Transpose", ["v"], ["u"], perm=[0, 2, 1, 3]),
+        helper.make_node("Softmax", ["u"], ["sm"], axis=2),
+        helper.make_node("Transpose", ["sm"], ["v2"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["v2", "s1"], ["q"]),
+        helper.make_node("MatMul", ["q", param("w3", 6, 6)], ["m3"]),
+        helper.make_node("Add", ["m3", param("c3", 6)], ["a3"]),
+        helper.make_node("ReduceMean", ["a3"], ["p"], axes=[1], keepdims=0),
+        helper.make_node("Gemm", ["p", param("w4", 5, 6), param("b4", 5)], ["y"], transB=1),
+    ]
+    consts = [helper.make_tensor("s0", 7, [4], [1, 8, 2, 3]), helper.make_tensor("s1", 7, [3], [1, 8, 6])]
+    return save_model(path, "encoder", nodes, param.inits + consts, [1, 8, 6], [1, 5])
+
+
+@pytest.mark.parametrize("parts", [2, 3, 8])
+def test_sequence_positions_in_parts_numpy(tmp_path, parts):
+    """At batch 1 a sequence model's positions run in parts through the position-wise layers: the
+    residual's parts are joined before the Transpose, the Softmax over positions runs whole, the Reshape
+    after it is sliced again, and the ReduceMean over positions joins them; the parameters after 3 SGD
+    steps are within 1e-6 of the unsplit graph's (the weight gradients sum the parts in another order)."""
+    g = frontend.load(encoder(tmp_path / "m.onnx"), 1)
+    assert batch_split.sequence_length(g) == 8
+    s = batch_split.split_tokens(g, parts)
+    assert s.axis == 1 and s.sizes == batch_split.part_sizes(8, parts) and s.what == "positions"
+    assert s.joined == ("v", "a3")  # x and v2 are cut by Slices, not joined
+    assert len(s.replicated) == 11  # the 7 layers to the residual, its Reshape; Reshape, MatMul, Add after
+    cats = [n for n in s.graph.nodes if n.op == "Concat"]
+    assert {n.outputs[0] for n in cats} == {"v", "a3"} and all(n.attrs["axis"] == 1 for n in cats)
+    tg, ts = _training(g), _training(s.graph)
+    la, a = reference.train(tg, _data(tg), LR)
+    lb, b = reference.train(ts, _data(tg), LR)
+    assert max_rel_err(np.array(lb), np.array(la)) <= 1e-6
+    for k in a:
+        assert max_rel_err(b[k], a[k]) <= 1e-6, k
+    assert batch_split.split_tokens(g, 1).graph is g
+    assert batch_split.sequence_length(frontend.load(resnet(tmp_path / "r.onnx"), 1)) == 1  # no sequence
+
+
+def test_sequence_positions_in_parts_c(tmp_path):
+    """The encoder with its positions in 3 parts, compiled: host within 1e-5 of numpy, qemu-cortex-m4 the
+    host's bits, and the first loss the unsplit program's bits (each position's rows are computed alone)."""
+    need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
+    path = encoder(tmp_path / "m.onnx")
+    c = compile_model(replace(_opts(path, tmp_path / "out", 1 << 20, batch_parts=3), batch=1))
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert plan["batch_split"]["axis"] == 1 and plan["batch_split"]["sizes"] == [3, 3, 2]
+    host = runner.run_project(tmp_path / "out", "host", STEPS)
+    qemu = runner.run_project(tmp_path / "out", "qemu-cortex-m4", STEPS)
+    assert [s.loss for s in host.steps] == [s.loss for s in qemu.steps]
+    for k, v in host.params.items():
+        assert np.array_equal(v, qemu.params[k]), k
+    compile_model(replace(_opts(path, tmp_path / "plain", 1 << 20, batch_parts=1), batch=1))
+    plain = runner.run_project(tmp_path / "plain", "host", STEPS)
+    assert plain.steps[0].loss == host.steps[0].loss
+    losses, ref = reference.train(c.training, runner.batches(plan, STEPS), LR)
+    assert max_rel_err(np.array([s.loss for s in host.steps]), np.array(losses)) <= 1e-5
+    for k, v in ref.items():
+        assert max_rel_err(host.params[k].reshape(v.shape), v) <= 1e-5, k
+
+
+def test_auto_splits_the_positions_when_the_floor_needs_it(tmp_path):
+    """bert_tiny at batch 1, --train bias, --input storage, every parameter in storage: the unsplit floor
+    (tiles too) is set by a [1, 32, 128] dense layer's bias Add; with the positions in parts it falls to
+    the attention's MatMul, and --split auto takes the fewest parts whose floor fits."""
+    from poet_edge import planning
+    from poet_edge.compiler import Training, batch_choices, parts_floor
+    from poet_edge.profiles import load_profile
+
+    path = Path(__file__).parent.parent / "examples" / "zoo" / "bert_tiny.onnx"
+    opts = replace(_opts(path, tmp_path / "o", 0), batch=1, train="bias", input=planning.InputPlace.STORAGE)
+    training = Training(frontend.load(path, 1), opts)
+    assert (training.extent, training.noun, training.max_parts()) == (32, "sequence", 32)
+    m4 = load_profile("cortex-m4")
+    floors = {k: parts_floor(training, 8192, m4, opts, k) for k in (1, 2, 4, 32)}
+    assert floors == {1: 58384, 2: 33808, 4: 33808, 32: 33808}  # 2 parts: the attention sets it
+    choices = batch_choices(training, 8192, m4, replace(opts, ram_bytes=36 * 1024))
+    assert {parts for _, _, parts in choices} == {2}
+    r = json.loads(poet("inspect", path, "--train", "bias", "--input", "storage", "--json").stdout)
+    assert (r["floor_parts"], r["floor_parts_bytes"]) == (32, 33808)
+    assert r["floor_split_bytes"] == 42512 and r["floor_parts_node"] == "node_matmul"

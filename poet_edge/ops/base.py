@@ -94,7 +94,7 @@ CheckFn = Callable[["Node"], None]
 # node is per-sample: sample i of every output depends on sample i of the batched inputs alone (batch
 # splitting, poet_edge/batch_split.py, which also asks that every batched input and every output has the
 # batch N as its leading dim)
-PerSampleFn = Callable[[Sequence[Shape], Sequence[bool], Attrs], bool]
+PerSampleFn = Callable[[Sequence[Shape], Sequence[bool], Attrs, int], bool]
 
 
 # ---- declared ONNX attributes --------------------------------------------------------------
@@ -204,30 +204,38 @@ class OpDef:
     # inputs that hold one value per channel ([C]) of the op's [N, C, ...] operands (BatchNormalization's
     # scale, bias, mean and var): on a channel tile the op reads their slices (operator splitting)
     channel_inputs: frozenset[int] = frozenset()
-    # whether a node is per-sample (PerSampleFn; None: never, the conservative default): batch splitting
-    # runs such a node once per part of the batch (poet_edge/batch_split.py)
+    # whether a node is per-sample along an axis (PerSampleFn(shapes, split, attrs, axis); None: never, the
+    # conservative default): each index of that axis of its split inputs' and outputs' (0: the batch's
+    # samples, 1: a sequence's positions) depends on the same index alone. Batch splitting runs such a node
+    # once per part along that axis (poet_edge/batch_split.py)
     per_sample: PerSampleFn | None = None
 
 
 # ---- per-sample facts (OpDef.per_sample) -----------------------------------------------------
-def per_sample_always(ins: Sequence[Shape], batched: Sequence[bool], attrs: Attrs) -> bool:
-    """Elementwise ops, pools, and reshapes that keep the leading dim N (each sample a contiguous block of
-    the same size in and out, which the rewrite's leading-dim check ensures)."""
+# ``axis``: 0, parts of the batch; 1, parts of a sequence's positions ([N, T, ...] tensors of transformer
+# blocks: tokens). Only the facts that hold for positions say so; the others are False for axis 1.
+def per_sample_always(ins: Sequence[Shape], batched: Sequence[bool], attrs: Attrs, axis: int = 0) -> bool:
+    """Elementwise ops, pools (per channel), and reshapes that keep the dims up to the split axis (each
+    index a contiguous block of the same size in and out, which the rewrite's leading-dims check ensures)."""
     return True
 
 
-def per_sample_first(ins: Sequence[Shape], batched: Sequence[bool], attrs: Attrs) -> bool:
-    """Only the first input carries the batch; the others (weights, biases, statistics) are shared."""
-    return bool(batched) and batched[0] and not any(batched[1:])
+def per_sample_first(ins: Sequence[Shape], batched: Sequence[bool], attrs: Attrs, axis: int = 0) -> bool:
+    """Only the first input carries the batch; the others (weights, biases, statistics) are shared. Not
+    along positions (a convolution mixes its channels)."""
+    return axis == 0 and bool(batched) and batched[0] and not any(batched[1:])
 
 
-def per_sample_broadcast(ins: Sequence[Shape], batched: Sequence[bool], attrs: Attrs) -> bool:
-    """A broadcasting op: every batched input has the output's rank (its leading dim is the batch) and
-    every shared one either a lower rank or a leading 1, so it broadcasts over the batch."""
+def per_sample_broadcast(ins: Sequence[Shape], batched: Sequence[bool], attrs: Attrs, axis: int = 0) -> bool:
+    """A broadcasting op: every split input has the output's rank and every shared one (right-aligned, as
+    ONNX broadcasts) does not reach the split axis or is 1 there, so it broadcasts over the parts."""
     rank = max(len(s) for s in ins)
-    return all(
-        len(s) == rank if b else (len(s) < rank or s[0] == 1) for s, b in zip(ins, batched, strict=True)
-    )
+
+    def shared(s: Shape) -> bool:
+        at = axis - (rank - len(s))
+        return at < 0 or s[at] == 1
+
+    return all(len(s) == rank if b else shared(s) for s, b in zip(ins, batched, strict=True))
 
 
 def _axis(value: object, rank: int) -> int:
@@ -236,24 +244,26 @@ def _axis(value: object, rank: int) -> int:
 
 
 def per_sample_axis(key: str, default: int, every_input: bool = False) -> PerSampleFn:
-    """An op along attribute ``key`` (``default`` when absent) that is per-sample unless that axis is the
-    batch's: only the first input batched, or (``every_input``, Concat) all of them."""
+    """An op along attribute ``key`` (``default`` when absent; LayerNormalization: from that axis on) that
+    is per-sample when that axis comes after the split axis: only the first input split, or
+    (``every_input``, Concat) all of them."""
 
-    def fn(ins: Sequence[Shape], batched: Sequence[bool], attrs: Attrs) -> bool:
-        fits = all(batched) if every_input else per_sample_first(ins, batched, attrs)
-        return fits and _axis(attrs.get(key, default), len(ins[0])) != 0
+    def fn(ins: Sequence[Shape], batched: Sequence[bool], attrs: Attrs, axis: int = 0) -> bool:
+        fits = all(batched) if every_input else bool(batched) and batched[0] and not any(batched[1:])
+        return fits and _axis(attrs.get(key, default), len(ins[0])) > axis
 
     return fn
 
 
 def per_sample_axes(key: str) -> PerSampleFn:
-    """An op over the axes of attribute ``key`` of its first (only batched) input: per-sample when they
-    are given and none is the batch's (ReduceMean without axes reduces every axis)."""
+    """An op over the axes of attribute ``key`` of its first (only split) input: per-sample when they are
+    given and all come after the split axis (ReduceMean without axes reduces every axis)."""
 
-    def fn(ins: Sequence[Shape], batched: Sequence[bool], attrs: Attrs) -> bool:
+    def fn(ins: Sequence[Shape], batched: Sequence[bool], attrs: Attrs, axis: int = 0) -> bool:
         axes: tuple[object, ...] = tuple(attrs.get(key, ()) or ())  # type: ignore[arg-type]
         rank = len(ins[0])
-        return per_sample_first(ins, batched, attrs) and bool(axes) and all(_axis(a, rank) != 0 for a in axes)
+        first = bool(batched) and batched[0] and not any(batched[1:])
+        return first and bool(axes) and all(_axis(a, rank) > axis for a in axes)
 
     return fn
 

@@ -118,10 +118,10 @@ def check(node):
         raise unsupported(node, "empty optional input C (drop it instead)")
 
 
-def per_sample(ins, batched, attrs) -> bool:
+def per_sample(ins, batched, attrs, axis=0) -> bool:
     """Rows of A are samples (transA=0) when only A carries the batch and C broadcasts over its rows."""
     c_ok = len(ins) < 3 or len(ins[2]) < 2 or ins[2][0] == 1
-    return per_sample_first(ins, batched, attrs) and not int(attrs.get("transA", 0)) and c_ok
+    return per_sample_first(ins, batched, attrs, axis) and not int(attrs.get("transA", 0)) and c_ok
 
 
 ATTRIBUTES = {"alpha": ANY, "beta": ANY, "transA": ANY, "transB": ANY}

@@ -116,11 +116,11 @@ def grad_work(ins, outs, attrs):
     )
 
 
-def per_sample(ins, batched, attrs) -> bool:
-    """A slice that does not cut the batch axis."""
+def per_sample(ins, batched, attrs, axis=0) -> bool:
+    """A slice that does not cut the split axis."""
     rank = len(ins[0])
     axes = tuple(attrs.get("axes", range(len(tuple(attrs.get("starts", ()))))))
-    return all(norm_axis(int(a), rank) != 0 for a in axes)
+    return all(norm_axis(int(a), rank) != axis for a in axes)
 
 
 OP = OpDef(

@@ -82,9 +82,9 @@ def kernel(node, shape):
     return strided_copy(node.inputs[0], node.outputs[0], [xs[p] for p in perm], [st[p] for p in perm])
 
 
-def per_sample(ins, batched, attrs) -> bool:
-    """The batch stays in front: perm[0] = 0."""
-    return perm_of(len(ins[0]), attrs)[0] == 0
+def per_sample(ins, batched, attrs, axis=0) -> bool:
+    """The dims up to the split axis stay in front: perm[:axis + 1] = 0..axis."""
+    return tuple(perm_of(len(ins[0]), attrs)[: axis + 1]) == tuple(range(axis + 1))
 
 
 OP = OpDef(
