@@ -53,6 +53,10 @@ class BatchSplit:
     def parts(self) -> int:
         return len(self.sizes)
 
+    def sizes_text(self) -> str:
+        """The parts' sizes for the log: "4/4/3", or "1" when all are equal."""
+        return str(self.sizes[0]) if len(set(self.sizes)) == 1 else "/".join(map(str, self.sizes))
+
     def summary(self) -> dict[str, object]:
         """plan.json's ``batch_split``."""
         return {
@@ -90,6 +94,8 @@ class _State:
     joined: dict[str, str] = field(default_factory=dict)  # split tensor -> its whole value's name
     replicated: list[str] = field(default_factory=list)
     sliced: set[str] = field(default_factory=set)  # tensors cut into parts by Slices (they exist whole)
+    axes: dict[str, int] = field(default_factory=dict)  # split tensor -> the axis of its parts
+    frozen: frozenset[str] = frozenset()  # parameters that are not trained: sliced where parts read them
 
     @property
     def extent(self) -> int:
@@ -126,15 +132,17 @@ def sequence_length(g: Graph) -> int:
     return max(ts, default=1)
 
 
-def split_tokens(g: Graph, k: int) -> BatchSplit:
+def split_tokens(g: Graph, k: int, frozen: frozenset[str] = frozenset()) -> BatchSplit:
     """The forward graph ``g`` (batch 1) with its positions in ``k`` parts along axis 1 (the module
     docstring; k = 1: ``g`` itself): every [N, T, ...] tensor of T = :func:`sequence_length` positions
-    that position-wise nodes read."""
+    that position-wise nodes read, and the ``frozen`` parameters of that shape they read (a position
+    embedding that is not trained: a trained one's gradient would be a whole-size sum of the parts')."""
     t = sequence_length(g)
     sizes = part_sizes(t, k)
     if k == 1:
         return BatchSplit(g, sizes, (), (), axis=1)
-    st = _State(g, sizes, Names(set(g.tensors) | {nd.name for nd in g.nodes}), dict(g.tensors), axis=1)
+    names = Names(set(g.tensors) | {nd.name for nd in g.nodes})
+    st = _State(g, sizes, names, dict(g.tensors), axis=1, frozen=frozen)
     st.dependent.update(g.inputs)
     return _rewrite(st)
 
@@ -171,116 +179,188 @@ def _offsets(sizes: Sequence[int]) -> list[tuple[int, int]]:
 
 
 def _slices(st: _State, x: str) -> None:
-    """The Slice nodes that cut ``x`` into its parts along the axis (emitted before the first node that
+    """The Slice nodes that cut ``x`` into its parts along the base axis (emitted before the first node that
     reads a part); ``x`` exists whole."""
     names, nodes = [], []
     shape = st.g.shape(x)
     for i, (a, b) in enumerate(_offsets(st.sizes)):
         t = st.names.fresh(f"{x}/n{i}")
-        part = (*shape[: st.axis], b - a, *shape[st.axis + 1 :])
-        st.tensors[t] = Tensor(t, part, st.g.tensor(x).dtype, Role.ACTIVATION)
+        st.tensors[t] = Tensor(t, _part_shape(shape, st.axis, b - a), st.g.tensor(x).dtype, Role.ACTIVATION)
         nodes.append(Node(t, "Slice", (x,), (t,), {"starts": (a,), "ends": (b,), "axes": (st.axis,)}))
         names.append(t)
     st.parts[x] = tuple(names)
+    st.axes[x] = st.axis
     st.pending[x] = nodes
     st.joined[x] = x
     st.sliced.add(x)
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """How a node runs per part: the inputs read as parts (the others whole), the axis they are split
+    along, each output's split axis, and each part's attributes."""
+
+    split: frozenset[str]
+    cut: tuple[str, ...]  # whole inputs sliced first
+    axis: int
+    out_axes: tuple[int, ...]
+    attrs: list[Mapping[str, object]]
+
+
 def _visit(st: _State, node: Node) -> None:
-    """Replicates ``node`` per part when it is per-sample over split inputs, else runs it whole. Along
-    positions, whole inputs of the sequence's length are sliced first where that makes it so."""
+    """Replicates ``node`` per part when it is per-sample over split inputs (:func:`_plan`), else runs it
+    whole."""
     dep = [t in st.dependent for t in node.inputs]
     if not any(dep):  # computed from parameters and constants alone: shared by every part
         st.nodes.append(node)
         return
     st.dependent.update(node.outputs)
-    cut = [t for t, d in zip(node.inputs, dep, strict=True) if d and t not in st.parts and _sliceable(st, t)]
-    attrs = _part_attrs(st, node, set(cut)) if _per_sample(st, node, dep, set(cut)) else None
-    if attrs is None:
+    plan = _plan(st, node, dep)
+    if plan is None:
         inputs = tuple(_whole(st, t) if t in st.parts else t for t in node.inputs)
         st.nodes.append(Node(node.name, node.op, inputs, node.outputs, node.attrs, node.phase))
         return
-    for t in cut:
+    for t in plan.cut:
         _slices(st, t)
-    for t in node.inputs:
-        st.nodes.extend(st.pending.pop(t, []))
+    reads = [t if t in plan.split else _whole(st, t) if t in st.parts else t for t in node.inputs]
+    for t in node.inputs:  # in the node's order: the same graph every time
+        if t in plan.split:
+            st.nodes.extend(st.pending.pop(t, []))
     outs: list[list[str]] = [[] for _ in node.outputs]
-    for i, a in enumerate(attrs):
-        _replica(st, node, i, a, outs)
-    for o, names in zip(node.outputs, outs, strict=True):
+    for i, a in enumerate(plan.attrs):
+        _replica(st, node, i, a, reads, plan, outs)
+    for o, names, axis in zip(node.outputs, outs, plan.out_axes, strict=True):
         st.parts[o] = tuple(names)
+        st.axes[o] = axis
     st.replicated.append(node.name)
+
+
+def _plan(st: _State, node: Node, dep: Sequence[bool]) -> _Plan | None:
+    """How ``node`` runs per part, or None (whole). The axis is that of its first split input (along
+    positions with none split: whole [N, T, ...] inputs are sliced, :func:`_sliceable`). Tried: every input
+    split along it (and those sliced) as parts; then, along positions, only the first as parts and the
+    others read whole (attention: each part of the queries against all the keys and values). Along the
+    batch every dependent input must be a part."""
+    first = next((t for t in node.inputs if t in st.parts), None)
+    axis = st.axes[first] if first is not None else st.axis
+    cut = () if first else tuple(t for t, d in zip(node.inputs, dep, strict=True) if d and _sliceable(st, t))
+    if (first or cut) and axis == st.axis:  # a frozen parameter of positions (position embedding): sliced
+        cut += tuple(t for t in node.inputs if t in st.frozen and _sliceable(st, t))
+    cut = tuple(dict.fromkeys(cut))  # an input read twice is sliced once
+    on = frozenset(t for t in node.inputs if st.axes.get(t) == axis) | frozenset(cut)
+    tries = [on] if st.axis == 0 else [on, frozenset([first or (cut[:1] or ("",))[0]])]
+    for split in dict.fromkeys(tries):
+        if "" in split or (
+            st.axis == 0 and any(d and t not in split for t, d in zip(node.inputs, dep, strict=True))
+        ):
+            continue
+        if not _per_sample(st, node, split, axis):
+            continue
+        found = _part_attrs(st, node, split, axis)
+        if found is not None:
+            return _Plan(split, tuple(t for t in cut if t in split), axis, *found)
+    return None
 
 
 def _sliceable(st: _State, t: str) -> bool:
     """Along positions: a whole float [N, T, ...] tensor of the sequence's length (a part's Slice of it is
     a contiguous range of positions per sample)."""
     shape = st.g.shape(t)
-    return st.axis == 1 and len(shape) >= 3 and shape[1] == st.extent and st.g.tensor(t).dtype == "float32"
+    return (
+        st.axis == 1
+        and t not in st.parts
+        and len(shape) >= 3
+        and shape[1] == st.extent
+        and st.g.tensor(t).dtype == "float32"
+    )
 
 
-def _part_shape(st: _State, shape: Sequence[int], size: int) -> tuple[int, ...]:
-    return (*shape[: st.axis], size, *shape[st.axis + 1 :])
+def _part_shape(shape: Sequence[int], axis: int, size: int) -> tuple[int, ...]:
+    return (*shape[:axis], size, *shape[axis + 1 :])
 
 
-def _replica(st: _State, node: Node, i: int, attrs: Mapping[str, object], outs: list[list[str]]) -> None:
-    inputs = tuple(st.parts[t][i] if t in st.parts else t for t in node.inputs)
+def _replica(
+    st: _State,
+    node: Node,
+    i: int,
+    attrs: Mapping[str, object],
+    inputs: Sequence[str],
+    plan: _Plan,
+    outs: list[list[str]],
+) -> None:
+    ins = tuple(st.parts[t][i] if t in plan.split else t for t in inputs)
     names = []
     for j, o in enumerate(node.outputs):
         t = st.names.fresh(f"{o}/n{i}")
         src = st.g.tensor(o)
-        st.tensors[t] = Tensor(t, _part_shape(st, src.shape, st.sizes[i]), src.dtype, src.role)
+        st.tensors[t] = Tensor(t, _part_shape(src.shape, plan.out_axes[j], st.sizes[i]), src.dtype, src.role)
         outs[j].append(t)
         names.append(t)
     name = st.names.fresh(f"{node.name}/n{i}")
-    st.nodes.append(Node(name, node.op, inputs, tuple(names), attrs, node.phase))
+    st.nodes.append(Node(name, node.op, ins, tuple(names), attrs, node.phase))
 
 
-def _per_sample(st: _State, node: Node, dep: Sequence[bool], cut: set[str]) -> bool:
-    """Every dependent input is split (or in ``cut``: sliced first), every split input and every output has
-    the parts' full extent on the axis and the same dims before it, and the op says the node is per-sample
-    along the axis (``OpDef.per_sample``)."""
-    if any(d and t not in st.parts and t not in cut for t, d in zip(node.inputs, dep, strict=True)):
-        return False
+RESHAPES = frozenset({"Reshape", "Flatten", "Expand"})  # ops that reread their input in another shape
+
+
+def _per_sample(st: _State, node: Node, split: frozenset[str], axis: int) -> bool:
+    """Every split input has the parts' full extent on the axis; a reshape (``RESHAPES``; along the batch,
+    every node) keeps the axis and the dims before it on every output, so each part is a contiguous
+    block in and out; and the op says the node is per-sample along the axis (``OpDef.per_sample``)."""
     fn = ops.get(node.op).per_sample
     if fn is None:
         return False
     shapes = [st.g.shape(t) for t in node.inputs]
-    a = st.axis
-    lead = [s[: a + 1] for s, d in zip(shapes, dep, strict=True) if d]
-    lead += [st.g.shape(o)[: a + 1] for o in node.outputs]
-    if len(set(lead)) != 1 or len(lead[0]) != a + 1 or lead[0][a] != st.extent:
+    batched = [t in split for t in node.inputs]
+    lead = [s[: axis + 1] for s, b in zip(shapes, batched, strict=True) if b]
+    if node.op in RESHAPES or st.axis == 0:
+        lead += [st.g.shape(o)[: axis + 1] for o in node.outputs]
+    if len(set(lead)) != 1 or len(lead[0]) != axis + 1 or lead[0][axis] != st.extent:
         return False
-    return fn(shapes, dep, node.attrs, a)
+    return fn(shapes, batched, node.attrs, axis)
 
 
-def _part_attrs(st: _State, node: Node, cut: set[str]) -> list[Mapping[str, object]] | None:
-    """The attributes of each part's node: a constant target ``shape`` (Reshape, Expand) whose entry on the
-    axis is the parts' full extent gets the part's size. None when a part's output shapes would not be the
-    part of the node's (the node then runs whole)."""
+def _part_attrs(
+    st: _State, node: Node, split: frozenset[str], axis: int
+) -> tuple[tuple[int, ...], list[Mapping[str, object]]] | None:
+    """Each output's split axis and each part's node's attributes: a constant target ``shape`` (Reshape,
+    Expand) whose entry on the axis is the parts' full extent gets the part's size. An output's axis is
+    where a part's output differs from the whole one (a Transpose or Squeeze moves it); every other dim
+    must be the same. None when that does not hold (the node then runs whole)."""
     op = ops.get(node.op)
-    a = st.axis
     out: list[Mapping[str, object]] = []
+    axes: tuple[int, ...] | None = None
     for size in st.sizes:
         attrs = dict(node.attrs)
         target = attrs.get("shape")
-        if "shape" in op.const_inputs.values() and isinstance(target, (tuple, list)) and len(target) > a:
-            if int(target[a]) == st.extent:
-                attrs["shape"] = (*tuple(target)[:a], size, *tuple(target)[a + 1 :])
+        if "shape" in op.const_inputs.values() and isinstance(target, (tuple, list)) and len(target) > axis:
+            if int(target[axis]) == st.extent:
+                attrs["shape"] = _part_shape(tuple(target), axis, size)
         shapes = [
-            _part_shape(st, st.g.shape(t), size) if t in st.parts or t in cut else st.g.shape(t)
-            for t in node.inputs
+            _part_shape(st.g.shape(t), axis, size) if t in split else st.g.shape(t) for t in node.inputs
         ]
         try:
-            got = op.infer(shapes, attrs)
+            got = [tuple(s) for s in op.infer(shapes, attrs)]
         except (ValueError, PoetError):
             return None
-        want = [_part_shape(st, st.g.shape(o), size) for o in node.outputs]
-        if [tuple(s) for s in got] != want:
+        found = tuple(
+            _moved_axis(st.g.shape(o), g, size, st.extent) for o, g in zip(node.outputs, got, strict=True)
+        )
+        if -1 in found or (axes is not None and found != axes) or (st.axis == 0 and set(found) != {0}):
             return None
+        axes = found
         out.append(attrs if attrs != dict(node.attrs) else node.attrs)
-    return out
+    assert axes is not None
+    return axes, out
+
+
+def _moved_axis(whole: Sequence[int], part: Sequence[int], size: int, extent: int) -> int:
+    """The one axis where ``part`` (of ``size``) differs from ``whole`` (of ``extent`` there), else -1."""
+    if len(whole) != len(part):
+        return -1
+    diff = [k for k, (a, b) in enumerate(zip(whole, part, strict=True)) if a != b]
+    ok = len(diff) == 1 and whole[diff[0]] == extent and part[diff[0]] == size
+    return diff[0] if ok else -1
 
 
 def _whole(st: _State, t: str) -> str:
@@ -292,19 +372,22 @@ def _whole(st: _State, t: str) -> str:
     level = 0
     while len(pieces) > MAX_PIECES:
         groups = [pieces[j : j + MAX_PIECES] for j in range(0, len(pieces), MAX_PIECES)]
-        pieces = [_concat(st, grp, st.names.fresh(f"{t}/join{level}_{m}")) for m, grp in enumerate(groups)]
+        pieces = [
+            _concat(st, grp, st.names.fresh(f"{t}/join{level}_{m}"), st.axes[t])
+            for m, grp in enumerate(groups)
+        ]
         level += 1
-    _concat(st, pieces, t)
+    _concat(st, pieces, t, st.axes[t])
     st.joined[t] = t
     return t
 
 
-def _concat(st: _State, pieces: list[str], out: str) -> str:
+def _concat(st: _State, pieces: list[str], out: str, axis: int) -> str:
     src = st.tensors[pieces[0]]
-    size = sum(st.tensors[p].shape[st.axis] for p in pieces)
+    size = sum(st.tensors[p].shape[axis] for p in pieces)
     role = st.g.tensor(out).role if out in st.g.tensors else Role.ACTIVATION
-    st.tensors[out] = Tensor(out, _part_shape(st, src.shape, size), src.dtype, role)
-    node = Node(st.names.fresh(f"join/{out}"), "Concat", tuple(pieces), (out,), {"axis": st.axis})
+    st.tensors[out] = Tensor(out, _part_shape(src.shape, axis, size), src.dtype, role)
+    node = Node(st.names.fresh(f"join/{out}"), "Concat", tuple(pieces), (out,), {"axis": axis})
     st.nodes.append(node)
     return out
 

@@ -317,9 +317,12 @@ class Training:
 
     def _make(self, parts: int) -> tuple[batch_split.BatchSplit, Graph]:
         if parts not in self._made:
-            s = (batch_split.split_batch if self.batch > 1 else batch_split.split_tokens)(self.g, parts)
             o = self.opts
             chosen = trainable.select(self.g, o.train)  # on the unsplit graph (the parameters are shared)
+            if self.batch > 1:
+                s = batch_split.split_batch(self.g, parts)
+            else:
+                s = batch_split.split_tokens(self.g, parts, frozenset(self.g.params) - chosen)
             tg = autodiff.training_graph(s.graph, o.loss, chosen, o.optimizer, o.training)
             self._made[parts] = s, tg
         return self._made[parts]
@@ -376,7 +379,7 @@ def _plan_choice(
     if parts > 1:
         s = training.split(parts)
         log(
-            f"{training.noun} split: {parts} parts of {'/'.join(map(str, s.sizes))} {s.what}, "
+            f"{training.noun} split: {parts} parts of {s.sizes_text()} {s.what}, "
             f"{len(s.replicated)} nodes run per part, joined at {', '.join(s.joined) or 'nothing'}; "
             f"{len(tg.nodes)} nodes"
         )

@@ -90,8 +90,11 @@ def inspect(
     samples = frontend.graph_batch(g)
     parts = min(samples if samples > 1 else batch_split.sequence_length(g), batch_split.MAX_PARTS)
     if parts > 1:  # the batch (a sequence's positions) in parts too (compiler.batch_choices' last resort)
-        cut = batch_split.split_batch if samples > 1 else batch_split.split_tokens
-        tgk = autodiff.training_graph(cut(g, parts).graph, loss, chosen, optimizer, options)
+        if samples > 1:
+            cut = batch_split.split_batch(g, parts)
+        else:
+            cut = batch_split.split_tokens(g, parts, frozenset(g.params) - chosen)
+        tgk = autodiff.training_graph(cut.graph, loss, chosen, optimizer, options)
         floor_parts, parts_tile, parts_order = _split_floor(tgk, reserve, input_place)
     frozen = [p for p in g.params if p not in chosen]
     grads = [n.inputs[1] for n in tg.nodes if n.phase == Phase.UPDATE and not ops.get(n.op).fused]

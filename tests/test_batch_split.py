@@ -330,9 +330,10 @@ def test_verify_paging_loads_the_batch_whole(tmp_path):
 
 def encoder(path: Path) -> Path:
     """A transformer-like block at batch 1, x[1,8,6] (8 positions): LayerNormalization -> MatMul 6->12 ->
-    Add bias -> Tanh -> MatMul 12->6 -> Add bias -> Add x (residual) -> Reshape [1,8,2,3] -> Transpose
-    (0,2,1,3) -> Softmax over the positions (mixes them) -> Transpose back -> Reshape [1,8,6] -> MatMul 6->6
-    -> Add bias -> ReduceMean over the positions -> Gemm 6->5."""
+    Add bias -> Tanh -> MatMul 12->6 -> Add bias -> Add x (residual) r -> Reshape [1,8,2,3] -> Transpose
+    (0,2,1,3) q [1,2,8,3] and Transpose (0,2,3,1) k [1,2,3,8] -> MatMul q.k -> Softmax over the keys ->
+    MatMul by q (the values) -> Transpose back -> Reshape [1,8,6] -> MatMul 6->6 -> Add bias -> ReduceMean
+    over the positions -> Gemm 6->5."""
     param = Params(17, 0.4)
     nodes = [
         helper.make_node("LayerNormalization", ["x", param("g0", 6), param("b0", 6)], ["h"], axis=-1),
@@ -343,11 +344,14 @@ def encoder(path: Path) -> Path:
         helper.make_node("Add", ["m2", param("c2", 6)], ["a2"]),
         helper.make_node("Add", ["a2", "x"], ["r"]),
         helper.make_node("Reshape", ["r", "s0"], ["v"]),
-        helper.make_node("Transpose", ["v"], ["u"], perm=[0, 2, 1, 3]),
-        helper.make_node("Softmax", ["u"], ["sm"], axis=2),
-        helper.make_node("Transpose", ["sm"], ["v2"], perm=[0, 2, 1, 3]),
-        helper.make_node("Reshape", ["v2", "s1"], ["q"]),
-        helper.make_node("MatMul", ["q", param("w3", 6, 6)], ["m3"]),
+        helper.make_node("Transpose", ["v"], ["q"], perm=[0, 2, 1, 3]),
+        helper.make_node("Transpose", ["v"], ["k"], perm=[0, 2, 3, 1]),
+        helper.make_node("MatMul", ["q", "k"], ["sc"]),
+        helper.make_node("Softmax", ["sc"], ["pr"], axis=3),
+        helper.make_node("MatMul", ["pr", "q"], ["o"]),
+        helper.make_node("Transpose", ["o"], ["v2"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["v2", "s1"], ["u"]),
+        helper.make_node("MatMul", ["u", param("w3", 6, 6)], ["m3"]),
         helper.make_node("Add", ["m3", param("c3", 6)], ["a3"]),
         helper.make_node("ReduceMean", ["a3"], ["p"], axes=[1], keepdims=0),
         helper.make_node("Gemm", ["p", param("w4", 5, 6), param("b4", 5)], ["y"], transB=1),
@@ -358,18 +362,19 @@ def encoder(path: Path) -> Path:
 
 @pytest.mark.parametrize("parts", [2, 3, 8])
 def test_sequence_positions_in_parts_numpy(tmp_path, parts):
-    """At batch 1 a sequence model's positions run in parts through the position-wise layers: the
-    residual's parts are joined before the Transpose, the Softmax over positions runs whole, the Reshape
-    after it is sliced again, and the ReduceMean over positions joins them; the parameters after 3 SGD
-    steps are within 1e-6 of the unsplit graph's (the weight gradients sum the parts in another order)."""
+    """At batch 1 a sequence model's positions run in parts through the position-wise layers, and the
+    attention per part of its queries (the position axis moved to 2 by the Transpose): the keys and the
+    values are joined (along axes 3 and 2), the scores, Softmax and values' product run per part, the
+    ReduceMean over the positions joins them (axis 1); the parameters after 3 SGD steps are within 1e-6
+    of the unsplit graph's (the weight gradients sum the parts in another order)."""
     g = frontend.load(encoder(tmp_path / "m.onnx"), 1)
     assert batch_split.sequence_length(g) == 8
     s = batch_split.split_tokens(g, parts)
     assert s.axis == 1 and s.sizes == batch_split.part_sizes(8, parts) and s.what == "positions"
-    assert s.joined == ("v", "a3")  # x and v2 are cut by Slices, not joined
-    assert len(s.replicated) == 11  # the 7 layers to the residual, its Reshape; Reshape, MatMul, Add after
-    cats = [n for n in s.graph.nodes if n.op == "Concat"]
-    assert {n.outputs[0] for n in cats} == {"v", "a3"} and all(n.attrs["axis"] == 1 for n in cats)
+    assert s.joined == ("k", "q", "a3")  # x is cut by Slices
+    assert len(s.replicated) == 17  # every node but the ReduceMean and the Gemm
+    cats = {n.outputs[0]: n.attrs["axis"] for n in s.graph.nodes if n.op == "Concat"}
+    assert cats == {"k": 3, "q": 2, "a3": 1}
     tg, ts = _training(g), _training(s.graph)
     la, a = reference.train(tg, _data(tg), LR)
     lb, b = reference.train(ts, _data(tg), LR)
@@ -404,8 +409,9 @@ def test_sequence_positions_in_parts_c(tmp_path):
 
 def test_auto_splits_the_positions_when_the_floor_needs_it(tmp_path):
     """bert_tiny at batch 1, --train bias, --input storage, every parameter in storage: the unsplit floor
-    (tiles too) is set by a [1, 32, 128] dense layer's bias Add; with the positions in parts it falls to
-    the attention's MatMul, and --split auto takes the fewest parts whose floor fits."""
+    (tiles too: 42,512 B) is set by a [1, 32, 128] dense layer's bias Add; with the positions in parts it
+    falls (to 25,616 B with tiles, set by the join of the keys), and --split auto takes the fewest parts
+    whose floor fits."""
     from poet_edge import planning
     from poet_edge.compiler import Training, batch_choices, parts_floor
     from poet_edge.profiles import load_profile
@@ -420,5 +426,5 @@ def test_auto_splits_the_positions_when_the_floor_needs_it(tmp_path):
     choices = batch_choices(training, 8192, m4, replace(opts, ram_bytes=36 * 1024))
     assert {parts for _, _, parts in choices} == {2}
     r = json.loads(poet("inspect", path, "--train", "bias", "--input", "storage", "--json").stdout)
-    assert (r["floor_parts"], r["floor_parts_bytes"]) == (32, 33808)
-    assert r["floor_split_bytes"] == 42512 and r["floor_parts_node"] == "node_matmul"
+    assert (r["floor_parts"], r["floor_parts_bytes"]) == (32, 25616)  # with tiles too: the keys' join
+    assert r["floor_split_bytes"] == 42512 and r["floor_parts_node"] == "join/transpose_3"

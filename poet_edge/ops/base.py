@@ -243,27 +243,28 @@ def _axis(value: object, rank: int) -> int:
     return a + rank if a < 0 else a
 
 
-def per_sample_axis(key: str, default: int, every_input: bool = False) -> PerSampleFn:
-    """An op along attribute ``key`` (``default`` when absent; LayerNormalization: from that axis on) that
-    is per-sample when that axis comes after the split axis: only the first input split, or
-    (``every_input``, Concat) all of them."""
+def per_sample_axis(key: str, default: int, every_input: bool = False, onward: bool = False) -> PerSampleFn:
+    """An op along attribute ``key`` (``default`` when absent) that is per-sample when that axis is not
+    the split axis (``onward``: it works on the axes from that one on, LayerNormalization: when they all
+    come after it): only the first input split, or (``every_input``, Concat) all of them."""
 
     def fn(ins: Sequence[Shape], batched: Sequence[bool], attrs: Attrs, axis: int = 0) -> bool:
         fits = all(batched) if every_input else bool(batched) and batched[0] and not any(batched[1:])
-        return fits and _axis(attrs.get(key, default), len(ins[0])) > axis
+        at = _axis(attrs.get(key, default), len(ins[0]))
+        return fits and (at > axis if onward else at != axis)
 
     return fn
 
 
 def per_sample_axes(key: str) -> PerSampleFn:
     """An op over the axes of attribute ``key`` of its first (only split) input: per-sample when they are
-    given and all come after the split axis (ReduceMean without axes reduces every axis)."""
+    given and none is the split axis (ReduceMean without axes reduces every axis)."""
 
     def fn(ins: Sequence[Shape], batched: Sequence[bool], attrs: Attrs, axis: int = 0) -> bool:
         axes: tuple[object, ...] = tuple(attrs.get(key, ()) or ())  # type: ignore[arg-type]
         rank = len(ins[0])
         first = bool(batched) and batched[0] and not any(batched[1:])
-        return first and bool(axes) and all(_axis(a, rank) > axis for a in axes)
+        return first and bool(axes) and all(_axis(a, rank) != axis for a in axes)
 
     return fn
 

@@ -161,7 +161,7 @@ OP = OpDef(
     _kernel("poet_layer_norm_f32", 3),
     check,
     attributes=ATTRIBUTES,
-    per_sample=per_sample_axis("axis", -1),
+    per_sample=per_sample_axis("axis", -1, onward=True),
 )
 GRAD = OpDef(
     "LayerNormalizationGrad",

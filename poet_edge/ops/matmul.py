@@ -128,16 +128,15 @@ def per_sample(ins, batched, attrs, axis=0) -> bool:
     """Along the batch: A's leading dim is the batch (rows of a 2-D A, or its broadcast batch dims) when
     only A carries the batch and B (a weight) is 2-D or broadcasts over that dim; or both carry it as their
     first batch dim (attention's Q·Kᵀ and P·V, same rank >= 3: each sample's matrices multiply alone).
-    Along positions (axis 1): A [N, T, D] (its rows) times a shared B of rank 2, or one that is 1 there."""
+    Along positions (axis >= 1), only A split: A's rows (a position's row times the whole B: a dense
+    layer's weight, or attention's keys), or a batch dim of A where B is 1 or absent."""
     a, b = ins[0], ins[1]
     if int(attrs.get("transA", 0)) or int(attrs.get("transB", 0)):
         return False
     if axis != 0:
         at = axis - (len(a) - len(b))  # B's dim under the split axis, when it is a batch dim of A
-        rows = axis == len(a) - 2 and len(b) <= 2
-        return (
-            not any(batched[1:]) and batched[0] and (rows or (axis < len(a) - 2 and (at < 0 or b[at] == 1)))
-        )
+        batch_dim = axis < len(a) - 2 and (at < 0 or b[at] == 1)
+        return batched[0] and not any(batched[1:]) and (axis == len(a) - 2 or batch_dim)
     if all(batched):
         return len(a) == len(b) >= 3
     b_ok = len(b) <= 2 or len(b) < len(a) or b[0] == 1

@@ -83,8 +83,9 @@ def kernel(node, shape):
 
 
 def per_sample(ins, batched, attrs, axis=0) -> bool:
-    """The dims up to the split axis stay in front: perm[:axis + 1] = 0..axis."""
-    return tuple(perm_of(len(ins[0]), attrs)[: axis + 1]) == tuple(range(axis + 1))
+    """The batch stays in front: perm[0] = 0. Along positions any perm: each position's values move to
+    where the split axis goes (perm.index(axis): the rewrite follows it)."""
+    return axis != 0 or perm_of(len(ins[0]), attrs)[0] == 0
 
 
 OP = OpDef(
