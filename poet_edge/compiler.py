@@ -406,10 +406,11 @@ def batch_choices(training: Training, reserve: int, profile: Profile, opts: Comp
 
     --split off: :func:`plan_choices` of the whole batch. A tile size: :func:`plan_choices` with the batch
     in --batch-parts parts (1 unless given); so with --batch-parts K and --split auto. auto: the whole
-    batch when one of its :func:`stored_candidates` fits the budget; else (batch > 1) the fewest parts, 2
-    up to the batch (at most ``batch_split.MAX_PARTS``), whose floor fits, with :func:`plan_choices` of
-    that graph; else one sample per part with channel / row tiles; else tiles of the whole batch; the whole
-    batch when nothing fits (the floor error then says so)."""
+    batch when one of its :func:`stored_candidates` fits the budget; else (batch > 1, or a sequence's
+    positions at batch 1) the fewest parts, 2 up to the batch (at most ``batch_split.MAX_PARTS``), whose
+    floor fits, with :func:`plan_choices` of that graph; else the fewest of 2, 4, 8, ... parts up to one
+    sample per part whose channel / row tiles fit; else tiles of the whole batch; the whole batch when
+    nothing fits (the floor error then says so)."""
     fixed = 1 if opts.split == "off" else opts.batch_parts
     if opts.explicit_tiles is not None:
         fixed = opts.batch_parts or 1
@@ -421,13 +422,21 @@ def batch_choices(training: Training, reserve: int, profile: Profile, opts: Comp
         for s in stored_candidates(tg, reserve, profile, opts)
     ):
         return _with_parts(training, reserve, profile, opts, 1)
-    for parts in range(2, training.max_parts() + 1):
+    most = training.max_parts()
+    for parts in range(2, most + 1):
         if parts_floor(training, reserve, profile, opts, parts) <= opts.ram_bytes:
             return _with_parts(training, reserve, profile, opts, parts)
-    most = _with_parts(training, reserve, profile, opts, training.max_parts())
-    if any(tile is not None for _, tile, _ in most):
-        return most
+    for parts in _doubling(most):  # the fewest parts with tiles (fewer nodes than one sample per part)
+        with_tiles = _with_parts(training, reserve, profile, opts, parts)
+        if any(tile is not None for _, tile, _ in with_tiles):
+            return with_tiles
     return _with_parts(training, reserve, profile, opts, 1)
+
+
+def _doubling(most: int) -> list[int]:
+    """2, 4, 8, ... below ``most``, then ``most`` (none when ``most`` < 2)."""
+    out = [k for k in (2**i for i in range(1, most.bit_length())) if k < most]
+    return [*out, most] if most >= 2 else []
 
 
 def _with_parts(
