@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from poet_edge import ops
+from poet_edge import frontend, ops
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Names, Node, Role, Tensor
 from poet_edge.ops.concat import MAX_PIECES
@@ -119,7 +119,7 @@ def split_batch(g: Graph, k: int) -> BatchSplit:
 def sequence_length(g: Graph) -> int:
     """The positions T of a sequence model at batch 1: the largest T of a MatMul of an [N, T, D]
     activation by a weight of rank 2 (a transformer's dense layers); 1 when there is none."""
-    if frontend_batch(g) != 1:
+    if frontend.graph_batch(g) != 1:
         return 1
     ts = [
         g.shape(nd.inputs[0])[1]
@@ -145,11 +145,6 @@ def split_tokens(g: Graph, k: int, frozen: frozenset[str] = frozenset()) -> Batc
     st = _State(g, sizes, names, dict(g.tensors), axis=1, frozen=frozen)
     st.dependent.update(g.inputs)
     return _rewrite(st)
-
-
-def frontend_batch(g: Graph) -> int:
-    x = g.shape(g.inputs[0])
-    return x[0] if x else 1
 
 
 def _rewrite(st: _State) -> BatchSplit:
@@ -248,9 +243,10 @@ def _plan(st: _State, node: Node, dep: Sequence[bool]) -> _Plan | None:
         cut += tuple(t for t in node.inputs if t in st.frozen and _sliceable(st, t))
     cut = tuple(dict.fromkeys(cut))  # an input read twice is sliced once
     on = frozenset(t for t in node.inputs if st.axes.get(t) == axis) | frozenset(cut)
-    tries = [on] if st.axis == 0 else [on, frozenset([first or (cut[:1] or ("",))[0]])]
+    lead = first if first is not None else next(iter(cut), None)
+    tries = [on] if st.axis == 0 or lead is None else [on, frozenset({lead})]
     for split in dict.fromkeys(tries):
-        if "" in split or (
+        if not split or (
             st.axis == 0 and any(d and t not in split for t, d in zip(node.inputs, dep, strict=True))
         ):
             continue
