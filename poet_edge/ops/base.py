@@ -90,10 +90,10 @@ BackwardFn = Callable[["GradBuilder", "Node", Sequence[str | None], Sequence[boo
 WorkFn = Callable[[Sequence[Shape], Sequence[Shape], Attrs], Work]
 KernelFn = Callable[["Node", Callable[[str], Shape]], KernelCall]
 CheckFn = Callable[["Node"], None]
-# (input shapes, which inputs carry the batch (False: a parameter or a constant), attributes) -> whether the
-# node is per-sample: sample i of every output depends on sample i of the batched inputs alone (batch
-# splitting, poet_edge/batch_split.py, which also asks that every batched input and every output has the
-# batch N as its leading dim)
+# (input shapes, which inputs are split (False: read whole by every part: a parameter, a constant, or a
+# joined value), attributes, the split axis: 0 samples, 1 positions) -> whether the node is per-sample:
+# index i of the axis of every output depends on index i of the split inputs alone (batch splitting,
+# poet_edge/batch_split.py, which also checks the shapes: every split input has the axis's full extent)
 PerSampleFn = Callable[[Sequence[Shape], Sequence[bool], Attrs, int], bool]
 
 
