@@ -345,7 +345,9 @@ def _check_graph(training: Training, opts: CompileOptions) -> None:
     asked = 1 if wanted is None else wanted
     batch_split.part_sizes(training.extent, asked, training.noun)  # --batch-parts 0 or above the extent
     if opts.split == "off" and asked > 1:
-        raise PoetError(f"--batch-parts {opts.batch_parts} splits the batch, --split off splits nothing")
+        raise PoetError(
+            f"--batch-parts {opts.batch_parts} splits the {training.noun}, --split off splits nothing"
+        )
     try:
         sanity.check_graph(training.g, opts.ram_bytes, split, rows, opts.input_rows)
     except PoetError as e:

@@ -487,3 +487,13 @@ def test_sequence_split_is_the_same_under_any_hash_seed(tmp_path):
         for seed in ("1", "2", "3", "4")
     }
     assert len(outs) == 1 and "pos/n2" in outs.pop()
+
+
+def test_bad_parts_of_a_sequence(tmp_path):
+    """--batch-parts on a sequence model at batch 1 counts its positions, and the errors say so."""
+    path = encoder(tmp_path / "m.onnx")
+    with pytest.raises(PoetError, match="a sequence of 8 positions splits into 1 to 8 parts"):
+        compile_model(replace(_opts(path, tmp_path / "o", 1 << 20, batch_parts=9), batch=1))
+    with pytest.raises(PoetError, match="--batch-parts 2 splits the sequence, --split off splits nothing"):
+        compile_model(replace(_opts(path, tmp_path / "o", 1 << 20, batch_parts=2), batch=1, split="off"))
+    assert not (tmp_path / "o").exists()
