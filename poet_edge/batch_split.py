@@ -147,6 +147,20 @@ def split_tokens(g: Graph, k: int, frozen: frozenset[str] = frozenset()) -> Batc
     return _rewrite(st)
 
 
+def parts_extent(g: Graph) -> int:
+    """What parts cut: the batch above 1, else a sequence model's positions (1: nothing to cut)."""
+    batch = frontend.graph_batch(g)
+    return batch if batch > 1 else sequence_length(g)
+
+
+def split_parts(g: Graph, k: int, trained: frozenset[str]) -> BatchSplit:
+    """``g`` in ``k`` parts: its batch (:func:`split_batch`), or at batch 1 its positions
+    (:func:`split_tokens`, the parameters not in ``trained`` sliceable)."""
+    if frontend.graph_batch(g) > 1:
+        return split_batch(g, k)
+    return split_tokens(g, k, frozenset(g.params) - trained)
+
+
 def _rewrite(st: _State) -> BatchSplit:
     g = st.g
     for node in g.nodes:
@@ -324,9 +338,9 @@ def _part_attrs(
     where a part's output differs from the whole one (a Transpose or Squeeze moves it); every other dim
     must be the same. None when that does not hold (the node then runs whole)."""
     op = ops.get(node.op)
-    out: list[Mapping[str, object]] = []
+    by_size: dict[int, Mapping[str, object]] = {}  # parts of one size have the same node (sizes differ by 1)
     axes: tuple[int, ...] | None = None
-    for size in st.sizes:
+    for size in dict.fromkeys(st.sizes):
         attrs = dict(node.attrs)
         target = attrs.get("shape")
         if "shape" in op.const_inputs.values() and isinstance(target, (tuple, list)) and len(target) > axis:
@@ -345,9 +359,9 @@ def _part_attrs(
         if -1 in found or (axes is not None and found != axes) or (st.axis == 0 and set(found) != {0}):
             return None
         axes = found
-        out.append(attrs if attrs != dict(node.attrs) else node.attrs)
+        by_size[size] = attrs if attrs != dict(node.attrs) else node.attrs
     assert axes is not None
-    return axes, out
+    return axes, [by_size[size] for size in st.sizes]
 
 
 def _moved_axis(whole: Sequence[int], part: Sequence[int], size: int, extent: int) -> int:

@@ -303,7 +303,7 @@ class Training:
         self.g, self.opts = g, opts
         self.batch = frontend.graph_batch(g)
         # what is split into parts: the batch's samples; at batch 1, a sequence model's positions
-        self.extent = self.batch if self.batch > 1 else batch_split.sequence_length(g)
+        self.extent = batch_split.parts_extent(g)
         self.noun = "sequence" if self.batch == 1 and self.extent > 1 else "batch"
         self._made: dict[int, tuple[batch_split.BatchSplit, Graph]] = {}
 
@@ -319,10 +319,7 @@ class Training:
         if parts not in self._made:
             o = self.opts
             chosen = trainable.select(self.g, o.train)  # on the unsplit graph (the parameters are shared)
-            if self.batch > 1:
-                s = batch_split.split_batch(self.g, parts)
-            else:
-                s = batch_split.split_tokens(self.g, parts, frozenset(self.g.params) - chosen)
+            s = batch_split.split_parts(self.g, parts, chosen)
             tg = autodiff.training_graph(s.graph, o.loss, chosen, o.optimizer, o.training)
             self._made[parts] = s, tg
         return self._made[parts]
@@ -858,9 +855,7 @@ def _cut_by_time(schedule: Schedule, phase: str) -> Schedule:
     """``schedule``, its report saying the safety stop cut the run in ``phase`` (kept: an earlier cut)."""
     if schedule.report.cut_by_time_limit:
         return schedule
-    return replace(
-        schedule, report=schedule.report.without("cut_phase").with_(cut_by_time_limit=True, cut_phase=phase)
-    )
+    return replace(schedule, report=schedule.report.cut_at(phase))
 
 
 def _no_reschedule(pl: Planner, rounds: int, below_floor: bool) -> str:

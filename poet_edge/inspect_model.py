@@ -87,13 +87,9 @@ def inspect(
     stored = planning.spec_from_graph(tg, reserve, input_place, frozenset(tg.trainable))
     floor_stored = memory_floor(planning.price(stored, load_profile("host"), 1 << 62))
     floor_split, split_tile, split_order = _split_floor(tg, reserve, input_place)
-    samples = frontend.graph_batch(g)
-    parts = min(samples if samples > 1 else batch_split.sequence_length(g), batch_split.MAX_PARTS)
+    parts = min(batch_split.parts_extent(g), batch_split.MAX_PARTS)
     if parts > 1:  # the batch (a sequence's positions) in parts too (compiler.batch_choices' last resort)
-        if samples > 1:
-            cut = batch_split.split_batch(g, parts)
-        else:
-            cut = batch_split.split_tokens(g, parts, frozenset(g.params) - chosen)
+        cut = batch_split.split_parts(g, parts, chosen)
         tgk = autodiff.training_graph(cut.graph, loss, chosen, optimizer, options)
         floor_parts, parts_tile, parts_order = _split_floor(tgk, reserve, input_place)
     frozen = [p for p in g.params if p not in chosen]

@@ -124,6 +124,11 @@ class SolveReport:
         """This report with ``names`` no longer reported (their fields None)."""
         return replace(self, **dict.fromkeys(names), keys=tuple(k for k in self.keys if k not in names))
 
+    def cut_at(self, phase: str) -> SolveReport:
+        """This report saying the safety time limit cut the run in ``phase`` (both keys reported last)."""
+        marked = self.without("cut_by_time_limit", "cut_phase")
+        return marked.with_(cut_by_time_limit=True, cut_phase=phase)
+
     @property
     def replayed_cost(self) -> float:
         """``cost``, which a plan's exact replay reports (ValueError when this report has none)."""

@@ -231,8 +231,7 @@ def _marked(schedule: Schedule, skipped: bool, deadline: Deadline, first_cut: st
     if not skipped:
         return schedule
     phase = first_cut if deadline.hit else "the given order's schedule"
-    report = schedule.report.without("cut_by_time_limit", "cut_phase")
-    return replace(schedule, report=report.with_(cut_by_time_limit=True, cut_phase=phase))
+    return replace(schedule, report=schedule.report.cut_at(phase))
 
 
 def _cut(schedule: Schedule | None) -> bool:
