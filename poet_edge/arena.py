@@ -273,7 +273,6 @@ def _refine(
 
 SLOT_SKIP = 1.005  # a plan within 0.5% of the live peak does not try the slot stage
 SLOT_MAX = 256  # the most unit slots the slot stage searches over
-SMALL_SHARE = 0.05  # off-grid instances may have at most this share of the live peak alive together
 SLOT_WORK = 4_000_000  # slot-search budget in slot visits (a count, not a time: plans stay deterministic)
 SLOT_ATTEMPT = 1_000_000  # at most this much of it per search (one unit, slot count and direction)
 EXACT_NODES = (
@@ -287,10 +286,11 @@ EXACT_WATCHDOG_S = 120.0  # a run past this is left behind as unsolved (highs.st
 # loop without looking at any limit)
 
 
-def slot_units(insts: list[Instance], floor: int) -> list[int]:
-    """Slot units for :func:`plan_slots`, largest first: the gcd ``u`` of the largest sizes whenever the
-    instances whose size is not a multiple of ``u`` (the small ones) never have more than ``SMALL_SHARE``
-    of the live peak alive together, while the multiples of ``u`` need at most ``SLOT_MAX`` slots."""
+def slot_units(insts: list[Instance]) -> list[int]:
+    """Slot units for :func:`plan_slots`, largest first: each gcd ``u`` of the largest sizes while the
+    multiples of ``u`` need at most ``SLOT_MAX`` slots. Every such unit is tried, however many bytes are
+    off its grid (row tiles and their halo windows: many on the grid, a few bytes off it): the small
+    instances then go around the slots, and :func:`plan_best` keeps the smallest arena."""
     out: list[int] = []
     u = 0
     for size in sorted({i.size for i in insts}, reverse=True):
@@ -299,8 +299,7 @@ def slot_units(insts: list[Instance], floor: int) -> list[int]:
         u = math.gcd(u, size)
         if peak_live([i for i in insts if i.size % u == 0]) > SLOT_MAX * u:
             break  # a smaller unit only needs more slots
-        if peak_live([i for i in insts if i.size % u]) <= SMALL_SHARE * floor:
-            out.append(u)
+        out.append(u)
     return out
 
 
@@ -446,7 +445,7 @@ def plan_slots(
     floor = peak_live(insts)
     last = max((i.end for i in insts), default=0)
     best: ArenaPlan | None = None
-    for u in slot_units(insts, floor):
+    for u in slot_units(insts):
         small = sorted(
             (i for i, x in enumerate(insts) if x.size % u), key=lambda i: (-insts[i].size, insts[i].start, i)
         )

@@ -426,5 +426,6 @@ BATCH_PARTS_HELP = (
     "and combined with them when one sample per part is not enough; 1: off; K: always K parts "
     f"(1 <= K <= batch, K <= {MAX_PARTS}); --split off turns it off. At batch 1, a sequence model's "
     "positions (tokens: [N, T, D] inputs of dense layers) are split the same way through the position-wise "
-    "layers (dense layers, LayerNorm, elementwise ops), joined before attention mixes them"
+    "layers (dense layers, LayerNorm, elementwise ops); attention runs per part of its queries, with the "
+    "keys and values joined; with tiles, the fewest of 2, 4, 8, ... parts whose tiles fit"
 )
