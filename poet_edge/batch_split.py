@@ -74,7 +74,13 @@ def part_sizes(n: int, k: int, noun: str = "batch") -> tuple[int, ...]:
     error: "batch", or "sequence" for positions)."""
     if not 1 <= k <= n:
         of = f"{n}" if noun == "batch" else f"{n} positions"
-        raise PoetError(f"--batch-parts {k}: a {noun} of {of} splits into 1 to {n} parts")
+        none = (
+            " (at batch 1 only a sequence's positions split: an [N, T, D] input of a dense layer, which this "
+            "model has none of)"
+            if n == 1
+            else ""
+        )
+        raise PoetError(f"--batch-parts {k}: a {noun} of {of} splits into 1 to {n} parts{none}")
     return tuple(n // k + (1 if i < n % k else 0) for i in range(k))
 
 

@@ -260,6 +260,8 @@ def test_bad_batch_parts(tmp_path):
     path = resnet(tmp_path / "m.onnx")
     with pytest.raises(PoetError, match="a batch of 4 splits into 1 to 4 parts"):
         compile_model(_opts(path, tmp_path / "o", 1 << 20, batch_parts=5))
+    with pytest.raises(PoetError, match=r"1 to 1 parts \(at batch 1 only a sequence's positions split"):
+        compile_model(replace(_opts(path, tmp_path / "o", 1 << 20, batch_parts=2), batch=1))
     with pytest.raises(PoetError, match="--split off splits nothing"):
         compile_model(replace(_opts(path, tmp_path / "o", 1 << 20, batch_parts=2), split="off"))
     r = poet("compile", path, "--device", "host", "--ram", "1MB", "--batch", "4", "--batch-parts", "0")
