@@ -77,7 +77,7 @@ def part_sizes(n: int, k: int, noun: str = "batch") -> tuple[int, ...]:
         none = (
             " (at batch 1 only a sequence's positions split: an [N, T, D] input of a dense layer, which this "
             "model has none of)"
-            if n == 1
+            if n == 1 and noun == "batch"
             else ""
         )
         raise PoetError(f"--batch-parts {k}: a {noun} of {of} splits into 1 to {n} parts{none}")
