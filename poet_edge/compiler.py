@@ -30,7 +30,7 @@ from poet_edge.optimizer import PLAIN_SGD, Optimizer
 from poet_edge.paths import PLAN_FILE, RUNTIME_C, TARGETS, check_output, write_project
 from poet_edge.problem import SchedulingProblem
 from poet_edge.profiles import Profile, load_profile
-from poet_edge.progress import PhaseLimit
+from poet_edge.progress import PhaseLimit, PhaseTimeout
 from poet_edge.schedule import Schedule, SolveReport
 from poet_edge.schedulers import ALIASES, configured, get_scheduler
 from poet_edge.schedulers.milp import MilpOptions
@@ -165,7 +165,9 @@ def plan_training(
     whole = Window.whole(limit, began)
 
     def plan(choice: Choice, o: CompileOptions, window: Window, modes: bool = True) -> Compiled:
-        return _plan_choice(training, profile, reserve, choice, Planner(o, limit, window, phase, log), modes)
+        c = _plan_choice(training, profile, reserve, choice, Planner(o, limit, window, phase, log), modes)
+        limit.begin(None)  # its last phase checked now: an overrun is this choice's error, not the next one's
+        return c
 
     if len(candidates) == 1:
         _log_choice(log, tg, 0, 1, candidates[0][0])
@@ -223,6 +225,8 @@ def _compare(
             c = plan(choice, share(k))
         except PoetError as e:
             compared.append({**row, "energy_j": None, "error": str(e)})
+            if isinstance(e, PhaseTimeout):  # the safety stop, not the choice, ended it
+                compared[-1].update(cut_by_time_limit=True, cut_phase=e.phase)
             if not planned and k == len(candidates) - 1:
                 raise
             continue

@@ -188,6 +188,14 @@ PHASE_HINTS = {
 }
 
 
+class PhaseTimeout(PoetError):
+    """:meth:`PhaseLimit.check`'s stop: ``phase`` ran past its limit."""
+
+    def __init__(self, message: str, phase: str) -> None:
+        super().__init__(message)
+        self.phase = phase
+
+
 @dataclass
 class PhaseLimit:
     """A safety stop: each compile phase may run ``seconds``; past that, :meth:`check` raises a PoetError
@@ -218,7 +226,9 @@ class PhaseLimit:
         took = self.clock() - self._start
         if took > self.allowed(self.current):
             hint = PHASE_HINTS.get(self.current, "raise --time-limit")
-            raise PoetError(
-                f"compile stopped in the {self.current} phase after {took:.1f} s, over its limit of "
-                f"{self.allowed(self.current):g} s (--time-limit {self.seconds:g}); {hint}"
+            phase, self.current = self.current, None  # the stop ends the phase: caught, it is reported once
+            raise PhaseTimeout(
+                f"compile stopped in the {phase} phase after {took:.1f} s, over its limit of "
+                f"{self.allowed(phase):g} s (--time-limit {self.seconds:g}); {hint}",
+                phase,
             )

@@ -225,6 +225,35 @@ def test_at_the_quick_effort_only_the_chosen_choice_plans_inference(tmp_path, mo
     )
 
 
+def test_a_choice_past_a_phase_limit_fails_alone(tmp_path, monkeypatch) -> None:
+    """The second of two compared choices runs past the arena phase's limit after the arena planner's own
+    checks: that choice fails, marked as cut by the time limit, and the compile goes on with the first
+    (before, the next phase's start found the overrun outside the comparison and stopped the compile)."""
+    clock = FakeClock()
+    real = arena.plan_best
+    calls: list[int] = []
+
+    def plan(insts, check=lambda: None):
+        got = real(insts, check)
+        calls.append(len(insts))
+        if len(calls) == 5:  # the second choice's last arena (its first three were rescheduled)
+            clock.now += 31.0
+        return got
+
+    monkeypatch.setattr(arena, "plan_best", plan)
+    opts = replace(
+        _mlp_opts(tmp_path), ram_bytes=24 * 1024, time_limit_s=30.0, training=autodiff.DEFAULT_OPTIONS
+    )
+    opts = replace(opts, milp=replace(opts.milp, effort="quick"))
+    c = compile_model(opts, limit=PhaseLimit(30.0, clock))
+    first, second = c.compared
+    assert first["error"] is None and c.sim.energy_j == first["energy_j"]
+    assert second["energy_j"] is None and "compile stopped in the arena phase" in str(second["error"])
+    assert second["cut_by_time_limit"] is True and second["cut_phase"] == "arena"
+    warning = choices_cut_warning(c)
+    assert warning is not None and "1 of 2 compared choices" in warning
+
+
 def test_no_time_for_a_reschedule_stops_in_the_arena_phase(tmp_path, monkeypatch) -> None:
     """A schedule that used the limit leaves no time to absorb fragmentation: the compile stops within the
     limit with an error naming the arena phase and the bytes missing, and writes nothing."""
