@@ -171,9 +171,7 @@ def plan_training(
 
     if len(candidates) == 1:
         _log_choice(log, tg, 0, 1, candidates[0][0])
-        compiled = plan(candidates[0], opts, whole)
-        limit.begin(None)
-        return compiled
+        return plan(candidates[0], opts, whole)  # plan checks its last phase
     # several choices: compared at the quick effort (their training steps only), the chosen one then planned
     # at the asked effort, or given its inference plans
     probe = replace(opts, milp=replace(opts.milp, effort="quick"))
