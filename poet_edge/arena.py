@@ -1,7 +1,9 @@
 """Static arena planning: every value instance of a schedule gets an offset in one buffer.
 
 An instance is born by Compute or PageIn and dies at the Free of its value (or at the end of the step).
-Recomputed and paged-in copies are new instances and may land at a different offset.
+Recomputed and paged-in copies are new instances and may land at a different offset, and so does a value
+that a Move step relocates: its instance ends before the Move and a new one begins at it
+(:func:`plan_moves`, where no static plan fits the budget).
 
 With RAM banks (``--ram 128KB+64KB``) there is one buffer per bank: the first bank holds the fixed RAM
 (stack, heap, parameters, inputs: the linker puts them there) and as much of the arena as fits beside it,
@@ -18,7 +20,7 @@ import numpy as np
 
 from poet_edge import highs
 from poet_edge.errors import PoetError
-from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
+from poet_edge.schedule import Compute, Free, Move, PageIn, PageOut, Schedule, Step
 from poet_edge.units import ALIGN, align, fmt_bytes
 
 
@@ -74,6 +76,11 @@ def instances(schedule: Schedule, sizes: Mapping[str, int], workspace: Mapping[s
         elif isinstance(step, Free) and step.node in open_:
             i, start = open_.pop(step.node)
             out[i] = Instance(step.node, out[i].size, start, k)
+        elif isinstance(step, Move) and step.node in open_:  # the old place is left before the Move
+            i, start = open_[step.node]
+            out[i] = Instance(step.node, out[i].size, start, k - 1)
+            open_[step.node] = (len(out), k)
+            out.append(Instance(step.node, out[i].size, k, last))
     return out
 
 
@@ -648,6 +655,123 @@ def plan_banks(
             peak = whole.peak_live_bytes
             return _banked(insts, *found, len(rooms), peak, f"banks: {name}/first-fit")
     return spilled
+
+
+def _hole(busy: list[tuple[int, int]], want: int, size: int, room: int) -> int | None:
+    """An offset for ``size`` bytes that no range of ``busy`` (sorted (start, end)) overlaps, below
+    ``room``: ``want`` when it is free, else the lowest hole; None when there is none."""
+    if 0 <= want and want + size <= room and all(want + size <= a or b <= want for a, b in busy):
+        return want
+    o = _gaps(busy, size)[0][0]
+    return o if o + size <= room else None
+
+
+MOVE_WINDOWS = 16  # windows _make_room tries for one instance, fewest bytes to move first (a count)
+
+
+def _make_room(
+    live: dict[int, int], born: dict[int, int], sizes: list[int], size: int, room: int
+) -> tuple[int, list[tuple[int, int]]] | None:
+    """A window of ``size`` bytes below ``room`` for a new instance, made by moving the ``live``
+    instances in it (instance -> offset) to holes elsewhere below ``room``; ``born`` (placed at this
+    step) stay. The windows start at 0 or at the end of a range; those that would move the fewest bytes are
+    tried first. (the window's offset, [(instance, its new offset)]) or None. A new offset overlaps no live
+    instance's old or new range nor the window, so the moves may run in any order."""
+    ranges = sorted((o, o + sizes[j], j) for j, o in {**live, **born}.items())
+    cands = []
+    for a in sorted({0, *(b for _, b, _ in ranges)}):
+        if a + size > room:
+            break
+        inside = [j for lo, hi, j in ranges if lo < a + size and a < hi]
+        if not any(j in born for j in inside):
+            cands.append((sum(sizes[j] for j in inside), a, inside))
+    for _, a, inside in sorted(cands)[:MOVE_WINDOWS]:
+        busy = sorted([(lo, hi) for lo, hi, _ in ranges] + [(a, a + size)])
+        moved = []
+        for j in sorted(inside, key=lambda j: (-sizes[j], j)):
+            o = _hole(busy, -1, sizes[j], room)
+            if o is None:
+                break
+            moved.append((j, o))
+            busy = sorted([*busy, (o, o + sizes[j])])
+        else:
+            return a, moved
+    return None
+
+
+def plan_moves(
+    schedule: Schedule,
+    static: ArenaPlan,
+    room: int,
+    sizes: Mapping[str, int],
+    workspace: Mapping[str, int],
+) -> tuple[Schedule, ArenaPlan] | None:
+    """Where the static plan of ``schedule`` (``static``, one bank) overflows ``room`` although the live
+    bytes fit: the schedule with Move steps and an arena within ``room``. Step by step, each new instance
+    takes its static offset when that is free and below the room, else the lowest hole below the room;
+    else the instances in the window that moves the fewest bytes go to holes elsewhere (:func:`_make_room`);
+    when there is no such window for every new instance, the instances alive are compacted instead: slid
+    down in the order of their offsets to lie end to end from offset 0 (each lands below where it was and
+    above all it passed, so a memmove never overwrites a value still to move), and the new instances fit
+    on top, since the live bytes fit. A Move step before the step relocates each moved value. None when the
+    live bytes (aligned) do not fit ``room``. Deterministic: it depends only on the schedule and the static
+    plan."""
+    insts = list(static.instances)
+    if peak_live(insts) > room:
+        return None
+    sizes_of = [i.size for i in insts]
+    born: dict[int, list[int]] = {}
+    for j, inst in enumerate(insts):
+        born.setdefault(inst.start, []).append(j)
+    live: dict[int, int] = {}  # alive instance -> its offset now
+    placed: dict[int, int] = {}  # instance -> the offset it was born at
+    moves: dict[int, list[tuple[int, int]]] = {}  # step -> (instance, new offset), in order
+    for k in sorted(born):
+        live = {j: o for j, o in live.items() if insts[j].end >= k}
+        before: dict[int, int] = dict(live)
+        new: dict[int, int] = {}  # instance born at this step -> offset
+        shifted: list[tuple[int, int]] = []
+        for j in born[k]:
+            busy = sorted((o, o + sizes_of[i]) for i, o in {**live, **new}.items())
+            o = _hole(busy, static.offsets[j], sizes_of[j], room)
+            if o is None and (made := _make_room(live, new, sizes_of, sizes_of[j], room)) is not None:
+                o, relocated = made
+                shifted += relocated
+                live.update(relocated)
+            if o is None:
+                break
+            new[j] = o
+        else:
+            live.update(new)
+            placed.update(new)
+            moves[k] = shifted
+            continue
+        live, top, shifted = before, 0, []
+        for j in sorted(live, key=lambda j: (live[j], j)):
+            if live[j] != top:
+                shifted.append((j, top))
+                live[j] = top
+            top += sizes_of[j]
+        moves[k] = shifted
+        for j in born[k]:
+            live[j] = placed[j] = top
+            top += sizes_of[j]
+    steps: list[Step] = []
+    at: dict[tuple[int, str], int] = {}  # (new step, value) -> its instance's offset
+    for k, step in enumerate(schedule.steps):
+        for j, o in moves.get(k, []):
+            at[(len(steps), insts[j].value)] = o
+            steps.append(Move(insts[j].value))
+        for j in born.get(k, []):
+            at[(len(steps), insts[j].value)] = placed[j]
+        steps.append(step)
+    moved = Schedule(tuple(steps), schedule.solver, schedule.report)
+    new_insts = instances(moved, sizes, workspace)
+    offsets = tuple(at[(i.start, i.value)] for i in new_insts)
+    top = max((o + i.size for o, i in zip(offsets, new_insts, strict=True)), default=0)
+    n = sum(map(len, moves.values()))
+    plan = ArenaPlan(tuple(new_insts), offsets, top, peak_live(new_insts), f"{static.planner} + {n} moves")
+    return moved, plan
 
 
 def evict_above(

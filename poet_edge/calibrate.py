@@ -42,8 +42,8 @@ from poet_edge.cost import CONV_CLASSES, node_cycles
 from poet_edge.errors import PoetError
 from poet_edge.planning import ProblemSpec
 from poet_edge.profiles import Profile
-from poet_edge.schedule import Compute, Schedule
-from poet_edge.work import OpClass
+from poet_edge.schedule import Compute, Move, Schedule
+from poet_edge.work import OpClass, Work
 
 RATE_KEYS: dict[OpClass, str] = {
     OpClass.DENSE: "cycles_per_mac_dense",
@@ -433,10 +433,17 @@ def instruction_profile(profile: Profile, cycles_per_instruction: float) -> Prof
 
 def predicted_step_instructions(plan: dict[str, Any], profile: Profile) -> float:
     """What the profile's compute model predicts for one training step of a compiled plan (every Compute
-    step of its schedule with its fused epilogues, recomputations included; paging is not compute)."""
+    step of its schedule with its fused epilogues, recomputations included, and every Move in the arena
+    as a copy of its value; paging is not compute)."""
     spec = ProblemSpec.from_json(plan["problem"])
     works = {n.name: n.works for n in spec.nodes}  # a node's own kernel and its fused epilogues
+    sizes = {n.name: n.out_bytes for n in spec.nodes}
     schedule = Schedule.from_json(plan["schedule"]["steps"])
-    return sum(
+    moves = sum(
+        node_cycles(profile, Work(OpClass.COPY, bytes_read=sizes[s.node], bytes_written=sizes[s.node]))
+        for s in schedule.steps
+        if isinstance(s, Move)
+    )
+    return moves + sum(
         node_cycles(profile, w) for s in schedule.steps if isinstance(s, Compute) for w in works[s.node]
     )

@@ -73,6 +73,8 @@ class CompileOptions:
     # a tile size per tensor (splitting.TileSizes, e.g. a split_for_floor's ``asked``), for callers of the
     # API: split with these sizes as --split SIZE splits with one (unless --split off)
     tiles: splitting.TileSizes | None = None
+    # --arena-moves: where the static arena fragments past the budget, relocate values (arena.plan_moves)
+    arena_moves: bool = True
 
     @property
     def explicit_tiles(self) -> Tile | None:
@@ -878,12 +880,15 @@ def _fit(
     pl: Planner,
     what: str = "",
 ) -> tuple[Schedule, arena.ArenaPlan]:
-    """Schedules ``problem`` and plans its arena. The arena, not only the live bytes, must fit: while it
-    does not, reschedules with the budget tightened by the excess (doubled while the same excess comes
-    back), while :func:`_no_reschedule` allows; then, as the last resort, evicts the values placed above the
-    budget (:func:`evict_fragments`); where that leaves the arena too big because the excess is more than
-    the room above the memory floor, reschedules with the budget tightened by half that room instead (while
-    rounds and time allow); an arena still too big stops the compile naming the phase."""
+    """Schedules ``problem`` and plans its arena. The arena, not only the live bytes, must fit. Where the
+    static plan does not but the live bytes do (one RAM bank), values are moved within the arena instead
+    (--arena-moves, :func:`arena.plan_moves`: memmoves, priced by the simulator, far cheaper than
+    recomputation or paging). Otherwise, while it does not fit, reschedules with the budget tightened by the
+    excess (doubled while the same excess comes back), while :func:`_no_reschedule` allows; then, as the last
+    resort, evicts the values placed above the budget (:func:`evict_fragments`); where that leaves the
+    arena too big because the excess is more than the room above the memory floor, reschedules with the
+    budget tightened by half that room instead (while rounds and time allow); an arena still too big stops
+    the compile naming the phase."""
     opts, limit, log = pl.opts, pl.limit, pl.log
     sizes = {n.name: n.out_bytes for n in spec.nodes}
     ws = {n.name: n.workspace_bytes for n in problem.nodes}
@@ -896,6 +901,15 @@ def _fit(
         pl.phase("arena" + what)
         plan = arena.plan_banks(arena.instances(schedule, sizes, ws), rooms, limit.check)
         excess = arena.excess(plan, rooms)  # one bank: fixed + arena - --ram
+        if excess > 0 and opts.arena_moves and len(rooms) == 1:
+            moved = arena.plan_moves(schedule, plan, rooms[0], sizes, ws)
+            if moved is not None:
+                log(
+                    f"arena {plan.arena_bytes} B > {rooms[0]} B after fragmentation; values moved within "
+                    f"the arena instead: {moved[1].planner}"
+                )
+                schedule, plan = moved
+                excess = arena.excess(plan, rooms)
         cut, last = (2 * cut if excess == last else excess), excess  # the same excess again: cut more
         below = target.budget_bytes - cut < floor
         why = _no_reschedule(pl, rounds, below)

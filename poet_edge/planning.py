@@ -408,6 +408,7 @@ def price(spec: ProblemSpec, profile: Profile, budget_bytes: int) -> SchedulingP
             c = sum((node_cost(profile, w) for w in n.works), Cost(0.0, 0.0))
             c = c + transfer_cost(profile, n.stores, True)
         workspace = max(w.workspace_bytes for w in n.works)
+        move = node_cost(profile, Work(OpClass.COPY, bytes_read=n.out_bytes, bytes_written=n.out_bytes))
         nodes.append(
             ProblemNode(
                 n.name,
@@ -423,6 +424,8 @@ def price(spec: ProblemSpec, profile: Profile, budget_bytes: int) -> SchedulingP
                 pageable=n.out_bytes > 0 and n.kind not in (INPUT_KIND, PARAM_KIND),
                 kind=n.kind,
                 stores_bytes=n.stores,
+                move_s=move.seconds,
+                move_j=move.joules,
             )
         )
     return SchedulingProblem(

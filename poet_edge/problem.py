@@ -29,6 +29,8 @@ class ProblemNode:
     pageable: bool = True
     kind: str = "forward"  # forward | loss | backward | update | input (INPUT_KIND) | param (PARAM_KIND)
     stores_bytes: int = 0  # bytes the node writes to storage when it runs (a stored parameter's write-back)
+    move_s: float = 0.0  # moving the value to another place in RAM (a memmove, schedule.Move)
+    move_j: float = 0.0
 
 
 @dataclass(frozen=True)

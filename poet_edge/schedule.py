@@ -40,9 +40,24 @@ class PageIn:
     node: str
 
 
-Step = Compute | Free | PageOut | PageIn
+@dataclass(frozen=True)
+class Move:
+    """Move ``node``'s RAM copy to another place in the arena (a memmove; it stays resident). Schedulers
+    never make these: the arena planner inserts them where the static plan would fragment past the budget
+    (:func:`poet_edge.arena.plan_moves`)."""
 
-STEP_NAMES: dict[type, str] = {Compute: "compute", Free: "free", PageOut: "page_out", PageIn: "page_in"}
+    node: str
+
+
+Step = Compute | Free | PageOut | PageIn | Move
+
+STEP_NAMES: dict[type, str] = {
+    Compute: "compute",
+    Free: "free",
+    PageOut: "page_out",
+    PageIn: "page_in",
+    Move: "move",
+}
 STEP_TYPES: dict[str, type] = {v: k for k, v in STEP_NAMES.items()}
 
 

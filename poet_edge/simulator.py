@@ -10,6 +10,7 @@ The simulator is the only source of the reported numbers. Rules it enforces (eac
   storage once, from its first page-out to the end of the step; storage is never freed).
 * ``PageIn(v)``: v is in storage and not in RAM; ``fixed_bytes + live + out_bytes(v) <= budget``.
 * ``Free(v)``: v is in RAM.
+* ``Move(v)``: v is in RAM (the arena planner's memmove; it costs the node's ``move_s`` / ``move_j``).
 * At the end every node has been computed at least once.
 
 Integrity work of the generated runtime (:class:`Integrity`, priced only with a ``profile``; the scheduler
@@ -31,7 +32,7 @@ from poet_edge.cost import Cost, erase_blocks, node_cost, steps_until_endurance,
 from poet_edge.errors import PoetError
 from poet_edge.problem import INPUT_KIND, PARAM_KIND, SchedulingProblem
 from poet_edge.profiles import Profile
-from poet_edge.schedule import STEP_NAMES, Compute, Free, PageIn, PageOut, Schedule, Step
+from poet_edge.schedule import STEP_NAMES, Compute, Free, Move, PageIn, PageOut, Schedule, Step
 from poet_edge.work import OpClass, Work
 
 # Instructions per unit of the runtime's integrity loops, counted in their arm-none-eabi-gcc -O2 Thumb-2
@@ -115,16 +116,20 @@ class SimResult:
     latency_recompute_s: float
     latency_page_in_s: float
     latency_page_out_s: float
+    latency_move_s: float  # memmoves the arena planner inserted (schedule.Move)
     energy_compute_j: float
     energy_recompute_j: float
     energy_page_in_j: float
     energy_page_out_j: float
+    energy_move_j: float
     cost_unit: str
     n_computes: int
     n_recomputations: int
     n_page_outs: int
     n_page_ins: int
     n_frees: int
+    n_moves: int
+    moved_bytes: int  # bytes the moves copy within RAM
     storage_bytes_written: int
     storage_bytes_read: int
     storage_peak_bytes: int
@@ -145,6 +150,7 @@ class SimResult:
             + self.latency_recompute_s
             + self.latency_page_in_s
             + self.latency_page_out_s
+            + self.latency_move_s
             + self.latency_checks_s
         )
 
@@ -155,6 +161,7 @@ class SimResult:
             + self.energy_recompute_j
             + self.energy_page_in_j
             + self.energy_page_out_j
+            + self.energy_move_j
             + self.energy_checks_j
         )
 
@@ -208,7 +215,7 @@ def _over_budget(st: _Replay, extra: int) -> str | None:
 
 
 def _index_of(index: dict[str, int], i: int, step: Step) -> int:
-    if not isinstance(step, (Compute, Free, PageIn, PageOut)):
+    if not isinstance(step, (Compute, Free, PageIn, PageOut, Move)):
         raise InvalidSchedule(i, None, f"unknown step type {type(step).__name__}")
     if step.node not in index:
         raise InvalidSchedule(i, step, f"unknown node {step.node!r}")
@@ -232,8 +239,9 @@ def simulate(
     for a, b in problem.invalidated_by:
         inval.setdefault(a, []).append(b)
     st = _Replay(problem, set(), set(), [0] * len(problem.nodes))
-    acc = dict.fromkeys(("cs", "rs", "is", "os", "cj", "rj", "ij", "oj"), 0.0)
-    counts = dict.fromkeys(("compute", "recompute", "page_out", "page_in", "free"), 0)
+    acc = dict.fromkeys(("cs", "rs", "is", "os", "ms", "cj", "rj", "ij", "oj", "mj"), 0.0)
+    counts = dict.fromkeys(("compute", "recompute", "page_out", "page_in", "free", "move"), 0)
+    moved = 0
     written: list[int] = []
     read = param_read = param_written = 0
     curve: list[int] = []
@@ -272,6 +280,14 @@ def simulate(
             counts["free"] += 1
             st.in_ram.discard(v)
             st.live -= node.out_bytes
+        elif isinstance(step, Move):
+            if v not in st.in_ram:
+                raise InvalidSchedule(i, step, f"move of {node.name}, which is not resident in RAM")
+            curve.append(st.ram_with(0))
+            counts["move"] += 1
+            acc["ms"] += node.move_s
+            acc["mj"] += node.move_j
+            moved += node.out_bytes
         elif isinstance(step, PageOut):
             if v not in st.in_ram:
                 raise InvalidSchedule(i, step, f"page-out of {node.name}, which is not in RAM")
@@ -332,16 +348,20 @@ def simulate(
         latency_recompute_s=acc["rs"],
         latency_page_in_s=acc["is"],
         latency_page_out_s=acc["os"],
+        latency_move_s=acc["ms"],
         energy_compute_j=acc["cj"],
         energy_recompute_j=acc["rj"],
         energy_page_in_j=acc["ij"],
         energy_page_out_j=acc["oj"],
+        energy_move_j=acc["mj"],
         cost_unit=problem.cost_unit,
         n_computes=counts["compute"],
         n_recomputations=counts["recompute"],
         n_page_outs=counts["page_out"],
         n_page_ins=counts["page_in"],
         n_frees=counts["free"],
+        n_moves=counts["move"],
+        moved_bytes=moved,
         storage_bytes_written=sum(written),
         storage_bytes_read=read,
         storage_peak_bytes=st.stored,
@@ -404,6 +424,7 @@ def format_report(sim: SimResult) -> str:
         ("peak at step", f"{sim.peak_step}", sim.peak_node),
         ("computes", f"{sim.n_computes}", f"+ {sim.n_recomputations} recomputations"),
         ("page-outs / page-ins", f"{sim.n_page_outs} / {sim.n_page_ins}", ""),
+        *([("moves in RAM", f"{sim.n_moves}", f"({sim.moved_bytes} bytes)")] if sim.n_moves else []),
         ("storage written / read", f"{sim.storage_bytes_written} / {sim.storage_bytes_read}", "bytes"),
     ]
     if sim.param_bytes_read or sim.param_bytes_written:
@@ -426,6 +447,7 @@ def format_report(sim: SimResult) -> str:
         ("recompute", sim.latency_recompute_s, sim.energy_recompute_j),
         ("page-in", sim.latency_page_in_s, sim.energy_page_in_j),
         ("page-out", sim.latency_page_out_s, sim.energy_page_out_j),
+        *([("moves", sim.latency_move_s, sim.energy_move_j)] if sim.n_moves else []),
         ("checks", sim.latency_checks_s, sim.energy_checks_j),
         ("total", sim.latency_s, sim.energy_j),
     )

@@ -35,10 +35,13 @@ class FakeClock:
 
 def test_unrolled_gru_compiles_within_a_small_time_limit(tmp_path: Path) -> None:
     """Recomputation at 100 KB (the no-remat step needs 150 KB). The greedy schedule's arena is 10,928 B over
-    the budget after fragmentation; one reschedule with the budget tightened by exactly that fits. Counts,
+    the budget after fragmentation; with --no-arena-moves (tests/test_arena_moves.py has the moves), one
+    reschedule with the budget tightened by exactly that fits. Counts,
     not times: the limit's clock stands still here (wall-clock figures: bench/arena.py)."""
     ram = 100 * 1024
-    opts = CompileOptions(GRU, "cortex-m4", ram, tmp_path / "gru", scheduler="greedy", time_limit_s=20.0)
+    opts = CompileOptions(
+        GRU, "cortex-m4", ram, tmp_path / "gru", scheduler="greedy", time_limit_s=20.0, arena_moves=False
+    )
     phases: list[str] = []
     logs: list[str] = []
     c = compile_model(opts, logs.append, phase=phases.append, limit=PhaseLimit(20.0, FakeClock()))
@@ -72,7 +75,9 @@ def test_a_phase_over_the_limit_stops_the_compile_and_names_the_phase(tmp_path, 
 
     monkeypatch.setattr(arena, "plan_best", slow_plan)
     out = tmp_path / "mlp"
-    opts = CompileOptions(EXAMPLES / "mlp.onnx", "cortex-m4", 256 * 1024, out, batch=4, time_limit_s=20.0)
+    opts = CompileOptions(
+        EXAMPLES / "mlp.onnx", "cortex-m4", 256 * 1024, out, batch=4, time_limit_s=20.0, arena_moves=False
+    )
     with pytest.raises(
         PoetError, match=r"compile stopped in the arena phase after 30\.0 s, over its limit of 20 s"
     ):
@@ -166,6 +171,7 @@ def _mlp_opts(tmp_path: Path) -> CompileOptions:
         batch=4,
         scheduler="greedy",
         time_limit_s=20.0,
+        arena_moves=False,  # the fragmentation these tests fake is absorbed by rescheduling, not moves
     )
 
 
@@ -275,7 +281,9 @@ def test_no_time_for_a_reschedule_evicts_instead(tmp_path, monkeypatch) -> None:
     clock = FakeClock()
     seen = _fragmenting(monkeypatch, clock, 18.0, [])
     ram = 100 * 1024
-    opts = CompileOptions(GRU, "cortex-m4", ram, tmp_path / "gru", scheduler="greedy", time_limit_s=20.0)
+    opts = CompileOptions(
+        GRU, "cortex-m4", ram, tmp_path / "gru", scheduler="greedy", time_limit_s=20.0, arena_moves=False
+    )
     logs: list[str] = []
     c = compile_model(opts, logs.append, limit=PhaseLimit(20.0, clock))
     assert len(seen) == 3  # one training schedule, then poet_predict's and poet_eval_step's

@@ -33,7 +33,7 @@ from poet_edge.ops.base import (
 )
 from poet_edge.paths import RUNTIME_C
 from poet_edge.planning import INPUT_KIND, PARAM_KIND, ProblemSpec, param_node_name, stored_params
-from poet_edge.schedule import Compute, Free, PageIn, PageOut, Schedule, Step
+from poet_edge.schedule import Compute, Free, Move, PageIn, PageOut, Schedule, Step
 from poet_edge.splitting import BatchWindows, batch_windows
 from poet_edge.units import align
 
@@ -524,6 +524,11 @@ def body(
                     f"    if (poet_crc32({ptr}, {nbytes}u) != poet_page_crc[{page_index[s.node]}]) "
                     + err.fail("POET_ERR_CORRUPT")
                 )
+        elif isinstance(s, Move):  # the arena plan relocates the value (arena.plan_moves)
+            old = ptrs.value_ptr(s.node)
+            ptrs.born(k, s.node)
+            lines.append(f"    /* {k}: move {c_comment(s.node)} within the arena */")
+            lines.append(f"    memmove({ptrs.value_ptr(s.node)}, {old}, {value_bytes[s.node]}u);")
         elif isinstance(s, Free):
             pass  # the arena plan already reuses the bytes
     return lines

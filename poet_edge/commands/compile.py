@@ -116,6 +116,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="CRC-32 of every paged value at page-out, checked at page-in: a flipped bit aborts the step "
         "with POET_ERR_CORRUPT (7 instructions per byte, priced by the simulator)",
     )
+    p.add_argument(
+        "--arena-moves",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="where the static memory plan fragments past --ram although the live tensors fit, move tensors "
+        "within the arena (memmove, priced as copies by the simulator) instead of rescheduling with "
+        "recomputation or paging; --no-arena-moves keeps every tensor where it was born (default: on)",
+    )
     p.add_argument("--no-report", action="store_true", help="skip report.html and memory.png (faster)")
     talk = p.add_mutually_exclusive_group()
     talk.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
@@ -162,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
         split=args.split,
         tile_order=args.tile_order,
         batch_parts=args.batch_parts,
+        arena_moves=args.arena_moves,
     )
     try:
         c = compile_model(opts, progress.info, () if args.no_report else (report.render,), progress.phase)
@@ -195,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
     )
     say(
         f"recomputations {c.sim.n_recomputations}, page-outs {c.sim.n_page_outs}, page-ins {c.sim.n_page_ins}"
+        + (f", moves in RAM {c.sim.n_moves} ({fmt_bytes(c.sim.moved_bytes)})" if c.sim.n_moves else "")
     )
     for line in storage_lines(c):
         say(line)

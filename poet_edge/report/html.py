@@ -86,6 +86,7 @@ def _costs(sim: dict[str, Any]) -> str:
         ("recompute", "recompute"),
         ("page-in", "page_in"),
         ("page-out", "page_out"),
+        *((("moves in RAM", "move"),) if sim.get("n_moves") else ()),
     )
     total_e = sim["energy_j"] or 1.0
     rows = []
