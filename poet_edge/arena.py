@@ -678,14 +678,18 @@ def _make_room(
     tried first. (the window's offset, [(instance, its new offset)]) or None. A new offset overlaps no live
     instance's old or new range nor the window, so the moves may run in any order."""
     ranges = sorted((o, o + sizes[j], j) for j, o in {**live, **born}.items())
+    los, his = [lo for lo, _, _ in ranges], [hi for _, hi, _ in ranges]  # disjoint: both ascending
+    bytes_before = [0, *np.cumsum([hi - lo for lo, hi, _ in ranges]).tolist()]
+    fixed_before = [0, *np.cumsum([j in born for _, _, j in ranges]).tolist()]
     cands = []
-    for a in sorted({0, *(b for _, b, _ in ranges)}):
+    for a in sorted({0, *his}):
         if a + size > room:
             break
-        inside = [j for lo, hi, j in ranges if lo < a + size and a < hi]
-        if not any(j in born for j in inside):
-            cands.append((sum(sizes[j] for j in inside), a, inside))
-    for _, a, inside in sorted(cands)[:MOVE_WINDOWS]:
+        first, end = bisect_right(his, a), bisect_right(los, a + size - 1)  # the ranges the window meets
+        if fixed_before[end] == fixed_before[first]:
+            cands.append((bytes_before[end] - bytes_before[first], a, first, end))
+    for _, a, first, end in sorted(cands)[:MOVE_WINDOWS]:
+        inside = [j for _, _, j in ranges[first:end]]
         busy = sorted([(lo, hi) for lo, hi, _ in ranges] + [(a, a + size)])
         moved = []
         for j in sorted(inside, key=lambda j: (-sizes[j], j)):
