@@ -12,7 +12,7 @@ later banks the rest; each instance lies wholly inside one bank (:func:`plan_ban
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_right, insort
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
@@ -697,7 +697,7 @@ def _make_room(
             if o is None:
                 break
             moved.append((j, o))
-            busy = sorted([*busy, (o, o + sizes[j])])
+            insort(busy, (o, o + sizes[j]))
         else:
             return a, moved
     return None

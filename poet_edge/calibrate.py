@@ -40,10 +40,10 @@ import numpy as np
 from poet_edge import microbench as mb
 from poet_edge.cost import CONV_CLASSES, node_cycles
 from poet_edge.errors import PoetError
-from poet_edge.planning import ProblemSpec
+from poet_edge.planning import ProblemSpec, move_work
 from poet_edge.profiles import Profile
 from poet_edge.schedule import Compute, Move, Schedule
-from poet_edge.work import OpClass, Work
+from poet_edge.work import OpClass
 
 RATE_KEYS: dict[OpClass, str] = {
     OpClass.DENSE: "cycles_per_mac_dense",
@@ -439,11 +439,7 @@ def predicted_step_instructions(plan: dict[str, Any], profile: Profile) -> float
     works = {n.name: n.works for n in spec.nodes}  # a node's own kernel and its fused epilogues
     sizes = {n.name: n.out_bytes for n in spec.nodes}
     schedule = Schedule.from_json(plan["schedule"]["steps"])
-    moves = sum(
-        node_cycles(profile, Work(OpClass.COPY, bytes_read=sizes[s.node], bytes_written=sizes[s.node]))
-        for s in schedule.steps
-        if isinstance(s, Move)
-    )
+    moves = sum(node_cycles(profile, move_work(sizes[s.node])) for s in schedule.steps if isinstance(s, Move))
     return moves + sum(
         node_cycles(profile, w) for s in schedule.steps if isinstance(s, Compute) for w in works[s.node]
     )

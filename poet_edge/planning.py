@@ -395,6 +395,11 @@ def _work(tg: Graph, n: Node) -> Work:
     return ops.get(n.op).work([tg.shape(t) for t in n.inputs], [tg.shape(t) for t in n.outputs], n.attrs)
 
 
+def move_work(nbytes: int) -> Work:
+    """A Move of a value of ``nbytes`` within the arena (schedule.Move, a memmove): priced as a copy."""
+    return Work(OpClass.COPY, bytes_read=nbytes, bytes_written=nbytes)
+
+
 def price(spec: ProblemSpec, profile: Profile, budget_bytes: int) -> SchedulingProblem:
     nodes = []
     for n in spec.nodes:
@@ -408,7 +413,7 @@ def price(spec: ProblemSpec, profile: Profile, budget_bytes: int) -> SchedulingP
             c = sum((node_cost(profile, w) for w in n.works), Cost(0.0, 0.0))
             c = c + transfer_cost(profile, n.stores, True)
         workspace = max(w.workspace_bytes for w in n.works)
-        move = node_cost(profile, Work(OpClass.COPY, bytes_read=n.out_bytes, bytes_written=n.out_bytes))
+        move = node_cost(profile, move_work(n.out_bytes))
         nodes.append(
             ProblemNode(
                 n.name,
