@@ -287,8 +287,10 @@ EXACT_NODES = (
 )
 # the exact slot model is only built below this many binaries: HiGHS's MIP root is bounded by no count
 # (as schedulers' Policy.mip_cols). The mlp at batch 8 in 16 KB, its dense weights in blocks: 71
-# instances in 90 slots, 5,391 binaries, still in the root after 5 minutes
-EXACT_MAX_VARS = 4_000
+# instances in 90 slots, 5,391 binaries, still in the root after 5 minutes; 99 in 44, 3,870 binaries,
+# left behind by the watchdog; 63 in 45, 2,371 binaries, 15 s to fail. bert_tiny's 152 in 13, 1,965
+# binaries: solved in 6 s (tests/test_arena.py)
+EXACT_MAX_VARS = 2_000
 EXACT_WATCHDOG_S = 120.0  # a run past this is left behind as unsolved (highs.stuck: HiGHS's presolve can
 # loop without looking at any limit)
 
@@ -441,13 +443,15 @@ def plan_slots(
     ceiling: int,
     budget: int = SLOT_WORK,
     check: Callable[[], None] = lambda: None,
+    exact: bool = True,
 ) -> ArenaPlan | None:
     """When the large instances' sizes are multiples of one unit, pack them into unit slots (by gravity,
     slot-aligned offsets lose nothing among them) with :class:`Slots`, forwards in time and, if that
     fails, backwards (a packing read backwards is a packing), at the fewest slots their live peak allows
     and more while under ``ceiling`` bytes; then place the small instances around them (first and best
     fit, the better). Each unit of :func:`slot_units` is tried, until one reaches the live peak; the smallest
-    arena under ``ceiling`` wins, None if none is. ``budget`` (slot visits) bounds the whole search."""
+    arena under ``ceiling`` wins, None if none is. ``budget`` (slot visits) bounds the whole search;
+    ``exact`` lets :func:`exact_slots` try where the search fails (its HiGHS root is bounded by no count)."""
     conf = conf if isinstance(conf, Conflicts) else Conflicts(insts, conf)
     floor = peak_live(insts)
     last = max((i.end for i in insts), default=0)
@@ -474,7 +478,7 @@ def plan_slots(
                 budget -= slots.work
                 if path is not None:
                     break
-            if path is None:  # the exact model, forwards in time
+            if path is None and exact:  # the exact model, forwards in time
                 order = sorted(large, key=lambda i: (insts[i].start, -insts[i].size, -insts[i].end, i))
                 path = exact_slots([(insts[i].start, insts[i].end, insts[i].size // u) for i in order], k)
             k += 1
@@ -493,14 +497,17 @@ def plan_slots(
     return best
 
 
-def plan_best(insts: list[Instance], check: Callable[[], None] = lambda: None) -> ArenaPlan:
+def plan_best(
+    insts: list[Instance], check: Callable[[], None] = lambda: None, exact: bool = True
+) -> ArenaPlan:
     """Several orderings (size, breadth, size × lifetime, birth, size then lifetime) with first-fit and
     best-fit placement; the smallest arena (ties: the first listed) unless one reaches the live peak.
     If the smallest is more than 0.5% over the live peak, the slot stage (:func:`plan_slots`) comes next
     and is taken if it reaches the peak. Otherwise each ordering is refined by iterated greedy
     (:func:`_refine`), best first, until one reaches the live peak; the smallest of all wins ("+ig" in its
     name for a refined one, "slots" for the slot stage). ``check`` is called between steps: it may raise
-    (a time limit), it cannot change the plan, which depends on work counts only."""
+    (a time limit), it cannot change the plan, which depends on work counts only. ``exact=False`` leaves
+    out the slot stage's exact model (:func:`exact_slots`): for callers that can move values instead."""
     n = range(len(insts))
     conf = Conflicts(insts, conflicts(insts))
     breadth = _breadth(insts)
@@ -524,7 +531,7 @@ def plan_best(insts: list[Instance], check: Callable[[], None] = lambda: None) -
     tried.sort()
     best: ArenaPlan | None = None
     if tried[0][0] > SLOT_SKIP * floor:
-        best = plan_slots(insts, conf, tried[0][0], check=check)
+        best = plan_slots(insts, conf, tried[0][0], check=check, exact=exact)
         if best is not None and best.arena_bytes <= floor:
             return best
     stop = conf.work + REFINE_WORK
@@ -623,15 +630,19 @@ def _first_fit_banks(
 
 
 def plan_banks(
-    insts: list[Instance], rooms: tuple[int, ...], check: Callable[[], None] = lambda: None
+    insts: list[Instance],
+    rooms: tuple[int, ...],
+    check: Callable[[], None] = lambda: None,
+    exact: bool = True,
 ) -> ArenaPlan:
     """The arena in RAM banks of ``rooms`` bytes (one room: :func:`plan_best`, unchanged). One plan over
     all instances; if it fits the first bank, that is the plan (the later banks stay empty). Else
     :func:`_spill` moves what lies above the first bank's room to the next bank, planned again; if a bank
     still overflows, first fit by bank with lifetimes (:func:`_first_fit_banks`) over three orderings of
     :func:`plan_best` is tried, the first that fits taken; else the spilled plan, whose last bank
-    overflows (:func:`excess` tells by how much: the caller reschedules or evicts)."""
-    whole = plan_best(insts, check)
+    overflows (:func:`excess` tells by how much: the caller reschedules or evicts). ``exact`` as in
+    :func:`plan_best`."""
+    whole = plan_best(insts, check, exact)
     if len(rooms) == 1:
         return whole
     if whole.arena_bytes <= rooms[0]:

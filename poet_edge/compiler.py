@@ -899,9 +899,10 @@ def _fit(
         schedule = schedule_problem(target, _round_options(pl))
         rounds += 1
         pl.phase("arena" + what)
-        plan = arena.plan_banks(arena.instances(schedule, sizes, ws), rooms, limit.check)
+        movable = opts.arena_moves and len(rooms) == 1  # moves, not the exact slot model, mend fragments
+        plan = arena.plan_banks(arena.instances(schedule, sizes, ws), rooms, limit.check, exact=not movable)
         excess = arena.excess(plan, rooms)  # one bank: fixed + arena - --ram
-        if excess > 0 and opts.arena_moves and len(rooms) == 1:
+        if excess > 0 and movable:
             moved = arena.plan_moves(schedule, plan, rooms[0], sizes, ws)
             if moved is not None:
                 log(

@@ -69,9 +69,9 @@ def test_a_phase_over_the_limit_stops_the_compile_and_names_the_phase(tmp_path, 
     clock = FakeClock()
     real = arena.plan_best
 
-    def slow_plan(insts, check=lambda: None):  # the arena phase takes 30 s on the fake clock
+    def slow_plan(insts, check=lambda: None, exact=True):  # the arena phase takes 30 s on the fake clock
         clock.now += 30.0
-        return real(insts, check)
+        return real(insts, check, exact)
 
     monkeypatch.setattr(arena, "plan_best", slow_plan)
     out = tmp_path / "mlp"
@@ -148,8 +148,8 @@ def _fragmenting(
         clock.now += schedule_s
         return real_schedule(problem, opts)
 
-    def plan(insts, check=lambda: None):
-        p = real_plan(insts, check)
+    def plan(insts, check=lambda: None, exact=True):
+        p = real_plan(insts, check, exact)
         p = replace(p, arena_bytes=p.arena_bytes + (extra[len(seen) - 1] if len(seen) <= len(extra) else 0))
         seen[-1] = (*seen[-1][:2], p.arena_bytes)
         return p
@@ -239,8 +239,8 @@ def test_a_choice_past_a_phase_limit_fails_alone(tmp_path, monkeypatch) -> None:
     real = arena.plan_best
     calls: list[int] = []
 
-    def plan(insts, check=lambda: None):
-        got = real(insts, check)
+    def plan(insts, check=lambda: None, exact=True):
+        got = real(insts, check, exact)
         calls.append(len(insts))
         if len(calls) == 5:  # the second choice's last arena (its first three were rescheduled)
             clock.now += 31.0
