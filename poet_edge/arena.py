@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right, insort
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -681,7 +681,7 @@ MOVE_WINDOWS = 16  # windows _make_room tries for one instance, fewest bytes to 
 
 
 def _make_room(
-    live: dict[int, int], born: dict[int, int], sizes: list[int], size: int, room: int
+    live: dict[int, int], born: dict[int, int], sizes: Mapping[int, int], size: int, room: int
 ) -> tuple[int, list[tuple[int, int]]] | None:
     """A window of ``size`` bytes below ``room`` for a new instance, made by moving the ``live``
     instances in it (instance -> offset) to holes elsewhere below ``room``; ``born`` (placed at this
@@ -714,30 +714,20 @@ def _make_room(
     return None
 
 
-def plan_moves(
-    schedule: Schedule,
-    static: ArenaPlan,
-    room: int,
-    sizes: Mapping[str, int],
-    workspace: Mapping[str, int],
-) -> tuple[Schedule, ArenaPlan] | None:
-    """Where the static plan of ``schedule`` (``static``, one bank) overflows ``room`` although the live
-    bytes fit: the schedule with Move steps and an arena within ``room``. Step by step, each new instance
-    takes its static offset when that is free and below the room, else the lowest hole below the room;
-    else the instances in the window that moves the fewest bytes go to holes elsewhere (:func:`_make_room`);
-    when there is no such window for every new instance, the instances alive are compacted instead: slid
-    down in the order of their offsets to lie end to end from offset 0 (each lands below where it was and
-    above all it passed, so a memmove never overwrites a value still to move), and the new instances fit
-    on top, since the live bytes fit. A Move step before the step relocates each moved value. None when the
-    live bytes (aligned) do not fit ``room``. Deterministic: it depends only on the schedule and the static
-    plan."""
-    insts = list(static.instances)
-    if peak_live(insts) > room:
+def _relocate(
+    insts: list[Instance], members: list[int], offsets: Sequence[int], room: int
+) -> tuple[dict[int, int], dict[int, list[tuple[int, int]]]] | None:
+    """The instances ``members`` of ``insts`` (one bank) placed step by step within ``room``: each new one at
+    its static offset (``offsets``) when that is free, else the lowest hole, else in the window that moves
+    the fewest bytes (:func:`_make_room`), else on top of the live ones compacted. Returns each member's
+    birth offset and, per step, the (instance, new offset) moves before it; None when the live bytes do not
+    fit ``room``."""
+    if peak_live([insts[j] for j in members]) > room:
         return None
-    sizes_of = [i.size for i in insts]
+    sizes_of = {j: insts[j].size for j in members}
     born: dict[int, list[int]] = {}
-    for j, inst in enumerate(insts):
-        born.setdefault(inst.start, []).append(j)
+    for j in members:
+        born.setdefault(insts[j].start, []).append(j)
     live: dict[int, int] = {}  # alive instance -> its offset now
     placed: dict[int, int] = {}  # instance -> the offset it was born at
     moves: dict[int, list[tuple[int, int]]] = {}  # step -> (instance, new offset), in order
@@ -748,7 +738,7 @@ def plan_moves(
         shifted: list[tuple[int, int]] = []
         for j in born[k]:
             busy = sorted((o, o + sizes_of[i]) for i, o in {**live, **new}.items())
-            o = _hole(busy, static.offsets[j], sizes_of[j], room)
+            o = _hole(busy, offsets[j], sizes_of[j], room)
             if o is None and (made := _make_room(live, new, sizes_of, sizes_of[j], room)) is not None:
                 o, relocated = made
                 shifted += relocated
@@ -771,22 +761,95 @@ def plan_moves(
         for j in born[k]:
             live[j] = placed[j] = top
             top += sizes_of[j]
+    return placed, moves
+
+
+def _live_banks(insts: list[Instance], static: ArenaPlan, rooms: tuple[int, ...]) -> list[int] | None:
+    """A bank for each instance such that each bank's live bytes stay within its room at every step. In
+    each of a few orders (birth, size, size x lifetime), each instance goes to the bank the static plan
+    gave it when its live bytes leave room there, else to the first bank that does; then the same with
+    the banks in order. The first order that places all wins; None when none does."""
+    last = max((i.end for i in insts), default=0) + 1
+    n = range(len(insts))
+    orders = [
+        sorted(n, key=lambda j: (insts[j].start, j)),
+        sorted(n, key=lambda j: (-insts[j].size, j)),
+        sorted(n, key=lambda j: (-insts[j].size * (insts[j].end - insts[j].start + 1), j)),
+    ]
+    for keep in (True, False):
+        for order in orders:
+            load = [np.zeros(last, dtype=np.int64) for _ in rooms]
+            out = [-1] * len(insts)
+            for j in order:
+                a, b, size = insts[j].start, insts[j].end + 1, insts[j].size
+                first = static.bank(j) if keep else 0
+                for bank in (first, *(k for k in range(len(rooms)) if k != first)):
+                    if int(load[bank][a:b].max()) + size <= rooms[bank]:
+                        load[bank][a:b] += size
+                        out[j] = bank
+                        break
+                else:
+                    break
+            else:
+                return out
+    return None
+
+
+def plan_moves(
+    schedule: Schedule,
+    static: ArenaPlan,
+    rooms: int | tuple[int, ...],
+    sizes: Mapping[str, int],
+    workspace: Mapping[str, int],
+) -> tuple[Schedule, ArenaPlan] | None:
+    """Where the static plan of ``schedule`` (``static``) overflows its ``rooms`` (one per RAM bank) although
+    the live bytes fit: the schedule with Move steps and an arena within the rooms. Each instance gets a bank
+    whose live bytes leave it room (:func:`_live_banks`: the static plan's bank where it can), then, bank by
+    bank, step by step, each new instance takes
+    its static offset when that is free and below the room, else the lowest hole below the room; else the
+    instances in the window that moves the fewest bytes go to holes elsewhere (:func:`_make_room`); when
+    there is no such window for every new instance, the bank's instances alive are compacted instead: slid
+    down in the order of their offsets to lie end to end from offset 0 (each lands below where it was and
+    above all it passed, so a memmove never overwrites a value still to move), and the new instances fit
+    on top, since the live bytes fit (:func:`_relocate`). A Move step before the step relocates each moved
+    value. None when the live bytes (aligned) do not fit the rooms that way. Deterministic: it depends only
+    on the schedule and the static plan."""
+    rooms = (rooms,) if isinstance(rooms, int) else rooms
+    insts = list(static.instances)
+    bank_of = _live_banks(insts, static, rooms) if len(rooms) > 1 else [0] * len(insts)
+    if bank_of is None:
+        return None
+    placed: dict[int, int] = {}
+    moves: dict[int, list[tuple[int, int]]] = {}
+    for b, room in enumerate(rooms):
+        got = _relocate(insts, [j for j in range(len(insts)) if bank_of[j] == b], static.offsets, room)
+        if got is None:
+            return None
+        placed.update(got[0])
+        for k, shifted in got[1].items():
+            moves.setdefault(k, []).extend(shifted)
+    born: dict[int, list[int]] = {}
+    for j, inst in enumerate(insts):
+        born.setdefault(inst.start, []).append(j)
     steps: list[Step] = []
-    at: dict[tuple[int, str], int] = {}  # (new step, value) -> its instance's offset
+    at: dict[tuple[int, str], tuple[int, int]] = {}  # (new step, value) -> its instance's offset and bank
     for k, step in enumerate(schedule.steps):
         for j, o in moves.get(k, []):
-            at[(len(steps), insts[j].value)] = o
+            at[(len(steps), insts[j].value)] = o, bank_of[j]
             steps.append(Move(insts[j].value))
         for j in born.get(k, []):
-            at[(len(steps), insts[j].value)] = placed[j]
+            at[(len(steps), insts[j].value)] = placed[j], bank_of[j]
         steps.append(step)
     moved = Schedule(tuple(steps), schedule.solver, schedule.report)
     new_insts = instances(moved, sizes, workspace)
-    offsets = tuple(at[(i.start, i.value)] for i in new_insts)
-    top = max((o + i.size for o, i in zip(offsets, new_insts, strict=True)), default=0)
+    offsets = [at[(i.start, i.value)][0] for i in new_insts]
     n = sum(map(len, moves.values()))
-    plan = ArenaPlan(tuple(new_insts), offsets, top, peak_live(new_insts), f"{static.planner} + {n} moves")
-    return moved, plan
+    name, peak = f"{static.planner} + {n} moves", peak_live(new_insts)
+    if not static.banks:
+        top = max((o + i.size for o, i in zip(offsets, new_insts, strict=True)), default=0)
+        return moved, ArenaPlan(tuple(new_insts), tuple(offsets), top, peak, name)
+    banks = [at[(i.start, i.value)][1] for i in new_insts]
+    return moved, _banked(new_insts, offsets, banks, len(rooms), peak, name)
 
 
 def evict_above(

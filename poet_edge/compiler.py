@@ -881,7 +881,7 @@ def _fit(
     what: str = "",
 ) -> tuple[Schedule, arena.ArenaPlan]:
     """Schedules ``problem`` and plans its arena. The arena, not only the live bytes, must fit. Where the
-    static plan does not but the live bytes do (one RAM bank), values are moved within the arena instead
+    static plan does not but the live bytes do (of each RAM bank), values are moved within the arena instead
     (--arena-moves, :func:`arena.plan_moves`: memmoves, priced by the simulator, far cheaper than
     recomputation or paging). Otherwise, while it does not fit, reschedules with the budget tightened by the
     excess (doubled while the same excess comes back), while :func:`_no_reschedule` allows; then, as the last
@@ -899,14 +899,15 @@ def _fit(
         schedule = schedule_problem(target, _round_options(pl))
         rounds += 1
         pl.phase("arena" + what)
-        movable = opts.arena_moves and len(rooms) == 1  # moves, not the exact slot model, mend fragments
+        movable = opts.arena_moves  # moves, not the exact slot model, mend fragments
         plan = arena.plan_banks(arena.instances(schedule, sizes, ws), rooms, limit.check, exact=not movable)
         excess = arena.excess(plan, rooms)  # one bank: fixed + arena - --ram
         if excess > 0 and movable:
-            moved = arena.plan_moves(schedule, plan, rooms[0], sizes, ws)
+            moved = arena.plan_moves(schedule, plan, rooms, sizes, ws)
             if moved is not None:
                 log(
-                    f"arena {plan.arena_bytes} B > {rooms[0]} B after fragmentation; values moved within "
+                    f"arena {' + '.join(f'{t} B' for t in plan.tops)} > "
+                    f"{' + '.join(f'{r} B' for r in rooms)} after fragmentation; values moved within "
                     f"the arena instead: {moved[1].planner}"
                 )
                 schedule, plan = moved

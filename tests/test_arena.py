@@ -343,24 +343,27 @@ def _random_schedule(rng: random.Random, n: int, span: int = 20) -> tuple[Schedu
 
 
 def _replay_bytes(schedule: Schedule, plan: ArenaPlan) -> None:
-    """The plan run on a byte array: each value written with its own tag at birth, copied at a Move
-    (a Python slice copy, as memmove), and every resident value's bytes checked after each step."""
-    mem = bytearray(plan.arena_bytes)
-    at = {(i.start, i.value): (o, i.size) for i, o in zip(plan.instances, plan.offsets, strict=True)}
-    where: dict[str, tuple[int, int]] = {}
+    """The plan run on a byte array per RAM bank: each value written with its own tag at birth, copied at
+    a Move (a Python slice copy, as memmove), and every resident value's bytes checked after each step."""
+    mem = [bytearray(t) for t in plan.tops]
+    at = {
+        (i.start, i.value): (plan.bank(k), o, i.size)
+        for k, (i, o) in enumerate(zip(plan.instances, plan.offsets, strict=True))
+    }
+    where: dict[str, tuple[int, int, int]] = {}
     tag = {v: (k % 251) + 1 for k, v in enumerate(sorted({s.node for s in schedule.steps}))}
     for k, step in enumerate(schedule.steps):
         if isinstance(step, Compute):
-            o, size = where[step.node] = at[(k, step.node)]
-            mem[o : o + size] = bytes([tag[step.node]]) * size
+            b, o, size = where[step.node] = at[(k, step.node)]
+            mem[b][o : o + size] = bytes([tag[step.node]]) * size
         elif isinstance(step, Move):
-            (a, size), (b, _) = where[step.node], at[(k, step.node)]
-            mem[b : b + size] = mem[a : a + size]
-            where[step.node] = (b, size)
+            (b0, o0, size), (b1, o1, _) = where[step.node], at[(k, step.node)]
+            mem[b1][o1 : o1 + size] = mem[b0][o0 : o0 + size]
+            where[step.node] = (b1, o1, size)
         elif isinstance(step, Free):
             del where[step.node]
-        for v, (o, size) in where.items():
-            assert mem[o : o + size] == bytes([tag[v]]) * size, (k, step, v)
+        for v, (b, o, size) in where.items():
+            assert mem[b][o : o + size] == bytes([tag[v]]) * size, (k, step, v)
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -400,3 +403,24 @@ def test_moves_keep_a_static_plan_that_fits() -> None:
     moved = arena.plan_moves(schedule, static, static.arena_bytes, sizes, {})
     assert moved is not None
     assert moved[0] == schedule and moved[1].offsets == static.offsets
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_moves_fit_two_banks(seed: int) -> None:
+    """Two RAM banks of 55% and 50% of the live peak: where the banked static plan overflows (seeds 2, 3, 4
+    and 7), the moves give each instance a bank whose live bytes fit and keep every value (byte replay per
+    bank); where it fits, they keep it."""
+    schedule, sizes = _random_schedule(random.Random(seed), 150)
+    insts = arena.instances(schedule, sizes, {})
+    peak = arena.peak_live(insts)
+    rooms = (16 * (55 * peak // 1600), 16 * (50 * peak // 1600))
+    static = arena.plan_banks(insts, rooms)
+    moved = arena.plan_moves(schedule, static, rooms, sizes, {})
+    assert moved is not None
+    new, plan = moved
+    arena.verify(plan)
+    assert arena.excess(plan, rooms) <= 0 and set(plan.banks) == {0, 1}
+    assert [s for s in new.steps if not isinstance(s, Move)] == list(schedule.steps)
+    assert (arena.excess(static, rooms) > 0) == (new != schedule) == (seed in (2, 3, 4, 7))
+    _replay_bytes(new, plan)
+    assert arena.plan_moves(schedule, static, (rooms[0], peak - rooms[0] - 16), sizes, {}) is None
