@@ -265,3 +265,50 @@ def test_params_load_and_dump_whole(tmp_path):
     assert set(runs["plain"].params) == set(runs["split"].params) == set(start)
     for k, v in runs["plain"].params.items():
         assert np.array_equal(v, runs["split"].params[k]), k
+
+
+def resnext(path: Path) -> Path:
+    """x[1,4,16,16] -> Conv 4->32 1x1 -> Relu -> Conv 32->32 3x3 group 16 (a ResNeXt bottleneck's middle) ->
+    Relu -> Conv 32->8 1x1 -> Relu -> GlobalAveragePool -> Flatten -> Gemm 8->5."""
+    param = Params(3, 0.3)
+    inits = param.inits
+    nodes = [
+        helper.make_node("Conv", ["x", param("w0", 32, 4, 1, 1), param("b0", 32)], ["c0"]),
+        helper.make_node("Relu", ["c0"], ["a"]),
+        helper.make_node(
+            "Conv", ["a", param("w1", 32, 2, 3, 3), param("b1", 32)], ["b"], group=16, pads=[1, 1, 1, 1]
+        ),
+        helper.make_node("Relu", ["b"], ["r"]),
+        helper.make_node("Conv", ["r", param("w2", 8, 32, 1, 1), param("b2", 8)], ["d"]),
+        helper.make_node("Relu", ["d"], ["e"]),
+        helper.make_node("GlobalAveragePool", ["e"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["q"]),
+        helper.make_node("Gemm", ["q", param("w4", 5, 8), param("b4", 5)], ["y"], transB=1),
+    ]
+    return save_model(path, "resnext", nodes, inits, [1, 4, 16, 16], [1, 5])
+
+
+def test_tiles_of_whole_groups(tmp_path):
+    """16 groups of 2 channels, 32 KB maps in 8 KB tiles: 4 tiles of 4 whole groups each on both sides (they
+    were cut at every group: 16 tiles), w1 in 4 blocks of 4 groups; numpy within 1e-6 of the unsplit step.
+    With tiles of less than a group (512 B), the cut at every group stays."""
+    tg = _tg(resnext(tmp_path / "m.onnx"))
+    s = splitting.split_graph(tg, 8192)
+    assert s.tiles["a"] == s.tiles["r"] == (0, 8, 16, 24, 32)
+    assert [b[1:] for b in s.blocks["w1"]] == [(0, 8, 0, 2), (8, 16, 0, 2), (16, 24, 0, 2), (24, 32, 0, 2)]
+    _assert_blocks_partition(tg, s, "w1")
+    assert_split_close(tg, s, LR, STEPS)
+    small = splitting.split_graph(tg, 512)
+    assert set(range(0, 33, 2)) <= set(small.tiles["r"])
+    _assert_blocks_partition(tg, small, "w1")
+
+
+def test_tiles_of_whole_groups_in_c_bit_identical(tmp_path):
+    """The 8 KB split (w1 in blocks of 4 groups) on the host and on qemu-cortex-m4: the unsplit bits."""
+    need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
+    path = resnext(tmp_path / "m.onnx")
+    for label, split in (("plain", "off"), ("split", "8KB")):
+        compile_model(_opts(path, tmp_path / label, kernels="fast", split=split, tile_order="channels"))
+    blocks = json.loads((tmp_path / "split" / "plan.json").read_text())["tiles"]["parameters"]
+    assert len(blocks["w1"]) == 4
+    assert_same_bits(tmp_path / "plain", tmp_path / "split", STEPS)
