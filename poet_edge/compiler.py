@@ -68,6 +68,7 @@ class CompileOptions:
     ram_banks: tuple[int, ...] = ()  # --ram A+B: the RAM banks, ram_bytes their sum; (): one bank
     split: str = "off"  # --split: auto, off or a tile size (operator splitting, poet_edge/splitting.py)
     tile_order: str = "auto"  # --tile-order: rows, channels, or auto (both compared): splitting.TILE_ORDERS
+    patches: str = "auto"  # --patches: auto (rows-first splits also patched, compared), on, off: PATCHES
     # --batch-parts: the batch's parts (poet_edge/batch_split.py); None: auto (with --split auto), 1: off
     batch_parts: int | None = None
     # a tile size per tensor (splitting.TileSizes, e.g. a split_for_floor's ``asked``), for callers of the
@@ -280,7 +281,9 @@ def tile_text(tile: Tile) -> str:
     first" when rows are cut before channels."""
     if isinstance(tile, int):
         return f"{fmt_bytes(tile)} tiles"
-    first = ", rows first" if tile.rows_first else ""
+    first = (", rows first" if tile.rows_first else "") + (
+        ", forward stages in patches" if tile.patches else ""
+    )
     if not tile.sizes:
         return f"{fmt_bytes(tile.default)} tiles{first}"
     sizes = (tile.default, *tile.sizes.values())
@@ -293,7 +296,12 @@ def _tile_json(tile: Tile | None) -> dict[str, object]:
     if tile is None or isinstance(tile, int):
         return {"tile_bytes": tile}
     mixed = {"mixed_tiles": True} if tile.sizes else {}
-    return {"tile_bytes": max((tile.default, *tile.sizes.values())), **mixed, "rows_first": tile.rows_first}
+    return {
+        "tile_bytes": max((tile.default, *tile.sizes.values())),
+        **mixed,
+        "rows_first": tile.rows_first,
+        "patches": tile.patches,
+    }
 
 
 TileChoice = tuple[frozenset[str], Tile | None]  # (parameters kept in storage, tile size): plan_choices
@@ -481,7 +489,8 @@ def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions
     if opts.tiles is not None:  # sizes given through the API: as given
         return [(s, opts.tiles) for s in stored]
     if size is not None:
-        return [(s, t) for t in _ordered(size, opts.tile_order) for s in stored]
+        tiles = [t for t in _ordered(size, opts.tile_order, opts.patches) if _stages_if_patched(tg, t, opts)]
+        return [(s, t) for t in tiles for s in stored]
     if any(_stored_floor(tg, reserve, profile, opts, s) <= opts.ram_bytes for s in stored):
         return [(s, None) for s in stored]
     keep = frozenset() if opts.params == planning.ParamPlace.RAM else frozenset(tg.trainable)
@@ -499,7 +508,45 @@ def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions
                 found += 1
             if found == 2:
                 break
+        if rows_first and found and opts.patches != "off":
+            patched = _patched_choice(tg, reserve, profile, opts, keep)
+            if patched is not None:
+                fits = [t for t in fits if not _rows_first(t)] if opts.patches == "on" else fits
+                fits.append(patched)
     return [(keep, t) for t in fits] or [(s, None) for s in stored]
+
+
+PATCHES = ("auto", "on", "off")  # --patches
+
+
+def _stages_if_patched(tg: Graph, t: Tile, opts: CompileOptions) -> bool:
+    """False for a patched choice whose split has no forward-only stage (it is the unpatched one)."""
+    if not isinstance(t, splitting.TileSizes) or not t.patches:
+        return True
+    split = splitting.split_graph(tg, t, input_rows=opts.input_rows)
+    return bool(splitting.patch_stages(tg, split.tiles, split.rows, set()))
+
+
+def _rows_first(t: Tile) -> bool:
+    return isinstance(t, splitting.TileSizes) and t.rows_first
+
+
+def _patched_choice(
+    tg: Graph, reserve: int, profile: Profile, opts: CompileOptions, keep: frozenset[str]
+) -> Tile | None:
+    """The largest rows-first tile size whose split has forward-only stages in patches
+    (:func:`splitting.patch_stages`) and a floor within the budget; None without one. A patch is bigger
+    than a row tile (its halo), so its floor may need smaller tiles than the unpatched split."""
+    for split in splitting.splits(tg, opts.input_rows, True, patches=True):
+        if (
+            not split.rows
+            or split.asked is None
+            or not splitting.patch_stages(tg, split.tiles, split.rows, set())
+        ):
+            continue
+        if _stored_floor(split.graph, reserve, profile, opts, split.param_names(keep)) <= opts.ram_bytes:
+            return split.asked
+    return None
 
 
 def _graph_shape(g: Graph) -> tuple[object, ...]:
@@ -507,9 +554,14 @@ def _graph_shape(g: Graph) -> tuple[object, ...]:
     return tuple((n.name, n.op, *(g.shape(o) for o in n.outputs)) for n in g.nodes)
 
 
-def _ordered(size: int, order: str) -> list[Tile]:
-    """--split SIZE in each order --tile-order ``order`` allows."""
-    return [splitting.TileSizes(size, rows_first=r) for r in splitting.TILE_ORDERS[order]]
+def _ordered(size: int, order: str, patches: str = "off") -> list[Tile]:
+    """--split SIZE in each order --tile-order ``order`` allows, rows first also (auto) or only (on) with
+    forward-only stages in patches (a split without such stages is the same graph either way)."""
+    out: list[Tile] = []
+    for r in splitting.TILE_ORDERS[order]:
+        ways = (False, True) if r and patches == "auto" else (r and patches == "on",)
+        out += [splitting.TileSizes(size, rows_first=r, patches=p) for p in ways]
+    return out
 
 
 def _coarsest(

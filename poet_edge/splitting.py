@@ -96,6 +96,7 @@ class Split:
         return {
             "tile_bytes": self.tile_bytes,
             "rows_first": self.rows_first,
+            "patches": self.asked is not None and self.asked.patches,
             **mixed,
             "tensors": {
                 t: (len(b) - 1) * (len(self.rows.get(t, (0, 1))) - 1) for t, b in sorted(self.tiles.items())
@@ -124,11 +125,13 @@ class TileSizes:
     ``rows_first``: tensors that may be cut in rows (:func:`plan_rows`) become bands of rows of all their
     channels, cut in channels too only where a band of :data:`MIN_ROWS` rows still exceeds the tile (spatial
     tiles: a 1x1 convolution's band of output rows reads only the same band of its input, where a channel
-    tile reads every input tile); else channels are cut first, rows only where one channel exceeds it."""
+    tile reads every input tile); else channels are cut first, rows only where one channel exceeds it.
+    ``patches``: forward-only stages run patch by patch, their halos recomputed (:func:`patch_stages`)."""
 
     default: int
     sizes: Mapping[str, int] = field(default_factory=dict)
     rows_first: bool = False
+    patches: bool = False
 
     def __post_init__(self) -> None:
         least = min((self.default, *self.sizes.values()))
@@ -978,7 +981,8 @@ def split_graph(tg: Graph, tile_bytes: int | TileSizes, rows: bool = True, input
     size for the whole graph, or a size per tensor (:class:`TileSizes`; :func:`split_for_floor` picks
     them). ``rows``: False for channel tiles only. ``input_rows``: the batch x is in storage (``--input
     storage``), so convolutions read it through windows of its rows (Slices of x, which planning loads from
-    storage one by one) like a row-tiled tensor, instead of whole."""
+    storage one by one) like a row-tiled tensor, instead of whole. With ``tile_bytes.patches``, forward-only
+    stages run patch by patch, their halos recomputed (:func:`patch_stages`)."""
     sizes = _sizes(tile_bytes)
     fams = families(tg)
     eligible, need = _classes(tg, sizes, fams)  # once, for the channel and the row tiles
@@ -1006,7 +1010,7 @@ def split_graph(tg: Graph, tile_bytes: int | TileSizes, rows: bool = True, input
     used = _used_sizes(tg, sizes, eligible, tiles, row_bounds, cuts) if sizes.sizes else {}
     size_of = {t: used.get(t, sizes.of(t)) for t in tg.tensors}
     top = max(used.values(), default=sizes.default)
-    split = _Rewrite(tg, tiles, fams, cuts, row_bounds, size_of, input_rows).run()
+    split = _Rewrite(tg, tiles, fams, cuts, row_bounds, size_of, input_rows, sizes.patches).run()
     return replace(split, tile_bytes=top if sizes.sizes else sizes.default, sizes=used, asked=sizes)
 
 
@@ -1061,6 +1065,7 @@ class _Rewrite:
         rows: Mapping[str, tuple[int, ...]] | None = None,
         size_of: Mapping[str, int] | None = None,
         input_rows: bool = False,
+        patches: bool = False,
     ) -> None:
         self.tg, self.tiles, self.rows, self.size_of = tg, tiles, dict(rows or {}), dict(size_of or {})
         self.origin: dict[str, str] = {}  # node made -> the node of tg it runs (a part of)
@@ -1090,12 +1095,18 @@ class _Rewrite:
         self.sliced: set[str] = set()  # output gradients of cut Gemms already cut into their columns
         for _, (d, bounds) in sorted((dense or {}).items()):
             self.cut_dense(d, bounds)
+        aliased = {t for key in (*self.alias, *self.alias.values()) for t in key[:1]}
+        self.patched = patch_stages(tg, self.tiles, self.rows, aliased) if patches else frozenset()
 
     def run(self) -> Split:
         for n in self.tg.nodes:
             first = len(self.nodes)
             self.node(n)
             self.origin |= {m.name: n.name for m in self.nodes[first:]}
+        if self.patched:  # the patched tensors' own row tiles: read by nothing now
+            self.nodes = _live(self.nodes, set(self.tg.outputs))
+            self.origin = {m.name: self.origin[m.name] for m in self.nodes}
+            self.split = [n for n in self.split if n in set(self.origin.values())]
         used = {t for n in self.nodes for t in (*n.inputs, *n.outputs)}
         keep = set(self.tg.inputs) | set(self.tg.outputs) | set(self.params) | used
         tensors = {t: v for t, v in self.tensors.items() if t in keep}
@@ -1309,15 +1320,18 @@ class _Rewrite:
 
     def cut_conv(self, n: Node, c: _Cut) -> None:
         """Output tile i: the chain over its input tiles of parts reading block (i, j); B's block last."""
-        f = c.fam
         for i in range(len(c.mb) - 1):
-            parts = [
-                (n.inputs[0], j, c.block(f.w, i, j), self.sub_attrs(c, n, i, j))
-                for ii, j in c.pairs
-                if ii == i
-            ]
-            bias = None if f.b is None else (f"{f.b}/b{i}" if c.bias else f.b)
-            self.chain(n, n.outputs[0], i, parts, bias)
+            self.chain(n, n.outputs[0], i, *self.cut_parts(n, c, i))
+
+    def cut_parts(
+        self, n: Node, c: _Cut, i: int
+    ) -> tuple[list[tuple[str, int, str, dict[str, object]]], str | None]:
+        """The parts of output tile ``i`` of a cut family's forward ``n`` (block (i, j) each) and its bias."""
+        f = c.fam
+        parts = [
+            (n.inputs[0], j, c.block(f.w, i, j), self.sub_attrs(c, n, i, j)) for ii, j in c.pairs if ii == i
+        ]
+        return parts, None if f.b is None else (f"{f.b}/b{i}" if c.bias else f.b)
 
     def cut_grad_input(self, n: Node, c: _Cut) -> None:
         """Input-gradient tile j: the chain over the output tiles i of parts reading block (i, j)."""
@@ -1589,7 +1603,10 @@ class _Rewrite:
     def window(self, t: str, i: int, lo: int, hi: int, like: Node) -> str:
         """Rows [lo, hi) of channel tile ``i`` of ``t`` (of ``t`` when it is not tiled): the row tile itself
         when it is exactly that, else a Slice of one tile or a Concat of row tiles and slices of the tiles at
-        either end (the halo), made once, in the phase that made ``t`` (``like``'s for a step input)."""
+        either end (the halo), made once, in the phase that made ``t`` (``like``'s for a step input); of a
+        patched tensor (:func:`patch_stages`), the rows computed anew (:meth:`patch`)."""
+        if t in self.patched:
+            return self.patch(t, i, lo, hi)
         if t in self.tiles:
             t, i = self.resolve(t, i)
         spans = self.spans(t)
@@ -1622,6 +1639,37 @@ class _Rewrite:
             parts.append(out)
         if len(pieces) > 1:
             self.concat(parts, name, 2, made, name)
+        return name
+
+    def patch(self, t: str, i: int, lo: int, hi: int) -> str:
+        """Rows [lo, hi) of channel tile ``i`` of patched tensor ``t``, computed by its producer's op from
+        the rows of its inputs that those rows need (windows, or patches again: a stage's halo grows layer
+        by layer down to its first input), made once. The same kernels on the same inputs as the row tiles:
+        each element the same sum."""
+        name = f"patch/{t}/t{i}/{lo}-{hi}"
+        if name in self.tensors:
+            return name
+        n, b = self.producer[t], self.tiles[t]
+        self.temp(name, t, b[i + 1] - b[i], hi - lo)
+        tag = f"t{i}w{lo}-{hi}"
+        if n.op in ("MaxPool", "AveragePool"):
+            whole = pool_x_shape(n.op, [self.tg.shape(u) for u in n.inputs], n.attrs)
+            xs = (whole[0], b[i + 1] - b[i], *whole[2:])
+            attrs = {**n.attrs, "x_shape": xs} if "x_shape" in n.attrs else dict(n.attrs)
+            self.pool_part(n, i, xs, attrs, (lo, hi), name, tag)
+        elif n.name in self.cuts:
+            parts, bias = self.cut_parts(n, self.cuts[n.name], i)
+            self.links(n, parts, bias, name, name, tag, (lo, hi))
+        elif n.op == "Conv":
+            parts, bias, _ = self.conv_parts(n, i)
+            self.links(n, parts, bias, name, name, tag, (lo, hi))
+        else:  # elementwise on the same rows of its operands
+            axes = {u: _channel_param(self.tg, u, n) for u in n.inputs}
+            ins = tuple(
+                self.window(u, i, lo, hi, n) if axes[u] is None else self.operand_part(u, i, None, axes[u], n)
+                for u in n.inputs
+            )
+            self.nodes.append(Node(f"{n.name}/{tag}", n.op, ins, (name,), dict(n.attrs), n.phase))
         return name
 
     def whole(self, t: str) -> str:
@@ -1883,6 +1931,16 @@ class _Rewrite:
 
     def conv(self, n: Node) -> None:
         """The grid of parts: per output tile, a chain over the input tiles its groups read."""
+        out_t = _conv_sides(n)[1 if n.op == "Conv" else 0]
+        for t in range(len(self.tiles[out_t]) - 1 if out_t in self.tiles else 1):
+            parts, bias, _ = self.conv_parts(n, t)
+            self.chain(n, out_t, t, parts, bias)
+
+    def conv_parts(
+        self, n: Node, t: int
+    ) -> tuple[list[tuple[str, int, str, dict[str, object]]], str | None, str]:
+        """Output tile ``t`` of conv node ``n``: its parts (a chain over the input tiles its groups read),
+        its bias and the tensor it is a tile of."""
         tg = self.tg
         w = n.inputs[1]
         forward = n.op == "Conv"
@@ -1895,20 +1953,74 @@ class _Rewrite:
         # forward: output tiles are M tiles, read C tiles; input gradient: output tiles are C tiles, read M
         outs, reads = (mb, cb) if forward else (cb, mb)
         out_t, read_t = (m_side, c_side) if forward else (c_side, m_side)
-        for t in range(len(outs) - 1):
-            lo, hi = outs[t], outs[t + 1]
-            if forward:
-                first, last = (lo // mg) * cg, ((hi - 1) // mg + 1) * cg  # input channels read
-            else:
-                first, last = (lo // cg) * mg, ((hi - 1) // cg + 1) * mg  # output channels read
-            parts = []
-            for j in range(len(reads) - 1):
-                rlo, rhi = reads[j], reads[j + 1]
-                if rlo < last and rhi > first:
-                    box = (rlo, rhi, lo, hi) if forward else (lo, hi, rlo, rhi)
-                    parts.append((read_t, j, w, {**n.attrs, "x_shape": tuple(x_shape), "tile": box}))
-            bias = n.inputs[2] if forward and len(n.inputs) > 2 else None
-            self.chain(n, out_t, t, parts, bias)
+        lo, hi = outs[t], outs[t + 1]
+        if forward:
+            first, last = (lo // mg) * cg, ((hi - 1) // mg + 1) * cg  # input channels read
+        else:
+            first, last = (lo // cg) * mg, ((hi - 1) // cg + 1) * mg  # output channels read
+        parts = []
+        for j in range(len(reads) - 1):
+            rlo, rhi = reads[j], reads[j + 1]
+            if rlo < last and rhi > first:
+                box = (rlo, rhi, lo, hi) if forward else (lo, hi, rlo, rhi)
+                parts.append((read_t, j, w, {**n.attrs, "x_shape": tuple(x_shape), "tile": box}))
+        bias = n.inputs[2] if forward and len(n.inputs) > 2 else None
+        return parts, bias, out_t
+
+
+def patch_stages(
+    tg: Graph, tiles: Mapping[str, tuple[int, ...]], rows: Mapping[str, tuple[int, ...]], aliased: set[str]
+) -> frozenset[str]:
+    """The tensors in row tiles that only forward convolutions and pools read through row windows, or
+    elementwise forward nodes whose outputs are such tensors too, made by a forward Conv, MaxPool,
+    AveragePool or elementwise node: a forward-only stage (a frozen early part of the network, --train
+    last:N). A reader then computes the rows it needs of them anew (:meth:`_Rewrite.patch`, MCUNetV2's
+    patches), so their own row tiles are never made; a patch recomputes the halo rows its neighbour also
+    computes, and the scheduler sees those nodes and their cost."""
+    readers: dict[str, list[Node]] = {}
+    for n in tg.nodes:
+        for u in dict.fromkeys(n.inputs):
+            readers.setdefault(u, []).append(n)
+    out: set[str] = set()
+    for n in reversed(tg.nodes):
+        if len(n.outputs) != 1 or n.phase != Phase.FORWARD:
+            continue
+        t = n.outputs[0]
+        if t not in rows or t not in tiles or t in aliased or t in tg.outputs or not readers.get(t):
+            continue
+        pool = n.op in ("MaxPool", "AveragePool") and _row_pool(tg, n) and n.inputs[0] in rows
+        conv = n.op == "Conv" and _tileable(tg, n)
+        flat = _channelwise(tg, n) and not _channel_maps(tg, n) and n.op not in ("RangeMask", "MaskGrad")
+        if flat:
+            flat = all(u in rows or _channel_param(tg, u, n) is not None for u in n.inputs)
+        if not (pool or conv or flat):
+            continue
+        if all(_reads_rows(tg, m, t, rows, out) for m in readers[t]):
+            out.add(t)
+    return frozenset(out)
+
+
+def _reads_rows(tg: Graph, m: Node, t: str, rows: Mapping[str, tuple[int, ...]], patched: set[str]) -> bool:
+    """Whether forward node ``m`` reads ``t`` only through windows of a few rows (the input of a convolution
+    or pool whose output is in row tiles), or is an elementwise node whose output is patched."""
+    if m.phase != Phase.FORWARD:
+        return False
+    if m.op == "Conv" and _tileable(tg, m):
+        return m.inputs[0] == t and t not in m.inputs[1:] and m.outputs[0] in rows
+    if m.op in ("MaxPool", "AveragePool"):
+        return _row_pool(tg, m) and m.outputs[0] in rows
+    return m.outputs[0] in patched if len(m.outputs) == 1 else False
+
+
+def _live(nodes: list[Node], outputs: set[str]) -> list[Node]:
+    """``nodes`` without the forward ones whose outputs nothing reads (the graph's outputs are read)."""
+    read = set(outputs)
+    keep = []
+    for n in reversed(nodes):
+        if n.phase != Phase.FORWARD or any(o in read for o in n.outputs):
+            keep.append(n)
+            read.update(n.inputs)
+    return keep[::-1]
 
 
 def _derived_spans(
@@ -1981,12 +2093,14 @@ MAX_NODES = 30_000  # a split graph above this many nodes is not tried: scheduli
 TILE_ORDERS = {"auto": (True, False), "rows": (True,), "channels": (False,)}  # --tile-order: rows_first
 
 
-def splits(tg: Graph, input_rows: bool = False, rows_first: bool = False) -> Iterator[Split]:
+def splits(
+    tg: Graph, input_rows: bool = False, rows_first: bool = False, patches: bool = False
+) -> Iterator[Split]:
     """``tg`` split at each size of :data:`TILE_SIZES`, largest first, while the split graph has at most
     :data:`MAX_NODES` nodes (smaller tiles only give more); ``input_rows``: see :func:`split_graph`;
-    ``rows_first``: see :class:`TileSizes`."""
+    ``rows_first``, ``patches``: see :class:`TileSizes`."""
     for t in TILE_SIZES:
-        s = split_graph(tg, TileSizes(t, rows_first=rows_first), input_rows=input_rows)
+        s = split_graph(tg, TileSizes(t, rows_first=rows_first, patches=patches), input_rows=input_rows)
         if len(s.graph.nodes) > MAX_NODES:
             return
         yield s

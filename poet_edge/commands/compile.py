@@ -10,7 +10,7 @@ from poet_edge import autodiff, frontend, optimizer, planning, report
 from poet_edge.autodiff import Loss
 from poet_edge.batch_split import BATCH_PARTS_HELP, parts_wanted
 from poet_edge.commands import add_batch, add_solve_limits, warn_ram_above_device
-from poet_edge.compiler import Compiled, CompileOptions, compile_model
+from poet_edge.compiler import PATCHES, Compiled, CompileOptions, compile_model
 from poet_edge.planning import INPUT_HELP, PARAMS_HELP, InputPlace, ParamPlace
 from poet_edge.progress import Progress
 from poet_edge.schedule import SolveReport
@@ -102,6 +102,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--split", type=parse_split, default="auto", metavar="auto|off|SIZE", help=SPLIT_HELP)
     p.add_argument("--tile-order", choices=tuple(TILE_ORDERS), default="auto", help=TILE_ORDER_HELP)
+    p.add_argument(
+        "--patches",
+        choices=PATCHES,
+        default="auto",
+        help="forward-only stages of a rows-first split (layers before the first trained one, --train "
+        "last:N) run patch by patch: each reader computes the rows it needs from the stage's input, the "
+        "halo rows recomputed (priced) instead of kept (MCUNetV2's patches; docs/splitting.md). auto "
+        "(default): such a split is scheduled with and without, the least energy kept; on; off",
+    )
     p.add_argument("--batch-parts", type=parts_wanted, default=None, metavar="auto|K", help=BATCH_PARTS_HELP)
     p.add_argument(
         "--check-inputs",
@@ -169,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
         ram_banks=banks if len(banks) > 1 else (),
         split=args.split,
         tile_order=args.tile_order,
+        patches=args.patches,
         batch_parts=args.batch_parts,
         arena_moves=args.arena_moves,
     )
@@ -258,7 +268,7 @@ def choices_cut_warning(c: Compiled) -> str | None:
 def _row_text(row: dict[str, object]) -> str:
     """A compared choice for a message: its tiles (or "unsplit"), stored parameters and where it was cut."""
     tile = row.get("tile_bytes")
-    first = ", rows first" if row.get("rows_first") else ""
+    first = (", rows first" if row.get("rows_first") else "") + (", patches" if row.get("patches") else "")
     parts = [f"{fmt_bytes(tile)} tiles{first}" if isinstance(tile, int) else "unsplit"]
     parts.append(f"{row['stored_parameters']} parameters in storage")
     return f"{', '.join(parts)}: '{row.get('cut_phase')}'"
