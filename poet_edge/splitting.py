@@ -1968,6 +1968,11 @@ class _Rewrite:
         return parts, bias, out_t
 
 
+PATCH_ROWS = (
+    2  # a patch spans at most this many of its tensor's row tiles (bands): deeper halos start a stage
+)
+
+
 def patch_stages(
     tg: Graph, tiles: Mapping[str, tuple[int, ...]], rows: Mapping[str, tuple[int, ...]], aliased: set[str]
 ) -> frozenset[str]:
@@ -1976,12 +1981,14 @@ def patch_stages(
     AveragePool or elementwise node: a forward-only stage (a frozen early part of the network, --train
     last:N). A reader then computes the rows it needs of them anew (:meth:`_Rewrite.patch`, MCUNetV2's
     patches), so their own row tiles are never made; a patch recomputes the halo rows its neighbour also
-    computes, and the scheduler sees those nodes and their cost."""
+    computes, and the scheduler sees those nodes and their cost. The halo grows with every layer a patch
+    reaches back through (and doubles its rows at each stride 2): a tensor whose patches would span more
+    than :data:`PATCH_ROWS` of its bands keeps its row tiles, and a new stage begins below it."""
     readers: dict[str, list[Node]] = {}
     for n in tg.nodes:
         for u in dict.fromkeys(n.inputs):
             readers.setdefault(u, []).append(n)
-    out: set[str] = set()
+    asked: dict[str, set[tuple[int, int]]] = {}  # patched tensor -> the row ranges its readers compute
     for n in reversed(tg.nodes):
         if len(n.outputs) != 1 or n.phase != Phase.FORWARD:
             continue
@@ -1995,21 +2002,43 @@ def patch_stages(
             flat = all(u in rows or _channel_param(tg, u, n) is not None for u in n.inputs)
         if not (pool or conv or flat):
             continue
-        if all(_reads_rows(tg, m, t, rows, out) for m in readers[t]):
-            out.add(t)
-    return frozenset(out)
+        spans: set[tuple[int, int]] = set()
+        for m in readers[t]:
+            got = _rows_read(tg, m, t, rows, asked)
+            if got is None:
+                break
+            spans |= got
+        else:
+            band = max(b - a for a, b in zip(rows[t], rows[t][1:], strict=False))
+            if max(hi - lo for lo, hi in spans) <= PATCH_ROWS * band:
+                asked[t] = spans
+    return frozenset(asked)
 
 
-def _reads_rows(tg: Graph, m: Node, t: str, rows: Mapping[str, tuple[int, ...]], patched: set[str]) -> bool:
-    """Whether forward node ``m`` reads ``t`` only through windows of a few rows (the input of a convolution
-    or pool whose output is in row tiles), or is an elementwise node whose output is patched."""
-    if m.phase != Phase.FORWARD:
-        return False
-    if m.op == "Conv" and _tileable(tg, m):
-        return m.inputs[0] == t and t not in m.inputs[1:] and m.outputs[0] in rows
-    if m.op in ("MaxPool", "AveragePool"):
-        return _row_pool(tg, m) and m.outputs[0] in rows
-    return m.outputs[0] in patched if len(m.outputs) == 1 else False
+def _rows_read(
+    tg: Graph, m: Node, t: str, rows: Mapping[str, tuple[int, ...]], asked: Mapping[str, set[tuple[int, int]]]
+) -> set[tuple[int, int]] | None:
+    """The row ranges of ``t`` forward node ``m`` reads through windows (the input of a convolution or pool
+    whose output is in row tiles: per output row tile, or per range a patched output is asked for; an
+    elementwise node whose output is patched: those ranges); None when it reads ``t`` otherwise."""
+    if m.phase != Phase.FORWARD or len(m.outputs) != 1:
+        return None
+    y = m.outputs[0]
+    if m.op not in ("Conv", "MaxPool", "AveragePool"):
+        return set(asked[y]) if y in asked else None
+    if y not in rows or m.inputs[0] != t or t in m.inputs[1:]:
+        return None
+    if m.op == "Conv" and not _tileable(tg, m):
+        return None
+    if m.op != "Conv" and not _row_pool(tg, m):
+        return None
+    out = asked.get(y) or set(zip(rows[y], rows[y][1:], strict=False))
+    if m.op == "Conv":
+        attrs = {**m.attrs, "x_shape": tg.shape(t)}
+        return {_row_window(attrs, tg.shape(m.inputs[1]), True, a, b)[:2] for a, b in out}
+    xs = pool_x_shape(m.op, [tg.shape(u) for u in m.inputs], m.attrs)
+    attrs = {**m.attrs, "x_shape": xs} if "x_shape" in m.attrs else dict(m.attrs)
+    return {forward_rows(xs, attrs, a, b)[:2] for a, b in out}
 
 
 def _live(nodes: list[Node], outputs: set[str]) -> list[Node]:

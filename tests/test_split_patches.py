@@ -18,17 +18,19 @@ from splitutil import Params, assert_same_bits, assert_split_close, save_model, 
 from poet_edge import planning, splitting
 from poet_edge.autodiff import DEFAULT_OPTIONS, Loss
 from poet_edge.compiler import CompileOptions, compile_model
-from poet_edge.ir import Phase
 from poet_edge.profiles import load_profile
 from poet_edge.schedulers import get_scheduler
 from poet_edge.simulator import simulate
 
-STAGE = {"a", "c0", "c1", "r1", "s"}  # m is read by a convolution whose output is not in rows: kept in tiles
+# r2: read by a convolution whose output is not in rows (the global pool reads it whole), so c2 is not
+# patched either; a's patches span 8 rows (two of its 4-row bands: splitting.PATCH_ROWS), c0's too
+STAGE = {"c0", "a", "c1", "r1", "s"}
 
 
 def stage(path: Path) -> Path:
-    """x[1,3,32,32] -> Conv 3->8 3x3 -> Relu (a) -> Conv 8->8 3x3 -> Relu -> Add a (s) -> MaxPool 2 ->
-    Conv 8->16 3x3 stride 2 -> Relu -> GlobalAveragePool -> Flatten -> Gemm 16->5."""
+    """x[1,3,32,32] -> Conv 3->8 3x3 (c0) -> Relu (a) -> Conv 8->8 3x3 (c1) -> Relu (r1) -> Add a (s) ->
+    Conv 8->8 3x3 (c2) -> Relu (r2) -> Conv 8->16 3x3 stride 2 -> Relu -> GlobalAveragePool -> Flatten ->
+    Gemm 16->5."""
     param = Params(3, 0.3)
     p1 = {"pads": [1, 1, 1, 1]}
     nodes = [
@@ -37,25 +39,25 @@ def stage(path: Path) -> Path:
         helper.make_node("Conv", ["a", param("w1", 8, 8, 3, 3), param("b1", 8)], ["c1"], **p1),
         helper.make_node("Relu", ["c1"], ["r1"]),
         helper.make_node("Add", ["r1", "a"], ["s"]),
-        helper.make_node("MaxPool", ["s"], ["m"], kernel_shape=[2, 2], strides=[2, 2]),
-        helper.make_node(
-            "Conv", ["m", param("w2", 16, 8, 3, 3), param("b2", 16)], ["c2"], strides=[2, 2], **p1
-        ),
+        helper.make_node("Conv", ["s", param("w2", 8, 8, 3, 3), param("b2", 8)], ["c2"], **p1),
         helper.make_node("Relu", ["c2"], ["r2"]),
-        helper.make_node("GlobalAveragePool", ["r2"], ["p"]),
+        helper.make_node(
+            "Conv", ["r2", param("w3", 16, 8, 3, 3), param("b3", 16)], ["c3"], strides=[2, 2], **p1
+        ),
+        helper.make_node("Relu", ["c3"], ["r3"]),
+        helper.make_node("GlobalAveragePool", ["r3"], ["p"]),
         helper.make_node("Flatten", ["p"], ["q"]),
         helper.make_node("Gemm", ["q", param("w4", 5, 16), param("b4", 5)], ["y"], transB=1),
     ]
     return save_model(path, "stage", nodes, param.inits, [1, 3, 32, 32], [1, 5])
 
 
-def _no_remat(g) -> tuple[int, float, float]:
-    """The given order's peak and energy without recomputation, and its forward nodes' compute energy."""
+def _no_remat(g) -> tuple[int, float]:
+    """The given order's peak and energy without recomputation."""
     profile = load_profile("cortex-m4")
     problem = planning.price(planning.spec_from_graph(g, 1024), profile, 1 << 40)
     sim = simulate(problem, get_scheduler("none")(problem), profile)
-    forward = {n.name for n in g.nodes if n.phase == Phase.FORWARD}
-    return sim.peak_ram_bytes, sim.energy_j, sum(n.compute_j for n in problem.nodes if n.name in forward)
+    return sim.peak_ram_bytes, sim.energy_j
 
 
 def test_stages_are_the_forward_only_row_tiled_tensors(tmp_path):
@@ -70,19 +72,20 @@ def test_stages_are_the_forward_only_row_tiled_tensors(tmp_path):
 
 @pytest.mark.parametrize("tile", [4096, 2048, 1024])
 def test_patches_give_the_unsplit_step_and_a_lower_peak(tmp_path, tile):
-    """No row tile of a stage tensor is made; the peak of the given order falls (4 KB: 84,352 -> 44,416 B)
-    and the forward compute energy rises by the recomputed halos; numpy within 1e-6 of the unsplit step."""
+    """No row tile of a stage tensor is made, c1's rows are computed more than once (the halos), the peak of
+    the given order falls (4 KB: 84,352 -> 74,112 B); numpy within 1e-6 of the unsplit step."""
     tg = training_graph(stage(tmp_path / "m.onnx"), "last:1")
     plain = splitting.split_graph(tg, splitting.TileSizes(tile, rows_first=True))
     patched = splitting.split_graph(tg, splitting.TileSizes(tile, rows_first=True, patches=True))
     made = {o for n in patched.graph.nodes for o in n.outputs}
     assert not any(o.startswith(tuple(f"{t}/t" for t in STAGE)) for o in made)
-    assert any(o.startswith("patch/a/") for o in made)
+    c1 = [o for o in made if o.startswith("patch/c1/")]
+    assert sum(patched.graph.shape(o)[2] for o in c1) > tg.shape("c1")[2]
     assert patched.summary()["patches"] and not plain.summary()["patches"]
-    (peak0, _, fwd0), (peak1, _, fwd1) = _no_remat(plain.graph), _no_remat(patched.graph)
-    assert peak1 < peak0 and fwd1 > fwd0
+    peak0, peak1 = _no_remat(plain.graph)[0], _no_remat(patched.graph)[0]
+    assert peak1 < peak0
     if tile == 4096:
-        assert (peak0, peak1) == (84_352, 44_416)
+        assert (peak0, peak1) == (84_352, 74_112)
     assert_split_close(tg, patched, 0.05, 3)
 
 
