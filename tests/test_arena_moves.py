@@ -68,17 +68,6 @@ def test_plan_records_the_moves(built: dict[str, Built]) -> None:
     assert (out / "poet_model.c").read_text().count("    memmove(") == moved.sim.n_moves
 
 
-def test_moved_step_trains_like_the_unconstrained_step(built: dict[str, Built]) -> None:
-    """3 steps: the moved project on the host and on qemu-cortex-m4 against the 1 MB one, bit for bit."""
-    need_tools(*QEMU_TOOLS)
-    free = runner.run_project(built["free"][2], "host", 3)
-    for target in ("host", "qemu-cortex-m4"):
-        run = runner.run_project(built["moved"][2], target, 3)
-        assert [s.loss for s in run.steps] == [s.loss for s in free.steps], target
-        for k, v in free.params.items():
-            assert np.array_equal(run.params[k].view(np.uint32), v.view(np.uint32)), (target, k)
-
-
 def test_moves_fit_two_banks(built: dict[str, Built]) -> None:
     """84 KB + 16 KB: the first schedule's live bytes do not split into the banks (rescheduled once), the
     second's do, with 511 moves: 16.709 mJ a step; without moves the compile reschedules three times,
@@ -95,15 +84,21 @@ def test_moves_fit_two_banks(built: dict[str, Built]) -> None:
     assert (out / "poet_model.c").read_text().count("    memmove(") == banked.sim.n_moves
 
 
-def test_banked_moved_step_trains_like_the_unconstrained_step(built: dict[str, Built]) -> None:
-    """3 steps on the host and on qemu-stm32f405 (the second bank at 0x20020000): bit for bit the 1 MB
-    project's, each bank's measured RAM within its budget."""
+@pytest.mark.parametrize(
+    "name, target",
+    [("moved", "host"), ("moved", "qemu-cortex-m4"), ("banked", "host"), ("banked", "qemu-stm32f405")],
+)
+def test_moved_step_trains_like_the_unconstrained_step(
+    built: dict[str, Built], name: str, target: str
+) -> None:
+    """3 steps against the 1 MB project, bit for bit: the one-bank moved project on the host and on
+    qemu-cortex-m4, the two-bank one on the host and on qemu-stm32f405 (the second bank at 0x20020000),
+    each bank's measured RAM within its budget."""
     need_tools(*QEMU_TOOLS)
     free = runner.run_project(built["free"][2], "host", 3)
-    for target in ("host", "qemu-stm32f405"):
-        run = runner.run_project(built["banked"][2], target, 3)
-        assert [s.loss for s in run.steps] == [s.loss for s in free.steps], target
-        for k, v in free.params.items():
-            assert np.array_equal(run.params[k].view(np.uint32), v.view(np.uint32)), (target, k)
-        if target != "host":
-            assert all(m <= b for m, b in zip(run.measured_bank_bytes, BANKS, strict=True))
+    run = runner.run_project(built[name][2], target, 3)
+    assert [s.loss for s in run.steps] == [s.loss for s in free.steps]
+    for k, v in free.params.items():
+        assert np.array_equal(run.params[k].view(np.uint32), v.view(np.uint32)), k
+    if target == "qemu-stm32f405":
+        assert all(m <= b for m, b in zip(run.measured_bank_bytes, BANKS, strict=True))
