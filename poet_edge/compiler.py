@@ -497,8 +497,9 @@ def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions
     fits: list[Tile] = []
     seen: set[tuple[object, ...]] = set()  # the split graphs chosen: one coarsened to another's is skipped
     for rows_first in splitting.TILE_ORDERS[opts.tile_order]:
-        found = 0
+        found, staged = 0, False  # staged: a split with forward-only stages (--patches) was seen
         for split in splitting.splits(tg, opts.input_rows, rows_first):  # largest first
+            staged = staged or bool(rows_first and splitting.patch_stages(tg, split.tiles, split.rows, set()))
             floor = _stored_floor(split.graph, reserve, profile, opts, split.param_names(keep))
             if floor <= opts.ram_bytes and not (rows_first and not split.rows) and split.asked is not None:
                 chosen = _coarsest(tg, reserve, profile, opts, keep, split, floor) or split
@@ -508,7 +509,7 @@ def plan_choices(tg: Graph, reserve: int, profile: Profile, opts: CompileOptions
                 found += 1
             if found == 2:
                 break
-        if rows_first and found and opts.patches != "off":
+        if staged and found and opts.patches != "off":
             patched = _patched_choice(tg, reserve, profile, opts, keep)
             if patched is not None:
                 fits = [t for t in fits if not _rows_first(t)] if opts.patches == "on" else fits
