@@ -1102,7 +1102,7 @@ class _Rewrite:
         for n in self.tg.nodes:
             first = len(self.nodes)
             self.node(n)
-            self.origin |= {m.name: n.name for m in self.nodes[first:]}
+            self.origin |= {m.name: n.name for m in self.nodes[first:] if m.name not in self.origin}
         if self.patched:  # the patched tensors' own row tiles: read by nothing now
             self.nodes = _live(self.nodes, set(self.tg.outputs))
             self.origin = {m.name: self.origin[m.name] for m in self.nodes}
@@ -1650,6 +1650,7 @@ class _Rewrite:
         if name in self.tensors:
             return name
         n, b = self.producer[t], self.tiles[t]
+        first = len(self.nodes)
         self.temp(name, t, b[i + 1] - b[i], hi - lo)
         tag = f"t{i}w{lo}-{hi}"
         if n.op in ("MaxPool", "AveragePool"):
@@ -1670,6 +1671,8 @@ class _Rewrite:
                 for u in n.inputs
             )
             self.nodes.append(Node(f"{n.name}/{tag}", n.op, ins, (name,), dict(n.attrs), n.phase))
+        # the nodes made here run t's producer (a deeper patch's were claimed by its own call)
+        self.origin |= {m.name: n.name for m in self.nodes[first:] if m.name not in self.origin}
         return name
 
     def whole(self, t: str) -> str:

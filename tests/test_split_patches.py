@@ -125,3 +125,14 @@ def test_auto_schedules_both_and_keeps_the_cheaper(tmp_path):
     assert runs["auto"].split is not None and runs["auto"].split.summary()["patches"]
     off = json.loads((tmp_path / "off" / "plan.json").read_text())["choices_compared"]
     assert not any(r.get("patches") for r in off)
+
+
+def test_patch_nodes_run_their_producers(tmp_path):
+    """Split.origin maps each patch's nodes to the node whose rows it computes (not to its reader)."""
+    tg = training_graph(stage(tmp_path / "m.onnx"), "last:1")
+    s = splitting.split_graph(tg, splitting.TileSizes(4096, rows_first=True, patches=True))
+    made = {o: n.name for n in s.graph.nodes for o in n.outputs}
+    producer = {o: n.name for n in tg.nodes for o in n.outputs}
+    for out, node in made.items():
+        if out.startswith("patch/"):
+            assert s.origin[node] == producer[out.split("/")[1]], (node, out)
