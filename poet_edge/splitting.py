@@ -1971,9 +1971,8 @@ class _Rewrite:
         return parts, bias, out_t
 
 
-PATCH_ROWS = (
-    2  # a patch spans at most this many of its tensor's row tiles (bands): deeper halos start a stage
-)
+# a patch spans at most this many of its tensor's row tiles (bands): where deeper halos would, a stage ends
+PATCH_ROWS = 2
 
 
 def patch_stages(
