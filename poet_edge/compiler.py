@@ -524,8 +524,7 @@ def _stages_if_patched(tg: Graph, t: Tile, opts: CompileOptions) -> bool:
     """False for a patched choice whose split has no forward-only stage (it is the unpatched one)."""
     if not isinstance(t, splitting.TileSizes) or not t.patches:
         return True
-    split = splitting.split_graph(tg, t, input_rows=opts.input_rows)
-    return bool(splitting.patch_stages(tg, split.tiles, split.rows, set()))
+    return bool(splitting.split_graph(tg, t, input_rows=opts.input_rows).patched)
 
 
 def _rows_first(t: Tile) -> bool:
@@ -539,11 +538,7 @@ def _patched_choice(
     (:func:`splitting.patch_stages`) and a floor within the budget; None without one. A patch is bigger
     than a row tile (its halo), so its floor may need smaller tiles than the unpatched split."""
     for split in splitting.splits(tg, opts.input_rows, True, patches=True):
-        if (
-            not split.rows
-            or split.asked is None
-            or not splitting.patch_stages(tg, split.tiles, split.rows, set())
-        ):
+        if not split.patched or split.asked is None:
             continue
         if _stored_floor(split.graph, reserve, profile, opts, split.param_names(keep)) <= opts.ram_bytes:
             return split.asked

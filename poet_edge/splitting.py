@@ -76,6 +76,7 @@ class Split:
     sizes: Mapping[str, int] = field(default_factory=dict)
     origin: Mapping[str, str] = field(default_factory=dict)  # node of the split graph -> the node it runs
     asked: TileSizes | None = None  # the sizes split_graph was given: split_graph(tg, asked) is this split
+    patched: frozenset[str] = frozenset()  # tensors of forward-only stages computed in patches (patch_stages)
 
     @property
     def mixed(self) -> bool:
@@ -96,7 +97,7 @@ class Split:
         return {
             "tile_bytes": self.tile_bytes,
             "rows_first": self.rows_first,
-            "patches": self.asked is not None and self.asked.patches,
+            "patches": bool(self.patched),
             **mixed,
             "tensors": {
                 t: (len(b) - 1) * (len(self.rows.get(t, (0, 1))) - 1) for t, b in sorted(self.tiles.items())
@@ -1128,6 +1129,7 @@ class _Rewrite:
             self.rows,
             shapes,
             origin=self.origin,
+            patched=self.patched,
         )
 
     def relabel(self, concat: bool, views: Sequence[_View]) -> None:
