@@ -166,18 +166,22 @@ def _partitions(g: Graph) -> dict[str, tuple[int, tuple[Node, ...]]]:
     return out
 
 
-def _backward(g: Graph, gb: GradBuilder, seed: tuple[str, str], req: set[str]) -> dict[str, str]:
+def _backward(
+    g: Graph, gb: GradBuilder, seed: tuple[str, str], req: set[str], params: frozenset[str] = frozenset()
+) -> dict[str, str]:
     """Returns the final gradient tensor of every tensor that needs one.
 
     A tensor read by several nodes gets one gradient contribution from each read, produced in reverse
     node order (and, within one node, in input order): g0, g1, g2, ... Each contribution is added to
     the running sum as soon as it is produced, an ``Add`` emitted right after the backward nodes that
     made it, so the sum is always ((g0 + g1) + g2) + ... in that order, and at most one partial sum per
-    tensor is alive (an unrolled RNN's per-step weight gradients are not all held until the end)."""
+    tensor is alive (an unrolled RNN's per-step weight gradients are not all held until the end). For a
+    parameter of ``params`` whose contribution a ConvGradWeight or a 2-D Gemm makes, that node adds its
+    products to the running sum itself (:func:`_fold`): no Add, and no third weight-sized buffer."""
     acc: dict[str, str] = {seed[0]: seed[1]}
 
     def accumulate(t: str, gt: str) -> None:
-        if t in acc:
+        if t in acc and not (t in params and _fold(gb, gt, acc[t])):
             gb.prefix = f"grad/{t}/"
             gt = gb.emit("Add", (acc[t], gt))
         acc[t] = gt
@@ -201,6 +205,38 @@ def _backward(g: Graph, gb: GradBuilder, seed: tuple[str, str], req: set[str]) -
             if need and gt is not None:
                 accumulate(t, gt)
     return acc
+
+
+def _fold(gb: GradBuilder, gt: str, running: str) -> bool:
+    """Makes the node that emitted contribution ``gt`` add its products to ``running`` (the sum of the
+    contributions before it), if it can: a ConvGradWeight (``partial``, P = ``running``: its accumulators
+    start at P, ops/conv.py) or a Gemm of 2-D operands without C (C = ``running``, beta 1), whose operands
+    weigh no more than the gradient: then the folded node needs operands + 2 gradients, no more than the
+    Add's 3 gradients (with bigger operands, as a convolution's maps are, the fold would raise the node's
+    floor, and the running sum could no longer be paged out while the products run). The sum's order
+    changes from (running + (products)) to (products added to running): within rounding. False (nothing
+    changed) otherwise."""
+    k = next(i for i in range(len(gb.nodes) - 1, -1, -1) if gt in gb.nodes[i].outputs)
+    n = gb.nodes[k]
+    if sum(gb.tensors[t].nbytes for t in n.inputs) > gb.tensors[gt].nbytes:
+        return False
+    if n.op == "ConvGradWeight" and not n.attr("partial", False):
+        attrs = {**n.attrs, "partial": True}
+    elif n.op == "Gemm" and len(n.inputs) == 2 and len(gb.shape(gt)) == 2:
+        attrs = {**n.attrs, "beta": 1.0}
+    else:
+        return False
+    later = gb.nodes[k + 1 :]
+    if any(gt in m.inputs for m in later):
+        return False
+    ops.get(n.op).infer([gb.shape(t) for t in (*n.inputs, running)], attrs)  # the shapes agree
+    folded = replace(n, inputs=(*n.inputs, running), attrs=attrs)
+    if any(running in m.outputs for m in later):  # the sum was made after it: run it after the sum
+        del gb.nodes[k]
+        gb.nodes.append(folded)
+    else:
+        gb.nodes[k] = folded
+    return True
 
 
 def _piece(
@@ -255,6 +291,8 @@ def _fusable(
     n = producer[g]
     gbytes = tensors[g].nbytes
     if n.op == "ConvGradWeight":
+        if n.attr("partial", False):  # the last of a chain of contributions (_fold)
+            return None
         win = fused.conv.conv_window(tensors[n.inputs[0]].shape, tensors[p].shape, n.attrs)
         ws = fused.conv_workspace(win)
         cattrs = {k: v for k, v in n.attrs.items() if k != "w_shape"}
@@ -420,7 +458,7 @@ def training_graph(
     gb = GradBuilder(tensors)
     labels, dlogits = _add_loss(gb, g.outputs[0], loss)
     req = _requires_grad(g, trainable)
-    grads = _backward(g, gb, (g.outputs[0], dlogits), req)
+    grads = _backward(g, gb, (g.outputs[0], dlogits), req, trainable)
     nodes = _place_updates(
         list(g.nodes) + gb.nodes, grads, trainable, gb.tensors, optimizer, options.fused_updates
     )

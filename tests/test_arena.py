@@ -295,7 +295,7 @@ def test_evict_above_recomputes_or_pages_a_value_between_its_reads() -> None:
 
 
 def test_evicting_the_values_above_fits_the_greedy_gru_arena() -> None:
-    """The unrolled GRU's greedy schedule at 100 KB: its arena is 10,928 B over the 73,744 B left after the
+    """The unrolled GRU's greedy schedule at 100 KB: its arena is 2,912 B over the 73,712 B left after the
     fixed RAM; one eviction round fits it, and the simulator accepts the repaired schedule (counts)."""
     from pathlib import Path
 
@@ -316,11 +316,11 @@ def test_evicting_the_values_above_fits_the_greedy_gru_arena() -> None:
     ws = {n.name: n.workspace_bytes for n in problem.nodes}
     plan = arena.plan_best(arena.instances(schedule, {n.name: n.out_bytes for n in problem.nodes}, ws))
     room = 100 * 1024 - problem.fixed_bytes
-    assert (room, plan.arena_bytes) == (73712, 80448)
+    assert (room, plan.arena_bytes) == (73712, 76624)
     logs: list[str] = []
     opts = CompileOptions(gru, "cortex-m4", 100 * 1024, Path("unused"), scheduler="greedy")
     repaired, fitted = compiler.evict_fragments(problem, schedule, plan, opts, PhaseLimit(None), logs.append)
-    assert len(logs) == 4 and fitted.arena_bytes == 73088 <= room
+    assert len(logs) == 1 and fitted.arena_bytes == 73632 <= room
     arena.verify(fitted)
     sim = simulate(problem, repaired)
     assert sim.peak_ram_bytes <= simulate(problem, schedule).peak_ram_bytes

@@ -1,6 +1,6 @@
 """Values moved within the arena (--arena-moves, arena.plan_moves). The unrolled GRU's greedy schedule at
-100 KB fits in live bytes, but no static placement of its values does (10,928 B over): the compile keeps
-that schedule and moves values where it would otherwise reschedule with recomputation; the moved step trains
+100 KB fits in live bytes, but no static placement of its values does (2,912 B over): the compile keeps
+that schedule and moves values where it would otherwise reschedule with more paging; the moved step trains
 bit for bit like the unconstrained one, on the host and on qemu-cortex-m4. With two RAM banks (84 KB + 16 KB)
 the values also get banks whose live bytes fit, and the step runs on qemu-stm32f405 within each bank."""
 
@@ -55,8 +55,11 @@ def test_moves_keep_the_schedule_that_fits_in_live_bytes(built: dict[str, Built]
     assert moved.sim.moved_bytes > 0 and 0 < moved.sim.energy_move_j < 0.02 * moved.sim.energy_j
     arena.verify(moved.arena)
     assert moved.arena.arena_bytes <= RAM - moved.fixed.total
-    assert moved.sim.energy_j < static.sim.energy_j  # no recomputation added for the fragmentation
-    assert moved.sim.n_recomputations < static.sim.n_recomputations
+    assert moved.sim.energy_j < static.sim.energy_j  # no recomputation or paging added for the fragmentation
+    assert (
+        moved.sim.n_recomputations + moved.sim.n_page_outs
+        < static.sim.n_recomputations + static.sim.n_page_outs
+    )
 
 
 def test_plan_records_the_moves(built: dict[str, Built]) -> None:
@@ -69,13 +72,12 @@ def test_plan_records_the_moves(built: dict[str, Built]) -> None:
 
 
 def test_moves_fit_two_banks(built: dict[str, Built]) -> None:
-    """84 KB + 16 KB: the first schedule's live bytes do not split into the banks (rescheduled once), the
-    second's do, with 511 moves: 16.709 mJ a step; without moves the compile reschedules three times,
-    17.322 mJ."""
+    """84 KB + 16 KB: the first schedule's live bytes split into the banks, with 224 moves: 8.572 mJ a step;
+    without moves the compile reschedules once, with more paging: 11.207 mJ."""
     (banked, logs, out), (static, static_logs, _) = built["banked"], built["banked-static"]
-    assert sum("rescheduling" in line for line in logs) == 1
+    assert not any("rescheduling" in line for line in logs)
     assert sum("values moved within the arena instead" in line for line in logs) == 1
-    assert sum("rescheduling" in line for line in static_logs) == 3
+    assert sum("rescheduling" in line for line in static_logs) == 1
     arena.verify(banked.arena)
     rooms = arena.bank_rooms(BANKS, RAM, banked.fixed.total)
     assert arena.excess(banked.arena, rooms) <= 0 and set(banked.arena.banks) == {0, 1}

@@ -158,17 +158,24 @@ def _opts(path: Path, out: Path, ram: int, **kw: object) -> CompileOptions:
     return replace(base, training=autodiff.DEFAULT_OPTIONS, kernels="fast", split="auto", **kw)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("parts", "split"), [(3, "auto"), (2, "1kb")])
-def test_c_host_matches_numpy_and_qemu_matches_host(tmp_path, parts, split):
+@pytest.mark.parametrize(
+    ("name", "parts", "split"), [("resnet", 3, "auto"), ("resnet", 2, "1kb"), ("mlp", 4, "auto")]
+)
+def test_c_host_matches_numpy_and_qemu_matches_host(tmp_path, name, parts, split):
     """Batch parts alone and with channel tiles of 1 KB: host within 1e-5 of numpy, QEMU the host's bits,
-    the first loss the unsplit project's bits."""
+    the first loss the unsplit project's bits. The dense weights' gradients are summed over the parts in
+    the Gemms that make them (autodiff._fold: C the running sum; mlp: all three)."""
     need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
-    path = resnet(tmp_path / "m.onnx")
+    path = MODELS[name](tmp_path / "m.onnx")
     c = compile_model(replace(_opts(path, tmp_path / "out", 1 << 20, batch_parts=parts), split=split))
     plan = json.loads((tmp_path / "out" / "plan.json").read_text())
     assert plan["batch_split"]["parts"] == parts
     assert plan["batch_split"]["sizes"] == list(batch_split.part_sizes(BATCH, parts))
     assert (plan["tiles"] is not None) == (split != "auto")
+    folded = [
+        n for n in c.training.nodes if n.op == "Gemm" and len(n.inputs) == 3 and n.name.startswith("grad/")
+    ]
+    assert len(folded) == (parts - 1) * (3 if name == "mlp" else 1)
     host = runner.run_project(tmp_path / "out", "host", STEPS)
     qemu = runner.run_project(tmp_path / "out", "qemu-cortex-m4", STEPS)
     assert [s.loss for s in host.steps] == [s.loss for s in qemu.steps]

@@ -34,8 +34,8 @@ class FakeClock:
 
 
 def test_unrolled_gru_compiles_within_a_small_time_limit(tmp_path: Path) -> None:
-    """Recomputation at 100 KB (the no-remat step needs 150 KB). The greedy schedule's arena is 10,928 B over
-    the budget after fragmentation; with --no-arena-moves (tests/test_arena_moves.py has the moves), one
+    """Paging at 100 KB (the no-remat step needs 111,200 B). The greedy schedule's arena is 2,912 B over the
+    budget after fragmentation; with --no-arena-moves (tests/test_arena_moves.py has the moves), one
     reschedule with the budget tightened by exactly that fits. Counts,
     not times: the limit's clock stands still here (wall-clock figures: bench/arena.py)."""
     ram = 100 * 1024
@@ -57,8 +57,8 @@ def test_unrolled_gru_compiles_within_a_small_time_limit(tmp_path: Path) -> None
     ]
     assert 2 <= rounds <= 5
     assert sum("rescheduling with a tighter budget" in line for line in logs) == rounds - 1
-    assert len(c.training.nodes) == 1817
-    assert c.sim.n_recomputations > 0
+    assert len(c.training.nodes) == 1722
+    assert c.sim.n_recomputations + c.sim.n_page_outs > 0
     arena.verify(c.arena)
     assert c.arena.peak_live_bytes <= c.arena.arena_bytes
     assert c.predicted_ram_bytes <= ram
@@ -276,7 +276,7 @@ def test_no_time_for_a_reschedule_stops_in_the_arena_phase(tmp_path, monkeypatch
 
 
 def test_no_time_for_a_reschedule_evicts_instead(tmp_path, monkeypatch) -> None:
-    """The unrolled GRU's greedy schedule, 6,736 B over after fragmentation, with no time left to reschedule:
+    """The unrolled GRU's greedy schedule, 2,912 B over after fragmentation, with no time left to reschedule:
     the values placed above the budget are evicted between their reads, and the compile fits in one round."""
     clock = FakeClock()
     seen = _fragmenting(monkeypatch, clock, 18.0, [])
@@ -288,8 +288,8 @@ def test_no_time_for_a_reschedule_evicts_instead(tmp_path, monkeypatch) -> None:
     c = compile_model(opts, logs.append, limit=PhaseLimit(20.0, clock))
     assert len(seen) == 3  # one training schedule, then poet_predict's and poet_eval_step's
     evicted = [m for m in logs if "evicted" in m]
-    assert len(evicted) == 4 and evicted[0].startswith(
-        "arena 80448 B > 73712 B after fragmentation; evicted the"
+    assert len(evicted) == 1 and evicted[0].startswith(
+        "arena 76624 B > 73712 B after fragmentation; evicted the"
     )
     assert c.arena.arena_bytes <= 73712 and c.predicted_ram_bytes <= ram
     arena.verify(c.arena)

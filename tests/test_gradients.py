@@ -120,6 +120,55 @@ def test_shared_weight_gradient_is_summed_as_produced_in_reverse_node_order():
     assert fd_check(tg, rng.standard_normal((3, 4)), rng.standard_normal((3, 4))) <= 1e-6
 
 
+def _shared(op: str, x: list[int], w: list[int], **attrs: object) -> autodiff.Graph:
+    """y = op(op(x, W), W) (a Gemm or a padded 3x3 Conv reading one W twice), MSE, W trained."""
+    from onnx import TensorProto
+
+    wv = np.random.default_rng(9).standard_normal(w).astype(np.float32) / 4
+    nodes = [
+        helper.make_node(op, ["input", "W"], ["h"], name="first", **attrs),
+        helper.make_node(op, ["h", "W"], ["output"], name="second", **attrs),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "shared",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, x)],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, x)],
+        [numpy_helper.from_array(wv, "W")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return mse_training(load_model(model, batch=x[0]), frozenset({"W"}))
+
+
+@pytest.mark.parametrize(
+    "op,x,w,attrs,folded",
+    [
+        ("Gemm", [2, 8], [8, 8], {}, "Gemm"),  # operands 128 B, the gradient 256 B: folded
+        ("Conv", [1, 8, 2, 2], [8, 8, 3, 3], {"pads": [1, 1, 1, 1]}, "ConvGradWeight"),  # 256 B vs 2,304 B
+        ("Conv", [1, 2, 8, 8], [2, 2, 3, 3], {"pads": [1, 1, 1, 1]}, None),  # maps 1,024 B vs 144 B: an Add
+    ],
+    ids=["gemm", "conv-small-maps", "conv-big-maps"],
+)
+def test_a_shared_weight_sums_its_gradient_in_the_node_that_makes_it(op, x, w, attrs, folded):
+    """autodiff._fold: where the operands weigh no more than the gradient, the second contribution's node
+    takes the first as its running sum (Gemm: C, beta 1; ConvGradWeight: partial) and no Add is left;
+    otherwise the Add stays. Finite differences agree either way."""
+    tg = _shared(op, x, w, **attrs)
+    by_out = {o: n for n in tg.nodes for o in n.outputs}
+    update = next(n for n in tg.nodes if n.op == "SGDUpdate")
+    last = by_out[update.inputs[1]]
+    adds = [n for n in tg.nodes if n.op == "Add" and n.name.startswith("grad/W/")]
+    if folded is None:
+        assert last.op == "Add" and len(adds) == 1
+    else:
+        assert not adds and last.op == folded and len(last.inputs) == 3
+        first = by_out[last.inputs[2]]
+        assert first.op == folded and len(first.inputs) == 2
+        assert last.attrs.get("partial", False) or last.attrs.get("beta") == 1.0
+    rng = np.random.default_rng(10)
+    assert fd_check(tg, rng.standard_normal(x), rng.standard_normal(x)) <= 1e-6
+
+
 def _gru():
     from conftest import EXAMPLES
 
@@ -128,8 +177,12 @@ def _gru():
 
 def test_unrolled_gru_holds_one_partial_sum_per_weight_gradient():
     """In node order, at most the running sum and one new contribution of a weight's gradient are alive
-    at once (summed at the end, all 48 per-step gradients of W_hh were alive together)."""
+    at once (summed at the end, all 48 per-step gradients of W_hh were alive together). The weights'
+    contributions are Gemms that add their products to the running sum themselves (autodiff._fold: the
+    operands, a step's rows, weigh less than the gradient), so no Add and only the running sum and the new
+    one; the bias's are ReduceSumTo's, summed by Adds."""
     tg = _gru()
+    by_out = {o: n for n in tg.nodes for o in n.outputs}
     pos = {o: k for k, n in enumerate(tg.nodes) for o in n.outputs}
     last_use: dict[str, int] = {}
     for k, n in enumerate(tg.nodes):
@@ -137,15 +190,21 @@ def test_unrolled_gru_holds_one_partial_sum_per_weight_gradient():
             last_use[t] = k
     uses = {"W_hh": 48, "W_ih": 49, "b_hh": 49}  # W_hh: steps 1-48; b_hh: 48 Gemms and step 0's Split
     for p, n_uses in uses.items():
-        adds = [n for n in tg.nodes if n.op == "Add" and n.name.startswith(f"grad/{p}/")]
-        assert len(adds) == n_uses - 1
-        parts = {t for n in adds for t in (*n.inputs, *n.outputs)}
+        update = next(n for n in tg.nodes if n.op == "SGDUpdate" and n.inputs[0] == p)
+        chain, t = [], update.inputs[1]  # the running sums, last first
+        while (n := by_out[t]).op == "Add" or (n.op == "Gemm" and len(n.inputs) == 3):
+            chain.append(n)
+            t = n.inputs[0] if n.op == "Add" else n.inputs[2]
+        assert len(chain) == n_uses - 1
+        assert {n.op for n in chain} == ({"Add"} if p == "b_hh" else {"Gemm"})
+        sums = [(*n.inputs, *n.outputs) if n.op == "Add" else (n.inputs[2], n.outputs[0]) for n in chain]
+        parts = {t for ts in sums for t in ts}
         events = sorted((pos[t], 1) for t in parts) + sorted((last_use[t] + 1, -1) for t in parts)
         alive = most = 0
         for _, d in sorted(events, key=lambda e: (e[0], e[1])):
             alive += d
             most = max(most, alive)
-        assert most <= 3  # the running sum, the new contribution and their sum, for one node
+        assert most <= (3 if p == "b_hh" else 2)  # (the running sum, the new contribution,) their sum
 
 
 def test_unrolled_gru_gradient_matches_finite_differences():
