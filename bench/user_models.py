@@ -514,10 +514,11 @@ def main(argv: list[str]) -> int:
         saved = json.loads((args.results / "user_models.json").read_text())
         (args.results / "user_models.md").write_text(markdown(saved["meta"], saved["rows"]))
         return 0
-    try:
-        import torch  # noqa: F401
-        import torchvision  # noqa: F401
-    except ImportError:
+    import importlib.util
+
+    # torchvision's __init__ may fail to load its C ops against a CPU torch (RuntimeError); its model files
+    # are imported without it (examples/user_models/models.py), so only its presence is checked here
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("torchvision") is None:
         print("bench/user_models.py: skipped: needs torch and torchvision (not poet-edge deps); see --help")
         return 0
     MAX_PARAMS[0] = args.max_params
