@@ -80,7 +80,24 @@ def merged(path: Path) -> Path:
     return save_model(path, "merged", nodes, param.inits + consts, ["N", 2, 6, 6], ["N", 5])
 
 
-MODELS = {"resnet": resnet, "mlp": mlp, "merged": merged}
+def small_maps(path: Path) -> Path:
+    """x[N,8,2,2] -> Conv 8->8 3x3 -> Relu -> Conv 8->8 3x3 -> GlobalAveragePool -> Flatten -> Gemm 8->5: maps
+    smaller than the weights, so each part's ConvGradWeight adds to the running sum (autodiff._fold)."""
+    param = Params(14, 0.3)
+    p1 = {"pads": [1, 1, 1, 1]}
+    nodes = [
+        helper.make_node("Conv", ["x", param("w0", 8, 8, 3, 3), param("b0", 8)], ["c0"], **p1),
+        helper.make_node("Relu", ["c0"], ["a"]),
+        helper.make_node("Conv", ["a", param("w1", 8, 8, 3, 3), param("b1", 8)], ["c1"], **p1),
+        helper.make_node("GlobalAveragePool", ["c1"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["q"]),
+        helper.make_node("Gemm", ["q", param("w2", 5, 8), param("b2", 5)], ["y"], transB=1),
+    ]
+    return save_model(path, "small_maps", nodes, param.inits, ["N", 8, 2, 2], ["N", 5])
+
+
+MODELS = {"resnet": resnet, "mlp": mlp, "merged": merged, "small_maps": small_maps}
+FOLDED = {"resnet": (0, 1), "mlp": (0, 3), "merged": (0, 0), "small_maps": (2, 1)}  # (ConvGradWeight, Gemm)
 
 
 def _training(g: Graph) -> Graph:
@@ -159,12 +176,14 @@ def _opts(path: Path, out: Path, ram: int, **kw: object) -> CompileOptions:
 
 
 @pytest.mark.parametrize(
-    ("name", "parts", "split"), [("resnet", 3, "auto"), ("resnet", 2, "1kb"), ("mlp", 4, "auto")]
+    ("name", "parts", "split"),
+    [("resnet", 3, "auto"), ("resnet", 2, "1kb"), ("mlp", 4, "auto"), ("small_maps", 4, "auto")],
 )
 def test_c_host_matches_numpy_and_qemu_matches_host(tmp_path, name, parts, split):
     """Batch parts alone and with channel tiles of 1 KB: host within 1e-5 of numpy, QEMU the host's bits,
-    the first loss the unsplit project's bits. The dense weights' gradients are summed over the parts in
-    the Gemms that make them (autodiff._fold: C the running sum; mlp: all three)."""
+    the first loss the unsplit project's bits. Where a part's operands weigh no more than the gradient, the
+    weights' gradients are summed over the parts in the nodes that make them (autodiff._fold: Gemm with
+    C, ConvGradWeight partial)."""
     need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
     path = MODELS[name](tmp_path / "m.onnx")
     c = compile_model(replace(_opts(path, tmp_path / "out", 1 << 20, batch_parts=parts), split=split))
@@ -172,10 +191,10 @@ def test_c_host_matches_numpy_and_qemu_matches_host(tmp_path, name, parts, split
     assert plan["batch_split"]["parts"] == parts
     assert plan["batch_split"]["sizes"] == list(batch_split.part_sizes(BATCH, parts))
     assert (plan["tiles"] is not None) == (split != "auto")
-    folded = [
-        n for n in c.training.nodes if n.op == "Gemm" and len(n.inputs) == 3 and n.name.startswith("grad/")
-    ]
-    assert len(folded) == (parts - 1) * (3 if name == "mlp" else 1)
+    grads = [n for n in c.training.nodes if n.name.startswith("grad/")]
+    convs = sum(n.op == "ConvGradWeight" and bool(n.attrs.get("partial")) for n in grads)
+    gemms = sum(n.op == "Gemm" and len(n.inputs) == 3 for n in grads)
+    assert (convs, gemms) == tuple((parts - 1) * k for k in FOLDED[name])
     host = runner.run_project(tmp_path / "out", "host", STEPS)
     qemu = runner.run_project(tmp_path / "out", "qemu-cortex-m4", STEPS)
     assert [s.loss for s in host.steps] == [s.loss for s in qemu.steps]
