@@ -30,7 +30,6 @@ of one erase block; with wear spread over the whole storage capacity, the storag
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -120,8 +119,3 @@ def steps_until_endurance(profile: Profile, erase_blocks_per_step: float) -> flo
     s = profile.storage
     total = s.endurance_cycles * (s.capacity_bytes / s.erase_bytes)
     return total / erase_blocks_per_step
-
-
-def storage_blocks(profile: Profile) -> int:
-    """Number of erase blocks of the storage."""
-    return math.floor(profile.storage.capacity_bytes / profile.storage.erase_bytes)

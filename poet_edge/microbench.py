@@ -70,10 +70,6 @@ class KernelCase:
     arrays: tuple[str, ...] = ()  # static const int32 arrays the call uses (C definitions)
     priced: float = 0.0  # set by op_case (every case is made there)
 
-    @property
-    def mem_floats(self) -> int:
-        return layout(self, False).floats
-
 
 @dataclass(frozen=True)
 class Layout:

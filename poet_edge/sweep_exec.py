@@ -31,11 +31,10 @@ import io
 import json
 import logging
 import os
-import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, fields, is_dataclass, replace
 from functools import cache
@@ -514,16 +513,3 @@ def summary(o: Outcome) -> dict[str, Any]:
     """The row numbers of an outcome (for tests and JSON)."""
     d = asdict(o)
     return {k: d[k] for k in SUMMARY_FIELDS}
-
-
-def eprint(text: str) -> None:
-    print(text, file=sys.stderr)
-
-
-def iter_unique(tasks: Sequence[Task]) -> Iterator[Task]:
-    """The tasks with distinct keys, in order (two points with the same key are one computation)."""
-    seen: set[str] = set()
-    for t in tasks:
-        if t.key not in seen:
-            seen.add(t.key)
-            yield t
