@@ -227,15 +227,10 @@ def _fold(gb: GradBuilder, gt: str, running: str) -> bool:
     else:
         return False
     later = gb.nodes[k + 1 :]
-    if any(gt in m.inputs for m in later):
+    if any(gt in m.inputs or running in m.outputs for m in later):  # read already, or the sum made after it
         return False
     ops.get(n.op).infer([gb.shape(t) for t in (*n.inputs, running)], attrs)  # the shapes agree
-    folded = replace(n, inputs=(*n.inputs, running), attrs=attrs)
-    if any(running in m.outputs for m in later):  # the sum was made after it: run it after the sum
-        del gb.nodes[k]
-        gb.nodes.append(folded)
-    else:
-        gb.nodes[k] = folded
+    gb.nodes[k] = replace(n, inputs=(*n.inputs, running), attrs=attrs)
     return True
 
 
