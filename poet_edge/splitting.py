@@ -220,6 +220,16 @@ def _row_pool(tg: Graph, n: Node) -> bool:
     return n.op in POOL_OPS and _per_channel(tg, n) and len(tg.shape(n.outputs[0])) in (3, 4)
 
 
+def _pool_geometry(
+    tg: Graph, n: Node, channels: int | None = None
+) -> tuple[tuple[int, ...], dict[str, object]]:
+    """Pool (or pool gradient) ``n``'s input shape, with ``channels`` channels when given (a channel tile),
+    and its attributes with that shape where they carry one (``x_shape``: the gradients)."""
+    whole = pool_x_shape(n.op, [tg.shape(t) for t in n.inputs], n.attrs)
+    xs = tuple(whole) if channels is None else (whole[0], channels, *whole[2:])
+    return xs, ({**n.attrs, "x_shape": xs} if "x_shape" in n.attrs else dict(n.attrs))
+
+
 def _pool_cuts(tg: Graph, n: Node, bounds: Sequence[int]) -> bool:
     """Whether a pool gradient's dX can be cut at row ``bounds``: every row tile's rows inside the windows
     of the dY rows that touch it (not so where the stride exceeds the kernel and leaves rows unread)."""
@@ -1103,7 +1113,7 @@ class _Rewrite:
         for n in self.tg.nodes:
             first = len(self.nodes)
             self.node(n)
-            self.origin |= {m.name: n.name for m in self.nodes[first:] if m.name not in self.origin}
+            self.claim(first, n)
         if self.patched:  # the patched tensors' own row tiles: read by nothing now
             self.nodes = _live(self.nodes, set(self.tg.outputs))
             self.origin = {m.name: self.origin[m.name] for m in self.nodes}
@@ -1656,9 +1666,7 @@ class _Rewrite:
         self.temp(name, t, b[i + 1] - b[i], hi - lo)
         tag = f"t{i}w{lo}-{hi}"
         if n.op in ("MaxPool", "AveragePool"):
-            whole = pool_x_shape(n.op, [self.tg.shape(u) for u in n.inputs], n.attrs)
-            xs = (whole[0], b[i + 1] - b[i], *whole[2:])
-            attrs = {**n.attrs, "x_shape": xs} if "x_shape" in n.attrs else dict(n.attrs)
+            xs, attrs = _pool_geometry(self.tg, n, b[i + 1] - b[i])
             self.pool_part(n, i, xs, attrs, (lo, hi), name, tag)
         elif n.name in self.cuts:
             parts, bias = self.cut_parts(n, self.cuts[n.name], i)
@@ -1673,9 +1681,12 @@ class _Rewrite:
                 for u in n.inputs
             )
             self.nodes.append(Node(f"{n.name}/{tag}", n.op, ins, (name,), dict(n.attrs), n.phase))
-        # the nodes made here run t's producer (a deeper patch's were claimed by its own call)
-        self.origin |= {m.name: n.name for m in self.nodes[first:] if m.name not in self.origin}
+        self.claim(first, n)  # a deeper patch's nodes were claimed by its own call
         return name
+
+    def claim(self, first: int, n: Node) -> None:
+        """The nodes made since ``first`` that no deeper call claimed run (a part of) ``n``."""
+        self.origin |= {m.name: n.name for m in self.nodes[first:] if m.name not in self.origin}
 
     def whole(self, t: str) -> str:
         """``t`` whole: a Concat of its tiles the first time an unsplit node reads it (of each channel
@@ -1846,11 +1857,9 @@ class _Rewrite:
         halo); else all rows at once. Each part reads the rows its windows need (:meth:`pool_part`)."""
         o = n.outputs[0]
         shape = self.tg.shape(o)
-        whole = pool_x_shape(n.op, [self.tg.shape(t) for t in n.inputs], n.attrs)
         cb = self.tiles.get(o, (0, shape[1]))
         for i in range(len(cb) - 1):
-            xs = (whole[0], cb[i + 1] - cb[i], *whole[2:])
-            attrs = {**n.attrs, "x_shape": xs} if "x_shape" in n.attrs else dict(n.attrs)
+            xs, attrs = _pool_geometry(self.tg, n, cb[i + 1] - cb[i])
             if o in self.rows:
                 for r, (a, b) in enumerate(self.spans(o)):
                     self.pool_part(n, i, xs, attrs, (a, b), self.tile(o, i, r), f"t{i}r{r}")
@@ -2040,8 +2049,7 @@ def _rows_read(
     if m.op == "Conv":
         attrs = {**m.attrs, "x_shape": tg.shape(t)}
         return {_row_window(attrs, tg.shape(m.inputs[1]), True, a, b)[:2] for a, b in out}
-    xs = pool_x_shape(m.op, [tg.shape(u) for u in m.inputs], m.attrs)
-    attrs = {**m.attrs, "x_shape": xs} if "x_shape" in m.attrs else dict(m.attrs)
+    xs, attrs = _pool_geometry(tg, m)
     return {forward_rows(xs, attrs, a, b)[:2] for a, b in out}
 
 
