@@ -427,6 +427,22 @@ def test_deterministic() -> None:
         assert first.steps == schedule_scale(problem, OPTS).steps
 
 
+def test_stop_above_ends_a_run_that_cannot_be_that_cheap() -> None:
+    """stop_above at the run's own cost: the same schedule (its bound never passes its cost). At the plain
+    pass's cost, which every bound here is above (the graph must recompute or page): the run stops at
+    its first bound, with a valid schedule no cheaper, a bound above the cutoff and no local search (the
+    whole run needs 4,001 replays to close its gap)."""
+    problem = replace(random_layered_dag(120, 1, width=6, max_in_degree=3, skip_prob=0.3), budget_bytes=439)
+    whole = schedule_scale(problem, OPTS)
+    cost = simulate(problem, whole).energy_j
+    assert whole.report.search_replays == 4001
+    assert schedule_scale(problem, replace(OPTS, stop_above=cost)).steps == whole.steps
+    plain = sum(n.compute_j for n in problem.nodes)
+    cut = schedule_scale(problem, replace(OPTS, stop_above=plain))
+    assert simulate(problem, cut).energy_j >= cost and simulate(problem, cut).peak_ram_bytes <= 439
+    assert float(cut.report.bound or 0.0) > plain and cut.report.search_replays == 0
+
+
 def test_status_says_when_a_time_limit_cut_the_run_short() -> None:
     # at a time limit of 0 every phase is late: the segment cover is not even built (build_cover checks
     # the safety stop every segment), the baselines' schedule is returned; with 60 s the local search

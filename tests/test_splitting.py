@@ -189,6 +189,8 @@ def test_auto_splits_below_the_unsplit_floor_and_qemu_gives_the_host_bits(tmp_pa
     assert [r["rows_first"] for r in c.compared][-1:] == [False] and c.compared[0]["rows_first"]
     best = min((r for r in c.compared if r["energy_j"]), key=lambda r: r["energy_j"])
     assert (c.split.tile_bytes, c.split.rows_first) == (best["tile_bytes"], best["rows_first"])
+    # a choice whose scheduler stopped once its bound passed the cheapest before it costs more than that
+    assert all(r["energy_j"] > best["energy_j"] for r in c.compared if r.get("stopped_above_best"))
     compile_model(replace(opts, out=tmp_path / "plain", ram_bytes=4 << 20, split="off"))
     host = runner.run_project(tmp_path / "m4", "host", STEPS)
     qemu = runner.run_project(tmp_path / "m4", "qemu-cortex-m4", STEPS)

@@ -84,6 +84,7 @@ def configured(name: str, options: MilpOptions) -> Callable[[SchedulingProblem],
             remat=options.remat,
             on_progress=options.on_progress,
             effort=options.effort,
+            stop_above=options.stop_above,
         ).with_gap(options.gap_rel)
         latency = options.objective == "latency"
         try:

@@ -155,8 +155,10 @@ def closed(cost: float, bound: float, gap: float) -> bool:
 
 def may_stop(options: ScaleOptions, cost: float, bound: float) -> bool:
     """Whether the run may stop: ``cost`` proven within ``ScaleOptions.gap_rel`` of ``bound``
-    (:func:`closed`); never with ``Policy.every_phase`` (then every phase runs)."""
-    return not options.policy.every_phase and closed(cost, bound, options.gap_rel)
+    (:func:`closed`), or ``bound`` above ``ScaleOptions.stop_above``; never with ``Policy.every_phase``
+    (then every phase runs)."""
+    above = options.stop_above is not None and bound > options.stop_above
+    return not options.policy.every_phase and (closed(cost, bound, options.gap_rel) or above)
 
 
 def gap_abs(run: Run, cost: float) -> float:

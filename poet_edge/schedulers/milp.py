@@ -83,6 +83,9 @@ class MilpOptions:
     msg: bool = False
     on_progress: ProgressCallback | None = field(default=None, compare=False, repr=False)
     effort: str = "default"  # --effort: scale's work (schedulers.effort); the MILP ignores it
+    # scale: stop once the lower bound is above this cost (a compared choice whose schedule cannot be the
+    # cheapest: compiler._compare); the MILP ignores it
+    stop_above: float | None = None
 
 
 @dataclass

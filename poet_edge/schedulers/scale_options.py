@@ -57,7 +57,8 @@ class ScaleOptions:
     (cost - bound) / cost is at most this; ``rounds``: primal re-solves; ``prove_gap``: the gap the
     cutoff proofs try to establish; ``paging`` / ``remat`` False (--no-paging / --no-remat): no value
     is paged out / recomputed; ``on_progress(elapsed_s, incumbent, bound, None)``: told every cheaper
-    schedule and higher bound (it only observes)."""
+    schedule and higher bound (it only observes); ``stop_above``: the run may also stop once its lower
+    bound is above this cost (no schedule it could find is that cheap)."""
 
     objective: str = "energy"  # energy | latency
     time_limit_s: float = SAFETY_S
@@ -72,6 +73,7 @@ class ScaleOptions:
     effort: str = "default"
     levels: tuple[Budget, ...] | None = None
     policy: Policy = Policy()
+    stop_above: float | None = None
     on_progress: ProgressCallback | None = field(default=None, compare=False, repr=False)  # see Board
 
     @property
