@@ -34,7 +34,6 @@ from poet_edge.progress import PhaseLimit, PhaseTimeout
 from poet_edge.schedule import Schedule, SolveReport
 from poet_edge.schedulers import ALIASES, configured, get_scheduler
 from poet_edge.schedulers.milp import MilpOptions
-from poet_edge.schedulers.restrict import restrict
 from poet_edge.simulator import Integrity, SimResult, simulate
 from poet_edge.units import ALIGN, fmt_bytes
 
@@ -653,8 +652,7 @@ def _add_modes(compiled: Compiled, pl: Planner) -> Compiled:
     tg, spec = compiled.training, compiled.spec
     params = emit.stored_bytes(tg, planning.stored_params(spec))
     modes = tuple(
-        _plan_mode(tg, m, spec.fixed, compiled.stored, params, compiled.profile, pl, compiled.schedule)
-        for m in inference.MODES
+        _plan_mode(tg, m, spec.fixed, compiled.stored, params, compiled.profile, pl) for m in inference.MODES
     )
     out = replace(compiled, inference=modes)
     _check_ram(out, pl.opts)
@@ -949,17 +947,16 @@ def _fit(
     spec: planning.ProblemSpec,
     pl: Planner,
     what: str = "",
-    start: Schedule | None = None,
 ) -> tuple[Schedule, arena.ArenaPlan]:
-    """Schedules ``problem`` (the first round takes ``start`` instead, when given) and plans its arena.
-    The arena, not only the live bytes, must fit. Where the static plan does not but the live bytes do (of
-    each RAM bank), values are moved within the arena instead (--arena-moves, :func:`arena.plan_moves`:
-    memmoves, priced by the simulator, far cheaper than recomputation or paging). Otherwise, while it does
-    not fit, reschedules with the budget tightened by the excess (doubled while the same excess comes
-    back), while :func:`_no_reschedule` allows; then, as the last resort, evicts the values placed above
-    the budget (:func:`evict_fragments`); where that leaves the arena too big because the excess is more
-    than the room above the memory floor, reschedules with the budget tightened by half that room instead
-    (while rounds and time allow); an arena still too big stops the compile naming the phase."""
+    """Schedules ``problem`` and plans its arena. The arena, not only the live bytes, must fit. Where the
+    static plan does not but the live bytes do (of each RAM bank), values are moved within the arena instead
+    (--arena-moves, :func:`arena.plan_moves`: memmoves, priced by the simulator, far cheaper than
+    recomputation or paging). Otherwise, while it does not fit, reschedules with the budget tightened by the
+    excess (doubled while the same excess comes back), while :func:`_no_reschedule` allows; then, as the last
+    resort, evicts the values placed above the budget (:func:`evict_fragments`); where that leaves the
+    arena too big because the excess is more than the room above the memory floor, reschedules with the
+    budget tightened by half that room instead (while rounds and time allow); an arena still too big stops
+    the compile naming the phase."""
     opts, limit, log = pl.opts, pl.limit, pl.log
     sizes = {n.name: n.out_bytes for n in spec.nodes}
     ws = {n.name: n.workspace_bytes for n in problem.nodes}
@@ -967,9 +964,7 @@ def _fit(
     rooms = arena.bank_rooms(opts.ram_banks, opts.ram_bytes, problem.fixed_bytes)
     while True:
         pl.phase("schedule" + what)
-        schedule = (
-            start if start is not None and rounds == 0 else schedule_problem(target, _round_options(pl))
-        )
+        schedule = schedule_problem(target, _round_options(pl))
         rounds += 1
         pl.phase("arena" + what)
         movable = opts.arena_moves  # moves, not the exact slot model, mend fragments
@@ -1027,37 +1022,16 @@ def _plan_mode(
     params: dict[str, int],
     profile: Profile,
     pl: Planner,
-    training: Schedule,
 ) -> inference.ModePlan:
-    """poet_predict / poet_eval_step at the same --ram, with the training step's fixed RAM (parameters
-    stay where they are; the caller's buffers exist throughout): the no-remat schedule where it fits,
-    else the ``training`` schedule restricted to the mode's graph (:func:`_restricted`), else the
-    scheduler on the mode's graph."""
+    """poet_predict / poet_eval_step: the same scheduler on the mode's graph at the same --ram, with the
+    training step's fixed RAM (parameters stay where they are; the caller's buffers exist throughout)."""
     g = inference.mode_graph(tg, mode)
     used = frozenset(p for p in stored if any(p in n.inputs for n in g.nodes))
     spec = inference.with_fixed(_spec(g, fixed.reserve, pl.opts, used), fixed)
     problem = planning.price(spec, profile, pl.opts.ram_bytes)
-    start = _restricted(problem, training, profile)
-    schedule, plan = _fit(problem, memory_floor(problem).bytes, spec, pl, f" ({mode})", start)
+    schedule, plan = _fit(problem, memory_floor(problem).bytes, spec, pl, f" ({mode})")
     sim = simulate(problem, schedule, profile)
     return inference.ModePlan(mode, g, spec, problem, schedule, sim, plan, _storage(schedule, spec, params))
-
-
-def _restricted(problem: SchedulingProblem, training: Schedule, profile: Profile) -> Schedule | None:
-    """A mode's schedule without a scheduler run: the ``training`` step's schedule restricted to the
-    mode's graph and widened (:mod:`~poet_edge.schedulers.restrict`: its RAM is at every step within the
-    training step's). None where the no-remat schedule fits (optimal, :func:`schedule_problem` returns
-    it), a latency bound is set, or the restriction does not replay within the budget. A scheduler run of
-    their own took as long as the training step's: resnet8 --train bias at 96 KB (8 KB tiles, rows first),
-    --effort quick: 72 s and 70 s, poet_predict 20.817 mJ; restricted, 1 s each and 20.124 mJ."""
-    if problem.max_latency_s is not None or _no_remat(problem)[1] <= problem.budget_bytes:
-        return None
-    try:
-        schedule = restrict(problem, training, "the training step's schedule")
-        fits = simulate(problem, schedule, profile).peak_ram_bytes <= problem.budget_bytes
-    except (PoetError, ValueError):
-        return None
-    return schedule if fits else None
 
 
 def integrity(opts: CompileOptions, tg: Graph, storage: emit.StoragePlan) -> Integrity:

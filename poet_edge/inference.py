@@ -1,11 +1,9 @@
 """Inference in the training runtime: the forward-only graph of ``poet_predict`` and the forward + loss
 graph of ``poet_eval_step``, cut from the training graph so they read the same parameter arrays.
 
-Each has its own schedule at the same ``--ram`` (compiler._plan_mode: every node once where that fits,
-else the training step's schedule restricted to the mode's graph, else the scheduler) and shares the
-training step's arena: the three functions run at different times, so the arena is as large as the
-largest of the three plans, and the fixed RAM (parameters, the caller's x / labels / logits buffers, the
-reserve) is the same for all."""
+Each is scheduled on its own (same scheduler, same ``--ram``) and shares the training step's arena: the
+three functions run at different times, so the arena is as large as the largest of the three plans, and
+the fixed RAM (parameters, the caller's x / labels / logits buffers, the reserve) is the same for all."""
 
 from __future__ import annotations
 

@@ -143,28 +143,6 @@ def test_inference_plans_fit_the_budget_and_share_the_arena(tmp_path):
             assert np.array_equal(a.outputs, b.outputs) and a.batch_losses == b.batch_losses
 
 
-def test_inference_from_the_restricted_training_schedule(tmp_path):
-    """Where the forward pass alone must still page (split into 4 KB tiles at 20 KB), poet_predict and
-    poet_eval_step take the training schedule restricted to their graphs (schedulers.restrict) instead of
-    a scheduler run: within --ram, and the same outputs and losses as the roomy compile, bit for bit, on
-    the host and on QEMU."""
-    need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
-    roomy = _compile(CNN, tmp_path / "roomy", batch=8)
-    tight = _compile(CNN, tmp_path / "tight", ram=20 * KB, batch=8, scheduler="greedy", split="4KB")
-    for m in tight.inference:
-        assert "restricted to this graph" in (m.schedule.report.schedule_from or "")
-        assert m.sim.n_page_outs > 0 and m.sim.peak_ram_bytes <= 20 * KB
-    assert tight.predicted_ram_bytes <= 20 * KB
-    data = _data(tmp_path / "d.npz", roomy, 16, seed=5)
-    a = runner.run_project(tmp_path / "roomy", "host", 1, data, eval_data=data)
-    b = runner.run_project(tmp_path / "tight", "host", 1, data, eval_data=data)
-    q = runner.run_project(tmp_path / "tight", "qemu-cortex-m4", 1, data, eval_data=data)
-    for x, y, z in zip(a.evals, b.evals, q.evals, strict=True):
-        assert x.outputs.tobytes() == y.outputs.tobytes() == z.outputs.tobytes()
-        assert x.batch_losses == y.batch_losses == z.batch_losses
-    assert q.measured_ram_bytes <= 20 * KB
-
-
 def test_qemu_predict_and_eval_bit_identical_to_host(tmp_path):
     need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
     c = _compile(CNN, tmp_path / "out", ram=64 * KB, batch=8, scheduler="scale")
