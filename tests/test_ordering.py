@@ -175,14 +175,18 @@ def test_the_given_order_is_scheduled_too_unless_no_time_is_left() -> None:
     choice = choose_order(problem, problem.budget_bytes)
     assert choice.origin != "given" and choice.peak > problem.budget_bytes
     calls: list[list[str]] = []
+    aboves: list[float | None] = []
 
-    def inner(p: SchedulingProblem, _limit: float) -> Schedule:
+    def inner(p: SchedulingProblem, _limit: float, above: float | None) -> Schedule:
         calls.append([n.name for n in p.nodes])
+        aboves.append(above)
         return schedule_greedy(p)
 
     both = schedule_ordered(problem, inner, 1e9)
     assert calls == [[n.name for n in choice.problem.nodes], [n.name for n in problem.nodes]]
     costs = [simulate(problem, schedule_greedy(p)).energy_j for p in (choice.problem, problem)]
+    # each run may stop above the cheapest schedule before it: the sequences', then the chosen order's
+    assert aboves[0] is not None and aboves[1] == pytest.approx(min(aboves[0], costs[0]), rel=1e-12)
     assert simulate(problem, both).energy_j <= min(costs) * (1 + 1e-12)
     assert not both.report.cut_by_time_limit
     calls.clear()

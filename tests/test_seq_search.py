@@ -80,7 +80,7 @@ def test_effort_sets_the_sequence_work_and_the_larger_is_never_costlier() -> Non
     problem, ordered, _, _ = _case()
     assert [sequence_work(e) for e in ("quick", "default", "max")] == [1000, 3000, 10000]
 
-    def inner(p: SchedulingProblem, _limit: float) -> Schedule:
+    def inner(p: SchedulingProblem, _limit: float, _above: float | None) -> Schedule:
         return schedule_greedy(p)  # a real scheduler; the sequence search's schedule wins here
 
     runs = {

@@ -95,8 +95,11 @@ def configured(name: str, options: MilpOptions) -> Callable[[SchedulingProblem],
         def solve(p: SchedulingProblem) -> Schedule:
             tell = cheapest_so_far(options.on_progress)
 
-            def inner(problem: SchedulingProblem, seconds: float) -> Schedule:
-                return schedule_scale(problem, replace(scale, time_limit_s=seconds, on_progress=tell))
+            def inner(problem: SchedulingProblem, seconds: float, above: float | None) -> Schedule:
+                stop = min((c for c in (scale.stop_above, above) if c is not None), default=None)
+                return schedule_scale(
+                    problem, replace(scale, time_limit_s=seconds, on_progress=tell, stop_above=stop)
+                )
 
             remat = options.remat
             return schedule_ordered(

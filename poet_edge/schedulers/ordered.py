@@ -75,9 +75,13 @@ def _order_info(report: SolveReport, choice: OrderChoice, seconds: float) -> Sol
     )
 
 
+Inner = Callable[[SchedulingProblem, float, float | None], Schedule]
+"""scale on a problem, with its time limit (s) and a cost its run may stop above (None: none)."""
+
+
 def schedule_ordered(
     problem: SchedulingProblem,
-    inner: Callable[[SchedulingProblem, float], Schedule],
+    inner: Inner,
     time_limit_s: float,
     latency: bool = False,
     remat: bool = True,
@@ -96,7 +100,10 @@ def schedule_ordered(
       order too (unless the safety stop cut the first run, or the time left is shorter than the first run
       took: then the run is marked cut, in phase "the given order's schedule"); the cheapest schedule is
       kept (``inner``'s on ties, the chosen order's before the given one's), ``inner``'s error only raised
-      when there is no other schedule.
+      when there is no other schedule. Each ``inner`` run may stop once its lower bound is above the
+      cheapest schedule found before it (the sequences', then the chosen order's): it could not be kept,
+      and a run that would be kept never gets there (its bound stays below its own cost), so the result
+      is the same.
 
     ``on_progress``: told the sequences' cost (``inner`` reports its own runs' progress).
 
@@ -136,7 +143,7 @@ def schedule_ordered(
     order_s = time.perf_counter() - began
     if on_progress is not None and ours.schedule is not None:  # the sequences' schedule: an incumbent too
         on_progress(order_s, ours.cost, None, None)
-    theirs, error = _run(inner, ordered, time_limit_s - order_s)
+    theirs, error = _run(inner, ordered, time_limit_s - order_s, _finite(ours.cost))
     cost = _measure(problem, theirs, latency, 0.0).cost if theirs is not None else math.inf
     first_s = time.perf_counter() - began - order_s
     skipped = deadline.hit  # the safety stop cut the sequences, or (below) left less time than the
@@ -145,7 +152,7 @@ def schedule_ordered(
         left = time_limit_s - (time.perf_counter() - began)
         if left < first_s:
             skipped = True
-        elif (given := _run(inner, problem, left)[0]) is not None:
+        elif (given := _run(inner, problem, left, _finite(min(cost, ours.cost)))[0]) is not None:
             # the (overflow, peak) key only estimates what recomputation and paging must make up, and
             # an exporter's order is often good: the given order's schedule wins when it is cheaper
             given_cost = _measure(problem, given, latency, 0.0).cost
@@ -216,13 +223,18 @@ def _sequences(
 
 
 def _run(
-    inner: Callable[[SchedulingProblem, float], Schedule], problem: SchedulingProblem, limit_s: float
+    inner: Inner, problem: SchedulingProblem, limit_s: float, above: float | None
 ) -> tuple[Schedule | None, PoetError | None]:
-    """``inner``'s schedule, or its error."""
+    """``inner``'s schedule (allowed to stop once its bound is ``above`` that cost), or its error."""
     try:
-        return inner(problem, max(0.0, limit_s)), None
+        return inner(problem, max(0.0, limit_s), above), None
     except PoetError as e:
         return None, e
+
+
+def _finite(cost: float) -> float | None:
+    """A cost to stop above, None for no schedule yet (inf)."""
+    return cost if math.isfinite(cost) else None
 
 
 def _marked(schedule: Schedule, skipped: bool, deadline: Deadline, first_cut: str) -> Schedule:
