@@ -255,11 +255,13 @@ def _compare(
         compared.append({**row, "energy_j": c.sim.energy_j, "error": None, "cut_by_time_limit": bool(cut)})
         if cut:
             compared[-1]["cut_phase"] = c.schedule.report.cut_phase
-        bound = c.schedule.report.bound
+        report, why = c.schedule.report, ""  # scale's bound, or its order's where a sequence won
+        bound = max((b for b in (report.bound, report.order_bound) if b is not None), default=None)
         if best is not None and bound is not None and bound > best:
             compared[-1]["stopped_above_best"] = True
+            why = f" (stopped: at least {bound * 1e3:.3f} mJ, above {best * 1e3:.3f})"
         if tile is not None:
-            log(f"split into {tile_text(tile)}: {c.sim.energy_j * 1e3:.3f} mJ")
+            log(f"split into {tile_text(tile)}: {c.sim.energy_j * 1e3:.3f} mJ{why}")
         planned.append((c, choice, len(compared) - 1))
     return sorted(planned, key=lambda p: (p[0].sim.energy_j, p[2])), compared
 
