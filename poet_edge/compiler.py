@@ -651,12 +651,13 @@ def _plan_stored(
 
 
 def _add_modes(compiled: Compiled, pl: Planner) -> Compiled:
-    """``compiled`` with the inference plans (poet_predict, poet_eval_step) in its arena."""
+    """``compiled`` with the inference plans (poet_predict, poet_eval_step) in its arena: poet_eval_step's
+    first, then poet_predict's from it (:func:`_plan_mode`)."""
     tg, spec = compiled.training, compiled.spec
     params = emit.stored_bytes(tg, planning.stored_params(spec))
-    modes = tuple(
-        _plan_mode(tg, m, spec.fixed, compiled.stored, params, compiled.profile, pl) for m in inference.MODES
-    )
+    ev = _plan_mode(tg, inference.EVAL, spec.fixed, compiled.stored, params, compiled.profile, pl)
+    pr = _plan_mode(tg, inference.PREDICT, spec.fixed, compiled.stored, params, compiled.profile, pl, ev)
+    modes = tuple({inference.PREDICT: pr, inference.EVAL: ev}[m] for m in inference.MODES)
     out = replace(compiled, inference=modes)
     _check_ram(out, pl.opts)
     return out
@@ -1025,16 +1026,50 @@ def _plan_mode(
     params: dict[str, int],
     profile: Profile,
     pl: Planner,
+    ev: inference.ModePlan | None = None,
 ) -> inference.ModePlan:
     """poet_predict / poet_eval_step: the same scheduler on the mode's graph at the same --ram, with the
-    training step's fixed RAM (parameters stay where they are; the caller's buffers exist throughout)."""
+    training step's fixed RAM (parameters stay where they are; the caller's buffers exist throughout).
+    Given poet_eval_step's plan ``ev``, where the no-remat pass does not fit, poet_predict takes its
+    schedule without the loss nodes instead, where it replays and its arena fits
+    (:func:`inference.without_loss`); else the scheduler."""
     g = inference.mode_graph(tg, mode)
     used = frozenset(p for p in stored if any(p in n.inputs for n in g.nodes))
     spec = inference.with_fixed(_spec(g, fixed.reserve, pl.opts, used), fixed)
     problem = planning.price(spec, profile, pl.opts.ram_bytes)
-    schedule, plan = _fit(problem, memory_floor(problem).bytes, spec, pl, f" ({mode})")
+    placed = None
+    if ev is not None and _no_remat(problem)[1] > problem.budget_bytes:
+        placed = _placed(inference.without_loss(problem, ev.schedule), problem, spec, pl, f" ({mode})")
+    schedule, plan = placed or _fit(problem, memory_floor(problem).bytes, spec, pl, f" ({mode})")
     sim = simulate(problem, schedule, profile)
     return inference.ModePlan(mode, g, spec, problem, schedule, sim, plan, _storage(schedule, spec, params))
+
+
+def _placed(
+    schedule: Schedule, problem: SchedulingProblem, spec: planning.ProblemSpec, pl: Planner, what: str
+) -> tuple[Schedule, arena.ArenaPlan] | None:
+    """``schedule`` where it replays within the budget, with its arena as :func:`_fit` plans one (values
+    moved where fragments would not fit), never rescheduled: None where either fails."""
+    try:
+        if simulate(problem, schedule).peak_ram_bytes > problem.budget_bytes:
+            return None
+    except PoetError:
+        return None
+    opts = pl.opts
+    pl.phase("arena" + what)
+    sizes = {n.name: n.out_bytes for n in spec.nodes}
+    ws = {n.name: n.workspace_bytes for n in problem.nodes}
+    rooms = arena.bank_rooms(opts.ram_banks, opts.ram_bytes, problem.fixed_bytes)
+    instances = arena.instances(schedule, sizes, ws)
+    plan = arena.plan_banks(instances, rooms, pl.limit.check, exact=not opts.arena_moves)
+    if arena.excess(plan, rooms) > 0 and opts.arena_moves:
+        moved = arena.plan_moves(schedule, plan, rooms, sizes, ws)
+        if moved is not None:
+            schedule, plan = moved
+    if arena.excess(plan, rooms) > 0:
+        return None
+    arena.verify(plan)
+    return schedule, plan
 
 
 def integrity(opts: CompileOptions, tg: Graph, storage: emit.StoragePlan) -> Integrity:

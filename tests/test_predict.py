@@ -20,6 +20,7 @@ from poet_edge.compiler import Compiled, CompileOptions, compile_model
 from poet_edge.errors import PoetError
 from poet_edge.inference import mode_graph
 from poet_edge.planning import InputPlace
+from poet_edge.schedule import Compute
 
 KB = 1024
 DIGITS = EXAMPLES / "digits"
@@ -141,6 +142,31 @@ def test_inference_plans_fit_the_budget_and_share_the_arena(tmp_path):
     for o in outs[1:]:
         for a, b in zip(outs[0].evals, o.evals, strict=True):
             assert np.array_equal(a.outputs, b.outputs) and a.batch_losses == b.batch_losses
+
+
+def test_predict_takes_eval_steps_schedule_without_the_loss(tmp_path):
+    """Where the forward pass alone must still recompute or page (4 KB tiles at 20 KB), poet_predict takes
+    poet_eval_step's schedule without the loss nodes instead of a scheduler run of its own: the same
+    steps on its nodes, no costlier than eval, within --ram, and the same outputs and losses as the roomy
+    compile, bit for bit, on the host and on QEMU."""
+    need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
+    roomy = _compile(CNN, tmp_path / "roomy", batch=8)
+    tight = _compile(CNN, tmp_path / "tight", ram=20 * KB, batch=8, scheduler="greedy", split="4KB")
+    pr, ev = tight.inference
+    assert pr.schedule.report.schedule_from == "poet_eval_step's schedule without the loss"
+    names = {n.name for n in pr.problem.nodes}
+    computes = [s.node for s in ev.schedule.steps if isinstance(s, Compute) and s.node in names]
+    assert [s.node for s in pr.schedule.steps if isinstance(s, Compute)] == computes
+    assert pr.sim.n_recomputations + pr.sim.n_page_outs > 0 and pr.sim.energy_j < ev.sim.energy_j
+    assert max(pr.sim.peak_ram_bytes, tight.predicted_ram_bytes) <= 20 * KB
+    data = _data(tmp_path / "d.npz", roomy, 16, seed=5)
+    a = runner.run_project(tmp_path / "roomy", "host", 1, data, eval_data=data)
+    b = runner.run_project(tmp_path / "tight", "host", 1, data, eval_data=data)
+    q = runner.run_project(tmp_path / "tight", "qemu-cortex-m4", 1, data, eval_data=data)
+    for x, y, z in zip(a.evals, b.evals, q.evals, strict=True):
+        assert x.outputs.tobytes() == y.outputs.tobytes() == z.outputs.tobytes()
+        assert x.batch_losses == y.batch_losses == z.batch_losses
+    assert q.measured_ram_bytes <= 20 * KB
 
 
 def test_qemu_predict_and_eval_bit_identical_to_host(tmp_path):
