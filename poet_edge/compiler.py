@@ -962,28 +962,14 @@ def _fit(
     budget tightened by half that room instead (while rounds and time allow); an arena still too big stops
     the compile naming the phase."""
     opts, limit, log = pl.opts, pl.limit, pl.log
-    sizes = {n.name: n.out_bytes for n in spec.nodes}
-    ws = {n.name: n.workspace_bytes for n in problem.nodes}
     target, rounds, why, cut, last = problem, 0, "", 0, 0
     rooms = arena.bank_rooms(opts.ram_banks, opts.ram_bytes, problem.fixed_bytes)
     while True:
         pl.phase("schedule" + what)
         schedule = schedule_problem(target, _round_options(pl))
         rounds += 1
-        pl.phase("arena" + what)
-        movable = opts.arena_moves  # moves, not the exact slot model, mend fragments
-        plan = arena.plan_banks(arena.instances(schedule, sizes, ws), rooms, limit.check, exact=not movable)
+        schedule, plan = _arena(schedule, problem, spec, pl, what)
         excess = arena.excess(plan, rooms)  # one bank: fixed + arena - --ram
-        if excess > 0 and movable:
-            moved = arena.plan_moves(schedule, plan, rooms, sizes, ws)
-            if moved is not None:
-                log(
-                    f"arena {' + '.join(f'{t} B' for t in plan.tops)} > "
-                    f"{' + '.join(f'{r} B' for r in rooms)} after fragmentation; values moved within "
-                    f"the arena instead: {moved[1].planner}"
-                )
-                schedule, plan = moved
-                excess = arena.excess(plan, rooms)
         cut, last = (2 * cut if excess == last else excess), excess  # the same excess again: cut more
         below = target.budget_bytes - cut < floor
         why = _no_reschedule(pl, rounds, below)
@@ -1045,27 +1031,42 @@ def _plan_mode(
     return inference.ModePlan(mode, g, spec, problem, schedule, sim, plan, _storage(schedule, spec, params))
 
 
-def _placed(
+def _arena(
     schedule: Schedule, problem: SchedulingProblem, spec: planning.ProblemSpec, pl: Planner, what: str
-) -> tuple[Schedule, arena.ArenaPlan] | None:
-    """``schedule`` where it replays within the budget, with its arena as :func:`_fit` plans one (values
-    moved where fragments would not fit), never rescheduled: None where either fails."""
-    try:
-        if simulate(problem, schedule).peak_ram_bytes > problem.budget_bytes:
-            return None
-    except PoetError:
-        return None
+) -> tuple[Schedule, arena.ArenaPlan]:
+    """``schedule``'s arena plan; where fragments would not fit but the live bytes do, with values moved
+    within the arena instead (--arena-moves: memmoves, the exact slot model otherwise)."""
     opts = pl.opts
     pl.phase("arena" + what)
     sizes = {n.name: n.out_bytes for n in spec.nodes}
     ws = {n.name: n.workspace_bytes for n in problem.nodes}
     rooms = arena.bank_rooms(opts.ram_banks, opts.ram_bytes, problem.fixed_bytes)
-    instances = arena.instances(schedule, sizes, ws)
-    plan = arena.plan_banks(instances, rooms, pl.limit.check, exact=not opts.arena_moves)
-    if arena.excess(plan, rooms) > 0 and opts.arena_moves:
+    movable = opts.arena_moves  # moves, not the exact slot model, mend fragments
+    plan = arena.plan_banks(arena.instances(schedule, sizes, ws), rooms, pl.limit.check, exact=not movable)
+    if arena.excess(plan, rooms) > 0 and movable:
         moved = arena.plan_moves(schedule, plan, rooms, sizes, ws)
         if moved is not None:
-            schedule, plan = moved
+            pl.log(
+                f"arena {' + '.join(f'{t} B' for t in plan.tops)} > "
+                f"{' + '.join(f'{r} B' for r in rooms)} after fragmentation; values moved within "
+                f"the arena instead: {moved[1].planner}"
+            )
+            return moved
+    return schedule, plan
+
+
+def _placed(
+    schedule: Schedule, problem: SchedulingProblem, spec: planning.ProblemSpec, pl: Planner, what: str
+) -> tuple[Schedule, arena.ArenaPlan] | None:
+    """``schedule`` where it replays within the budget, with its arena (:func:`_arena`), never
+    rescheduled: None where either fails."""
+    try:
+        if simulate(problem, schedule).peak_ram_bytes > problem.budget_bytes:
+            return None
+    except PoetError:
+        return None
+    schedule, plan = _arena(schedule, problem, spec, pl, what)
+    rooms = arena.bank_rooms(pl.opts.ram_banks, pl.opts.ram_bytes, problem.fixed_bytes)
     if arena.excess(plan, rooms) > 0:
         return None
     arena.verify(plan)
