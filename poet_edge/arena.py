@@ -286,10 +286,9 @@ EXACT_NODES = (
     500  # branch-and-bound nodes of the exact slot model (a count: HiGHS on one thread is deterministic)
 )
 # the exact slot model is only built below this many binaries: HiGHS's MIP root is bounded by no count
-# (as schedulers' Policy.mip_cols). The mlp at batch 8 in 16 KB, its dense weights in blocks: 71
-# instances in 90 slots, 5,391 binaries, still in the root after 5 minutes; 99 in 44, 3,870 binaries,
-# left behind by the watchdog; 63 in 45, 2,371 binaries, 15 s to fail. bert_tiny's 152 in 13, 1,965
-# binaries: solved in 6 s (tests/test_arena.py)
+# (as schedulers' Policy.mip_cols). The mlp at batch 8 in 16 KB, its dense weights in blocks, is the case
+# that needed this: its models of 2,371 to 5,391 binaries stay in the root, are left behind by the
+# watchdog or fail late; bert_tiny's, of 1,965 binaries, is solved (tests/test_arena.py)
 EXACT_MAX_VARS = 2_000
 EXACT_WATCHDOG_S = 120.0  # a run past this is left behind as unsolved (highs.stuck: HiGHS's presolve can
 # loop without looking at any limit)

@@ -226,10 +226,10 @@ def _compare(
     such a choice cannot be the cheapest, whatever its run would have found, and the cheapest choice's run
     is the one it would have been without the cut (its bound never passes its own cost), so the choice is
     the same. Its row says ``stopped_above_best``, and its energy is its schedule's when it stopped
-    (resnet8 --train bias at 96 KB, 4 choices, --effort quick: two stop, the compile 288.6 s -> 272.1 s,
-    223.7 s with the order wrapper's runs cut likewise; the same C). Returns those that plan,
-    least energy first (the first of equals), and plan.json's rows of all. Raises the last choice's error
-    when none plans."""
+    (resnet8 --train bias at 96 KB, --effort quick, is a compile where some choices stop early: it ends
+    sooner, more so with the order wrapper's runs cut likewise, and gives the same C). Returns those that
+    plan, least energy first (the first of equals), and plan.json's rows of all. Raises the last choice's
+    error when none plans."""
     tg = training.graph(1)[1]
     planned: Ranked = []
     compared: list[dict[str, object]] = []
@@ -460,10 +460,10 @@ def batch_choices(training: Training, reserve: int, profile: Profile, opts: Comp
     for parts in range(2, most + 1):
         if parts_floor(training, reserve, profile, opts, parts) <= opts.ram_bytes:
             return _with_parts(training, reserve, profile, opts, parts)
-    # with tiles: a sequence's fewest parts that fit (one position per part multiplies the nodes by T:
-    # bert_tiny --train bias --input storage at 28 KB, 32 parts 5,841 nodes and 658.9 mJ, 2 parts 403 and
-    # 97.9 mJ); a batch's samples one per part (mobilenetv2_035 --train bias at batch 8 in 256 KB: 2 parts
-    # and tiles page 33.9 MB a step, more than QEMU's 16 MB of storage; 8 parts 3.9 MB)
+    # with tiles: a sequence's fewest parts that fit (one position per part multiplies the nodes by T, and
+    # the energy grows with them: bert_tiny --train bias --input storage at 28 KB is such a case); a batch's
+    # samples one per part (mobilenetv2_035 --train bias at batch 8 in 256 KB: with 2 parts and tiles a step
+    # pages more than QEMU's 16 MB of storage, with 8 parts far less)
     for parts in _doubling(most) if training.noun == "sequence" else [most]:
         with_tiles = _with_parts(training, reserve, profile, opts, parts)
         if any(tile is not None for _, tile, _ in with_tiles):
@@ -794,8 +794,8 @@ def _state_hint(fixed: planning.FixedRam, opts: CompileOptions) -> str:
 # own limit, and says so when that cuts it), at most MAX_ROUNDS schedules in all; after the last one,
 # evict_fragments repairs the schedule instead. Whether a compile reschedules thus depends on the machine's
 # load only where the safety stop is reached (until 2026-11-30 it needed half the limit left: mobilenetv2_035
-# --train bias --ram 256KB --time-limit 60 on a loaded machine failed in poet_predict's arena phase, 7 KB over
-# after fragmentation, where a 0.3 s reschedule fits).
+# --train bias --ram 256KB --time-limit 60 on a loaded machine failed in poet_predict's arena phase, over the
+# budget after fragmentation, where a short reschedule fits).
 RESERVE_SHARE = 0.1
 MAX_ROUNDS = 5
 

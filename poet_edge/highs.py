@@ -48,7 +48,7 @@ OptionValue = bool | int | float | str
 
 PROOF_OPTIONS: tuple[tuple[str, OptionValue], ...] = (
     # a cutoff proof on a bound model needs no points: HiGHS's heuristics, and its cut separation at
-    # nodes, only cost time (bert_tiny at 50%, the split model, 2 threads: 24 s -> 17 s)
+    # nodes, only cost time (bert_tiny at 50%, the split model, is a proof that runs faster without them)
     ("mip_heuristic_effort", 0.0),
     ("mip_allow_cut_separation_at_nodes", False),
     ("mip_detect_symmetry", False),
@@ -163,11 +163,11 @@ def row_scaled(
     unchanged), and it keeps HiGHS 1.16.0's MIP presolve out of a loop. On a segment-cover model of
     mobilenetv2_035 split into 32 KB tiles (2,231 rows, coefficients 7e-05 to 90, right-hand sides 1)
     HPresolve::strengthenInequalities ran for over 8 minutes past a 20 s time limit (the safety stop
-    never fired: a compile never ended); with the rows scaled the same MIP is solved to optimality in
-    15 s. Only the models that ask for it (``Model.scaled``: the segment cover's, lp_model.py, where the
-    loop was seen); the stage model's windows are loaded as they are (one run with every MIP scaled took
-    600 s on bert_tiny at 50% of its peak against 115 s before, but shared the machine with two other
-    jobs: not separated from the load). Empty rows keep their scale."""
+    never fired: a compile never ended); with the rows scaled the same MIP is solved to optimality.
+    Only the models that ask for it (``Model.scaled``: the segment cover's, lp_model.py, where the
+    loop was seen); the stage model's windows are loaded as they are (one run with every MIP scaled was
+    much slower on bert_tiny at 50% of its peak, but shared the machine with other jobs: not separated
+    from the load). Empty rows keep their scale."""
     counts = np.diff(start)
     peak = np.zeros(len(low))
     if len(val):
@@ -575,12 +575,12 @@ class Solver:
         :meth:`safe_bound` ``z`` and reduced costs ``d``, and narrows every integer column's bounds to
         the values at which ``z`` plus its reduced cost times the step from its cheap bound stays at
         most the cutoff (a point outside costs more). HiGHS does this at its root node, but only after
-        presolving the whole model (bert_tiny at 50%, the split model: 55% of the integer columns,
-        after 4 s). ``got``: the :meth:`safe_bound` of an LP relaxation of the same columns solved
-        before (none solved here then). Returns (``z``, columns narrowed), None when the LP gives no
-        bound (nothing changed). The LP's solution is cleared: HiGHS would take it as a start and solve
-        a sub-MIP to repair it (mobilenetv2_035 with every parameter trained at 1.1x its floor, the
-        split model: 0.7 s)."""
+        presolving the whole model, which on a large one takes long (bert_tiny at 50%, the split model,
+        where it narrows many of the integer columns). ``got``: the :meth:`safe_bound` of an LP
+        relaxation of the same columns solved before (none solved here then). Returns (``z``, columns
+        narrowed), None when the LP gives no bound (nothing changed). The LP's solution is cleared:
+        HiGHS would take it as a start and spend time on a sub-MIP to repair it (mobilenetv2_035 with
+        every parameter trained at 1.1x its floor, the split model, is a case)."""
         self._usable()
         if stuck():  # before the integrality changes below: a run that does not start restores nothing
             return None

@@ -57,8 +57,8 @@ def without_loss(problem: SchedulingProblem, ev: Schedule) -> Schedule:
     nodes' and the arena's moves dropped), so what is resident is at every step a subset of what ``ev``
     held there. The eval graph is the predict graph and the loss, so the least-cost predict schedule is,
     but for the loss, the least-cost eval one (resnet8 --train bias at 96 KB, --effort quick: a scale run
-    of its own took 70 s for 20.8174 mJ; this gives 20.7853 mJ, poet_eval_step's 20.7854 less the
-    loss)."""
+    of its own takes long and finds a costlier schedule than this one, which costs poet_eval_step's
+    energy less the loss)."""
     names = {n.name for n in problem.nodes}
     steps = tuple(s for s in ev.steps if s.node in names and not isinstance(s, Move))
     report = SolveReport.of(status="feasible", schedule_from="poet_eval_step's schedule without the loss")

@@ -60,9 +60,9 @@ def sized(budget: Budget, pairs: int, level: int) -> Budget:
     work stays about what it is at ``SIZE_PAIRS``; the split model's cutoff proof and the strict bound
     model, whose root LPs alone grow faster than the graph and are bounded by no count, do not run (the
     strict model already ran at the first level, with fewer nodes). bert_tiny with every parameter
-    trained and stored (17,328 pairs) at --effort default: the split proof ran over 220 s, until the
-    600 s safety stop, and the strict model took 74 s at each level. Deterministic: a function of the
-    graph's size only."""
+    trained and stored (17,328 pairs) at --effort default is the case that needed this: the split proof
+    ran until the safety stop, and the strict model took long at each level. Deterministic: a function
+    of the graph's size only."""
     if level == 0 or pairs <= SIZE_PAIRS:
         return budget
     share = SIZE_PAIRS / pairs

@@ -8,10 +8,9 @@ room, first frees values the step does not need (the cheapest to bring back per 
 them back, by recomputation (with whatever inputs are missing, depth first) or by a page-in of a stored
 copy, before the next step that needs them, or at the end of the gap when the stage keeps them. The
 repaired gap costs more than the model's point (each value freed this way is restored twice); the
-simulator checks the schedule as ever. bert_tiny at 1.1x the floor (above the plain pass, in the model
--> decoded): the windows' points of a 30 s run 210.97% -> 211.56%, 163.63% -> 164.22%, 131.32% ->
-141.92%, 131.71% -> 167.64% (one 130.56% still overflows); the stage model's points after 90 s and
-240 s 126.59% -> 129.32% and 126.11% -> 128.83%. Each overflowed before (by 1,021 bytes).
+simulator checks the schedule as ever. bert_tiny at 1.1x the floor is the case that needed it: the
+windows' points and the stage model's points overflowed there (by 1,021 bytes); repaired, all but one
+of them decode to a schedule, each costing a little or much more than its point in the model.
 """
 
 from __future__ import annotations

@@ -26,15 +26,14 @@ counts one recomputation (page-in) per value and interval where the schedule has
 different intervals are different events. So the model's optimum, and HiGHS's dual bound, is a lower
 bound on every schedule in the problem's order, for every choice of bottlenecks; more bottlenecks give
 a larger model and, with the RAM rows of more stages, a higher optimum (with every stage a bottleneck
-it is the stage model, whose LP relaxation is weak: bert_tiny at 1.1x its floor, 22% at the root).
+it is the stage model, whose LP relaxation is weak: bert_tiny at 1.1x its floor is an example).
 
 Refinement (:func:`refine`). From the tightest stages: solve, then look, in each interval, for the
 stage whose RAM the point overfills most (:func:`overfilled`: what the point must hold at a stage
 inside an interval, restorations taken as late as they can be); make those bottlenecks and solve
-again, until no stage overfills or the time is up. bert_tiny (biases trained) at 1.1x its floor, 2
-threads: 92.23% above the plain pass with the two tightest stages, 116.28% with 12 bottlenecks after
-5.7 s, 119.92% with 14 after 12.9 s (the segment models: 87.25%; the schedule 129.22% after 130 s);
-mobilenetv1_025 with every parameter trained at 60%: 39.99% after 4.2 s (one stage a round: 7.7 s).
+again, until no stage overfills or the time is up. On bert_tiny (biases trained) at 1.1x its floor
+the bound rises with each round's bottlenecks, above the segment models' bound; on mobilenetv1_025
+with every parameter trained at 60% it reaches the optimum sooner than with one stage a round.
 
 Where no stage overfills, the point is one of the stage model's but for the RAM of the restorations
 between stages (:func:`stage_point`); decoded, it is a schedule at the bound where those fit (scale
@@ -356,8 +355,8 @@ def refine(
     """Solve, add the most overfilled stage as a bottleneck, solve again (see the module docstring),
     for at most ``seconds``, stopping early once the bound reaches ``enough`` (scaled) or a solve
     stops short of optimal (its dual bound still counts), and not starting a round when less than
-    ``ROUND_GROWTH`` x the last round's seconds are left (bias-trained bert_tiny at 1.1x its floor, 2
-    threads: rounds of 0.03, 0.02, 1.0, 1.6, 3.1 s, and the sixth does not end in the 4.7 s left).
+    ``ROUND_GROWTH`` x the last round's seconds are left (on bias-trained bert_tiny at 1.1x its floor the
+    rounds grow so, and a round started with less left does not end).
     ``on_bound(bound)``: called with the bound after each round that raised it. ``growth``: in place of
     ``ROUND_GROWTH`` (0: a round starts whenever time is left). ``max_rounds``, ``nodes``: at most this
     many rounds, of at most this many branch-and-bound nodes each (counts: where they end the result

@@ -82,8 +82,8 @@ def cost_scale(cost: list[float]) -> float:
     """The power of two that puts the largest absolute cost in [0.5, 1) (1.0 without a nonzero cost).
     The models' costs are the plain pass's shares (``Run.norm``): a node's recomputation or page-in can
     be 1e-7 of it, at HiGHS's dual feasibility tolerance, and HiGHS then spends its root in cut rounds
-    (POET's resnet18 problem, the interval model's six refinement rounds on one thread: 13.3 s of CPU
-    as they are, 5.3 s scaled by 16). A power of two scales exactly both ways."""
+    (POET's resnet18 problem is an example: the interval model's refinement rounds take much less CPU
+    time with the costs scaled). A power of two scales exactly both ways."""
     top = max((abs(c) for c in cost), default=0.0)
     if top == 0.0 or not math.isfinite(top):
         return 1.0
@@ -107,8 +107,8 @@ def solve_lp(
     only for points cheaper than it (as :func:`poet_edge.schedulers.stage_model.solve`): the bound is
     then at most ``cutoff``, and ``cutoff`` itself when the search ends with no cheaper point. Such a
     proof on a bound model wants no point: HiGHS runs without its heuristics (``PROOF_OPTIONS``), after
-    :meth:`~poet_edge.highs.Solver.fix_by_reduced_cost` (bert_tiny at 50%, the split model, 2
-    threads, 28.06% proven: 24 s -> 16 s; presolve 4 s -> 1 s). ``on_bound``: told HiGHS's MIP dual bound
+    :meth:`~poet_edge.highs.Solver.fix_by_reduced_cost` (both shorten the proof, and its presolve, on
+    bert_tiny at 50%, the split model). ``on_bound``: told HiGHS's MIP dual bound
     (scaled; with ``cutoff``, at most that) whenever it checks for an interrupt; ``stop()``: asked then
     too, the solve ends once it says True (status "Interrupted by user"). ``with_reduced``: an LP
     relaxation also returns its :meth:`~poet_edge.highs.Solver.safe_bound` and reduced costs

@@ -4,10 +4,10 @@ model with its cutoff proofs (:func:`start_split`).
 
 HiGHS's MIP search keeps one core busy, so a child uses the machine's second core while the parent
 searches. And HiGHS checks its time limit between root cut rounds, and one round on a large model can
-take seconds: on mobilenetv2_035 with every parameter trained, at 50% of its peak, the split model
-(65,175 rows, 935,161 nonzeros after presolve, 2 threads) spent 4.8 s -> 9.9 s in one round, and
-given 9, 10 or 11 s the solve took 2.2, 3.6 and 2.1 s longer; interrupt callbacks are not called
-inside a round. A child can be stopped at any moment: it then gives the last bound it reported. Run as
+take seconds (the split model of mobilenetv2_035 with every parameter trained, at 50% of its peak,
+65,175 rows and 935,161 nonzeros after presolve, is one: a time limit that falls inside a round is
+passed by seconds); interrupt callbacks are not called inside a round. A child can be stopped at any
+moment: it then gives the last bound it reported. Run as
 ``python -m poet_edge.schedulers.proof_process IN OUT``: reads the job's kind and pickled arguments
 from IN, writes the pickled result to OUT, and each new bound to its standard output (the split
 model's child reads its cutoffs from its standard input).
@@ -120,9 +120,9 @@ def start_refine(refine: Callable[..., Refined], options: ScaleOptions, seconds:
     arguments bound (a ``functools.partial``, pickled to the child). ``Job.finish`` gives its
     ``Refined`` (None when it was stopped: then ``Job.last`` is the last round's bound). A round starts
     whenever time is left (``growth`` 0): one stopped at the deadline costs the parent nothing, it
-    searches meanwhile (mobilenetv1_025 with every parameter trained at 60%, 30 s: beside the split
-    model's child, round 7 took 4.6-5.5 s and with ``ROUND_GROWTH`` round 8, 3.7 s, whose point is the
-    optimum, did not start in some runs)."""
+    searches meanwhile (mobilenetv1_025 with every parameter trained at 60%: beside the split model's
+    child, with ``ROUND_GROWTH`` the last round, whose point is the optimum, did not start in some
+    runs)."""
     return _start("refine", (refine, replace(_quiet(options), threads=1)), time.time(), seconds)
 
 
@@ -240,10 +240,9 @@ def _split(args: tuple[Any, ...], deadline: float, tell: Callable[[float], None]
     on the strict model, until its first point below the cutoff (reduced costs from the relaxation:
     its LP is not solved again); from then on, on the split model (:meth:`SplitModels.split`, built
     then). The strict model alone is the faster proof where it holds (mobilenetv2_035 with every
-    parameter trained, 1 thread: at 1.1x its floor 15.8 s, split 22.8 s with its build; at 50% 11.3 s
-    against 15.8 s); where it fails it fails within seconds (bias-trained bert_tiny at 50%: its point
-    27.00% below the cutoff 28.33%, 2.8 s; the split model proves it in 13.6 s). None without a model
-    or a cutoff."""
+    parameter trained, at 1.1x its floor and at 50%, against the split model with its build); where it
+    fails it fails within seconds (bias-trained bert_tiny at 50%: it finds a point below the cutoff
+    quickly, and the split model then proves the cutoff). None without a model or a cutoff."""
     build, options, nodes = args
     cutoffs: list[float] = []
     came = threading.Event()

@@ -74,8 +74,8 @@ def stage_bound(run: Run, bound: float = 0.0) -> float:
     returns its (scaled) dual bound, 0 when it does not run. Cut rounds (``Budget.cut_rounds``): while
     the decode needs a repair in some gap, or does not fit there, that gap's configuration is cut off
     (:func:`stage_model.gap_cut`) and the model solved again below the incumbent; the bound returned
-    is the first solve's (resnet8, every parameter trained, at 70%: one cut round finds 86.97%
-    against the bound 86.26%, where the first point decodes to 98.74%)."""
+    is the first solve's (the cut rounds find points: on resnet8, every parameter trained, at 70%, one
+    cut round finds a point close to the bound where the first point decodes to a much costlier one)."""
     problem, an, best, options, nodes = run.problem, run.an, run.best, run.options, run.budget.nodes
     plain = run.plain
     model = stage_model.build(problem, an, node_costs(problem, run.latency), run.norm)
@@ -134,8 +134,8 @@ def interval_refined(
     until its deadline), scaled; 0 when it did not run. Where the refinement ended at a point that
     overfills no stage, that point, as one of the stage ``model``'s (:func:`interval_bound.stage_point`),
     is decoded and offered: where the RAM of its restorations fits, a schedule at the bound (bert_tiny
-    with every parameter trained at 1.1x its floor: 31.08%, optimal in 1.3 s; the windows had reached
-    51.52%)."""
+    with every parameter trained at 1.1x its floor: an optimal schedule, found early and far cheaper
+    than what the windows had reached)."""
     if job is None:
         return 0.0
     best, problem, an = run.best, run.problem, run.an
@@ -158,7 +158,7 @@ def repair_point(run: Run, model: stage_model.StageModel, point: np.ndarray, bou
     copy of the model), and the new point decoded, for at most ``Policy.repair_rounds`` rounds and
     ``Budget.cut_rounds`` windows in all (a window's root node alone can take seconds), or until the
     incumbent is within ``gap_rel`` of ``bound`` (mobilenetv1_025 with every parameter trained at
-    60%: the interval point decodes to 45.45%, after two rounds to 39.99%, optimal)."""
+    60%: the interval point decodes to a costlier schedule, and two rounds reach the optimum)."""
     problem, an, best, options = run.problem, run.an, run.best, run.options
     cut = replace(model, rows=list(model.rows))
     wins: stage_model.Windows | None = None

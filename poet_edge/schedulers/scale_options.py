@@ -40,8 +40,8 @@ class Policy:
     every_phase: bool = False  # the run's gap is never taken as closed, so every phase runs (tests)
     # HiGHS MIPs on segment models of more columns do not run (the bound model keeps its LP relaxation):
     # a MIP's root (LP, cuts, heuristics) is bounded by no count. resnet8 --train bias split into 8 KB
-    # tiles at 96 KB: 8,375 columns, over 60 s before its first node; the zoo's largest at half their
-    # no-remat peak: 1,517 columns (mobilenetv2_035 bias), 0.1 s.
+    # tiles at 96 KB (8,375 columns) stays long in the root before its first node; the zoo's largest at
+    # half their no-remat peak (1,517 columns, mobilenetv2_035 bias) are quick.
     mip_cols: int = 4000
 
 

@@ -105,8 +105,8 @@ def second_start(run: Run, bound: float) -> Schedule | None:
     due: the local optimum (a descent stopped after ``Budget.stall`` replays without improvement) from
     the cheapest plan of the other model than the first local search started from (primal or bound
     model); None when there is none or it does not replay. The first start is a trap on some graphs
-    (bert_tiny with every parameter trained, 70%: the windows stall at 41.53% from the bound model's
-    plan, reach 32.18% from the primal model's)."""
+    (bert_tiny with every parameter trained, 70%: the windows stall from the bound model's plan, well
+    above where they get from the primal model's)."""
     problem, an, cover, best, options = run.problem, run.an, run.cover, run.best, run.options
     ranked = sorted(best.plans, key=lambda x: (x[0], x[1]))
     if not ranked or may_stop(options, best.cost, bound):
@@ -164,7 +164,7 @@ def near_sweeps(policy: Policy) -> list[Sweep]:
     """The near windows: ``Policy.near_values`` values at every stage, their restorations at most
     ``Policy.near_stages`` stages before a consumer (:func:`stage_model.window`), while they improve. They
     change where early activations are held through the forward pass, which a stage window cannot
-    (mobilenetv1_025 at 1.1x the floor: 19.96% -> 18.57%)."""
+    (mobilenetv1_025 at 1.1x the floor is a graph where they find cheaper schedules)."""
     return [Sweep(True, policy.near_values, policy.near_step, 1.0, policy.near_stages, widen=False)]
 
 
@@ -189,7 +189,7 @@ def lns(
     incumbent, keeping an own incumbent (a cheaper schedule than the run's becomes that too).
     ``stall``: stop after this many windows without improving the own incumbent (default: the level's
     ``window_stall``; before, only the second start's windows stopped so, and bert_tiny bias at 80KB
-    with --effort quick ran 144 windows, 52 of its 97 s, for no gain). Returns the windows solved (a
+    with --effort quick spent much of its run on windows that gained nothing). Returns the windows solved (a
     :class:`~poet_edge.schedulers.board.Heuristic`'s work)."""
     problem, an, best, options = run.problem, run.an, run.best, run.options
     if best.schedule is None:
@@ -258,10 +258,10 @@ def window_schedule(
     (:mod:`~poet_edge.schedulers.gap_repair`), and the schedule costs more than the point; it is taken
     only when it beats the windows' incumbent (cost ``own``) by at least that much more (else
     PoetError). The windows search below the model's cost of the incumbent, so an incumbent that costs
-    more than its point hides the schedules between the two: bert_tiny at 50%, 30 s, every repair
-    taken, a point at 27.00% (in the model) became the incumbent at 29.63% and the windows stopped
-    there (29.24%, gap 1.00%, without repairs); with this rule 29.35%, gap 0.66%, and at 1.1x the
-    floor 130.69% (136.65% without repairs, 130.58-130.69% with every repair taken)."""
+    more than its point hides the schedules between the two (bert_tiny at 50%, every repair taken: a
+    repaired point became the incumbent and the windows stopped there, above where they end without
+    repairs). With this rule they end near the cheaper of the two, at 50% and at 1.1x the floor (where
+    the windows without repairs end much higher)."""
     problem = run.problem
     assert solved.values is not None and solved.objective is not None
     gaps: list[int] = []

@@ -24,23 +24,22 @@ segment (variants of all the segment's options there, :func:`~poet_edge.schedule
 .strict_model`). Every choice of ends gives a relaxation; more ends make a larger model.
 
 Soundness is checked against POET's MILP on small problems with every range split down to one stage
-(tests/test_scheduler_scale.py, tests/test_segment_gap.py). bert_tiny at 50% of its peak: the model
-with gap rows has its optimum at 27.00% above the plain pass (as the segment model); with the split
-ends of its LP relaxation (31) and 28.06% as a cutoff (1% below scale's 29.35%), HiGHS proves that
-cutoff in 28 s on 1 thread (16 s on 2 with reduced-cost fixing first), and its dual bound without a
-cutoff is still 27.00% after 40 s. With split ends from MIP solutions instead (a prototype, rounds of
-60-90 s), that model's optimum reached 29.24%.
+(tests/test_scheduler_scale.py, tests/test_segment_gap.py). bert_tiny at 50% of its peak is the case
+that needed split ends: the model with gap rows alone has the segment model's optimum; with the split
+ends of its LP relaxation and a cutoff 1% below scale's schedule, HiGHS proves that cutoff (faster on
+2 threads with reduced-cost fixing first), while its dual bound without a cutoff stays at the segment
+model's optimum. With split ends from MIP solutions instead (a prototype, with slow rounds), that
+model's optimum came closer still to scale's schedule.
 
 Limit. The rows see one moment per restoration: i's recomputation, with its direct inputs. They do not
 see the order of the restorations within one gap. Each option may take the others of the same gap to
 come after it, and so be absent at its moment, while a chain holds its shared ancestors throughout. At
 1.1x the floor, bert_tiny's stage 123 holds nothing but its own values, so layer 1's attention is
 recomputed before stage 128 for the backward pass. The strict model's plan for that gap needs seven
-8 KiB values at once, 1,021 bytes over the budget. The stage model's best point (128.5% after 200 s)
+8 KiB values at once, 1,021 bytes over the budget. The stage model's best point of a long run
 overflows by the same 1,021 bytes where it recomputes stage 123's input. Split ends iterated from
-each round's LP and MIP solutions (bench/bound_models.py --split-rounds, 120 s per solve) give models
-whose best points are 91.84-97.39%, so none of them bounds above 97.39%. Scale's schedule there is
-138.89% (137.7% after 300 s).
+each round's LP and MIP solutions (bench/bound_models.py --split-rounds) give models whose best
+points all stay far below scale's schedule there, so none of them gives a bound near it.
 """
 
 from __future__ import annotations
