@@ -23,6 +23,7 @@ from poet_edge import (
     trainable,
 )
 from poet_edge.codegen import emit
+from poet_edge.cost import transfer_cost
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Phase
 from poet_edge.memory_floor import memory_floor, node_need
@@ -116,6 +117,7 @@ class Compiled:
     batch: batch_split.BatchSplit | None = None  # the batch's parts (None at batch 1)
     # the (stored parameters, tile size) choices scheduled at --effort quick to pick this one (plan.json)
     compared: tuple[dict[str, object], ...] = ()
+    hints: tuple[str, ...] = ()  # what the compile suggests trying (`poet compile` prints them)
 
     @property
     def fixed(self) -> planning.FixedRam:
@@ -174,7 +176,7 @@ def plan_training(
 
     if len(candidates) == 1:
         _log_choice(log, tg, 0, 1, candidates[0][0])
-        return plan(candidates[0], opts, whole)  # plan checks its last phase
+        return _hinted(plan(candidates[0], opts, whole), tg, reserve, opts)  # plan checks its last phase
     # several choices: compared at the quick effort (their training steps only), the chosen one then planned
     # at the asked effort, or given its inference plans
     probe = replace(opts, milp=replace(opts.milp, effort="quick"))
@@ -200,7 +202,7 @@ def plan_training(
             ranked, compared, lambda c: _add_modes(c, Planner(opts, limit, whole, phase, log))
         )
     limit.begin(None)
-    return replace(compiled, compared=tuple(compared))
+    return _hinted(replace(compiled, compared=tuple(compared)), tg, reserve, opts)
 
 
 def _stopping(opts: CompileOptions, cut: float | None) -> CompileOptions:
@@ -1095,6 +1097,41 @@ def _storage_hint(tg: Graph, reserve: int, profile: Profile, opts: CompileOption
     return f"; with --input storage the floor is {fmt_bytes(alt)}" if alt < opts.ram_bytes else ""
 
 
+def _hinted(c: Compiled, tg: Graph, reserve: int, opts: CompileOptions) -> Compiled:
+    """``c`` with its hints (:func:`input_hint`) for the unsplit training graph ``tg``."""
+    hint = input_hint(c, tg, reserve, opts)
+    return c if hint is None else replace(c, hints=(*c.hints, hint))
+
+
+def input_hint(c: Compiled, tg: Graph, reserve: int, opts: CompileOptions) -> str | None:
+    """With the batch in RAM (``--input ram``, the default) and a step that recomputes or pages: a hint to
+    try ``--input storage`` when (1) the batch alone is at least what the unsplit training graph ``tg``,
+    every node once with the same parameters in storage, peaks above ``--ram`` (so with the batch out of
+    RAM little or none of that may be needed), and (2) what recomputing and paging add to the step is more
+    than writing the batch to storage and reading it back once (:func:`~poet_edge.cost.transfer_cost`), in
+    the compile's objective. A hint, not a comparison: the batch's windows may read some rows twice."""
+    if opts.input != planning.InputPlace.RAM or not (c.sim.n_recomputations or c.sim.n_page_outs):
+        return None
+    batch = tg.tensor(tg.inputs[0]).nbytes
+    spec = _spec(tg, reserve, opts, c.stored & frozenset(tg.trainable))
+    unsplit = planning.price(spec, c.profile, opts.ram_bytes)
+    over = _no_remat(unsplit)[1] - unsplit.budget_bytes
+    io = transfer_cost(c.profile, batch, write=True) + transfer_cost(c.profile, batch, write=False)
+    latency = opts.milp.objective == "latency"
+    plain = sum(n.compute_s if latency else n.compute_j for n in c.problem.nodes)
+    added = (c.sim.latency_s if latency else c.sim.energy_j) - plain
+    moving = io.seconds if latency else io.joules
+    if over <= 0 or batch < over or added <= moving:
+        return None
+    unit = "ms" if latency else "mJ"
+    return (
+        f"hint: the input batch ({fmt_bytes(batch)}) stays in RAM for the whole step; without it every node "
+        f"once would nearly fit (it peaks {fmt_bytes(over)} above --ram), and recomputing and paging add "
+        f"{added * 1e3:.3f} {unit} where writing the batch to storage and reading it back once costs "
+        f"{moving * 1e3:.3f} {unit}: --input storage may cost less"
+    )
+
+
 def _no_remat(problem: SchedulingProblem) -> tuple[Schedule, int]:
     unlimited = replace(problem, budget_bytes=1 << 62)
     schedule = get_scheduler("none")(unlimited)
@@ -1184,6 +1221,7 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
         "tiles": c.split.summary() if c.split else None,
         **({"batch_split": c.batch.summary()} if c.batch else {}),
         "choices_compared": list(c.compared),
+        "hints": list(c.hints),
         "peak_ram_bytes": c.predicted_ram_bytes,
         "simulated_peak_ram_bytes": c.sim.peak_ram_bytes,
         "fixed_ram_bytes": c.fixed.total,

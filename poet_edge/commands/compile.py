@@ -216,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
         f"recomputations {c.sim.n_recomputations}, page-outs {c.sim.n_page_outs}, page-ins {c.sim.n_page_ins}"
         + (f", moves in RAM {c.sim.n_moves} ({fmt_bytes(c.sim.moved_bytes)})" if c.sim.n_moves else "")
     )
-    for line in storage_lines(c):
+    for line in (*storage_lines(c), *c.hints):
         say(line)
     if (warn := endurance_warning(c)) is not None:
         print(warn, file=sys.stderr)
