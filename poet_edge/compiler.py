@@ -176,7 +176,7 @@ def plan_training(
 
     if len(candidates) == 1:
         _log_choice(log, tg, 0, 1, candidates[0][0])
-        return _hinted(plan(candidates[0], opts, whole), tg, reserve, opts)  # plan checks its last phase
+        return _hinted(plan(candidates[0], opts, whole), opts)  # plan checks its last phase
     # several choices: compared at the quick effort (their training steps only), the chosen one then planned
     # at the asked effort, or given its inference plans
     probe = replace(opts, milp=replace(opts.milp, effort="quick"))
@@ -202,7 +202,7 @@ def plan_training(
             ranked, compared, lambda c: _add_modes(c, Planner(opts, limit, whole, phase, log))
         )
     limit.begin(None)
-    return _hinted(replace(compiled, compared=tuple(compared)), tg, reserve, opts)
+    return _hinted(replace(compiled, compared=tuple(compared)), opts)
 
 
 def _stopping(opts: CompileOptions, cut: float | None) -> CompileOptions:
@@ -1097,38 +1097,37 @@ def _storage_hint(tg: Graph, reserve: int, profile: Profile, opts: CompileOption
     return f"; with --input storage the floor is {fmt_bytes(alt)}" if alt < opts.ram_bytes else ""
 
 
-def _hinted(c: Compiled, tg: Graph, reserve: int, opts: CompileOptions) -> Compiled:
-    """``c`` with its hints (:func:`input_hint`) for the unsplit training graph ``tg``."""
-    hint = input_hint(c, tg, reserve, opts)
+def _hinted(c: Compiled, opts: CompileOptions) -> Compiled:
+    """``c`` with its hints (:func:`input_hint`)."""
+    hint = input_hint(c, opts)
     return c if hint is None else replace(c, hints=(*c.hints, hint))
 
 
-def input_hint(c: Compiled, tg: Graph, reserve: int, opts: CompileOptions) -> str | None:
+def input_hint(c: Compiled, opts: CompileOptions) -> str | None:
     """With the batch in RAM (``--input ram``, the default) and a step that recomputes or pages: a hint to
-    try ``--input storage`` when (1) the batch alone is at least what the unsplit training graph ``tg``,
-    every node once with the same parameters in storage, peaks above ``--ram`` (so with the batch out of
-    RAM little or none of that may be needed), and (2) what recomputing and paging add to the step is more
-    than writing the batch to storage and reading it back once (:func:`~poet_edge.cost.transfer_cost`), in
-    the compile's objective. A hint, not a comparison: the batch's windows may read some rows twice."""
+    try ``--input storage``. What recomputing and paging add to the step is pro-rated by the share of the
+    overflow the batch accounts for (the batch's bytes over how far the step, every node once, peaks above
+    the budget, at most all of it); the hint is given when that share is more than writing the batch to
+    storage and reading it back once costs (:func:`~poet_edge.cost.transfer_cost`), in the compile's
+    objective. An estimate, not a comparison: only compiling both ways tells which is cheaper."""
     if opts.input != planning.InputPlace.RAM or not (c.sim.n_recomputations or c.sim.n_page_outs):
         return None
-    batch = tg.tensor(tg.inputs[0]).nbytes
-    spec = _spec(tg, reserve, opts, c.stored & frozenset(tg.trainable))
-    unsplit = planning.price(spec, c.profile, opts.ram_bytes)
-    over = _no_remat(unsplit)[1] - unsplit.budget_bytes
+    batch = c.training.tensor(c.training.inputs[0]).nbytes
+    over = _no_remat(c.problem)[1] - c.problem.budget_bytes
     io = transfer_cost(c.profile, batch, write=True) + transfer_cost(c.profile, batch, write=False)
     latency = opts.milp.objective == "latency"
     plain = sum(n.compute_s if latency else n.compute_j for n in c.problem.nodes)
     added = (c.sim.latency_s if latency else c.sim.energy_j) - plain
     moving = io.seconds if latency else io.joules
-    if over <= 0 or batch < over or added <= moving:
+    share = min(1.0, batch / over) if over > 0 else 0.0
+    if added * share <= moving:
         return None
     unit = "ms" if latency else "mJ"
     return (
-        f"hint: the input batch ({fmt_bytes(batch)}) stays in RAM for the whole step; without it every node "
-        f"once would nearly fit (it peaks {fmt_bytes(over)} above --ram), and recomputing and paging add "
-        f"{added * 1e3:.3f} {unit} where writing the batch to storage and reading it back once costs "
-        f"{moving * 1e3:.3f} {unit}: --input storage may cost less"
+        f"hint: the input batch ({fmt_bytes(batch)}) stays in RAM for the whole step, "
+        f"{100 * share:.0f}% of the {fmt_bytes(over)} that every node once peaks above --ram; recomputing "
+        f"and paging add {added * 1e3:.3f} {unit} to the step, writing the batch to storage and reading it "
+        f"back once {moving * 1e3:.3f} {unit}: --input storage may cost less"
     )
 
 
