@@ -871,7 +871,7 @@ def evict_fragments(
     with --no-remat / --no-paging) and plan again, while that shrinks the arena; each repaired schedule is
     replayed by the simulator (budget, storage, latency bound) before it is taken. Not with --scheduler none
     (every node once, nothing paged)."""
-    rooms = arena.bank_rooms(opts.ram_banks, opts.ram_bytes, problem.fixed_bytes)
+    rooms = _rooms(opts, problem)
     room = sum(rooms)
     if arena.excess(plan, rooms) <= 0 or opts.scheduler == "none":
         return schedule, plan
@@ -965,7 +965,7 @@ def _fit(
     the compile naming the phase."""
     opts, limit, log = pl.opts, pl.limit, pl.log
     target, rounds, why, cut, last = problem, 0, "", 0, 0
-    rooms = arena.bank_rooms(opts.ram_banks, opts.ram_bytes, problem.fixed_bytes)
+    rooms = _rooms(opts, problem)
     while True:
         pl.phase("schedule" + what)
         schedule = schedule_problem(target, _round_options(pl))
@@ -1033,6 +1033,11 @@ def _plan_mode(
     return inference.ModePlan(mode, g, spec, problem, schedule, sim, plan, _storage(schedule, spec, params))
 
 
+def _rooms(opts: CompileOptions, problem: SchedulingProblem) -> tuple[int, ...]:
+    """The arena's room in each RAM bank: --ram (its banks) less the fixed RAM."""
+    return arena.bank_rooms(opts.ram_banks, opts.ram_bytes, problem.fixed_bytes)
+
+
 def _arena(
     schedule: Schedule, problem: SchedulingProblem, spec: planning.ProblemSpec, pl: Planner, what: str
 ) -> tuple[Schedule, arena.ArenaPlan]:
@@ -1042,7 +1047,7 @@ def _arena(
     pl.phase("arena" + what)
     sizes = {n.name: n.out_bytes for n in spec.nodes}
     ws = {n.name: n.workspace_bytes for n in problem.nodes}
-    rooms = arena.bank_rooms(opts.ram_banks, opts.ram_bytes, problem.fixed_bytes)
+    rooms = _rooms(opts, problem)
     movable = opts.arena_moves  # moves, not the exact slot model, mend fragments
     plan = arena.plan_banks(arena.instances(schedule, sizes, ws), rooms, pl.limit.check, exact=not movable)
     if arena.excess(plan, rooms) > 0 and movable:
@@ -1068,7 +1073,7 @@ def _placed(
     except PoetError:
         return None
     schedule, plan = _arena(schedule, problem, spec, pl, what)
-    rooms = arena.bank_rooms(pl.opts.ram_banks, pl.opts.ram_bytes, problem.fixed_bytes)
+    rooms = _rooms(pl.opts, problem)
     if arena.excess(plan, rooms) > 0:
         return None
     arena.verify(plan)
@@ -1113,12 +1118,14 @@ def input_hint(c: Compiled, opts: CompileOptions) -> str | None:
     if opts.input != planning.InputPlace.RAM or not (c.sim.n_recomputations or c.sim.n_page_outs):
         return None
     batch = c.training.tensor(c.training.inputs[0]).nbytes
-    over = _no_remat(c.problem)[1] - c.problem.budget_bytes
     io = transfer_cost(c.profile, batch, write=True) + transfer_cost(c.profile, batch, write=False)
     latency = opts.milp.objective == "latency"
     plain = sum(n.compute_s if latency else n.compute_j for n in c.problem.nodes)
     added = (c.sim.latency_s if latency else c.sim.energy_j) - plain
     moving = io.seconds if latency else io.joules
+    if added <= moving:  # the share is at most 1: no need to replay every node once
+        return None
+    over = _no_remat(c.problem)[1] - c.problem.budget_bytes
     share = min(1.0, batch / over) if over > 0 else 0.0
     if added * share <= moving:
         return None
