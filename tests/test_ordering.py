@@ -4,6 +4,7 @@ gets a good order back, and the baselines' work stays bounded on a 2,000-node, 1
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -193,6 +194,41 @@ def test_the_given_order_is_scheduled_too_unless_no_time_is_left() -> None:
     cut = schedule_ordered(problem, inner, 0.0).report.to_json()
     assert len(calls) == 1 and cut["cut_by_time_limit"] is True
     assert cut["cut_phase"] == "order search"  # the first phase the safety stop cut (the given order not run)
+
+
+def test_the_given_orders_run_beside_the_chosen_ones_returns_the_same_schedule() -> None:
+    """With ``beside``, the given order's run goes to a child process while the chosen order's runs (here
+    from the start): the same schedule and report fields as one run after the other; when the chosen
+    order's run ends first, no child is started."""
+    from poet_edge.schedulers import scale_beside
+    from poet_edge.schedulers.ordered import Outcome, schedule_ordered
+    from poet_edge.schedulers.scale import ScaleOptions, schedule_scale
+
+    base = shuffled(dense_layered(60, seed=3), 4)
+    peak = int(simulate(base, schedule_none(base)).peak_ram_bytes)
+    problem = replace(base, budget_bytes=int(0.6 * peak))
+    scale = ScaleOptions(effort="quick")
+    started: list[float] = []
+
+    def inner(p: SchedulingProblem, seconds: float, above: float | None) -> Schedule:
+        return schedule_scale(p, replace(scale, time_limit_s=seconds, stop_above=above))
+
+    def beside(p: SchedulingProblem, seconds: float, above: float | None) -> Callable[[], Outcome]:
+        started.append(seconds)
+        assert [n.name for n in p.nodes] == [n.name for n in problem.nodes]  # the given order
+        return scale_beside(scale)(p, seconds, above)
+
+    after = schedule_ordered(problem, inner, 600.0)
+    both = schedule_ordered(problem, inner, 600.0, beside=beside, later_s=0.0)
+    assert len(started) == 1 and 0 < started[0] <= 600.0
+    assert both.steps == after.steps
+    fields = ("status", "objective", "bound", "order", "bound_covers", "cut_by_time_limit")
+    assert {k: both.report.to_json().get(k) for k in fields} == {
+        k: after.report.to_json().get(k) for k in fields
+    }
+    started.clear()
+    schedule_ordered(problem, inner, 600.0, beside=beside, later_s=600.0)  # the chosen run ends first
+    assert not started
 
 
 def test_progress_reports_the_cheapest_incumbent_across_both_orders_runs() -> None:

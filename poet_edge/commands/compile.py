@@ -70,7 +70,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     m = p.add_argument_group("solver options (scale, milp, poet-milp; --milp-solver: milp only)")
     m.add_argument("--objective", choices=("energy", "latency"), default="energy", help="what to minimise")
     add_solve_limits(m)
-    m.add_argument("--threads", type=int, help="solver threads (default: the solver's choice)")
+    m.add_argument(
+        "--threads",
+        type=int,
+        help="solver threads (default: the solver's choice); 1 also keeps scale in one process",
+    )
     m.add_argument(
         "--milp-solver", choices=("highs", "cbc"), help="the MILP's solver: HiGHS (default) or CBC"
     )

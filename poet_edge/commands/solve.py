@@ -36,7 +36,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--ram", required=True, type=parse_size, metavar="BYTES", help=f"RAM budget; {SIZE_HELP}")
     p.add_argument("--objective", choices=("energy", "latency"), default="energy", help="what to minimise")
     add_solve_limits(p, "scale, milp: ")
-    p.add_argument("--threads", type=int, default=None, metavar="N", help="scale, milp: solver threads")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="scale, milp: solver threads (1: scale in one process)",
+    )
     p.add_argument("--milp-solver", choices=("highs", "cbc"), help="milp: HiGHS (default) or CBC")
     p.add_argument(
         "--scheduler", default="scale", choices=sorted(SCHEDULERS), help="scheduler (default scale)"

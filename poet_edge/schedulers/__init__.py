@@ -14,11 +14,12 @@ from dataclasses import replace
 from poet_edge.errors import PoetError
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule
+from poet_edge.schedulers import proof_process
 from poet_edge.schedulers.effort import SAFETY_S, sequence_work
 from poet_edge.schedulers.greedy import schedule_greedy
 from poet_edge.schedulers.milp import MilpOptions, ProgressCallback, schedule_milp
 from poet_edge.schedulers.none import schedule_none
-from poet_edge.schedulers.ordered import schedule_ordered
+from poet_edge.schedulers.ordered import Beside, Outcome, schedule_ordered
 from poet_edge.schedulers.page_all import schedule_page_all
 from poet_edge.schedulers.recompute_all import schedule_recompute_all
 from poet_edge.schedulers.scale import ScaleOptions, schedule_scale
@@ -102,12 +103,50 @@ def configured(name: str, options: MilpOptions) -> Callable[[SchedulingProblem],
                 )
 
             remat = options.remat
+            beside = scale_beside(scale) if options.threads != 1 else None
             return schedule_ordered(
-                p, inner, limit, latency=latency, remat=remat, sequences=sequences, on_progress=tell
+                p,
+                inner,
+                limit,
+                latency=latency,
+                remat=remat,
+                sequences=sequences,
+                on_progress=tell,
+                beside=beside,
             )
 
         return solve
     return get_scheduler(name)
+
+
+BESIDE_GRACE = 30.0  # seconds a run beside the chosen order's may pass its safety stop before it is stopped
+
+
+def scale_beside(scale: ScaleOptions) -> Beside:
+    """scale's run (``scale``'s options; the time limit and the cost to stop above given) in a child
+    process: the ``beside`` of :func:`~poet_edge.schedulers.ordered.schedule_ordered`. The child reports
+    no progress. A child that fails is stopped, and the run is done in this process instead."""
+
+    def start(problem: SchedulingProblem, seconds: float, above: float | None) -> Callable[[], Outcome]:
+        stop = min((c for c in (scale.stop_above, above) if c is not None), default=None)
+        run = replace(scale, time_limit_s=seconds, on_progress=None, stop_above=stop)
+        job = proof_process.start_call(schedule_scale, (problem, run), seconds, BESIDE_GRACE)
+
+        def wait() -> Outcome:
+            try:
+                out, stopped = job.finish()
+            except RuntimeError:  # the child failed (a crash, not the run's own error): run it here
+                try:
+                    return schedule_scale(problem, run), None, False
+                except PoetError as e:
+                    return None, e, False
+            if isinstance(out, PoetError):
+                return None, out, False
+            return out, None, stopped
+
+        return wait
+
+    return start
 
 
 def cheapest_so_far(report: ProgressCallback | None) -> ProgressCallback | None:

@@ -10,6 +10,7 @@ work, never timed; only scale's runs take the wall-clock safety stop.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -78,6 +79,43 @@ def _order_info(report: SolveReport, choice: OrderChoice, seconds: float) -> Sol
 Inner = Callable[[SchedulingProblem, float, float | None], Schedule]
 """scale on a problem, with its time limit (s) and a cost its run may stop above (None: none)."""
 
+Outcome = tuple[Schedule | None, PoetError | None, bool]  # a run's schedule or error; stopped unfinished
+Beside = Callable[[SchedulingProblem, float, float | None], Callable[[], Outcome]]
+"""``inner``'s run with the same arguments, started in a child process at once: the call that waits for
+its outcome (a schedule, or the error; stopped: the child did not end by its time limit)."""
+
+LATER_S = 2.0  # the given order's run starts beside the chosen order's once that has run this long
+
+
+class _Given:
+    """The given order's run, started beside the chosen order's (``beside``) when that has run
+    ``later_s`` seconds (a child's start-up, about a second, costs more than a short run). The clock
+    only decides where the run happens, never what it returns: it gets the same problem, and the cost
+    it may stop above differs only by the chosen order's cost, which a run that is kept never reaches
+    (its bound stays below its own cost)."""
+
+    def __init__(
+        self, beside: Beside, problem: SchedulingProblem, ends: float, above: float | None, later_s: float
+    ) -> None:
+        self.started: Callable[[], Outcome] | None = None
+        self.closed = False
+        self.lock = threading.Lock()
+        self.timer = threading.Timer(later_s, self._start, (beside, problem, ends, above))
+        self.timer.daemon = True
+        self.timer.start()
+
+    def _start(self, beside: Beside, problem: SchedulingProblem, ends: float, above: float | None) -> None:
+        with self.lock:
+            if not self.closed:
+                self.started = beside(problem, max(0.0, ends - time.perf_counter()), above)
+
+    def close(self) -> Callable[[], Outcome] | None:
+        """The started run's wait, None when it did not start (it never will now)."""
+        self.timer.cancel()
+        with self.lock:
+            self.closed = True
+            return self.started
+
 
 def schedule_ordered(
     problem: SchedulingProblem,
@@ -88,6 +126,8 @@ def schedule_ordered(
     work: int = ORDER_WORK,
     sequences: int = SEQUENCE_WORK,
     on_progress: ProgressCallback | None = None,
+    beside: Beside | None = None,
+    later_s: float = LATER_S,
 ) -> Schedule:
     """``inner`` (scale) on the order :func:`choose_order` picks, with the order's own answers:
 
@@ -105,7 +145,13 @@ def schedule_ordered(
       and a run that would be kept never gets there (its bound stays below its own cost), so the result
       is the same.
 
-    ``on_progress``: told the sequences' cost (``inner`` reports its own runs' progress).
+    ``on_progress``: told the sequences' cost (``inner`` reports its own runs' progress, and this the
+    given order's cost when a run beside the chosen one's wins).
+
+    ``beside``: where the chosen order's run takes longer than ``later_s`` seconds, the given order's run
+    starts then in a child process (one more core) instead of after it; the schedule is the same, only
+    sooner (:class:`_Given`). Its safety stop is the same time limit. A run that the safety stop cut
+    (either way) and that is not kept marks the result cut, in phase "the given order's schedule".
 
     ``Schedule.report`` gains ``order`` (the candidate chosen), ``orders_compared``, ``order_evaluations``,
     ``order_s`` and ``bound_covers``: "all orders" where the bound is the plain pass (every node once) or
@@ -143,23 +189,36 @@ def schedule_ordered(
     order_s = time.perf_counter() - began
     if on_progress is not None and ours.schedule is not None:  # the sequences' schedule: an incumbent too
         on_progress(order_s, ours.cost, None, None)
+    pending = None
+    if beside is not None and choice.origin != "given":
+        pending = _Given(beside, problem, began + time_limit_s, _finite(ours.cost), later_s)
     theirs, error = _run(inner, ordered, time_limit_s - order_s, _finite(ours.cost))
     cost = _measure(problem, theirs, latency, 0.0).cost if theirs is not None else math.inf
     first_s = time.perf_counter() - began - order_s
     skipped = deadline.hit  # the safety stop cut the sequences, or (below) left less time than the
-    # first run took: the given order not run
-    if choice.origin != "given" and not _cut(theirs):
+    # first run took (the given order not run), or cut the given order's run, which was not kept
+    wait = pending.close() if pending is not None else None
+    if choice.origin != "given" and (wait is not None or not _cut(theirs)):
         left = time_limit_s - (time.perf_counter() - began)
-        if left < first_s:
+        given, stopped = None, False
+        if wait is not None:
+            given, _, stopped = wait()
+        elif left < first_s:
             skipped = True
-        elif (given := _run(inner, problem, left, _finite(min(cost, ours.cost)))[0]) is not None:
+        else:
+            given = _run(inner, problem, left, _finite(min(cost, ours.cost)))[0]
+        kept = False
+        if given is not None:
             # the (overflow, peak) key only estimates what recomputation and paging must make up, and
             # an exporter's order is often good: the given order's schedule wins when it is cheaper
             given_cost = _measure(problem, given, latency, 0.0).cost
             if given_cost < cost or theirs is None:
                 order = tuple(range(len(problem.nodes)))
                 choice = replace(choice, problem=problem, order=order, origin="given")
-                ordered, theirs, cost = problem, given, given_cost
+                ordered, theirs, cost, kept = problem, given, given_cost, True
+                if wait is not None and on_progress is not None:
+                    on_progress(time.perf_counter() - began, cost, None, None)
+        skipped = skipped or (not kept and (stopped or _cut(given)))
     if theirs is None:
         if ours.schedule is None:
             assert error is not None

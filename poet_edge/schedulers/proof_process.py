@@ -1,6 +1,7 @@
-"""Bound computations of scheduler "scale" in child processes that run beside the parent's search and
-are stopped at their deadline: the interval model's refinement (:func:`start_refine`) and the split
-model with its cutoff proofs (:func:`start_split`).
+"""Work of scheduler "scale" in child processes that run beside the parent's search and are stopped at
+their deadline: the interval model's refinement (:func:`start_refine`), the split model with its cutoff
+proofs (:func:`start_split`), and any picklable call (:func:`start_call`: scale's run on the given order
+beside the run on the chosen one).
 
 HiGHS's MIP search keeps one core busy, so a child uses the machine's second core while the parent
 searches. And HiGHS checks its time limit between root cut rounds, and one round on a large model can
@@ -28,6 +29,7 @@ from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from poet_edge.errors import PoetError
 from poet_edge.highs import TIME_LIMIT
 from poet_edge.schedulers.lp_model import LpResult, solve_lp
 
@@ -92,9 +94,17 @@ class Job:
             self.stop()  # the bound read last (the reader joined), the files removed
 
 
-def _start(kind: str, args: tuple[Any, ...], began: float, time_limit: float, told: bool = False) -> Job:
-    """Starts the child on job ``kind`` with ``args``; its deadline is ``began + time_limit``. ``told``:
-    its standard input is a pipe (:func:`send`), else closed."""
+def _start(
+    kind: str,
+    args: tuple[Any, ...],
+    began: float,
+    time_limit: float,
+    told: bool = False,
+    grace: float = GRACE,
+) -> Job:
+    """Starts the child on job ``kind`` with ``args``; its deadline is ``began + time_limit``, ``grace``
+    the seconds past it to write its result. ``told``: its standard input is a pipe (:func:`send`), else
+    closed."""
     tmp = tempfile.TemporaryDirectory(prefix="poet-proof-")
     folder = Path(tmp.name)
     src, out = folder / "in.pkl", folder / "out.pkl"
@@ -108,10 +118,18 @@ def _start(kind: str, args: tuple[Any, ...], began: float, time_limit: float, to
             text=True,
             env=_env(),
         )
-    job = Job(child, tmp, began + time_limit)
+    job = Job(child, tmp, began + time_limit, grace=grace)
     job.reader = threading.Thread(target=_read_bounds, args=(child.stdout, job.bounds), daemon=True)
     job.reader.start()
     return job
+
+
+def start_call(fn: Callable[..., Any], args: tuple[Any, ...], seconds: float, grace: float) -> Job:
+    """``fn(*args)`` started in a child process (``fn`` and ``args`` pickled to it; a
+    :class:`~poet_edge.errors.PoetError` it raises comes back as the result), stopped ``grace`` seconds
+    after ``seconds``: ``fn`` is expected to keep its own time limit of ``seconds``, the stop is for a
+    run that does not. ``Job.finish`` gives the result (None when the child was stopped)."""
+    return _start("call", (fn, args), time.time(), seconds, grace=grace)
 
 
 def start_refine(refine: Callable[..., Refined], options: ScaleOptions, seconds: float) -> Job:
@@ -225,6 +243,12 @@ def main(argv: list[str]) -> int:
     result: object
     if kind == "split":
         result = _split(args, began + time_limit, tell)
+    elif kind == "call":
+        fn, call_args = args
+        try:
+            result = fn(*call_args)
+        except PoetError as e:
+            result = PoetError(str(e), e.exit_code)
     else:
         refine, options = args
         result = refine(options, left, on_bound=tell, growth=0.0)
