@@ -58,6 +58,7 @@ class CompileOptions:
     train: str = "all"
     kernels: str = "fast"  # "fast": runtime_c/src/optimized/<k>.c where it exists; "reference": src/kernels
     input: planning.InputPlace = planning.InputPlace.RAM  # where the batch x lives during a step
+    input_auto: bool = False  # --input auto: in RAM, and in storage where that may cost less (plan_input)
     params: planning.ParamPlace = planning.ParamPlace.AUTO  # where trainable parameters live (--params)
     milp: MilpOptions = MilpOptions()
     max_latency: str | None = None  # "1.5x" (of the no-remat step time) or seconds, e.g. "0.2" / "0.2s"
@@ -118,6 +119,9 @@ class Compiled:
     # the (stored parameters, tile size) choices scheduled at --effort quick to pick this one (plan.json)
     compared: tuple[dict[str, object], ...] = ()
     hints: tuple[str, ...] = ()  # what the compile suggests trying (`poet compile` prints them)
+    # --input auto: the step's cost (the objective's) with the batch in RAM and in storage; None: not
+    # planned that way (plan_input says why)
+    input_compared: tuple[tuple[str, float | None], ...] = ()
 
     @property
     def fixed(self) -> planning.FixedRam:
@@ -1108,23 +1112,38 @@ def _hinted(c: Compiled, opts: CompileOptions) -> Compiled:
     return c if hint is None else replace(c, hints=(*c.hints, hint))
 
 
+def _batch_moves(c: Compiled, opts: CompileOptions) -> tuple[float, float]:
+    """With the batch in RAM: (what recomputing and paging add to the step over every node once, what
+    writing the batch to storage and reading it back once costs: :func:`~poet_edge.cost.transfer_cost`),
+    in the compile's objective."""
+    batch = c.training.tensor(c.training.inputs[0]).nbytes
+    io = transfer_cost(c.profile, batch, write=True) + transfer_cost(c.profile, batch, write=False)
+    latency = opts.milp.objective == "latency"
+    plain = sum(n.compute_s if latency else n.compute_j for n in c.problem.nodes)
+    return _objective(c, opts) - plain, io.seconds if latency else io.joules
+
+
+def _objective(c: Compiled, opts: CompileOptions) -> float:
+    return c.sim.latency_s if opts.milp.objective == "latency" else c.sim.energy_j
+
+
 def input_hint(c: Compiled, opts: CompileOptions) -> str | None:
     """With the batch in RAM (``--input ram``, the default) and a step that recomputes or pages: a hint to
     try ``--input storage``. What recomputing and paging add to the step is pro-rated by the share of the
     overflow the batch accounts for (the batch's bytes over how far the step, every node once, peaks above
     the budget, at most all of it); the hint is given when that share is more than writing the batch to
     storage and reading it back once costs (:func:`~poet_edge.cost.transfer_cost`), in the compile's
-    objective. An estimate, not a comparison: only compiling both ways tells which is cheaper."""
-    if opts.input != planning.InputPlace.RAM or not (c.sim.n_recomputations or c.sim.n_page_outs):
+    objective. An estimate, not a comparison: only compiling both ways (``--input auto``, which then gives
+    no hint) tells which is cheaper."""
+    if opts.input != planning.InputPlace.RAM or opts.input_auto:
         return None
-    batch = c.training.tensor(c.training.inputs[0]).nbytes
-    io = transfer_cost(c.profile, batch, write=True) + transfer_cost(c.profile, batch, write=False)
-    latency = opts.milp.objective == "latency"
-    plain = sum(n.compute_s if latency else n.compute_j for n in c.problem.nodes)
-    added = (c.sim.latency_s if latency else c.sim.energy_j) - plain
-    moving = io.seconds if latency else io.joules
+    if not (c.sim.n_recomputations or c.sim.n_page_outs):
+        return None
+    added, moving = _batch_moves(c, opts)
     if added <= moving:  # the share is at most 1: no need to replay every node once
         return None
+    batch = c.training.tensor(c.training.inputs[0]).nbytes
+    latency = opts.milp.objective == "latency"
     over = _no_remat(c.problem)[1] - c.problem.budget_bytes
     share = min(1.0, batch / over) if over > 0 else 0.0
     if added * share <= moving:
@@ -1134,7 +1153,8 @@ def input_hint(c: Compiled, opts: CompileOptions) -> str | None:
         f"hint: the input batch ({fmt_bytes(batch)}) stays in RAM for the whole step, "
         f"{100 * share:.0f}% of the {fmt_bytes(over)} that every node once peaks above --ram; recomputing "
         f"and paging add {added * 1e3:.3f} {unit} to the step, writing the batch to storage and reading it "
-        f"back once {moving * 1e3:.3f} {unit}: --input storage may cost less"
+        f"back once {moving * 1e3:.3f} {unit}: --input storage may cost less (--input auto compiles both "
+        "ways)"
     )
 
 
@@ -1221,6 +1241,7 @@ def plan_json(opts: CompileOptions, c: Compiled) -> dict[str, Any]:
         "training_options": opts.training.to_json(),
         "kernels": opts.kernels,
         "input": opts.input.value,
+        **({"input_compared": dict(c.input_compared)} if c.input_compared else {}),
         "params": opts.params.value,
         "stored_parameters": list(planning.stored_params(c.spec)),
         "split": opts.split,
@@ -1345,6 +1366,54 @@ def project_files(
     return files
 
 
+def plan_input(
+    opts: CompileOptions,
+    log: Callable[[str], None] = lambda s: None,
+    report: Callable[[str], None] = lambda s: None,
+    limit: PhaseLimit | None = None,
+) -> tuple[Compiled, CompileOptions]:
+    """:func:`plan_training`, and its options with ``input`` the batch's place. ``--input auto``
+    (``opts.input_auto``): the batch in RAM first; in storage too where that may cost less, which is where
+    the step in RAM adds more by recomputing and paging than writing the batch to storage and reading it
+    back once costs (the step with the batch in storage costs at least that more than every node once), or
+    where the batch in RAM does not fit. The cheaper is kept (RAM on ties), both costs in plan.json's
+    ``input_compared``; a phase's --time-limit error is raised as it comes."""
+    if not opts.input_auto:
+        return plan_training(opts, log, report, limit), opts
+    ram = replace(opts, input=planning.InputPlace.RAM)
+    storage = replace(opts, input=planning.InputPlace.STORAGE)
+    try:
+        c = plan_training(ram, log, report, limit)
+    except PhaseTimeout:
+        raise
+    except PoetError as e:
+        log(f"--input auto: with the batch in RAM: {e}")
+        log("--input auto: planning with the batch in storage")
+        try:
+            s = plan_training(storage, log, report, limit)
+        except PoetError as f:
+            raise PoetError(f"--input auto: with the batch in RAM: {e}; in storage: {f}", f.exit_code) from f
+        return replace(s, input_compared=(("ram", None), ("storage", _objective(s, storage)))), storage
+    added, moving = _batch_moves(c, ram)
+    if added <= moving:
+        log("--input auto: the batch stays in RAM (recomputing and paging add less than moving it costs)")
+        return replace(c, input_compared=(("ram", _objective(c, ram)), ("storage", None))), ram
+    log("--input auto: planning with the batch in storage too")
+    try:
+        s = plan_training(storage, log, report, limit)
+    except PhaseTimeout:
+        raise
+    except PoetError as e:
+        log(f"--input auto: with the batch in storage: {e}; the batch stays in RAM")
+        return replace(c, input_compared=(("ram", _objective(c, ram)), ("storage", None))), ram
+    costs = (("ram", _objective(c, ram)), ("storage", _objective(s, storage)))
+    unit = "ms" if opts.milp.objective == "latency" else "mJ"
+    log(f"--input auto: in RAM {costs[0][1] * 1e3:.3f} {unit}, in storage {costs[1][1] * 1e3:.3f} {unit}")
+    if costs[1][1] < costs[0][1]:
+        return replace(s, input_compared=costs), storage
+    return replace(c, input_compared=costs), ram
+
+
 def compile_model(
     opts: CompileOptions,
     log: Callable[[str], None] = lambda s: None,
@@ -1356,7 +1425,7 @@ def compile_model(
     PoetError naming it once it runs longer (``limit``: the clock to measure it with, for tests)."""
     check_output(opts.out)  # before the solve: -o at a file, a foreign folder, an unwritable place
     limit = limit or PhaseLimit(opts.time_limit_s)
-    c = plan_training(opts, log, phase, limit)
+    c, opts = plan_input(opts, log, phase, limit)
     limit.begin("codegen")
     phase("codegen")
     files = project_files(opts, c, renderers)

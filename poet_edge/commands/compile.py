@@ -94,9 +94,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--input",
-        choices=[x.value for x in InputPlace],
+        choices=[*(x.value for x in InputPlace), "auto"],
         default=InputPlace.RAM.value,
-        help=INPUT_HELP,
+        help=f"{INPUT_HELP}; auto: in RAM, and also in storage where recomputing and paging add more than "
+        "moving the batch would cost (or it does not fit in RAM), the cheaper kept (plan.json: input, "
+        "input_compared); the generated POET_INPUT_IN_STORAGE says which",
     )
     p.add_argument(
         "--params",
@@ -172,7 +174,8 @@ def run(args: argparse.Namespace) -> int:
             on_progress=lambda t, inc, bnd, gap: progress.update(incumbent=inc, bound=bnd, gap=gap),
         ),
         max_latency=args.max_latency,
-        input=InputPlace(args.input),
+        input=InputPlace.RAM if args.input == "auto" else InputPlace(args.input),
+        input_auto=args.input == "auto",
         params=ParamPlace(args.params),
         time_limit_s=args.time_limit,
         optimizer=optimizer.from_args(args),
