@@ -4,7 +4,7 @@ gets a good order back, and the baselines' work stays bounded on a 2,000-node, 1
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -201,7 +201,7 @@ def test_the_given_orders_run_beside_the_chosen_ones_returns_the_same_schedule()
     from the start): the same schedule and report fields as one run after the other; when the chosen
     order's run ends first, no child is started."""
     from poet_edge.schedulers import scale_beside
-    from poet_edge.schedulers.ordered import Outcome, schedule_ordered
+    from poet_edge.schedulers.ordered import Started, schedule_ordered
     from poet_edge.schedulers.scale import ScaleOptions, schedule_scale
 
     base = shuffled(dense_layered(60, seed=3), 4)
@@ -213,7 +213,7 @@ def test_the_given_orders_run_beside_the_chosen_ones_returns_the_same_schedule()
     def inner(p: SchedulingProblem, seconds: float, above: float | None) -> Schedule:
         return schedule_scale(p, replace(scale, time_limit_s=seconds, stop_above=above))
 
-    def beside(p: SchedulingProblem, seconds: float, above: float | None) -> Callable[[], Outcome]:
+    def beside(p: SchedulingProblem, seconds: float, above: float | None) -> Started:
         started.append(seconds)
         assert [n.name for n in p.nodes] == [n.name for n in problem.nodes]  # the given order
         return scale_beside(scale)(p, seconds, above)
@@ -229,6 +229,22 @@ def test_the_given_orders_run_beside_the_chosen_ones_returns_the_same_schedule()
     started.clear()
     schedule_ordered(problem, inner, 600.0, beside=beside, later_s=600.0)  # the chosen run ends first
     assert not started
+    stopped: list[bool] = []
+
+    def stopping(p: SchedulingProblem, seconds: float, above: float | None) -> Started:
+        run = beside(p, seconds, above)
+        return Started(run.wait, lambda: (stopped.append(True), run.stop())[1])
+
+    def failing(p: SchedulingProblem, seconds: float, above: float | None) -> Schedule:
+        for _ in range(1000):  # until the child has started
+            if started:
+                raise RuntimeError("a bug in the chosen order's run")
+            time.sleep(0.01)
+        raise AssertionError("the run beside never started")
+
+    with pytest.raises(RuntimeError, match="a bug"):
+        schedule_ordered(problem, failing, 600.0, beside=stopping, later_s=0.0)
+    assert stopped == [True]  # not left running
 
 
 def test_progress_reports_the_cheapest_incumbent_across_both_orders_runs() -> None:

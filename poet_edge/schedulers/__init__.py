@@ -19,7 +19,7 @@ from poet_edge.schedulers.effort import SAFETY_S, sequence_work
 from poet_edge.schedulers.greedy import schedule_greedy
 from poet_edge.schedulers.milp import MilpOptions, ProgressCallback, schedule_milp
 from poet_edge.schedulers.none import schedule_none
-from poet_edge.schedulers.ordered import Beside, Outcome, schedule_ordered
+from poet_edge.schedulers.ordered import Beside, Outcome, Started, schedule_ordered
 from poet_edge.schedulers.page_all import schedule_page_all
 from poet_edge.schedulers.recompute_all import schedule_recompute_all
 from poet_edge.schedulers.scale import ScaleOptions, schedule_scale
@@ -127,7 +127,7 @@ def scale_beside(scale: ScaleOptions) -> Beside:
     process: the ``beside`` of :func:`~poet_edge.schedulers.ordered.schedule_ordered`. The child reports
     no progress. A child that fails is stopped, and the run is done in this process instead."""
 
-    def start(problem: SchedulingProblem, seconds: float, above: float | None) -> Callable[[], Outcome]:
+    def start(problem: SchedulingProblem, seconds: float, above: float | None) -> Started:
         stop = min((c for c in (scale.stop_above, above) if c is not None), default=None)
         run = replace(scale, time_limit_s=seconds, on_progress=None, stop_above=stop)
         job = proof_process.start_call(schedule_scale, (problem, run), seconds, BESIDE_GRACE)
@@ -144,7 +144,7 @@ def scale_beside(scale: ScaleOptions) -> Beside:
                 return None, out, False
             return out, None, stopped
 
-        return wait
+        return Started(wait, job.stop)
 
     return start
 

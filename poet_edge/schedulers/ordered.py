@@ -80,9 +80,19 @@ Inner = Callable[[SchedulingProblem, float, float | None], Schedule]
 """scale on a problem, with its time limit (s) and a cost its run may stop above (None: none)."""
 
 Outcome = tuple[Schedule | None, PoetError | None, bool]  # a run's schedule or error; stopped unfinished
-Beside = Callable[[SchedulingProblem, float, float | None], Callable[[], Outcome]]
-"""``inner``'s run with the same arguments, started in a child process at once: the call that waits for
-its outcome (a schedule, or the error; stopped: the child did not end by its time limit)."""
+
+
+@dataclass(frozen=True)
+class Started:
+    """A run started in a child process: ``wait()`` for its outcome (a schedule, or the error; stopped:
+    the child did not end by its time limit), or ``stop()`` it (its outcome is not needed)."""
+
+    wait: Callable[[], Outcome]
+    stop: Callable[[], None]
+
+
+Beside = Callable[[SchedulingProblem, float, float | None], Started]
+"""``inner``'s run with the same arguments, started in a child process at once."""
 
 LATER_S = 2.0  # the given order's run starts beside the chosen order's once that has run this long
 
@@ -97,7 +107,7 @@ class _Given:
     def __init__(
         self, beside: Beside, problem: SchedulingProblem, ends: float, above: float | None, later_s: float
     ) -> None:
-        self.started: Callable[[], Outcome] | None = None
+        self.started: Started | None = None
         self.closed = False
         self.lock = threading.Lock()
         self.timer = threading.Timer(later_s, self._start, (beside, problem, ends, above))
@@ -109,8 +119,8 @@ class _Given:
             if not self.closed:
                 self.started = beside(problem, max(0.0, ends - time.perf_counter()), above)
 
-    def close(self) -> Callable[[], Outcome] | None:
-        """The started run's wait, None when it did not start (it never will now)."""
+    def close(self) -> Started | None:
+        """The started run, None when it did not start (it never will now)."""
         self.timer.cancel()
         with self.lock:
             self.closed = True
@@ -192,17 +202,22 @@ def schedule_ordered(
     pending = None
     if beside is not None and choice.origin != "given":
         pending = _Given(beside, problem, began + time_limit_s, _finite(ours.cost), later_s)
-    theirs, error = _run(inner, ordered, time_limit_s - order_s, _finite(ours.cost))
+    try:
+        theirs, error = _run(inner, ordered, time_limit_s - order_s, _finite(ours.cost))
+    except BaseException:
+        if pending is not None and (orphan := pending.close()) is not None:
+            orphan.stop()
+        raise
     cost = _measure(problem, theirs, latency, 0.0).cost if theirs is not None else math.inf
     first_s = time.perf_counter() - began - order_s
     skipped = deadline.hit  # the safety stop cut the sequences, or (below) left less time than the
     # first run took (the given order not run), or cut the given order's run, which was not kept
-    wait = pending.close() if pending is not None else None
-    if choice.origin != "given" and (wait is not None or not _cut(theirs)):
+    beside_run = pending.close() if pending is not None else None
+    if choice.origin != "given" and (beside_run is not None or not _cut(theirs)):
         left = time_limit_s - (time.perf_counter() - began)
         given, stopped = None, False
-        if wait is not None:
-            given, _, stopped = wait()
+        if beside_run is not None:
+            given, _, stopped = beside_run.wait()
         elif left < first_s:
             skipped = True
         else:
@@ -216,7 +231,7 @@ def schedule_ordered(
                 order = tuple(range(len(problem.nodes)))
                 choice = replace(choice, problem=problem, order=order, origin="given")
                 ordered, theirs, cost, kept = problem, given, given_cost, True
-                if wait is not None and on_progress is not None:
+                if beside_run is not None and on_progress is not None:
                     on_progress(time.perf_counter() - began, cost, None, None)
         skipped = skipped or (not kept and (stopped or _cut(given)))
     if theirs is None:
