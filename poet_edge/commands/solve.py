@@ -41,7 +41,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="scale, milp: solver threads (1: scale in one process)",
+        help="scale, milp: solver threads (1: also scale's two orders' runs one after the other)",
     )
     p.add_argument("--milp-solver", choices=("highs", "cbc"), help="milp: HiGHS (default) or CBC")
     p.add_argument(
