@@ -1,6 +1,6 @@
 """Operator splitting of the elementwise activations (issue 57): Gelu, Sigmoid, Tanh, HardSwish,
-HardSigmoid, Erf, their gradients and a same-shape Div are marked ``channelwise`` in their OpDef, so they
-run per channel tile (and row tile) like Relu and Clip, with the same flat kernels on fewer elements:
+HardSigmoid, Erf, LeakyRelu, their gradients and a same-shape Div are marked ``channelwise`` in their OpDef,
+so they run per channel tile (and row tile) like Relu and Clip, with the same flat kernels on fewer elements:
 no join of their tiled inputs, the numpy step within 1e-6 of the unsplit one, and the C program gives the
 unsplit program's bits, on the host and on qemu-cortex-m4."""
 
@@ -20,12 +20,12 @@ from poet_edge.compiler import CompileOptions, compile_model
 
 LR = 0.05
 STEPS = 3
-ACTIVATIONS = ("Gelu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "Erf", "Div")
+ACTIVATIONS = ("Gelu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "Erf", "LeakyRelu", "Div")
 
 
 def activations_model(path: Path) -> Path:
     """x[1,3,12,12] -> Conv 3->8 -> Gelu (g) -> Conv 8->8 -> Sigmoid (s) -> Mul(s, g) -> HardSwish ->
-    Conv 8->8 1x1 (c) -> Tanh(c), Erf(c) -> HardSigmoid(tanh) + Div(erf, s) -> MaxPool 2x2 ->
+    Conv 8->8 1x1 (c) -> Tanh(c), Erf(c) -> HardSigmoid(tanh) + Div(erf, s) -> LeakyRelu -> MaxPool 2x2 ->
     GlobalAveragePool ->
     Flatten -> Gemm 8->5 (opset 20, for Gelu)."""
     param = Params(5, 0.15)
@@ -45,7 +45,8 @@ def activations_model(path: Path) -> Path:
         helper.make_node("HardSigmoid", ["t"], ["hs"], alpha=0.25),
         helper.make_node("Div", ["e", "s"], ["d"]),
         helper.make_node("Add", ["hs", "d"], ["a"]),
-        helper.make_node("MaxPool", ["a"], ["mp"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("LeakyRelu", ["a"], ["lr"], alpha=0.2),
+        helper.make_node("MaxPool", ["lr"], ["mp"], kernel_shape=[2, 2], strides=[2, 2]),
         helper.make_node("GlobalAveragePool", ["mp"], ["p"]),
         helper.make_node("Flatten", ["p"], ["q"]),
         helper.make_node("Gemm", ["q", param("w3", 5, 8), param("b3", 5)], ["y"], transB=1),
@@ -71,7 +72,12 @@ def test_activations_and_their_gradients_run_in_tiles(tmp_path):
     ops = {n.name: n.op for n in tg.nodes}
     grads = {f"{op}Grad" for op in ACTIVATIONS}
     mine = [name for name, op in ops.items() if op in ACTIVATIONS or op in grads]
-    assert {ops[n] for n in mine} >= set(ACTIVATIONS) | {"GeluGrad", "SigmoidGrad", "TanhGrad"}
+    assert {ops[n] for n in mine} >= set(ACTIVATIONS) | {
+        "GeluGrad",
+        "SigmoidGrad",
+        "TanhGrad",
+        "LeakyReluGrad",
+    }
     assert set(mine) <= set(s.split_nodes), sorted(set(mine) - set(s.split_nodes))
     made = {f"join/{t}" for n in tg.nodes if n.name in mine for t in n.outputs}
     assert "grad/Div_10/ReduceSumTo" in s.split_nodes

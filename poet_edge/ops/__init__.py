@@ -36,6 +36,9 @@ from poet_edge.ops import (  # elementwise / transformer
 from poet_edge.ops import equal, expand, gather, hardsigmoid, hardswish, squeeze, unsqueeze, where  # issue 54
 
 # isort: split
+from poet_edge.ops import leaky_relu  # users' models (2)
+
+# isort: split
 from poet_edge.ops import gru, lstm  # recurrent
 
 # isort: split
@@ -120,6 +123,9 @@ REGISTRY: dict[str, OpDef] = {
         hardswish.GRAD,
         gather.GRAD,
         where.GRAD,
+        # models users bring (2)
+        leaky_relu.OP,
+        leaky_relu.GRAD,
         # recurrent
         gru.OP,
         gru.GRAD,

@@ -223,6 +223,12 @@ void poet_where_f32(const float *C, const float *X, const float *Z, float *Y, in
 void poet_where_grad_f32(const float *C, const float *dY, float *dB, int32_t branch, int32_t rank,
                          const int32_t *dims, const int32_t *c_strides);
 /* ---- end models users bring ------------------------------------------------------------------------- */
+/* ---- models users bring (2): LeakyRelu ------------------------------------------------------------------ */
+/* LeakyRelu: Y = X > 0 ? X : X * alpha. Gradient: dX = T > 0 ? dY : dY * alpha (x = 0 gets alpha * dY, as
+ * torch), T the output Y when alpha >= 0 (same sign test as X), else X. Both may run in place. */
+void poet_leaky_relu_f32(const float *X, float *Y, int32_t n, float alpha);
+void poet_leaky_relu_grad_f32(const float *T, const float *dY, float *dX, int32_t n, float alpha);
+/* ---- end models users bring (2) --------------------------------------------------------------------- */
 /* ---- recurrent (gru.c, lstm.c) ---------------------------------------------------------------------- */
 /* ONNX GRU (linear_before_reset = lbr, 1 or 0) / LSTM, layout 0: X[seq][batch][in], W[dirs][G*H][in],
  * R[dirs][G*H][H], B[dirs][2*G*H], states [dirs][batch][H], Y[seq][dirs][batch][H]; G = 3 (GRU) or 4 (LSTM);
