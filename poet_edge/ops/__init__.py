@@ -36,7 +36,7 @@ from poet_edge.ops import (  # elementwise / transformer
 from poet_edge.ops import equal, expand, gather, hardsigmoid, hardswish, squeeze, unsqueeze, where  # issue 54
 
 # isort: split
-from poet_edge.ops import leaky_relu  # users' models (2)
+from poet_edge.ops import leaky_relu, pad, resize  # users' models (2)
 
 # isort: split
 from poet_edge.ops import gru, lstm  # recurrent
@@ -125,7 +125,12 @@ REGISTRY: dict[str, OpDef] = {
         where.GRAD,
         # models users bring (2)
         leaky_relu.OP,
+        pad.OP,
+        resize.OP,
+        resize.UPSAMPLE,
         leaky_relu.GRAD,
+        pad.GRAD,
+        resize.GRAD,
         # recurrent
         gru.OP,
         gru.GRAD,

@@ -223,11 +223,22 @@ void poet_where_f32(const float *C, const float *X, const float *Z, float *Y, in
 void poet_where_grad_f32(const float *C, const float *dY, float *dB, int32_t branch, int32_t rank,
                          const int32_t *dims, const int32_t *c_strides);
 /* ---- end models users bring ------------------------------------------------------------------------- */
-/* ---- models users bring (2): LeakyRelu ------------------------------------------------------------------ */
+/* ---- models users bring (2): LeakyRelu, Pad, Resize / Upsample ------------------------------------------
+ * (Pad's gradient PadGrad is Slice's strided copy, poet_strided_copy_f32.) */
 /* LeakyRelu: Y = X > 0 ? X : X * alpha. Gradient: dX = T > 0 ? dY : dY * alpha (x = 0 gets alpha * dY, as
  * torch), T the output Y when alpha >= 0 (same sign test as X), else X. Both may run in place. */
 void poet_leaky_relu_f32(const float *X, float *Y, int32_t n, float alpha);
 void poet_leaky_relu_grad_f32(const float *T, const float *dY, float *dX, int32_t n, float alpha);
+/* Pad, mode "constant": X has `rank` dims x_dims; pads = rank begins then rank ends (>= 0, ONNX order); Y
+ * (x_dims[d] + begin + end per dim) is X surrounded by `value`. */
+void poet_pad_f32(const float *X, float *Y, float value, int32_t rank, const int32_t *x_dims, const int32_t *pads);
+/* Nearest upsampling by integer factors: X[planes][D][H][W] -> Y[planes][D*KD][H*KH][W*KW], each X element
+ * repeated over a KD x KH x KW block. Gradient: dX = the sum of each block of dY, from +0.0f in the block's
+ * row-major order. */
+void poet_resize_nearest_f32(const float *X, float *Y, int32_t planes, int32_t D, int32_t H, int32_t W, int32_t KD,
+                             int32_t KH, int32_t KW);
+void poet_resize_nearest_grad_f32(const float *dY, float *dX, int32_t planes, int32_t D, int32_t H, int32_t W,
+                                  int32_t KD, int32_t KH, int32_t KW);
 /* ---- end models users bring (2) --------------------------------------------------------------------- */
 /* ---- recurrent (gru.c, lstm.c) ---------------------------------------------------------------------- */
 /* ONNX GRU (linear_before_reset = lbr, 1 or 0) / LSTM, layout 0: X[seq][batch][in], W[dirs][G*H][in],
