@@ -148,7 +148,10 @@ def plan_training(
     log: Callable[[str], None] = lambda s: None,
     report: Callable[[str], None] = lambda s: None,
     limit: PhaseLimit | None = None,
+    warned: set[str] | None = None,
 ) -> Compiled:
+    """The compile up to the files. ``warned``: the warnings printed before (by an earlier plan of the same
+    compile, :func:`plan_input`), not printed again; those printed now are added."""
     limit = limit or PhaseLimit(opts.time_limit_s)
     began = limit.clock()
 
@@ -166,7 +169,9 @@ def plan_training(
     phase("training graph")
     tg = training.graph(1)[1]
     profile = load_profile(opts.device)
-    if flash_warning := sanity.flash_excess(tg, profile):
+    warned = set() if warned is None else warned
+    if (flash_warning := sanity.flash_excess(tg, profile)) and flash_warning not in warned:
+        warned.add(flash_warning)
         print(f"poet: warning: {flash_warning}", file=sys.stderr)
     reserve = profile.mcu.ram_reserve_bytes if opts.reserve_bytes is None else opts.reserve_bytes
     log(f"training graph: {len(tg.nodes)} nodes ({sum(n.phase == Phase.FORWARD for n in tg.nodes)} forward)")
@@ -1382,15 +1387,16 @@ def plan_input(
         return plan_training(opts, log, report, limit), opts
     ram = replace(opts, input=planning.InputPlace.RAM)
     storage = replace(opts, input=planning.InputPlace.STORAGE)
+    warned: set[str] = set()  # each warning once
     try:
-        c = plan_training(ram, log, report, limit)
+        c = plan_training(ram, log, report, limit, warned)
     except PhaseTimeout:
         raise
     except PoetError as e:
         log(f"--input auto: with the batch in RAM: {e}")
         log("--input auto: planning with the batch in storage")
         try:
-            s = plan_training(storage, log, report, limit)
+            s = plan_training(storage, log, report, limit, warned)
         except PoetError as f:
             raise PoetError(f"--input auto: with the batch in RAM: {e}; in storage: {f}", f.exit_code) from f
         return replace(s, input_compared=(("ram", None), ("storage", _objective(s, storage)))), storage
@@ -1400,7 +1406,7 @@ def plan_input(
         return replace(c, input_compared=(("ram", _objective(c, ram)), ("storage", None))), ram
     log("--input auto: planning with the batch in storage too")
     try:
-        s = plan_training(storage, log, report, limit)
+        s = plan_training(storage, log, report, limit, warned)
     except PhaseTimeout:
         raise
     except PoetError as e:
