@@ -33,7 +33,7 @@ SHOWN_PROBLEMS = 20  # the collected error lists this many problems, then how ma
 # Concat, ...) are evaluated with numpy when every input is a known constant: an int initializer, a Constant,
 # an earlier folded result, or the Shape of any tensor (all shapes are static). Float initializers are never
 # folded (they are parameters). The fold-only ops exist in a poet graph only this way; Gather, Squeeze,
-# Unsqueeze, Expand, Equal and Where also run on run-time data (registered ops).
+# Unsqueeze, Expand, Equal, Where and Transpose also run on run-time data (registered ops).
 FOLD_ONLY = ("Shape", "ConstantOfShape", "Cast")
 FOLDABLE = FOLD_ONLY + (
     "Gather",
@@ -50,6 +50,7 @@ FOLDABLE = FOLD_ONLY + (
     "Expand",
     "Equal",
     "Where",
+    "Transpose",  # torch.onnx's torchscript exporter reverses F.pad's pads with a Slice and a Transpose
 )
 
 
@@ -462,7 +463,7 @@ def _fold_value(op: str, xs: list, attrs: dict[str, object]) -> np.ndarray:
         return np.equal(x, np.asarray(xs[1]))
     if op == "Where":
         return np.where(x, np.asarray(xs[1]), np.asarray(xs[2]))
-    # Slice, Reshape: the registered op's numpy forward, constant inputs as attributes
+    # Slice, Reshape, Transpose: the registered op's numpy forward, constant inputs as attributes
     opdef = ops.get(op)
     attrs = dict(attrs)
     for i, key in opdef.const_inputs.items():

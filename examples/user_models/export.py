@@ -73,6 +73,7 @@ MODELS.update(
         "tiny_vit": (_own("TinyViT"), (1, 3, 32, 32)),
         "accel_cnn1d": (_own("AccelCNN1d"), (1, 3, 128)),
         "m5_audio": (_own("M5"), (1, 1, 8000)),
+        "tiny_upnet": (_own("TinyUpNet"), (1, 3, 32, 32)),
     }
 )
 

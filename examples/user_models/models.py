@@ -161,3 +161,29 @@ class M5(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.features(x)
         return self.fc(x.mean(dim=-1))
+
+
+class TinyUpNet(nn.Module):
+    """An encoder-decoder with the ops of YOLOv3-tiny's darknet layers, on 32x32 RGB: 2 x [Conv2d k3 p1,
+    LeakyReLU(0.1), MaxPool2d 2] (3->8->16 channels), nearest Upsample x2, ZeroPad2d right and bottom by 1
+    and a 2x2 conv (darknet's size-2 stride-1 layers pad this way), LeakyReLU(0.1), average pooling, a dense
+    layer to 10 classes."""
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        act = nn.LeakyReLU(0.1)
+        self.encoder = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1),
+            act,
+            nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1),
+            act,
+            nn.MaxPool2d(2),
+        )
+        self.decoder = nn.Sequential(
+            nn.Upsample(scale_factor=2, mode="nearest"), nn.ZeroPad2d((0, 1, 0, 1)), nn.Conv2d(16, 16, 2), act
+        )
+        self.fc = nn.Linear(16, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.decoder(self.encoder(x)).mean(dim=(2, 3)))
