@@ -440,7 +440,7 @@ def test_compile_split_auto_below_the_unsplit_floor(tmp_path):
     from poet_edge import runner
 
     path = split_model(tmp_path / "m.onnx")
-    common = ("--device", "cortex-m4", "--loss", "cross-entropy", "--lr", str(LR), "--effort", "quick")
+    common = ("--device", "cortex-m4", "--loss", "cross-entropy", "--lr", str(LR), "--scheduler", "greedy")
     r = poet("compile", path, *common, "--ram", "4KB", "-o", tmp_path / "tiny")
     assert r.returncode != 0
     msg = r.stderr
