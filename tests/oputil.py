@@ -207,3 +207,29 @@ def chain_model(steps, in_shape, opset=17, seed=0, scale=0.5):
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     model.graph.output[0].CopyFrom(inferred.graph.output[0])
     return model
+
+
+def cli_and_qemu_bit_identical(model: onnx.ModelProto, tmp_path) -> None:
+    """``poet inspect`` / ``compile`` / ``run`` (host) on the command line for ``model`` (batch 2, mse,
+    cortex-m4 at 128 KB), then 3 steps on qemu-cortex-m4 give the host's bits."""
+    from conftest import need_tools, poet
+
+    from poet_edge import runner
+
+    need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    r = poet("inspect", path, "--batch", "2", "--loss", "mse")
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "out"
+    r = poet(
+        "compile", path, "--device", "cortex-m4", "--ram", "128KB", "--batch", "2", "--loss", "mse", "-o", out
+    )
+    assert r.returncode == 0, r.stderr
+    r = poet("run", out, "--steps", "2")
+    assert r.returncode == 0 and "loss" in r.stdout, r.stderr
+    host = runner.run_project(out, "host", 3)
+    qemu = runner.run_project(out, "qemu-cortex-m4", 3)
+    assert [s.loss for s in host.steps] == [s.loss for s in qemu.steps]  # float equality: bit for bit
+    for k, v in host.params.items():
+        assert np.array_equal(v, qemu.params[k]), k

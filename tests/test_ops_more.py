@@ -360,25 +360,7 @@ def test_chain(name, tmp_path):
 @pytest.mark.parametrize("name", CHAINS)
 def test_cli_and_qemu_bit_identical(name, tmp_path):
     """poet inspect / compile / run (host) on the command line, then qemu-cortex-m4 gives the host's bits."""
-    need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
-    from poet_edge import runner
-
-    path = tmp_path / f"{name}.onnx"
-    onnx.save(CHAINS[name][0](), path)
-    r = poet("inspect", path, "--batch", "2", "--loss", "mse")
-    assert r.returncode == 0, r.stderr
-    out = tmp_path / "out"
-    r = poet(
-        "compile", path, "--device", "cortex-m4", "--ram", "128KB", "--batch", "2", "--loss", "mse", "-o", out
-    )
-    assert r.returncode == 0, r.stderr
-    r = poet("run", out, "--steps", "2")
-    assert r.returncode == 0 and "loss" in r.stdout, r.stderr
-    host = runner.run_project(out, "host", 3)
-    qemu = runner.run_project(out, "qemu-cortex-m4", 3)
-    assert [s.loss for s in host.steps] == [s.loss for s in qemu.steps]  # float equality: bit for bit
-    for k, v in host.params.items():
-        assert np.array_equal(v, qemu.params[k]), k
+    oputil.cli_and_qemu_bit_identical(CHAINS[name][0](), tmp_path)
 
 
 # ---- operator splitting (--split) over Pad, Resize and their gradients ----

@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import oputil
 import pytest
-from conftest import need_tools, poet
+from conftest import need_tools
 from onnx import TensorProto, helper, numpy_helper
 from oputil import c_vs_reference, fd_check, load_model, max_rel_err, mse_training, ort_outputs, rel_close
 from oputil import single_op_model as one_op
@@ -398,25 +398,7 @@ QEMU_MODELS = {"mobilenet": mobilenet_chain, "layout": layout_chain, "mask": mas
 @pytest.mark.parametrize("name", QEMU_MODELS)
 def test_cli_and_qemu_bit_identical(name, tmp_path):
     """poet inspect / compile / run (host) on the command line, then qemu-cortex-m4 gives the host's bits."""
-    need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
-    from poet_edge import runner
-
-    path = tmp_path / f"{name}.onnx"
-    onnx.save(QEMU_MODELS[name](), path)
-    r = poet("inspect", path, "--batch", "2", "--loss", "mse")
-    assert r.returncode == 0, r.stderr
-    out = tmp_path / "out"
-    r = poet(
-        "compile", path, "--device", "cortex-m4", "--ram", "128KB", "--batch", "2", "--loss", "mse", "-o", out
-    )
-    assert r.returncode == 0, r.stderr
-    r = poet("run", out, "--steps", "2")
-    assert r.returncode == 0 and "loss" in r.stdout, r.stderr
-    host = runner.run_project(out, "host", 3)
-    qemu = runner.run_project(out, "qemu-cortex-m4", 3)
-    assert [s.loss for s in host.steps] == [s.loss for s in qemu.steps]  # float equality: bit for bit
-    for k, v in host.params.items():
-        assert np.array_equal(v, qemu.params[k]), k
+    oputil.cli_and_qemu_bit_identical(QEMU_MODELS[name](), tmp_path)
 
 
 def test_ceil_maxpool_fast_kernels_equal_reference(tmp_path):
