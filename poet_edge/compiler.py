@@ -1388,36 +1388,50 @@ def plan_input(
     ram = replace(opts, input=planning.InputPlace.RAM)
     storage = replace(opts, input=planning.InputPlace.STORAGE)
     warned: set[str] = set()  # each warning once
+    in_ram: Compiled | None = None
+    ram_error: PoetError | None = None
     try:
-        c = plan_training(ram, log, report, limit, warned)
+        in_ram = plan_training(ram, log, report, limit, warned)
     except PhaseTimeout:
         raise
     except PoetError as e:
+        ram_error = e
         log(f"--input auto: with the batch in RAM: {e}")
-        log("--input auto: planning with the batch in storage")
-        try:
-            s = plan_training(storage, log, report, limit, warned)
-        except PoetError as f:
-            raise PoetError(f"--input auto: with the batch in RAM: {e}; in storage: {f}", f.exit_code) from f
-        return replace(s, input_compared=(("ram", None), ("storage", _objective(s, storage)))), storage
-    added, moving = _batch_moves(c, ram)
-    if added <= moving:
-        log("--input auto: the batch stays in RAM (recomputing and paging add less than moving it costs)")
-        return replace(c, input_compared=(("ram", _objective(c, ram)), ("storage", None))), ram
-    log("--input auto: planning with the batch in storage too")
+    if in_ram is not None:
+        added, moving = _batch_moves(in_ram, ram)
+        if added <= moving:
+            log("--input auto: the batch stays in RAM (recomputing and paging add less than moving it costs)")
+            return _placed_input(in_ram, ram, None), ram
+    log("--input auto: planning with the batch in storage" + (" too" if in_ram is not None else ""))
     try:
-        s = plan_training(storage, log, report, limit, warned)
+        in_storage = plan_training(storage, log, report, limit, warned)
     except PhaseTimeout:
         raise
-    except PoetError as e:
-        log(f"--input auto: with the batch in storage: {e}; the batch stays in RAM")
-        return replace(c, input_compared=(("ram", _objective(c, ram)), ("storage", None))), ram
-    costs = (("ram", _objective(c, ram)), ("storage", _objective(s, storage)))
+    except PoetError as f:
+        if in_ram is None:
+            raise PoetError(
+                f"--input auto: with the batch in RAM: {ram_error}; in storage: {f}", f.exit_code
+            ) from f
+        log(f"--input auto: with the batch in storage: {f}; the batch stays in RAM")
+        return _placed_input(in_ram, ram, None), ram
+    if in_ram is None:
+        return _placed_input(in_storage, storage, None), storage
+    cost, other = _objective(in_ram, ram), _objective(in_storage, storage)
     unit = "ms" if opts.milp.objective == "latency" else "mJ"
-    log(f"--input auto: in RAM {costs[0][1] * 1e3:.3f} {unit}, in storage {costs[1][1] * 1e3:.3f} {unit}")
-    if costs[1][1] < costs[0][1]:
-        return replace(s, input_compared=costs), storage
-    return replace(c, input_compared=costs), ram
+    log(f"--input auto: in RAM {cost * 1e3:.3f} {unit}, in storage {other * 1e3:.3f} {unit}")
+    if other < cost:
+        return _placed_input(in_storage, storage, cost), storage
+    return _placed_input(in_ram, ram, other), ram
+
+
+def _placed_input(c: Compiled, opts: CompileOptions, other: float | None) -> Compiled:
+    """``c``, the compile with the batch where ``opts.input`` says, with ``input_compared``: its cost and
+    ``other``, the other placement's (None: not planned)."""
+    costs = {
+        opts.input.value: _objective(c, opts),
+        "ram" if opts.input.value == "storage" else "storage": other,
+    }
+    return replace(c, input_compared=tuple((k, costs[k]) for k in ("ram", "storage")))
 
 
 def compile_model(
