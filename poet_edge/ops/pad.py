@@ -27,15 +27,12 @@ from poet_edge.ops.base import (
     KernelCall,
     OpDef,
     TensorArg,
-    elements,
-    f32_bytes,
     only,
     unsupported,
 )
 from poet_edge.ops.broadcast import check_rank
 from poet_edge.ops.softmax import norm_axis
-from poet_edge.ops.transpose import copy_work
-from poet_edge.work import OpClass, Work
+from poet_edge.ops.transpose import copy_work, grow_work
 
 SUPPORTED = "mode 'constant' with constant pads >= 0 and a constant constant_value (not NaN)"
 
@@ -131,13 +128,7 @@ def work(ins, outs, attrs):
     by 1, 1.34 for 16x16 maps, 1.87 for 8x8 maps, 1.85 for 4 4x4 maps padded by 2, 1.02 for 1-D rows of 64
     (a fixed cost per output row, about 43 instructions, besides 0.74 per byte), against the cortex-m4
     profile's 0.977 per copied byte: weight 1.4."""
-    return Work(
-        OpClass.COPY,
-        elements=elements(outs[0]),
-        bytes_read=f32_bytes(ins[0]),
-        bytes_written=f32_bytes(*outs),
-        weight=1.4,
-    )
+    return grow_work(ins, outs, 1.4)
 
 
 def per_sample(ins: Sequence, batched: Sequence[bool], attrs, axis: int = 0) -> bool:

@@ -58,6 +58,18 @@ def copy_work(ins, outs, attrs):
     )
 
 
+def grow_work(ins, outs, weight: float) -> Work:
+    """A copy into a larger output (Pad, Resize): every output element written once, the input read once;
+    ``weight`` the op's measured instructions per byte against the profile's copy."""
+    return Work(
+        OpClass.COPY,
+        elements=elements(outs[0]),
+        bytes_read=f32_bytes(ins[0]),
+        bytes_written=f32_bytes(*outs),
+        weight=weight,
+    )
+
+
 def strided_copy(x: str, y: str, dims, x_strides, x_off: int = 0, scale: float = 1.0) -> KernelCall:
     """Y (contiguous, shape ``dims``) = scale * X[x_off + sum_d idx_d x_strides_d]."""
     dims = tuple(dims) or (1,)
