@@ -58,11 +58,13 @@ IN_PLACE_EPILOGUES: dict[str, int] = {
     "BatchNormalization": 0,
     "Sigmoid": 0,
     "Tanh": 0,
+    "LeakyRelu": 0,
     "ReluGrad": 1,  # (Y, dY) -> dX over dY
     "ClipGrad": 1,  # (X, dY) -> dX over dY
     "MaskGrad": 1,  # (M, dY) -> dX over dY: ReluGrad / ClipGrad on a 1-bit mask
     "SigmoidGrad": 1,
     "TanhGrad": 1,
+    "LeakyReluGrad": 1,  # (T, dY) -> dX over dY
     "BatchNormGradInput": 0,  # (dY, scale, var) -> dX over dY
 }
 

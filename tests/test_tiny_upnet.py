@@ -15,7 +15,7 @@ import pytest
 from conftest import EXAMPLES, need_tools
 from oputil import max_rel_err
 
-from poet_edge import reference, runner
+from poet_edge import autodiff, frontend, planning, reference, runner, trainable
 from poet_edge.compiler import CompileOptions, compile_model
 
 MODEL = EXAMPLES / "zoo" / "tiny_upnet.onnx"
@@ -39,6 +39,16 @@ def test_the_file_computes_its_pads_at_run_time():
     ops = Counter(n.op_type for n in m.graph.node)
     assert ops["LeakyRelu"] == 3 and ops["Resize"] == 1 and ops["Pad"] == 1
     assert ops["Transpose"] == 1 and ops["ConstantOfShape"] == 1  # the pads, reversed and transposed
+
+
+def test_leaky_relus_and_their_gradients_run_in_place():
+    """LeakyRelu(0.1) overwrites the value it reads (its backward reads its output, as ReluGrad), and
+    LeakyReluGrad overwrites dY where it fuses: the trainings below run on these shared buffers."""
+    g = frontend.load(MODEL, BATCH)
+    tg = autodiff.training_graph(g, autodiff.Loss.CROSS_ENTROPY, trainable.select(g, "all"))
+    ops = {n.name: n.op for n in tg.nodes}
+    fused = Counter(ops[e] for s in planning.spec_from_graph(tg, 0).nodes for e in s.epilogue)
+    assert fused["LeakyRelu"] == 3 and fused["LeakyReluGrad"] >= 1
 
 
 def test_training_matches_the_numpy_reference(project, host_run):
