@@ -364,11 +364,13 @@ def test_cli_and_qemu_bit_identical(name, tmp_path):
 
 
 # ---- operator splitting (--split) over Pad, Resize and their gradients ----
-def split_model(path):
+def split_model(path, sizes=False):
     """x[1,3,12,12] -> Conv 3->8 -> LeakyRelu -> Pad 1 (Constant pads) -> Conv 8->8 stride 2 -> LeakyRelu ->
-    Resize x2 (torch's export) -> Conv 8->8 -> LeakyRelu -> GlobalAveragePool -> Flatten -> Gemm 8->5."""
+    Resize x2 (torch's export; ``sizes``: by sizes [1, 8, 12, 12], not scales) -> Conv 8->8 -> LeakyRelu ->
+    GlobalAveragePool -> Flatten -> Gemm 8->5."""
     param = Params(7, 0.2)
     k = helper.make_node
+    by = np.array([1, 8, 12, 12], np.int64) if sizes else np.array([1, 1, 2, 2], F32)
 
     def conv(x, y, w, **kw):
         return k("Conv", [x, param(f"w{w}", 8, 8 if w else 3, 3, 3), param(f"b{w}", 8)], [y], **kw)
@@ -380,8 +382,8 @@ def split_model(path):
         k("Pad", ["l0", "pads"], ["p0"]),
         conv("p0", "c1", 1, strides=[2, 2]),
         k("LeakyRelu", ["c1"], ["l1"], alpha=0.1),
-        k("Constant", [], ["scales"], value=numpy_helper.from_array(np.array([1, 1, 2, 2], F32))),
-        k("Resize", ["l1", "", "scales"], ["r0"], **TORCH),
+        k("Constant", [], ["by"], value=numpy_helper.from_array(by)),
+        k("Resize", ["l1", "", *([""] if sizes else []), "by"], ["r0"], **TORCH),  # roi, scales[, sizes]
         conv("r0", "c2", 2, pads=[1, 1, 1, 1]),
         k("LeakyRelu", ["c2"], ["l2"], alpha=0.1),
         k("GlobalAveragePool", ["l2"], ["g"]),
@@ -391,20 +393,24 @@ def split_model(path):
     return save_model(path, "split_more", nodes, param.inits, [1, 3, 12, 12], [1, 5])
 
 
-def test_pad_resize_gradients_and_leaky_relu_run_in_channel_tiles(tmp_path):
-    """At 512 B tiles Pad, PadGrad, ResizeGrad, LeakyRelu and LeakyReluGrad run per channel tile (Resize
-    itself runs whole: its tiled input is joined, its output sliced); the floor falls, the numpy steps stay
-    within 1e-6 of the unsplit graph's, and the C program gives the unsplit program's bits on host and
-    qemu."""
+@pytest.mark.parametrize("sizes", [False, True], ids=["scales", "sizes"])
+def test_pad_resize_gradients_and_leaky_relu_run_in_channel_tiles(tmp_path, sizes):
+    """At 512 B tiles Pad, PadGrad, Resize (by scales or by sizes, whose tiles get the factors), ResizeGrad,
+    LeakyRelu and LeakyReluGrad run per channel tile, nothing joined between them; the floor falls, the
+    numpy steps stay within 1e-6 of the unsplit graph's, and the C program gives the unsplit program's bits
+    on host and qemu."""
     need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
-    path = split_model(tmp_path / "m.onnx")
+    path = split_model(tmp_path / "m.onnx", sizes)
     tg = training_graph(path)
     s = splitting.split_graph(tg, 512)
-    tiled = {"Pad", "PadGrad", "ResizeGrad", "LeakyRelu", "LeakyReluGrad"}
+    tiled = {"Pad", "PadGrad", "Resize", "ResizeGrad", "LeakyRelu", "LeakyReluGrad"}
     mine = [n.name for n in tg.nodes if n.op in tiled]
     assert {n.op for n in tg.nodes if n.name in mine} == tiled
     assert set(mine) <= set(s.split_nodes), sorted(set(mine) - set(s.split_nodes))
-    assert "Resize_7" not in s.split_nodes and "join/l1" in {n.name for n in s.graph.nodes}
+    parts = [n for n in s.graph.nodes if n.op == "Resize"]
+    assert len(parts) >= 2 and all(n.name.startswith("Resize_7/t") for n in parts)
+    assert all(s.graph.shape(n.inputs[0])[1] < 8 for n in parts)  # channel tiles of l1, not l1 joined
+    assert not {"join/l1", "join/r0"} & {n.name for n in s.graph.nodes}
     assert stored_floor(s.graph) < stored_floor(tg)
     assert_split_close(tg, s, LR, 3)
     base = CompileOptions(path, "host", 4 << 20, tmp_path / "plain", 1, Loss.CROSS_ENTROPY, LR, 8192, "none")
@@ -416,8 +422,9 @@ def test_pad_resize_gradients_and_leaky_relu_run_in_channel_tiles(tmp_path):
 
 def test_compile_split_auto_below_the_unsplit_floor(tmp_path):
     """`poet compile` (default --split auto) on cortex-m4: below every floor it refuses, naming the unsplit
-    floor, the floor splitting reaches and the node that sets it (Resize, which runs whole); between the two
-    it compiles in tiles, and the split program on qemu-cortex-m4 gives the bits of the unsplit program."""
+    floor, the floor splitting reaches and the node that sets it (not Resize, which runs in channel tiles
+    too); between the two it compiles in tiles, and the split program on qemu-cortex-m4 gives the bits of
+    the unsplit program."""
     need_tools("gcc", "arm-none-eabi-gcc", "qemu-system-arm")
     from poet_edge import runner
 
@@ -431,7 +438,7 @@ def test_compile_split_auto_below_the_unsplit_floor(tmp_path):
         r"with operator splitting \(with any tile size\) the floor is (\d+) B .*, set by node (\S+)", msg
     )
     assert unsplit and split, msg
-    assert split.group(2) == "Resize_7" and int(split.group(1)) < int(unsplit.group(1))
+    assert not split.group(2).startswith("Resize_7") and int(split.group(1)) < int(unsplit.group(1))
     ram = (int(split.group(1)) + int(unsplit.group(1))) // 2
     r = poet("compile", path, *common, "--ram", str(ram), "-o", tmp_path / "m4")
     assert r.returncode == 0, r.stderr

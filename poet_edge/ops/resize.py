@@ -18,7 +18,11 @@ factors, N or C factors other than 1, ``keep_aspect_ratio_policy`` other than "s
 scales or sizes.
 
 Gradient ResizeGrad(dY): dX[n, c, i] = the sum of dY over i's block, added in the block's row-major order
-(the C kernel's order, so the numpy reference gives its bits)."""
+(the C kernel's order, so the numpy reference gives its bits).
+
+Each output channel reads only its input channel (N and C factors 1), so operator splitting runs Resize,
+Upsample and ResizeGrad per channel tile (``per_channel``; a tile of a Resize by sizes: :func:`part_attrs`).
+"""
 
 from __future__ import annotations
 
@@ -95,6 +99,15 @@ def factors(x: Sequence[int], attrs) -> tuple[int, ...]:
             raise ValueError(f"{what} for input {tuple(x)}; {SUPPORTED}")
         out.append(k)
     return tuple(out)
+
+
+def part_attrs(x: Sequence[int], attrs) -> dict[str, object]:
+    """``attrs`` for a node on a part of input ``x`` along N or C (operator splitting's channel tiles):
+    ``sizes`` name the whole input's dims, so the part gets ``x``'s factors as ``scales``."""
+    if not _floats(attrs.get("sizes")):
+        return dict(attrs)
+    rest = {k: v for k, v in attrs.items() if k not in ("sizes", "axes")}
+    return {**rest, "scales": factors(x, attrs)}
 
 
 def infer(shapes, attrs):
@@ -233,6 +246,7 @@ OP = OpDef(
         "extrapolation_value": no_effect(_NO_EFFECT + " ('tf_crop_and_resize' only, which is refused)"),
     },
     per_sample=per_sample,
+    per_channel=True,
 )
 UPSAMPLE = OpDef(
     "Upsample",
@@ -245,6 +259,7 @@ UPSAMPLE = OpDef(
     const_inputs={1: "scales"},  # opset 9; opset 7: the attribute
     attributes={"mode": _MODE, "scales": ANY},
     per_sample=per_sample,
+    per_channel=True,
 )
 GRAD = OpDef(
     "ResizeGrad", grad_infer, grad_forward, grad_work, None, grad_kernel, internal=True, per_channel=True
