@@ -14,6 +14,7 @@ from onnx import numpy_helper
 from poet_edge import ops
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Node, Role, Tensor
+from poet_edge.ops import reduce_mean
 from poet_edge.ops.base import attribute_problems, elements
 from poet_edge.ops.softmax import norm_axis
 from poet_edge.trainable import zero_states
@@ -229,9 +230,7 @@ class _Builder:
         if op.check:
             op.check(node)
         try:
-            rewritten = (
-                self._softmax_before_13(node) if pn.op_type == "Softmax" and self.opset < 13 else [node]
-            )
+            rewritten = self._rewritten(node)
             for n in rewritten:
                 shapes = ops.get(n.op).infer([self.tensors[t].shape for t in n.inputs], n.attrs)
                 for out, shape in zip(n.outputs, shapes, strict=False):
@@ -239,6 +238,28 @@ class _Builder:
         except (ValueError, KeyError) as e:
             raise PoetError(f"node '{name}' ({pn.op_type}): {e}") from None
         self.nodes.extend(rewritten)
+
+    def _rewritten(self, node: Node) -> list[Node]:
+        """The nodes that stand for ``node`` (itself, unless a rewrite below applies)."""
+        if node.op == "Softmax" and self.opset < 13:
+            return self._softmax_before_13(node)
+        if node.op == "ReduceMean" and not int(cast(int, node.attr("keepdims", 1))):
+            return self._spatial_mean(node)
+        return [node]
+
+    def _spatial_mean(self, node: Node) -> list[Node]:
+        """ReduceMean over all spatial axes of an [N, C, spatial...] map without keepdims (torch's
+        ``x.mean((2, 3))``) becomes the mean with keepdims, [N, C, 1, ...], and a Reshape to [N, C]: the
+        mean then runs per channel tile under operator splitting, as GlobalAveragePool does, and only the
+        small [N, C, 1, 1] is joined, not the map. Other ReduceMeans stay as they are."""
+        shape = self.tensors[node.inputs[0]].shape
+        if len(shape) < 4 or reduce_mean.axes_of(shape, node.attrs) != tuple(range(2, len(shape))):
+            return [node]
+        kept = self._fresh(f"{node.outputs[0]}/kept")
+        return [
+            replace(node, outputs=(kept,), attrs={**node.attrs, "keepdims": 1}),
+            Node(f"{node.name}/flatten", "Reshape", (kept,), node.outputs, {"shape": shape[:2]}),
+        ]
 
     def _softmax_before_13(self, node: Node) -> list[Node]:
         """Softmax before opset 13 normalizes the input flattened to 2-D at ``axis`` (default 1): over all of

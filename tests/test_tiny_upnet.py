@@ -7,12 +7,13 @@ also checks it against PyTorch with both exporters: bench/results/user_models.md
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import numpy as np
 import onnx
 import pytest
-from conftest import EXAMPLES, need_tools
+from conftest import EXAMPLES, need_tools, poet
 from oputil import max_rel_err
 
 from poet_edge import autodiff, frontend, planning, reference, runner, trainable
@@ -49,6 +50,20 @@ def test_leaky_relus_and_their_gradients_run_in_place():
     ops = {n.name: n.op for n in tg.nodes}
     fused = Counter(ops[e] for s in planning.spec_from_graph(tg, 0).nodes for e in s.epilogue)
     assert fused["LeakyRelu"] == 3 and fused["LeakyReluGrad"] >= 1
+
+
+def test_the_spatial_mean_runs_in_channel_tiles(tmp_path):
+    """torch's ``x.mean((2, 3))`` (ReduceMean without keepdims) is loaded as the mean with keepdims and a
+    Reshape to [N, C], so operator splitting runs it per channel tile: the decoder's map is not joined and
+    the split floor falls to about half (53,296 B when the map was joined)."""
+    g = frontend.load(MODEL, 1)
+    mean = next(n for n in g.nodes if n.op == "ReduceMean")
+    assert mean.attrs["keepdims"] == 1 and g.shape(mean.outputs[0]) == (1, 16, 1, 1)
+    assert [n.op for n in g.nodes if mean.outputs[0] in n.inputs] == ["Reshape"]
+    r = poet("compile", str(MODEL), "--device", "cortex-m4", "--ram", "16KB", "-o", str(tmp_path / "p"))
+    split = re.search(r"with operator splitting .* the floor is (\d+) B .*, set by node (\S+)", r.stderr)
+    assert r.returncode != 0 and split, r.stderr
+    assert int(split.group(1)) <= 24624 and not split.group(2).startswith("join//decoder")
 
 
 def test_training_matches_the_numpy_reference(project, host_run):
