@@ -14,7 +14,7 @@ from onnx import numpy_helper
 from poet_edge import ops
 from poet_edge.errors import PoetError
 from poet_edge.ir import Graph, Node, Role, Tensor
-from poet_edge.ops import reduce_mean
+from poet_edge.ops import reduce_mean, resize
 from poet_edge.ops.base import attribute_problems, elements
 from poet_edge.ops.softmax import norm_axis
 from poet_edge.trainable import zero_states
@@ -245,6 +245,8 @@ class _Builder:
             return self._softmax_before_13(node)
         if node.op == "ReduceMean" and not int(cast(int, node.attr("keepdims", 1))):
             return self._spatial_mean(node)
+        if node.op == "Resize":  # sizes name the whole input's dims: its factors as scales hold for parts
+            return [replace(node, attrs=resize.as_scales(self.tensors[node.inputs[0]].shape, node.attrs))]
         return [node]
 
     def _spatial_mean(self, node: Node) -> list[Node]:

@@ -49,7 +49,6 @@ from poet_edge.ops.concat import MAX_PIECES
 from poet_edge.ops.conv import conv_window
 from poet_edge.ops.fused import UPDATE_KEYS, UPDATES, conv_workspace, gemm_dims, gemm_workspace, update_attrs
 from poet_edge.ops.pool_common import Window, forward_rows, grad_rows, output_spans, pool_x_shape
-from poet_edge.ops.resize import part_attrs
 from poet_edge.ops.slice import ranges
 from poet_edge.ops.softmax import norm_axis
 from poet_edge.units import align
@@ -1795,8 +1794,6 @@ class _Rewrite:
                         xs = tuple(cast(Sequence[int], attrs[key]))
                         tile = self.tensors[ins[0]].shape
                         attrs[key] = tile if same else (xs[0], tile[1], *xs[2:])
-                if n.op == "Resize":  # its sizes name the whole input's dims: the tile gets its factors
-                    attrs = part_attrs(self.tg.shape(n.inputs[0]), attrs)
                 shape = op.infer([self.tensors[t].shape for t in ins], attrs)[0]
                 out = self.tile(y, i, rr, shape)
                 self.nodes.append(Node(f"{n.name}/{out[len(y) + 1 :]}", n.op, ins, (out,), attrs, n.phase))

@@ -19,7 +19,7 @@ from oputil import c_vs_reference, fd_check, load_model, max_rel_err, mse_traini
 from oputil import single_op_model as one_op
 from splitutil import Params, assert_same_bits, assert_split_close, save_model, stored_floor, training_graph
 
-from poet_edge import autodiff, frontend, ops, reference, splitting
+from poet_edge import autodiff, batch_split, frontend, ops, reference, splitting, trainable
 from poet_edge.autodiff import Loss
 from poet_edge.compiler import CompileOptions, compile_model
 from poet_edge.errors import PoetError
@@ -364,13 +364,13 @@ def test_cli_and_qemu_bit_identical(name, tmp_path):
 
 
 # ---- operator splitting (--split) over Pad, Resize and their gradients ----
-def split_model(path, sizes=False):
+def split_model(path, sizes=False, batch=1):
     """x[1,3,12,12] -> Conv 3->8 -> LeakyRelu -> Pad 1 (Constant pads) -> Conv 8->8 stride 2 -> LeakyRelu ->
     Resize x2 (torch's export; ``sizes``: by sizes [1, 8, 12, 12], not scales) -> Conv 8->8 -> LeakyRelu ->
     GlobalAveragePool -> Flatten -> Gemm 8->5."""
     param = Params(7, 0.2)
     k = helper.make_node
-    by = np.array([1, 8, 12, 12], np.int64) if sizes else np.array([1, 1, 2, 2], F32)
+    by = np.array([batch, 8, 12, 12], np.int64) if sizes else np.array([1, 1, 2, 2], F32)
 
     def conv(x, y, w, **kw):
         return k("Conv", [x, param(f"w{w}", 8, 8 if w else 3, 3, 3), param(f"b{w}", 8)], [y], **kw)
@@ -390,7 +390,7 @@ def split_model(path, sizes=False):
         k("Flatten", ["g"], ["f"]),
         k("Gemm", ["f", param("w3", 5, 8), param("b3", 5)], ["y"], transB=1),
     ]
-    return save_model(path, "split_more", nodes, param.inits, [1, 3, 12, 12], [1, 5])
+    return save_model(path, "split_more", nodes, param.inits, [batch, 3, 12, 12], [batch, 5])
 
 
 @pytest.mark.parametrize("sizes", [False, True], ids=["scales", "sizes"])
@@ -418,6 +418,24 @@ def test_pad_resize_gradients_and_leaky_relu_run_in_channel_tiles(tmp_path, size
     compile_model(replace(base, split="off"))
     compile_model(replace(base, out=tmp_path / "split", split="512B"))
     assert_same_bits(tmp_path / "plain", tmp_path / "split", 3)
+
+
+def test_a_resize_by_sizes_loads_as_scales_and_runs_per_part_of_the_batch(tmp_path):
+    """sizes name the whole input's dims (the batch's N too); the frontend loads them as the factors, so
+    batch splitting runs the Resize per part, and the split training stays within 1e-6 of the whole."""
+    g = frontend.load(split_model(tmp_path / "m.onnx", sizes=True, batch=2), 2)
+    (resize,) = [n for n in g.nodes if n.op == "Resize"]
+    assert "sizes" not in resize.attrs and tuple(resize.attrs["scales"]) == (1, 1, 2, 2)
+    s = batch_split.split_batch(g, 2)
+    assert {n.name for n in s.graph.nodes if n.op == "Resize"} == {"Resize_7/n0", "Resize_7/n1"}
+    tg, ts = (
+        autodiff.training_graph(x, Loss.CROSS_ENTROPY, trainable.select(x, "all")) for x in (g, s.graph)
+    )
+    rng = np.random.default_rng(3)
+    data = [(rng.standard_normal((2, 3, 12, 12)).astype(np.float32), np.array([1, 4], np.int32))] * 3
+    (la, a), (lb, b) = reference.train(tg, data, LR), reference.train(ts, data, LR)
+    assert max_rel_err(np.array(lb), np.array(la)) <= 1e-6
+    assert all(max_rel_err(b[k], a[k]) <= 1e-6 for k in a)
 
 
 def test_compile_split_auto_below_the_unsplit_floor(tmp_path):

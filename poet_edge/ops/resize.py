@@ -21,7 +21,8 @@ Gradient ResizeGrad(dY): dX[n, c, i] = the sum of dY over i's block, added in th
 (the C kernel's order, so the numpy reference gives its bits).
 
 Each output channel reads only its input channel (N and C factors 1), so operator splitting runs Resize,
-Upsample and ResizeGrad per channel tile (``per_channel``; a tile of a Resize by sizes: :func:`part_attrs`).
+Upsample and ResizeGrad per channel tile (``per_channel``; a Resize by sizes is loaded by its factors as
+scales: :func:`as_scales`).
 """
 
 from __future__ import annotations
@@ -101,9 +102,10 @@ def factors(x: Sequence[int], attrs) -> tuple[int, ...]:
     return tuple(out)
 
 
-def part_attrs(x: Sequence[int], attrs) -> dict[str, object]:
-    """``attrs`` for a node on a part of input ``x`` along N or C (operator splitting's channel tiles):
-    ``sizes`` name the whole input's dims, so the part gets ``x``'s factors as ``scales``."""
+def as_scales(x: Sequence[int], attrs) -> dict[str, object]:
+    """``attrs`` with ``sizes`` (which name input ``x``'s whole dims) replaced by the factors as ``scales``.
+    The frontend loads every Resize so, where ``x`` is known: a part along N or C (operator splitting's
+    channel tiles, batch splitting's parts) then keeps the factors."""
     if not _floats(attrs.get("sizes")):
         return dict(attrs)
     rest = {k: v for k, v in attrs.items() if k not in ("sizes", "axes")}
@@ -172,7 +174,8 @@ def work(ins, outs, attrs):
 
 
 def per_sample(ins, batched, attrs, axis: int = 0) -> bool:
-    """N and C keep their sizes; absolute ``sizes`` name the whole batch's, so only ``scales`` qualify."""
+    """N and C keep their sizes; absolute ``sizes`` would name the whole batch's (the frontend loads them as
+    ``scales``: :func:`as_scales`)."""
     return "sizes" not in attrs
 
 
