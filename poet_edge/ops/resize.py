@@ -44,6 +44,7 @@ from poet_edge.ops.base import (
     f32_bytes,
     no_effect,
     only,
+    per_sample_always,
     unsupported,
 )
 from poet_edge.ops.softmax import norm_axis
@@ -173,12 +174,6 @@ def work(ins, outs, attrs):
     return grow_work(ins, outs, 1.1)
 
 
-def per_sample(ins, batched, attrs, axis: int = 0) -> bool:
-    """N and C keep their sizes; absolute ``sizes`` would name the whole batch's (the frontend loads them as
-    ``scales``: :func:`as_scales`)."""
-    return "sizes" not in attrs
-
-
 # ---- the gradient: dX = the sum of dY over each block ------------------------------------------------
 def grad_infer(shapes, attrs):
     dy, ks = tuple(shapes[0]), tuple(int(k) for k in attrs["scales"])  # type: ignore[attr-defined]
@@ -248,7 +243,7 @@ OP = OpDef(
         "exclude_outside": no_effect(_NO_EFFECT + " (interpolation weights only)"),
         "extrapolation_value": no_effect(_NO_EFFECT + " ('tf_crop_and_resize' only, which is refused)"),
     },
-    per_sample=per_sample,
+    per_sample=per_sample_always,  # N and C factors 1; sizes are loaded as scales (as_scales)
     per_channel=True,
 )
 UPSAMPLE = OpDef(
@@ -261,7 +256,7 @@ UPSAMPLE = OpDef(
     check,
     const_inputs={1: "scales"},  # opset 9; opset 7: the attribute
     attributes={"mode": _MODE, "scales": ANY},
-    per_sample=per_sample,
+    per_sample=per_sample_always,  # N and C factors 1; sizes are loaded as scales (as_scales)
     per_channel=True,
 )
 GRAD = OpDef(
