@@ -131,3 +131,30 @@ def test_the_safety_stop_cuts_the_sequence_construction() -> None:
     again = fit_sequences(problem, problem.budget_bytes, np.ones(250), orders, far)
     assert free is not None and again is not None and not far.hit
     assert [s.tolist() for s, _ in free.sequences] == [s.tolist() for s, _ in again.sequences]
+
+
+def test_the_moves_read_check_agrees_with_the_ram_curve() -> None:
+    """The lowered insertion's moves skip the RAM curve where a read would have no earlier instance
+    (``Sequences.reads_after_move``): on sequences with recomputations of a dense graph, for moves both
+    ways and both outcomes, the check says exactly what the curve's own check says."""
+    problem = _at(120, 7, 0.8)
+    seqs = Sequences(problem)
+    seq, _ = insert_recomputations(problem, problem.budget_bytes, ROUND_WORK, np.ones(120))
+    assert seq is not None and len(seq) > 120
+    rng = np.random.default_rng(0)
+    outcomes: set[tuple[bool, bool]] = set()
+    for _ in range(3000):
+        j, q = (int(x) for x in rng.integers(0, len(seq), 2))
+        if j == q:
+            continue
+        moved = np.insert(np.delete(seq, j), q, seq[j])
+        try:
+            seqs.uses(moved)
+            valid = True
+        except PoetError:
+            valid = False
+        assert seqs.reads_after_move(seq, seqs.firsts(seq), j, q) == valid, (j, q)
+        outcomes.add((q < j, valid))
+        if valid and rng.random() < 0.1:
+            seq = moved  # walk on, so later moves start from sequences moves made
+    assert outcomes == {(False, False), (False, True), (True, False), (True, True)}

@@ -366,6 +366,11 @@ class Sequences:
         self.evaluations = 0
         self.names = [node.name for node in problem.nodes]
         self.invalidated = np.array(problem.invalidated_by, dtype=np.int64).reshape(-1, 2)
+        readers: list[list[int]] = [[] for _ in problem.nodes]
+        for v, p in enumerate(inputs):
+            for u in p:
+                readers[u].append(v)
+        self.readers = [frozenset(r) for r in readers]
 
     def uses(self, seq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the instance each input read of ``seq`` reads: the latest step before it that runs the read
@@ -374,21 +379,18 @@ class Sequences:
         m = len(seq)
         d = self.deg[seq]
         at = np.repeat(np.arange(m, dtype=np.int64), d)
-        offs = np.arange(len(at), dtype=np.int64) - np.repeat(np.cumsum(d) - d, d)
-        used = self.idx[np.repeat(self.ptr[seq], d) + offs]
+        used = self.idx[np.arange(len(at), dtype=np.int64) + (self.ptr[seq] - (np.cumsum(d) - d))[at]]
         count = np.bincount(seq, minlength=len(self.out))
-        first = np.full(len(self.out), m, dtype=np.int64)
-        first[seq[::-1]] = np.arange(m - 1, -1, -1, dtype=np.int64)
-        inst = first[used]
+        inst = self.firsts(seq)[used]
+        if len(inst) and (inst >= at).any():  # a node read before it first runs (or never)
+            raise PoetError("a compute sequence uses a value before any instance of it")
         again = np.flatnonzero(count[used] > 1)
         if len(again):
             runs = np.flatnonzero(count[seq] > 1)  # the steps of nodes run more than once
             keys = seq[runs] * m + runs
             by_key = np.argsort(keys, kind="stable")
             found = np.searchsorted(keys[by_key], used[again] * m + at[again]) - 1
-            inst[again] = runs[by_key[found]]
-        if len(inst) and ((inst >= at).any() or not np.array_equal(seq[inst], used)):
-            raise PoetError("a compute sequence uses a value before any instance of it")
+            inst[again] = runs[by_key[found]]  # found >= 0: the first run precedes the read
         return inst, at
 
     def ends(self, seq: np.ndarray) -> np.ndarray:
@@ -397,6 +399,32 @@ class Sequences:
         end = np.arange(len(seq), dtype=np.int64)
         np.maximum.at(end, inst, at)
         return end
+
+    def firsts(self, seq: np.ndarray) -> np.ndarray:
+        """Each node's first step in ``seq`` (``len(seq)`` where it does not run)."""
+        first = np.full(len(self.out), len(seq), dtype=np.int64)
+        first[seq[::-1]] = np.arange(len(seq) - 1, -1, -1, dtype=np.int64)
+        return first
+
+    def reads_after_move(self, seq: np.ndarray, first: np.ndarray, j: int, q: int) -> bool:
+        """Whether every read of ``seq`` (whose nodes first run at ``first``) with step ``j`` moved to
+        position ``q`` (``np.insert(np.delete(seq, j), q, seq[j])``) still has an earlier instance, given
+        that every read of ``seq`` has one: the check :meth:`uses` makes, in the steps between ``j`` and
+        ``q`` only. Moved earlier, each of the node's inputs needs an instance before ``q``; moved later,
+        each of its readers between its old and new step needs another instance before it.
+        ``invalidated_by`` is not checked."""
+        v = int(seq[j])
+        if q < j:
+            return all(first[u] < q for u in self.idx[self.ptr[v] : self.ptr[v] + self.deg[v]].tolist())
+        if first[v] < j:
+            return True
+        readers = self.readers[v]
+        for w in seq[j + 1 : q + 1].tolist():
+            if w == v:
+                return True  # another instance of v comes before any reader
+            if w in readers:
+                return False
+        return True
 
     def check_invalidated(self, seq: np.ndarray) -> None:
         """PoetError if an instance of a node comes after the first run of a node that invalidates it."""
@@ -559,6 +587,7 @@ def _shift(
     when the sequence stays valid and its overflow does not grow (the same steps: the cost is unchanged)."""
     m = len(seq)
     end = seqs.ends(seq)
+    first = seqs.firsts(seq)
     for _ in range(tries):
         hot = np.flatnonzero(mem > budget)
         if not len(hot):
@@ -568,13 +597,16 @@ def _shift(
         q = rng.randint(t, min(m - 1, t + NEAR)) if j <= t else rng.randint(max(0, t - NEAR), t)
         if q == j:
             continue
+        if not seqs.reads_after_move(seq, first, j, q):  # the curve would find a read with no instance
+            seqs.evaluations += 1  # counted as the curve it stands for: the same work, the same moves
+            continue
         moved = np.insert(np.delete(seq, j), q, seq[j])
         try:
             new_mem, new_end = seqs.curve(moved)
         except PoetError:
             continue
         if _overflow(new_mem, budget) <= _overflow(mem, budget):
-            seq, mem, end = moved, new_mem, new_end
+            seq, mem, end, first = moved, new_mem, new_end, seqs.firsts(moved)
     return seq, mem, end
 
 
