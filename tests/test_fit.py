@@ -3,6 +3,7 @@ simulator on the original problem, deterministic, where going straight at the bu
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import replace
 
 import numpy as np
@@ -19,6 +20,7 @@ from poet_edge.schedulers.ordering import (
     Curves,
     Deadline,
     Sequences,
+    block_gain,
     choose_order,
     insert_recomputations,
     sequence_schedule,
@@ -158,3 +160,38 @@ def test_the_moves_read_check_agrees_with_the_ram_curve() -> None:
         if valid and rng.random() < 0.1:
             seq = moved  # walk on, so later moves start from sequences moves made
     assert outcomes == {(False, False), (False, True), (True, False), (True, True)}
+
+
+def test_a_blocks_gain_is_what_the_ram_curve_says() -> None:
+    """The lowered insertion ranks a node recomputed with its dead inputs (a block) by
+    ``ordering.block_gain``, not by the RAM curve of the sequence with the block inserted: on sequences
+    with recomputations of a dense graph, for every idle stretch of every value (gains of both signs),
+    the two give the same overflow change."""
+    problem = _at(150, 3, 0.8)
+    seqs = Sequences(problem)
+    budget = problem.budget_bytes
+    seq, _ = insert_recomputations(problem, budget, ROUND_WORK, np.ones(150))
+    assert seq is not None and len(seq) > 150
+    seen: dict[int, list[int]] = {}
+    for k, v in enumerate(seq.tolist()):
+        seen.setdefault(v, []).append(k)
+    checked, signs = 0, set()
+    for target in (budget, budget - 3000, budget - 6000):  # overflow where there is none at the budget
+        mem, end = seqs.curve(seq)
+        over = int(np.maximum(mem - target, 0).sum())
+        inst, at = seqs.uses(seq)
+        pairs = np.sort(inst * len(seq) + at)
+        for p, q in zip(pairs[:-1].tolist(), pairs[1:].tolist(), strict=True):
+            i, a, b = p // len(seq), p % len(seq), q % len(seq)
+            if q // len(seq) != i or b <= a + 1:
+                continue
+            v = int(seq[i])
+            ins = seqs.idx[seqs.ptr[v] : seqs.ptr[v] + seqs.deg[v]].tolist()
+            missing = [u for u in ins if end[seen[u][bisect.bisect_left(seen[u], b) - 1]] < b]
+            nodes = [*missing, v]
+            new_mem, _ = seqs.curve(np.insert(seq, [b] * len(nodes), nodes))
+            want = over - int(np.maximum(new_mem - target, 0).sum())
+            assert block_gain(seq, end, mem, target, seqs, a, b, nodes, seen) == want, (a, b, nodes)
+            checked += 1
+            signs.add((want > 0) - (want < 0))
+    assert checked > 500 and signs == {-1, 0, 1}

@@ -460,7 +460,8 @@ def _gaps(
     ``spans(starts, next_uses)`` holds."""
     inst, at = seqs.uses(seq)
     m = len(seq)
-    pairs = np.unique(inst * m + at)  # (instance, reading step), sorted by instance then step
+    pairs = np.sort(inst * m + at)  # (instance, reading step), sorted by instance then step; a step
+    # reads distinct nodes, so distinct instances: no pair twice
     uses = np.stack([pairs // m, pairs % m], axis=1)
     same = uses[1:, 0] == uses[:-1, 0]
     keep = same & allowed[seq[uses[1:, 0]]] & spans(uses[:-1, 1], uses[1:, 1])
@@ -539,6 +540,52 @@ def _insertions(
 CLOSURES = 48  # insert_recomputations: node-and-inputs recomputations evaluated when no single one helps
 
 
+def block_gain(
+    seq: np.ndarray,
+    end: np.ndarray,
+    mem: np.ndarray,
+    budget: int,
+    seqs: Sequences,
+    a: int,
+    b: int,
+    nodes: list[int],
+    seen: dict[int, list[int]],
+) -> int:
+    """Exactly how much the overflow falls when ``nodes`` (a node last, the inputs of it whose instances
+    end before step ``b`` first, in an order their links allow) run right before step ``b``, where the
+    last node's instance is idle after its use at step ``a``: that instance ends at ``a``; each input
+    of the block that no block step makes, whose instance ends before ``b``, stays live until the last
+    block step that reads it; a block step needs what is live before ``b`` (less the last node) and
+    what the block made or kept so far, its output and its workspace. Steps from ``b`` on are as they
+    were (the block's values other than the last node are read in it only). The RAM curve of the
+    sequence with the block inserted gives the same (tests/test_fit.py)."""
+    v = nodes[-1]
+    out, ws = seqs.out, seqs.ws
+    made = {x: k for k, x in enumerate(nodes)}
+    last: dict[int, int] = {}  # a value the block reads -> its last reading block step
+    kept: dict[int, int] = {}  # an input kept live for the block -> the step its instance ended
+    for k, x in enumerate(nodes):
+        for u in seqs.idx[seqs.ptr[x] : seqs.ptr[x] + seqs.deg[x]].tolist():
+            last[u] = k
+            if u not in made:
+                at = seen[u][bisect.bisect_left(seen[u], b) - 1]
+                if end[at] < b:
+                    kept[u] = int(end[at])
+    lo = min([a, *kept.values()]) + 1
+    delta = np.zeros(b - lo, dtype=np.int64)
+    delta[a + 1 - lo :] -= int(out[v])
+    for u, e in kept.items():
+        delta[e + 1 - lo :] += int(out[u])
+    old = mem[lo:b]
+    gain = int(np.maximum(old - budget, 0).sum()) - int(np.maximum(old + delta - budget, 0).sum())
+    live = int(mem[b] - out[seq[b]] - ws[seq[b]]) - int(out[v]) + sum(int(out[u]) for u in kept)
+    for k, x in enumerate(nodes):
+        gain -= max(0, live + int(out[x]) + int(ws[x]) - budget)
+        live += int(out[x])  # read by a later block step (the last node reads every other), or after
+        live -= sum(int(out[u]) for u in kept if last[u] == k)
+    return gain
+
+
 def _closure(
     seq: np.ndarray,
     end: np.ndarray,
@@ -556,24 +603,28 @@ def _closure(
     seen: dict[int, list[int]] = {}
     for k, v in enumerate(seq.tolist()):
         seen.setdefault(v, []).append(k)
-    tried: list[tuple[int, int, list[int]]] = []
+    tried: list[tuple[int, int, list[int], int]] = []
     for i, a, b in _gaps(seq, seqs, allowed, lambda a, b: (a < top) & (top < b)).tolist():
         v = int(seq[i])
         ins = seqs.idx[seqs.ptr[v] : seqs.ptr[v] + seqs.deg[v]].tolist()
         missing = [u for u in ins if end[seen[u][bisect.bisect_left(seen[u], b) - 1]] < b]
         if missing and all(allowed[u] for u in missing):
             tried.append(
-                (-int(np.count_nonzero(mem[a + 1 : b] > budget)) * int(seqs.out[v]), b, [*missing, v])
+                (-int(np.count_nonzero(mem[a + 1 : b] > budget)) * int(seqs.out[v]), b, [*missing, v], a)
             )
-    over = _overflow(mem, budget)
-    best: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None
-    for _, b, nodes in sorted(tried)[:CLOSURES]:
-        moved = np.insert(seq, [b] * len(nodes), nodes)
-        new_mem, new_end = seqs.curve(moved)
-        gain = (over - _overflow(new_mem, budget)) / max(float(costs[nodes].sum()), 1e-12)
+    best: tuple[float, int, list[int]] | None = None
+    for _, b, nodes, a in sorted(tried)[:CLOSURES]:
+        seqs.evaluations += 1  # each counted as the RAM curve it stands for
+        gain = block_gain(seq, end, mem, budget, seqs, a, b, nodes, seen) / max(
+            float(costs[nodes].sum()), 1e-12
+        )
         if gain > 0 and (best is None or gain > best[0]):
-            best = (gain, moved, new_mem, new_end)
-    return None if best is None else best[1:]
+            best = (gain, b, nodes)
+    if best is None:
+        return None
+    moved = np.insert(seq, [best[1]] * len(best[2]), best[2])
+    seqs.evaluations -= 1  # the winner's curve was counted above
+    return (moved, *seqs.curve(moved))
 
 
 def _overflow(mem: np.ndarray, budget: int) -> int:
