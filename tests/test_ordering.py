@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from poet_edge.schedulers.fit import ROUND_WORK as INSERT_WORK
 from poet_edge.schedulers.greedy import SAMPLE, schedule_greedy
 from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.schedulers.none import schedule_none
+from poet_edge.schedulers.recompute_all import schedule_recompute_all
 from poet_edge.schedulers.ordering import (
     ALL_ORDERS,
     ORDER_WORK,
@@ -194,6 +196,38 @@ def test_the_given_order_is_scheduled_too_unless_no_time_is_left() -> None:
     cut = schedule_ordered(problem, inner, 0.0).report.to_json()
     assert len(calls) == 1 and cut["cut_by_time_limit"] is True
     assert cut["cut_phase"] == "order search"  # the first phase the safety stop cut (the given order not run)
+
+
+def test_a_cut_run_that_is_not_kept_marks_the_result_cut() -> None:
+    """A run the safety stop cut could have won had it run to its end: where the sequences' schedule
+    is cheaper than the chosen order's run and that run was cut, the result says it was cut, in "the
+    chosen order's schedule" (a dense graph of 500 nodes at 80% once returned the sequences' schedule
+    after its time limit cut that run, unmarked); where the given order's run was cut and not kept,
+    in "the given order's schedule"; the same runs, uncut, leave it unmarked."""
+    from poet_edge.schedulers.ordered import schedule_ordered
+
+    base = shuffled(dense_layered(120, seed=3), 4)
+    peak = int(simulate(base, schedule_none(base)).peak_ram_bytes)
+    problem = replace(base, budget_bytes=int(0.6 * peak))
+    given = [n.name for n in problem.nodes]
+
+    def inner(p: SchedulingProblem, _limit: float, _above: float | None, cut: str) -> Schedule:
+        s = schedule_recompute_all(p)  # costlier than the sequences' schedule (checked below)
+        is_given = [n.name for n in p.nodes] == given
+        return (
+            replace(s, report=s.report.cut_at("local search"))
+            if cut == ("given" if is_given else "chosen")
+            else s
+        )
+
+    uncut = schedule_ordered(problem, partial(inner, cut=""), 1e9)
+    assert not uncut.report.cut_by_time_limit
+    assert str(uncut.report.to_json()["schedule_from"]).startswith(("recomputed", "recomputations"))
+    for run, phase in (("chosen", "the chosen order's schedule"), ("given", "the given order's schedule")):
+        marked = schedule_ordered(problem, partial(inner, cut=run), 1e9)
+        assert marked.steps == uncut.steps
+        assert marked.report.to_json()["cut_by_time_limit"] is True
+        assert marked.report.to_json()["cut_phase"] == phase
 
 
 def test_the_given_orders_run_beside_the_chosen_ones_returns_the_same_schedule() -> None:

@@ -161,7 +161,8 @@ def schedule_ordered(
     ``beside``: where the chosen order's run takes longer than ``later_s`` seconds, the given order's run
     starts then in a child process (one more core) instead of after it; the schedule is the same, only
     sooner (:class:`_Given`). Its safety stop is the same time limit. A run that the safety stop cut
-    (either way) and that is not kept marks the result cut, in phase "the given order's schedule".
+    and that is not kept (the chosen order's, the given order's) marks the result cut, in phase "the
+    chosen order's schedule" or "the given order's schedule": had it run to its end, it could have won.
 
     ``Schedule.report`` gains ``order`` (the candidate chosen), ``orders_compared``, ``order_evaluations``,
     ``order_s`` and ``bound_covers``: "all orders" where the bound is the plain pass (every node once) or
@@ -210,16 +211,17 @@ def schedule_ordered(
         raise
     cost = _measure(problem, theirs, latency, 0.0).cost if theirs is not None else math.inf
     first_s = time.perf_counter() - began - order_s
-    skipped = deadline.hit  # the safety stop cut the sequences, or (below) left less time than the
-    # first run took (the given order not run), or cut the given order's run, which was not kept
+    chosen, given = theirs, None  # a run cut by the safety stop and not returned: had it run to its
+    # end, it could have been; so could the given order's run, had it been run (``given_lost``)
+    given_lost = False
     beside_run = pending.close() if pending is not None else None
     if choice.origin != "given" and (beside_run is not None or not _cut(theirs)):
         left = time_limit_s - (time.perf_counter() - began)
-        given, stopped = None, False
+        stopped = False
         if beside_run is not None:
             given, _, stopped = beside_run.wait()
         elif left < first_s:
-            skipped = True
+            given_lost = True
         else:
             given = _run(inner, problem, left, _finite(min(cost, ours.cost)))[0]
         kept = False
@@ -233,7 +235,7 @@ def schedule_ordered(
                 ordered, theirs, cost, kept = problem, given, given_cost, True
                 if beside_run is not None and on_progress is not None:
                     on_progress(time.perf_counter() - began, cost, None, None)
-        skipped = skipped or (not kept and (stopped or _cut(given)))
+        given_lost = given_lost or (not kept and stopped)
     if theirs is None:
         if ours.schedule is None:
             assert error is not None
@@ -252,12 +254,14 @@ def schedule_ordered(
                 f"{problem.budget_bytes} B either (the chosen order's peak without recomputation is "
                 f"{choice.peak} B)"
             ) from error
-        return _marked(_ours(ours, None, plain, choice, order_s, began), skipped, deadline, first_cut)
+        return _marked(_ours(ours, None, plain, choice, order_s, began), deadline, first_cut, given_lost)
     if ours.cost < cost:
-        return _marked(
-            _ours(ours, theirs.report.bound, plain, choice, order_s, began), skipped, deadline, first_cut
-        )
-    return _marked(_labelled(theirs, choice, ordered, order_s, ours), skipped, deadline, first_cut)
+        lost = _cut(chosen) or _cut(given) or given_lost
+        result = _ours(ours, theirs.report.bound, plain, choice, order_s, began)
+        return _marked(result, deadline, first_cut, lost, _cut(chosen))
+    lost = (theirs is not chosen and _cut(chosen)) or (theirs is not given and _cut(given)) or given_lost
+    result = _labelled(theirs, choice, ordered, order_s, ours)
+    return _marked(result, deadline, first_cut, lost, theirs is not chosen and _cut(chosen))
 
 
 def _sequences(
@@ -311,12 +315,19 @@ def _finite(cost: float) -> float | None:
     return cost if math.isfinite(cost) else None
 
 
-def _marked(schedule: Schedule, skipped: bool, deadline: Deadline, first_cut: str) -> Schedule:
-    """``schedule``, its report saying the safety stop cut the run where it cut the order search or the
-    sequences (``first_cut``, the first phase it cut) or the given order was skipped."""
-    if not skipped:
+def _marked(
+    schedule: Schedule, deadline: Deadline, first_cut: str, lost: bool, chosen: bool = False
+) -> Schedule:
+    """``schedule``, its report saying the safety stop cut the run: in ``first_cut`` where it cut the
+    order search or the sequences (the first phase it cut); else, where a run it cut was not returned
+    or the given order's run was left out (``lost``), in "the chosen order's schedule" (``chosen``:
+    that run was one of them) or "the given order's schedule"."""
+    if deadline.hit:
+        phase = first_cut
+    elif lost:
+        phase = "the chosen order's schedule" if chosen else "the given order's schedule"
+    else:
         return schedule
-    phase = first_cut if deadline.hit else "the given order's schedule"
     return replace(schedule, report=schedule.report.cut_at(phase))
 
 
