@@ -5,7 +5,8 @@ n * 100 + K, the same generator: poet_edge.graphgen.dense_layered, layers about 
 per node), in the given order, at 90% and 80% of that order's no-recomputation peak, each as a user would
 (`python -m poet_edge solve FILE --ram B --time-limit T --threads 2 --json` in a child process). Columns per
 size and budget: schedules found of K, the median and worst cost +% over running every node once among
-those found, the median and worst first-valid seconds, and the seeds with no schedule.
+those found, the median and worst first-valid seconds, the seeds with no schedule, and those whose
+schedule the safety stop cut a run for (it could differ on another machine).
 
 Writes bench/results/dense_seeds.json and .md. Run:
     PYTHONPATH=. python bench/dense_seeds.py [--sizes 250,500,1000] [--seeds 4] [--time-limit 60]
@@ -51,6 +52,7 @@ def summary(n: int, frac: float, rows: list[dict[str, Any]]) -> dict[str, object
         "first valid median s": f"{statistics.median(firsts):.2f}" if firsts else "-",
         "first valid worst s": f"{firsts[-1]:.2f}" if firsts else "-",
         "no schedule (seeds)": ", ".join(str(r["seed"]) for r in rows if not r["valid"]) or "-",
+        "cut (seeds)": ", ".join(str(r["seed"]) for r in found if r.get("cut_phase")) or "-",
     }
 
 

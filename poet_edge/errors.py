@@ -11,3 +11,7 @@ class PoetError(Exception):
     def __init__(self, message: str, exit_code: int = 2) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class CutError(PoetError):
+    """No result before the safety stop (``--time-limit``) cut the run: a longer limit may give one."""

@@ -11,7 +11,7 @@ from functools import partial
 import numpy as np
 import pytest
 
-from poet_edge.errors import PoetError
+from poet_edge.errors import CutError, PoetError
 from poet_edge.graphgen import dense_layered, random_layered_dag, shuffled, training_chain
 from poet_edge.problem import ProblemNode, SchedulingProblem
 from poet_edge.schedule import Schedule
@@ -20,7 +20,6 @@ from poet_edge.schedulers.fit import ROUND_WORK as INSERT_WORK
 from poet_edge.schedulers.greedy import SAMPLE, schedule_greedy
 from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.schedulers.none import schedule_none
-from poet_edge.schedulers.recompute_all import schedule_recompute_all
 from poet_edge.schedulers.ordering import (
     ALL_ORDERS,
     ORDER_WORK,
@@ -35,6 +34,7 @@ from poet_edge.schedulers.ordering import (
     reorder,
     sequence_schedule,
 )
+from poet_edge.schedulers.recompute_all import schedule_recompute_all
 from poet_edge.simulator import simulate
 
 
@@ -213,17 +213,16 @@ def test_a_cut_run_that_is_not_kept_marks_the_result_cut() -> None:
 
     def inner(p: SchedulingProblem, _limit: float, _above: float | None, cut: str) -> Schedule:
         s = schedule_recompute_all(p)  # costlier than the sequences' schedule (checked below)
-        is_given = [n.name for n in p.nodes] == given
-        return (
-            replace(s, report=s.report.cut_at("local search"))
-            if cut == ("given" if is_given else "chosen")
-            else s
-        )
+        run = "given" if [n.name for n in p.nodes] == given else "chosen"
+        if cut == f"{run} without a schedule":
+            raise CutError("found no schedule before its time limit cut it")
+        return replace(s, report=s.report.cut_at("local search")) if cut == run else s
 
     uncut = schedule_ordered(problem, partial(inner, cut=""), 1e9)
     assert not uncut.report.cut_by_time_limit
     assert str(uncut.report.to_json()["schedule_from"]).startswith(("recomputed", "recomputations"))
-    for run, phase in (("chosen", "the chosen order's schedule"), ("given", "the given order's schedule")):
+    for run in ("chosen", "given", "chosen without a schedule", "given without a schedule"):
+        phase = f"the {run.split()[0]} order's schedule"
         marked = schedule_ordered(problem, partial(inner, cut=run), 1e9)
         assert marked.steps == uncut.steps
         assert marked.report.to_json()["cut_by_time_limit"] is True

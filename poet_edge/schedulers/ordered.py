@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from poet_edge.errors import PoetError
+from poet_edge.errors import CutError, PoetError
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule, SolveReport
 from poet_edge.schedulers.effort import sequence_work
@@ -211,20 +211,21 @@ def schedule_ordered(
         raise
     cost = _measure(problem, theirs, latency, 0.0).cost if theirs is not None else math.inf
     first_s = time.perf_counter() - began - order_s
-    chosen, given = theirs, None  # a run cut by the safety stop and not returned: had it run to its
-    # end, it could have been; so could the given order's run, had it been run (``given_lost``)
-    given_lost = False
+    # a run the safety stop cut (with or without a schedule) that is not returned could have been, had
+    # it run to its end; so could the given order's run, had it been run
+    chosen, given = theirs, None
+    chosen_cut, given_cut = _cut(theirs) or isinstance(error, CutError), False
     beside_run = pending.close() if pending is not None else None
     if choice.origin != "given" and (beside_run is not None or not _cut(theirs)):
         left = time_limit_s - (time.perf_counter() - began)
-        stopped = False
         if beside_run is not None:
-            given, _, stopped = beside_run.wait()
+            given, given_error, stopped = beside_run.wait()
+            given_cut = stopped or _cut(given) or isinstance(given_error, CutError)
         elif left < first_s:
-            given_lost = True
+            given_cut = True  # not run
         else:
-            given = _run(inner, problem, left, _finite(min(cost, ours.cost)))[0]
-        kept = False
+            given, given_error = _run(inner, problem, left, _finite(min(cost, ours.cost)))
+            given_cut = _cut(given) or isinstance(given_error, CutError)
         if given is not None:
             # the (overflow, peak) key only estimates what recomputation and paging must make up, and
             # an exporter's order is often good: the given order's schedule wins when it is cheaper
@@ -232,10 +233,9 @@ def schedule_ordered(
             if given_cost < cost or theirs is None:
                 order = tuple(range(len(problem.nodes)))
                 choice = replace(choice, problem=problem, order=order, origin="given")
-                ordered, theirs, cost, kept = problem, given, given_cost, True
+                ordered, theirs, cost = problem, given, given_cost
                 if beside_run is not None and on_progress is not None:
                     on_progress(time.perf_counter() - began, cost, None, None)
-        given_lost = given_lost or (not kept and stopped)
     if theirs is None:
         if ours.schedule is None:
             assert error is not None
@@ -254,14 +254,15 @@ def schedule_ordered(
                 f"{problem.budget_bytes} B either (the chosen order's peak without recomputation is "
                 f"{choice.peak} B)"
             ) from error
-        return _marked(_ours(ours, None, plain, choice, order_s, began), deadline, first_cut, given_lost)
+        result = _ours(ours, None, plain, choice, order_s, began)
+        return _marked(result, deadline, first_cut, chosen_cut or given_cut, chosen_cut)
     if ours.cost < cost:
-        lost = _cut(chosen) or _cut(given) or given_lost
         result = _ours(ours, theirs.report.bound, plain, choice, order_s, began)
-        return _marked(result, deadline, first_cut, lost, _cut(chosen))
-    lost = (theirs is not chosen and _cut(chosen)) or (theirs is not given and _cut(given)) or given_lost
+        return _marked(result, deadline, first_cut, chosen_cut or given_cut, chosen_cut)
+    chosen_lost = chosen_cut and theirs is not chosen  # a returned run's own report says it was cut
+    lost = chosen_lost or (given_cut and theirs is not given)
     result = _labelled(theirs, choice, ordered, order_s, ours)
-    return _marked(result, deadline, first_cut, lost, theirs is not chosen and _cut(chosen))
+    return _marked(result, deadline, first_cut, lost, chosen_lost)
 
 
 def _sequences(

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from poet_edge.errors import PoetError
+from poet_edge.errors import CutError, PoetError
 from poet_edge.memory_floor import check_budget
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule, SolveReport
@@ -151,6 +151,11 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
         if may_stop(options, best.cost, proven_bound(run, bound)) or best.cut is not None:
             break
     if best.schedule is None:
+        if best.cut is not None:
+            raise CutError(
+                f"scheduler '{NAME}' found no schedule within the budget before its time limit cut it "
+                f"(in {best.cut}; {status})"
+            )
         raise PoetError(f"scheduler '{NAME}' found no schedule within the budget ({status})")
     return finish(best, plain, status, cover, evals, options.effort)
 
