@@ -131,7 +131,9 @@ def schedule_scale(problem: SchedulingProblem, options: ScaleOptions | None = No
     except OutOfTime:  # the safety stop: the baselines' schedule, said to be cut
         best.late(True)
         if best.schedule is None:
-            raise PoetError(f"scheduler '{NAME}' found no schedule before its time limit") from None
+            raise CutError(
+                f"scheduler '{NAME}' found no schedule before its time limit cut it (in segment cover)"
+            ) from None
         return finish(best, plain, "cut by the time limit", Cover.empty(), 0, options.effort)
     policy = options.policy
     bound, status, evals = 0.0, "not run", 0
