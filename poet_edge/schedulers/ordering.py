@@ -561,7 +561,7 @@ def block_gain(
     sequence with the block inserted gives the same (tests/test_fit.py)."""
     v = nodes[-1]
     out, ws = seqs.out, seqs.ws
-    made = {x: k for k, x in enumerate(nodes)}
+    made = set(nodes)
     last: dict[int, int] = {}  # a value the block reads -> its last reading block step
     kept: dict[int, int] = {}  # an input kept live for the block -> the step its instance ended
     for k, x in enumerate(nodes):
