@@ -26,7 +26,7 @@ class Budget:
     """The counts of one level of a run."""
 
     kicks: int  # local search: perturb-and-descend rounds (fixed seed per level)
-    stall: int  # ... it stops once this many replays brought no improvement (mid-size graphs)
+    stall: int  # ... it stops once this much replay work brought no improvement (PlanSearch.work)
     nodes: int  # HiGHS branch-and-bound nodes per bound, stage-model or proof solve
     window_nodes: int  # ... per large-neighbourhood window
     windows: int  # large-neighbourhood windows per sweep phase (near, main, second start)

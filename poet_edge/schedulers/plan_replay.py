@@ -321,6 +321,7 @@ class Trace:
         self.kept_states: dict[int, _State] = {}
         self.complete = True
         self.joins = 0  # replays that took the traced rest
+        self.recomputed = 0  # recomputations the replays against this trace ran (not the trace's own)
         for t in range(n + 1):
             self.state.append((r.h, r.live, r.stored))
             self.work.append(r.work)
@@ -366,6 +367,15 @@ class Trace:
         r = self._fresh()
         _restore(r, self.kept_states[start])
         r.plan_keeps(entries)
+        try:
+            return self._from(r, start, last, entries, strict)
+        finally:
+            self.recomputed += self.kept_states[start].work - r.work
+
+    def _from(
+        self, r: _Replay, start: int, last: int, entries: dict[int, list[tuple[int, str]]], strict: bool
+    ) -> tuple[float | None, dict[int, int]]:
+        """:meth:`replay` from the state ``r`` before stage ``start``."""
         n = len(self.problem.nodes)
         for t in range(start, n):
             if t > last and self.complete and (r.h, r.live, r.stored) == self.state[t]:

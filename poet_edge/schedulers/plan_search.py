@@ -62,7 +62,8 @@ class PlanSearch:
     costs: tuple[list[float], ...]
     modes: dict[int, tuple[str, ...]]  # modes each plan key may take (segments, stores)
     seen: dict[tuple[tuple[int, str], ...], tuple[float, float]] = field(default_factory=dict)
-    evals: int = 0
+    evals: int = 0  # plans replayed
+    work: int = 0  # ... each counted as one, plus one per graph's nodes of recomputations it ran
     base: Trace | None = None  # the replay the plans scored are replayed against (the descent's current)
 
     def rebase(self, plan: Plan) -> None:
@@ -78,7 +79,9 @@ class PlanSearch:
         entries = replay_entries(self.cover, plan)
         if self.base is None:
             self.base = Trace(self.problem, self.an, entries, self.costs)
+        before = self.base.recomputed
         cost, overflow = self.base.replay(entries, strict)
+        self.work += 1 + (self.base.recomputed - before) // len(self.problem.nodes)
         if cost is None:
             out = (float(sum(overflow.values())) if not strict else math.inf, math.inf)
         else:

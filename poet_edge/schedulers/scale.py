@@ -26,7 +26,7 @@ refinement and the split model's cutoff proof (:mod:`~poet_edge.schedulers.proof
 
 Work, not time. Every phase's budget is a count from the run's levels
 (:mod:`~poet_edge.schedulers.effort`, ``--effort``): HiGHS's branch-and-bound nodes per solve, the
-local search's perturbations and stall (replays), large-neighbourhood windows, refinement rounds. A
+local search's perturbations and stall (replay work), large-neighbourhood windows, refinement rounds. A
 child's result is used only at a fixed point of the run, after waiting for it; the split proof is sent
 one cutoff, at the first window where it is due, and collected at the end. So the same problem and
 options give the same schedule on any load; the wall-clock ``time_limit_s`` is a safety stop, and a

@@ -38,15 +38,16 @@ def local_search(run: Run, bound: float, kicks: int | None = None) -> int:
     """Local search (:class:`PlanSearch`) from the three cheapest recorded plans (or from no eviction at
     all), then iterated: perturb 1-3 random segments of the best plan (seeded by the level) and
     descend again, at most ``kicks`` (else ``Budget.kicks``) times, while the gap is open, until the
-    incumbent has not improved for ``Budget.stall`` replays (``Policy.stall_first`` x as many before its
-    first improvement; checked within a descent too); returns the number of replays."""
+    incumbent has not improved for ``Budget.stall`` of replay work (:attr:`PlanSearch.work`: a replay
+    that recomputes the whole graph over costs as much as several; ``Policy.stall_first`` x as much
+    before its first improvement; checked within a descent too); returns the number of replays."""
     problem, an, cover, best, options = run.problem, run.an, run.cover, run.best, run.options
     costs = node_costs(problem, run.latency)
     search = PlanSearch(problem, an, cover, costs, plan_modes(problem, an, cover))
     starts = [plan for _, _, plan in sorted(best.plans, key=lambda x: (x[0], x[1]))] or [{}]
     done: set[tuple[tuple[int, str], ...]] = set()
     deadline = stop_at(best, options)
-    improved = 0  # replays of this search when it last improved the incumbent
+    improved = 0  # the search's work when it last improved the incumbent
 
     def offer(plan: Plan) -> None:
         nonlocal improved
@@ -55,10 +56,10 @@ def local_search(run: Run, bound: float, kicks: int | None = None) -> int:
             before = best.cost
             try_schedule(problem, best, options, lambda: schedule, "local search")
             if best.cost < before:
-                improved = search.evals
+                improved = search.work
 
     def stalled() -> bool:
-        return search_stalled(search.evals, improved, run.budget.stall, run.options.policy.stall_first)
+        return search_stalled(search.work, improved, run.budget.stall, run.options.policy.stall_first)
 
     def more() -> bool:
         if stalled() or may_stop(options, best.cost, bound):
@@ -93,16 +94,16 @@ def local_search(run: Run, bound: float, kicks: int | None = None) -> int:
     return search.evals
 
 
-def search_stalled(evals: int, improved: int, stall: int, first: int) -> bool:
-    """Whether a local search with ``evals`` replays, the last improvement at ``improved`` (0: none
-    yet), has stalled: ``stall`` replays since that improvement, ``first`` (``Policy.stall_first``) x as
-    many before the first."""
-    return evals - improved > (stall if improved else first * stall)
+def search_stalled(work: int, improved: int, stall: int, first: int) -> bool:
+    """Whether a local search with ``work`` done (:attr:`PlanSearch.work`), the last improvement at
+    ``improved`` (0: none yet), has stalled: ``stall`` of work since that improvement, ``first``
+    (``Policy.stall_first``) x as much before the first."""
+    return work - improved > (stall if improved else first * stall)
 
 
 def second_start(run: Run, bound: float) -> Schedule | None:
     """A second start for the windows where those from the first stall while the split proof is not
-    due: the local optimum (a descent stopped after ``Budget.stall`` replays without improvement) from
+    due: the local optimum (a descent stopped after ``Budget.stall`` of work without improvement) from
     the cheapest plan of the other model than the first local search started from (primal or bound
     model); None when there is none or it does not replay. The first start is a trap on some graphs
     (bert_tiny with every parameter trained, 70%: the windows stall from the bound model's plan, well
@@ -116,17 +117,17 @@ def second_start(run: Run, bound: float) -> Schedule | None:
         return None
     costs = node_costs(problem, run.latency)
     search = PlanSearch(problem, an, cover, costs, plan_modes(problem, an, cover))
-    improved = [0]  # replays when the descent last improved
+    improved = [0]  # the work when the descent last improved
 
     def better(plan: Plan) -> None:
-        improved[0] = search.evals
+        improved[0] = search.work
 
     stall = run.budget.stall
     found = search.run(
         other[0],
         stop_at(best, options),
         better,
-        lambda: search_stalled(search.evals, improved[0], stall, run.options.policy.stall_first),
+        lambda: search_stalled(search.work, improved[0], stall, run.options.policy.stall_first),
     )
     best.late(seconds_left(best, options) <= 0.0)
     schedule, _ = replay_plan(problem, an, replay_entries(cover, found), costs)
