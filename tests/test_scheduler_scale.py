@@ -24,7 +24,7 @@ from poet_edge.schedulers.effort import LEVELS
 from poet_edge.schedulers.engine import Analysis
 from poet_edge.schedulers.milp import MilpOptions, schedule_milp
 from poet_edge.schedulers.scale import Policy, ScaleOptions, schedule_scale
-from poet_edge.schedulers.segment_cover import Segment
+from poet_edge.schedulers.segment_cover import Cover, Segment
 from poet_edge.schedulers.stage_model import StageModel
 from poet_edge.simulator import SimResult, simulate
 
@@ -321,6 +321,24 @@ def test_late_eviction_carries_a_value_to_its_consumers_restoration() -> None:
         assert runs[1][1] == pytest.approx(runs[0][1] - problem.nodes[v].compute_j)
 
 
+def _dense_plans(
+    fraction: float,
+) -> tuple[SchedulingProblem, Analysis, Cover, tuple[list[float], ...], dict[int, tuple[str, ...]]]:
+    """A dense layered graph of 150 nodes at ``fraction`` of its peak, its analysis, segment cover, node
+    costs and the modes each of its plan keys may take (those with any)."""
+    from poet_edge.graphgen import dense_layered
+    from poet_edge.schedulers.engine import analyse
+    from poet_edge.schedulers.lp_model import node_costs
+    from poet_edge.schedulers.plan_search import plan_modes
+    from poet_edge.schedulers.segment_cover import build_cover
+
+    (problem,) = scale_budgets(dense_layered(150, 5), (fraction,))
+    an = analyse(problem, True)
+    cover = build_cover(problem, an)
+    modes = {k: m for k, m in plan_modes(problem, an, cover).items() if m}
+    return problem, an, cover, node_costs(problem, False), modes
+
+
 def test_trace_replays_neighbours_as_the_full_replay_does() -> None:
     """A plan replayed against another plan's trace (only where their entries differ, then the traced
     rest) gets the full replay's cost bit for bit, and its overflow: plans of 1-3 random evictions on a
@@ -329,18 +347,10 @@ def test_trace_replays_neighbours_as_the_full_replay_does() -> None:
     are decided without replaying to the end (86 of 240 here)."""
     import random
 
-    from poet_edge.graphgen import dense_layered
-    from poet_edge.schedulers.engine import analyse
-    from poet_edge.schedulers.lp_model import node_costs
     from poet_edge.schedulers.plan_replay import FREE_TEMPS, Trace, replay_entries, replay_plan
-    from poet_edge.schedulers.plan_search import plan_modes, plan_with
-    from poet_edge.schedulers.segment_cover import build_cover
+    from poet_edge.schedulers.plan_search import plan_with
 
-    (problem,) = scale_budgets(dense_layered(150, 5), (0.8,))
-    an = analyse(problem, True)
-    cover = build_cover(problem, an)
-    costs = node_costs(problem, False)
-    modes = {k: m for k, m in plan_modes(problem, an, cover).items() if m}
+    problem, an, cover, costs, modes = _dense_plans(0.8)
     rng = random.Random(3)
     keys = sorted(modes)
     joined = checked = 0
@@ -375,18 +385,10 @@ def test_a_replay_counts_the_recomputations_it_ran() -> None:
     local search's work counts each scored plan as one plus one per graph's nodes of them."""
     import random
 
-    from poet_edge.graphgen import dense_layered
-    from poet_edge.schedulers.engine import analyse
-    from poet_edge.schedulers.lp_model import node_costs
     from poet_edge.schedulers.plan_replay import Trace, replay_entries, replay_plan
-    from poet_edge.schedulers.plan_search import PlanSearch, plan_modes
-    from poet_edge.schedulers.segment_cover import build_cover
+    from poet_edge.schedulers.plan_search import PlanSearch
 
-    (problem,) = scale_budgets(dense_layered(150, 5), (1.0,))
-    an = analyse(problem, True)
-    cover = build_cover(problem, an)
-    costs = node_costs(problem, False)
-    modes = {k: m for k, m in plan_modes(problem, an, cover).items() if m}
+    problem, an, cover, costs, modes = _dense_plans(1.0)
     rng = random.Random(4)
     n, fitted, heavy, counts = len(problem.nodes), 0, 0, []
     for size in (5, 20, 60, 120):
