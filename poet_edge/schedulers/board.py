@@ -50,6 +50,8 @@ class Board:
     improvements: list[tuple[float, float]] = field(default_factory=list)  # (seconds into the run, cost)
     plans: list[tuple[float, int, Plan]] = field(default_factory=list)  # (replay cost, order, plan)
     primal: set[int] = field(default_factory=set)  # the orders of the plans the primal model gave
+    searched: Plan | None = None  # the last local search's incumbent plan (the next one goes on from it)
+    descended: set[tuple[tuple[int, str], ...]] = field(default_factory=set)  # plans a search started from
     phase: str = "baselines"  # the phase running (named by a cut)
     cut: str | None = None  # the phase the safety time limit cut first (None: none; the run is then
     # deterministic)

@@ -35,17 +35,22 @@ from poet_edge.simulator import simulate
 
 
 def local_search(run: Run, bound: float, kicks: int | None = None) -> int:
-    """Local search (:class:`PlanSearch`) from the three cheapest recorded plans (or from no eviction at
-    all), then iterated: perturb 1-3 random segments of the best plan (seeded by the level) and
-    descend again, at most ``kicks`` (else ``Budget.kicks``) times, while the gap is open, until the
-    incumbent has not improved for ``Budget.stall`` of replay work (:attr:`PlanSearch.work`: a replay
-    that recomputes the whole graph over costs as much as several; ``Policy.stall_first`` x as much
-    before its first improvement; checked within a descent too); returns the number of replays."""
+    """Local search (:class:`PlanSearch`) from the three cheapest recorded plans no earlier search started
+    from (from no eviction at all when there are none and no earlier search ran), then iterated from the
+    best plan of those descents and of the last search's end (the next search goes on from there
+    instead of descending from the same starts again): perturb 1-3 random segments of the best plan
+    (seeded by the level) and descend again, at most ``kicks`` (else ``Budget.kicks``) times, while the
+    gap is open, until the incumbent has not improved for ``Budget.stall`` of replay work
+    (:attr:`PlanSearch.work`: a replay that recomputes the whole graph over costs as much as several;
+    ``Policy.stall_first`` x as much before its first improvement; checked within a descent too);
+    returns the number of replays."""
     problem, an, cover, best, options = run.problem, run.an, run.cover, run.best, run.options
     costs = node_costs(problem, run.latency)
     search = PlanSearch(problem, an, cover, costs, plan_modes(problem, an, cover))
-    starts = [plan for _, _, plan in sorted(best.plans, key=lambda x: (x[0], x[1]))] or [{}]
-    done: set[tuple[tuple[int, str], ...]] = set()
+    ranked = [plan for _, _, plan in sorted(best.plans, key=lambda x: (x[0], x[1]))]
+    starts = [plan for plan in ranked if _key(plan) not in best.descended]
+    if not ranked and best.searched is None:
+        starts = [{}]
     deadline = stop_at(best, options)
     improved = 0  # the search's work when it last improved the incumbent
 
@@ -71,12 +76,11 @@ def local_search(run: Run, bound: float, kicks: int | None = None) -> int:
         best.late(time.perf_counter() >= deadline)
         return found
 
-    incumbent: Plan | None = None
+    incumbent: Plan | None = best.searched
     for plan in starts[:3]:
-        key = tuple(sorted(plan.items()))
-        if key in done or not more():
+        if _key(plan) in best.descended or not more():
             continue
-        done.add(key)
+        best.descended.add(_key(plan))
         found = descend(plan)
         if incumbent is None or search.score(found, False) < search.score(incumbent, False):
             incumbent = found
@@ -91,7 +95,12 @@ def local_search(run: Run, bound: float, kicks: int | None = None) -> int:
         found = descend(plan)
         if search.score(found, False) < search.score(incumbent, False):
             incumbent = found
+    best.searched = incumbent
     return search.evals
+
+
+def _key(plan: Plan) -> tuple[tuple[int, str], ...]:
+    return tuple(sorted(plan.items()))
 
 
 def search_stalled(work: int, improved: int, stall: int, first: int) -> bool:
