@@ -1599,3 +1599,26 @@ def test_large_mips_give_way_to_the_relaxation_and_the_search(seed: int) -> None
         if cost is not None:
             assert again.steps == schedule_scale(problem, opts).steps
             assert "Policy.mip_cols" in str(again.report.to_json().get("primal", ""))
+
+
+def test_a_local_search_goes_on_from_the_last_ones_end() -> None:
+    """A second local search neither descends again from the recorded plans the first started from
+    (without kicks it replays nothing) nor forgets where the first ended (its kicks start from there);
+    a plan recorded after the first search is descended from once."""
+    from poet_edge.schedulers.plan_search import plan_with
+    from poet_edge.schedulers.scale_search import local_search
+
+    problem, an, cover, _, modes = _dense_plans(0.9)
+    best = Board()
+    plain = sum(node.compute_j for node in problem.nodes)
+    run = Run(problem, an, cover, best, OPTS, False, 1.0, plain, LEVELS[0])
+    best.plans.append((0.0, 0, {}))
+    first = local_search(run, 0.0, kicks=0)
+    assert first > 0 and best.searched is not None and best.descended == {()}
+    ended = best.searched
+    assert local_search(run, 0.0, kicks=0) == 0 and best.searched == ended
+    k = sorted(modes)[0]
+    best.plans.append((1.0, 1, plan_with({}, k, modes[k][0])))
+    assert local_search(run, 0.0, kicks=0) > 0 and len(best.descended) == 2
+    assert local_search(run, 0.0, kicks=0) == 0
+    assert local_search(run, 0.0, kicks=2) > 0  # kicks from the end
