@@ -35,6 +35,11 @@ from poet_edge.schedulers.plan_replay import (
 from poet_edge.schedulers.segment_cover import Cover
 
 
+def plan_key(plan: Plan) -> tuple[tuple[int, str], ...]:
+    """``plan`` as a hashable key (the same plan, the same key)."""
+    return tuple(sorted(plan.items()))
+
+
 def plan_with(plan: Plan, k: int, mode: str | None) -> Plan:
     """A copy of ``plan`` with key k set to ``mode`` (left out when None)."""
     out = dict(plan)
@@ -72,7 +77,7 @@ class PlanSearch:
         self.base = Trace(self.problem, self.an, replay_entries(self.cover, plan), self.costs)
 
     def score(self, plan: Plan, strict: bool) -> tuple[float, float]:
-        key = tuple(sorted(plan.items()))
+        key = plan_key(plan)
         if key in self.seen:
             return self.seen[key]
         self.evals += 1

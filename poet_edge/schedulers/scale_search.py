@@ -28,7 +28,7 @@ from poet_edge.schedulers.plan_replay import (
     replay_entries,
     replay_plan,
 )
-from poet_edge.schedulers.plan_search import PlanSearch, plan_modes, plan_with
+from poet_edge.schedulers.plan_search import PlanSearch, plan_key, plan_modes, plan_with
 from poet_edge.schedulers.scale_options import Policy
 from poet_edge.schedulers.scale_split import split_poll
 from poet_edge.simulator import simulate
@@ -48,7 +48,7 @@ def local_search(run: Run, bound: float, kicks: int | None = None) -> int:
     costs = node_costs(problem, run.latency)
     search = PlanSearch(problem, an, cover, costs, plan_modes(problem, an, cover))
     ranked = [plan for _, _, plan in sorted(best.plans, key=lambda x: (x[0], x[1]))]
-    starts = [plan for plan in ranked if _key(plan) not in best.descended]
+    starts = [plan for plan in ranked if plan_key(plan) not in best.descended]
     if not ranked and best.searched is None:
         starts = [{}]
     deadline = stop_at(best, options)
@@ -78,9 +78,9 @@ def local_search(run: Run, bound: float, kicks: int | None = None) -> int:
 
     incumbent: Plan | None = best.searched
     for plan in starts[:3]:
-        if _key(plan) in best.descended or not more():
+        if plan_key(plan) in best.descended or not more():
             continue
-        best.descended.add(_key(plan))
+        best.descended.add(plan_key(plan))
         found = descend(plan)
         if incumbent is None or search.score(found, False) < search.score(incumbent, False):
             incumbent = found
@@ -97,10 +97,6 @@ def local_search(run: Run, bound: float, kicks: int | None = None) -> int:
             incumbent = found
     best.searched = incumbent
     return search.evals
-
-
-def _key(plan: Plan) -> tuple[tuple[int, str], ...]:
-    return tuple(sorted(plan.items()))
 
 
 def search_stalled(work: int, improved: int, stall: int, first: int) -> bool:
