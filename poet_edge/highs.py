@@ -219,7 +219,10 @@ def lagrangian_bound(lp: Lp, row_dual: np.ndarray) -> tuple[float, np.ndarray] |
 @dataclass(frozen=True)
 class Options:
     """How HiGHS runs. None leaves HiGHS's default. ``node_limit`` (``mip_max_nodes``) and
-    ``iteration_limit`` (``simplex_iteration_limit``) are deterministic budgets; ``time_limit`` (seconds)
+    ``iteration_limit`` (``simplex_iteration_limit``) are deterministic budgets, and so is ``check_limit``:
+    HiGHS's MIP interrupt checks (its ``checkLimits``, called at fixed points of its own deterministic
+    search: root cut rounds, strong branching, restarts, nodes), at most this many; it bounds the root,
+    which ``mip_max_nodes`` does not count (the run's ``limit`` is then "checks"); ``time_limit`` (seconds)
     is a safety stop (a run it cuts depends on the machine's load); ``watchdog`` (seconds): how long a
     run may take before it is left behind (:func:`stuck`; by default the time limit and its
     :func:`grace`, none without a time limit). ``cutoff``: only points cheaper than
@@ -229,6 +232,7 @@ class Options:
     threads: int | None = None
     time_limit: float | None = None
     node_limit: int | None = None
+    check_limit: int | None = None
     iteration_limit: int | None = None
     mip_rel_gap: float | None = None
     mip_abs_gap: float | None = None
@@ -290,8 +294,8 @@ class Result:
     relative MIP gap; ``values``: the column values, None without a point; ``trusted``: the values give
     the objective (else use neither them nor the bound: HiGHS 1.16.0 can return a start's values with
     another point's objective); ``restarted``: solved again without the start for that; ``start``: HiGHS's
-    status for the MIP start ("none" without one); ``iterations``, ``nodes``: simplex iterations and
-    branch-and-bound nodes (deterministic counts)."""
+    status for the MIP start ("none" without one); ``iterations``, ``nodes``, ``checks``: simplex
+    iterations, branch-and-bound nodes and MIP interrupt checks (deterministic counts)."""
 
     status: str
     code: str
@@ -307,6 +311,7 @@ class Result:
     start: str = "none"
     iterations: int = 0
     nodes: int = 0
+    checks: int = 0
 
     @property
     def cut(self) -> bool:
@@ -359,6 +364,8 @@ class Solver:
         self._mip = False  # the loaded model has an integer column
         self._abandoned = False  # a run of this instance was left behind by the watchdog
         self._watchdog = options.watchdog
+        self._check_limit = options.check_limit
+        self._checks = 0  # the last run's MIP interrupt checks
         self.set(options.pairs())
 
     def set(self, pairs: Sequence[tuple[str, OptionValue]]) -> None:
@@ -482,7 +489,8 @@ class Solver:
     ) -> Result:
         """Solves the loaded model, from MIP start ``start`` (a value per column) if given. ``watch`` is
         told HiGHS's MIP progress at each of its interrupt checks and ends the solve by returning True;
-        ``improving`` is told it at each better point (read-only). The result is checked: values that
+        ``improving`` is told it at each better point (read-only); the checks are counted, and the
+        solve ends at ``Options.check_limit`` of them. The result is checked: values that
         do not give HiGHS's objective are not trusted, and when a start was set the model is solved
         again without it in what is left of the time limit. A run the watchdog leaves behind (or one
         not started while another is left behind, :func:`stuck`) is cut by the time limit with no point
@@ -495,13 +503,17 @@ class Solver:
             sol = self._highspy.HighsSolution()
             sol.col_value = list(map(float, start))
             start_status = str(h.setSolution(sol).name)
-        if watch is not None:
+        self._checks, most = 0, self._check_limit
 
-            def check(e: Any) -> None:
-                d = e.data_out
-                if watch(Progress(d.running_time, d.mip_primal_bound, d.mip_dual_bound)):
-                    e.interrupt()
+        def check(e: Any) -> None:
+            self._checks += 1
+            d = e.data_out
+            if (most is not None and self._checks >= most) or (
+                watch is not None and watch(Progress(d.running_time, d.mip_primal_bound, d.mip_dual_bound))
+            ):
+                e.interrupt()
 
+        if self._mip:
             h.cbMipInterrupt.subscribe(check)
         if improving is not None:
 
@@ -517,6 +529,7 @@ class Solver:
         if not trusted and start is not None:
             limit = self.time_limit
             h.clearSolver()  # also drops the start
+            self._checks = 0
             self.set_time_limit(max(0.05, limit - (time.perf_counter() - began)))
             ended = self._run()
             if not ended:
@@ -541,7 +554,9 @@ class Solver:
             code=str(status.name),
             optimal=optimal,
             infeasible=status in (ms.kInfeasible, ms.kUnboundedOrInfeasible),
-            limit=_LIMITS.get(status.name),
+            limit="checks"
+            if self._check_limit is not None and self._checks >= self._check_limit
+            else _LIMITS.get(status.name),
             objective=objective,
             bound=bound,
             gap=float(info.mip_gap),
@@ -551,6 +566,7 @@ class Solver:
             start=start,
             iterations=max(0, int(info.simplex_iteration_count)),
             nodes=max(0, int(info.mip_node_count)),
+            checks=self._checks,
         )
 
     def _usable(self) -> None:

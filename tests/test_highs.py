@@ -133,9 +133,10 @@ def test_infeasible_start_and_refused_rows() -> None:
 
 
 def test_limits_cut_and_say_so() -> None:
-    """A node limit of 1 and an iteration limit of 1 on a multi-dimensional knapsack HiGHS needs
-    hundreds of nodes for: the result says which limit cut it, deterministically (the same counts
-    twice), with a valid bound."""
+    """A node limit of 1, a limit of 3 interrupt checks and an iteration limit of 1 on a
+    multi-dimensional knapsack HiGHS needs hundreds of nodes for: the result says which limit cut it,
+    deterministically (the same counts twice), with a valid bound; the check limit cuts the root, which
+    the node limit lets run."""
     rng = np.random.default_rng(3)
     n, m = 40, 5
     w = rng.integers(5, 30, (m, n))
@@ -152,6 +153,14 @@ def test_limits_cut_and_say_so() -> None:
     assert counts[0] == counts[1]
     assert runs[0].bound <= full.objective + 1e-9
     assert runs[0].objective is not None and runs[0].objective >= full.objective - 1e-9
+    # the node limit leaves the root to run; HiGHS's interrupt checks bound it (check_limit)
+    assert runs[0].checks > 3, runs[0]
+    checked = [highs.solve(model, highs.Options(threads=1, check_limit=3)) for _ in range(2)]
+    assert all(r.limit == "checks" and r.checks == 3 and r.nodes == 0 for r in checked), checked
+    assert [(r.iterations, r.objective, r.bound) for r in checked[:1]] == [
+        (r.iterations, r.objective, r.bound) for r in checked[1:]
+    ]
+    assert checked[0].bound <= full.objective + 1e-9 and checked[0].iterations < runs[0].iterations
     relaxed = highs.Model.of(-value, rows, integer=np.zeros(n, bool))
     lp = highs.solve(relaxed, highs.Options(threads=1, iteration_limit=1))
     assert lp.limit == "iterations" and not lp.optimal

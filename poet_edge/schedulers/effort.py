@@ -27,7 +27,9 @@ class Budget:
 
     kicks: int  # local search: perturb-and-descend rounds (fixed seed per level)
     stall: int  # ... it stops once this much replay work brought no improvement (PlanSearch.work)
-    nodes: int  # HiGHS branch-and-bound nodes per bound, stage-model or proof solve
+    nodes: int  # HiGHS branch-and-bound nodes per bound, stage-model or proof solve; the segment cover's
+    # bound and primal MIPs, which every graph runs, also stop after as many HiGHS interrupt checks (their
+    # root: highs.Options.check_limit); the mid-size path's bound models keep their roots whole
     window_nodes: int  # ... per large-neighbourhood window
     windows: int  # large-neighbourhood windows per sweep phase (near, main, second start)
     window_stall: int  # windows without improvement before the second start takes over (and back)

@@ -102,6 +102,7 @@ def solve_lp(
     reduced: tuple[float, np.ndarray] | None = None,
     first_point: bool = False,
     nodes: int | None = None,
+    checks: int | None = None,
 ) -> LpResult:
     """HiGHS on the model (its LP relaxation unless ``integer``). With ``cutoff`` (scaled), HiGHS looks
     only for points cheaper than it (as :func:`poet_edge.schedulers.stage_model.solve`): the bound is
@@ -115,7 +116,8 @@ def solve_lp(
     (``LpResult.reduced``); ``reduced``: a proof is given those of the same model (its LP not solved again).
     ``first_point``: a proof ends at the first point below the cutoff (it has failed then). ``nodes``: at
     most this many branch-and-bound nodes (HiGHS's ``mip_max_nodes``, a deterministic limit; the time
-    limit is then only a safety stop)."""
+    limit is then only a safety stop); ``checks``: at most this many of HiGHS's interrupt checks
+    (``highs.Options.check_limit``, deterministic too), which bound its root: the node limit does not."""
     if not lp.cost:
         return LpResult("empty", True, True, 0.0, 0.0, np.zeros(0))
     solver = highs.Solver(
@@ -123,6 +125,7 @@ def solve_lp(
             threads=options.threads or None,
             time_limit=max(0.05, time_limit),
             node_limit=nodes,
+            check_limit=checks,
             # a negative gap (tests: a run whose gap never closes) is one HiGHS refuses: its default stays
             mip_rel_gap=options.inner_gap if options.inner_gap >= 0 else None,
             cutoff=cutoff,

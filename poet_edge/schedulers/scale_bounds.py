@@ -55,7 +55,9 @@ def cover_bound(run: Run, bound: float = 0.0) -> float:
                 "order (the segment relaxation is infeasible)"
             )
         return relaxed.bound
-    solved = solve_lp(lp, seconds_left(best, options), options, nodes=run.budget.nodes)
+    solved = solve_lp(
+        lp, seconds_left(best, options), options, nodes=run.budget.nodes, checks=run.budget.nodes
+    )
     best.clock(solved.status)
     if not solved.feasible:
         raise PoetError(

@@ -137,7 +137,9 @@ def primal_rounds(run: Run, bound: float) -> str:
                     f"{name} rounds: a model of {len(lp.cost):,} columns (above Policy.mip_cols) not solved"
                 )
                 break
-            solved = solve_lp(lp, seconds_left(best, options), options, nodes=run.budget.nodes)
+            solved = solve_lp(
+                lp, seconds_left(best, options), options, nodes=run.budget.nodes, checks=run.budget.nodes
+            )
             best.clock(solved.status)
             if name == "primal":
                 status = f"primal round {k}: {solved.status}"
