@@ -16,7 +16,11 @@ which repairs overflows by the DTR rule. A bound-model solution can also be read
 from __future__ import annotations
 
 import random
+from bisect import bisect_right
 from dataclasses import dataclass
+from functools import reduce
+from itertools import chain, filterfalse
+from operator import add
 
 import numpy as np
 
@@ -117,14 +121,37 @@ def decode(
     return engine.run(), engine.overflow
 
 
+@dataclass(frozen=True)
+class _Table:
+    """Per node, what a replay reads (once per problem, analysis and costs; a :class:`Trace` shares it)."""
+
+    out: tuple[int, ...]  # bytes of the value
+    run: tuple[int, ...]  # bytes while it runs: the value and the workspace
+    until: tuple[int, ...]  # the last stage it may be recomputed at (-1: not recomputable)
+    pred_sets: tuple[frozenset[int], ...]
+    costs: tuple[list[float], ...]  # compute, page-in, page-out
+
+    @staticmethod
+    def of(problem: SchedulingProblem, an: Analysis, costs: tuple[list[float], ...]) -> _Table:
+        nodes = problem.nodes
+        return _Table(
+            tuple(node.out_bytes for node in nodes),
+            tuple(node.out_bytes + node.workspace_bytes for node in nodes),
+            tuple(u if node.recomputable else -1 for node, u in zip(nodes, an.recomp_until, strict=True)),
+            tuple(frozenset(ps) for ps in an.preds),
+            costs or node_costs(problem, False),
+        )
+
+
 class _Replay:
     """Direct decoder of a plan (see :func:`replay_plan`). ``h`` hashes the values in RAM and in storage
     (Zobrist: one random word per value and place, XORed in and out), so a replay can tell cheaply
     where it is back in another replay's state (:class:`Trace`)."""
 
-    def __init__(self, problem: SchedulingProblem, an: Analysis, costs: tuple[list[float], ...] = ()) -> None:
+    def __init__(self, problem: SchedulingProblem, an: Analysis, tab: _Table) -> None:
         self.p, self.an = problem, an
-        self.costs = costs or node_costs(problem, False)
+        self.tab, self.costs = tab, tab.costs
+        self.fixed, self.budget = problem.fixed_bytes, problem.budget_bytes
         self.cost = 0.0
         self.hold = True  # keep inputs recomputed for a restoration until their last use
         self.work = 20 * len(problem.nodes) + 1000  # recomputations a plan may ask for
@@ -156,26 +183,26 @@ class _Replay:
         if self.incs is not None:
             self.incs.append(c)
 
-    def _fits(self, t: int, extra: int) -> None:
-        over = self.p.fixed_bytes + self.live + extra - self.p.budget_bytes
+    def _arrive(self, t: int, v: int, extra: int, cost: float, step: type[Compute | PageIn]) -> None:
+        """v comes into RAM before stage t's compute (computed or paged in; ``extra``: the bytes it needs)."""
+        over = self.fixed + self.live + extra - self.budget
         if over > 0:
-            self.overflow[t] = max(self.overflow.get(t, 0), over)
+            if over > self.overflow.get(t, 0):
+                self.overflow[t] = over
             if self.events is not None:
                 self.events.append((t, over))
-
-    def _in(self, v: int) -> None:
+        self.cost += cost
+        if self.incs is not None:
+            self.incs.append(cost)
+        if self.record:
+            self.steps.append(step(self.p.nodes[v].name))
         if v not in self.ram and self.keys[0]:
             self.h ^= self.keys[0][v]
         self.ram.add(v)
-        self.live += self.p.nodes[v].out_bytes
+        self.live += self.tab.out[v]
 
     def compute(self, t: int, v: int) -> None:
-        node = self.p.nodes[v]
-        self._fits(t, node.out_bytes + node.workspace_bytes)
-        self._add(self.costs[0][v])
-        if self.record:
-            self.steps.append(Compute(node.name))
-        self._in(v)
+        self._arrive(t, v, self.tab.run[v], self.costs[0][v], Compute)
 
     def free(self, v: int) -> None:
         if self.record:
@@ -183,77 +210,72 @@ class _Replay:
         if v in self.ram and self.keys[0]:
             self.h ^= self.keys[0][v]
         self.ram.discard(v)
-        self.live -= self.p.nodes[v].out_bytes
+        self.live -= self.tab.out[v]
 
     def page_out(self, v: int) -> bool:
-        node, cap = self.p.nodes[v], self.p.storage_bytes
+        out, cap = self.tab.out[v], self.p.storage_bytes
         if v not in self.storage:
-            if not node.pageable or (cap is not None and self.stored + node.out_bytes > cap):
+            if not self.p.nodes[v].pageable or (cap is not None and self.stored + out > cap):
                 return False
             self.storage.add(v)
             if self.keys[1]:
                 self.h ^= self.keys[1][v]
-            self.stored += node.out_bytes
+            self.stored += out
             self._add(self.costs[2][v])
             if self.record:
-                self.steps.append(PageOut(node.name))
+                self.steps.append(PageOut(self.p.nodes[v].name))
         return True
 
     def restore(self, t: int, v: int, depth: int = 0) -> bool:
         """Brings v back before stage t's compute: page-in, or recomputation (inputs first)."""
-        node = self.p.nodes[v]
+        tab = self.tab
         if v in self.storage:
-            self._fits(t, node.out_bytes)
-            self._add(self.costs[1][v])
-            if self.record:
-                self.steps.append(PageIn(node.name))
-            self._in(v)
+            self._arrive(t, v, tab.out[v], self.costs[1][v], PageIn)
             return True
-        if not node.recomputable or t > self.an.recomp_until[v] or depth > 50:
-            self.error = f"{node.name} can be neither paged in nor recomputed at stage {t}"
+        if t > tab.until[v] or depth > 50:
+            self.error = f"{self.p.nodes[v].name} can be neither paged in nor recomputed at stage {t}"
             return False
         self.work -= 1
         if self.work < 0:  # freed temporaries of a deep DAG can make restorations exponential
             self.error = "too many recomputations"
             return False
-        temp = [q for q in self.an.preds[v] if q not in self.ram]
+        temp = [*filterfalse(self.ram.__contains__, self.an.preds[v])]
         for q in temp:
             if not self.restore(t, q, depth + 1):
                 return False
         self.compute(t, v)
+        ram, keep, hold, last_use = self.ram, tab.pred_sets[t], self.hold, self.an.last_use
         for q in temp:
-            if q in self.ram and q not in self.an.preds[t] and (not self.hold or self.an.last_use[q] <= t):
+            if q in ram and q not in keep and (not hold or last_use[q] <= t):
                 self.free(q)
         return True
 
     def stage(self, t: int, plan: dict[int, list[tuple[int, str]]]) -> bool:
+        ram = self.ram
         for u in self.an.preds[t]:
-            if u not in self.ram and not self.restore(t, u):
+            if u not in ram and not self.restore(t, u):
                 return False
         self.compute(t, t)
         dying = self.an.dying[t]
         if t in self.release:
             dying = tuple(sorted({*dying, *self.release[t]}))
+        last_use, kept = self.an.last_use, self.kept
         for u in dying:
-            if u in self.ram and max(self.an.last_use[u], self.kept.get(u, -1)) <= t:
+            if u in ram and last_use[u] <= t and kept.get(u, -1) <= t:
                 self.free(u)
-        for u, mode in plan.get(t, ()):
-            if u not in self.ram or mode in (KEEP, FETCH) or mode.startswith(LATE):
+        entries = plan.get(t, ())
+        for u, mode in entries:
+            if u not in ram or mode in (KEEP, FETCH) or mode.startswith(LATE):
                 continue
             if mode == STORE:
                 self.page_out(u)
             elif mode == DROP or self.page_out(u):
                 self.free(u)
-        for u, mode in plan.get(t, ()):
-            if (
-                mode == FETCH
-                and u not in self.ram
-                and t + 1 < len(self.p.nodes)
-                and not self.restore(t + 1, u)
-            ):
+        for u, mode in entries:
+            if mode == FETCH and u not in ram and t + 1 < len(self.p.nodes) and not self.restore(t + 1, u):
                 return False
-        for u, mode in plan.get(t, ()):
-            if u in self.ram and mode.startswith(LATE) and (mode == LATE + DROP or self.page_out(u)):
+        for u, mode in entries:
+            if u in ram and mode.startswith(LATE) and (mode == LATE + DROP or self.page_out(u)):
                 self.free(u)
         return True
 
@@ -276,7 +298,7 @@ def replay_plan(
     a value in storage pages it in, of any other recomputes it); an entry (v, KEEP) at stage t holds
     v in RAM until stage t (past its last use). A plan needing more than 20 n + 1000
     recomputations is refused (None, as if it did not fit)."""
-    r = _Replay(problem, an, costs)
+    r = _Replay(problem, an, _Table.of(problem, an, costs))
     r.plan_keeps(plan)
     for t in range(len(problem.nodes)):
         if not r.stage(t, plan):
@@ -311,6 +333,7 @@ class Trace:
         rng = random.Random(n)
         self.keys = ([rng.getrandbits(63) for _ in range(n)], [rng.getrandbits(63) for _ in range(n)])
         self.problem, self.an, self.entries, self.costs = problem, an, entries, costs
+        self.tab = _Table.of(problem, an, costs)
         r = self._fresh()
         r.plan_keeps(entries)
         r.events, r.incs = [], []
@@ -334,10 +357,11 @@ class Trace:
                 self.complete = False
                 break
         self.incs, self.events = r.incs, r.events
+        self.run_ends, self.runs = _runs(r.events)
         self.cost = r.cost if self.complete and not r.overflow else None  # the plan's, when it fits
 
     def _fresh(self) -> _Replay:
-        r = _Replay(self.problem, self.an, self.costs)
+        r = _Replay(self.problem, self.an, self.tab)
         r.record, r.keys = False, self.keys
         return r
 
@@ -388,8 +412,12 @@ class Trace:
         return (None, r.overflow) if r.overflow else (r.cost, {})
 
     def _overflow_from(self, t: int, overflow: dict[int, int]) -> dict[int, int]:
-        out = dict(overflow)
-        for stage, over in self.events[self.at[t][1] :]:
+        """``overflow`` with the traced events from stage t on: the rest of the run of events that stage
+        t starts in, then whole runs (:func:`_runs`); per stage the most bytes, in the events' order."""
+        out, e = dict(overflow), self.at[t][1]
+        b = bisect_right(self.run_ends, e)  # the run events[e] is in
+        head = self.events[e : self.run_ends[b]] if b < len(self.runs) else ()
+        for stage, over in chain(head, self.runs[b + 1 :]):
             out[stage] = max(out.get(stage, 0), over)
         return out
 
@@ -401,10 +429,20 @@ class Trace:
             return None, (r.overflow if strict else self._overflow_from(t, r.overflow))
         if r.overflow:
             return None, r.overflow
-        cost = r.cost
-        for c in self.incs[incs:]:
-            cost += c
-        return cost, {}
+        return reduce(add, self.incs[incs:], r.cost), {}  # one by one, in order
+
+
+def _runs(events: list[tuple[int, int]]) -> tuple[list[int], list[tuple[int, int]]]:
+    """The overflow events in runs of one stage: where each run ends, and its (stage, most bytes)."""
+    ends: list[int] = []
+    runs: list[tuple[int, int]] = []
+    for i, (stage, over) in enumerate(events, 1):
+        if runs and runs[-1][0] == stage:
+            runs[-1], ends[-1] = (stage, max(runs[-1][1], over)), i
+        else:
+            runs.append((stage, over))
+            ends.append(i)
+    return ends, runs
 
 
 @dataclass(frozen=True)
