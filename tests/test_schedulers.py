@@ -13,7 +13,8 @@ from poet_edge.errors import PoetError
 from poet_edge.graphgen import chain, random_layered_dag, training_chain
 from poet_edge.memory_floor import check_budget, memory_floor
 from poet_edge.problem import ProblemNode, SchedulingProblem
-from poet_edge.schedulers import BASELINES, SCHEDULERS, get_scheduler
+from poet_edge.schedulers import BASELINES, SCHEDULERS, configured, get_scheduler
+from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.simulator import InvalidSchedule, SimResult, simulate
 
 NAMES = BASELINES  # the solvers have their own tests (tests/test_milp.py, tests/test_scheduler_scale.py)
@@ -91,6 +92,18 @@ def test_below_floor_is_refused_with_the_floor(name: str) -> None:
     with pytest.raises(PoetError) as err:
         SCHEDULERS[name](replace(problem, budget_bytes=floor.bytes - 1))
     assert str(floor.bytes) in str(err.value) and floor.node in str(err.value) and "floor" in str(err.value)
+
+
+def test_the_order_wrapper_refuses_a_budget_below_the_floor_first() -> None:
+    """``poet solve``'s scale (the order wrapper) says the floor and nothing else: no order or sequence
+    is searched for a budget no schedule can meet (a dense 2,000-node file took 90 s to say so)."""
+    problem = training_chain(8, seed=3)
+    floor = memory_floor(problem)
+    with pytest.raises(PoetError) as err:
+        configured("scale", MilpOptions(effort="quick"))(replace(problem, budget_bytes=floor.bytes - 1))
+    assert str(err.value) == f"RAM budget {floor.bytes - 1} bytes is below the memory floor " + (
+        f"{floor.bytes} bytes, set by {floor.explanation}; no schedule exists"
+    )
 
 
 def test_memory_floor_hand_case() -> None:

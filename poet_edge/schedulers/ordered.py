@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from poet_edge.errors import CutError, PoetError
+from poet_edge.memory_floor import check_budget
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule, SolveReport
 from poet_edge.schedulers.effort import sequence_work
@@ -169,7 +170,9 @@ def schedule_ordered(
     the problem's order is forced, else "this order" (``inner``'s bound covers only schedules that
     first compute the nodes in the chosen order), and an "optimal" status says "optimal for this order"
     when the bound covers only that. When a sequence wins, the bound is the plain pass and ``inner``'s
-    bound is kept as ``order_bound``."""
+    bound is kept as ``order_bound``. A budget below the memory floor is refused first, before any order
+    or sequence is looked for (:func:`~poet_edge.memory_floor.check_budget`)."""
+    check_budget(problem)
     began = time.perf_counter()
     deadline = Deadline(began + time_limit_s)  # the safety stop of the counted order and sequence work
     choice = choose_order(problem, problem.budget_bytes, work, deadline)
