@@ -13,10 +13,12 @@ import pytest
 
 from poet_edge.errors import CutError, PoetError
 from poet_edge.graphgen import dense_layered, random_layered_dag, shuffled, training_chain
+from poet_edge.memory_floor import memory_floor
 from poet_edge.problem import ProblemNode, SchedulingProblem
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers import configured, engine
 from poet_edge.schedulers.fit import ROUND_WORK as INSERT_WORK
+from poet_edge.schedulers.fit import Unfit, fit_sequences
 from poet_edge.schedulers.greedy import SAMPLE, schedule_greedy
 from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.schedulers.none import schedule_none
@@ -121,6 +123,21 @@ def test_recomputations_inserted_into_an_order_fit_the_budget() -> None:
     sim = simulate(replace(problem, budget_bytes=budget), sequence_schedule(ordered, seq, "x"))
     assert sim.peak_ram_bytes <= budget and sim.n_recomputations == len(seq) - len(problem.nodes) > 0
     assert sim.energy_j == pytest.approx(sum(costs[v] for v in seq.tolist()))  # one cost per compute
+
+
+def test_orders_without_a_fitting_sequence_say_the_lowest_peak_reached() -> None:
+    """At its memory floor, dense_layered(60, 2) gets no sequence in the given order or the chosen one:
+    the result names the lowest peak the lowered construction reached, between the budget and the
+    order's own peak, and the order it reached it in (for the error a user reads: how far off it was)."""
+    problem = dense_layered(60, seed=2)
+    budget = memory_floor(problem).bytes
+    costs = [n.compute_j for n in problem.nodes]
+    given, chosen = tuple(range(60)), tuple(choose_order(problem, budget).order)
+    unfit = fit_sequences(problem, budget, costs, [given, chosen])
+    assert isinstance(unfit, Unfit) and unfit.peak is not None and unfit.evaluations > 0
+    peaks = {o: _peak(reorder(problem, o)) for o in (given, chosen)}
+    assert unfit.order in peaks and budget < unfit.peak < peaks[unfit.order]
+    assert fit_sequences(problem, budget, costs, []) == Unfit(None, (), 0)
 
 
 def test_bound_labels_say_which_orders_they_cover() -> None:

@@ -17,7 +17,7 @@ order (the cheapest at the start is not always the cheapest after the sequence s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -43,6 +43,17 @@ class Fitted:
     problem: SchedulingProblem
     order: tuple[int, ...]
     sequences: tuple[tuple[np.ndarray, str], ...]
+    evaluations: int
+
+
+@dataclass(frozen=True)
+class Unfit:
+    """No order got a fitting sequence: the lowest peak the *lowered* construction reached (bytes, as the
+    budget counts them) and the order it reached it in (indices of the input problem's nodes); None
+    when no order was tried (the safety stop)."""
+
+    peak: int | None
+    order: tuple[int, ...]
     evaluations: int
 
 
@@ -85,9 +96,9 @@ Found = list[tuple[np.ndarray, str]]  # fitting sequences and their origins
 
 def _in_order(
     problem: SchedulingProblem, budget: int, costs: np.ndarray, deadline: Deadline
-) -> tuple[Found, int]:
-    """The fitting sequences of the two constructions in ``problem``'s order, with their origins; and
-    the evaluations spent."""
+) -> tuple[Found, int, int]:
+    """The fitting sequences of the two constructions in ``problem``'s order, with their origins; the
+    evaluations spent; the lowest peak the lowered construction reached."""
     seqs = Sequences(problem)
     found: Found = []
     work = ON_DEMAND_WORK * len(problem.nodes)
@@ -101,7 +112,7 @@ def _in_order(
         pass
     elif (finished := on_demand_sequence(problem, budget, costs, work, targets=lowered)) is not None:
         found.append((finished, "recomputations inserted with the target lowered, then recomputed on demand"))
-    return [f for f in found if int(seqs.curve(f[0])[0].max()) <= budget], seqs.evaluations
+    return [f for f in found if int(seqs.curve(f[0])[0].max()) <= budget], seqs.evaluations, top
 
 
 def fit_sequences(
@@ -110,19 +121,21 @@ def fit_sequences(
     cost: Sequence[float] | np.ndarray,
     orders: Sequence[tuple[int, ...]],
     deadline: Deadline | None = None,
-) -> Fitted | None:
+) -> Fitted | Unfit:
     """The module docstring's fitting sequences in the first of ``orders`` (each as indices of
-    ``problem``'s nodes, as ``cost`` is) where one fits; None when none does. Past ``deadline`` (the
-    safety stop) no further round or order is tried (``deadline.hit`` then says so)."""
+    ``problem``'s nodes, as ``cost`` is) where one fits; :class:`Unfit` when none does. Past
+    ``deadline`` (the safety stop) no further round or order is tried (``deadline.hit`` then says so)."""
     costs = np.asarray(cost, dtype=float)
     deadline = deadline or Deadline()
-    evaluations = 0
+    evaluations, closest = 0, Unfit(None, (), 0)
     for order in orders:
         if deadline.passed():
             break
         ordered = reorder(problem, order)
-        found, spent = _in_order(ordered, budget, costs[list(order)], deadline)
+        found, spent, top = _in_order(ordered, budget, costs[list(order)], deadline)
         evaluations += spent
         if found:
             return Fitted(ordered, tuple(order), tuple(found), evaluations)
-    return None
+        if closest.peak is None or top < closest.peak:
+            closest = Unfit(top, tuple(order), 0)
+    return replace(closest, evaluations=evaluations)

@@ -22,7 +22,7 @@ from poet_edge.memory_floor import check_budget
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule, SolveReport
 from poet_edge.schedulers.effort import sequence_work
-from poet_edge.schedulers.fit import capped, fit_sequences
+from poet_edge.schedulers.fit import Unfit, capped, fit_sequences
 from poet_edge.schedulers.lp_model import node_costs
 from poet_edge.schedulers.milp import ProgressCallback
 from poet_edge.schedulers.ordering import (
@@ -54,6 +54,7 @@ class Attempt:
     cost: float
     at_s: float  # seconds from the start of schedule_ordered (the first valid one)
     origin: str = ""
+    closest: str = ""  # none from the sequences: the lowest peak they reached, and where
 
 
 def _measure(problem: SchedulingProblem, schedule: Schedule, latency: bool, at_s: float) -> Attempt:
@@ -255,7 +256,9 @@ def schedule_ordered(
                 f"{', '.join(FALLBACK_ORDERS + ((), LEVEL_ORDERS)[not capped(len(problem.nodes))])} orders "
                 f"found no sequence within "
                 f"{problem.budget_bytes} B either (the chosen order's peak without recomputation is "
-                f"{choice.peak} B)"
+                f"{choice.peak} B"
+                + (f"; the lowest peak with recomputations: {ours.closest}" if ours.closest else "")
+                + ")"
             ) from error
         result = _ours(ours, None, plain, choice, order_s, began)
         return _marked(result, deadline, first_cut, chosen_cut or given_cut, chosen_cut)
@@ -289,8 +292,13 @@ def _sequences(
         for name, order in levels(precedence(problem)):
             named.setdefault(tuple(order), f"the {name} order")
     fitted = fit_sequences(problem, budget, costs, list(named), deadline)
-    if fitted is None:
-        return Attempt(None, math.inf, 0.0)
+    if isinstance(fitted, Unfit):
+        if fitted.peak is None:
+            return Attempt(None, math.inf, 0.0)
+        over = 100.0 * (fitted.peak - budget) / budget
+        return Attempt(
+            None, math.inf, 0.0, closest=f"{fitted.peak} B in {named[fitted.order]}, {over:.1f}% above"
+        )
     at = time.perf_counter() - began
     where = named[fitted.order]
     mine = costs[list(fitted.order)]
