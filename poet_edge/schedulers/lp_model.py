@@ -177,4 +177,5 @@ def solve_lp(
     if optimal and obj is not None and not integer:
         bound = obj
     got = solver.safe_bound() if with_reduced and not integer and optimal else None
-    return LpResult(r.status, not infeasible, optimal, obj, max(0.0, bound), r.values, got)
+    status = "check limit reached" if r.limit == "checks" else r.status  # HiGHS: "Interrupted by user"
+    return LpResult(status, not infeasible, optimal, obj, max(0.0, bound), r.values, got)
