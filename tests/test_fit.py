@@ -13,7 +13,7 @@ from poet_edge.errors import PoetError
 from poet_edge.graphgen import dense_layered
 from poet_edge.problem import ProblemNode, SchedulingProblem
 from poet_edge.schedulers import configured
-from poet_edge.schedulers.fit import ROUND_WORK, fit_sequences
+from poet_edge.schedulers.fit import ROUND_WORK, Fitted, Unfit, fit_sequences
 from poet_edge.schedulers.milp import MilpOptions
 from poet_edge.schedulers.on_demand import on_demand_sequence
 from poet_edge.schedulers.ordering import (
@@ -75,13 +75,13 @@ def test_lowered_target_then_on_demand_fits_where_the_straight_insertion_cannot(
     straight, _ = insert_recomputations(choice.problem, budget, ROUND_WORK, costs[list(choice.order)])
     assert straight is None  # going straight at the budget gets stuck here
     fitted = fit_sequences(problem, budget, costs, [choice.order])
-    assert fitted is not None and fitted.order == choice.order
+    assert isinstance(fitted, Fitted) and fitted.order == choice.order
     origins = [origin for _, origin in fitted.sequences]
     assert origins == ["recomputations inserted with the target lowered, then recomputed on demand"]
     for seq, _ in fitted.sequences:
         _checked(problem, fitted.problem, seq)
     again = fit_sequences(problem, budget, costs, [choice.order])
-    assert again is not None and all(
+    assert isinstance(again, Fitted) and all(
         np.array_equal(a, b) for (a, _), (b, _) in zip(fitted.sequences, again.sequences, strict=True)
     )
 
@@ -127,11 +127,12 @@ def test_the_safety_stop_cuts_the_sequence_construction() -> None:
     problem = _at(250, 3, 0.8)
     orders = [tuple(range(250))]
     cut = Deadline(0.0)
-    assert fit_sequences(problem, problem.budget_bytes, np.ones(250), orders, cut) is None and cut.hit
+    assert fit_sequences(problem, problem.budget_bytes, np.ones(250), orders, cut) == Unfit(None, (), 0)
+    assert cut.hit
     free = fit_sequences(problem, problem.budget_bytes, np.ones(250), orders)
     far = Deadline(float("inf"))
     again = fit_sequences(problem, problem.budget_bytes, np.ones(250), orders, far)
-    assert free is not None and again is not None and not far.hit
+    assert isinstance(free, Fitted) and isinstance(again, Fitted) and not far.hit
     assert [s.tolist() for s, _ in free.sequences] == [s.tolist() for s, _ in again.sequences]
 
 
