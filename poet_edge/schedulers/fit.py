@@ -17,7 +17,7 @@ order (the cheapest at the start is not always the cheapest after the sequence s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -127,7 +127,8 @@ def fit_sequences(
     ``deadline`` (the safety stop) no further round or order is tried (``deadline.hit`` then says so)."""
     costs = np.asarray(cost, dtype=float)
     deadline = deadline or Deadline()
-    evaluations, closest = 0, Unfit(None, (), 0)
+    evaluations, peak = 0, None  # peak: the lowest reached, in order ``closest``
+    closest: tuple[int, ...] = ()
     for order in orders:
         if deadline.passed():
             break
@@ -136,6 +137,6 @@ def fit_sequences(
         evaluations += spent
         if found:
             return Fitted(ordered, tuple(order), tuple(found), evaluations)
-        if closest.peak is None or top < closest.peak:
-            closest = Unfit(top, tuple(order), 0)
-    return replace(closest, evaluations=evaluations)
+        if peak is None or top < peak:
+            peak, closest = top, tuple(order)
+    return Unfit(peak, closest, evaluations)
