@@ -15,7 +15,7 @@ from poet_edge.graphgen import dense_layered
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers import configured
-from poet_edge.schedulers.effort import LEVELS, SIZE_PAIRS, levels, sequence_work, sized
+from poet_edge.schedulers.effort import LEVELS, SIZE_PAIRS, anneal_moves, levels, sequence_work, sized
 from poet_edge.schedulers.fit import ROUND_WORK as INSERT_WORK
 from poet_edge.schedulers.greedy import schedule_greedy
 from poet_edge.schedulers.milp import MilpOptions
@@ -83,12 +83,16 @@ def test_effort_sets_the_sequence_work_and_the_larger_is_never_costlier() -> Non
     def inner(p: SchedulingProblem, _limit: float, _above: float | None) -> Schedule:
         return schedule_greedy(p)  # a real scheduler; the sequence search's schedule wins here
 
+    assert [anneal_moves(e) for e in ("quick", "default", "max")] == [(100,), (100, 300), (100, 300, 1000)]
     runs = {
-        e: schedule_ordered(problem, inner, 1e9, sequences=sequence_work(e)) for e in ("quick", "default")
+        e: schedule_ordered(problem, inner, 1e9, sequences=sequence_work(e), anneal=anneal_moves(e))
+        for e in ("quick", "default")
     }
+    runs["not annealed"] = schedule_ordered(problem, inner, 1e9, sequences=sequence_work("quick"), anneal=())
     cost = {e: simulate(problem, s).energy_j for e, s in runs.items()}
-    assert cost["default"] <= cost["quick"]
-    assert "sequence search" in str(runs["default"].report.schedule_from)
+    assert cost["default"] <= cost["quick"] < cost["not annealed"]
+    assert "sequence search" in str(runs["not annealed"].report.schedule_from)
+    assert "then annealed" in str(runs["default"].report.schedule_from)
     with pytest.raises(PoetError, match="unknown effort"):
         configured("scale", MilpOptions(effort="huge"))
 

@@ -15,7 +15,7 @@ from poet_edge.errors import PoetError
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers import proof_process
-from poet_edge.schedulers.effort import SAFETY_S, sequence_work
+from poet_edge.schedulers.effort import SAFETY_S, anneal_moves, sequence_work
 from poet_edge.schedulers.greedy import schedule_greedy
 from poet_edge.schedulers.milp import MilpOptions, ProgressCallback, schedule_milp
 from poet_edge.schedulers.none import schedule_none
@@ -90,6 +90,7 @@ def configured(name: str, options: MilpOptions) -> Callable[[SchedulingProblem],
         latency = options.objective == "latency"
         try:
             sequences = sequence_work(options.effort)
+            anneal = anneal_moves(options.effort)
         except ValueError as e:
             raise PoetError(str(e)) from None
 
@@ -111,6 +112,7 @@ def configured(name: str, options: MilpOptions) -> Callable[[SchedulingProblem],
                 latency=latency,
                 remat=remat,
                 sequences=sequences,
+                anneal=anneal,
                 on_progress=tell,
                 beside=beside,
             )

@@ -37,16 +37,17 @@ class Budget:
     cut_rounds: int  # stage-model re-solves with the gaps' configurations cut off; repair windows
     split: bool  # mid-size graphs: the split model's cutoff proof runs in a child process
     sequences: int = 0  # evaluations of the sequence search (seq_search) where recomputations were inserted
+    anneal: int = 0  # ... then annealing moves (anneal) per node of the graph, from that search's best
     strict: bool = True  # mid-size graphs: the strict bound model may run (when the gap is wide)
 
 
 LEVELS = (
     Budget(kicks=60, stall=1000, nodes=100, window_nodes=5, windows=20, window_stall=10, rounds=6,
-           cut_rounds=2, split=False, sequences=1000),
+           cut_rounds=2, split=False, sequences=1000, anneal=100),
     Budget(kicks=300, stall=3000, nodes=500, window_nodes=20, windows=300, window_stall=60, rounds=12,
-           cut_rounds=8, split=True, sequences=2000),
+           cut_rounds=8, split=True, sequences=2000, anneal=300),
     Budget(kicks=1500, stall=10000, nodes=5000, window_nodes=100, windows=1500, window_stall=200,
-           rounds=24, cut_rounds=30, split=True, sequences=7000),
+           rounds=24, cut_rounds=30, split=True, sequences=7000, anneal=1000),
 )  # fmt: skip
 EFFORTS: Mapping[str, int] = {"quick": 1, "default": 2, "max": 3}  # the levels each effort runs
 
@@ -82,6 +83,13 @@ def sequence_work(effort: str) -> int:
     """The sequence search's evaluations at ``effort``: the sum over its levels (one search, the
     smaller effort's run its prefix); ValueError naming the efforts."""
     return sum(b.sequences for b in levels(effort))
+
+
+def anneal_moves(effort: str) -> tuple[int, ...]:
+    """The annealing moves per node of each level ``effort`` runs (one anneal per level, each from the
+    best sequence of the ones before: the smaller effort's runs are the prefix); ValueError naming the
+    efforts."""
+    return tuple(b.anneal for b in levels(effort))
 
 
 def levels(effort: str) -> tuple[Budget, ...]:

@@ -21,7 +21,8 @@ from poet_edge.errors import CutError, PoetError
 from poet_edge.memory_floor import check_budget
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule, SolveReport
-from poet_edge.schedulers.effort import sequence_work
+from poet_edge.schedulers.anneal import SEED, anneal_sequence
+from poet_edge.schedulers.effort import anneal_moves, sequence_work
 from poet_edge.schedulers.fit import Unfit, capped, fit_sequences
 from poet_edge.schedulers.lp_model import node_costs
 from poet_edge.schedulers.milp import ProgressCallback
@@ -42,6 +43,7 @@ from poet_edge.schedulers.seq_search import improve_sequence
 from poet_edge.simulator import simulate
 
 SEQUENCE_WORK = sequence_work("default")  # the sequence search's evaluations, per fitting sequence
+ANNEAL = anneal_moves("default")  # then the annealing's moves per node, one anneal per level
 FALLBACK_ORDERS = ("given", "min-net")  # tried, in turn, where no sequence fits the chosen order
 LEVEL_ORDERS = ("asap", "mid-level")  # then these, where each order's lowered insertion is not capped
 
@@ -137,6 +139,7 @@ def schedule_ordered(
     remat: bool = True,
     work: int = ORDER_WORK,
     sequences: int = SEQUENCE_WORK,
+    anneal: tuple[int, ...] = ANNEAL,
     on_progress: ProgressCallback | None = None,
     beside: Beside | None = None,
     later_s: float = LATER_S,
@@ -147,7 +150,9 @@ def schedule_ordered(
       once is the least any schedule in any order costs ("optimal", the bound covers all orders);
     * otherwise (not with ``remat`` False) the fitting sequences of :func:`~poet_edge.schedulers.fit.
       fit_sequences` in the chosen order (else in the ``FALLBACK_ORDERS``), a first schedule in seconds,
-      each improved by the sequence search (``sequences`` evaluations each: ``--effort``'s); then ``inner``
+      each improved by the sequence search (``sequences`` evaluations each: ``--effort``'s), the cheapest
+      then annealed (:mod:`~poet_edge.schedulers.anneal`; ``anneal``: moves per node, one anneal per
+      level of ``--effort``, each from the last one's best); then ``inner``
       runs on the chosen order for the time left, and, when that is not the given order, on the given
       order too (unless the safety stop cut the first run, or the time left is shorter than the first run
       took: then the run is marked cut, in phase "the given order's schedule"); the cheapest schedule is
@@ -197,7 +202,7 @@ def schedule_ordered(
             )
             return replace(attempt.schedule, report=_order_info(report, choice, at))
     ours = (
-        _sequences(problem, choice, latency, sequences, began, deadline)
+        _sequences(problem, choice, latency, (sequences, anneal), began, deadline)
         if remat
         else Attempt(None, math.inf, 0.0)
     )
@@ -275,13 +280,14 @@ def _sequences(
     problem: SchedulingProblem,
     choice: OrderChoice,
     latency: bool,
-    work: int,
+    work: tuple[int, tuple[int, ...]],
     began: float,
     deadline: Deadline,
 ) -> Attempt:
     """The cheapest of the fitting sequences (:func:`~poet_edge.schedulers.fit.fit_sequences`), each
-    improved by ``work`` evaluations of the sequence search (both stop at ``deadline``); at_s: when the
-    first fitting one was found."""
+    improved by ``work[0]`` evaluations of the sequence search, the cheapest of those then annealed
+    (``work[1]``: moves per node, one anneal per level, each from the last one's best; all stop at
+    ``deadline``); at_s: when the first fitting one was found."""
     budget = problem.budget_bytes
     costs = np.array(node_costs(problem, latency)[0], dtype=float)
     named = {choice.order: "the chosen order"}
@@ -302,13 +308,27 @@ def _sequences(
     at = time.perf_counter() - began
     where = named[fitted.order]
     mine = costs[list(fitted.order)]
-    best = Attempt(None, math.inf, at)
+    best, start = Attempt(None, math.inf, at), (np.zeros(0, dtype=np.int64), math.inf, "")
     for seq, origin in fitted.sequences:
-        found = improve_sequence(fitted.problem, budget, seq, mine, work, deadline)
+        found = improve_sequence(fitted.problem, budget, seq, mine, work[0], deadline)
         for s, label in ((seq, origin), (found.seq, f"{origin}, then the sequence search")):
             attempt = _measure(problem, sequence_schedule(fitted.problem, s, "scale"), latency, at)
             if attempt.cost < best.cost:
                 best = replace(attempt, origin=f"{label} ({where})")
+            if float(mine[s].sum()) < start[1]:
+                start = (s, float(mine[s].sum()), label)
+    seq, label = start[0], start[2]
+    for level, per_node in enumerate(work[1]):
+        if deadline.passed():
+            break
+        moves = per_node * len(problem.nodes)
+        annealed = anneal_sequence(fitted.problem, budget, seq, mine, moves, SEED + level, deadline)
+        if annealed.seq is None:
+            break
+        seq = annealed.seq
+        attempt = _measure(problem, sequence_schedule(fitted.problem, seq, "scale"), latency, at)
+        if attempt.cost < best.cost:
+            best = replace(attempt, origin=f"{label}, then annealed ({where})")
     return best
 
 
