@@ -3,7 +3,8 @@
 
 The order comes from :func:`~poet_edge.schedulers.ordering.choose_order`. Where its no-recomputation
 pass does not fit, recomputations make a first fitting sequence (:mod:`~poet_edge.schedulers.fit`), each
-improved by the sequence search (:mod:`~poet_edge.schedulers.seq_search`). All of it is counted in
+improved by the sequence search (:mod:`~poet_edge.schedulers.seq_search`), the cheapest then annealed
+(:mod:`~poet_edge.schedulers.anneal`). All of it is counted in
 work, never timed; only scale's runs take the wall-clock safety stop.
 """
 
@@ -308,16 +309,17 @@ def _sequences(
     at = time.perf_counter() - began
     where = named[fitted.order]
     mine = costs[list(fitted.order)]
-    best, start = Attempt(None, math.inf, at), (np.zeros(0, dtype=np.int64), math.inf, "")
+    best = Attempt(None, math.inf, at)
+    start, start_cost, start_label = fitted.sequences[0][0], math.inf, ""  # the cheapest, annealed below
     for seq, origin in fitted.sequences:
         found = improve_sequence(fitted.problem, budget, seq, mine, work[0], deadline)
         for s, label in ((seq, origin), (found.seq, f"{origin}, then the sequence search")):
             attempt = _measure(problem, sequence_schedule(fitted.problem, s, "scale"), latency, at)
             if attempt.cost < best.cost:
                 best = replace(attempt, origin=f"{label} ({where})")
-            if float(mine[s].sum()) < start[1]:
-                start = (s, float(mine[s].sum()), label)
-    seq, label = start[0], start[2]
+            if float(mine[s].sum()) < start_cost:
+                start, start_cost, start_label = s, float(mine[s].sum()), label
+    seq = start
     for level, per_node in enumerate(work[1]):
         if deadline.passed():
             break
@@ -328,7 +330,7 @@ def _sequences(
         seq = annealed.seq
         attempt = _measure(problem, sequence_schedule(fitted.problem, seq, "scale"), latency, at)
         if attempt.cost < best.cost:
-            best = replace(attempt, origin=f"{label}, then annealed ({where})")
+            best = replace(attempt, origin=f"{start_label}, then annealed ({where})")
     return best
 
 
