@@ -28,7 +28,8 @@ With --gap G, scale and poet-milp stop once proven within G ((cost - bound) / co
 gap as far as the time limit allows.
 With --repeat N, scale runs N times per row: the table shows its first run, a table of the spread over
 the runs follows it (cost, gap, the zoo criterion, how many different schedules), and the checks count
-every run.
+every run. With --load as well, runs 2 to N are made while every core is kept busy by a spinning
+process: issue 55's determinism check (the same schedule on a loaded machine: "schedules" 1).
 With --results NAME, the rows, the checks and the run's settings are written to bench/results/NAME.json
 and NAME.md with the machine, commit and date (bench/provenance.py). With --reference FILE (a JSON file
 of {"rows": [{"graph", "budget", "cost_j", "source"}]}, e.g. bench/results/solver-zoo-reference.json),
@@ -40,14 +41,16 @@ deterministic: scale's work is counted, not timed).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
+import multiprocessing
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import mean
@@ -152,6 +155,29 @@ def run_scale(
     return _measured(problem, schedule, run)
 
 
+def _spin() -> None:
+    while True:
+        pass
+
+
+@contextlib.contextmanager
+def saturated(on: bool) -> Iterator[None]:
+    """Every core kept busy by a spinning process while the block runs (``on``: --load), else nothing."""
+    if not on:
+        yield
+        return
+    spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(os.cpu_count() or 1)]
+    for p in spinners:
+        p.start()
+    try:
+        yield
+    finally:
+        for p in spinners:
+            p.terminate()
+        for p in spinners:
+            p.join()
+
+
 def run_poet(problem: SchedulingProblem, limit: float, threads: int, gap: float | None = None) -> Run:
     began = time.perf_counter()
     first: list[float] = []
@@ -249,9 +275,10 @@ def bench_row(
     name: str, label: str, problem: SchedulingProblem, plain: float, args: argparse.Namespace
 ) -> Row:
     row: dict[str, object] = {"graph": name, "T": str(len(problem.nodes)), "budget": label}
-    scale_runs = [
-        run_scale(problem, args.scale_limit, args.threads, args.gap, args.effort) for _ in range(args.repeat)
-    ]
+    scale_runs = []
+    for k in range(args.repeat):
+        with saturated(args.load and k > 0):
+            scale_runs.append(run_scale(problem, args.scale_limit, args.threads, args.gap, args.effort))
     runs = {"scale": scale_runs[0]}
     if len(problem.nodes) <= args.poet_max_nodes:
         runs["poet-milp"] = run_poet(problem, args.time_limit, args.threads, args.gap)
@@ -664,6 +691,11 @@ def main() -> int:
         help="run scale this many times per row (the table shows the first run; a spread table and the "
         "checks cover every run)",
     )
+    ap.add_argument(
+        "--load",
+        action="store_true",
+        help="with --repeat N: runs 2 to N while every core is kept busy by a spinning process",
+    )
     ap.add_argument("--results", help="also write bench/results/NAME.json and NAME.md (with provenance)")
     ap.add_argument(
         "--reference", type=Path, help="compare scale's costs with this JSON file's rows (module docstring)"
@@ -677,6 +709,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error("--repeat must be at least 1")
+    if args.load and args.repeat < 2:
+        ap.error("--load needs --repeat 2 or more (the first run is the quiet one)")
     if args.quick:
         args.time_limit = min(args.time_limit, 10.0)
         args.poet_max_nodes = min(args.poet_max_nodes, 100)
@@ -703,7 +737,8 @@ def main() -> int:
     )
     print(table(rows, COLUMNS))
     print()
-    if spread := spread_table(rows):
+    spread = spread_table(rows)
+    if spread:
         print(spread)
         print()
     print(scaling_table(rows))
@@ -722,6 +757,8 @@ def main() -> int:
         "gap": args.gap,
         "train": args.train,
         "threads": args.threads,
+        "repeat": args.repeat,
+        "load": args.load,
         "device": args.device,
         "rows": _raws(rows),
         "checks": [{"what": w, "passed": g, "checked": n, "misses": m} for w, g, n, m in found],
@@ -738,6 +775,9 @@ def main() -> int:
             ("Every row", markdown(rows, COLUMNS)),
             ("Checks", "```\n" + checks_text(found) + "\n```"),
         ]
+        if spread:
+            title = "Run to run" + (" (runs 2 on: every core busy)" if args.load else "")
+            sections.insert(1, (title, "```\n" + spread + "\n```"))
         if reference is not None:
             told = json.loads(args.reference.read_text()).get("meta", {})
             about = " ".join(str(told[k]) for k in ("what", "readme", "how") if k in told)
