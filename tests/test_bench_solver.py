@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from solver import checks, checks_text, short_status, spread_table, zoo_graphs  # noqa: E402
+from solver import checks, checks_text, saturated, short_status, spread_table, zoo_graphs  # noqa: E402
 
 
 def _rec(
@@ -134,3 +136,15 @@ def test_train_option_trains_every_parameter_of_each_zoo_model() -> None:
     assert sum(n.name.startswith("update/") for n in whole.nodes) > sum(
         n.name.startswith("update/") for n in own.nodes
     )
+
+
+def test_load_keeps_every_core_busy_only_inside_the_block() -> None:
+    """--load's spinners: one process per core while the block runs, none before or after."""
+    before = len(multiprocessing.active_children())
+    with saturated(True):
+        spinning = multiprocessing.active_children()
+        assert len(spinning) - before == (os.cpu_count() or 1)
+        assert all(p.is_alive() for p in spinning)
+    assert len(multiprocessing.active_children()) == before
+    with saturated(False):
+        assert len(multiprocessing.active_children()) == before
