@@ -342,4 +342,5 @@ def anneal_sequence(
             best, best_cost = axis.sequence(), total
         if delta_over < 0 or over == 0:
             lowest = min(lowest, axis.peak())
-    return Annealed(best, best_cost, lowest, done)
+    exact = math.fsum(costs[int(v)] for v in best) if best is not None else math.inf  # no drift
+    return Annealed(best, exact, lowest, done)
