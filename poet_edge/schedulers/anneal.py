@@ -49,11 +49,10 @@ SEED = 55
 @dataclass(frozen=True)
 class Annealed:
     """The cheapest sequence found that fits the budget (node indices; None: none did), its cost, the
-    lowest peak reached (bytes), the moves made."""
+    moves made."""
 
     seq: np.ndarray | None
     cost: float
-    peak: int
     moves: int
 
 
@@ -61,16 +60,12 @@ class Axis:
     """The instances of a sequence on the slotted time axis, with each slot's RAM."""
 
     def __init__(self, problem: SchedulingProblem, seq: Sequence[int], budget: int) -> None:
-        n = len(problem.nodes)
-        self.n, self.budget = n, budget
+        self.n, self.budget = len(problem.nodes), budget
         self.out = [node.out_bytes for node in problem.nodes]
         self.ws = [node.workspace_bytes for node in problem.nodes]
         self.fixed = problem.fixed_bytes
         self.inputs = [sorted(set(p)) for p in problem.preds()]
-        self.readers: list[list[int]] = [[] for _ in range(n)]
-        for v, ins in enumerate(self.inputs):
-            for u in ins:
-                self.readers[u].append(v)
+        self.readers = [sorted(set(s)) for s in problem.succs()]
         self.place(seq)
 
     def place(self, seq: Sequence[int]) -> None:
@@ -116,9 +111,6 @@ class Axis:
     def overflow(self, lo: int = 0, hi: int | None = None) -> int:
         """Bytes over the budget summed over the computing slots in [lo, hi)."""
         return int(np.maximum(self.mem[lo:hi] - self.budget, 0) @ self.used[lo:hi])
-
-    def peak(self) -> int:
-        return int(self.mem[self.used > 0].max(initial=0))
 
     def hot(self) -> np.ndarray:
         return np.flatnonzero((self.mem > self.budget) & (self.used > 0))
@@ -302,7 +294,6 @@ def anneal_sequence(
     over = axis.overflow()
     best: np.ndarray | None = axis.sequence() if over == 0 else None
     best_cost = total if over == 0 else math.inf
-    lowest = axis.peak()
     again = sorted(v for v in range(axis.n) if len(axis.inst[v]) > 1)
     done = 0
     while done < moves:
@@ -340,7 +331,5 @@ def anneal_sequence(
                 bisect.insort(again, v)
         if over == 0 and total < best_cost * (1 - 1e-12):
             best, best_cost = axis.sequence(), total
-        if delta_over < 0 or over == 0:
-            lowest = min(lowest, axis.peak())
     exact = math.fsum(costs[int(v)] for v in best) if best is not None else math.inf  # no drift
-    return Annealed(best, exact, lowest, done)
+    return Annealed(best, exact, done)

@@ -203,7 +203,7 @@ def schedule_ordered(
             )
             return replace(attempt.schedule, report=_order_info(report, choice, at))
     ours = (
-        _sequences(problem, choice, latency, (sequences, anneal), began, deadline)
+        _sequences(problem, choice, latency, sequences, anneal, began, deadline)
         if remat
         else Attempt(None, math.inf, 0.0)
     )
@@ -281,13 +281,14 @@ def _sequences(
     problem: SchedulingProblem,
     choice: OrderChoice,
     latency: bool,
-    work: tuple[int, tuple[int, ...]],
+    work: int,
+    anneal: tuple[int, ...],
     began: float,
     deadline: Deadline,
 ) -> Attempt:
     """The cheapest of the fitting sequences (:func:`~poet_edge.schedulers.fit.fit_sequences`), each
-    improved by ``work[0]`` evaluations of the sequence search, the cheapest of those then annealed
-    (``work[1]``: moves per node, one anneal per level, each from the last one's best; all stop at
+    improved by ``work`` evaluations of the sequence search, the cheapest of those then annealed
+    (``anneal``: moves per node, one anneal per level, each from the last one's best; all stop at
     ``deadline``); at_s: when the first fitting one was found."""
     budget = problem.budget_bytes
     costs = np.array(node_costs(problem, latency)[0], dtype=float)
@@ -312,7 +313,7 @@ def _sequences(
     best = Attempt(None, math.inf, at)
     start, start_cost, start_label = fitted.sequences[0][0], math.inf, ""  # the cheapest, annealed below
     for seq, origin in fitted.sequences:
-        found = improve_sequence(fitted.problem, budget, seq, mine, work[0], deadline)
+        found = improve_sequence(fitted.problem, budget, seq, mine, work, deadline)
         for s, label in ((seq, origin), (found.seq, f"{origin}, then the sequence search")):
             attempt = _measure(problem, sequence_schedule(fitted.problem, s, "scale"), latency, at)
             if attempt.cost < best.cost:
@@ -320,7 +321,7 @@ def _sequences(
             if float(mine[s].sum()) < start_cost:
                 start, start_cost, start_label = s, float(mine[s].sum()), label
     seq = start
-    for level, per_node in enumerate(work[1]):
+    for level, per_node in enumerate(anneal):
         if deadline.passed():
             break
         moves = per_node * len(problem.nodes)
