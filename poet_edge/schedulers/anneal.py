@@ -83,6 +83,7 @@ class Axis:
             if v >= 0:
                 self.used[s] = 1
                 self.mem[s] += self.ws[v]
+        self._hot: np.ndarray | None = None
         self.ends: list[list[int]] = []
         for u in range(self.n):
             e = self.node_ends(u)
@@ -95,6 +96,15 @@ class Axis:
         """The last slot reading each instance of ``u`` (its own slot when unread); None when a read
         has no earlier instance."""
         slots = self.inst[u]
+        if len(slots) == 1:  # the common case: the last read of any reader, none before the instance
+            end = slots[0]
+            for w in self.readers[u]:
+                reads = self.inst[w]
+                if reads[0] <= slots[0]:
+                    return None
+                if reads[-1] > end:
+                    end = reads[-1]
+            return [end]
         ends = list(slots)
         for w in self.readers[u]:
             for r in self.inst[w]:
@@ -113,7 +123,10 @@ class Axis:
         return int(np.maximum(self.mem[lo:hi] - self.budget, 0) @ self.used[lo:hi])
 
     def hot(self) -> np.ndarray:
-        return np.flatnonzero((self.mem > self.budget) & (self.used > 0))
+        """The computing slots above the budget (kept until the next move that is not undone)."""
+        if self._hot is None:
+            self._hot = np.flatnonzero((self.mem > self.budget) & (self.used > 0))
+        return self._hot
 
     def free_before(self, s: int, lo: int, taken: set[int]) -> int | None:
         """The latest free slot in (lo, s) not in ``taken``."""
@@ -128,26 +141,28 @@ class Axis:
         affected = dict.fromkeys(changes)
         for v in changes:
             affected.update(dict.fromkeys(self.inputs[v]))
-        old = {u: (self.inst[u], self.ends[u]) for u in affected}
+        previous = {v: self.inst[v] for v in changes}
         for v, slots in changes.items():
             self.inst[v] = slots
-        new: dict[int, list[int]] = {}
+        new: dict[int, list[int]] = {}  # the nodes whose instances or ends change
         for u in affected:
             e = self.node_ends(u)
             if e is None:
                 for v in changes:
-                    self.inst[v] = old[v][0]
+                    self.inst[v] = previous[v]
                 return None
-            new[u] = e
-        spans = [
-            (s, e)
-            for u in affected
-            for slots, ends in (old[u], (self.inst[u], new[u]))
-            for s, e in zip(slots, ends, strict=True)
+            if u in previous or e != self.ends[u]:
+                new[u] = e
+        old = {u: (previous.get(u, self.inst[u]), self.ends[u]) for u in new}
+        spans = [  # the instances that change: the RAM changes within them only
+            span
+            for u, e in new.items()
+            for span in set(zip(*old[u], strict=True)) ^ set(zip(self.inst[u], e, strict=True))
         ]
         lo = min((s for s, _ in spans), default=0)
         hi = max((e for _, e in spans), default=0) + 1
         before = self.overflow(lo, hi)
+        hot, self._hot = self._hot, None
         slots_changed: list[tuple[int, int, int]] = []
         for v in changes:
             was, now = set(old[v][0]), set(self.inst[v])
@@ -157,15 +172,16 @@ class Axis:
             for s in sorted(now - was):
                 self._slot(s, v, 1)
                 slots_changed.append((s, v, 1))
-        for u in affected:
-            self._move(u, old[u], (self.inst[u], new[u]))
-        return self.overflow(lo, hi) - before, _Undo(old, slots_changed)
+        for u, e in new.items():
+            self._move(u, old[u], (self.inst[u], e))
+        return self.overflow(lo, hi) - before, _Undo(old, slots_changed, hot)
 
     def undo(self, undo: _Undo) -> None:
         for u, was in undo.old.items():
             self._move(u, (self.inst[u], self.ends[u]), was)
         for s, v, sign in reversed(undo.slots):
             self._slot(s, v, -sign)
+        self._hot = undo.hot
 
     def _slot(self, s: int, v: int, sign: int) -> None:
         self.at[s] = v if sign > 0 else -1
@@ -178,10 +194,15 @@ class Axis:
             self.inst[u], self.ends[u] = now
             return
         size = self.out[u]
-        for s, e in zip(*was, strict=True):
-            self.mem[s : e + 1] -= size
-        for s, e in zip(*now, strict=True):
-            self.mem[s : e + 1] += size
+        if len(was[0]) == len(now[0]) == 1 and was[0] == now[0]:  # one instance, its end moved
+            e0, e1 = was[1][0], now[1][0]
+            self.mem[min(e0, e1) + 1 : max(e0, e1) + 1] += size if e1 > e0 else -size
+        else:
+            before, after = set(zip(*was, strict=True)), set(zip(*now, strict=True))
+            for s, e in before - after:
+                self.mem[s : e + 1] -= size
+            for s, e in after - before:
+                self.mem[s : e + 1] += size
         self.inst[u], self.ends[u] = now
 
 
@@ -189,6 +210,7 @@ class Axis:
 class _Undo:
     old: dict[int, tuple[list[int], list[int]]]
     slots: list[tuple[int, int, int]]
+    hot: np.ndarray | None  # the slots above the budget before the move
 
 
 def split(axis: Axis, rng: random.Random, allowed: list[bool]) -> dict[int, list[int]] | None:
