@@ -318,6 +318,28 @@ def test_machine_readable_output_has_no_solver_banner(mlp_path, tmp_path):
     assert r.stdout == ""
 
 
+def test_solve_reports_progress_on_stderr(tmp_path):
+    # a solve that takes a while says how it goes on stderr (its cheapest schedule, its bound); stdout
+    # keeps the report or the JSON alone; -q silences it, -v adds the problem and the phase's seconds
+    from poet_edge.graphgen import random_layered_dag
+    from poet_edge.graphio import write_graph
+
+    graph = tmp_path / "g.json"
+    write_graph(random_layered_dag(30, 0, budget_bytes=1 << 62), graph)
+    runs = {flag: poet("solve", graph, "--ram", "300", "--json", "--time-limit", "20", *flag) for flag in
+            ((), ("-q",), ("-v",))}  # fmt: skip
+    for r in runs.values():
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["valid"] is True
+    plain, quiet, verbose = runs[()].stderr, runs[("-q",)].stderr, runs[("-v",)].stderr
+    assert quiet == ""
+    assert plain.startswith("schedule ") and "incumbent 173.755" in plain, plain
+    assert verbose.startswith("poet: scale on 30 nodes, 47 edges within 300 B, --effort default\n"), verbose
+    assert verbose.count("incumbent") >= plain.count("incumbent") and "  schedule " in verbose, verbose
+    r = poet("solve", graph, "--ram", "100", "-v")  # an error stays the last line
+    assert r.returncode != 0 and r.stderr.splitlines()[-1].startswith("poet: error: RAM budget 100 bytes")
+
+
 def test_scale_is_the_default_and_milp_solver_needs_the_milp(mlp_path, tmp_path):
     out = tmp_path / "out"
     r = poet("compile", mlp_path, "--device", "cortex-m4", "--ram", "36KB", "--batch", "8", "-o", out)

@@ -13,6 +13,7 @@ from poet_edge.commands import add_solve_limits
 from poet_edge.errors import PoetError
 from poet_edge.graphio import read_graph
 from poet_edge.problem import SchedulingProblem
+from poet_edge.progress import Progress
 from poet_edge.schedule import Schedule
 from poet_edge.schedulers import SCHEDULERS, configured, milp_solver
 from poet_edge.schedulers.effort import cut_warning
@@ -50,11 +51,22 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--no-paging", action="store_true", help="milp, scale: recomputation only")
     p.add_argument("--no-remat", action="store_true", help="milp, scale: paging only")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
+    talk = p.add_mutually_exclusive_group()
+    talk.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress on stderr (the report still goes to stdout)"
+    )
+    talk.add_argument(
+        "-v", "--verbose", action="store_true", help="every cheaper schedule and higher bound on stderr"
+    )
     p.set_defaults(run=run)
     return p
 
 
-def _schedule(problem: SchedulingProblem, args: argparse.Namespace) -> tuple[Schedule, float]:
+def _schedule(
+    problem: SchedulingProblem, args: argparse.Namespace, progress: Progress
+) -> tuple[Schedule, float]:
+    """The schedule and the seconds it took; the solver's progress (its cheapest schedule, its bound)
+    told to ``progress`` as it goes."""
     began = time.perf_counter()
     options = MilpOptions(
         objective=args.objective,
@@ -65,8 +77,17 @@ def _schedule(problem: SchedulingProblem, args: argparse.Namespace) -> tuple[Sch
         remat=not args.no_remat,
         gap_rel=args.gap,
         effort=args.effort,
+        on_progress=lambda t, inc, bnd, gap: progress.update(incumbent=inc, bound=bnd, gap=gap),
     )
-    schedule = configured(args.scheduler, options)(problem)
+    progress.detail(
+        f"poet: {args.scheduler} on {len(problem.nodes)} nodes, {len(problem.edges)} edges within "
+        f"{problem.budget_bytes} B" + (f", --effort {args.effort}" if args.scheduler == "scale" else "")
+    )
+    progress.phase("schedule")
+    try:
+        schedule = configured(args.scheduler, options)(problem)
+    finally:
+        progress.done()
     warning = cut_warning(schedule.report, args.time_limit)
     if warning is not None:
         print(warning, file=sys.stderr)
@@ -113,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
     if args.threads is not None and args.threads < 1:
         raise PoetError(f"--threads {args.threads}: must be at least 1")
     problem = read_graph(args.graph, args.ram)
-    schedule, seconds = _schedule(problem, args)
+    progress = Progress.from_flags(args.quiet, args.verbose, stream=sys.stderr)
+    schedule, seconds = _schedule(problem, args, progress)
     sim, error = None, None
     try:
         sim = simulate(problem, schedule)

@@ -163,8 +163,8 @@ def schedule_ordered(
       and a run that would be kept never gets there (its bound stays below its own cost), so the result
       is the same.
 
-    ``on_progress``: told the sequences' cost (``inner`` reports its own runs' progress, and this the
-    given order's cost when a run beside the chosen one's wins).
+    ``on_progress``: told each cheaper sequence's cost as it is found (``inner`` reports its own runs'
+    progress, and this the given order's cost when a run beside the chosen one's wins).
 
     ``beside``: where the chosen order's run takes longer than ``later_s`` seconds, the given order's run
     starts then in a child process (one more core) instead of after it; the schedule is the same, only
@@ -203,13 +203,11 @@ def schedule_ordered(
             )
             return replace(attempt.schedule, report=_order_info(report, choice, at))
     ours = (
-        _sequences(problem, choice, latency, sequences, anneal, began, deadline)
+        _sequences(problem, choice, latency, sequences, anneal, began, deadline, on_progress)
         if remat
         else Attempt(None, math.inf, 0.0)
     )
     order_s = time.perf_counter() - began
-    if on_progress is not None and ours.schedule is not None:  # the sequences' schedule: an incumbent too
-        on_progress(order_s, ours.cost, None, None)
     pending = None
     if beside is not None and choice.origin != "given":
         pending = _Given(beside, problem, began + time_limit_s, _finite(ours.cost), later_s)
@@ -285,12 +283,19 @@ def _sequences(
     anneal: tuple[int, ...],
     began: float,
     deadline: Deadline,
+    on_progress: ProgressCallback | None = None,
 ) -> Attempt:
     """The cheapest of the fitting sequences (:func:`~poet_edge.schedulers.fit.fit_sequences`), each
     improved by ``work`` evaluations of the sequence search, the cheapest of those then annealed
     (``anneal``: moves per node, one anneal per level, each from the last one's best; all stop at
-    ``deadline``); at_s: when the first fitting one was found."""
+    ``deadline``); at_s: when the first fitting one was found. ``on_progress``: told each cheaper one."""
     budget = problem.budget_bytes
+
+    def better(attempt: Attempt, origin: str) -> Attempt:
+        if on_progress is not None:
+            on_progress(time.perf_counter() - began, attempt.cost, None, None)
+        return replace(attempt, origin=origin)
+
     costs = np.array(node_costs(problem, latency)[0], dtype=float)
     named = {choice.order: "the chosen order"}
     for name, order in candidates(problem):
@@ -313,11 +318,11 @@ def _sequences(
     best = Attempt(None, math.inf, at)
     start, start_cost, start_label = fitted.sequences[0][0], math.inf, ""  # the cheapest, annealed below
     for seq, origin in fitted.sequences:
-        found = improve_sequence(fitted.problem, budget, seq, mine, work, deadline)
-        for s, label in ((seq, origin), (found.seq, f"{origin}, then the sequence search")):
+        for searched, label in ((False, origin), (True, f"{origin}, then the sequence search")):
+            s = improve_sequence(fitted.problem, budget, seq, mine, work, deadline).seq if searched else seq
             attempt = _measure(problem, sequence_schedule(fitted.problem, s, "scale"), latency, at)
             if attempt.cost < best.cost:
-                best = replace(attempt, origin=f"{label} ({where})")
+                best = better(attempt, f"{label} ({where})")
             if float(mine[s].sum()) < start_cost:
                 start, start_cost, start_label = s, float(mine[s].sum()), label
     seq = start
@@ -331,7 +336,7 @@ def _sequences(
         seq = annealed.seq
         attempt = _measure(problem, sequence_schedule(fitted.problem, seq, "scale"), latency, at)
         if attempt.cost < best.cost:
-            best = replace(attempt, origin=f"{start_label}, then annealed ({where})")
+            best = better(attempt, f"{start_label}, then annealed ({where})")
     return best
 
 
