@@ -32,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from provenance import provenance  # noqa: E402
+from provenance import provenance, speed  # noqa: E402
 
 from poet_edge.graphgen import dense_layered, shuffled  # noqa: E402
 from poet_edge.graphio import write_graph  # noqa: E402
@@ -104,6 +104,8 @@ def markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         f"Machine: {meta['machine']}. Commit {meta['commit']}, {meta['date']}. "
         f"Load average (1 min) at the start {meta['load_start']}, at the end {meta['load_end']} "
         "(the machine is shared by other jobs: seconds are disturbed, costs are not). "
+        f"Reference loop (bench/provenance.py `speed`, lower is faster): {meta.get('speed_start', '-')} s "
+        f"at the start, {meta.get('speed_end', '-')} s at the end. "
         f"`poet solve --time-limit {meta['time_limit']:g} --threads 2`.",
         "",
         __doc__.split("\n\n")[1].replace("\n", " "),
@@ -136,6 +138,7 @@ def main(argv: list[str]) -> int:
         **provenance(),
         "time_limit": args.time_limit,
         "load_start": round(os.getloadavg()[0], 2),
+        "speed_start": speed(),
     }
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -155,6 +158,7 @@ def main(argv: list[str]) -> int:
                     rows.append(r)
                     print(" ".join(f"{k}={v}" for k, v in r.items() if v is not None), flush=True)
     meta["load_end"] = round(os.getloadavg()[0], 2)
+    meta["speed_end"] = speed()
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "dense.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     text = markdown(meta, rows)

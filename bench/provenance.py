@@ -7,6 +7,7 @@ import datetime
 import os
 import platform
 import subprocess
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,6 +29,20 @@ def commit() -> str:
     cmd = ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]
     done = subprocess.run(cmd, capture_output=True, text=True)
     return done.stdout.strip()
+
+
+def speed() -> float:
+    """Seconds of a fixed pure-Python loop (the best of three): how fast this machine runs the
+    interpreter now, so that seconds measured on different days (or under other jobs' load) can be
+    compared. Lower is faster."""
+    best = float("inf")
+    for _ in range(3):
+        began = time.perf_counter()
+        total = 0
+        for i in range(2_000_000):
+            total += i
+        best = min(best, time.perf_counter() - began)
+    return round(best, 3)
 
 
 def provenance() -> dict[str, str]:
