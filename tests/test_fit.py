@@ -11,6 +11,7 @@ import pytest
 
 from poet_edge.errors import PoetError
 from poet_edge.graphgen import dense_layered
+from poet_edge.memory_floor import memory_floor
 from poet_edge.problem import ProblemNode, SchedulingProblem
 from poet_edge.schedulers import configured
 from poet_edge.schedulers.fit import ROUND_WORK, Fitted, Unfit, fit_sequences
@@ -21,6 +22,7 @@ from poet_edge.schedulers.ordering import (
     Deadline,
     Sequences,
     block_gain,
+    candidates,
     choose_order,
     insert_recomputations,
     sequence_schedule,
@@ -196,3 +198,23 @@ def test_a_blocks_gain_is_what_the_ram_curve_says() -> None:
             checked += 1
             signs.add((want > 0) - (want < 0))
     assert checked > 500 and signs == {-1, 0, 1}
+
+
+def test_orders_two_at_a_time_give_what_one_at_a_time_give() -> None:
+    """With ``beside`` the orders after the first are tried two at a time, one in a child process: the
+    same first fitting order (dense_layered(80, 3) at 1.2x its floor: the fourth candidate, dfs-last,
+    after a pair that both fail), the same sequences and evaluations as one at a time; at the floor,
+    where none fits, the same lowest peak and order."""
+    problem = dense_layered(80, seed=3)
+    floor = memory_floor(problem).bytes
+    costs = [n.compute_j for n in problem.nodes]
+    orders = [tuple(o) for _, o in candidates(problem)]
+    alone = fit_sequences(problem, int(1.2 * floor), costs, orders)
+    paired = fit_sequences(problem, int(1.2 * floor), costs, orders, beside=True)
+    assert isinstance(alone, Fitted) and isinstance(paired, Fitted) and alone.order == orders[3]
+    assert (paired.order, paired.evaluations) == (alone.order, alone.evaluations)
+    assert [label for _, label in paired.sequences] == [label for _, label in alone.sequences]
+    assert all(np.array_equal(a, b) for (a, _), (b, _) in zip(alone.sequences, paired.sequences, strict=True))
+    unfit = fit_sequences(problem, floor, costs, orders)
+    assert isinstance(unfit, Unfit) and unfit.peak is not None
+    assert fit_sequences(problem, floor, costs, orders, beside=True) == unfit

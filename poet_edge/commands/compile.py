@@ -73,8 +73,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     m.add_argument(
         "--threads",
         type=int,
-        help="solver threads (default: the solver's choice); 1: also scale's two orders' runs one after "
-        "the other",
+        help="solver threads (default: the solver's choice); 1: also scale's two orders' runs, and the "
+        "fallback orders' fitting sequences, one after the other (else one beside in a child process)",
     )
     m.add_argument(
         "--milp-solver", choices=("highs", "cbc"), help="the MILP's solver: HiGHS (default) or CBC"

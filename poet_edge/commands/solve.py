@@ -42,7 +42,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="scale, milp: solver threads (1: also scale's two orders' runs one after the other)",
+        help="scale, milp: solver threads (1: also scale's two orders' runs, and the fallback orders' "
+        "fitting sequences, one after the other; else one beside in a child process)",
     )
     p.add_argument("--milp-solver", choices=("highs", "cbc"), help="milp: HiGHS (default) or CBC")
     p.add_argument(

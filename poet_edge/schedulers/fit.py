@@ -11,17 +11,23 @@
   demand at the budget (few evictions are left to make).
 
 Orders are tried in turn until one gets a fitting sequence; the caller improves each sequence of that
-order (the cheapest at the start is not always the cheapest after the sequence search).
+order (the cheapest at the start is not always the cheapest after the sequence search). With
+``beside``, once the first order gets none, the orders after it are tried two at a time: each second one
+in a child process (:func:`~poet_edge.schedulers.proof_process.start_call`) while this process tries
+the first. Each order's constructions are counted work of their own, so the result is the one the
+orders tried in turn give (the first order in the list that fits), only sooner on two cores.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from poet_edge.problem import SchedulingProblem
+from poet_edge.schedulers import proof_process
 from poet_edge.schedulers.on_demand import on_demand_sequence
 from poet_edge.schedulers.ordering import Deadline, Sequences, insert_recomputations, reorder
 
@@ -115,28 +121,82 @@ def _in_order(
     return [f for f in found if int(seqs.curve(f[0])[0].max()) <= budget], seqs.evaluations, top
 
 
+def in_order_call(
+    problem: SchedulingProblem, budget: int, costs: np.ndarray, seconds: float
+) -> tuple[Found, int, int, bool]:
+    """:func:`_in_order` with a safety stop ``seconds`` from now (run in a child process by
+    :func:`fit_sequences`), and whether that stop cut it."""
+    deadline = Deadline(time.perf_counter() + seconds)
+    found, spent, top = _in_order(problem, budget, costs, deadline)
+    return found, spent, top, deadline.hit
+
+
+BESIDE_GRACE = 5.0  # seconds an order's child may pass the safety stop before it is stopped
+
+
+def _beside(
+    problem: SchedulingProblem, budget: int, costs: np.ndarray, deadline: Deadline
+) -> proof_process.Job | None:
+    """:func:`in_order_call` started in a child process (None past the safety stop)."""
+    left = deadline.at - time.perf_counter()
+    if left <= 0:
+        return None
+    return proof_process.start_call(in_order_call, (problem, budget, costs, left), left, BESIDE_GRACE)
+
+
+def _collect(
+    job: proof_process.Job, problem: SchedulingProblem, budget: int, costs: np.ndarray, deadline: Deadline
+) -> tuple[Found, int, int]:
+    """The child's :func:`_in_order` result; where the child failed, the same work done here."""
+    try:
+        out, stopped = job.finish()
+    except RuntimeError:
+        return _in_order(problem, budget, costs, deadline)
+    if stopped or out is None:
+        deadline.hit = True
+        return [], 0, -1
+    found, spent, top, hit = out
+    deadline.hit = deadline.hit or hit
+    return found, spent, top
+
+
 def fit_sequences(
     problem: SchedulingProblem,
     budget: int,
     cost: Sequence[float] | np.ndarray,
     orders: Sequence[tuple[int, ...]],
     deadline: Deadline | None = None,
+    beside: bool = False,
 ) -> Fitted | Unfit:
     """The module docstring's fitting sequences in the first of ``orders`` (each as indices of
     ``problem``'s nodes, as ``cost`` is) where one fits; :class:`Unfit` when none does. Past
-    ``deadline`` (the safety stop) no further round or order is tried (``deadline.hit`` then says so)."""
+    ``deadline`` (the safety stop) no further round or order is tried (``deadline.hit`` then says so).
+    ``beside``: after the first order, every second order in a child process (module docstring)."""
     costs = np.asarray(cost, dtype=float)
     deadline = deadline or Deadline()
     evaluations, peak = 0, None  # peak: the lowest reached, in order ``closest``
     closest: tuple[int, ...] = ()
-    for order in orders:
-        if deadline.passed():
-            break
-        ordered = reorder(problem, order)
-        found, spent, top = _in_order(ordered, budget, costs[list(order)], deadline)
-        evaluations += spent
-        if found:
-            return Fitted(ordered, tuple(order), tuple(found), evaluations)
-        if peak is None or top < peak:
-            peak, closest = top, tuple(order)
+    job: proof_process.Job | None = None  # the next order's constructions, in a child process
+    try:
+        for i, order in enumerate(orders):
+            if deadline.passed():
+                break
+            ordered = reorder(problem, order)
+            mine = costs[list(order)]
+            if job is not None:
+                found, spent, top = _collect(job, ordered, budget, mine, deadline)
+                job = None
+            else:
+                if beside and 0 < i < len(orders) - 1:
+                    nxt = orders[i + 1]
+                    job = _beside(reorder(problem, nxt), budget, costs[list(nxt)], deadline)
+                found, spent, top = _in_order(ordered, budget, mine, deadline)
+            evaluations += spent
+            if found:
+                return Fitted(ordered, tuple(order), tuple(found), evaluations)
+            if top >= 0 and (peak is None or top < peak):
+                peak, closest = top, tuple(order)
+    finally:
+        if job is not None:
+            job.stop()
     return Unfit(peak, closest, evaluations)

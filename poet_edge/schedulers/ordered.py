@@ -166,11 +166,13 @@ def schedule_ordered(
     ``on_progress``: told each cheaper sequence's cost as it is found (``inner`` reports its own runs'
     progress, and this the given order's cost when a run beside the chosen one's wins).
 
-    ``beside``: where the chosen order's run takes longer than ``later_s`` seconds, the given order's run
-    starts then in a child process (one more core) instead of after it; the schedule is the same, only
-    sooner (:class:`_Given`). Its safety stop is the same time limit. A run that the safety stop cut
-    and that is not kept (the chosen order's, the given order's) marks the result cut, in phase "the
-    chosen order's schedule" or "the given order's schedule": had it run to its end, it could have won.
+    ``beside``: the fitting sequences' fallback orders are tried two at a time, one in a child
+    process (the same result, sooner); and where the chosen order's run takes longer than ``later_s``
+    seconds, the given order's run starts then in a child process (one more core) instead of after it;
+    the schedule is the same, only sooner (:class:`_Given`). Its safety stop is the same time limit. A
+    run that the safety stop cut and that is not kept (the chosen order's, the given order's) marks the
+    result cut, in phase "the chosen order's schedule" or "the given order's schedule": had it run to
+    its end, it could have won.
 
     ``Schedule.report`` gains ``order`` (the candidate chosen), ``orders_compared``, ``order_evaluations``,
     ``order_s`` and ``bound_covers``: "all orders" where the bound is the plain pass (every node once) or
@@ -203,7 +205,9 @@ def schedule_ordered(
             )
             return replace(attempt.schedule, report=_order_info(report, choice, at))
     ours = (
-        _sequences(problem, choice, latency, sequences, anneal, began, deadline, on_progress)
+        _sequences(
+            problem, choice, latency, sequences, anneal, began, deadline, on_progress, beside is not None
+        )
         if remat
         else Attempt(None, math.inf, 0.0)
     )
@@ -284,11 +288,13 @@ def _sequences(
     began: float,
     deadline: Deadline,
     on_progress: ProgressCallback | None = None,
+    pair: bool = False,
 ) -> Attempt:
-    """The cheapest of the fitting sequences (:func:`~poet_edge.schedulers.fit.fit_sequences`), each
-    improved by ``work`` evaluations of the sequence search, the cheapest of those then annealed
-    (``anneal``: moves per node, one anneal per level, each from the last one's best; all stop at
-    ``deadline``); at_s: when the first fitting one was found. ``on_progress``: told each cheaper one."""
+    """The cheapest of the fitting sequences (:func:`~poet_edge.schedulers.fit.fit_sequences`; ``pair``:
+    the fallback orders two at a time, one in a child process), each improved by ``work`` evaluations
+    of the sequence search, the cheapest of those then annealed (``anneal``: moves per node, one anneal
+    per level, each from the last one's best; all stop at ``deadline``); at_s: when the first fitting
+    one was found. ``on_progress``: told each cheaper one."""
     budget = problem.budget_bytes
 
     def better(attempt: Attempt, origin: str) -> Attempt:
@@ -304,7 +310,7 @@ def _sequences(
     if not capped(len(problem.nodes)):  # beyond, each order's insertion costs the cap's work again
         for name, order in levels(precedence(problem)):
             named.setdefault(tuple(order), f"the {name} order")
-    fitted = fit_sequences(problem, budget, costs, list(named), deadline)
+    fitted = fit_sequences(problem, budget, costs, list(named), deadline, beside=pair)
     if isinstance(fitted, Unfit):
         if fitted.peak is None:
             return Attempt(None, math.inf, 0.0)
