@@ -130,6 +130,11 @@ class Progress:
             self._last_draw = now
             self._line(line)
 
+    def solver(self, elapsed: float, incumbent: float | None, bound: float | None, gap: float | None) -> None:
+        """:meth:`update` as a solver's progress callback (``on_progress``: the seconds elapsed, which the
+        phase's own clock already shows, then the incumbent, the bound and the gap)."""
+        self.update(incumbent=incumbent, bound=bound, gap=gap)
+
     def info(self, message: str) -> None:
         """A message for the user; hidden when quiet."""
         if self.verbosity >= Verbosity.NORMAL:

@@ -32,6 +32,13 @@ def warn_ram_above_device(ram_bytes: int, device: str) -> None:
         )
 
 
+def add_talk(p: argparse.ArgumentParser, quiet: str, verbose: str) -> None:
+    """-q/--quiet and -v/--verbose (one or the other), with their help for this command."""
+    talk = p.add_mutually_exclusive_group()
+    talk.add_argument("-q", "--quiet", action="store_true", help=quiet)
+    talk.add_argument("-v", "--verbose", action="store_true", help=verbose)
+
+
 def add_solve_limits(p: argparse.ArgumentParser | argparse._ArgumentGroup, who: str = "") -> None:
     """--time-limit and --gap, as compile, solve and sweep take them; ``who`` heads their help (the
     schedulers they apply to, where the group's title does not say)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 from poet_edge import autodiff, frontend, optimizer, planning, report
 from poet_edge.autodiff import Loss
 from poet_edge.batch_split import BATCH_PARTS_HELP, parts_wanted
-from poet_edge.commands import add_batch, add_solve_limits, warn_ram_above_device
+from poet_edge.commands import add_batch, add_solve_limits, add_talk, warn_ram_above_device
 from poet_edge.compiler import PATCHES, Compiled, CompileOptions, compile_model
 from poet_edge.planning import INPUT_HELP, PARAMS_HELP, InputPlace, ParamPlace
 from poet_edge.progress import Progress
@@ -141,9 +141,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "recomputation or paging; --no-arena-moves keeps every tensor where it was born (default: on)",
     )
     p.add_argument("--no-report", action="store_true", help="skip report.html and memory.png (faster)")
-    talk = p.add_mutually_exclusive_group()
-    talk.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
-    talk.add_argument("-v", "--verbose", action="store_true", help="also print each phase with its duration")
+    add_talk(p, "print nothing but errors", "also print each phase with its duration")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -172,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
             not args.no_remat,
             gap_rel=args.gap,
             effort=args.effort,
-            on_progress=lambda t, inc, bnd, gap: progress.update(incumbent=inc, bound=bnd, gap=gap),
+            on_progress=progress.solver,
         ),
         max_latency=args.max_latency,
         input=InputPlace.RAM if args.input == "auto" else InputPlace(args.input),

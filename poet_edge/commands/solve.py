@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from poet_edge import sanity
-from poet_edge.commands import add_solve_limits
+from poet_edge.commands import add_solve_limits, add_talk
 from poet_edge.errors import PoetError
 from poet_edge.graphio import read_graph
 from poet_edge.problem import SchedulingProblem
@@ -52,12 +52,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--no-paging", action="store_true", help="milp, scale: recomputation only")
     p.add_argument("--no-remat", action="store_true", help="milp, scale: paging only")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
-    talk = p.add_mutually_exclusive_group()
-    talk.add_argument(
-        "-q", "--quiet", action="store_true", help="no progress on stderr (the report still goes to stdout)"
-    )
-    talk.add_argument(
-        "-v", "--verbose", action="store_true", help="every cheaper schedule and higher bound on stderr"
+    add_talk(
+        p,
+        "no progress on stderr (the report still goes to stdout)",
+        "every cheaper schedule and higher bound on stderr",
     )
     p.set_defaults(run=run)
     return p
@@ -78,7 +76,7 @@ def _schedule(
         remat=not args.no_remat,
         gap_rel=args.gap,
         effort=args.effort,
-        on_progress=lambda t, inc, bnd, gap: progress.update(incumbent=inc, bound=bnd, gap=gap),
+        on_progress=progress.solver,
     )
     progress.detail(
         f"poet: {args.scheduler} on {len(problem.nodes)} nodes, {len(problem.edges)} edges within "

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 from poet_edge import autodiff, frontend, optimizer, sanity, sweep, sweep_exec
 from poet_edge.autodiff import Loss
 from poet_edge.batch_split import BATCH_PARTS_HELP, parts_wanted
-from poet_edge.commands import add_batch, add_solve_limits, warn_ram_above_device
+from poet_edge.commands import add_batch, add_solve_limits, add_talk, warn_ram_above_device
 from poet_edge.compiler import CompileOptions
 from poet_edge.errors import PoetError
 from poet_edge.planning import INPUT_HELP, InputPlace
@@ -132,9 +132,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tile-order", choices=tuple(TILE_ORDERS), default="auto", help=TILE_ORDER_HELP)
     p.add_argument("--batch-parts", type=parts_wanted, default=None, metavar="auto|K", help=BATCH_PARTS_HELP)
     p.add_argument("--no-report", action="store_true", help="skip report.html and memory.png in each point")
-    talk = p.add_mutually_exclusive_group()
-    talk.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
-    talk.add_argument("-v", "--verbose", action="store_true", help="also print every point's error text")
+    add_talk(p, "print nothing but errors", "also print every point's error text")
     p.set_defaults(sweep_parser=p)
 
 

@@ -131,7 +131,7 @@ def in_order_call(
     return found, spent, top, deadline.hit
 
 
-BESIDE_GRACE = 5.0  # seconds an order's child may pass the safety stop before it is stopped
+ORDER_GRACE = 5.0  # seconds an order's child process may pass the safety stop before it is stopped
 
 
 def _beside(
@@ -141,7 +141,7 @@ def _beside(
     left = deadline.at - time.perf_counter()
     if left <= 0:
         return None
-    return proof_process.start_call(in_order_call, (problem, budget, costs, left), left, BESIDE_GRACE)
+    return proof_process.start_call(in_order_call, (problem, budget, costs, left), left, ORDER_GRACE)
 
 
 def _collect(
