@@ -215,6 +215,34 @@ def test_the_given_order_is_scheduled_too_unless_no_time_is_left() -> None:
     assert cut["cut_phase"] == "order search"  # the first phase the safety stop cut (the given order not run)
 
 
+def test_sequences_proven_within_the_gap_end_the_solve() -> None:
+    """--gap: where the sequences' schedule is already within the gap of the plain pass (a bound for
+    every order), scale does not run; with a narrower gap it runs on both orders, as before."""
+    from poet_edge.schedulers.ordered import schedule_ordered
+
+    base = shuffled(dense_layered(120, seed=3), 4)
+    peak = int(simulate(base, schedule_none(base)).peak_ram_bytes)
+    problem = replace(base, budget_bytes=int(0.6 * peak))
+    calls: list[float | None] = []
+
+    def inner(p: SchedulingProblem, _limit: float, above: float | None) -> Schedule:
+        calls.append(above)
+        return schedule_recompute_all(p)
+
+    full = schedule_ordered(problem, inner, 1e9)
+    assert len(calls) == 2
+    gap = float(full.report.to_json()["gap"])  # the sequences' schedule against the plain pass
+    assert 0.0 < gap < 1.0 and str(full.report.to_json()["schedule_from"]).startswith("recomput")
+    calls.clear()
+    narrow = schedule_ordered(problem, inner, 1e9, gap_rel=0.99 * gap)
+    assert len(calls) == 2 and narrow.steps == full.steps
+    calls.clear()
+    within = schedule_ordered(problem, inner, 1e9, gap_rel=gap * (1 + 1e-9))
+    assert calls == [] and within.steps == full.steps
+    assert within.report.to_json()["gap"] == pytest.approx(gap, rel=1e-12)
+    assert within.report.to_json()["bound_covers"] == ALL_ORDERS
+
+
 def test_a_cut_run_that_is_not_kept_marks_the_result_cut() -> None:
     """A run the safety stop cut could have won had it run to its end: where the sequences' schedule
     is cheaper than the chosen order's run and that run was cut, the result says it was cut, in "the

@@ -115,6 +115,7 @@ def configured(name: str, options: MilpOptions) -> Callable[[SchedulingProblem],
                 anneal=anneal,
                 on_progress=tell,
                 beside=beside,
+                gap_rel=scale.gap_rel,
             )
 
         return solve

@@ -23,6 +23,7 @@ from poet_edge.memory_floor import check_budget
 from poet_edge.problem import SchedulingProblem
 from poet_edge.schedule import Schedule, SolveReport
 from poet_edge.schedulers.anneal import SEED, anneal_sequence
+from poet_edge.schedulers.board import closed
 from poet_edge.schedulers.effort import anneal_moves, sequence_work
 from poet_edge.schedulers.fit import Unfit, capped, fit_sequences
 from poet_edge.schedulers.lp_model import node_costs
@@ -144,6 +145,7 @@ def schedule_ordered(
     on_progress: ProgressCallback | None = None,
     beside: Beside | None = None,
     later_s: float = LATER_S,
+    gap_rel: float = 0.0,
 ) -> Schedule:
     """``inner`` (scale) on the order :func:`choose_order` picks, with the order's own answers:
 
@@ -161,7 +163,8 @@ def schedule_ordered(
       when there is no other schedule. Each ``inner`` run may stop once its lower bound is above the
       cheapest schedule found before it (the sequences', then the chosen order's): it could not be kept,
       and a run that would be kept never gets there (its bound stays below its own cost), so the result
-      is the same.
+      is the same. Where the sequences' schedule is already proven within ``gap_rel`` (--gap) of the
+      plain pass, a bound for all orders, it is returned without ``inner``'s runs.
 
     ``on_progress``: told each cheaper sequence's cost as it is found (``inner`` reports its own runs'
     progress, and this the given order's cost when a run beside the chosen one's wins).
@@ -212,6 +215,8 @@ def schedule_ordered(
         else Attempt(None, math.inf, 0.0)
     )
     order_s = time.perf_counter() - began
+    if closed(ours.cost, plain, gap_rel):  # proven within --gap already: no run can matter
+        return _marked(_ours(ours, None, plain, choice, order_s, began), deadline, first_cut, False)
     pending = None
     if beside is not None and choice.origin != "given":
         pending = _Given(beside, problem, began + time_limit_s, _finite(ours.cost), later_s)
