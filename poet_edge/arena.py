@@ -31,9 +31,6 @@ class Instance:
     start: int  # first schedule step at which it occupies memory
     end: int  # last schedule step at which it occupies memory (inclusive)
 
-    def overlaps(self, other: Instance) -> bool:
-        return self.start <= other.end and other.start <= self.end
-
 
 @dataclass(frozen=True)
 class ArenaPlan:

@@ -27,7 +27,6 @@ from poet_edge.trainable import TRAIN_HELP
 from poet_edge.units import SIZE_HELP, parse_size
 
 DEFAULT_SCHEDULERS = sorted(n for n in SCHEDULERS if n not in ALIASES)
-AXES = ("models", "device", "train", "ram", "schedulers")  # what a sweep file may give as lists
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -244,7 +243,6 @@ class SweepProgress:
     done: int = 0
     cached: int = 0
     failed: int = 0
-    computed_s: float = 0.0
     _start: float = field(default_factory=time.monotonic)
     _last_plain: float = field(default_factory=time.monotonic)
     _width: int = 0

@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from poet_edge.schedulers.scale import ScaleOptions
     from poet_edge.schedulers.segment_strict import SplitModels
 
-INTERRUPTED = "Interrupted by user"  # HiGHS's status when a solve's stop() said True
 GRACE = 0.2  # seconds the child gets past its time limit to write what it found before it is stopped
 
 
