@@ -39,16 +39,19 @@ def title(table: Path, text: str) -> str:
 
 
 def script(table: Path, text: str) -> str:
-    """The bench script that wrote the table ("Measured by `bench/x.py`"), else the first one its text names,
-    else the one named like the table."""
+    """The bench script that wrote the table ("Measured by `bench/x.py`"), else the one named like the
+    table, else the first one its text names (a table may name a helper, as dense.md does
+    bench/provenance.py, before its script)."""
     by = re.search(r"by `(bench/[\w-]+\.py)`", text)
     if by and (RESULTS.parent.parent / by.group(1)).is_file():
         return by.group(1)
+    stem = table.stem.split("-")[0]
+    if (RESULTS.parent / f"{stem}.py").is_file():
+        return f"bench/{stem}.py"
     for candidate in sorted(RESULTS.parent.glob("*.py")):
         if f"bench/{candidate.name}" in text:
             return f"bench/{candidate.name}"
-    stem = table.stem.split("-")[0]
-    return f"bench/{stem}.py" if (RESULTS.parent / f"{stem}.py").is_file() else "?"
+    return "?"
 
 
 def render() -> str:
