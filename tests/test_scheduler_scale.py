@@ -14,7 +14,7 @@ import pytest
 from scaleutil import FLAGS, exact_schedules, peak_ram, scale_budgets, valid_schedules
 
 from poet_edge.errors import PoetError
-from poet_edge.graphgen import random_layered_dag, training_chain
+from poet_edge.graphgen import dense_layered, random_layered_dag, training_chain
 from poet_edge.memory_floor import memory_floor
 from poet_edge.problem import ProblemNode, SchedulingProblem
 from poet_edge.schedule import Compute, Free, Schedule
@@ -23,6 +23,7 @@ from poet_edge.schedulers.board import Board, Run, closed
 from poet_edge.schedulers.effort import LEVELS
 from poet_edge.schedulers.engine import Analysis
 from poet_edge.schedulers.milp import MilpOptions, schedule_milp
+from poet_edge.schedulers.ordering import Curves
 from poet_edge.schedulers.scale import Policy, ScaleOptions, schedule_scale
 from poet_edge.schedulers.segment_cover import Cover, Segment
 from poet_edge.schedulers.stage_model import StageModel
@@ -485,6 +486,18 @@ def test_stop_above_ends_a_run_that_cannot_be_that_cheap() -> None:
     cut = schedule_scale(problem, replace(OPTS, stop_above=plain))
     assert simulate(problem, cut).energy_j >= cost and simulate(problem, cut).peak_ram_bytes <= 439
     assert float(cut.report.bound or 0.0) > plain and cut.report.search_replays == 0
+
+
+def test_a_run_with_a_schedule_to_beat_stops_after_a_first_level_without_one() -> None:
+    """stop_above is the cost of a schedule found before the run (the fitting sequences'): where the
+    first level finds no schedule of its own, the later levels do not run. The dense n = 250 graph at
+    80% of its given order's peak (not pageable): the quick level's bound and primal rounds find none."""
+    problem = dense_layered(250, seed=250)
+    peak = int(Curves(problem).curve(range(250)).max())
+    problem = replace(problem, budget_bytes=int(0.8 * peak))
+    opts = ScaleOptions(threads=1, effort="max", stop_above=1.0e9)
+    with pytest.raises(PoetError, match="it had a schedule to beat: 1 of 3 levels ran"):
+        schedule_scale(problem, opts)
 
 
 def test_status_says_when_a_time_limit_cut_the_run_short() -> None:

@@ -57,8 +57,9 @@ class ScaleOptions:
     (cost - bound) / cost is at most this; ``rounds``: primal re-solves; ``prove_gap``: the gap the
     cutoff proofs try to establish; ``paging`` / ``remat`` False (--no-paging / --no-remat): no value
     is paged out / recomputed; ``on_progress(elapsed_s, incumbent, bound, None)``: told every cheaper
-    schedule and higher bound (it only observes); ``stop_above``: the run may also stop once its lower
-    bound is above this cost (no schedule it could find is that cheap)."""
+    schedule and higher bound (it only observes); ``stop_above``: the cost of a schedule found before
+    the run, which it is to beat: the run may also stop once its lower bound is above it (no schedule
+    it could find is that cheap), and it stops after its first level when that found no schedule."""
 
     objective: str = "energy"  # energy | latency
     time_limit_s: float = SAFETY_S
